@@ -1,0 +1,63 @@
+"""Backends run a :class:`~rollcall.jobspec.JobSpec` somewhere and stream every node's log to a collector.
+
+Both meet :class:`Backend`; tests never care which one ran.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from rollcall.collect import Collector
+from rollcall.jobspec import Accelerator, JobSpec
+
+
+class JobState(enum.Enum):
+    """How a job ended, as the backend saw it."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+
+
+@dataclass
+class JobStatus:
+    """The end of a job: its state and, unless it succeeded, why, naming the pod or node."""
+
+    state: JobState
+    reason: str = ""
+    details: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """What discovery found the job can use on each node."""
+
+    accelerator: Accelerator
+    procs_per_node: int
+    resources: dict[str, int] = field(default_factory=dict)
+    instance_type: str | None = None
+    description: str = ""
+
+
+class Job(Protocol):
+    """A launched job."""
+
+    def wait(self, timeout_s: float) -> JobStatus:
+        """Block until the job ends or ``timeout_s`` passes; fail fast on the first broken node."""
+        ...
+
+    def cleanup(self) -> None:
+        """Remove everything the job created; safe to call twice; never raises for what is already gone."""
+        ...
+
+
+class Backend(Protocol):
+    """Where jobs run."""
+
+    name: str
+
+    def launch(self, spec: JobSpec, collector: Collector) -> Job:
+        """Create the job and start streaming each node's log into ``collector``."""
+        ...

@@ -1,0 +1,177 @@
+"""The local backend: the Job's torchrun command run as N simulated nodes on this machine.
+
+Each simulated node is one torchrun agent, started with :meth:`JobSpec.torchrun_command` exactly as a pod
+would run it, with ``--node-rank i`` and master ``127.0.0.1:<a free port>``. Its output goes to its own log
+sink, as a pod's log would. On cuda the visible GPUs are split between the nodes. Every process carries the
+run's id in its environment, so a timeout, a failure, Ctrl-C or SIGTERM ends all of them, workers included.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import queue
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rollcall import procs
+from rollcall.backends import JobState, JobStatus
+from rollcall.collect import Collector, LogSink
+from rollcall.jobspec import JobSpec
+
+#: The workload script in this repository, run in place of the image's copy.
+DEFAULT_SCRIPT = Path(__file__).resolve().parents[3] / "images" / "bert-training" / "train.py"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def visible_gpus() -> list[str]:
+    """GPU ids this process may use: ``CUDA_VISIBLE_DEVICES``, else those ``nvidia-smi -L`` lists."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        return [d for d in env.split(",") if d.strip()]
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [str(i) for i, line in enumerate(out.stdout.splitlines()) if line.startswith("GPU ")]
+
+
+@dataclass
+class LocalBackend:
+    """Runs jobs as local torchrun agents."""
+
+    python: str = sys.executable
+    script: Path = DEFAULT_SCRIPT
+    name: str = "local"
+
+    def launch(self, spec: JobSpec, collector: Collector) -> LocalJob:
+        """Start one agent per simulated node."""
+        if not self.script.is_file():
+            raise FileNotFoundError(
+                f"workload script {self.script} not found; run from a rollcall checkout or pass its path"
+            )
+        port = free_port()
+        gpus = visible_gpus() if spec.accelerator == "nvidia" else []
+        if spec.accelerator == "nvidia" and len(gpus) < spec.world_size:
+            raise RuntimeError(
+                f"{spec.nodes} node(s) x {spec.procs_per_node} GPU(s) need {spec.world_size} GPUs, "
+                f"but {len(gpus)} are visible; lower --nodes or --procs-per-node"
+            )
+        run_id = f"{spec.name}-{os.getpid()}-{port}"
+        job = LocalJob(spec=spec, run_id=run_id)
+        try:
+            for node in range(spec.nodes):
+                env = {**os.environ, **spec.workload_env(), procs.RUN_ID_ENV: run_id}
+                if gpus:
+                    env["CUDA_VISIBLE_DEVICES"] = ",".join(
+                        gpus[node * spec.procs_per_node : (node + 1) * spec.procs_per_node]
+                    )
+                log_dir = collector.directory / f"node-{node}-ranks"
+                cmd = spec.torchrun_command(
+                    node_rank=str(node),
+                    master_addr="127.0.0.1",
+                    master_port=port,
+                    launcher=(self.python, "-m", "torch.distributed.run"),
+                    script=str(self.script),
+                    log_dir=str(log_dir),
+                )
+                job.start(node, cmd, env, collector.sink(f"node-{node}"))
+        except BaseException:
+            job.cleanup()
+            raise
+        return job
+
+
+@dataclass
+class _Node:
+    index: int
+    proc: subprocess.Popen[bytes]
+    reader: threading.Thread
+
+
+@dataclass
+class LocalJob:
+    """The agents of one run."""
+
+    spec: JobSpec
+    run_id: str
+    nodes: list[_Node] = field(default_factory=list)
+    _exits: queue.Queue[tuple[int, int]] = field(default_factory=queue.Queue)
+    _cleaned: bool = False
+
+    def start(self, index: int, cmd: list[str], env: dict[str, str], sink: LogSink) -> None:
+        """Start the agent of node ``index`` with its output going to ``sink``."""
+        proc = subprocess.Popen(
+            cmd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        reader = threading.Thread(
+            target=self._pump, args=(index, proc, sink), daemon=True, name=f"rollcall-node-{index}"
+        )
+        reader.start()
+        self.nodes.append(_Node(index, proc, reader))
+
+    def _pump(self, index: int, proc: subprocess.Popen[bytes], sink: LogSink) -> None:
+        stream = proc.stdout
+        assert isinstance(stream, io.BufferedReader)
+        try:
+            while chunk := stream.read1(1 << 16):
+                sink.write(chunk)
+        finally:
+            sink.close()
+            self._exits.put((index, proc.wait()))
+
+    def wait(self, timeout_s: float) -> JobStatus:
+        """Wait for every agent; the first that exits non-zero fails the job and ends the others."""
+        deadline = time.monotonic() + timeout_s
+        pending = {n.index for n in self.nodes}
+        while pending:
+            try:
+                index, code = self._exits.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                self._stop()
+                return JobStatus(
+                    JobState.TIMED_OUT,
+                    f"job did not finish within {timeout_s:g}s; node(s) {sorted(pending)} still running "
+                    "were killed",
+                )
+            pending.discard(index)
+            if code != 0:
+                self._stop()
+                others = f"; node(s) {sorted(pending)} were stopped" if pending else ""
+                return JobStatus(
+                    JobState.FAILED, f"node {index} (torchrun agent) exited with code {code}{others}"
+                )
+        return JobStatus(JobState.SUCCEEDED)
+
+    def _stop(self) -> None:
+        procs.end_run(self.run_id)
+        for node in self.nodes:
+            node.reader.join(timeout=10)
+
+    def cleanup(self) -> None:
+        """End every process of the run (agents and workers) and close the logs."""
+        if self._cleaned:
+            return
+        self._cleaned = True
+        self._stop()
+        for node in self.nodes:
+            if node.proc.poll() is None:
+                node.proc.kill()
+            node.proc.wait()

@@ -1,0 +1,67 @@
+"""Per-pod log collection: each log is written to its own artifact file and parsed as it arrives.
+
+A backend asks the :class:`Collector` for one :class:`LogSink` per pod (or local node) and writes that pod's
+bytes into it as they come. Nothing is ever concatenated across pods, and nothing waits for the job's end to
+read a log, so a log that rotates or a pod that is deleted has already been read.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from pathlib import Path
+from typing import IO
+
+from rollcall.ranklog import Format, LogParser, RollCall
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+class LogSink:
+    """One pod's log: appended to ``path`` and fed to that pod's parser."""
+
+    def __init__(self, path: Path, parser: LogParser, lock: threading.Lock) -> None:
+        self.path = path
+        self._parser = parser
+        self._lock = lock
+        self._file: IO[bytes] | None = open(path, "wb")  # noqa: SIM115 - closed in close()
+
+    def write(self, data: bytes) -> None:
+        """Keep and parse ``data``."""
+        if self._file is None:
+            raise ValueError(f"log sink {self.path} is closed")
+        self._file.write(data)
+        with self._lock:
+            self._parser.feed(data)
+
+    def close(self) -> None:
+        """Flush the file and let the parser read a last unterminated line."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+            with self._lock:
+                self._parser.close()
+
+
+class Collector:
+    """Hands out one :class:`LogSink` per pod, all recording into one :class:`RollCall`."""
+
+    def __init__(self, directory: Path, fmt: Format = "auto") -> None:
+        self.directory = directory
+        self.fmt = fmt
+        self.roll = RollCall()
+        self.sinks: list[LogSink] = []
+        self._lock = threading.Lock()
+        directory.mkdir(parents=True, exist_ok=True)
+
+    def sink(self, name: str) -> LogSink:
+        """A new sink for the log called ``name`` (a pod name, or ``node-<i>`` locally)."""
+        path = self.directory / f"{_UNSAFE.sub('_', name)}.log"
+        sink = LogSink(path, self.roll.parser(name, self.fmt), self._lock)
+        self.sinks.append(sink)
+        return sink
+
+    def close(self) -> None:
+        """Close every sink (idempotent)."""
+        for sink in self.sinks:
+            sink.close()

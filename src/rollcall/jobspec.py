@@ -1,0 +1,137 @@
+"""One description of the training job, and the one torchrun command built from it.
+
+Both backends start the very same command: the kubernetes backend as each pod's args (node rank
+``$(JOB_COMPLETION_INDEX)``, master ``<job>-0.<service>``), the local backend once per simulated node
+(node rank ``i``, master ``127.0.0.1``). Only the launcher, the script path and those two values differ.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+Accelerator = Literal["nvidia", "neuron", "cpu"]
+
+#: Resource names of the accelerators and of EFA, as device plugins advertise them.
+GPU_RESOURCE = "nvidia.com/gpu"
+NEURON_RESOURCE = "aws.amazon.com/neuron"
+NEURONCORE_RESOURCE = "aws.amazon.com/neuroncore"
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+
+#: train.py's ``--device`` for each accelerator.
+DEVICE_OF: dict[Accelerator, str] = {"nvidia": "cuda", "neuron": "xla", "cpu": "cpu"}
+
+#: torchrun prefixes every rank's console line with this (``${rank}`` is the global rank).
+LOG_PREFIX_TEMPLATE = "[${rank}]:"
+#: Where ranks' own log files go inside a pod (torchrun ``--log-dir``).
+POD_LOG_DIR = "/tmp/rollcall-logs"
+#: The workload's path inside the images.
+IMAGE_SCRIPT = "/workspace/train.py"
+
+_DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What to run: the layout, the image, the workload and what each node needs.
+
+    Attributes:
+        name: the Job's name (a DNS label, unique per run).
+        nodes: nodes (pods, or local torchrun agents) to run.
+        procs_per_node: ranks per node (GPUs or NeuronCores per node, or 1 on cpu).
+        accelerator: which device the ranks train on.
+        image: the container image (the kubernetes backend only).
+        workload_args: extra arguments for train.py.
+        env: extra environment for the workload's processes.
+        resources: per-node resource requests and limits (accelerator and EFA devices).
+        instance_type: value of ``node.kubernetes.io/instance-type`` to select nodes by.
+        master_port: the rendezvous port on node 0.
+        rdzv_timeout_s: how long a node waits for the others at rendezvous.
+        job_timeout_s: how long the whole job may run.
+    """
+
+    name: str
+    nodes: int
+    procs_per_node: int
+    accelerator: Accelerator = "cpu"
+    image: str | None = None
+    workload_args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    resources: Mapping[str, int] = field(default_factory=dict)
+    instance_type: str | None = None
+    master_port: int = 29500
+    rdzv_timeout_s: int = 300
+    job_timeout_s: float = 1800.0
+
+    def __post_init__(self) -> None:
+        if not _DNS_LABEL.match(self.name) or len(self.name) > 52:
+            raise ValueError(
+                f"job name {self.name!r} is not a DNS label of at most 52 characters "
+                "(lower-case letters, digits and '-', starting with a letter)"
+            )
+        if self.nodes < 1 or self.procs_per_node < 1:
+            raise ValueError(
+                f"nodes and procs_per_node must be >= 1, got {self.nodes} and {self.procs_per_node}"
+            )
+
+    @property
+    def world_size(self) -> int:
+        """Ranks in all."""
+        return self.nodes * self.procs_per_node
+
+    def workload_argv(self) -> list[str]:
+        """train.py's arguments: the device of the accelerator, then the user's own."""
+        return ["--device", DEVICE_OF[self.accelerator], *self.workload_args]
+
+    def torchrun_command(
+        self,
+        *,
+        node_rank: str,
+        master_addr: str,
+        master_port: int | None = None,
+        launcher: Sequence[str] = ("torchrun",),
+        script: str = IMAGE_SCRIPT,
+        log_dir: str = POD_LOG_DIR,
+    ) -> list[str]:
+        """The command every node runs: static rendezvous, bounded, per-rank logs multiplexed by the agent.
+
+        torchrun writes each rank's output to its own file under ``log_dir`` and tees it to the agent's
+        stdout with the prefix of :data:`LOG_PREFIX_TEMPLATE`, so ranks never race on one pipe.
+        """
+        return [
+            *launcher,
+            f"--nnodes={self.nodes}",
+            f"--nproc-per-node={self.procs_per_node}",
+            f"--node-rank={node_rank}",
+            f"--master-addr={master_addr}",
+            f"--master-port={master_port or self.master_port}",
+            f"--rdzv-conf=timeout={self.rdzv_timeout_s}",
+            "--max-restarts=0",
+            f"--log-dir={log_dir}",
+            "--redirects=3",
+            "--tee=3",
+            script,
+            *self.workload_argv(),
+        ]
+
+    def workload_env(self) -> dict[str, str]:
+        """Environment every node's agent gets, the user's own on top."""
+        return {
+            "PYTHONUNBUFFERED": "1",
+            "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": LOG_PREFIX_TEMPLATE,
+            "HF_HUB_OFFLINE": "1",
+            **self.env,
+        }
+
+
+def parse_env_pairs(pairs: Sequence[str]) -> dict[str, str]:
+    """``["A=1", "B=x=y"]`` gives ``{"A": "1", "B": "x=y"}``; a pair without ``=`` is an error."""
+    env: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
+            raise ValueError(f"--workload-env {pair!r} is not KEY=VALUE with KEY a variable name (e.g. A=1)")
+        env[key] = value
+    return env

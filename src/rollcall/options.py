@@ -1,0 +1,205 @@
+"""The suite's options: one table, each also read from ``ROLLCALL_<NAME>``, validated into :class:`Options`.
+
+Precedence: the command line, then the environment variable, then the default. A bad value raises
+:class:`OptionError` naming the option, where the value came from, and what to write instead.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from rollcall.jobspec import parse_env_pairs
+
+
+class OptionError(ValueError):
+    """A bad option value; the message says which option and how to fix it."""
+
+
+def env_name(option: str) -> str:
+    """``--job-timeout`` reads ``ROLLCALL_JOB_TIMEOUT``."""
+    return "ROLLCALL_" + option.lstrip("-").replace("-", "_").upper()
+
+
+def _int(minimum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValueError(f"expected a whole number >= {minimum}") from None
+        if value < minimum:
+            raise ValueError(f"must be >= {minimum}")
+        return value
+
+    return parse
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError("expected a number > 0") from None
+    if not value > 0 or value == float("inf"):
+        raise ValueError("must be a finite number > 0")
+    return value
+
+
+def _choice(*choices: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if text not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)}")
+        return text
+
+    return parse
+
+
+def _prefix(text: str) -> str:
+    if not re.match(r"^[a-z]([-a-z0-9]{0,28}[a-z0-9])?$", text):
+        raise ValueError("must be 1-30 lower-case letters, digits or '-', starting with a letter")
+    return text
+
+
+def _bool(text: str) -> bool:
+    low = text.strip().lower()
+    if low in ("1", "true", "yes", "on"):
+        return True
+    if low in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError("expected true or false")
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One option: its flag, how to parse it, its default and its help."""
+
+    flag: str
+    parse: Callable[[str], Any] | None
+    default: Any
+    help: str
+    metavar: str | None = None
+    multiple: bool = False
+    flag_only: bool = False
+
+
+OPTIONS: tuple[Spec, ...] = (
+    Spec("--nodes", _int(1), 2, "nodes (pods) to train on", "N"),
+    Spec(
+        "--procs-per-node",
+        _int(1),
+        None,
+        "ranks per node (default: the nodes' allocatable GPUs or NeuronCores; 1 on cpu)",
+        "N",
+    ),
+    Spec("--accelerator", _choice("auto", "nvidia", "neuron", "cpu"), "auto", "device the ranks train on"),
+    Spec("--instance-type", str, None, "only nodes with this node.kubernetes.io/instance-type", "TYPE"),
+    Spec("--image", str, None, "the training image (required by the kubernetes backend)", "IMAGE"),
+    Spec(
+        "--backend",
+        _choice("auto", "kubernetes", "local"),
+        "auto",
+        "where to run: auto = kubernetes when a kubeconfig or in-cluster config exists, else local",
+    ),
+    Spec("--kubeconfig", str, None, "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)", "PATH"),
+    Spec("--context", str, None, "kubeconfig context to use", "NAME"),
+    Spec("--namespace-prefix", _prefix, "rollcall", "prefix of each run's namespace", "PREFIX"),
+    Spec("--job-timeout", _positive_float, 1800.0, "seconds the training job may run", "SECONDS"),
+    Spec("--efa", _choice("auto", "on", "off"), "auto", "request the nodes' EFA devices"),
+    Spec("--min-throughput", _positive_float, None, "fail ranks below this many samples/s", "SAMPLES_PER_S"),
+    Spec("--retries", _int(0), 0, "re-run a failed job this many times (a pass after a retry is flaky)", "N"),
+    Spec(
+        "--keep", _bool, False, "leave namespaces, Jobs and processes in place for debugging", flag_only=True
+    ),
+    Spec("--artifacts-dir", str, "artifacts", "where logs and reports go", "DIR"),
+    Spec(
+        "--workload-env",
+        str,
+        (),
+        "extra environment for the workload's processes (repeatable)",
+        "KEY=VALUE",
+        multiple=True,
+    ),
+    Spec("--workload-args", str, (), "extra arguments for train.py, one shell-quoted string", "ARGS"),
+)
+
+
+@dataclass(frozen=True)
+class Options:
+    """The validated options of one pytest session."""
+
+    nodes: int = 2
+    procs_per_node: int | None = None
+    accelerator: Literal["auto", "nvidia", "neuron", "cpu"] = "auto"
+    instance_type: str | None = None
+    image: str | None = None
+    backend: Literal["auto", "kubernetes", "local"] = "auto"
+    kubeconfig: str | None = None
+    context: str | None = None
+    namespace_prefix: str = "rollcall"
+    job_timeout: float = 1800.0
+    efa: Literal["auto", "on", "off"] = "auto"
+    min_throughput: float | None = None
+    retries: int = 0
+    keep: bool = False
+    artifacts_dir: Path = Path("artifacts")
+    workload_env: dict[str, str] = field(default_factory=dict)
+    workload_args: tuple[str, ...] = ()
+    sources: dict[str, str] = field(default_factory=dict)
+
+
+def attr_name(flag: str) -> str:
+    """``--job-timeout`` is stored as ``job_timeout``."""
+    return flag.lstrip("-").replace("-", "_")
+
+
+def resolve(cli: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> Options:
+    """Options from command-line values (``None`` or empty when not given), the environment and defaults."""
+    environ = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for spec in OPTIONS:
+        name = attr_name(spec.flag)
+        given = cli.get(name)
+        env = env_name(spec.flag)
+        if given not in (None, False, [], ()):
+            raw, source = given, spec.flag
+        elif env in environ:
+            raw, source = environ[env], env
+        else:
+            values[name], sources[name] = spec.default, "default"
+            continue
+        sources[name] = source
+        values[name] = _convert(spec, raw, source)
+    values["artifacts_dir"] = Path(values["artifacts_dir"])
+    try:
+        values["workload_env"] = parse_env_pairs(values["workload_env"])
+    except ValueError as exc:
+        raise OptionError(f"{exc} (from {sources['workload_env']})") from None
+    return Options(**values, sources=sources)
+
+
+def _convert(spec: Spec, raw: Any, source: str) -> Any:
+    if spec.flag_only and isinstance(raw, bool):
+        return raw
+    if spec.multiple:
+        items: Sequence[str] = shlex.split(raw) if isinstance(raw, str) else list(raw)
+        return tuple(items)
+    if spec.flag == "--workload-args":
+        try:
+            return tuple(shlex.split(raw))
+        except ValueError as exc:
+            raise OptionError(
+                f"{spec.flag} {raw!r} (from {source}) is not shell-quoted text: {exc}"
+            ) from None
+    assert spec.parse is not None
+    try:
+        return spec.parse(raw)
+    except ValueError as exc:
+        example = f"{spec.flag} {spec.metavar}" if spec.metavar else spec.flag
+        raise OptionError(
+            f"invalid {spec.flag} value {raw!r} (from {source}): {exc}; use {example}"
+        ) from None

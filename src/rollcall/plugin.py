@@ -1,0 +1,127 @@
+"""The pytest plugin: declares the options, validates them, exposes fixtures and writes the reports.
+
+It is thin glue: everything real lives in the library modules (:mod:`rollcall.suite`, :mod:`rollcall.runner`,
+:mod:`rollcall.verdict`, :mod:`rollcall.reports`).
+
+Fixtures:
+    rollcall_suite: the session's :class:`~rollcall.suite.Suite` (backend, discovery, records).
+    rollcall: a function ``rollcall(**overrides) -> TestRecord`` that runs this test's training job.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from collections.abc import Callable, Iterator
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from rollcall.options import OPTIONS, OptionError, attr_name, env_name, resolve
+
+if TYPE_CHECKING:
+    from rollcall.reports import TestRecord
+    from rollcall.suite import Suite
+
+_SUITE = pytest.StashKey["Suite"]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Every rollcall option, in one group; each also reads ROLLCALL_<NAME>."""
+    group = parser.getgroup("rollcall", "rollcall: distributed training roll call")
+    for spec in OPTIONS:
+        help_text = f"{spec.help} [env {env_name(spec.flag)}; default {spec.default!r}]"
+        dest = "rollcall_" + attr_name(spec.flag)
+        if spec.flag_only:
+            group.addoption(spec.flag, action="store_true", default=False, dest=dest, help=help_text)
+        elif spec.multiple:
+            group.addoption(
+                spec.flag, action="append", default=[], dest=dest, metavar=spec.metavar, help=help_text
+            )
+        else:
+            group.addoption(spec.flag, default=None, dest=dest, metavar=spec.metavar, help=help_text)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Validate the options up front; a bad one stops the session with a message naming the fix."""
+    from rollcall.suite import Suite
+
+    cli = {attr_name(s.flag): config.getoption("rollcall_" + attr_name(s.flag)) for s in OPTIONS}
+    try:
+        options = resolve(cli)
+    except OptionError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.stash[_SUITE] = Suite.from_options(options)
+    config.addinivalue_line("markers", "rollcall: a test that runs a distributed training job")
+    if not hasattr(config, "workerinput"):
+        _raise_on_sigterm()
+
+
+def _raise_on_sigterm() -> None:
+    """Turn SIGTERM (what CI sends on cancel) into KeyboardInterrupt, so clean-up in ``finally`` runs."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+        signal.signal(signal.SIGTERM, handler)
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    """Say which backend runs and why."""
+    suite = config.stash.get(_SUITE, None)
+    return suite.header() if suite else None
+
+
+@pytest.fixture(scope="session")
+def rollcall_suite(pytestconfig: pytest.Config) -> Suite:
+    """The session's suite."""
+    return pytestconfig.stash[_SUITE]
+
+
+@pytest.fixture
+def rollcall(rollcall_suite: Suite, request: pytest.FixtureRequest) -> Iterator[Callable[..., TestRecord]]:
+    """Run this test's training job; its figures go to the junit properties and the reports."""
+    from rollcall.reports import junit_properties
+
+    def run(**overrides: Any) -> TestRecord:
+        record = rollcall_suite.run(request.node.nodeid, request.node.name, **overrides)
+        request.node.user_properties.extend(junit_properties(record))
+        return record
+
+    yield run
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """A table of every job run this session."""
+    suite = config.stash.get(_SUITE, None)
+    if not suite or not suite.records:
+        return
+    from rollcall.reports import summary_table
+
+    terminalreporter.section("rollcall")
+    for line in summary_table(suite.records):
+        terminalreporter.write_line(line)
+    terminalreporter.write_line(f"reports: {suite.options.artifacts_dir}/")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Write results.json and the per-rank junit file when any job ran."""
+    suite = session.config.stash.get(_SUITE, None)
+    if not suite or not suite.records:
+        return
+    import time
+
+    from rollcall.reports import RANKS_JUNIT_FILE, RESULTS_FILE, write_rank_junit, write_results
+
+    out = suite.options.artifacts_dir
+    meta = {
+        "backend": suite.backend_name,
+        "backend_reason": suite.backend_reason,
+        "started": suite.started,
+        "finished": time.time(),
+        "argv": sys.argv,
+    }
+    write_results(out / RESULTS_FILE, suite.records, meta)
+    write_rank_junit(out / RANKS_JUNIT_FILE, suite.records)

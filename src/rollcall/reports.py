@@ -1,0 +1,169 @@
+"""Reports of a session: ``results.json``, a per-rank junit file and the terminal summary table.
+
+pytest's own ``--junitxml`` gets each test's figures as properties (see :func:`junit_properties`); the
+per-rank junit file has one test case per rank, failed with the events it missed, so a CI dashboard shows
+which rank failed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from junit_xml import TestCase, TestSuite, to_xml_report_string
+
+from rollcall.runner import RunResult
+
+RESULTS_FILE = "results.json"
+RANKS_JUNIT_FILE = "ranks.junit.xml"
+
+
+@dataclass
+class TestRecord:
+    """One test's run, as the reports show it."""
+
+    test_id: str
+    result: RunResult
+    accelerator: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The ``results.json`` entry of this test."""
+        last = self.result.last
+        verdict, spec = last.verdict, last.spec
+        return {
+            "test_id": self.test_id,
+            "backend": self.result.backend,
+            "accelerator": self.accelerator,
+            "nodes": spec.nodes,
+            "procs_per_node": spec.procs_per_node,
+            "world_size": spec.world_size,
+            "missing": verdict.missing,
+            "unexpected_ranks": verdict.unexpected_ranks,
+            "failed_ranks": {str(r): why for r, why in sorted(verdict.failed_ranks.items())},
+            "throughput": verdict.throughput.as_dict(),
+            "epoch_time_mean": verdict.epoch_time_mean,
+            "mfu_mean": verdict.mfu_mean,
+            "job": {"name": spec.name, "state": last.status.state.value, "reason": last.status.reason},
+            "problems": verdict.problems,
+            "passed": self.result.passed,
+            "flaky": self.result.flaky,
+            "attempts": len(self.result.attempts),
+            "duration_s": round(sum(a.duration_s for a in self.result.attempts), 3),
+            "artifacts": str(last.artifacts),
+            **self.extra,
+        }
+
+
+def junit_properties(record: TestRecord) -> list[tuple[str, object]]:
+    """Properties for pytest's own junit report."""
+    d = record.as_dict()
+    tp = d["throughput"]
+    props: list[tuple[str, object]] = [
+        ("backend", d["backend"]),
+        ("accelerator", d["accelerator"]),
+        ("world_size", d["world_size"]),
+        ("ranks_answered", record.result.last.verdict.answered),
+        ("throughput_total", tp["total"]),
+        ("throughput_mean", tp["mean"]),
+        ("throughput_min", tp["min"]),
+        ("throughput_max", tp["max"]),
+        ("epoch_time_mean", d["epoch_time_mean"]),
+        ("flaky", d["flaky"]),
+    ]
+    if d["mfu_mean"] is not None:
+        props.append(("mfu_mean", d["mfu_mean"]))
+    return props
+
+
+def write_results(path: Path, records: Sequence[TestRecord], meta: dict[str, Any]) -> None:
+    """Write ``results.json``: ``{"tests": [...], **meta}``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"tests": [r.as_dict() for r in records], **meta}
+    path.write_text(json.dumps(_finite(doc), indent=2, allow_nan=False, default=str) + "\n")
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no NaN or infinity: such a float becomes null."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def write_rank_junit(path: Path, records: Sequence[TestRecord]) -> None:
+    """Write the per-rank junit file: a suite per test, a case per rank."""
+    suites = []
+    for record in records:
+        last = record.result.last
+        verdict = last.verdict
+        cases = []
+        for rank in range(verdict.layout.world_size):
+            node = verdict.per_rank.get(rank, {}).get("node", verdict.layout.node_of(rank))
+            case = TestCase(
+                name=f"rank {rank:0{len(str(verdict.layout.world_size - 1))}d} (node {node})",
+                classname=record.test_id,
+                elapsed_sec=verdict.per_rank.get(rank, {}).get("epoch_time") or 0.0,
+                stdout=_rank_stdout(verdict.per_rank.get(rank)),
+            )
+            why = verdict.failed_ranks.get(rank)
+            if why:
+                case.add_failure_info(message="; ".join(why), output=f"logs: {last.artifacts}")
+            cases.append(case)
+        for rank in verdict.unexpected_ranks:
+            case = TestCase(name=f"rank {rank} (unexpected)", classname=record.test_id)
+            case.add_failure_info(message=f"rank {rank} is outside 0..{verdict.layout.world_size - 1}")
+            cases.append(case)
+        suites.append(TestSuite(record.test_id, cases, properties={"backend": record.result.backend}))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(to_xml_report_string(suites))
+
+
+def _rank_stdout(info: dict[str, Any] | None) -> str | None:
+    if not info:
+        return None
+    return f"throughput={info['throughput']} samples/s epoch_time={info['epoch_time']} s"
+
+
+def _fmt(value: float | None, spec: str = ".1f") -> str:
+    return "-" if value is None or not math.isfinite(value) else format(value, spec)
+
+
+def summary_table(records: Iterable[TestRecord]) -> list[str]:
+    """The terminal summary: one row per test."""
+    header = (
+        "test",
+        "backend",
+        "ranks",
+        "samples/s total",
+        "per rank (min/mean/max)",
+        "epoch s",
+        "MFU",
+        "verdict",
+    )
+    rows = [header]
+    for record in records:
+        d = record.as_dict()
+        tp = d["throughput"]
+        verdict = "PASS" + (" (flaky)" if d["flaky"] else "") if d["passed"] else "FAIL"
+        rows.append(
+            (
+                d["test_id"].rsplit("::", 1)[-1],
+                d["backend"],
+                f"{record.result.last.verdict.answered}/{d['world_size']}",
+                _fmt(tp["total"]),
+                f"{_fmt(tp['min'])}/{_fmt(tp['mean'])}/{_fmt(tp['max'])}",
+                _fmt(d["epoch_time_mean"], ".3f"),
+                "-" if d["mfu_mean"] is None else f"{100 * d['mfu_mean']:.1f}%",
+                verdict,
+            )
+        )
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(header))]
+    return ["  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]

@@ -1,0 +1,150 @@
+"""The session: which backend runs, what each node offers, and one :meth:`Suite.run` per test.
+
+The pytest plugin builds one :class:`Suite` per session from the validated options; tests call
+:meth:`Suite.run`, which builds the :class:`~rollcall.jobspec.JobSpec`, runs it with retries and records the
+result for the reports.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import secrets
+import time
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from rollcall.backends import Backend, Placement
+from rollcall.jobspec import JobSpec
+from rollcall.options import Options
+from rollcall.reports import TestRecord
+from rollcall.runner import RunResult, run_with_retries
+
+IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
+
+
+def choose_backend(options: Options, environ: dict[str, str] | None = None) -> tuple[str, str]:
+    """The backend to use and why: ``--backend``, else kubernetes when a cluster config exists, else local."""
+    env = dict(os.environ) if environ is None else environ
+    if options.backend != "auto":
+        return options.backend, f"--backend {options.backend}"
+    if options.kubeconfig:
+        return "kubernetes", f"kubeconfig {options.kubeconfig}"
+    if env.get("KUBECONFIG"):
+        return "kubernetes", f"KUBECONFIG={env['KUBECONFIG']}"
+    default = Path(env.get("HOME", "~")).expanduser() / ".kube" / "config"
+    if default.is_file():
+        return "kubernetes", f"kubeconfig {default}"
+    if env.get(IN_CLUSTER_ENV):
+        return "kubernetes", "in-cluster config"
+    return "local", "no kubeconfig or in-cluster config found"
+
+
+def slug(text: str, limit: int = 30) -> str:
+    """A DNS-label-safe piece of ``text``."""
+    s = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    s = s[:limit].strip("-") or "job"
+    return s if s[0].isalpha() else f"t{s}"[:limit]
+
+
+@dataclass
+class Suite:
+    """One pytest session's view of where and how jobs run."""
+
+    options: Options
+    backend_name: str
+    backend_reason: str
+    records: list[TestRecord] = field(default_factory=list)
+    started: float = field(default_factory=time.time)
+
+    @classmethod
+    def from_options(cls, options: Options) -> Suite:
+        """Choose the backend (cheap; nothing is contacted yet)."""
+        name, reason = choose_backend(options)
+        return cls(options, name, reason)
+
+    @cached_property
+    def backend(self) -> Backend:
+        """The backend, created on first use."""
+        if self.backend_name == "local":
+            from rollcall.backends.local import LocalBackend
+
+            return LocalBackend()
+        kubernetes = importlib.import_module("rollcall.backends.kubernetes")
+        backend: Backend = kubernetes.KubernetesBackend.from_options(self.options)
+        return backend
+
+    @cached_property
+    def placement(self) -> Placement:
+        """What each node offers, discovered once per session."""
+        discover = getattr(self.backend, "discover", None)
+        if discover is not None:
+            placement: Placement = discover(self.options)
+            return placement
+        return local_placement(self.options)
+
+    def spec(self, test_name: str, **overrides: Any) -> JobSpec:
+        """The job of ``test_name``: options and discovery, then the test's own overrides."""
+        o, p = self.options, self.placement
+        spec = JobSpec(
+            name=f"{slug(test_name)}-{secrets.token_hex(3)}",
+            nodes=o.nodes,
+            procs_per_node=p.procs_per_node,
+            accelerator=p.accelerator,
+            image=o.image,
+            workload_args=o.workload_args,
+            env=o.workload_env,
+            resources=p.resources,
+            instance_type=p.instance_type,
+            job_timeout_s=o.job_timeout,
+        )
+        return replace(spec, **overrides) if overrides else spec
+
+    def run(self, test_id: str, test_name: str, **overrides: Any) -> TestRecord:
+        """Run the test's job (with ``--retries``) and record it for the reports."""
+        base = self.spec(test_name, **overrides)
+        artifacts = self.options.artifacts_dir / re.sub(r"[^A-Za-z0-9._-]+", "_", test_name)[:100]
+
+        def make_spec(attempt: int) -> JobSpec:
+            return base if attempt == 0 else replace(base, name=f"{base.name}-r{attempt}")
+
+        result: RunResult = run_with_retries(
+            self.backend,
+            make_spec,
+            artifacts,
+            retries=self.options.retries,
+            keep=self.options.keep,
+            min_throughput=self.options.min_throughput,
+        )
+        record = TestRecord(test_id, result, base.accelerator)
+        self.records.append(record)
+        return record
+
+    def header(self) -> str:
+        """The pytest header line."""
+        o = self.options
+        return (
+            f"rollcall: backend={self.backend_name} ({self.backend_reason}), nodes={o.nodes}, "
+            f"accelerator={o.accelerator}, artifacts={o.artifacts_dir}"
+        )
+
+
+def local_placement(options: Options) -> Placement:
+    """Local discovery: cuda when GPUs are visible (split between the simulated nodes), else cpu."""
+    from rollcall.backends.local import visible_gpus
+
+    accel = options.accelerator
+    gpus = visible_gpus() if accel in ("auto", "nvidia") else []
+    if accel == "auto":
+        accel = "nvidia" if gpus else "cpu"
+    if accel == "neuron":
+        return Placement("neuron", options.procs_per_node or 1, description="local xla")
+    if accel == "nvidia":
+        if not gpus:
+            raise RuntimeError("--accelerator nvidia: no GPU is visible here (nvidia-smi -L lists none)")
+        per_node = options.procs_per_node or max(1, len(gpus) // options.nodes)
+        return Placement("nvidia", per_node, description=f"{len(gpus)} local GPU(s)")
+    return Placement("cpu", options.procs_per_node or 1, description="local cpu")

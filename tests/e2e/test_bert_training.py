@@ -1,0 +1,14 @@
+"""The roll call: a distributed BERT job on the chosen backend, and every rank must answer.
+
+Runs on either backend (``--backend local|kubernetes``): provision, wait, collect each node's log into
+``artifacts/<test>/``, parse, and assert the verdict.
+"""
+
+import pytest
+
+
+@pytest.mark.rollcall
+def test_every_rank_answers_the_roll_call(rollcall):
+    record = rollcall()
+    result = record.result
+    assert result.passed, result.message()

@@ -1,0 +1,42 @@
+"""Builders of rank logs for the unit tests."""
+
+import json
+
+
+def event(name, rank, world, **kw):
+    obj = {"event": name, "rank": rank, "world_size": world, **kw}
+    return "ROLLCALL " + json.dumps(obj, separators=(",", ":"))
+
+
+def rank_lines(rank, world, procs_per_node, tp=50.0, epochs=(0.4, 0.5), skip=()):
+    node, local = divmod(rank, procs_per_node)
+    out = []
+    if "start" not in skip:
+        out.append(
+            event("start", rank, world, local_rank=local, node_rank=node, host=f"n{node}", device="cpu")
+        )
+    if "epoch_time" not in skip:
+        out += [event("epoch_time", rank, world, epoch=i + 1, seconds=s) for i, s in enumerate(epochs)]
+    if "throughput" not in skip:
+        out.append(event("throughput", rank, world, samples_per_sec=tp))
+    if "complete" not in skip:
+        out.append(event("complete", rank, world))
+    return out
+
+
+def node_log(node, nodes, procs_per_node, skip=None, tp=None):
+    """One pod's log, as torchrun's agent prints it: prefixed, ranks interleaved."""
+    world = nodes * procs_per_node
+    skip = skip or {}
+    tp = tp or {}
+    per_rank = [
+        [
+            f"[{r}]:{line}"
+            for line in rank_lines(r, world, procs_per_node, tp=tp.get(r, 50.0), skip=skip.get(r, ()))
+        ]
+        for r in range(node * procs_per_node, (node + 1) * procs_per_node)
+    ]
+    lines = ["[default0]:INFO torchrun starting"]
+    for i in range(max(map(len, per_rank))):
+        lines += [lines_of[i] for lines_of in per_rank if i < len(lines_of)]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,138 @@
+"""The plugin end to end through pytester, with a scripted backend that writes rank logs."""
+
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+CONFTEST = """
+import pytest
+from rollcall.backends import JobState, JobStatus, Placement
+from tests.unit.helpers import node_log
+
+class ScriptedJob:
+    def __init__(self, spec, collector, plan):
+        self.spec, self.plan = spec, plan
+        skip = plan.pop(0) if plan else {}
+        for node in range(spec.nodes):
+            sink = collector.sink(f"{spec.name}-{node}")
+            sink.write(node_log(node, spec.nodes, spec.procs_per_node, skip=skip).encode())
+            sink.close()
+        self.cleaned = False
+    def wait(self, timeout_s):
+        return JobStatus(JobState.SUCCEEDED)
+    def cleanup(self):
+        CLEANED.append(self.spec.name)
+
+CLEANED = []
+PLAN = []
+
+class ScriptedBackend:
+    name = "scripted"
+    def launch(self, spec, collector):
+        return ScriptedJob(spec, collector, PLAN)
+
+@pytest.fixture(scope="session", autouse=True)
+def scripted(rollcall_suite):
+    rollcall_suite.__dict__["backend"] = ScriptedBackend()
+    rollcall_suite.__dict__["placement"] = Placement("cpu", 2)
+    rollcall_suite.backend_name = "scripted"
+"""
+
+TEST = """
+from conftest import PLAN, CLEANED
+
+def test_all(rollcall):
+    r = rollcall()
+    assert r.result.passed, r.result.message()
+
+def test_missing(rollcall):
+    PLAN.append({3: ("throughput", "complete")})
+    r = rollcall()
+    assert r.result.passed, r.result.message()
+
+def test_cleaned():
+    assert len(CLEANED) == 2
+"""
+
+
+@pytest.fixture
+def project(pytester, monkeypatch, request):
+    monkeypatch.syspath_prepend(str(request.config.rootpath))
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_roll=TEST)
+    return pytester
+
+
+def test_reports_and_verdicts(project):
+    res = project.runpytest("--nodes", "2", "--junitxml", "junit.xml", "-p", "no:cacheprovider")
+    res.assert_outcomes(passed=2, failed=1)
+    res.stdout.fnmatch_lines(
+        [
+            "rollcall: backend=local*nodes=2*",
+            "*throughput missing on 1 rank(s): 3 (node 1)*",
+            "*complete missing on 1 rank(s): 3 (node 1)*",
+            "*per-pod logs: artifacts*test_missing*",
+            "*= rollcall =*",
+            "test*backend*ranks*samples/s total*",
+            "test_all*scripted*4/4*200.0*PASS",
+            "test_missing*scripted*3/4*150.0*FAIL",
+        ]
+    )
+    doc = json.loads((project.path / "artifacts" / "results.json").read_text())
+    first, second = doc["tests"]
+    assert first["passed"] and not second["passed"]
+    assert second["missing"] == {"throughput": [3], "epoch_time": [], "complete": [3]}
+    assert second["world_size"] == 4 and second["procs_per_node"] == 2
+    assert first["throughput"]["total"] == 200.0
+    assert first["backend"] == "scripted"
+    # pytest's junit has the figures as properties
+    props = {p.get("name"): p.get("value") for p in ET.parse(project.path / "junit.xml").iter("property")}
+    assert props["world_size"] == "4" and props["backend"] == "scripted"
+    # the per-rank junit: one case per rank, rank 3 failed
+    ranks = ET.parse(project.path / "artifacts" / "ranks.junit.xml").getroot()
+    suites = ranks.findall("testsuite")
+    assert [len(s.findall("testcase")) for s in suites] == [4, 4]
+    failed = [c.get("name") for c in suites[1].findall("testcase") if c.find("failure") is not None]
+    assert failed == ["rank 3 (node 1)"]
+    # per-pod logs were kept
+    assert len(list((project.path / "artifacts").glob("test_missing/*.log"))) == 2
+
+
+def test_retries_mark_a_late_pass_flaky(project):
+    project.makepyfile(
+        test_roll="""
+from conftest import PLAN
+def test_flaky(rollcall):
+    PLAN.append({0: ("complete",)})
+    r = rollcall()
+    assert r.result.passed and r.result.flaky
+"""
+    )
+    res = project.runpytest("--retries", "1", "-p", "no:cacheprovider")
+    res.assert_outcomes(passed=1)
+    res.stdout.fnmatch_lines(["*PASS (flaky)"])
+    doc = json.loads((project.path / "artifacts" / "results.json").read_text())
+    assert doc["tests"][0]["attempts"] == 2 and doc["tests"][0]["flaky"]
+
+
+def test_bad_option_is_a_usage_error_naming_the_fix(pytester):
+    res = pytester.runpytest("--nodes", "0")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stderr.fnmatch_lines(["*invalid --nodes value '0' (from --nodes): must be >= 1; use --nodes N*"])
+
+
+def test_bad_environment_value_is_a_usage_error(pytester, monkeypatch):
+    monkeypatch.setenv("ROLLCALL_BACKEND", "slurm")
+    res = pytester.runpytest()
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stderr.fnmatch_lines(["*(from ROLLCALL_BACKEND): must be one of auto, kubernetes, local*"])
+
+
+def test_help_lists_every_option_with_its_env_var(pytester):
+    res = pytester.runpytest("--help")
+    res.stdout.fnmatch_lines(
+        ["*--procs-per-node=N*", "*ROLLCALL_PROCS_PER_NODE*", "*--workload-env=KEY=VALUE*"]
+    )

@@ -1,0 +1,623 @@
+r"""Distributed BERT pre-training roll call: every rank must train and say so.
+
+Started by torchrun, one process per accelerator (or per CPU worker). Each rank trains a randomly
+initialised ``BertForPreTraining`` on synthetic MLM + NSP batches with DDP and reports what happened
+on stdout as roll-call lines. Nothing is downloaded; the script works offline.
+
+Environment read (set by torchrun; never MPI variables):
+    RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE   global/local rank and sizes. Without WORLD_SIZE
+                                                     the script runs as a single process (rank 0 of 1).
+    GROUP_RANK                                       node rank; falls back to NODE_RANK, then
+                                                     JOB_COMPLETION_INDEX, then 0.
+    MASTER_ADDR, MASTER_PORT                         rendezvous of the default process group.
+    PJRT_DEVICE                                      marks an XLA (Neuron) device as configured.
+    ROLLCALL_FAIL_RANK, ROLLCALL_HANG_RANK           fault injection, see below.
+
+Rank-log contract. Each event is one line, ``ROLLCALL `` + a compact JSON object + ``\n``, written
+with a single ``write(2)`` of fewer than 4096 bytes on a duplicate of file descriptor 1, so lines of
+many processes sharing a pipe never interleave. Keys ``event``, ``rank`` and ``world_size`` are
+always present; other keys may be added. Events, in order:
+    start        local_rank, node_rank, local_world_size, host, device, device_name, model, seq_len,
+                 batch_size, precision        -- after joining the process group
+    epoch_time   epoch (from 1), seconds, steps, samples, loss   -- one per timed epoch
+    throughput   samples_per_sec (this rank), tflops (achieved, this rank), mfu (null when the
+                 device peak is unknown), flops_per_sample, model, seq_len, batch_size
+    complete     -- then all ranks meet in a barrier and leave the process group
+    error        message                      -- instead of the rest, on any failure
+Plain progress lines without the prefix may appear in between.
+
+Exit codes: 0 after ``complete``; 1 after ``error`` (the process ends at once, without tearing
+down the process group); 2 for an invalid command line (also after ``error``). A rank killed by a
+signal (torchrun stops the others once one fails) prints nothing more.
+
+Fault injection (for testing the suite itself): ``ROLLCALL_FAIL_RANK=<rank>`` makes that rank raise
+a RuntimeError naming the injected failure right after printing its first ``epoch_time``;
+``ROLLCALL_HANG_RANK=<rank>`` makes that rank sleep forever at the same point.
+
+Timing: ``--warmup-steps`` untimed steps, then ``--epochs`` epochs of ``--steps-per-epoch`` steps.
+All ranks start each epoch together (barrier); each epoch ends with a device synchronise.
+Throughput is the samples this rank processed in timed epochs over their total seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import glob
+import itertools
+import json
+import math
+import os
+import re
+import socket
+import sys
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+FAIL_RANK_ENV = "ROLLCALL_FAIL_RANK"
+HANG_RANK_ENV = "ROLLCALL_HANG_RANK"
+EVENT_PREFIX = "ROLLCALL "
+MAX_LINE_BYTES = 4096  # PIPE_BUF on Linux: smaller writes to a pipe are atomic
+DATA_POOL_BATCHES = 4  # batches generated once per rank, reused in turn
+MASK_PROB = 0.15
+CLS_ID, SEP_ID, MASK_ID = 101, 102, 103  # BERT's uncased vocabulary ids
+FIRST_WORD_ID = 1000  # synthetic "words" are drawn from [FIRST_WORD_ID, vocab_size)
+DEVICES = ("auto", "cuda", "xla", "cpu")
+
+
+@dataclass(frozen=True)
+class BertShape:
+    """The sizes of a BERT that the FLOPs count needs."""
+
+    hidden: int
+    layers: int
+    heads: int
+    intermediate: int
+    vocab: int
+
+
+MODEL_PRESETS: dict[str, BertShape] = {
+    "tiny": BertShape(hidden=128, layers=2, heads=2, intermediate=512, vocab=8192),
+    "base": BertShape(hidden=768, layers=12, heads=12, intermediate=3072, vocab=30522),
+    "large": BertShape(hidden=1024, layers=24, heads=16, intermediate=4096, vocab=30522),
+}
+
+# Defaults that fit a small accelerator / a quick CPU run; every one can be overridden.
+RUN_DEFAULTS: dict[str, dict[str, Any]] = {
+    "cpu": dict(model="tiny", seq_len=64, batch_size=8, warmup_steps=2, epochs=2, steps_per_epoch=3),
+    "accelerator": dict(
+        model="base", seq_len=128, batch_size=32, warmup_steps=10, epochs=3, steps_per_epoch=50
+    ),
+}
+
+# Dense bf16 tensor peak per device, FLOP/s, matched as whole words of the device name, first match.
+PEAK_BF16_FLOPS: tuple[tuple[str, float], ...] = (
+    ("GB200", 2.5e15),
+    ("B200", 2.25e15),
+    ("H100 PCIe", 756.5e12),
+    ("H100 NVL", 835.5e12),
+    ("H200 NVL", 835.5e12),
+    ("GH200", 989.4e12),
+    ("H200", 989.4e12),
+    ("H100", 989.4e12),
+    ("H800", 989.4e12),
+    ("H20", 148e12),
+    ("A100", 312e12),
+    ("A800", 312e12),
+    ("L40S", 362.05e12),
+    ("L40", 181.05e12),
+    ("L4", 121e12),
+    ("A10G", 70e12),
+    ("A10", 125e12),
+    ("MI300X", 1307.4e12),
+    ("MI325X", 1307.4e12),
+)
+
+
+# ---------------------------------------------------------------- pure helpers (no torch needed)
+
+
+@dataclass(frozen=True)
+class DistEnv:
+    """Where this process stands in the job, from torchrun's environment."""
+
+    rank: int
+    local_rank: int
+    world_size: int
+    node_rank: int
+    local_world_size: int
+    launched: bool  # False when started without torchrun (single process)
+
+
+def read_dist_env(environ: Mapping[str, str]) -> DistEnv:
+    """Ranks and sizes from torchrun's environment."""
+
+    def num(*names: str, default: int) -> int:
+        for name in names:
+            value = environ.get(name, "").strip()
+            if value:
+                return int(value)
+        return default
+
+    return DistEnv(
+        rank=num("RANK", default=0),
+        local_rank=num("LOCAL_RANK", default=0),
+        world_size=num("WORLD_SIZE", default=1),
+        node_rank=num("GROUP_RANK", "NODE_RANK", "JOB_COMPLETION_INDEX", default=0),
+        local_world_size=num("LOCAL_WORLD_SIZE", default=1),
+        launched=bool(environ.get("WORLD_SIZE", "").strip()),
+    )
+
+
+def resolve_device(requested: str, cuda_available: bool, xla_importable: bool, xla_configured: bool) -> str:
+    """``auto`` -> cuda if available, else xla if torch_xla imports and a device is configured, else cpu."""
+    if requested != "auto":
+        return requested
+    if cuda_available:
+        return "cuda"
+    if xla_importable and xla_configured:
+        return "xla"
+    return "cpu"
+
+
+def flops_per_sample(shape: BertShape, seq_len: int, mlm_tokens: int | None = None) -> float:
+    """Training FLOPs (forward + backward = 6 x matmul params x tokens, plus attention) per sample.
+
+    The encoder and the MLM head (transform + decoder) run on every token, or the MLM head on
+    ``mlm_tokens`` only; the pooler and NSP classifier run once per sample. Attention scores and
+    their weighted sum add 2 x 2 x seq^2 x hidden per layer forward, times 3 with the backward.
+    """
+    h = shape.hidden
+    heads_tokens = seq_len if mlm_tokens is None else mlm_tokens
+    encoder = shape.layers * (4 * h * h + 2 * h * shape.intermediate)
+    mlm_head = h * h + h * shape.vocab
+    pooler_nsp = h * h + 2 * h
+    matmul = encoder * seq_len + mlm_head * heads_tokens + pooler_nsp
+    return 6.0 * matmul + 12.0 * shape.layers * h * seq_len * seq_len
+
+
+def peak_flops(device_name: str) -> float | None:
+    """Dense bf16 peak FLOP/s of a device named like ``torch.cuda.get_device_name()``, or None."""
+    for key, flops in PEAK_BF16_FLOPS:
+        if re.search(rf"(?<![\w]){re.escape(key)}(?![\w])", device_name, re.IGNORECASE):
+            return flops
+    return None
+
+
+def model_flops_utilization(flops_sample: float, samples_per_sec: float, peak: float | None) -> float | None:
+    """Achieved model FLOP/s over the device's peak, or None when the peak is unknown."""
+    if not peak or peak <= 0:
+        return None
+    return flops_sample * samples_per_sec / peak
+
+
+def batch_seed(seed: int, rank: int, index: int) -> int:
+    """Distinct generator seed for each (seed, rank, batch index)."""
+    return ((seed & 0xFFFFF) << 40 | (rank & 0xFFFFF) << 20 | (index & 0xFFFFF)) & (2**63 - 1)
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def encode_event(event: str, rank: int, world_size: int, **fields: Any) -> bytes:
+    """One roll-call line, shorter than MAX_LINE_BYTES (long strings are cut to fit)."""
+    record = _clean({"event": event, "rank": rank, "world_size": world_size, **fields})
+    while True:
+        text = json.dumps(record, separators=(",", ":"), allow_nan=False)  # ASCII: no encoding errors
+        data = f"{EVENT_PREFIX}{text}\n".encode()
+        if len(data) < MAX_LINE_BYTES:
+            return data
+        longest = max(
+            (k for k, v in record.items() if isinstance(v, str)), key=lambda k: len(record[k]), default=None
+        )
+        if longest is None or len(record[longest]) < 8:
+            raise ValueError(f"roll-call line too long: {len(data)} bytes")
+        record[longest] = record[longest][: len(record[longest]) // 2] + "..."
+
+
+class RollcallLog:
+    """Writes roll-call lines to a private duplicate of stdout, one os.write per line."""
+
+    def __init__(self, rank: int, world_size: int, fd: int | None = None) -> None:
+        self.rank = rank
+        self.world_size = world_size
+        self.fd = os.dup(1) if fd is None else fd
+
+    def emit(self, event: str, **fields: Any) -> None:
+        """Write one event line with a single write."""
+        data = encode_event(event, self.rank, self.world_size, **fields)
+        sys.stdout.flush()  # keep plain prints of this process in order with roll-call lines
+        written = os.write(self.fd, data)
+        while written < len(data):  # not expected below PIPE_BUF; never leave half a line
+            written += os.write(self.fd, data[written:])
+
+
+def injected_fault(rank: int, environ: Mapping[str, str]) -> str | None:
+    """``"fail"`` or ``"hang"`` when fault injection targets this rank, else None."""
+    for name, fault in ((FAIL_RANK_ENV, "fail"), (HANG_RANK_ENV, "hang")):
+        value = environ.get(name, "").strip()
+        if value and int(value) == rank:
+            return fault
+    return None
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line; sizes left unset get their device's defaults in :func:`apply_defaults`."""
+    p = argparse.ArgumentParser(description="Distributed BERT pre-training roll call (run under torchrun).")
+    p.add_argument("--device", choices=DEVICES, default="auto")
+    p.add_argument("--model", choices=sorted(MODEL_PRESETS), help="tiny on cpu, base otherwise")
+    p.add_argument("--seq-len", type=int, help="tokens per sample (64 on cpu, 128 otherwise)")
+    p.add_argument("--batch-size", type=int, help="samples per rank per step (8 on cpu, 32 otherwise)")
+    p.add_argument("--warmup-steps", type=int, help="untimed steps before the epochs (2 cpu, 10 otherwise)")
+    p.add_argument("--epochs", type=int, help="timed epochs (2 cpu, 3 otherwise)")
+    p.add_argument("--steps-per-epoch", type=int, help="steps per timed epoch (3 cpu, 50 otherwise)")
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--lr", type=float, default=1e-4)
+    p.add_argument("--pretrained", metavar="PATH", help="local BertForPreTraining weights to start from")
+    p.add_argument("--peak-tflops", type=float, help="device peak TFLOP/s for MFU (overrides the table)")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model (cuda/cpu)")
+    return p.parse_args(argv)
+
+
+def apply_defaults(args: argparse.Namespace, device: str) -> None:
+    """Fill unset sizes from :data:`RUN_DEFAULTS` for ``device`` and check them all."""
+    defaults = RUN_DEFAULTS["cpu" if device == "cpu" else "accelerator"]
+    for key, value in defaults.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    for key in ("seq_len", "batch_size", "epochs", "steps_per_epoch"):
+        if getattr(args, key) < 1:
+            raise ValueError(f"--{key.replace('_', '-')} must be at least 1")
+    if args.warmup_steps < 0:
+        raise ValueError("--warmup-steps must not be negative")
+    if not 5 <= args.seq_len <= 512:
+        raise ValueError("--seq-len must be between 5 and 512 (BERT's position embeddings)")
+
+
+# ---------------------------------------------------------------- device helpers
+
+
+class Accelerator:
+    """What differs between cuda, xla and cpu: device, synchronise, step boundary, barrier."""
+
+    def __init__(self, kind: str, local_rank: int) -> None:
+        import torch
+
+        self.kind = kind
+        self._xm: Any = None
+        self._sync: Callable[[], Any] = lambda: None
+        if kind == "cuda":
+            if not torch.cuda.is_available():
+                raise RuntimeError("--device cuda but no CUDA device is available")
+            if local_rank >= torch.cuda.device_count():
+                count = torch.cuda.device_count()
+                raise RuntimeError(f"LOCAL_RANK is {local_rank} but only {count} CUDA devices are visible")
+            torch.cuda.set_device(local_rank)
+            torch.set_float32_matmul_precision("high")  # TF32 for any matmul left outside autocast
+            self.device = torch.device("cuda", local_rank)
+            self.name = torch.cuda.get_device_name(self.device)
+            self.bf16 = torch.cuda.is_bf16_supported(including_emulation=False)
+        elif kind == "xla":
+            if glob.glob("/dev/neuron[0-9]*"):
+                os.environ.setdefault("PJRT_DEVICE", "NEURON")
+            import torch_xla
+            import torch_xla.core.xla_model as xm
+            import torch_xla.distributed.xla_backend  # registers the "xla" process-group backend
+
+            self._xm = xm
+            self._sync = getattr(torch_xla, "sync", xm.mark_step)
+            self.device = torch_xla.device() if hasattr(torch_xla, "device") else xm.xla_device()
+            self.name = os.environ.get("PJRT_DEVICE", "xla")
+            self.bf16 = False  # the Neuron compiler picks matmul precision itself
+        else:
+            self.device = torch.device("cpu")
+            self.name = "cpu"
+            self.bf16 = False
+
+    @property
+    def backend(self) -> str:
+        """The torch.distributed backend of this device."""
+        return {"cuda": "nccl", "xla": "xla", "cpu": "gloo"}[self.kind]
+
+    def init_process_group(self, env: DistEnv) -> None:
+        """Join the default process group (torchrun's env:// rendezvous, or xla://)."""
+        import torch.distributed as dist
+
+        if self.kind == "xla":
+            dist.init_process_group("xla", init_method="xla://")
+        elif env.launched:
+            device_id = self.device if self.kind == "cuda" else None
+            dist.init_process_group(self.backend, device_id=device_id)
+        else:  # plain `python train.py`: a one-rank group needing no rendezvous
+            dist.init_process_group(self.backend, store=dist.HashStore(), rank=0, world_size=1)
+
+    def synchronize(self) -> None:
+        """Wait until the device has finished all queued work."""
+        import torch
+
+        if self.kind == "cuda":
+            torch.cuda.synchronize(self.device)
+        elif self.kind == "xla":
+            self._xm.wait_device_ops()
+
+    def step_boundary(self) -> None:
+        """End of one training step: XLA compiles and runs the traced graph here."""
+        if self.kind == "xla":
+            self._sync()
+
+    def barrier(self, tag: str) -> None:
+        """Wait until every rank gets here."""
+        import torch.distributed as dist
+
+        if self.kind == "xla":
+            self._xm.rendezvous(tag)  # the xla process group's barrier() does not wait
+        else:
+            dist.barrier()
+
+    def autocast(self) -> contextlib.AbstractContextManager[Any]:
+        """bf16 autocast on cuda (when the GPU has bf16), nothing elsewhere."""
+        import torch
+
+        if self.kind == "cuda" and self.bf16:
+            return torch.autocast("cuda", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+
+def xla_configured(environ: Mapping[str, str]) -> bool:
+    """Whether an XLA device is set up: PJRT_DEVICE set, or Neuron devices present."""
+    return bool(environ.get("PJRT_DEVICE") or glob.glob("/dev/neuron[0-9]*"))
+
+
+def xla_importable() -> bool:
+    """Whether torch_xla is installed (without importing it)."""
+    import importlib.util
+
+    return importlib.util.find_spec("torch_xla") is not None
+
+
+# ---------------------------------------------------------------- model and data
+
+
+def build_model(args: argparse.Namespace) -> tuple[torch.nn.Module, BertShape]:
+    """A randomly initialised preset, or local weights; with its shape for the FLOPs count."""
+    from transformers import BertConfig, BertForPreTraining
+
+    if args.pretrained:
+        if not os.path.isdir(args.pretrained):
+            raise FileNotFoundError(f"--pretrained {args.pretrained} is not a directory of saved weights")
+        model = BertForPreTraining.from_pretrained(
+            args.pretrained, local_files_only=True, attn_implementation="sdpa"
+        )
+    else:
+        s = MODEL_PRESETS[args.model]
+        config = BertConfig(
+            vocab_size=s.vocab,
+            hidden_size=s.hidden,
+            num_hidden_layers=s.layers,
+            num_attention_heads=s.heads,
+            intermediate_size=s.intermediate,
+            max_position_embeddings=512,
+            attn_implementation="sdpa",
+        )
+        model = BertForPreTraining(config)
+    c = model.config
+    shape = BertShape(
+        hidden=c.hidden_size,
+        layers=c.num_hidden_layers,
+        heads=c.num_attention_heads,
+        intermediate=c.intermediate_size,
+        vocab=c.vocab_size,
+    )
+    if shape.vocab <= FIRST_WORD_ID + 1:
+        raise ValueError(f"vocabulary of {shape.vocab} is too small for the synthetic data")
+    return model, shape
+
+
+def make_batch(seed: int, batch_size: int, seq_len: int, vocab: int) -> dict[str, torch.Tensor]:
+    """One synthetic pre-training batch: [CLS] A [SEP] B [SEP], 15% of word positions masked."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    shape = (batch_size, seq_len)
+    ids = torch.randint(FIRST_WORD_ID, vocab, shape, generator=g)
+    pos = torch.arange(seq_len).unsqueeze(0)
+    sep = torch.randint(2, seq_len - 2, (batch_size, 1), generator=g)  # both sentences >= 1 token
+    special = (pos == 0) | (pos == sep) | (pos == seq_len - 1)
+    ids = torch.where(pos == 0, CLS_ID, torch.where(special, SEP_ID, ids))
+    masked = (torch.rand(shape, generator=g) < MASK_PROB) & ~special
+    how = torch.rand(shape, generator=g)
+    inputs = torch.where(masked & (how < 0.8), MASK_ID, ids)  # 80% [MASK], 10% random, 10% kept
+    random_words = torch.randint(FIRST_WORD_ID, vocab, shape, generator=g)
+    inputs = torch.where(masked & (how >= 0.8) & (how < 0.9), random_words, inputs)
+    return {
+        "input_ids": inputs,
+        "token_type_ids": (pos > sep).long().expand(batch_size, -1).contiguous(),
+        "labels": torch.where(masked, ids, -100),
+        "next_sentence_label": torch.randint(0, 2, (batch_size,), generator=g),
+    }
+
+
+def batch_pool(args: argparse.Namespace, rank: int, vocab: int, device: Any) -> list[dict[str, Any]]:
+    """Fixed pool of batches, made once and moved to the device before any timing."""
+    return [
+        {
+            k: v.to(device)
+            for k, v in make_batch(
+                batch_seed(args.seed, rank, i), args.batch_size, args.seq_len, vocab
+            ).items()
+        }
+        for i in range(DATA_POOL_BATCHES)
+    ]
+
+
+# ---------------------------------------------------------------- training
+
+
+def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
+    """Join the group, train, time and report; raises on any failure."""
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    device = resolve_device(
+        args.device, torch.cuda.is_available(), xla_importable(), xla_configured(os.environ)
+    )
+    apply_defaults(args, device)
+    if device == "xla" and args.compile:
+        raise ValueError("--compile is not supported with --device xla")
+    if device == "cpu":
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        torch.set_num_threads(max(1, cpus // max(1, env.local_world_size)))
+
+    model_label = (
+        f"pretrained:{os.path.basename(os.path.normpath(args.pretrained))}" if args.pretrained else args.model
+    )
+    acc = Accelerator(device, env.local_rank)
+    acc.init_process_group(env)
+    log.emit(
+        "start",
+        local_rank=env.local_rank,
+        node_rank=env.node_rank,
+        local_world_size=env.local_world_size,
+        host=socket.gethostname(),
+        device=str(acc.device),
+        device_name=acc.name,
+        model=model_label,
+        seq_len=args.seq_len,
+        batch_size=args.batch_size,
+        precision="bf16-autocast" if acc.bf16 else "fp32",
+        torch=torch.__version__,
+    )
+
+    torch.manual_seed(args.seed)  # same initial weights everywhere; DDP also broadcasts rank 0's
+    model, shape = build_model(args)
+    model = model.to(acc.device).train()
+    ddp = DDP(
+        model,
+        device_ids=[env.local_rank] if device == "cuda" else None,
+        gradient_as_bucket_view=True,
+        broadcast_buffers=False,
+    )
+    step_model: Callable[..., Any] = torch.compile(ddp) if args.compile else ddp
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, fused=True if device == "cuda" else None)
+    batches = batch_pool(args, env.rank, shape.vocab, acc.device)
+    steps = itertools.count()
+
+    def train_steps(count: int) -> torch.Tensor | None:
+        loss = None
+        for _ in range(count):
+            with acc.autocast():
+                loss = step_model(**batches[next(steps) % len(batches)]).loss
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            acc.step_boundary()
+        return loss
+
+    train_steps(args.warmup_steps)
+    acc.synchronize()
+
+    total_seconds = 0.0
+    for epoch in range(1, args.epochs + 1):
+        acc.barrier(f"rollcall-epoch-{epoch}")  # all ranks start the epoch together
+        acc.synchronize()
+        started = time.perf_counter()
+        loss = train_steps(args.steps_per_epoch)
+        acc.synchronize()
+        seconds = time.perf_counter() - started
+        total_seconds += seconds
+        loss_value = float(loss.detach().float().cpu()) if loss is not None else math.nan
+        samples = args.steps_per_epoch * args.batch_size
+        log.emit(
+            "epoch_time",
+            epoch=epoch,
+            seconds=round(seconds, 6),
+            steps=args.steps_per_epoch,
+            samples=samples,
+            loss=round(loss_value, 4),
+        )
+        if env.rank == 0:
+            print(f"rollcall: epoch {epoch}/{args.epochs} {seconds:.3f}s loss {loss_value:.4f}", flush=True)
+        if not math.isfinite(loss_value):
+            raise RuntimeError(f"loss is not finite in epoch {epoch}: {loss_value}")
+        if epoch == 1:
+            _maybe_inject_fault(env.rank)
+
+    samples_per_sec = args.epochs * args.steps_per_epoch * args.batch_size / total_seconds
+    fps = flops_per_sample(shape, args.seq_len)
+    peak = args.peak_tflops * 1e12 if args.peak_tflops else (peak_flops(acc.name) if acc.bf16 else None)
+    log.emit(
+        "throughput",
+        samples_per_sec=round(samples_per_sec, 3),
+        tflops=round(fps * samples_per_sec / 1e12, 4),
+        mfu=_round(model_flops_utilization(fps, samples_per_sec, peak), 4),
+        flops_per_sample=fps,
+        model=model_label,
+        seq_len=args.seq_len,
+        batch_size=args.batch_size,
+        epochs=args.epochs,
+        steps_per_epoch=args.steps_per_epoch,
+    )
+    log.emit("complete")
+    acc.barrier("rollcall-complete")  # the rank hosting the store must not leave first
+    dist.destroy_process_group()
+
+
+def _round(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def _maybe_inject_fault(rank: int) -> None:
+    fault = injected_fault(rank, os.environ)
+    if fault == "fail":
+        raise RuntimeError(f"injected failure on rank {rank} ({FAIL_RANK_ENV})")
+    if fault == "hang":
+        print(f"rollcall: rank {rank} hangs as asked by {HANG_RANK_ENV}", flush=True)
+        while True:
+            time.sleep(3600)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one rank; returns the exit code, or ends the process with 1 after an ``error`` event."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a hub, even by accident
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    try:
+        env = read_dist_env(os.environ)
+    except ValueError as exc:
+        env = DistEnv(rank=-1, local_rank=-1, world_size=-1, node_rank=-1, local_world_size=1, launched=False)
+        RollcallLog(env.rank, env.world_size).emit("error", message=f"bad torchrun environment: {exc}")
+        return 1
+    log = RollcallLog(env.rank, env.world_size)
+    try:
+        args = parse_args(argv)
+    except SystemExit as exc:
+        if exc.code in (0, None):  # --help
+            return 0
+        log.emit("error", message="invalid command line")
+        return 2
+    try:
+        run(args, env, log)
+    except (Exception, KeyboardInterrupt) as exc:
+        traceback.print_exc()
+        log.emit("error", message=f"{type(exc).__name__}: {exc}")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)  # skip process-group teardown and atexit hooks, which can hang after a failure
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

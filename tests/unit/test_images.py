@@ -1,0 +1,68 @@
+"""The workload images: each Dockerfile pins its base, adds a pinned transformers and ships the same train.py."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+IMAGE_DIR = Path(__file__).resolve().parents[2] / "images" / "bert-training"
+DOCKERFILES = sorted(IMAGE_DIR.glob("Dockerfile.*"))
+
+
+def _instructions(path: Path) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) pairs, comments dropped and continued lines joined."""
+    text = re.sub(r"\\\n", " ", path.read_text())
+    pairs = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line and not line.startswith("#"):
+            word, _, rest = line.partition(" ")
+            pairs.append((word.upper(), rest.strip()))
+    return pairs
+
+
+def test_both_accelerators_have_an_image():
+    assert {p.name for p in DOCKERFILES} >= {"Dockerfile.nvidia", "Dockerfile.neuron"}
+    assert (IMAGE_DIR / "train.py").is_file() and (IMAGE_DIR / "README.md").is_file()
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
+def test_base_image_is_pinned(dockerfile):
+    bases = [args.split()[0] for word, args in _instructions(dockerfile) if word == "FROM"]
+    assert len(bases) == 1, bases
+    image = bases[0]
+    assert "$" not in image, "the base must be spelled out, not taken from a build argument"
+    name, _, tag = image.rpartition(":")
+    assert name and "/" not in tag and tag, f"{image} has no tag"
+    assert tag != "latest" and "@" not in name, f"{image} is not pinned to a fixed tag"
+    assert re.search(r"\d", tag), f"{image}'s tag names no version"
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
+def test_image_ships_train_py_at_the_suite_path(dockerfile):
+    instructions = _instructions(dockerfile)
+    copies = [args.split() for word, args in instructions if word == "COPY"]
+    assert ["train.py", "/workspace/train.py"] in copies
+    assert ("WORKDIR", "/workspace") in instructions
+    try:
+        from rollcall.jobspec import IMAGE_SCRIPT
+    except ImportError:
+        return
+    assert IMAGE_SCRIPT == "/workspace/train.py"
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
+def test_transformers_is_pinned_and_nothing_is_downloaded_at_run_time(dockerfile):
+    instructions = _instructions(dockerfile)
+    runs = " ".join(args for word, args in instructions if word == "RUN")
+    assert re.search(r"transformers==\d+\.\d+\.\d+", runs), runs
+    assert "HF_HUB_OFFLINE=1" in " ".join(args for word, args in instructions if word == "ENV")
+    assert not any(word == "ENTRYPOINT" and args not in ("[]",) for word, args in instructions)
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
+def test_no_fabric_settings_are_baked_in(dockerfile):
+    env = " ".join(args for word, args in _instructions(dockerfile) if word == "ENV")
+    assert not re.search(r"\b(NCCL_|FI_|NEURON_RT_|CUDA_VISIBLE_DEVICES)", env), env

@@ -1,0 +1,379 @@
+"""The workload images/bert-training/train.py: its pure helpers, and real 2-rank torchrun runs on cpu."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+TRAIN_PY = Path(__file__).resolve().parents[2] / "images" / "bert-training" / "train.py"
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("rollcall_bert_train", TRAIN_PY)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    return module
+
+
+train = _load()
+
+
+def _events(output: str) -> list[dict]:
+    """Every roll-call record in ``output`` (the script's lines start with the marker)."""
+    records = []
+    for line in output.splitlines():
+        if line.startswith(train.EVENT_PREFIX):
+            records.append(json.loads(line[len(train.EVENT_PREFIX) :]))
+    return records
+
+
+# ------------------------------------------------------------------------------------------- pure helpers
+
+
+def test_module_imports_without_torch():
+    code = (
+        "import importlib.util, sys\n"
+        f"spec = importlib.util.spec_from_file_location('t', {str(TRAIN_PY)!r})\n"
+        "m = importlib.util.module_from_spec(spec); sys.modules['t'] = m; spec.loader.exec_module(m)\n"
+        "assert 'torch' not in sys.modules and 'transformers' not in sys.modules, 'imported torch'\n"
+        "print(m.flops_per_sample(m.MODEL_PRESETS['large'], 128))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert float(out.stdout) > 0
+
+
+def test_flops_bert_large_seq128_mlm_head_on_all_tokens():
+    flops = train.flops_per_sample(train.MODEL_PRESETS["large"], 128)
+    assert flops / 1e9 == pytest.approx(261.6, abs=0.05)
+
+
+def test_flops_parts():
+    shape = train.BertShape(hidden=64, layers=3, heads=2, intermediate=256, vocab=1000)
+    seq = 32
+    encoder = 3 * (4 * 64 * 64 + 2 * 64 * 256)
+    head = 64 * 64 + 64 * 1000
+    pooler = 64 * 64 + 2 * 64
+    attention = 12 * 3 * 64 * seq * seq
+    assert train.flops_per_sample(shape, seq) == 6 * (encoder * seq + head * seq + pooler) + attention
+    # the MLM head on 5 tokens only
+    assert (
+        train.flops_per_sample(shape, seq, mlm_tokens=5)
+        == 6 * (encoder * seq + head * 5 + pooler) + attention
+    )
+
+
+def test_flops_grow_with_model_and_sequence():
+    presets = train.MODEL_PRESETS
+    assert (
+        train.flops_per_sample(presets["tiny"], 128)
+        < train.flops_per_sample(presets["base"], 128)
+        < train.flops_per_sample(presets["large"], 128)
+    )
+    assert train.flops_per_sample(presets["base"], 512) > 4 * train.flops_per_sample(presets["base"], 128)
+
+
+@pytest.mark.parametrize(
+    ("name", "peak"),
+    [
+        ("NVIDIA H100 80GB HBM3", 989.4e12),
+        ("NVIDIA H200", 989.4e12),
+        ("NVIDIA GH200 480GB", 989.4e12),
+        ("NVIDIA H100 PCIe", 756.5e12),
+        ("NVIDIA H100 NVL", 835.5e12),
+        ("NVIDIA A100-SXM4-80GB", 312e12),
+        ("NVIDIA A100 80GB PCIe", 312e12),
+        ("NVIDIA A10G", 70e12),
+        ("NVIDIA A10", 125e12),
+        ("NVIDIA L4", 121e12),
+        ("NVIDIA L40S", 362.05e12),
+        ("NVIDIA B200", 2.25e15),
+        ("nvidia h100 80gb hbm3", 989.4e12),
+        ("NVIDIA RTX A1000", None),
+        ("Tesla V100-SXM2-16GB", None),
+        ("cpu", None),
+        ("", None),
+    ],
+)
+def test_peak_lookup(name, peak):
+    assert train.peak_flops(name) == peak
+
+
+def test_mfu():
+    assert train.model_flops_utilization(1e9, 100.0, 1e12) == pytest.approx(0.1)
+    assert train.model_flops_utilization(1e9, 100.0, None) is None
+    assert train.model_flops_utilization(1e9, 100.0, 0.0) is None
+
+
+def test_event_line_is_one_json_line_under_pipe_buf():
+    data = train.encode_event("epoch_time", 3, 64, epoch=1, seconds=0.31)
+    assert data.startswith(b"ROLLCALL ") and data.endswith(b"\n") and data.count(b"\n") == 1
+    assert len(data) < 4096
+    record = json.loads(data[len(b"ROLLCALL ") :])
+    assert record == {"event": "epoch_time", "rank": 3, "world_size": 64, "epoch": 1, "seconds": 0.31}
+    assert b", " not in data and b": " not in data  # compact
+
+
+@pytest.mark.parametrize(
+    "message", ["x" * 100_000, "line one\nline two\r\n" * 2000, "\u00e9\u4e2d\U0001f600" * 3000]
+)
+def test_long_error_message_stays_one_line(message):
+    data = train.encode_event("error", 1, 2, message=message)
+    assert len(data) < 4096 and data.count(b"\n") == 1
+    record = json.loads(data[len(b"ROLLCALL ") :])
+    assert record["event"] == "error" and record["rank"] == 1 and record["world_size"] == 2
+    assert record["message"].endswith("...")
+
+
+def test_non_finite_numbers_become_null():
+    data = train.encode_event("throughput", 0, 1, samples_per_sec=math.inf, mfu=math.nan)
+    record = json.loads(data[len(b"ROLLCALL ") :])
+    assert record["samples_per_sec"] is None and record["mfu"] is None
+
+
+def test_log_writes_each_line_whole():
+    read_fd, write_fd = os.pipe()
+    try:
+        log = train.RollcallLog(rank=5, world_size=8, fd=write_fd)
+        log.emit("start", host="h", device="cuda:5")
+        log.emit("complete")
+        os.close(write_fd)
+        out = os.read(read_fd, 65536).decode()
+    finally:
+        os.close(read_fd)
+    assert [r["event"] for r in _events(out)] == ["start", "complete"]
+    assert all(r["rank"] == 5 and r["world_size"] == 8 for r in _events(out))
+
+
+def test_dist_env_from_torchrun():
+    env = train.read_dist_env(
+        {"RANK": "9", "LOCAL_RANK": "1", "WORLD_SIZE": "16", "GROUP_RANK": "4", "LOCAL_WORLD_SIZE": "2"}
+    )
+    assert env == train.DistEnv(
+        rank=9, local_rank=1, world_size=16, node_rank=4, local_world_size=2, launched=True
+    )
+
+
+@pytest.mark.parametrize(
+    ("environ", "node_rank"),
+    [
+        ({"GROUP_RANK": "2", "NODE_RANK": "3", "JOB_COMPLETION_INDEX": "4"}, 2),
+        ({"NODE_RANK": "3", "JOB_COMPLETION_INDEX": "4"}, 3),
+        ({"JOB_COMPLETION_INDEX": "4"}, 4),
+        ({"GROUP_RANK": ""}, 0),
+        ({}, 0),
+    ],
+)
+def test_node_rank_fallbacks(environ, node_rank):
+    assert train.read_dist_env(environ).node_rank == node_rank
+
+
+def test_dist_env_without_torchrun_is_one_process():
+    env = train.read_dist_env({"OMPI_COMM_WORLD_RANK": "3", "PMI_RANK": "3"})  # MPI variables are ignored
+    assert (env.rank, env.world_size, env.local_world_size, env.launched) == (0, 1, 1, False)
+
+
+@pytest.mark.parametrize(
+    ("requested", "cuda", "xla_importable", "xla_configured", "device"),
+    [
+        ("auto", True, True, True, "cuda"),
+        ("auto", False, True, True, "xla"),
+        ("auto", False, True, False, "cpu"),
+        ("auto", False, False, True, "cpu"),
+        ("auto", False, False, False, "cpu"),
+        ("cpu", True, True, True, "cpu"),
+        ("xla", False, False, False, "xla"),
+    ],
+)
+def test_resolve_device(requested, cuda, xla_importable, xla_configured, device):
+    assert train.resolve_device(requested, cuda, xla_importable, xla_configured) == device
+
+
+def test_xla_configured_by_pjrt_device():
+    assert train.xla_configured({"PJRT_DEVICE": "NEURON"})
+
+
+def test_cli_and_device_defaults():
+    args = train.parse_args(["--device", "cpu"])
+    train.apply_defaults(args, "cpu")
+    assert (
+        args.model,
+        args.seq_len,
+        args.batch_size,
+        args.warmup_steps,
+        args.epochs,
+        args.steps_per_epoch,
+    ) == ("tiny", 64, 8, 2, 2, 3)
+    args = train.parse_args(["--batch-size", "4", "--model", "large", "--peak-tflops", "500", "--compile"])
+    train.apply_defaults(args, "cuda")
+    assert (args.model, args.seq_len, args.batch_size, args.peak_tflops, args.compile) == (
+        "large",
+        128,
+        4,
+        500.0,
+        True,
+    )
+    assert args.device == "auto" and args.pretrained is None
+
+
+@pytest.mark.parametrize(
+    "argv", [["--seq-len", "513"], ["--seq-len", "4"], ["--epochs", "0"], ["--warmup-steps", "-1"]]
+)
+def test_bad_sizes_are_refused(argv):
+    args = train.parse_args(argv)
+    with pytest.raises(ValueError):
+        train.apply_defaults(args, "cpu")
+
+
+def test_invalid_command_line_prints_error_and_returns_2(capfd, monkeypatch):
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert train.main(["--model", "huge"]) == 2
+    records = _events(capfd.readouterr().out)
+    assert [(r["event"], r["rank"], r["world_size"]) for r in records] == [("error", 1, 2)]
+
+
+def test_fault_injection_targets_one_rank():
+    assert train.injected_fault(1, {train.FAIL_RANK_ENV: "1"}) == "fail"
+    assert train.injected_fault(0, {train.FAIL_RANK_ENV: "1"}) is None
+    assert train.injected_fault(2, {train.HANG_RANK_ENV: "2"}) == "hang"
+    assert train.injected_fault(2, {}) is None
+    assert train.FAIL_RANK_ENV == "ROLLCALL_FAIL_RANK" and train.HANG_RANK_ENV == "ROLLCALL_HANG_RANK"
+
+
+def test_batch_seeds_differ_per_seed_rank_and_index():
+    seeds = {train.batch_seed(s, r, i) for s in range(3) for r in range(64) for i in range(4)}
+    assert len(seeds) == 3 * 64 * 4
+
+
+def test_docstring_is_the_contract():
+    doc = train.__doc__
+    for word in (
+        "ROLLCALL",
+        "start",
+        "epoch_time",
+        "throughput",
+        "complete",
+        "error",
+        "GROUP_RANK",
+        "LOCAL_RANK",
+        "WORLD_SIZE",
+        "ROLLCALL_FAIL_RANK",
+        "ROLLCALL_HANG_RANK",
+        "Exit codes",
+    ):
+        assert word in doc
+
+
+# ----------------------------------------------------------------------------- synthetic data (needs torch)
+
+
+def test_synthetic_batch():
+    torch = pytest.importorskip("torch")
+    batch = train.make_batch(seed=7, batch_size=16, seq_len=64, vocab=8192)
+    again = train.make_batch(seed=7, batch_size=16, seq_len=64, vocab=8192)
+    other = train.make_batch(seed=8, batch_size=16, seq_len=64, vocab=8192)
+    assert all(torch.equal(batch[k], again[k]) for k in batch)
+    assert not torch.equal(batch["input_ids"], other["input_ids"])
+
+    ids, labels, types = batch["input_ids"], batch["labels"], batch["token_type_ids"]
+    assert ids.shape == labels.shape == types.shape == (16, 64) and batch["next_sentence_label"].shape == (
+        16,
+    )
+    assert (ids[:, 0] == train.CLS_ID).all() and (ids[:, -1] == train.SEP_ID).all()
+    assert ((ids == train.SEP_ID).sum(dim=1) == 2).all()  # [CLS] A [SEP] B [SEP]
+    assert int(ids.min()) >= 0 and int(ids.max()) < 8192
+    masked = labels != -100
+    assert 0.08 < masked.float().mean().item() < 0.22
+    assert (labels[masked] >= train.FIRST_WORD_ID).all()  # only words are masked, never [CLS]/[SEP]
+    assert (ids[masked] == train.MASK_ID).float().mean().item() > 0.6
+    assert (ids[~masked] != train.MASK_ID).all()
+    assert set(types.unique().tolist()) == {0, 1} and (types[:, 0] == 0).all() and (types[:, -1] == 1).all()
+    assert set(batch["next_sentence_label"].unique().tolist()) <= {0, 1}
+
+
+# ------------------------------------------------------------------------------- real 2-rank torchrun runs
+
+
+def _torchrun(extra_env: dict[str, str]) -> subprocess.Popen[str]:
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")
+    }
+    env.update({"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", **extra_env})
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        str(TRAIN_PY),
+        "--device",
+        "cpu",
+    ]
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+@pytest.fixture(scope="module")
+def torchrun_runs():
+    """A clean run and a run with an injected failure, one after the other (on few cores, running them
+    side by side is no faster: both are bound by importing torch and transformers)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    results = {}
+    for name, extra_env in (("ok", {}), ("fail", {train.FAIL_RANK_ENV: "1"})):
+        started = time.monotonic()
+        proc = _torchrun(extra_env)
+        try:
+            out, _ = proc.communicate(timeout=170)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+            pytest.fail(f"torchrun ({name}) did not finish in time:\n{out}")
+        results[name] = (proc.returncode, out, time.monotonic() - started)
+    return results
+
+
+def test_two_ranks_answer_the_roll_call(torchrun_runs):
+    code, out, _ = torchrun_runs["ok"]
+    assert code == 0, out
+    records = _events(out)
+    for rank in (0, 1):
+        mine = [r for r in records if r["rank"] == rank]
+        assert all(r["world_size"] == 2 for r in mine), out
+        events = [r["event"] for r in mine]
+        assert events == ["start", "epoch_time", "epoch_time", "throughput", "complete"], out
+        start = mine[0]
+        assert (start["local_rank"], start["node_rank"], start["device"]) == (rank, 0, "cpu")
+        assert [r["epoch"] for r in mine if r["event"] == "epoch_time"] == [1, 2]
+        assert all(r["seconds"] > 0 and math.isfinite(r["loss"]) for r in mine if r["event"] == "epoch_time")
+        throughput = mine[3]
+        assert throughput["samples_per_sec"] > 0 and throughput["mfu"] is None
+        assert (throughput["model"], throughput["seq_len"], throughput["batch_size"]) == ("tiny", 64, 8)
+        epoch_seconds = sum(r["seconds"] for r in mine if r["event"] == "epoch_time")
+        assert throughput["samples_per_sec"] == pytest.approx(2 * 3 * 8 / epoch_seconds, rel=1e-3)
+
+
+def test_injected_failure_is_reported_and_fails_the_job(torchrun_runs):
+    code, out, _ = torchrun_runs["fail"]
+    assert code != 0, out
+    rank1 = [r for r in _events(out) if r["rank"] == 1]
+    assert [r["event"] for r in rank1][:2] == ["start", "epoch_time"], out
+    assert rank1[-1]["event"] == "error", out
+    assert "injected failure" in rank1[-1]["message"] and train.FAIL_RANK_ENV in rank1[-1]["message"]
+    assert not any(r["event"] == "complete" for r in _events(out)), out
+
+
+def test_torchrun_runs_finish_promptly(torchrun_runs):
+    # Nearly all of it is importing torch and transformers; the failed run must not wait on timeouts.
+    assert all(seconds < 120 for _, _, seconds in torchrun_runs.values())

@@ -1,0 +1,347 @@
+#!/usr/bin/env bash
+# A real Kubernetes control plane on this machine for rollcall's own tests.
+#
+# Upstream kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and etcd are
+# built from their Go modules (hack/k8s-bin, hack/etcd-bin) and run by kwokctl as local
+# processes bound to 127.0.0.1; kwok stands in for kubelets (fake nodes from
+# hack/profiles). See docs/control-plane.md.
+#
+#   hack/cluster.sh build                      build or reuse the cached binaries
+#   hack/cluster.sh up [--nodes N] [--profile P] [--name NAME] [--kubeconfig PATH]
+#                      [--pod-run-ms MS]       start a cluster (env NODES/PROFILE/POD_RUN_MS too)
+#   hack/cluster.sh add-nodes [--nodes N] [--profile P] [--name NAME]
+#   hack/cluster.sh restart-apiserver [--name NAME]
+#   hack/cluster.sh status [--name NAME]
+#   hack/cluster.sh down [--name NAME]         stop every process, remove every file
+#   hack/cluster.sh bin-dir                    print the directory holding the binaries
+set -euo pipefail
+
+K8S_VERSION=v1.36.3
+ETCD_VERSION=v3.6.16
+KWOK_VERSION=v0.8.0
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+HACK=$ROOT/hack
+STATE_ROOT=$ROOT/.cluster
+CACHE_DIR=${ROLLCALL_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/rollcall}/k8s-$K8S_VERSION
+BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok kwokctl)
+GO=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
+
+log() { printf '[cluster] %s\n' "$*" >&2; }
+die() {
+  log "error: $*"
+  exit 1
+}
+
+# ---------------------------------------------------------------- build
+
+# The cache is valid for exactly these versions and module files.
+build_stamp() {
+  {
+    echo "$K8S_VERSION $ETCD_VERSION $KWOK_VERSION $("$GO" env GOVERSION)"
+    cat "$HACK/k8s-bin/go.mod" "$HACK/k8s-bin/go.sum" "$HACK/etcd-bin/go.mod" "$HACK/etcd-bin/go.sum"
+  } | sha256sum | cut -d' ' -f1
+}
+
+cache_ok() {
+  local b
+  [[ -f $CACHE_DIR/.stamp && $(cat "$CACHE_DIR/.stamp") == "$(build_stamp)" ]] || return 1
+  for b in "${BINARIES[@]}"; do [[ -x $CACHE_DIR/$b ]] || return 1; done
+}
+
+# run_with_progress LABEL TOTAL LOG CMD... : run a `go build -v` style command, printing
+# how many packages it has compiled every 20 seconds (a cold build takes many minutes).
+run_with_progress() {
+  local label=$1 total=$2 logfile=$3 pid start=$SECONDS next=20
+  shift 3
+  "$@" >"$logfile" 2>&1 &
+  pid=$!
+  # shellcheck disable=SC2064 # expand pid now
+  trap "kill $pid 2>/dev/null" INT TERM
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 1
+    if ((SECONDS - start >= next)); then
+      log "  $label: $(grep -vc '^go: ' "$logfile")${total:+ of ~$total} packages compiled, $((SECONDS - start))s"
+      next=$((next + 20))
+    fi
+  done
+  trap - INT TERM
+  if ! wait "$pid"; then
+    tail -n 30 "$logfile" >&2
+    die "$label build failed (full log: $logfile)"
+  fi
+  log "  $label: done in $((SECONDS - start))s"
+}
+
+count_deps() { # DIR PKG... : number of packages a build would compile (upper bound)
+  local dir=$1
+  shift
+  "$GO" -C "$dir" list -deps "$@" | wc -l
+}
+
+cmd_build() {
+  [[ -x $GO ]] || die "go not found (set GO=/path/to/go)"
+  mkdir -p "$CACHE_DIR"
+  # The lock fd must not leak into the cluster's daemons, hence the group redirect.
+  {
+    flock 9
+    build_locked
+  } 9>"$CACHE_DIR/.lock"
+}
+
+build_locked() {
+  if cache_ok; then
+    log "binaries are cached in $CACHE_DIR"
+    echo "$CACHE_DIR"
+    return
+  fi
+  local tmp start=$SECONDS total
+  tmp=$(mktemp -d "$CACHE_DIR/.build.XXXXXX")
+  export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
+  log "building Kubernetes $K8S_VERSION, etcd $ETCD_VERSION, kwok $KWOK_VERSION with $("$GO" env GOVERSION)"
+  log "into $CACHE_DIR (once per machine; a cold build takes ~20-30 min on 2 cores)"
+
+  local minor=${K8S_VERSION#v1.}
+  minor=${minor%%.*}
+  local k8s_ld=(-s -w)
+  local pkg
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    k8s_ld+=(-X "$pkg.gitVersion=$K8S_VERSION" -X "$pkg.gitMajor=1" -X "$pkg.gitMinor=$minor"
+      -X "$pkg.gitTreeState=clean")
+  done
+  local k8s_pkgs=()
+  for pkg in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+    k8s_pkgs+=("k8s.io/kubernetes/cmd/$pkg")
+  done
+  log "resolving modules (downloads from the Go module proxy on a cold machine)"
+  total=$(count_deps "$HACK/k8s-bin" "${k8s_pkgs[@]}") || die "cannot resolve the modules of hack/k8s-bin"
+  run_with_progress "kubernetes" "$total" "$tmp/k8s.log" \
+    "$GO" -C "$HACK/k8s-bin" build -v -trimpath -ldflags "${k8s_ld[*]}" -o "$tmp/" "${k8s_pkgs[@]}"
+
+  total=$(count_deps "$HACK/etcd-bin" go.etcd.io/etcd/server/v3) || die "cannot resolve the modules of hack/etcd-bin"
+  run_with_progress "etcd" "$total" "$tmp/etcd.log" \
+    "$GO" -C "$HACK/etcd-bin" build -v -trimpath -ldflags "-s -w" -o "$tmp/etcd" go.etcd.io/etcd/server/v3
+
+  run_with_progress "kwok" "" "$tmp/kwok.log" \
+    env GOFLAGS= GOBIN="$tmp" "$GO" install -v -trimpath \
+    -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.KubeVersion=${K8S_VERSION#v}" \
+    "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" "sigs.k8s.io/kwok/cmd/kwokctl@$KWOK_VERSION"
+
+  local b
+  for b in "${BINARIES[@]}"; do
+    [[ -x $tmp/$b ]] || die "build produced no $b"
+    mv -f "$tmp/$b" "$CACHE_DIR/$b"
+  done
+  build_stamp >"$CACHE_DIR/.stamp"
+  rm -rf "$tmp"
+  log "built in $((SECONDS - start))s: $("$CACHE_DIR/kube-apiserver" --version), $("$CACHE_DIR/etcd" --version | head -1)"
+  echo "$CACHE_DIR"
+}
+
+# ---------------------------------------------------------------- cluster
+
+NAME=${CLUSTER_NAME:-rollcall}
+NODES=${NODES:-2}
+PROFILE=${PROFILE:-trn1.32xlarge}
+POD_RUN_MS=${POD_RUN_MS:-2000}
+KUBECONFIG_OUT=
+
+parse_opts() {
+  while (($#)); do
+    case $1 in
+    --name) NAME=${2:?}; shift ;;
+    --nodes) NODES=${2:?}; shift ;;
+    --profile) PROFILE=${2:?}; shift ;;
+    --kubeconfig) KUBECONFIG_OUT=${2:?}; shift ;;
+    --pod-run-ms) POD_RUN_MS=${2:?}; shift ;;
+    *) die "unknown option $1 (see the header of $0)" ;;
+    esac
+    shift
+  done
+  [[ $NAME =~ ^[a-z0-9]([-a-z0-9]*[a-z0-9])?$ ]] || die "bad cluster name '$NAME'"
+  [[ $NODES =~ ^[0-9]+$ ]] || die "--nodes must be a number"
+  [[ $POD_RUN_MS =~ ^[0-9]+$ ]] || die "--pod-run-ms must be a number"
+  STATE=$STATE_ROOT/$NAME
+  # One kwok work dir for all clusters, so that kwokctl sees the ports the others use.
+  export KWOK_WORKDIR=$STATE_ROOT/kwok
+  CLUSTER_DIR=$KWOK_WORKDIR/clusters/$NAME
+}
+
+kwokctl() { "$CACHE_DIR/kwokctl" --name "$NAME" "$@"; }
+kubectl() { "$CACHE_DIR/kubectl" --kubeconfig "$STATE/kubeconfig" "$@"; }
+cluster_exists() { [[ -d $CLUSTER_DIR ]]; }
+
+profile_file() {
+  local f=$HACK/profiles/$1.yaml known=("$HACK"/profiles/*.yaml)
+  known=("${known[@]##*/}")
+  [[ -f $f ]] || die "no node profile '$1' (have: ${known[*]%.yaml})"
+  echo "$f"
+}
+
+# add_nodes COUNT PROFILE: nodes are named <profile>-<i>, numbering on from existing ones.
+add_nodes() {
+  local count=$1 profile=$2 file first i
+  file=$(profile_file "$profile")
+  ((count > 0)) || return 0
+  first=$(kubectl get nodes -l "node.kubernetes.io/instance-type=$profile" -o name | wc -l)
+  for ((i = first; i < first + count; i++)); do
+    echo "---"
+    sed "s/__NODE_NAME__/${profile//./-}-$i/g" "$file"
+  done | kubectl apply -f - >/dev/null
+  log "added $count $profile node(s); waiting for Ready"
+  kubectl wait --for=condition=Ready node -l "node.kubernetes.io/instance-type=$profile" --timeout=60s >/dev/null
+}
+
+cmd_up() {
+  parse_opts "$@"
+  profile_file "$PROFILE" >/dev/null
+  cmd_build >/dev/null
+  cluster_exists && die "cluster '$NAME' already exists; run: $0 down --name $NAME"
+  [[ -n $KUBECONFIG_OUT ]] || KUBECONFIG_OUT=$STATE_ROOT/kubeconfig
+  [[ $NAME == rollcall || $KUBECONFIG_OUT != "$STATE_ROOT/kubeconfig" ]] || KUBECONFIG_OUT=$STATE/kubeconfig
+  KUBECONFIG_OUT=$(realpath -m "$KUBECONFIG_OUT")
+  local start=$SECONDS
+  mkdir -p "$STATE"
+  echo "$KUBECONFIG_OUT" >"$STATE/kubeconfig-path"
+  {
+    cat "$HACK/kwok/kwokctl.yaml"
+    echo "---"
+    sed "s/__POD_RUN_MS__/$POD_RUN_MS/g" "$HACK/kwok/stages.yaml"
+  } >"$STATE/kwok.yaml"
+
+  log "starting cluster '$NAME' (Kubernetes $K8S_VERSION, etcd $ETCD_VERSION, kwok $KWOK_VERSION)"
+  # Leave nothing behind when a later step fails (KEEP_FAILED=1 keeps it for debugging).
+  [[ -n ${KEEP_FAILED:-} ]] ||
+    trap 'log "removing the half-started cluster"; cmd_down --name "$NAME" >/dev/null 2>&1 || true' EXIT
+  # Every binary is a local path: kwokctl must not download anything. Creates are
+  # serialised so that concurrent ones do not pick the same free ports (flock -o: the
+  # lock is not inherited by the cluster's processes).
+  if ! KWOK_KUBE_VERSION=$K8S_VERSION KWOK_ETCD_VERSION=${ETCD_VERSION#v} \
+    KWOK_KUBECTL_BINARY=$CACHE_DIR/kubectl \
+    flock -o "$STATE_ROOT/.create.lock" "$CACHE_DIR/kwokctl" --name "$NAME" \
+    -c "$STATE/kwok.yaml" create cluster --runtime binary --kubeconfig "" \
+    --etcd-binary "$CACHE_DIR/etcd" \
+    --kube-apiserver-binary "$CACHE_DIR/kube-apiserver" \
+    --kube-controller-manager-binary "$CACHE_DIR/kube-controller-manager" \
+    --kube-scheduler-binary "$CACHE_DIR/kube-scheduler" \
+    --kwok-controller-binary "$CACHE_DIR/kwok" \
+    --wait 2m >"$STATE/create.log" 2>&1; then
+    cat "$STATE/create.log" >&2
+    die "kwokctl create cluster failed"
+  fi
+  kwokctl get kubeconfig >"$STATE/kubeconfig"
+  add_nodes "$NODES" "$PROFILE"
+  mkdir -p "$(dirname "$KUBECONFIG_OUT")"
+  [[ $KUBECONFIG_OUT == "$STATE/kubeconfig" ]] || cp "$STATE/kubeconfig" "$KUBECONFIG_OUT"
+  trap - EXIT
+  log "cluster '$NAME' is up in $((SECONDS - start))s: $(kubectl get --raw /version | grep -o '"gitVersion": *"[^"]*"' | cut -d'"' -f4)"
+  kubectl get nodes -L node.kubernetes.io/instance-type >&2
+  echo "export KUBECONFIG=$KUBECONFIG_OUT"
+}
+
+cmd_add_nodes() {
+  parse_opts "$@"
+  cluster_exists || die "no cluster '$NAME'"
+  add_nodes "$NODES" "$PROFILE"
+}
+
+cmd_restart_apiserver() {
+  parse_opts "$@"
+  cluster_exists || die "no cluster '$NAME'"
+  local pidfile=$CLUSTER_DIR/pids/kube-apiserver.pid pid i
+  if [[ -f $pidfile ]]; then
+    pid=$(cat "$pidfile")
+    # A graceful shutdown waits up to 60s for clients to hang up: give it 5s, then kill.
+    kill "$pid" 2>/dev/null || true
+    for ((i = 0; i < 50; i++)); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -9 "$pid" 2>/dev/null || true
+    rm -f "$pidfile"
+  fi
+  # `start cluster` starts only the components that are not running.
+  kwokctl start cluster >"$STATE/restart.log" 2>&1 || {
+    cat "$STATE/restart.log" >&2
+    die "kwokctl start cluster failed"
+  }
+  for ((i = 0; i < 600; i++)); do
+    kubectl get --raw /readyz >/dev/null 2>&1 && {
+      log "kube-apiserver of '$NAME' restarted"
+      return
+    }
+    sleep 0.1
+  done
+  die "kube-apiserver did not become ready"
+}
+
+cmd_status() {
+  parse_opts "$@"
+  [[ -x $CACHE_DIR/kwokctl ]] || die "binaries not built; run: $0 build"
+  cluster_exists || {
+    log "no cluster '$NAME'"
+    return 1
+  }
+  kwokctl get components
+  kubectl get nodes -L node.kubernetes.io/instance-type
+  echo "export KUBECONFIG=$(cat "$STATE/kubeconfig-path")"
+}
+
+# Processes of this cluster: kwokctl starts each from a link in its bin/ dir.
+cluster_pids() {
+  local p
+  for p in /proc/[0-9]*; do
+    [[ $(tr '\0' ' ' <"$p/cmdline" 2>/dev/null) == "$CLUSTER_DIR/bin/"* ]] &&
+      echo "${p#/proc/}"
+  done
+  return 0
+}
+
+cmd_down() {
+  parse_opts "$@"
+  if [[ ! -d $STATE && ! -d $CLUSTER_DIR ]]; then
+    log "no cluster '$NAME'"
+    return
+  fi
+  if cluster_exists && [[ -x $CACHE_DIR/kwokctl ]]; then
+    kwokctl delete cluster >"$STATE/delete.log" 2>&1 || cat "$STATE/delete.log" >&2
+  fi
+  local pids i
+  for i in 1 2 3 4 5 6 7 8 9 10; do
+    pids=$(cluster_pids)
+    [[ -z $pids ]] && break
+    # shellcheck disable=SC2086 # one pid per word
+    if ((i < 10)); then kill $pids 2>/dev/null || true; else kill -9 $pids 2>/dev/null || true; fi
+    sleep 0.5
+  done
+  if [[ -f $STATE/kubeconfig-path ]]; then
+    rm -f "$(cat "$STATE/kubeconfig-path")"
+  fi
+  rm -rf "$STATE" "$CLUSTER_DIR"
+  # The shared parts go with the last cluster.
+  if rmdir "$KWOK_WORKDIR/clusters" 2>/dev/null; then
+    rm -rf "$KWOK_WORKDIR" "$STATE_ROOT/.create.lock"
+  fi
+  rmdir "$STATE_ROOT" 2>/dev/null || true
+  log "cluster '$NAME' removed"
+}
+
+main() {
+  local cmd=${1:-}
+  (($#)) && shift
+  case $cmd in
+  build) cmd_build "$@" ;;
+  bin-dir) echo "$CACHE_DIR" ;;
+  up) cmd_up "$@" ;;
+  down) cmd_down "$@" ;;
+  add-nodes) cmd_add_nodes "$@" ;;
+  restart-apiserver) cmd_restart_apiserver "$@" ;;
+  status) cmd_status "$@" ;;
+  *)
+    sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
+    exit 2
+    ;;
+  esac
+}
+
+main "$@"

@@ -49,6 +49,17 @@ def _positive_float(text: str) -> float:
     return value
 
 
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhd]?)$")
+_UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _duration(text: str) -> float:
+    m = _DURATION.match(text.strip())
+    if not m:
+        raise ValueError("expected a duration such as 3600, 90m, 6h or 2d")
+    return float(m.group(1)) * _UNIT_S[m.group(2)]
+
+
 def _choice(*choices: str) -> Callable[[str], str]:
     def parse(text: str) -> str:
         if text not in choices:
@@ -116,6 +127,27 @@ OPTIONS: tuple[Spec, ...] = (
     ),
     Spec("--artifacts-dir", str, "artifacts", "where logs and reports go", "DIR"),
     Spec(
+        "--unschedulable-grace",
+        _positive_float,
+        60.0,
+        "seconds a pod may stay Unschedulable before the run fails with the scheduler's reason",
+        "SECONDS",
+    ),
+    Spec(
+        "--sweep-older-than",
+        _duration,
+        None,
+        "at session start, delete this suite's namespaces older than this (e.g. 6h): left by killed runs",
+        "DURATION",
+    ),
+    Spec(
+        "--check-device-plugins",
+        _bool,
+        False,
+        "before running, check that the NVIDIA/Neuron and EFA device-plugin DaemonSets are ready",
+        flag_only=True,
+    ),
+    Spec(
         "--workload-env",
         str,
         (),
@@ -146,6 +178,9 @@ class Options:
     retries: int = 0
     keep: bool = False
     artifacts_dir: Path = Path("artifacts")
+    unschedulable_grace: float = 60.0
+    sweep_older_than: float | None = None
+    check_device_plugins: bool = False
     workload_env: dict[str, str] = field(default_factory=dict)
     workload_args: tuple[str, ...] = ()
     sources: dict[str, str] = field(default_factory=dict)

@@ -52,10 +52,31 @@ def pytest_configure(config: pytest.Config) -> None:
         options = resolve(cli)
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
-    config.stash[_SUITE] = Suite.from_options(options)
+    suite = Suite.from_options(options)
+    suite.progress = _terminal_writer(config)
+    config.stash[_SUITE] = suite
     config.addinivalue_line("markers", "rollcall: a test that runs a distributed training job")
     if not hasattr(config, "workerinput"):
         _raise_on_sigterm()
+
+
+def _terminal_writer(config: pytest.Config) -> Callable[[str], None]:
+    """Write a progress line to the terminal now, past output capturing (as live logging does)."""
+
+    def write(line: str) -> None:
+        reporter = config.pluginmanager.getplugin("terminalreporter")
+        capture = config.pluginmanager.getplugin("capturemanager")
+        if reporter is None:
+            return
+        if capture is None:
+            reporter.ensure_newline()
+            reporter.write_line(line)
+            return
+        with capture.global_and_fixture_disabled():
+            reporter.ensure_newline()
+            reporter.write_line(line)
+
+    return write
 
 
 def _raise_on_sigterm() -> None:

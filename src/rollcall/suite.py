@@ -12,6 +12,7 @@ import os
 import re
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -59,6 +60,7 @@ class Suite:
     backend_reason: str
     records: list[TestRecord] = field(default_factory=list)
     started: float = field(default_factory=time.time)
+    progress: Callable[[str], None] | None = None
 
     @classmethod
     def from_options(cls, options: Options) -> Suite:
@@ -74,7 +76,7 @@ class Suite:
 
             return LocalBackend()
         kubernetes = importlib.import_module("rollcall.backends.kubernetes")
-        backend: Backend = kubernetes.KubernetesBackend.from_options(self.options)
+        backend: Backend = kubernetes.KubernetesBackend.from_options(self.options, progress=self.progress)
         return backend
 
     @cached_property

@@ -1,0 +1,305 @@
+"""Discovery: which nodes can take one training pod each, and what each offers.
+
+Nodes are read once per session. A node is usable when it is Ready, schedulable (not cordoned, and every
+``NoSchedule``/``NoExecute`` taint is tolerated by the Job's tolerations), of the chosen instance type, and
+advertises the accelerator in its allocatable resources (``nvidia.com/gpu``, or
+``aws.amazon.com/neuroncore`` / ``aws.amazon.com/neuron``). Ranks per node are the GPUs or NeuronCores
+those nodes offer; with EFA on, each pod requests all of a node's ``vpc.amazonaws.com/efa`` devices.
+
+When fewer than ``--nodes`` nodes are usable, :class:`DiscoveryError` lists the usable ones and why each
+other node is not, before anything is created. :func:`check_device_plugins` optionally verifies that the
+device-plugin DaemonSets serving those resources are ready.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from rollcall.backends import Placement
+from rollcall.jobspec import EFA_RESOURCE, GPU_RESOURCE, NEURON_RESOURCE, NEURONCORE_RESOURCE, Accelerator
+
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+#: Taint effects that keep a pod off a node unless tolerated.
+BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+#: Substrings of the names of the device-plugin DaemonSets (upstream manifests, Helm charts, GPU operator).
+DEVICE_PLUGINS: dict[str, tuple[str, ...]] = {
+    "nvidia": ("nvidia-device-plugin",),
+    "neuron": ("neuron-device-plugin",),
+    "efa": ("efa-k8s-device-plugin", "efa-device-plugin"),
+}
+_SHOW = 8  # node names shown per reason
+
+Obj = dict[str, Any]
+AcceleratorChoice = Literal["auto", "nvidia", "neuron", "cpu"]
+EfaChoice = Literal["auto", "on", "off"]
+
+
+class DiscoveryError(RuntimeError):
+    """The cluster cannot run the job as asked; the message lists what was found and why."""
+
+
+@dataclass(frozen=True)
+class Node:
+    """What discovery needs of one node."""
+
+    name: str
+    instance_type: str | None
+    ready: bool
+    ready_reason: str
+    cordoned: bool
+    taints: tuple[Mapping[str, str], ...]
+    allocatable: Mapping[str, int]
+
+    @classmethod
+    def of(cls, obj: Obj) -> Node:
+        """From a Node object as the API returns it (JSON)."""
+        meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
+        ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
+        reason = "no Ready condition"
+        if ready is not None:
+            reason = ready.get("reason") or f"Ready={ready.get('status')}"
+            if ready.get("message"):
+                reason += f": {ready['message']}"
+        return cls(
+            name=meta["name"],
+            instance_type=(meta.get("labels") or {}).get(INSTANCE_TYPE_LABEL),
+            ready=ready is not None and ready.get("status") == "True",
+            ready_reason=reason,
+            cordoned=bool(spec.get("unschedulable")),
+            taints=tuple(spec.get("taints") or ()),
+            allocatable={k: count(v) for k, v in (status.get("allocatable") or {}).items()},
+        )
+
+    def offers(self, resource: str) -> int:
+        """How many of ``resource`` the node can allocate."""
+        return self.allocatable.get(resource, 0)
+
+
+@dataclass
+class Discovery:
+    """The outcome: what each pod gets, the usable nodes, and why each other node was left out."""
+
+    placement: Placement
+    usable: list[str]
+    rejected: dict[str, str] = field(default_factory=dict)
+    efa: bool = False
+
+
+def count(quantity: object) -> int:
+    """An extended-resource quantity (``"8"``, ``8``, ``"1k"``) as a whole number; 0 when unreadable."""
+    text = str(quantity).strip()
+    scale = {"k": 10**3, "M": 10**6, "G": 10**9, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
+    for suffix, factor in scale.items():
+        if text.endswith(suffix) and text[: -len(suffix)].isdigit():
+            return int(text[: -len(suffix)]) * factor
+    try:
+        return int(text)
+    except ValueError:
+        return 0
+
+
+def tolerates(tolerations: Sequence[Mapping[str, Any]], taint: Mapping[str, str]) -> bool:
+    """Whether any toleration matches ``taint`` (the scheduler's rules for key, operator, value, effect)."""
+    for tol in tolerations:
+        if tol.get("effect") and tol["effect"] != taint.get("effect"):
+            continue
+        operator = tol.get("operator", "Equal")
+        if not tol.get("key"):
+            if operator == "Exists":
+                return True
+            continue
+        if tol["key"] != taint.get("key"):
+            continue
+        if operator == "Exists" or tol.get("value", "") == taint.get("value", ""):
+            return True
+    return False
+
+
+def _blocking_taint(node: Node, tolerations: Sequence[Mapping[str, Any]]) -> str | None:
+    for taint in node.taints:
+        if taint.get("effect") in BLOCKING_EFFECTS and not tolerates(tolerations, taint):
+            value = f"={taint['value']}" if taint.get("value") else ""
+            return f"tainted {taint.get('key')}{value}:{taint.get('effect')} (not tolerated)"
+    return None
+
+
+def accelerator_resource(node: Node, accelerator: Accelerator) -> str | None:
+    """The resource a node advertises for ``accelerator`` (NeuronCores before whole Neuron devices)."""
+    if accelerator == "nvidia":
+        return GPU_RESOURCE if node.offers(GPU_RESOURCE) else None
+    if accelerator == "neuron":
+        for resource in (NEURONCORE_RESOURCE, NEURON_RESOURCE):
+            if node.offers(resource):
+                return resource
+    return None
+
+
+def discover(
+    objs: Iterable[Obj],
+    *,
+    nodes: int,
+    accelerator: AcceleratorChoice = "auto",
+    instance_type: str | None = None,
+    procs_per_node: int | None = None,
+    efa: EfaChoice = "auto",
+    tolerations: Sequence[Mapping[str, Any]] = (),
+) -> Discovery:
+    """Choose the nodes and derive what each pod runs and requests; see the module docstring."""
+    all_nodes = sorted((Node.of(o) for o in objs), key=lambda n: n.name)
+    rejected: dict[str, str] = {}
+    candidates: list[Node] = []
+    for node in all_nodes:
+        reason = _unusable(node, instance_type, tolerations)
+        if reason:
+            rejected[node.name] = reason
+        else:
+            candidates.append(node)
+
+    accel = _choose_accelerator(accelerator, candidates, all_nodes, rejected, nodes)
+    if accel != "cpu":
+        kept = []
+        for node in candidates:
+            if accelerator_resource(node, accel) is None:
+                rejected[node.name] = f"no {_resource_names(accel)} allocatable"
+            else:
+                kept.append(node)
+        candidates = kept
+    if efa == "on":
+        for node in [n for n in candidates if not n.offers(EFA_RESOURCE)]:
+            rejected[node.name] = f"no {EFA_RESOURCE} allocatable (--efa on)"
+            candidates.remove(node)
+
+    types = Counter(n.instance_type or "<unlabelled>" for n in candidates)
+    if instance_type is None and len(types) > 1:
+        raise DiscoveryError(
+            "the usable nodes are of mixed instance types: "
+            + ", ".join(f"{t} x{c}" for t, c in sorted(types.items()))
+            + "; choose one with --instance-type"
+        )
+
+    resource, need = _procs(accel, candidates, nodes, procs_per_node)
+    if resource is not None:
+        for node in [n for n in candidates if n.offers(resource) < need]:
+            rejected[node.name] = f"only {node.offers(resource)} {resource} allocatable, {need} needed"
+            candidates.remove(node)
+
+    if len(candidates) < nodes:
+        raise DiscoveryError(report(nodes, [n.name for n in candidates], rejected, accel))
+
+    requests: dict[str, int] = {resource: need} if resource else {}
+    use_efa = efa == "on" or (efa == "auto" and all(n.offers(EFA_RESOURCE) for n in candidates))
+    if use_efa:
+        requests[EFA_RESOURCE] = min(n.offers(EFA_RESOURCE) for n in candidates)
+    kind = candidates[0].instance_type if candidates else None
+    chosen_type = instance_type or kind
+    offer = ", ".join(f"{v} {k}" for k, v in requests.items()) or "cpu only"
+    description = (
+        f"{len(candidates)} usable node(s) of {len(all_nodes)} ({chosen_type or 'any type'}); "
+        f"each pod gets {offer}; {need} rank(s) per node"
+    )
+    placement = Placement(accel, need, requests, chosen_type, description)
+    return Discovery(placement, [n.name for n in candidates], rejected, use_efa)
+
+
+def _unusable(node: Node, instance_type: str | None, tolerations: Sequence[Mapping[str, Any]]) -> str | None:
+    if not node.ready:
+        return f"NotReady ({node.ready_reason})"
+    if node.cordoned:
+        return "cordoned (spec.unschedulable)"
+    taint = _blocking_taint(node, tolerations)
+    if taint:
+        return taint
+    if instance_type is not None and node.instance_type != instance_type:
+        return f"instance type {node.instance_type or '<unlabelled>'}, not {instance_type}"
+    return None
+
+
+def _resource_names(accel: Accelerator) -> str:
+    return GPU_RESOURCE if accel == "nvidia" else f"{NEURONCORE_RESOURCE} or {NEURON_RESOURCE}"
+
+
+def _choose_accelerator(
+    wanted: AcceleratorChoice, candidates: list[Node], all_nodes: list[Node], rejected: dict[str, str], n: int
+) -> Accelerator:
+    if wanted != "auto":
+        return wanted
+    accelerators: tuple[Accelerator, ...] = ("nvidia", "neuron")
+    kinds = [a for a in accelerators if any(accelerator_resource(x, a) for x in candidates)]
+    if len(kinds) == 1:
+        return kinds[0]
+    if kinds:
+        raise DiscoveryError(
+            "both NVIDIA GPU and Neuron nodes are usable; choose with --accelerator or --instance-type"
+        )
+    raise DiscoveryError(
+        f"--accelerator auto: no usable node advertises {GPU_RESOURCE}, {NEURONCORE_RESOURCE} or "
+        f"{NEURON_RESOURCE} (use --accelerator cpu to train on CPUs)\n"
+        + report(n, [], rejected | {x.name: "no accelerator allocatable" for x in candidates}, None)
+    )
+
+
+def _procs(
+    accel: Accelerator, candidates: list[Node], nodes: int, procs_per_node: int | None
+) -> tuple[str | None, int]:
+    """The resource a pod requests and how many: ``--procs-per-node``, else what ``nodes`` nodes offer."""
+    if accel == "cpu":
+        return None, procs_per_node or 1
+    resources = Counter(accelerator_resource(n, accel) for n in candidates)
+    resource = resources.most_common(1)[0][0] if resources else None
+    if resource is None:
+        return (GPU_RESOURCE if accel == "nvidia" else NEURONCORE_RESOURCE), procs_per_node or 1
+    if procs_per_node is not None:
+        return resource, procs_per_node
+    offers = sorted((n.offers(resource) for n in candidates), reverse=True)
+    return resource, offers[min(nodes, len(offers)) - 1] if offers else 1
+
+
+def report(wanted: int, usable: Sequence[str], rejected: Mapping[str, str], accel: Accelerator | None) -> str:
+    """The message of a failed discovery: how many were needed and found, and why each other node is out."""
+    lines = [f"need {wanted} usable node(s), found {len(usable)}" + (f" for {accel}" if accel else "")]
+    if usable:
+        lines.append(f"  usable: {_names(list(usable))}")
+    by_reason: dict[str, list[str]] = defaultdict(list)
+    for name, reason in rejected.items():
+        by_reason[reason].append(name)
+    if by_reason:
+        lines.append("  not usable:")
+        lines += [f"    {reason}: {_names(names)}" for reason, names in sorted(by_reason.items())]
+    elif not usable:
+        lines.append("  the cluster has no nodes")
+    return "\n".join(lines)
+
+
+def _names(names: list[str]) -> str:
+    shown = ", ".join(names[:_SHOW])
+    return shown + (f" and {len(names) - _SHOW} more" if len(names) > _SHOW else "") + f" ({len(names)})"
+
+
+def check_device_plugins(daemonsets: Iterable[Obj], accelerator: Accelerator, efa: bool) -> list[str]:
+    """Problems with the device-plugin DaemonSets the job relies on (empty when all are ready)."""
+    needed = ([accelerator] if accelerator in ("nvidia", "neuron") else []) + (["efa"] if efa else [])
+    found: dict[str, list[Obj]] = defaultdict(list)
+    for ds in daemonsets:
+        name = ds["metadata"]["name"]
+        for plugin in needed:
+            if any(part in name for part in DEVICE_PLUGINS[plugin]):
+                found[plugin].append(ds)
+    problems = []
+    for plugin in needed:
+        if not found[plugin]:
+            problems.append(
+                f"no {plugin} device-plugin DaemonSet (looked for names containing "
+                f"{' or '.join(DEVICE_PLUGINS[plugin])} in every namespace)"
+            )
+            continue
+        for ds in found[plugin]:
+            status = ds.get("status") or {}
+            desired, ready = status.get("desiredNumberScheduled", 0), status.get("numberReady", 0)
+            if desired == 0 or ready < desired:
+                meta = ds["metadata"]
+                name = f"{meta.get('namespace')}/{meta['name']}"
+                problems.append(f"{plugin} device plugin {name}: {ready} of {desired} pod(s) ready")
+    return problems

@@ -1,0 +1,160 @@
+"""What a Job's and its pods' status say: finished, broken (and how), or still going.
+
+Pure functions over the objects as the API returns them (JSON dicts), so every rule is unit-tested without a
+cluster. A fault names the pod, its completion index (the node rank) and its node.
+
+A pod is broken when:
+
+- it has been ``Unschedulable`` for longer than the grace period (the scheduler's message says why);
+- a container cannot start: its image cannot be pulled (``ErrImagePull``, ``ImagePullBackOff``,
+  ``InvalidImageName``, ...) or its configuration is unusable (``CreateContainerConfigError``, ...);
+- a container terminated ``OOMKilled`` or with a non-zero exit code;
+- the pod itself failed (evicted, rejected by the kubelet, ...).
+
+Pods being deleted are left to the Job's own verdict: a deleted pod's containers exit non-zero too.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+Obj = dict[str, Any]
+
+INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
+#: Waiting reasons from which a container will not recover without someone changing something.
+FATAL_WAITING = frozenset(
+    {
+        "ErrImagePull",
+        "ImagePullBackOff",
+        "InvalidImageName",
+        "ErrImageNeverPull",
+        "RegistryUnavailable",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+        "RunContainerError",
+        "CrashLoopBackOff",
+    }
+)
+#: Job conditions that end it.
+JOB_SUCCESS = ("Complete", "SuccessCriteriaMet")
+JOB_FAILURE = ("Failed", "FailureTarget")
+
+
+def index_of(pod: Obj) -> str:
+    """The pod's completion index (its node rank), or ``?``."""
+    meta = pod.get("metadata") or {}
+    labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+    return str(labels.get(INDEX_LABEL) or annotations.get(INDEX_LABEL) or "?")
+
+
+def where(pod: Obj) -> str:
+    """``pod <name> (index <i>) on node <node>``."""
+    node = (pod.get("spec") or {}).get("nodeName") or "no node yet"
+    return f"pod {pod['metadata']['name']} (index {index_of(pod)}) on node {node}"
+
+
+def _condition(obj: Obj, kind: str) -> Obj | None:
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == kind:
+            found: Obj = cond
+            return found
+    return None
+
+
+def job_result(job: Obj) -> tuple[str, str] | None:
+    """``("complete", "")``, ``("failed", why)``, ``("timed_out", why)``, or None while the Job runs."""
+    for kind in JOB_SUCCESS:
+        cond = _condition(job, kind)
+        if cond and cond.get("status") == "True":
+            return "complete", ""
+    for kind in JOB_FAILURE:
+        cond = _condition(job, kind)
+        if cond and cond.get("status") == "True":
+            reason, message = cond.get("reason") or kind, cond.get("message") or ""
+            text = f"Job {job['metadata']['name']} {kind}: {reason}" + (f": {message}" if message else "")
+            return ("timed_out" if reason == "DeadlineExceeded" else "failed"), text
+    return None
+
+
+def unschedulable(pod: Obj) -> str | None:
+    """The scheduler's message while the pod is ``Unschedulable``, else None."""
+    cond = _condition(pod, "PodScheduled")
+    if cond and cond.get("status") == "False" and cond.get("reason") == "Unschedulable":
+        return str(cond.get("message") or "no message from the scheduler")
+    return None
+
+
+def _statuses(pod: Obj) -> Iterable[Obj]:
+    status = pod.get("status") or {}
+    yield from status.get("initContainerStatuses") or []
+    yield from status.get("containerStatuses") or []
+
+
+def pod_fault(pod: Obj) -> str | None:
+    """Why the pod is broken for good, naming where, or None (unschedulable pods are judged by the caller)."""
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return None
+    status = pod.get("status") or {}
+    for cs in _statuses(pod):
+        state, name = cs.get("state") or {}, cs.get("name")
+        waiting = state.get("waiting") or {}
+        if waiting.get("reason") in FATAL_WAITING:
+            message = waiting.get("message") or ""
+            image = cs.get("image") or ""
+            return (
+                f"{where(pod)}: container {name} cannot start: {waiting['reason']}"
+                + (f" ({image})" if image else "")
+                + (f": {message}" if message else "")
+            )
+        term = state.get("terminated")
+        if term is not None and (term.get("reason") == "OOMKilled" or term.get("exitCode", 0) != 0):
+            reason = term.get("reason") or "Error"
+            text = f"{where(pod)}: container {name} "
+            if reason == "OOMKilled":
+                text += f"was OOMKilled (exit code {term.get('exitCode')}): it ran out of memory"
+            else:
+                text += f"exited with code {term.get('exitCode')} ({reason})"
+            if term.get("message"):
+                text += f": {term['message'].strip()}"
+            return text
+    if status.get("phase") == "Failed":
+        reason = status.get("reason") or "Failed"
+        message = status.get("message") or ""
+        return f"{where(pod)} failed: {reason}" + (f": {message}" if message else "")
+    return None
+
+
+def started(pod: Obj) -> list[str]:
+    """Names of the pod's containers that have started (running or terminated): their logs can be read."""
+    names = []
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        state = cs.get("state") or {}
+        if "running" in state or "terminated" in state or cs.get("started"):
+            names.append(str(cs["name"]))
+    return names
+
+
+def terminated(pod: Obj, container: str) -> bool:
+    """Whether ``container`` of the pod has terminated (or the pod is finished or gone)."""
+    status = pod.get("status") or {}
+    if status.get("phase") in ("Succeeded", "Failed"):
+        return True
+    for cs in status.get("containerStatuses") or []:
+        if cs.get("name") == container:
+            return "terminated" in (cs.get("state") or {})
+    return False
+
+
+def phases(pods: Iterable[Obj]) -> Counter[str]:
+    """How many pods are in each phase (Pending, Running, Succeeded, Failed, Unknown)."""
+    return Counter(str((p.get("status") or {}).get("phase") or "Pending") for p in pods)
+
+
+def duplicate_indexes(pods: Iterable[Obj]) -> dict[str, list[str]]:
+    """Completion indexes that more than one pod ran under, with those pods' names."""
+    by_index: dict[str, list[str]] = {}
+    for pod in pods:
+        by_index.setdefault(index_of(pod), []).append(pod["metadata"]["name"])
+    return {i: sorted(names) for i, names in by_index.items() if len(names) > 1}

@@ -1,0 +1,408 @@
+"""Talking to the API server: client configuration, retries, raw JSON calls, and one watch-driven wait.
+
+Everything read from the server stays plain JSON (``dict``), as the API sends it: cheaper than the client's
+models, and the same shape as the manifests. Transient failures (HTTP 429 and 5xx, refused or reset
+connections, timeouts) are retried with exponential backoff and jitter for at most :data:`API_RETRY_S`
+seconds; anything else is raised at once.
+
+:class:`Informer` lists then watches one kind of object, re-listing when the server says the resource
+version has expired (410 Gone) and reconnecting after transient errors, and keeps the newest copy of each
+object. :func:`wait_for` re-tests a condition on every change any informer sees (and every ``poll_s``) under
+one deadline, like ``kr8s``'s waits and e2e-framework's ``wait.For``.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import os
+import ssl
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import urllib3
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    stop_after_delay,
+    wait_exponential,
+    wait_random,
+)
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Obj = dict[str, Any]
+
+#: How long transient API errors are retried before giving up (covers an API server restart).
+API_RETRY_S = 120.0
+#: Connect timeout, and read timeout of ordinary (non-streaming) requests.
+CONNECT_TIMEOUT_S = 10.0
+REQUEST_TIMEOUT_S = 60.0
+#: Server-side timeout of each watch request; the informer simply watches again after it.
+WATCH_TIMEOUT_S = 240
+TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
+IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
+
+
+class KubeError(RuntimeError):
+    """The API server refused or failed a request; the message says what and why."""
+
+
+@dataclass
+class Kube:
+    """One API client and the typed APIs the suite uses."""
+
+    api: client.ApiClient
+    source: str
+
+    @property
+    def core(self) -> Any:
+        """The core/v1 API."""
+        return client.CoreV1Api(self.api)
+
+    @property
+    def batch(self) -> Any:
+        """The batch/v1 API."""
+        return client.BatchV1Api(self.api)
+
+    @property
+    def apps(self) -> Any:
+        """The apps/v1 API."""
+        return client.AppsV1Api(self.api)
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self.api.close()  # type: ignore[no-untyped-call]
+
+
+def connect(kubeconfig: str | None = None, context: str | None = None, *, pool_size: int = 256) -> Kube:
+    """A client from ``kubeconfig`` (else ``$KUBECONFIG``, else ``~/.kube/config``), else in-cluster config.
+
+    ``pool_size`` bounds the connections kept open: every followed log holds one.
+    """
+    cfg = client.Configuration()
+    default = Path(os.environ.get("KUBECONFIG", "~/.kube/config").split(os.pathsep)[0]).expanduser()
+    if kubeconfig or default.is_file() or not os.environ.get(IN_CLUSTER_ENV):
+        config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=kubeconfig, context=context, client_configuration=cfg, persist_config=False
+        )
+        source = f"kubeconfig {kubeconfig or default}" + (f", context {context}" if context else "")
+    else:
+        config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+        source = "in-cluster config"
+    cfg.connection_pool_maxsize = pool_size
+    return Kube(client.ApiClient(cfg), source)
+
+
+# -- errors and retries ---------------------------------------------------------------------------------
+
+_TRANSIENT_ERRORS = (
+    ConnectionError,
+    TimeoutError,
+    http.client.HTTPException,
+    urllib3.exceptions.HTTPError,
+    ssl.SSLEOFError,
+)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether retrying ``exc`` may help: 429, 5xx, or a connection that failed, reset or timed out."""
+    if isinstance(exc, ApiException):
+        return exc.status in TRANSIENT_STATUS or not exc.status
+    return isinstance(exc, _TRANSIENT_ERRORS)
+
+
+def status_of(exc: BaseException) -> int | None:
+    """The HTTP status of an API error, else None."""
+    return exc.status if isinstance(exc, ApiException) else None
+
+
+def message_of(exc: BaseException) -> str:
+    """The server's message for an API error (``Status.message``), else ``str(exc)``, on one line."""
+    if isinstance(exc, ApiException):
+        try:
+            body = json.loads(exc.body or "")
+            text = str(body.get("message") or exc.reason)
+        except (ValueError, AttributeError):
+            text = f"{exc.reason}: {exc.body}" if exc.body else str(exc.reason)
+        return f"HTTP {exc.status}: {text}"
+    return f"{type(exc).__name__}: {exc}".replace("\n", " ")
+
+
+def _wait_retry_after(state: RetryCallState) -> float:
+    """Honour a 429's Retry-After header (capped), else back off exponentially with jitter."""
+    exc = state.outcome.exception() if state.outcome else None
+    headers = getattr(exc, "headers", None) or {}
+    try:
+        return min(float(headers.get("Retry-After", "")), 10.0)
+    except (TypeError, ValueError):
+        return float(_BACKOFF(state))
+
+
+_BACKOFF = wait_exponential(multiplier=0.2, max=5.0) + wait_random(0, 0.5)
+
+
+def _log_retry(state: RetryCallState) -> None:
+    exc = state.outcome.exception() if state.outcome else None
+    if exc is not None:
+        log.info("API call failed (attempt %d), retrying: %s", state.attempt_number, message_of(exc))
+
+
+def retrying(bound_s: float = API_RETRY_S) -> Retrying:
+    """A tenacity loop that retries transient API errors for at most ``bound_s`` seconds."""
+    return Retrying(
+        retry=retry_if_exception(is_transient),
+        wait=_wait_retry_after,
+        stop=stop_after_delay(bound_s),
+        before_sleep=_log_retry,
+        reraise=True,
+    )
+
+
+def call(fn: Callable[..., Any], *args: Any, retry_s: float = API_RETRY_S, **kwargs: Any) -> Obj:
+    """Call an API method with retries and return its JSON body as a dict (``{}`` when empty)."""
+    for attempt in retrying(retry_s):
+        with attempt:
+            timeout = (CONNECT_TIMEOUT_S, REQUEST_TIMEOUT_S)
+            resp = fn(*args, _preload_content=False, _request_timeout=timeout, **kwargs)
+            data = resp.data
+            body: Obj = json.loads(data) if data else {}
+            return body
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def create(fn: Callable[..., Any], *args: Any, body: Obj, **kwargs: Any) -> Obj:
+    """Create an object with retries; a 409 after a failed attempt means that attempt did create it."""
+    attempts = 0
+
+    def once(*a: Any, **kw: Any) -> Any:
+        nonlocal attempts
+        attempts += 1
+        return fn(*a, **kw)
+
+    try:
+        return call(once, *args, body=body, field_validation="Strict", **kwargs)
+    except ApiException as exc:
+        if exc.status == 409 and attempts > 1:
+            log.info("%s %s was created by an earlier attempt", body.get("kind"), body["metadata"]["name"])
+            return body
+        raise
+
+
+# -- list, watch and wait -------------------------------------------------------------------------------
+
+
+def iter_lines(resp: Any) -> Iterator[bytes]:
+    """The newline-separated lines of a streaming response, as they arrive."""
+    pending = b""
+    for chunk in resp.stream(1 << 16, decode_content=False):
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        yield from (line for line in lines if line)
+    if pending:
+        yield pending
+
+
+class Informer:
+    """Lists, then watches, one kind of object; keeps the newest copy of each, by name.
+
+    Args:
+        list_fn: a ``list_*`` method of a typed API (e.g. ``core.list_namespaced_pod``).
+        what: a name for messages, e.g. ``"pods of job x"``.
+        retry_s: how long transient errors are retried before the informer gives up and sets ``error``.
+        **selector: the list method's arguments (``namespace``, ``label_selector``, ``field_selector``).
+    """
+
+    def __init__(
+        self, list_fn: Callable[..., Any], what: str, *, retry_s: float = API_RETRY_S, **selector: Any
+    ) -> None:
+        self.what = what
+        self.error: BaseException | None = None
+        self.synced = threading.Event()
+        self.reconnects = 0
+        self._list_fn = list_fn
+        self._selector = selector
+        self._retry_s = retry_s
+        self._objects: dict[str, Obj] = {}
+        self._lock = threading.Lock()
+        self._listeners: list[Callable[[], None]] = []
+        self._stopped = threading.Event()
+        self._resp: Any = None
+        self._thread = threading.Thread(target=self._run, daemon=True, name=f"rollcall-watch {what}")
+
+    def start(self) -> Informer:
+        """Start listing and watching in a background thread."""
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop watching (the open watch is shut down at once)."""
+        self._stopped.set()
+        _shutdown(self._resp)
+
+    def objects(self) -> list[Obj]:
+        """A snapshot of the objects seen."""
+        with self._lock:
+            return list(self._objects.values())
+
+    def get(self, name: str) -> Obj | None:
+        """The newest copy of the object called ``name``, if it exists."""
+        with self._lock:
+            return self._objects.get(name)
+
+    def subscribe(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` (from the watch thread) after every change."""
+        self._listeners.append(listener)
+
+    def unsubscribe(self, listener: Callable[[], None]) -> None:
+        """Stop calling ``listener``."""
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
+    def _notify(self) -> None:
+        for listener in list(self._listeners):
+            listener()
+
+    def _run(self) -> None:
+        version: str | None = None
+        try:
+            while not self._stopped.is_set():
+                for attempt in retrying(self._retry_s):
+                    with attempt:
+                        if self._stopped.is_set():
+                            return
+                        version = self._session(version)
+        except BaseException as exc:
+            if not self._stopped.is_set():
+                log.warning("watching %s failed: %s", self.what, message_of(exc))
+                self.error = exc
+                self._notify()
+
+    def _session(self, version: str | None) -> str | None:
+        """List (when there is no version to resume from), then watch until the server ends the watch.
+
+        Returns the version to resume from, or None to re-list.
+        """
+        if version is None:
+            body = call(self._list_fn, retry_s=0, **self._selector)
+            with self._lock:
+                self._objects = {o["metadata"]["name"]: o for o in body.get("items", [])}
+            version = body["metadata"]["resourceVersion"]
+            self.synced.set()
+            self._notify()
+        try:
+            resp = self._list_fn(
+                watch=True,
+                resource_version=version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=WATCH_TIMEOUT_S,
+                _preload_content=False,
+                _request_timeout=(CONNECT_TIMEOUT_S, WATCH_TIMEOUT_S + 30),
+                **self._selector,
+            )
+        except ApiException as exc:
+            if exc.status == 410:
+                return None
+            raise
+        self._resp = resp
+        try:
+            for line in iter_lines(resp):
+                event = json.loads(line)
+                kind, obj = event["type"], event["object"]
+                if kind == "ERROR":
+                    if obj.get("code") == 410:  # expired: list again
+                        self.reconnects += 1
+                        return None
+                    raise ApiException(status=obj.get("code"), reason=obj.get("message"))
+                version = obj["metadata"]["resourceVersion"]
+                if kind == "BOOKMARK":
+                    continue
+                name = obj["metadata"]["name"]
+                with self._lock:
+                    if kind == "DELETED":
+                        self._objects.pop(name, None)
+                    else:
+                        self._objects[name] = obj
+                self._notify()
+        except Exception:
+            if self._stopped.is_set():
+                return None
+            self.reconnects += 1
+            raise
+        finally:
+            self._resp = None
+            _shutdown(resp)
+        return version
+
+
+def _shutdown(resp: Any) -> None:
+    """Unblock a read on ``resp`` from another thread and release it."""
+    if resp is None:
+        return
+    try:
+        shutdown = getattr(resp, "shutdown", None)
+        if shutdown is not None:
+            shutdown()
+        resp.close()
+    except Exception:  # best effort on a connection that may already be gone
+        pass
+
+
+class WaitTimeout(TimeoutError):
+    """:func:`wait_for` ran out of time; ``last`` is the last state the caller's ``describe`` gave."""
+
+    def __init__(self, message: str, last: str = "") -> None:
+        super().__init__(f"{message}; last seen: {last}" if last else message)
+        self.last = last
+
+
+class WatchLost(KubeError):
+    """An informer gave up: its watch failed for longer than the retry bound, or with a permanent error."""
+
+
+def wait_for(
+    condition: Callable[[], T | None],
+    *informers: Informer,
+    timeout_s: float,
+    poll_s: float = 1.0,
+    what: str = "condition",
+    describe: Callable[[], str] | None = None,
+) -> T:
+    """Re-test ``condition`` on every change an informer sees (and every ``poll_s``) until it gives a value.
+
+    ``condition`` runs on the calling thread, only once every informer has listed. Raises
+    :class:`WaitTimeout` after ``timeout_s`` (with ``describe()`` as the last state seen), and
+    :class:`WatchLost` when an informer gives up.
+    """
+    wake = threading.Event()
+    for informer in informers:
+        informer.subscribe(wake.set)
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            wake.clear()
+            for informer in informers:
+                if informer.error is not None:
+                    raise WatchLost(
+                        f"lost the watch on {informer.what}: {message_of(informer.error)}"
+                    ) from informer.error
+            if all(i.synced.is_set() for i in informers):
+                result = condition()
+                if result is not None:
+                    return result
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise WaitTimeout(f"{what} not met within {timeout_s:g}s", describe() if describe else "")
+            wake.wait(min(poll_s, remaining))
+    finally:
+        for informer in informers:
+            informer.unsubscribe(wake.set)

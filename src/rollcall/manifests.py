@@ -1,0 +1,233 @@
+"""The run's Kubernetes objects: loaded from ``manifests/*.yaml``, filled in from the JobSpec, validated.
+
+Rendering is data, not text: each file is parsed with ``yaml.safe_load`` and typed values are set in the
+dicts, so nothing the user passes (image, arguments, environment) can change the document's structure.
+
+:func:`validate` checks a rendered object against the Kubernetes schema that the official client was
+generated from, offline: every field must be known to its kind (no typos silently dropped), of the right type,
+and required fields present. The kubernetes backend then also sends each object as a server-side dry run
+(strict field validation) before creating it.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client
+
+from rollcall.jobspec import EFA_RESOURCE, JobSpec
+
+#: The repository's manifests.
+MANIFESTS_DIR = Path(__file__).resolve().parents[2] / "manifests"
+
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "rollcall"
+RUN_ID_LABEL = "rollcall/run-id"
+JOB_LABEL = "rollcall/job"
+TEST_ANNOTATION = "rollcall/test"
+#: The training container's name.
+CONTAINER = "train"
+#: Environment that makes NCCL say which network it chose (checked when EFA is on), unless the user sets it.
+EFA_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET", "FI_EFA_FORK_SAFE": "1"}
+
+Obj = dict[str, Any]
+_DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+class ManifestError(ValueError):
+    """A rendered object does not match the Kubernetes schema; the message lists every problem."""
+
+
+@dataclass(frozen=True)
+class Names:
+    """One run's object names; the namespace is ``<prefix>-<random>``, so parallel runs never collide."""
+
+    namespace: str
+    job: str
+    service: str
+    run_id: str
+
+    @classmethod
+    def new(cls, prefix: str, job: str) -> Names:
+        """Fresh names for a run of ``job``."""
+        run_id = secrets.token_hex(4)
+        return cls(namespace=f"{prefix}-{run_id}", job=job, service=job, run_id=run_id)
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """A run's namespace, headless Service and Indexed Job."""
+
+    namespace: Obj
+    service: Obj
+    job: Obj
+
+    @property
+    def efa(self) -> bool:
+        """Whether the pods request EFA devices."""
+        limits = self.job["spec"]["template"]["spec"]["containers"][0]["resources"].get("limits", {})
+        return EFA_RESOURCE in limits
+
+
+@dataclass
+class PodExtras:
+    """Labels and annotations added to the Job's pods (tests use them to steer the fake nodes)."""
+
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+
+
+@cache
+def _load(name: str) -> Obj:
+    with (MANIFESTS_DIR / name).open() as f:
+        doc: Obj = yaml.safe_load(f)
+    return doc
+
+
+def load(name: str) -> Obj:
+    """A fresh copy of ``manifests/<name>``."""
+    return copy.deepcopy(_load(name))
+
+
+def job_tolerations() -> list[Obj]:
+    """The tolerations of the Job's pods (discovery uses them to judge tainted nodes)."""
+    tolerations: list[Obj] = load("job.yaml")["spec"]["template"]["spec"].get("tolerations", [])
+    return tolerations
+
+
+def render(spec: JobSpec, names: Names, *, test: str = "", extras: PodExtras | None = None) -> Rendered:
+    """The run's objects for ``spec``, validated offline; EFA is on when ``spec.resources`` asks for it."""
+    if not spec.image:
+        raise ManifestError("the kubernetes backend needs --image (the training image)")
+    for what, value in (("namespace", names.namespace), ("job", names.job), ("service", names.service)):
+        if not _DNS_LABEL.match(value):
+            raise ManifestError(f"{what} name {value!r} is not a DNS label")
+    labels = {MANAGED_BY_LABEL: MANAGED_BY, RUN_ID_LABEL: names.run_id}
+
+    namespace = load("namespace.yaml")
+    namespace["metadata"]["name"] = names.namespace
+    namespace["metadata"]["labels"].update(labels)
+    namespace["metadata"]["annotations"] = {JOB_LABEL: names.job, TEST_ANNOTATION: test}
+
+    service = load("service.yaml")
+    service["metadata"].update(name=names.service, namespace=names.namespace)
+    service["metadata"]["labels"].update(labels)
+    service["spec"]["selector"] = {JOB_LABEL: names.job}
+    service["spec"]["ports"][0].update(port=spec.master_port, targetPort=spec.master_port)
+
+    job = load("job.yaml")
+    job["metadata"].update(name=names.job, namespace=names.namespace)
+    job["metadata"]["labels"].update(labels)
+    job["spec"].update(
+        completions=spec.nodes,
+        parallelism=spec.nodes,
+        activeDeadlineSeconds=max(1, math.ceil(spec.job_timeout_s)),
+    )
+    template = job["spec"]["template"]
+    extras = extras or PodExtras()
+    template["metadata"]["labels"].update({**extras.labels, **labels, JOB_LABEL: names.job})
+    if extras.annotations:
+        template["metadata"]["annotations"] = dict(extras.annotations)
+    pod = template["spec"]
+    pod["subdomain"] = names.service
+    anti = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
+    anti["labelSelector"]["matchLabels"] = {JOB_LABEL: names.job}
+    if spec.instance_type:
+        pod["nodeSelector"] = {"node.kubernetes.io/instance-type": spec.instance_type}
+
+    efa = EFA_RESOURCE in spec.resources
+    container = pod["containers"][0]
+    container["image"] = spec.image
+    container["command"] = spec.torchrun_command(
+        node_rank="$(JOB_COMPLETION_INDEX)", master_addr=f"{names.job}-0.{names.service}"
+    )
+    env = {**(EFA_ENV if efa else {}), **spec.workload_env()}
+    container["env"] += [{"name": k, "value": v} for k, v in env.items()]
+    container["ports"][0]["containerPort"] = spec.master_port
+    if spec.resources:
+        quantities = {k: str(v) for k, v in spec.resources.items()}
+        container["resources"] = {"requests": dict(quantities), "limits": dict(quantities)}
+
+    rendered = Rendered(namespace, service, job)
+    for obj, model in ((namespace, client.V1Namespace), (service, client.V1Service), (job, client.V1Job)):
+        problems = validate(obj, model)
+        if problems:
+            raise ManifestError(
+                f"{obj['kind']} {obj['metadata']['name']} does not match the Kubernetes schema:\n  "
+                + "\n  ".join(problems)
+            )
+    return rendered
+
+
+# -- offline schema validation ------------------------------------------------------------------------------
+
+_SCALARS: dict[str, tuple[type, ...]] = {
+    "str": (str,),
+    "int": (int,),
+    "float": (int, float),
+    "bool": (bool,),
+    "bytes": (str, bytes),
+    "datetime": (str, datetime),
+}
+
+
+def validate(obj: Mapping[str, Any], model: type, path: str = "") -> list[str]:
+    """Every way ``obj`` (JSON field names) departs from ``model`` (a generated ``kubernetes.client`` model).
+
+    Unknown fields, wrong types and missing required fields are reported with their path, e.g.
+    ``spec.template.spec.containers[0].imagePullPolicy: unknown field (known: ...)``.
+    """
+    types: Mapping[str, str] = model.openapi_types  # type: ignore[attr-defined]
+    attrs: Mapping[str, str] = model.attribute_map  # type: ignore[attr-defined]
+    by_json = {json_name: attr for attr, json_name in attrs.items()}
+    problems = []
+    for key, value in obj.items():
+        where = f"{path}.{key}" if path else key
+        attr = by_json.get(key)
+        if attr is None:
+            problems.append(f"{where}: unknown field of {model.__name__}")
+            continue
+        if value is None:
+            continue
+        problems += _check(value, types[attr], where)
+    fields = getattr(model, "model_fields", {})
+    for attr, info in fields.items():
+        if info.is_required() and attrs[attr] not in obj:
+            problems.append(f"{path or model.__name__}: missing required field {attrs[attr]}")
+    return problems
+
+
+def _check(value: Any, kind: str, where: str) -> list[str]:
+    if kind == "object":
+        return []
+    if kind in _SCALARS:
+        allowed = _SCALARS[kind]
+        if isinstance(value, bool) and bool not in allowed:
+            return [f"{where}: expected {kind}, got a boolean"]
+        return [] if isinstance(value, allowed) else [f"{where}: expected {kind}, got {type(value).__name__}"]
+    if kind.startswith("List[") and kind.endswith("]"):
+        if not isinstance(value, list):
+            return [f"{where}: expected a list, got {type(value).__name__}"]
+        inner = kind[5:-1]
+        return [p for i, item in enumerate(value) for p in _check(item, inner, f"{where}[{i}]")]
+    if kind.startswith("Dict[str, ") and kind.endswith("]"):
+        if not isinstance(value, dict):
+            return [f"{where}: expected a map, got {type(value).__name__}"]
+        inner = kind[10:-1]
+        return [p for k, item in value.items() for p in _check(item, inner, f"{where}.{k}")]
+    model = getattr(client, kind, None)
+    if model is None:
+        return []  # a type this client does not describe: leave it to the server's dry run
+    if not isinstance(value, dict):
+        return [f"{where}: expected an object ({kind}), got {type(value).__name__}"]
+    return validate(value, model, where)

@@ -1,0 +1,173 @@
+"""Discovery chooses usable nodes and derives ranks and requests from their allocatable resources."""
+
+import pytest
+
+from rollcall.discovery import DiscoveryError, check_device_plugins, count, discover, tolerates
+from rollcall.manifests import job_tolerations
+
+TRN1 = {"aws.amazon.com/neuron": "16", "aws.amazon.com/neuroncore": "32", "vpc.amazonaws.com/efa": "8"}
+P5 = {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "32"}
+G5 = {"nvidia.com/gpu": "1"}
+TYPES = {"trn1": ("trn1.32xlarge", TRN1), "p5": ("p5.48xlarge", P5), "g5": ("g5.xlarge", G5)}
+
+
+def node(name, kind="trn1", *, ready=True, cordoned=False, taints=(), allocatable=None, labels=None):
+    itype, alloc = TYPES[kind]
+    conditions = [{"type": "Ready", "status": "True" if ready else "False", "reason": "KubeletNotReady"}]
+    return {
+        "metadata": {"name": name, "labels": {"node.kubernetes.io/instance-type": itype, **(labels or {})}},
+        "spec": {"unschedulable": cordoned, "taints": list(taints)},
+        "status": {"conditions": conditions, "allocatable": {"cpu": "8", **(allocatable or alloc)}},
+    }
+
+
+def run(nodes, n=2, **kw):
+    return discover(nodes, nodes=n, tolerations=job_tolerations(), **kw)
+
+
+def test_trn1_nodes_give_neuroncores_and_all_efa_devices():
+    found = run([node("a"), node("b")])
+    p = found.placement
+    assert (p.accelerator, p.procs_per_node, p.instance_type) == ("neuron", 32, "trn1.32xlarge")
+    assert p.resources == {"aws.amazon.com/neuroncore": 32, "vpc.amazonaws.com/efa": 8}
+    assert found.usable == ["a", "b"] and found.efa
+
+
+def test_p5_nodes_give_gpus_and_efa_off_drops_the_request():
+    found = run([node("a", "p5"), node("b", "p5")], efa="off")
+    assert found.placement.accelerator == "nvidia"
+    assert found.placement.resources == {"nvidia.com/gpu": 8}
+    assert not found.efa
+
+
+def test_efa_auto_is_off_when_the_nodes_have_none():
+    found = run([node("a", "g5"), node("b", "g5")])
+    assert found.placement.resources == {"nvidia.com/gpu": 1} and not found.efa
+
+
+def test_efa_on_rejects_nodes_without_it():
+    with pytest.raises(DiscoveryError) as err:
+        run([node("a", "g5"), node("b", "g5")], efa="on")
+    assert "no vpc.amazonaws.com/efa allocatable (--efa on): a, b (2)" in str(err.value)
+
+
+def test_every_other_node_is_listed_with_why():
+    nodes = [
+        node("good"),
+        node("sick", ready=False),
+        node("cordoned", cordoned=True),
+        node("tainted", taints=[{"key": "dedicated", "value": "infra", "effect": "NoSchedule"}]),
+        node("gpu", "g5"),
+    ]
+    with pytest.raises(DiscoveryError) as err:
+        run(nodes, n=3, instance_type="trn1.32xlarge")
+    text = str(err.value)
+    assert text.startswith("need 3 usable node(s), found 1 for neuron")
+    assert "usable: good (1)" in text
+    assert "NotReady (KubeletNotReady): sick (1)" in text
+    assert "cordoned (spec.unschedulable): cordoned (1)" in text
+    assert "tainted dedicated=infra:NoSchedule (not tolerated): tainted (1)" in text
+    assert "instance type g5.xlarge, not trn1.32xlarge: gpu (1)" in text
+
+
+def test_accelerator_taints_are_tolerated_and_prefer_no_schedule_ignored():
+    taints = [
+        {"key": "aws.amazon.com/neuron", "value": "true", "effect": "NoSchedule"},
+        {"key": "spot", "effect": "PreferNoSchedule"},
+    ]
+    found = run([node("a", taints=taints), node("b", taints=taints)])
+    assert found.usable == ["a", "b"]
+
+
+def test_mixed_instance_types_are_refused_unless_one_is_chosen():
+    nodes = [node("a"), node("b"), node("c", "p5"), node("d", "p5")]
+    with pytest.raises(DiscoveryError, match="both NVIDIA GPU and Neuron"):
+        run(nodes)
+    more = [node("a", "p5"), node("b", "p5"), node("c", "g5")]
+    with pytest.raises(DiscoveryError, match=r"mixed instance types: g5.xlarge x1, p5.48xlarge x2; choose"):
+        run(more)
+    assert run(more, instance_type="p5.48xlarge").usable == ["a", "b"]
+    assert run(nodes, accelerator="nvidia", instance_type="p5.48xlarge").placement.procs_per_node == 8
+
+
+def test_auto_never_falls_back_to_cpu():
+    with pytest.raises(DiscoveryError, match="use --accelerator cpu"):
+        run([node("a", allocatable={"cpu": "4"}), node("b", allocatable={"cpu": "4"})])
+    found = run([node("a", allocatable={"cpu": "4"})], n=1, accelerator="cpu")
+    assert (found.placement.procs_per_node, found.placement.resources) == (1, {})
+
+
+def test_nodes_with_fewer_devices_are_left_out():
+    nodes = [node("a", "p5"), node("b", "p5"), node("c", "p5", allocatable={"nvidia.com/gpu": "7"})]
+    found = run(nodes, efa="off")
+    assert found.placement.procs_per_node == 8 and found.usable == ["a", "b"]
+    assert found.rejected == {"c": "only 7 nvidia.com/gpu allocatable, 8 needed"}
+    # three nodes wanted: the most all three offer
+    assert run(nodes, n=3, efa="off").placement.procs_per_node == 7
+
+
+def test_procs_per_node_option_sets_the_request():
+    found = run([node("a", "p5"), node("b", "p5")], procs_per_node=4)
+    assert found.placement.resources["nvidia.com/gpu"] == 4 and found.placement.procs_per_node == 4
+    with pytest.raises(DiscoveryError, match=r"only 8 nvidia\.com/gpu allocatable, 9 needed"):
+        run([node("a", "p5"), node("b", "p5")], procs_per_node=9)
+
+
+def test_whole_neuron_devices_when_no_neuroncore_is_advertised():
+    alloc = {"aws.amazon.com/neuron": "16"}
+    found = run([node("a", allocatable=alloc), node("b", allocatable=alloc)])
+    assert found.placement.resources == {"aws.amazon.com/neuron": 16}
+
+
+def test_empty_cluster():
+    with pytest.raises(DiscoveryError, match="the cluster has no nodes"):
+        run([], accelerator="nvidia")
+
+
+def test_long_lists_are_shortened():
+    nodes = [node(f"n{i:02}", cordoned=True) for i in range(20)]
+    with pytest.raises(DiscoveryError) as err:
+        run(nodes, accelerator="neuron")
+    assert "n07 and 12 more (20)" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("toleration", "taint", "expected"),
+    [
+        ({"operator": "Exists"}, {"key": "k", "effect": "NoSchedule"}, True),
+        ({"key": "k", "operator": "Exists"}, {"key": "k", "value": "v", "effect": "NoExecute"}, True),
+        ({"key": "k", "value": "v"}, {"key": "k", "value": "v", "effect": "NoSchedule"}, True),
+        ({"key": "k", "value": "w"}, {"key": "k", "value": "v", "effect": "NoSchedule"}, False),
+        (
+            {"key": "k", "operator": "Exists", "effect": "NoExecute"},
+            {"key": "k", "effect": "NoSchedule"},
+            False,
+        ),
+        ({"value": "v"}, {"key": "k", "value": "v", "effect": "NoSchedule"}, False),
+    ],
+)
+def test_toleration_rules(toleration, taint, expected):
+    assert tolerates([toleration], taint) is expected
+
+
+def test_quantities():
+    assert [count(q) for q in ("8", 8, "2k", "1Ki", "junk", "")] == [8, 8, 2000, 1024, 0, 0]
+
+
+def ds(name, ns="kube-system", desired=2, ready=2):
+    return {
+        "metadata": {"name": name, "namespace": ns},
+        "status": {"desiredNumberScheduled": desired, "numberReady": ready},
+    }
+
+
+def test_device_plugins_ready_missing_and_not_ready():
+    ok = [ds("neuron-device-plugin-daemonset"), ds("aws-efa-k8s-device-plugin-daemonset")]
+    assert check_device_plugins(ok, "neuron", efa=True) == []
+    problems = check_device_plugins([ds("nvdp-nvidia-device-plugin", "nvidia", 4, 3)], "nvidia", efa=True)
+    assert problems == [
+        "nvidia device plugin nvidia/nvdp-nvidia-device-plugin: 3 of 4 pod(s) ready",
+        "no efa device-plugin DaemonSet (looked for names containing efa-k8s-device-plugin or "
+        "efa-device-plugin in every namespace)",
+    ]
+    assert check_device_plugins([], "cpu", efa=False) == []

@@ -1,0 +1,160 @@
+"""Reading a Job's and its pods' status: finished, broken (and where), or still going."""
+
+import pytest
+
+from rollcall.faults import (
+    duplicate_indexes,
+    job_result,
+    phases,
+    pod_fault,
+    started,
+    terminated,
+    unschedulable,
+)
+
+
+def pod(
+    name="bert-0-abcde", index="0", node="trn1-0", phase="Running", containers=(), conditions=(), **status
+):
+    return {
+        "metadata": {"name": name, "labels": {"batch.kubernetes.io/job-completion-index": index}},
+        "spec": {"nodeName": node} if node else {},
+        "status": {
+            "phase": phase,
+            "containerStatuses": list(containers),
+            "conditions": list(conditions),
+            **status,
+        },
+    }
+
+
+def container(name="train", image="img:1", **state):
+    return {"name": name, "image": image, "state": state}
+
+
+def job(*conditions):
+    return {"metadata": {"name": "bert"}, "status": {"conditions": list(conditions)}}
+
+
+@pytest.mark.parametrize(
+    ("conditions", "expected"),
+    [
+        ([], None),
+        ([{"type": "Complete", "status": "True"}], ("complete", "")),
+        ([{"type": "SuccessCriteriaMet", "status": "True"}], ("complete", "")),
+        ([{"type": "Complete", "status": "False"}], None),
+        (
+            [
+                {
+                    "type": "Failed",
+                    "status": "True",
+                    "reason": "BackoffLimitExceeded",
+                    "message": "limit reached",
+                }
+            ],
+            ("failed", "Job bert Failed: BackoffLimitExceeded: limit reached"),
+        ),
+        (
+            [{"type": "FailureTarget", "status": "True", "reason": "DeadlineExceeded"}],
+            ("timed_out", "Job bert FailureTarget: DeadlineExceeded"),
+        ),
+    ],
+)
+def test_job_result(conditions, expected):
+    assert job_result(job(*conditions)) == expected
+
+
+def test_a_running_pod_is_fine():
+    assert pod_fault(pod(containers=[container(running={"startedAt": "t"})])) is None
+
+
+@pytest.mark.parametrize(
+    "reason", ["ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError"]
+)
+def test_containers_that_cannot_start(reason):
+    p = pod(
+        phase="Pending", containers=[container(waiting={"reason": reason, "message": "not found: img:1"})]
+    )
+    assert pod_fault(p) == (
+        f"pod bert-0-abcde (index 0) on node trn1-0: container train cannot start: {reason} (img:1): not found: img:1"
+    )
+
+
+def test_container_creating_is_not_a_fault():
+    assert (
+        pod_fault(pod(phase="Pending", containers=[container(waiting={"reason": "ContainerCreating"})]))
+        is None
+    )
+
+
+def test_non_zero_exit_and_oom():
+    crashed = pod(
+        phase="Failed",
+        containers=[container(terminated={"exitCode": 3, "reason": "Error", "message": "boom\n"})],
+    )
+    assert (
+        pod_fault(crashed)
+        == "pod bert-0-abcde (index 0) on node trn1-0: container train exited with code 3 (Error): boom"
+    )
+    oom = pod(index="5", containers=[container(terminated={"exitCode": 137, "reason": "OOMKilled"})])
+    assert pod_fault(oom) == (
+        "pod bert-0-abcde (index 5) on node trn1-0: container train was OOMKilled (exit code 137): it ran out of memory"
+    )
+    init = pod(initContainerStatuses=[container("setup", terminated={"exitCode": 1})])
+    assert "container setup exited with code 1 (Error)" in pod_fault(init)
+
+
+def test_a_pod_that_failed_without_a_container_says_why():
+    evicted = pod(phase="Failed", reason="Evicted", message="The node was low on resource: memory.")
+    assert pod_fault(evicted) == (
+        "pod bert-0-abcde (index 0) on node trn1-0 failed: Evicted: The node was low on resource: memory."
+    )
+
+
+def test_pods_being_deleted_are_left_to_the_job():
+    p = pod(containers=[container(terminated={"exitCode": 143, "reason": "Error"})])
+    p["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert pod_fault(p) is None
+
+
+def test_succeeded_pod_is_fine():
+    assert (
+        pod_fault(
+            pod(phase="Succeeded", containers=[container(terminated={"exitCode": 0, "reason": "Completed"})])
+        )
+        is None
+    )
+
+
+def test_unschedulable_gives_the_schedulers_message():
+    message = "0/4 nodes are available: 4 Insufficient aws.amazon.com/neuroncore."
+    p = pod(
+        phase="Pending",
+        node=None,
+        conditions=[
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
+        ],
+    )
+    assert unschedulable(p) == message
+    assert unschedulable(pod()) is None
+    assert pod_fault(p) is None
+
+
+def test_started_and_terminated():
+    p = pod(containers=[container("a", running={}), container("b", waiting={"reason": "ContainerCreating"})])
+    assert started(p) == ["a"]
+    assert not terminated(p, "a")
+    done = pod(containers=[container(terminated={"exitCode": 0})])
+    assert started(done) == ["train"] and terminated(done, "train")
+    assert terminated(pod(phase="Succeeded"), "train")
+
+
+def test_phases_and_duplicate_indexes():
+    pods = [
+        pod("a-0-x", "0"),
+        pod("a-1-y", "1", phase="Pending"),
+        pod("a-1-z", "1", phase="Failed"),
+        pod("a-2", "2", phase=None),
+    ]
+    assert phases(pods) == {"Running": 1, "Pending": 2, "Failed": 1}
+    assert duplicate_indexes(pods) == {"1": ["a-1-y", "a-1-z"]}

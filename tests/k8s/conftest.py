@@ -1,0 +1,129 @@
+"""Fixtures for the kubernetes backend's tests against the local control plane (real API server, kwok nodes).
+
+The cluster comes from tests/cluster (``control_plane``: started once per session, or reused through
+``ROLLCALL_TEST_KUBECONFIG``). :class:`~tests.k8s.fakekubelet.FakeKubelet` serves every rollcall pod's log.
+After each test, no namespace of the suite may be left.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rollcall.backends.kubernetes import KubernetesBackend
+from rollcall.kube import Kube, call, connect
+from rollcall.manifests import MANAGED_BY, MANAGED_BY_LABEL, PodExtras
+from rollcall.options import resolve
+from rollcall.suite import Suite
+from tests.cluster import conftest as cluster
+from tests.cluster.controlplane import INSTANCE_TYPE_LABEL, ControlPlane
+
+from .fakekubelet import FakeKubelet
+
+# The control plane's session fixture and marker, from tests/cluster.
+control_plane = cluster.control_plane
+_control_plane_marker = cluster._control_plane_marker
+pytest_configure = cluster.pytest_configure
+
+TRN1 = "trn1.32xlarge"
+P5 = "p5.48xlarge"
+IMAGE = "registry.invalid/rollcall-bert:never-pulled"
+
+
+@pytest.fixture(scope="session")
+def kubelet(control_plane: ControlPlane) -> Iterator[FakeKubelet]:
+    fake = FakeKubelet(control_plane).start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture(scope="session")
+def kube(control_plane: ControlPlane) -> Kube:
+    return connect(str(control_plane.kubeconfig))
+
+
+def suite_namespaces(kube: Kube) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = call(
+        kube.core.list_namespace, label_selector=f"{MANAGED_BY_LABEL}={MANAGED_BY}"
+    )["items"]
+    return items
+
+
+def wait_until(what: str, probe: Callable[[], Any], timeout: float = 60, every: float = 0.2) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        result = probe()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(every)
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every test must leave no namespace of the suite behind (terminating ones get a short grace)."""
+    if not request.node.get_closest_marker("control_plane"):
+        yield
+        return
+    kube = request.getfixturevalue("kube")
+    before = {n["metadata"]["name"] for n in suite_namespaces(kube)}
+    yield
+    left = wait_until(
+        "the test's namespaces to be gone",
+        lambda: not ({n["metadata"]["name"] for n in suite_namespaces(kube)} - before) or None,
+        timeout=30,
+    )
+    assert left
+
+
+@pytest.fixture
+def ensure_nodes(control_plane: ControlPlane) -> Callable[[int, str], None]:
+    """``ensure_nodes(n, profile)``: at least ``n`` Ready fake nodes of the profile exist."""
+
+    def ensure(count: int, profile: str = TRN1) -> None:
+        have = control_plane.get("nodes", "-l", f"{INSTANCE_TYPE_LABEL}={profile}")["items"]
+        if len(have) < count:
+            control_plane.add_nodes(count - len(have), profile)
+
+    return ensure
+
+
+def options(control_plane: ControlPlane, artifacts: Path, **values: Any) -> Any:
+    cli = {
+        "backend": "kubernetes",
+        "kubeconfig": str(control_plane.kubeconfig),
+        "image": IMAGE,
+        "instance_type": TRN1,
+        "artifacts_dir": str(artifacts),
+        "unschedulable_grace": "2",
+        **{k: v if isinstance(v, bool) else str(v) for k, v in values.items()},
+    }
+    return resolve(cli, environ={})
+
+
+@pytest.fixture
+def make_suite(
+    control_plane: ControlPlane, kubelet: FakeKubelet, tmp_path: Path
+) -> Callable[..., tuple[Suite, KubernetesBackend]]:
+    """``make_suite(nodes=2, labels=..., annotations=..., **options)``: a session's Suite on this cluster."""
+
+    def make(
+        labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None, **values: Any
+    ) -> tuple[Suite, KubernetesBackend]:
+        opts = options(control_plane, tmp_path / "artifacts", **values)
+        suite = Suite(opts, "kubernetes", "test")
+        lines: list[str] = []
+        suite.progress = lines.append
+        backend = KubernetesBackend.from_options(opts, progress=lines.append)
+        backend.extras = PodExtras(labels=labels or {}, annotations=annotations or {})
+        backend.cleanup_timeout_s = 60
+        suite.__dict__["backend"] = backend
+        backend.progress_lines = lines  # type: ignore[attr-defined]
+        return suite, backend
+
+    return make

@@ -1,0 +1,110 @@
+"""Serves the log of every rollcall pod on the fake (kwok) nodes, in the rank-log format.
+
+kwok runs no containers; it serves a pod's log from the CRI-format file that a kwok ``Logs`` object names.
+:class:`FakeKubelet` watches the suite's pods in every namespace and, as each appears, writes the log its
+node would print (one torchrun agent's interleaved, prefixed rank lines, for the pod's completion index,
+``--nnodes`` and ``--nproc-per-node``) and creates the ``Logs`` object.
+
+Pod annotations steer what a pod "prints":
+
+- ``rollcall.test/log-skip``: JSON ``{"<rank>": ["throughput", "complete"], ...}``: events those ranks omit;
+- ``rollcall.test/nccl-net``: ``efa`` (default when the pod requests EFA), ``socket`` (NCCL fell back to TCP)
+  or ``none``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from typing import Any
+
+from kubernetes import client
+
+from rollcall.faults import index_of
+from rollcall.jobspec import EFA_RESOURCE
+from rollcall.kube import Informer
+from rollcall.manifests import JOB_LABEL
+from tests.cluster.controlplane import ControlPlane
+from tests.unit.helpers import node_log
+
+LOG_SKIP = "rollcall.test/log-skip"
+NCCL_NET = "rollcall.test/nccl-net"
+
+
+def _flag(command: list[str], name: str) -> int:
+    for arg in command:
+        m = re.match(rf"^--{name}=(\d+)$", arg)
+        if m:
+            return int(m.group(1))
+    raise ValueError(f"no --{name} in {command}")
+
+
+def pod_log(pod: dict[str, Any]) -> list[str]:
+    """The lines the pod's node prints, from its spec and annotations."""
+    container = pod["spec"]["containers"][0]
+    nodes = _flag(container["command"], "nnodes")
+    procs = _flag(container["command"], "nproc-per-node")
+    node = int(index_of(pod))
+    annotations = pod["metadata"].get("annotations") or {}
+    skip = {int(r): tuple(e) for r, e in json.loads(annotations.get(LOG_SKIP, "{}")).items()}
+    limits = (container.get("resources") or {}).get("limits") or {}
+    net = annotations.get(NCCL_NET, "efa" if EFA_RESOURCE in limits else "none")
+    lines = []
+    for local in range(procs):
+        rank = node * procs + local
+        prefix = f"[{rank}]:{pod['metadata']['name']}:{100 + local}:{200 + local} NCCL INFO"
+        if net == "efa":
+            lines.append(f"{prefix} NET/OFI Selected provider is efa, fabric is efa-direct (found 32 nics)")
+            lines.append(f"{prefix} Using network Libfabric")
+        elif net == "socket":
+            lines.append(f"{prefix} NET/Socket : Using [0]eth0:10.244.0.{node}<0>")
+            lines.append(f"{prefix} Using network Socket")
+    return lines + node_log(node, nodes, procs, skip=skip).splitlines()
+
+
+class FakeKubelet:
+    """Watches the suite's pods cluster-wide and serves each one's log through kwok."""
+
+    def __init__(self, cp: ControlPlane) -> None:
+        self.cp = cp
+        self.api = cp.api_client()
+        self.custom = client.CustomObjectsApi(self.api)
+        self.served: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
+        self.pods = Informer(
+            client.CoreV1Api(self.api).list_pod_for_all_namespaces, "rollcall pods", label_selector=JOB_LABEL
+        )
+        self.pods.subscribe(self._serve_new)
+
+    def start(self) -> FakeKubelet:
+        self.pods.start()
+        self.pods.synced.wait(30)
+        return self
+
+    def stop(self) -> None:
+        self.pods.stop()
+
+    def _serve_new(self) -> None:
+        with self._lock:
+            for pod in self.pods.objects():
+                key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
+                if key in self.served:
+                    continue
+                self.served.add(key)
+                self._serve(pod)
+
+    def _serve(self, pod: dict[str, Any]) -> None:
+        ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        path = self.cp.write_log_file(pod_log(pod), f"{ns}/{name}.log")
+        body = {
+            "apiVersion": "kwok.x-k8s.io/v1alpha1",
+            "kind": "Logs",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"logs": [{"logsFile": str(path), "follow": False}]},
+        }
+        try:
+            self.custom.create_namespaced_custom_object("kwok.x-k8s.io", "v1alpha1", ns, "logs", body)
+        except client.exceptions.ApiException as exc:
+            if exc.status not in (404, 409):  # namespace already gone, or served twice
+                raise

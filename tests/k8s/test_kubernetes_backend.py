@@ -1,0 +1,334 @@
+"""The kubernetes backend against a real API server, scheduler and Job controller, with kwok nodes.
+
+Each test runs the suite's own path (discovery, Suite.run: provision, wait, collect, assess, clean up) and,
+through the autouse ``nothing_left_behind`` fixture, proves that no namespace of the suite is left.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any
+
+import pytest
+import yaml
+
+from rollcall.backends import JobState
+from rollcall.discovery import DiscoveryError
+from rollcall.faults import started
+from rollcall.kube import Informer, call
+from rollcall.manifests import JOB_LABEL, MANAGED_BY, MANAGED_BY_LABEL
+from tests.cluster.controlplane import (
+    EXIT_CODE_ANNOTATION,
+    FAIL_LABEL,
+    INSTANCE_TYPE_LABEL,
+    RUN_DURATION_ANNOTATION,
+)
+
+from .conftest import P5, TRN1, suite_namespaces, wait_until
+from .fakekubelet import LOG_SKIP, NCCL_NET
+
+pytestmark = pytest.mark.control_plane
+
+
+def run(suite, request, **overrides):
+    started_at = time.monotonic()
+    record = suite.run(request.node.nodeid, request.node.name, **overrides)
+    return record.result.last, time.monotonic() - started_at
+
+
+@pytest.mark.parametrize("nodes", [2, 8])
+def test_every_rank_of_every_node_answers(make_suite, ensure_nodes, request, nodes):
+    ensure_nodes(nodes)
+    suite, backend = make_suite(nodes=nodes)
+    attempt, _ = run(suite, request)
+
+    assert attempt.passed, attempt.verdict.message(str(attempt.artifacts))
+    assert attempt.status.state is JobState.SUCCEEDED and attempt.status.details == []
+    assert attempt.spec.procs_per_node == 32 and attempt.verdict.layout.world_size == nodes * 32
+    logs = sorted(attempt.artifacts.glob("*.log"))
+    assert len(logs) == nodes, "one log per pod"
+    assert all(p.name.startswith(attempt.spec.name) for p in logs)
+    assert b"ROLLCALL " in logs[0].read_bytes() and not logs[0].read_bytes().startswith(b"20")
+    assert not (attempt.artifacts / "events.yaml").exists(), "state is saved only on failure"
+    progress = backend.progress_lines
+    assert any(f"succeeded {nodes}, failed 0 of {nodes}" in line for line in progress), progress
+
+
+def test_missing_ranks_fail_the_roll_call_by_name(make_suite, request):
+    skip = {"37": ["throughput", "complete"], "40": ["epoch_time"]}
+    suite, _ = make_suite(nodes=2, annotations={LOG_SKIP: json.dumps(skip)})
+    attempt, _ = run(suite, request)
+
+    assert attempt.status.state is JobState.SUCCEEDED, "the Job itself completed"
+    assert not attempt.passed
+    assert attempt.verdict.missing == {"throughput": [37], "epoch_time": [40], "complete": [37]}
+    message = attempt.verdict.message(str(attempt.artifacts))
+    assert "37" in message and "40" in message and "node 1" in message
+
+
+def test_too_few_nodes_fails_before_creating_anything(make_suite, kube, kubelet, request):
+    before = {n["metadata"]["name"] for n in suite_namespaces(kube)}
+    pods_before = len(kubelet.served)
+    suite, _ = make_suite(nodes=50)
+    with pytest.raises(DiscoveryError) as err:
+        run(suite, request)
+    text = str(err.value)
+    assert text.startswith("need 50 usable node(s), found ")
+    assert "trn1-32xlarge-0" in text
+    assert {n["metadata"]["name"] for n in suite_namespaces(kube)} == before
+    assert len(kubelet.served) == pods_before
+
+
+def test_a_job_larger_than_discovery_found_is_refused_at_launch(make_suite, kube, request):
+    suite, _ = make_suite(nodes=2)
+    assert suite.placement.procs_per_node == 32
+    before = {n["metadata"]["name"] for n in suite_namespaces(kube)}
+    with pytest.raises(DiscoveryError, match="nothing was created: need 40 usable node"):
+        run(suite, request, nodes=40)
+    assert {n["metadata"]["name"] for n in suite_namespaces(kube)} == before
+
+
+def test_discovery_says_why_nodes_are_not_usable(make_suite, control_plane, ensure_nodes, request):
+    ensure_nodes(4)
+    names = sorted(
+        n["metadata"]["name"]
+        for n in control_plane.get("nodes", "-l", f"{INSTANCE_TYPE_LABEL}={TRN1}")["items"]
+    )
+    cordoned, tainted = names[-2:]
+    control_plane.kubectl("cordon", cordoned)
+    control_plane.kubectl("taint", "node", tainted, "dedicated=infra:NoSchedule")
+    try:
+        suite, _ = make_suite(nodes=len(names) - 1)
+        with pytest.raises(DiscoveryError) as err:
+            suite.placement  # noqa: B018 - discovery runs on first use
+        text = str(err.value)
+        assert f"need {len(names) - 1} usable node(s), found {len(names) - 2} for neuron" in text
+        assert f"cordoned (spec.unschedulable): {cordoned} (1)" in text
+        assert f"tainted dedicated=infra:NoSchedule (not tolerated): {tainted} (1)" in text
+    finally:
+        control_plane.kubectl("uncordon", cordoned)
+        control_plane.kubectl("taint", "node", tainted, "dedicated-")
+
+
+def test_an_unschedulable_request_fails_fast_with_the_schedulers_reason(make_suite, request):
+    suite, _ = make_suite(nodes=2, job_timeout=600)
+    attempt, took = run(suite, request, resources={"aws.amazon.com/neuroncore": 64})
+
+    assert attempt.status.state is JobState.FAILED
+    reason = attempt.status.reason
+    assert "is Unschedulable after" in reason and "Insufficient aws.amazon.com/neuroncore" in reason
+    assert "on node no node yet" in reason
+    assert took < 30
+    pods = yaml.safe_load((attempt.artifacts / "pods.yaml").read_text())
+    assert len(pods) == 2 and all(p["status"]["phase"] == "Pending" for p in pods)
+    events = yaml.safe_load((attempt.artifacts / "events.yaml").read_text())
+    assert any(e.get("reason") == "FailedScheduling" for e in events)
+    assert (
+        yaml.safe_load((attempt.artifacts / "job.yaml").read_text())["metadata"]["name"] == attempt.spec.name
+    )
+
+
+def test_a_failed_pod_fails_the_run_naming_pod_index_node_and_exit_code(make_suite, request):
+    suite, _ = make_suite(
+        nodes=2,
+        labels={FAIL_LABEL: "true"},
+        annotations={EXIT_CODE_ANNOTATION: "3", RUN_DURATION_ANNOTATION: "1s"},
+    )
+    attempt, _ = run(suite, request)
+
+    assert attempt.status.state is JobState.FAILED
+    assert "exited with code 3 (Error)" in attempt.status.reason
+    assert (
+        f"pod {attempt.spec.name}-" in attempt.status.reason
+        and "on node trn1-32xlarge-" in attempt.status.reason
+    )
+    assert (attempt.artifacts / "events.yaml").exists()
+
+
+class KubeletStandIn:
+    """Plays the kubelet of a node whose image pull fails: reports ErrImagePull for every started pod.
+
+    kwok has no stage for a failed pull, so the test writes the container status a kubelet would write.
+    """
+
+    def __init__(self, control_plane, image: str) -> None:
+        from kubernetes import client
+
+        self.core = client.CoreV1Api(control_plane.api_client())
+        self.image = image
+        self.done: set[str] = set()
+        self.pods = Informer(self.core.list_pod_for_all_namespaces, "pods to break", label_selector=JOB_LABEL)
+        self.pods.subscribe(self._break)
+
+    def _break(self) -> None:
+        for pod in self.pods.objects():
+            name, ns = pod["metadata"]["name"], pod["metadata"]["namespace"]
+            if name in self.done or not started(pod) or pod["spec"]["containers"][0]["image"] != self.image:
+                continue
+            self.done.add(name)
+            status = {
+                "name": "train",
+                "image": self.image,
+                "imageID": "",
+                "ready": False,
+                "restartCount": 0,
+                "state": {
+                    "waiting": {"reason": "ErrImagePull", "message": f"pull access denied for {self.image}"}
+                },
+            }
+            self.core.patch_namespaced_pod_status(
+                name,
+                ns,
+                {"status": {"containerStatuses": [status]}},
+                _content_type="application/merge-patch+json",
+            )
+
+
+def test_an_image_that_cannot_be_pulled_fails_fast(make_suite, control_plane, request):
+    image = "registry.invalid/rollcall/missing:404"
+    stand_in = KubeletStandIn(control_plane, image)
+    stand_in.pods.start()
+    try:
+        suite, _ = make_suite(nodes=2, image=image, annotations={RUN_DURATION_ANNOTATION: "120s"})
+        attempt, took = run(suite, request)
+    finally:
+        stand_in.pods.stop()
+
+    assert attempt.status.state is JobState.FAILED
+    assert "cannot start: ErrImagePull (registry.invalid/rollcall/missing:404)" in attempt.status.reason
+    assert "pull access denied" in attempt.status.reason
+    assert took < 30
+
+
+def test_the_job_timeout_ends_the_run(make_suite, request):
+    suite, _ = make_suite(nodes=2, job_timeout=3, annotations={RUN_DURATION_ANNOTATION: "120s"})
+    attempt, took = run(suite, request)
+
+    assert attempt.status.state is JobState.TIMED_OUT
+    assert "DeadlineExceeded" in attempt.status.reason or "--job-timeout" in attempt.status.reason
+    assert took < 30
+
+
+def test_the_suite_reconnects_when_the_api_server_restarts(make_suite, control_plane, kube, request):
+    suite, _ = make_suite(nodes=2, annotations={RUN_DURATION_ANNOTATION: "25s"})
+    result: dict[str, Any] = {}
+
+    def go() -> None:
+        result["attempt"], _ = run(suite, request)
+
+    runner = threading.Thread(target=go)
+    runner.start()
+
+    def running() -> bool:
+        pods = call(kube.core.list_pod_for_all_namespaces, label_selector=JOB_LABEL)["items"]
+        return len([p for p in pods if p["status"].get("phase") == "Running"]) >= 2
+
+    wait_until("the job's pods to run", running, timeout=60)
+    control_plane.restart_apiserver()
+    runner.join(180)
+
+    attempt = result["attempt"]
+    assert attempt.status.state is JobState.SUCCEEDED, attempt.status
+    assert attempt.passed, attempt.verdict.message(str(attempt.artifacts))
+
+
+def test_efa_that_nccl_did_not_use_fails_the_run(make_suite, ensure_nodes, request):
+    ensure_nodes(2, P5)
+    suite, _ = make_suite(nodes=2, instance_type=P5, annotations={NCCL_NET: "socket"})
+    attempt, _ = run(suite, request)
+    assert suite.placement.resources == {"nvidia.com/gpu": 8, "vpc.amazonaws.com/efa": 32}
+
+    assert attempt.status.state is JobState.FAILED
+    assert "EFA was requested but NCCL did not use it on 2 pod(s)" in attempt.status.reason
+    assert any("Using network Socket" in d for d in attempt.status.details)
+    assert attempt.verdict.missing == {"throughput": [], "epoch_time": [], "complete": []} or not any(
+        attempt.verdict.missing.values()
+    )
+
+
+def test_efa_that_nccl_used_passes(make_suite, ensure_nodes, request):
+    ensure_nodes(2, P5)
+    suite, _ = make_suite(nodes=2, instance_type=P5)
+    attempt, _ = run(suite, request)
+    assert attempt.passed, attempt.verdict.message(str(attempt.artifacts))
+
+
+def test_device_plugin_check(make_suite, control_plane, request):
+    suite, _ = make_suite(nodes=2, check_device_plugins=True)
+    with pytest.raises(DiscoveryError) as err:
+        suite.placement  # noqa: B018 - discovery runs on first use
+    assert "no neuron device-plugin DaemonSet" in str(err.value)
+    assert "no efa device-plugin DaemonSet" in str(err.value)
+
+    names = ["neuron-device-plugin-daemonset", "aws-efa-k8s-device-plugin-daemonset"]
+    for name in names:
+        control_plane.apply(daemonset(name))
+    try:
+        wait_until("the device plugins to be ready", lambda: plugins_ready(control_plane, names), timeout=60)
+        suite, _ = make_suite(nodes=2, check_device_plugins=True)
+        assert suite.placement.accelerator == "neuron"
+    finally:
+        for name in names:
+            control_plane.kubectl("delete", "daemonset", name, "-n", "kube-system", "--wait=false")
+
+
+def daemonset(name: str) -> dict[str, Any]:
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": name, "namespace": "kube-system"},
+        "spec": {
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "nodeSelector": {"node.kubernetes.io/instance-type": TRN1},
+                    "containers": [{"name": "plugin", "image": "registry.invalid/plugin:1"}],
+                },
+            },
+        },
+    }
+
+
+def plugins_ready(control_plane, names) -> bool:
+    for name in names:
+        status = control_plane.get("daemonset", name, "-n", "kube-system").get("status", {})
+        if (
+            not status.get("desiredNumberScheduled")
+            or status.get("numberReady") != status["desiredNumberScheduled"]
+        ):
+            return False
+    return True
+
+
+def test_the_sweep_removes_only_old_namespaces_of_the_suite(make_suite, control_plane, kube):
+    labels = {MANAGED_BY_LABEL: MANAGED_BY}
+    for name in ("rollcall-left-behind", "other-team"):
+        control_plane.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": name, "labels": labels if name.startswith("rollcall") else {}},
+            }
+        )
+    try:
+        _, backend = make_suite(nodes=2)
+        assert "rollcall-left-behind" not in backend.sweep(3600)
+        time.sleep(2)
+        assert backend.sweep(1) == ["rollcall-left-behind"]
+        wait_until(
+            "the swept namespace to go",
+            lambda: (
+                control_plane.kubectl("get", "ns", "-o", "name").count("namespace/rollcall-left-behind\n")
+                == 0
+            ),
+            timeout=60,
+        )
+        assert "namespace/other-team" in control_plane.kubectl("get", "ns", "-o", "name")
+    finally:
+        control_plane.kubectl(
+            "delete", "ns", "other-team", "rollcall-left-behind", "--ignore-not-found", "--wait=false"
+        )

@@ -99,7 +99,7 @@ build_locked() {
   tmp=$(mktemp -d "$CACHE_DIR/.build.XXXXXX")
   export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
   log "building Kubernetes $K8S_VERSION, etcd $ETCD_VERSION, kwok $KWOK_VERSION with $("$GO" env GOVERSION)"
-  log "into $CACHE_DIR (once per machine; a cold build takes ~20-30 min on 2 cores)"
+  log "into $CACHE_DIR (once per machine: ~10-15 min on 2 cores when cold)"
 
   local minor=${K8S_VERSION#v1.}
   minor=${minor%%.*}
@@ -291,7 +291,7 @@ cmd_status() {
 cluster_pids() {
   local p
   for p in /proc/[0-9]*; do
-    [[ $(tr '\0' ' ' <"$p/cmdline" 2>/dev/null) == "$CLUSTER_DIR/bin/"* ]] &&
+    [[ $({ tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null) == "$CLUSTER_DIR/bin/"* ]] &&
       echo "${p#/proc/}"
   done
   return 0

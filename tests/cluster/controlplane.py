@@ -12,6 +12,7 @@ local processes; kwok fakes the nodes and the pods' lifecycle (see hack/kwok/sta
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -98,10 +99,8 @@ class ControlPlane:
                 timeout=600,
             )
         except ControlPlaneError:
-            try:  # `up` cleans up after itself; this is for a timeout
+            with contextlib.suppress(ControlPlaneError):  # `up` cleans up after itself, unless timed out
                 cluster_sh("down", "--name", name, timeout=120)
-            except ControlPlaneError:
-                pass
             raise
         log_dir = workdir / "pod-logs"
         log_dir.mkdir(parents=True, exist_ok=True)
@@ -148,7 +147,7 @@ class ControlPlane:
 
     def api_client(self) -> Any:
         """A ``kubernetes.client.ApiClient`` for this cluster (needs the kubernetes package)."""
-        from kubernetes import config  # noqa: PLC0415 - optional dependency
+        from kubernetes import config  # optional dependency
 
         return config.new_client_from_config(config_file=str(self.kubeconfig))  # type: ignore[no-untyped-call]
 

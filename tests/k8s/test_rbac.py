@@ -1,0 +1,160 @@
+"""manifests/rbac/ gives the suite exactly what it needs: a run passes with those rights, and no more is allowed.
+
+The test applies the ServiceAccount, ClusterRole, binding and admission policy to the real API server (RBAC and
+admission on), runs the suite in a child pytest with a kubeconfig holding only a token of that ServiceAccount,
+then tries what the suite must not be able to do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes.client.exceptions import ApiException
+
+from rollcall.kube import Kube, call, connect
+from rollcall.manifests import MANAGED_BY, MANAGED_BY_LABEL, MANIFESTS_DIR
+
+from .conftest import IMAGE, TRN1, wait_until
+
+pytestmark = pytest.mark.control_plane
+pytest_plugins = ["pytester"]
+
+RBAC_DIR = MANIFESTS_DIR / "rbac"
+
+CHILD_TESTS = """
+from rollcall.manifests import PodExtras
+
+
+def test_roll_call(rollcall):
+    record = rollcall()
+    assert record.result.passed, record.result.message()
+
+
+def test_a_failure_is_reported_with_its_events(rollcall, rollcall_suite):
+    rollcall_suite.backend.extras = PodExtras(
+        labels={"rollcall.test/fail": "true"}, annotations={"rollcall.test/run-duration": "1s"}
+    )
+    attempt = rollcall().result.last
+    assert not attempt.passed
+    assert "exited with code 1" in attempt.status.reason
+    assert (attempt.artifacts / "events.yaml").read_text().strip() not in ("", "[]")
+"""
+
+
+@pytest.fixture(scope="module")
+def rbac(control_plane) -> Iterator[None]:
+    control_plane.kubectl("apply", "-f", str(RBAC_DIR / "namespace.yaml"))
+    control_plane.kubectl("apply", "-f", str(RBAC_DIR))
+    yield
+    control_plane.kubectl("delete", "-f", str(RBAC_DIR), "--ignore-not-found", "--wait=false")
+
+
+@pytest.fixture(scope="module")
+def sa_kubeconfig(control_plane, rbac, tmp_path_factory) -> Path:
+    """A kubeconfig for the same API server holding only a token of the rollcall ServiceAccount."""
+    token = control_plane.kubectl(
+        "create", "token", "rollcall", "-n", "rollcall-system", "--duration", "1h"
+    ).strip()
+    admin = yaml.safe_load(control_plane.kubeconfig.read_text())
+    cluster = admin["clusters"][0]["cluster"]
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "local", "cluster": cluster}],
+        "users": [{"name": "rollcall", "user": {"token": token}}],
+        "contexts": [{"name": "rollcall", "context": {"cluster": "local", "user": "rollcall"}}],
+        "current-context": "rollcall",
+    }
+    path = tmp_path_factory.mktemp("rbac") / "kubeconfig"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+@pytest.fixture(scope="module")
+def as_suite(sa_kubeconfig) -> Kube:
+    return connect(str(sa_kubeconfig))
+
+
+def denied(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> str:
+    """The 403 message of a call that must be refused (admission policies may take a moment to apply)."""
+
+    def attempt() -> str | None:
+        try:
+            call(fn, *args, retry_s=5, **kwargs)
+        except ApiException as exc:
+            assert exc.status == 403, exc
+            return str(exc.body)
+        return None
+
+    message: str = wait_until(f"{fn.__name__} to be refused", attempt, timeout=20, every=0.5)
+    return message
+
+
+def test_the_suite_passes_with_exactly_those_rights(pytester, control_plane, kubelet, sa_kubeconfig):
+    pytester.makepyfile(test_child=CHILD_TESTS)
+    result = pytester.runpytest_subprocess(
+        *("-p", "no:cacheprovider", "--backend", "kubernetes", "--kubeconfig", str(sa_kubeconfig)),
+        *("--image", IMAGE, "--instance-type", TRN1, "--nodes", "2", "--sweep-older-than", "1d"),
+        *("--artifacts-dir", str(pytester.path / "artifacts")),
+        timeout=300,
+    )
+    result.assert_outcomes(passed=2)
+
+
+def test_what_the_suite_reads(as_suite):
+    assert call(as_suite.core.list_node)["items"]
+    call(as_suite.apps.list_daemon_set_for_all_namespaces)  # --check-device-plugins
+
+
+def test_secrets_and_configmaps_are_out_of_reach(as_suite):
+    assert 'cannot list resource \\"secrets\\"' in denied(as_suite.core.list_secret_for_all_namespaces)
+    denied(as_suite.core.list_namespaced_secret, "kube-system")
+    denied(as_suite.core.read_namespaced_config_map, "kube-root-ca.crt", "kube-system")
+
+
+def test_writes_are_confined_to_the_suites_own_namespaces(as_suite, control_plane):
+    unlabelled = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "rollcall-unlabelled"}}
+    message = denied(as_suite.core.create_namespace, body=unlabelled)
+    assert "may only create namespaces labelled app.kubernetes.io/managed-by=rollcall" in message
+
+    control_plane.create_namespace("someone-elses")
+    try:
+        assert "may only delete namespaces labelled" in denied(
+            as_suite.core.delete_namespace, "someone-elses"
+        )
+        job = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "intruder"},
+            "spec": {
+                "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "x"}]}}
+            },
+        }
+        assert "may only create jobs in namespaces labelled" in denied(
+            as_suite.batch.create_namespaced_job, "someone-elses", body=job
+        )
+    finally:
+        control_plane.kubectl("delete", "namespace", "someone-elses", "--wait=false")
+
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "x"}]},
+    }
+    denied(as_suite.core.create_namespaced_pod, "default", body=pod)  # pods come from the Job controller
+    denied(as_suite.core.patch_node, "trn1-32xlarge-0", {"metadata": {"labels": {"x": "y"}}})
+
+
+def test_its_own_namespaces_can_be_created_and_deleted(as_suite):
+    own = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": "rollcall-rbac-own", "labels": {MANAGED_BY_LABEL: MANAGED_BY}},
+    }
+    call(as_suite.core.create_namespace, body=own)
+    call(as_suite.core.delete_namespace, "rollcall-rbac-own")

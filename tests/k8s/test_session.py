@@ -1,0 +1,164 @@
+"""The suite as CI runs it: a pytest process with the kubernetes backend, cancelled, timed out, or in parallel.
+
+Each test starts a child pytest on a small test file that uses the ``rollcall`` fixture against the local
+control plane, and checks what it leaves behind.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rollcall.kube import call
+from rollcall.manifests import JOB_LABEL
+
+from .conftest import IMAGE, TRN1, suite_namespaces, wait_until
+
+pytestmark = pytest.mark.control_plane
+pytest_plugins = ["pytester"]
+
+CONFTEST = """
+import pytest
+from rollcall.manifests import PodExtras
+
+@pytest.fixture(scope="session", autouse=True)
+def steer_fake_nodes(rollcall_suite):
+    rollcall_suite.backend.extras = PodExtras(annotations={{"rollcall.test/run-duration": "{duration}"}})
+"""
+
+ONE_TEST = """
+import pytest
+
+{marker}
+def test_roll_call(rollcall):
+    record = rollcall()
+    assert record.result.passed, record.result.message()
+"""
+
+TWO_TESTS = (
+    ONE_TEST
+    + """
+
+def test_roll_call_again(rollcall):
+    record = rollcall()
+    assert record.result.passed, record.result.message()
+"""
+)
+
+
+def args(kubeconfig: Path, pytester: pytest.Pytester, *extra: str) -> list[str]:
+    return [
+        "-p",
+        "no:cacheprovider",
+        "--backend",
+        "kubernetes",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--image",
+        IMAGE,
+        "--instance-type",
+        TRN1,
+        "--nodes",
+        "2",
+        "--artifacts-dir",
+        str(pytester.path / "artifacts"),
+        *extra,
+    ]
+
+
+def start(pytester: pytest.Pytester, cmd: list[str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "pytest", *cmd],
+        cwd=pytester.path,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def new_namespaces(kube, before: set[str]) -> set[str]:
+    return {n["metadata"]["name"] for n in suite_namespaces(kube)} - before
+
+
+def running_pods(kube, namespace: str) -> int:
+    pods = call(kube.core.list_namespaced_pod, namespace, label_selector=JOB_LABEL)["items"]
+    return len([p for p in pods if p["status"].get("phase") == "Running"])
+
+
+def test_sigterm_during_the_wait_deletes_the_namespace(pytester, control_plane, kube, kubelet):
+    pytester.makeconftest(CONFTEST.format(duration="120s"))
+    pytester.makepyfile(test_job=ONE_TEST.format(marker=""))
+    before = {n["metadata"]["name"] for n in suite_namespaces(kube)}
+    child = start(pytester, args(control_plane.kubeconfig, pytester))
+    try:
+        (namespace,) = wait_until("the child's namespace", lambda: new_namespaces(kube, before), timeout=60)
+        wait_until("its pods to run", lambda: running_pods(kube, namespace) == 2, timeout=60)
+        child.send_signal(signal.SIGTERM)
+        out, _ = child.communicate(timeout=120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 2, out  # interrupted
+    assert "KeyboardInterrupt" in out and "signal SIGTERM" in out, out
+    assert "[rollcall] created " in out and "running 2" in out, "progress is shown on the terminal"
+    assert namespace not in {n["metadata"]["name"] for n in suite_namespaces(kube)}, "deleted before exiting"
+
+
+def test_pytest_timeouts_thread_method_still_leaves_nothing_behind(pytester, control_plane, kube, kubelet):
+    pytester.makeconftest(CONFTEST.format(duration="120s"))
+    pytester.makepyfile(test_job=ONE_TEST.format(marker='@pytest.mark.timeout(8, method="thread")'))
+    before = {n["metadata"]["name"] for n in suite_namespaces(kube)}
+    child = start(pytester, args(control_plane.kubeconfig, pytester))
+    out, _ = child.communicate(timeout=120)
+
+    assert child.returncode == 1 and "Timeout" in out, out  # os._exit: no teardown, no atexit
+    created = {
+        ns for ns, _pod in kubelet.served if ns not in before and ns.startswith("rollcall-")
+    } or new_namespaces(kube, before)
+    assert created, "the child created a namespace"
+    wait_until(
+        "the session's watcher process to delete the namespace",
+        lambda: not (created & {n["metadata"]["name"] for n in suite_namespaces(kube)}),
+        timeout=30,
+    )
+
+
+def test_two_runs_in_parallel_never_collide(pytester, control_plane, kube, kubelet, ensure_nodes):
+    ensure_nodes(4)
+    pytester.makeconftest(CONFTEST.format(duration="3s"))
+    pytester.makepyfile(test_jobs=TWO_TESTS.format(marker=""))
+    served_before = set(kubelet.served)
+    started = time.monotonic()
+    result = pytester.runpytest_subprocess(*args(control_plane.kubeconfig, pytester, "-n", "2"), timeout=300)
+
+    result.assert_outcomes(passed=2)
+    namespaces = {ns for ns, _pod in kubelet.served - served_before}
+    assert len(namespaces) == 2, namespaces
+    logs = sorted((pytester.path / "artifacts").glob("*/*.log"))
+    assert len(logs) == 4 and len({p.parent for p in logs}) == 2
+    assert time.monotonic() - started < 120
+
+
+def test_the_terminal_and_reports_of_a_passing_run(pytester, control_plane, kube, kubelet):
+    pytester.makeconftest(CONFTEST.format(duration="1s"))
+    pytester.makepyfile(test_job=ONE_TEST.format(marker=""))
+    result = pytester.runpytest_subprocess(*args(control_plane.kubeconfig, pytester), timeout=300)
+
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "rollcall: backend=kubernetes*",
+            "*[[]rollcall[]] created rollcall-*/test-roll-call-*: 2 pod(s) x 32 ranks",
+            "*[[]rollcall[]] rollcall-*s: pending 0, running 0, succeeded 2, failed 0 of 2",
+        ]
+    )
+    results = json.loads((pytester.path / "artifacts" / "results.json").read_text())
+    (entry,) = results["tests"]
+    assert entry["passed"] and entry["world_size"] == 64 and entry["backend"] == "kubernetes"

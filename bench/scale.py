@@ -1,0 +1,170 @@
+"""The suite's own overhead at scale: 64 kwok nodes x 32 ranks (2048 ranks) on the local control plane.
+
+Usage: python bench/scale.py [--nodes 64] [--runs 3] [--run-seconds 5] [--kubeconfig PATH --name NAME]
+
+Each run is a child ``pytest`` (the plugin and the kubernetes backend) running one roll call of ``--nodes``
+trn1.32xlarge pods; every pod's log holds its 32 ranks' lines. Overhead is the child's wall time minus the
+time pods spent running (the first pod Running to the last Succeeded, watched from here): discovery,
+namespace, dry runs, scheduling, watches, log streaming and parsing, the verdict, reports and the deletion
+of the namespace, plus Python's start-up. Peak memory is the child's maximum RSS. Targets: overhead < 15 s,
+peak < 300 MiB.
+
+Without ``--kubeconfig`` a cluster is started (hack/cluster.sh) and removed at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from kubernetes import client  # noqa: E402
+
+from rollcall.kube import Informer  # noqa: E402
+from rollcall.manifests import JOB_LABEL  # noqa: E402
+from tests.cluster.controlplane import ControlPlane  # noqa: E402
+from tests.k8s.fakekubelet import FakeKubelet  # noqa: E402
+
+IMAGE = "registry.invalid/rollcall-bert:bench"
+TRN1 = "trn1.32xlarge"
+
+CONFTEST = """
+import pytest
+from rollcall.manifests import PodExtras
+
+@pytest.fixture(scope="session", autouse=True)
+def steer_fake_nodes(rollcall_suite):
+    rollcall_suite.backend.extras = PodExtras(annotations={{"rollcall.test/run-duration": "{seconds}s"}})
+"""
+TEST = """
+def test_roll_call(rollcall):
+    record = rollcall()
+    assert record.result.passed, record.result.message()
+"""
+
+
+class PodClock:
+    """When each pod was first seen Running and Succeeded (watched from this process)."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self.running: dict[str, float] = {}
+        self.done: dict[str, float] = {}
+        self.pods = Informer(
+            client.CoreV1Api(api).list_pod_for_all_namespaces, "pods", label_selector=JOB_LABEL
+        )
+        self.pods.subscribe(self._tick)
+
+    def _tick(self) -> None:
+        now = time.monotonic()
+        for pod in self.pods.objects():
+            key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+            phase = pod["status"].get("phase")
+            if phase in ("Running", "Succeeded"):
+                self.running.setdefault(key, now)
+            if phase == "Succeeded":
+                self.done.setdefault(key, now)
+
+    def span(self, since: float) -> tuple[float, int]:
+        starts = [t for t in self.running.values() if t >= since]
+        ends = [t for t in self.done.values() if t >= since]
+        return (max(ends) - min(starts) if starts and ends else 0.0), len(ends)
+
+
+def run_once(
+    cp: ControlPlane, clock: PodClock, nodes: int, seconds: float, workdir: Path
+) -> dict[str, float]:
+    workdir.mkdir(parents=True)
+    (workdir / "conftest.py").write_text(CONFTEST.format(seconds=seconds))
+    (workdir / "test_scale.py").write_text(TEST)
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--rootdir",
+        str(workdir),
+        *("--backend", "kubernetes", "--kubeconfig", str(cp.kubeconfig), "--image", IMAGE),
+        *("--nodes", str(nodes), "--instance-type", TRN1, "--artifacts-dir", str(workdir / "artifacts")),
+        str(workdir),
+    ]
+    env = {**os.environ, "PYTHONPATH": ""}
+    started = time.monotonic()
+    with open(workdir / "pytest.out", "wb") as out:
+        proc = subprocess.Popen(
+            cmd, cwd=workdir, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env
+        )
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.monotonic() - started
+    span, pods = clock.span(started)
+    if proc.returncode != 0:
+        sys.stderr.write((workdir / "pytest.out").read_text()[-4000:])
+        raise SystemExit(f"the suite failed (exit {proc.returncode}); see above")
+    return {
+        "wall": wall,
+        "running": span,
+        "overhead": wall - span,
+        "rss_mib": usage.ru_maxrss / 1024,
+        "pods": pods,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--nodes", type=int, default=64)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--run-seconds", type=float, default=5.0, help="how long each fake pod runs")
+    ap.add_argument("--kubeconfig", type=Path, help="use this running local cluster (its nodes are added to)")
+    ap.add_argument("--name", default="rollcall", help="name of that cluster (hack/cluster.sh --name)")
+    args = ap.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="rollcall-scale-") as tmp:
+        work = Path(tmp)
+        if args.kubeconfig:
+            cp = ControlPlane.attach(args.kubeconfig, args.name, work / "pod-logs")
+        else:
+            print(f"starting a local control plane with {args.nodes} {TRN1} nodes ...", flush=True)
+            cp = ControlPlane.start(f"rollcall-scale-{os.getpid()}", work, nodes=0)
+        try:
+            have = len(cp.get("nodes", "-l", f"node.kubernetes.io/instance-type={TRN1}")["items"])
+            if have < args.nodes:
+                cp.add_nodes(args.nodes - have, TRN1)
+            api = cp.api_client()
+            kubelet = FakeKubelet(cp).start()
+            clock = PodClock(api)
+            clock.pods.start()
+            rows = [
+                run_once(cp, clock, args.nodes, args.run_seconds, work / f"run-{i}") for i in range(args.runs)
+            ]
+            kubelet.stop()
+            clock.pods.stop()
+        finally:
+            cp.stop()
+
+    ranks = args.nodes * 32
+    print(f"\nkubernetes backend, {args.nodes} kwok nodes x 32 ranks = {ranks} ranks", end="")
+    print(f"; each pod runs {args.run_seconds:g} s")
+    print("targets: overhead < 15 s, peak RSS < 300 MiB\n")
+    print(f"{'run':<6}{'wall s':>9}{'pods ran s':>12}{'overhead s':>12}{'peak RSS MiB':>14}{'pods':>6}")
+    for i, r in enumerate(rows, 1):
+        print(
+            f"{i:<6}{r['wall']:>9.1f}{r['running']:>12.1f}{r['overhead']:>12.1f}{r['rss_mib']:>14.0f}{r['pods']:>6.0f}"
+        )
+    med = {k: statistics.median(r[k] for r in rows) for k in ("wall", "running", "overhead", "rss_mib")}
+    print(
+        f"{'median':<6}{med['wall']:>9.1f}{med['running']:>12.1f}{med['overhead']:>12.1f}{med['rss_mib']:>14.0f}"
+    )
+
+
+if __name__ == "__main__":
+    main()

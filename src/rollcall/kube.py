@@ -237,6 +237,7 @@ class Informer:
         self._listeners: list[Callable[[], None]] = []
         self._stopped = threading.Event()
         self._resp: Any = None
+        self._version: str | None = None
         self._thread = threading.Thread(target=self._run, daemon=True, name=f"rollcall-watch {what}")
 
     def start(self) -> Informer:
@@ -273,36 +274,36 @@ class Informer:
             listener()
 
     def _run(self) -> None:
-        version: str | None = None
         try:
             while not self._stopped.is_set():
                 for attempt in retrying(self._retry_s):
                     with attempt:
                         if self._stopped.is_set():
                             return
-                        version = self._session(version)
+                        self._session()
         except BaseException as exc:
             if not self._stopped.is_set():
                 log.warning("watching %s failed: %s", self.what, message_of(exc))
                 self.error = exc
                 self._notify()
 
-    def _session(self, version: str | None) -> str | None:
+    def _session(self) -> None:
         """List (when there is no version to resume from), then watch until the server ends the watch.
 
-        Returns the version to resume from, or None to re-list.
+        ``_version`` follows every event, so a broken watch resumes where it stopped; an expired version
+        (410 Gone) clears it, and the next session lists again.
         """
-        if version is None:
+        if self._version is None:
             body = call(self._list_fn, retry_s=0, **self._selector)
             with self._lock:
                 self._objects = {o["metadata"]["name"]: o for o in body.get("items", [])}
-            version = body["metadata"]["resourceVersion"]
+            self._version = body["metadata"]["resourceVersion"]
             self.synced.set()
             self._notify()
         try:
             resp = self._list_fn(
                 watch=True,
-                resource_version=version,
+                resource_version=self._version,
                 allow_watch_bookmarks=True,
                 timeout_seconds=WATCH_TIMEOUT_S,
                 _preload_content=False,
@@ -311,7 +312,8 @@ class Informer:
             )
         except ApiException as exc:
             if exc.status == 410:
-                return None
+                self._version = None
+                return
             raise
         self._resp = resp
         try:
@@ -321,27 +323,27 @@ class Informer:
                 if kind == "ERROR":
                     if obj.get("code") == 410:  # expired: list again
                         self.reconnects += 1
-                        return None
+                        self._version = None
+                        return
                     raise ApiException(status=obj.get("code"), reason=obj.get("message"))
-                version = obj["metadata"]["resourceVersion"]
-                if kind == "BOOKMARK":
-                    continue
-                name = obj["metadata"]["name"]
-                with self._lock:
-                    if kind == "DELETED":
-                        self._objects.pop(name, None)
-                    else:
-                        self._objects[name] = obj
-                self._notify()
+                if kind != "BOOKMARK":
+                    name = obj["metadata"]["name"]
+                    with self._lock:
+                        if kind == "DELETED":
+                            self._objects.pop(name, None)
+                        else:
+                            self._objects[name] = obj
+                self._version = obj["metadata"]["resourceVersion"]
+                if kind != "BOOKMARK":
+                    self._notify()
         except Exception:
             if self._stopped.is_set():
-                return None
+                return
             self.reconnects += 1
             raise
         finally:
             self._resp = None
             _shutdown(resp)
-        return version
 
 
 def _shutdown(resp: Any) -> None:

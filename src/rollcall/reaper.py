@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,7 @@ class Ledger:
         fd, name = tempfile.mkstemp(prefix="rollcall-namespaces-", suffix=".txt")
         os.close(fd)
         self.state = Path(name)
-        atexit.register(self.delete_pending)
+        atexit.register(self._at_exit)
 
     def add(self, namespace: str) -> None:
         """Record ``namespace`` before it is created."""
@@ -94,6 +95,12 @@ class Ledger:
                 self.remove(namespace)
             except Exception as exc:  # last resort: report and go on
                 log.warning("could not delete namespace %s at exit: %s", namespace, exc)
+
+    def _at_exit(self) -> None:
+        self.delete_pending()
+        if not self._watcher or self._proc is None:  # else the watcher removes the file after us
+            with contextlib.suppress(OSError):
+                self.state.unlink()
 
     def _append(self, line: str) -> None:
         with self.state.open("a") as f:
@@ -145,11 +152,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--context")
     args = parser.parse_args(argv)
 
+    kube: Any = None
+
     def delete(namespace: str) -> None:
+        nonlocal kube
         from rollcall.backends.kubernetes import delete_namespace
         from rollcall.kube import connect
 
-        delete_namespace(connect(args.kubeconfig, args.context), namespace)
+        kube = kube or connect(args.kubeconfig, args.context)
+        delete_namespace(kube, namespace)
 
     watch(args.parent, args.state, delete)
     return 0

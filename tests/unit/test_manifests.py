@@ -166,3 +166,23 @@ def test_snake_case_names_are_unknown_fields():
     assert validate({"api_version": "v1", "kind": "Namespace"}, client.V1Namespace) == [
         "api_version: unknown field of V1Namespace"
     ]
+
+
+def test_render_refuses_a_manifest_that_departs_from_the_schema(monkeypatch):
+    from rollcall import manifests
+
+    real = manifests.load
+
+    def typo(name):
+        doc = real(name)
+        if name == "job.yaml":
+            doc["spec"]["template"]["spec"]["containers"][0]["volumMounts"] = []
+        return doc
+
+    monkeypatch.setattr(manifests, "load", typo)
+    with pytest.raises(ManifestError) as err:
+        render(SPEC, NAMES)
+    assert str(err.value) == (
+        "Job bert-abc123 does not match the Kubernetes schema:\n"
+        "  spec.template.spec.containers[0].volumMounts: unknown field of V1Container"
+    )

@@ -1,0 +1,225 @@
+"""API plumbing: what is retried, raw JSON calls, and the informer's list/watch/re-list cycle.
+
+An expired resource version (410 Gone) or a reset mid-watch cannot be produced on cue by the local control
+plane, so the informer is driven here by a scripted list function.
+"""
+
+import json
+import threading
+
+import pytest
+import urllib3
+from kubernetes.client.exceptions import ApiException
+
+from rollcall import kube
+from rollcall.kube import (
+    Informer,
+    WaitTimeout,
+    WatchLost,
+    call,
+    create,
+    is_transient,
+    iter_lines,
+    message_of,
+    wait_for,
+)
+
+
+class Body:
+    def __init__(self, obj):
+        self.data = json.dumps(obj).encode()
+
+
+class Stream:
+    """A watch response: one JSON event per line, in arbitrary chunks."""
+
+    def __init__(self, events, error=None):
+        self.payload = b"".join(json.dumps(e).encode() + b"\n" for e in events)
+        self.error = error
+
+    def stream(self, amt, decode_content=False):
+        for i in range(0, len(self.payload), 7):
+            yield self.payload[i : i + 7]
+        if self.error:
+            raise self.error
+
+    def shutdown(self):
+        pass
+
+    def close(self):
+        pass
+
+
+def api_error(status, message="m", headers=None):
+    exc = ApiException(status=status, reason="r")
+    exc.body = json.dumps({"kind": "Status", "message": message})
+    exc.headers = headers
+    return exc
+
+
+@pytest.fixture(autouse=True)
+def fast_retries(monkeypatch):
+    monkeypatch.setattr(kube, "_BACKOFF", lambda state: 0.01)
+
+
+@pytest.mark.parametrize(
+    ("exc", "expected"),
+    [
+        (api_error(429), True),
+        (api_error(500), True),
+        (api_error(503), True),
+        (api_error(404), False),
+        (api_error(403), False),
+        (api_error(410), False),
+        (ConnectionResetError(), True),
+        (urllib3.exceptions.ProtocolError("reset"), True),
+        (urllib3.exceptions.MaxRetryError(None, "/", "refused"), True),
+        (TimeoutError(), True),
+        (ValueError(), False),
+    ],
+)
+def test_what_is_transient(exc, expected):
+    assert is_transient(exc) is expected
+
+
+def test_messages_are_the_servers():
+    assert message_of(api_error(422, "Job.batch is invalid")) == "HTTP 422: Job.batch is invalid"
+    assert message_of(ConnectionResetError("peer")) == "ConnectionResetError: peer"
+
+
+def test_call_retries_transient_errors_then_returns_json():
+    answers = [api_error(503), ConnectionResetError(), Body({"items": [1]})]
+
+    def fn(*args, **kwargs):
+        assert kwargs["_preload_content"] is False
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    assert call(fn) == {"items": [1]}
+    assert answers == []
+
+
+def test_call_raises_permanent_errors_at_once_and_gives_up_after_the_bound():
+    calls = []
+
+    def forbidden(**kw):
+        calls.append(1)
+        raise api_error(403)
+
+    with pytest.raises(ApiException):
+        call(forbidden)
+    assert len(calls) == 1
+
+    def down(**kw):
+        calls.append(1)
+        raise ConnectionRefusedError()
+
+    with pytest.raises(ConnectionRefusedError):
+        call(down, retry_s=0.2)
+    assert len(calls) > 3
+
+
+def test_retry_after_is_honoured():
+    answers = [api_error(429, headers={"Retry-After": "0"}), Body({})]
+
+    def fn(**kw):
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    assert call(fn) == {}
+
+
+def test_create_treats_a_conflict_after_a_lost_reply_as_its_own():
+    answers = [urllib3.exceptions.ProtocolError("reset after the server acted"), api_error(409)]
+
+    def fn(**kw):
+        assert kw["field_validation"] == "Strict"
+        raise answers.pop(0)
+
+    body = {"kind": "Namespace", "metadata": {"name": "x"}}
+    assert create(fn, body=body) == body
+    with pytest.raises(ApiException):
+        create(lambda **kw: (_ for _ in ()).throw(api_error(409)), body=body)
+
+
+def test_iter_lines_joins_chunks():
+    class R:
+        def stream(self, amt, decode_content=False):
+            yield from [b'{"a"', b":1}\n\n{", b'"b":2}\n{"c"', b":3}"]
+
+    assert list(iter_lines(R())) == [b'{"a":1}', b'{"b":2}', b'{"c":3}']
+
+
+def obj(name, rv):
+    return {"metadata": {"name": name, "resourceVersion": str(rv)}}
+
+
+class Server:
+    """A scripted list/watch endpoint: each call takes the next answer."""
+
+    def __init__(self, *answers):
+        self.answers = list(answers)
+        self.calls = []
+        self.exhausted = threading.Event()
+
+    def __call__(self, **kw):
+        self.calls.append(kw)
+        if not self.answers:
+            self.exhausted.set()
+            threading.Event().wait(5)
+            raise ConnectionResetError()
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+def test_informer_lists_watches_relists_on_410_and_reconnects():
+    server = Server(
+        Body({"metadata": {"resourceVersion": "10"}, "items": [obj("a", 9)]}),
+        Stream([{"type": "ADDED", "object": obj("b", 11)}, {"type": "BOOKMARK", "object": obj("", 12)}]),
+        Stream([{"type": "ERROR", "object": {"code": 410, "message": "too old resource version"}}]),
+        Body({"metadata": {"resourceVersion": "20"}, "items": [obj("b", 19), obj("c", 20)]}),
+        Stream(
+            [{"type": "DELETED", "object": obj("c", 21)}], error=urllib3.exceptions.ProtocolError("reset")
+        ),
+        Stream([{"type": "MODIFIED", "object": obj("b", 22)}]),
+    )
+    informer = Informer(server, "things", namespace="ns").start()
+    assert server.exhausted.wait(5)
+    informer.stop()
+
+    assert [o["metadata"]["name"] for o in informer.objects()] == ["b"]
+    assert informer.get("b")["metadata"]["resourceVersion"] == "22"
+    watches = [c for c in server.calls if c.get("watch")]
+    assert [c["resource_version"] for c in watches] == ["10", "12", "20", "21", "22"]
+    assert all(c["namespace"] == "ns" for c in server.calls) and all(
+        c["allow_watch_bookmarks"] for c in watches
+    )
+    assert informer.reconnects == 2 and informer.error is None
+
+
+def test_informer_gives_up_on_permanent_errors_and_wait_for_says_so():
+    informer = Informer(Server(api_error(403, "pods is forbidden")), "pods").start()
+    with pytest.raises(WatchLost, match="lost the watch on pods: HTTP 403: pods is forbidden"):
+        wait_for(lambda: None, informer, timeout_s=5)
+
+
+def test_wait_for_returns_the_value_and_times_out_with_the_last_state():
+    server = Server(Body({"metadata": {"resourceVersion": "1"}, "items": [obj("a", 1)]}))
+    informer = Informer(server, "things").start()
+    assert wait_for(lambda: informer.get("a"), informer, timeout_s=5)["metadata"]["name"] == "a"
+    with pytest.raises(WaitTimeout, match=r"b to appear not met within 0.3s; last seen: only a"):
+        wait_for(
+            lambda: informer.get("b"),
+            informer,
+            timeout_s=0.3,
+            poll_s=0.05,
+            what="b to appear",
+            describe=lambda: "only a",
+        )
+    informer.stop()

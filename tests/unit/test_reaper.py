@@ -1,0 +1,100 @@
+"""The last-resort ledger of namespaces, and the watcher process that deletes what a dead session left."""
+
+import os
+import subprocess
+import sys
+import time
+
+from rollcall import reaper
+from rollcall.reaper import Ledger, pending, watch
+
+
+def test_pending_lists_what_was_added_and_not_crossed_out(tmp_path):
+    state = tmp_path / "state"
+    state.write_text("+a\n+b\n-a\n+c\n+c\n-x\n")
+    assert pending(state) == ["b", "c"]
+    assert pending(tmp_path / "missing") == []
+
+
+def test_ledger_records_and_deletes_at_exit(tmp_path):
+    deleted = []
+    ledger = Ledger(deleted.append, watcher=False)
+    try:
+        ledger.add("ns-1")
+        ledger.add("ns-2")
+        ledger.remove("ns-1")
+        assert ledger.pending() == ["ns-2"]
+        ledger.delete_pending()
+        assert deleted == ["ns-2"] and ledger.pending() == []
+    finally:
+        ledger.state.unlink()
+
+
+def test_a_failed_delete_at_exit_is_logged_and_kept(caplog):
+    def refuse(ns):
+        raise RuntimeError("API server gone")
+
+    ledger = Ledger(refuse, watcher=False)
+    try:
+        ledger.add("ns-1")
+        ledger.delete_pending()
+        assert ledger.pending() == ["ns-1"]
+        assert "could not delete namespace ns-1 at exit: API server gone" in caplog.text
+    finally:
+        ledger.state.unlink()
+
+
+def test_watch_deletes_what_is_pending_once_the_parent_is_gone(tmp_path):
+    state = tmp_path / "state"
+    state.write_text("+left-1\n+done\n-done\n+left-2\n")
+    deleted = []
+    assert watch(parent=-1, state=state, delete=deleted.append) == ["left-1", "left-2"]
+    assert deleted == ["left-1", "left-2"] and not state.exists()
+
+
+def test_the_watcher_outlives_a_parent_killed_outright(tmp_path, monkeypatch):
+    """A parent that dies by os._exit (as under pytest-timeout's thread method) still gets its watcher's turn."""
+    out = tmp_path / "deleted"
+    script = f"""
+import os, sys, time
+sys.argv = ["x"]
+from rollcall import reaper
+reaper.POLL_S = 0.05
+def fake_delete(ns):
+    with open({str(out)!r}, "a") as f:
+        f.write(ns + "\\n")
+if os.fork() == 0:  # the watcher, as Ledger would start it, but with a fake delete
+    parent = os.getppid()
+    reaper.watch(parent, __import__("pathlib").Path({str(tmp_path / "state")!r}), fake_delete)
+    os._exit(0)
+with open({str(tmp_path / "state")!r}, "w") as f:
+    f.write("+rollcall-1\\n+rollcall-2\\n-rollcall-2\\n")
+time.sleep(0.3)
+os._exit(1)
+"""
+    subprocess.run([sys.executable, "-c", script], check=False, timeout=30)
+    for _ in range(100):
+        if out.exists():
+            break
+        time.sleep(0.05)
+    assert out.read_text() == "rollcall-1\n"
+
+
+def test_the_watcher_process_is_started_once_in_its_own_session(monkeypatch):
+    started = []
+
+    class Popen:
+        def __init__(self, cmd, **kw):
+            started.append((cmd, kw))
+
+    monkeypatch.setattr(reaper.subprocess, "Popen", Popen)
+    ledger = Ledger(lambda ns: None, ["--kubeconfig", "/k"])
+    try:
+        ledger.add("a")
+        ledger.add("b")
+    finally:
+        ledger.state.unlink()
+    ((cmd, kw),) = started
+    assert cmd[1:5] == ["-m", "rollcall.reaper", "--parent", str(os.getpid())]
+    assert cmd[-2:] == ["--kubeconfig", "/k"]
+    assert kw["start_new_session"] is True

@@ -24,7 +24,7 @@ help:
 $(VENV)/.installed: requirements.lock pyproject.toml
 	@python3 -c 'import uv' 2>/dev/null || python3 -m pip install -q "uv==$(UV_VERSION)"
 	$(UV) venv -q --allow-existing -p "$$(command -v python3)" $(VENV)
-	$(UV) pip sync -q --python $(PY) requirements.lock
+	$(UV) pip sync -q --compile-bytecode --python $(PY) requirements.lock
 	$(UV) pip install -q --python $(PY) --no-deps -e .
 	@touch $@
 
@@ -43,7 +43,7 @@ test-unit: setup
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
 test: lint
-	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+	$(PY) -m pytest tests/unit tests/local $(PYTEST_ARGS)
 
 e2e-local: setup
 	$(PY) -m pytest tests/e2e --backend local --nodes $(NODES) $(PYTEST_ARGS)

@@ -25,12 +25,14 @@ class LogSink:
         self._parser = parser
         self._lock = lock
         self._file: IO[bytes] | None = open(path, "wb")  # noqa: SIM115 - closed in close()
+        # Each pod's own parser is fed under one lock shared by all sinks of the roll call.
 
     def write(self, data: bytes) -> None:
         """Keep and parse ``data``."""
         if self._file is None:
             raise ValueError(f"log sink {self.path} is closed")
         self._file.write(data)
+        self._file.flush()  # the artifact on disk is live: a person can tail it while the job runs
         with self._lock:
             self._parser.feed(data)
 

@@ -20,10 +20,10 @@ RUN_ID_ENV = "ROLLCALL_RUN_ID"
 _PROC = Path("/proc")
 
 
-def find_run(run_id: str) -> list[int]:
-    """Pids of live processes whose environment carries ``ROLLCALL_RUN_ID=<run_id>``."""
-    mark = f"{RUN_ID_ENV}={run_id}".encode()
-    found = []
+def marked() -> dict[int, str]:
+    """Every live process that carries a run id, with that id."""
+    prefix = f"{RUN_ID_ENV}=".encode()
+    found = {}
     me = os.getpid()
     for entry in _PROC.iterdir():
         if not entry.name.isdigit() or int(entry.name) == me:
@@ -33,9 +33,17 @@ def find_run(run_id: str) -> list[int]:
             state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if state != "Z" and mark in environ.split(b"\0"):
-            found.append(int(entry.name))
+        if state == "Z" or prefix not in environ:
+            continue
+        for var in environ.split(b"\0"):
+            if var.startswith(prefix):
+                found[int(entry.name)] = var[len(prefix) :].decode(errors="replace")
     return found
+
+
+def find_run(run_id: str) -> list[int]:
+    """Pids of live processes whose environment carries ``ROLLCALL_RUN_ID=<run_id>``."""
+    return sorted(pid for pid, rid in marked().items() if rid == run_id)
 
 
 def signal_all(pids: Iterable[int], sig: signal.Signals) -> None:

@@ -70,10 +70,14 @@ class LocalBackend:
                 f"but {len(gpus)} are visible; lower --nodes or --procs-per-node"
             )
         run_id = f"{spec.name}-{os.getpid()}-{port}"
+        threads = {}
+        if spec.accelerator == "cpu" and "OMP_NUM_THREADS" not in {**os.environ, **spec.env}:
+            # Every simulated node shares this host: split its cores among all the ranks, not per node.
+            threads = {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // spec.world_size))}
         job = LocalJob(spec=spec, run_id=run_id)
         try:
             for node in range(spec.nodes):
-                env = {**os.environ, **spec.workload_env(), procs.RUN_ID_ENV: run_id}
+                env = {**os.environ, **threads, **spec.workload_env(), procs.RUN_ID_ENV: run_id}
                 if gpus:
                     env["CUDA_VISIBLE_DEVICES"] = ",".join(
                         gpus[node * spec.procs_per_node : (node + 1) * spec.procs_per_node]

@@ -1,0 +1,135 @@
+"""The local backend with real torchrun, real process groups and real BERT steps on the CPU."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rollcall import procs
+from rollcall.backends import JobState
+from rollcall.backends.local import LocalBackend
+from rollcall.jobspec import JobSpec
+from rollcall.runner import run_once
+
+ROOT = Path(__file__).resolve().parents[2]
+FAST = ("--warmup-steps", "1", "--epochs", "2", "--steps-per-epoch", "2")
+
+
+def spec(name, nodes=2, procs_per_node=1, env=None, timeout=300.0):
+    return JobSpec(
+        name=name,
+        nodes=nodes,
+        procs_per_node=procs_per_node,
+        accelerator="cpu",
+        workload_args=FAST,
+        env=env or {},
+        job_timeout_s=timeout,
+        rdzv_timeout_s=60,
+    )
+
+
+@pytest.fixture
+def leftovers():
+    """Processes of rollcall runs started during this test that are still alive."""
+    before = set(procs.marked())
+    return lambda: {pid: rid for pid, rid in procs.marked().items() if pid not in before}
+
+
+def test_two_nodes_answer_and_leave_nothing_behind(tmp_path, leftovers):
+    attempt = run_once(LocalBackend(), spec("two-nodes"), tmp_path)
+    assert attempt.status.state is JobState.SUCCEEDED, attempt.verdict.message()
+    assert attempt.passed, attempt.verdict.message()
+    assert attempt.verdict.answered == 2
+    assert sorted(p.name for p in tmp_path.glob("*.log")) == ["node-0.log", "node-1.log"]
+    # each node's log holds exactly its own ranks, prefixed with the global rank by torchrun
+    assert "[1]:ROLLCALL" in (tmp_path / "node-1.log").read_text()
+    assert "[1]:ROLLCALL" not in (tmp_path / "node-0.log").read_text()
+    assert leftovers() == {}
+
+
+def test_a_crashing_rank_fails_the_job_fast_naming_rank_and_node(tmp_path, leftovers):
+    attempt = run_once(LocalBackend(), spec("crash", env={"ROLLCALL_FAIL_RANK": "1"}, timeout=600), tmp_path)
+    assert attempt.status.state is JobState.FAILED  # not a timeout: the other node was stopped at once
+    # whichever agent noticed first is named; the rank that caused it is named by its own error event
+    assert "(torchrun agent) exited with code" in attempt.status.reason
+    message = attempt.verdict.message()
+    assert "rank 1 (node 1) reported an error: RuntimeError: injected failure on rank 1" in message
+    assert 1 in attempt.verdict.missing["complete"]
+    assert leftovers() == {}
+
+
+def test_a_hanging_rank_is_killed_at_the_timeout_and_reported(tmp_path, leftovers):
+    attempt = run_once(LocalBackend(), spec("hang", env={"ROLLCALL_HANG_RANK": "0"}, timeout=45), tmp_path)
+    assert attempt.status.state is JobState.TIMED_OUT
+    assert "did not finish within 45s" in attempt.status.reason
+    assert "complete missing on" in attempt.verdict.message()
+    assert 0 in attempt.verdict.missing["complete"]
+    assert leftovers() == {}
+
+
+def wait_for(predicate, timeout_s, what):
+    """Re-test ``predicate`` until it holds; ``what()`` describes the failure."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what()}")
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_and_sigterm_leave_no_process_behind(tmp_path, leftovers, sig):
+    artifacts = tmp_path / "artifacts"
+    env = {
+        **os.environ,
+        "ROLLCALL_WORKLOAD_ENV": "ROLLCALL_HANG_RANK=1",
+        "ROLLCALL_WORKLOAD_ARGS": " ".join(FAST),
+    }
+    output = tmp_path / "pytest.out"
+    with open(output, "wb") as out:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                str(ROOT / "tests" / "e2e"),
+                "--backend",
+                "local",
+                "--nodes",
+                "2",
+                "--artifacts-dir",
+                str(artifacts),
+                "-p",
+                "no:cacheprovider",
+                "-q",
+            ],
+            cwd=tmp_path,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    log = artifacts / "test_every_rank_answers_the_roll_call" / "node-1.log"
+    try:
+        # wait until rank 1 hangs after its first epoch: agents and workers are all up
+        wait_for(
+            lambda: log.is_file() and '"epoch_time"' in log.read_text(),
+            120,
+            lambda: (
+                f"rank 1's first epoch; pytest said:\n{output.read_text()}\n"
+                + subprocess.run(
+                    ["ps", "-eo", "pid,ppid,stat,etime,cmd"], capture_output=True, text=True
+                ).stdout
+            ),
+        )
+        assert len(leftovers()) >= 4  # two agents, two workers
+        proc.send_signal(sig)
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode != 0, output.read_text()
+    assert leftovers() == {}, output.read_text()

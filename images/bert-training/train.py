@@ -268,7 +268,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--pretrained", metavar="PATH", help="local BertForPreTraining weights to start from")
     p.add_argument("--peak-tflops", type=float, help="device peak TFLOP/s for MFU (overrides the table)")
-    p.add_argument("--compile", action="store_true", help="torch.compile the model (cuda/cpu)")
+    p.add_argument(
+        "--compile",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="torch.compile the model before DDP wraps it (cuda/cpu)",
+    )
+    p.add_argument(
+        "--mlm-head",
+        choices=("masked", "all"),
+        default="masked",
+        help="run the MLM head on the masked positions only (default) or on every token",
+    )
     return p.parse_args(argv)
 
 
@@ -426,8 +437,21 @@ def build_model(args: argparse.Namespace) -> tuple[torch.nn.Module, BertShape]:
     return model, shape
 
 
+def mlm_predictions(seq_len: int) -> int:
+    """Masked positions per sample: 15% of the word positions ([CLS] and two [SEP] excluded), at least 1.
+
+    A fixed count (as in BERT's ``max_predictions_per_seq``) keeps every batch the same shape, so the MLM
+    head can run on the masked positions only without dynamic shapes.
+    """
+    return max(1, round(MASK_PROB * (seq_len - 3)))
+
+
 def make_batch(seed: int, batch_size: int, seq_len: int, vocab: int) -> dict[str, torch.Tensor]:
-    """One synthetic pre-training batch: [CLS] A [SEP] B [SEP], 15% of word positions masked."""
+    """One synthetic pre-training batch: [CLS] A [SEP] B [SEP], 15% of word positions masked.
+
+    Besides the full-length ``labels`` (-100 where not masked), ``masked_positions`` and ``masked_labels``
+    ([batch, :func:`mlm_predictions`]) name the masked positions for a head that runs on those only.
+    """
     import torch
 
     g = torch.Generator().manual_seed(seed)
@@ -437,7 +461,10 @@ def make_batch(seed: int, batch_size: int, seq_len: int, vocab: int) -> dict[str
     sep = torch.randint(2, seq_len - 2, (batch_size, 1), generator=g)  # both sentences >= 1 token
     special = (pos == 0) | (pos == sep) | (pos == seq_len - 1)
     ids = torch.where(pos == 0, CLS_ID, torch.where(special, SEP_ID, ids))
-    masked = (torch.rand(shape, generator=g) < MASK_PROB) & ~special
+    # Exactly k word positions per sample: the k highest random scores, specials never chosen.
+    scores = torch.rand(shape, generator=g).masked_fill(special, -1.0)
+    positions = scores.topk(mlm_predictions(seq_len), dim=1).indices.sort(dim=1).values
+    masked = torch.zeros(shape, dtype=torch.bool).scatter_(1, positions, True)
     how = torch.rand(shape, generator=g)
     inputs = torch.where(masked & (how < 0.8), MASK_ID, ids)  # 80% [MASK], 10% random, 10% kept
     random_words = torch.randint(FIRST_WORD_ID, vocab, shape, generator=g)
@@ -447,7 +474,39 @@ def make_batch(seed: int, batch_size: int, seq_len: int, vocab: int) -> dict[str
         "token_type_ids": (pos > sep).long().expand(batch_size, -1).contiguous(),
         "labels": torch.where(masked, ids, -100),
         "next_sentence_label": torch.randint(0, 2, (batch_size,), generator=g),
+        "masked_positions": positions,
+        "masked_labels": ids.gather(1, positions),
     }
+
+
+def pretraining_loss(model: Any, masked_head: bool) -> torch.nn.Module:
+    """BERT's pre-training loss (MLM + NSP) as one module for DDP to wrap.
+
+    With ``masked_head`` the MLM head (transform + vocabulary decoder) runs on the masked positions only,
+    which is all the loss needs; otherwise on every token, as ``BertForPreTraining.forward`` does.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    class PreTrainingLoss(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+            if not masked_head:
+                keys = ("input_ids", "token_type_ids", "labels", "next_sentence_label")
+                return self.model(**{k: batch[k] for k in keys}).loss  # type: ignore[no-any-return]
+            hidden, pooled = self.model.bert(
+                input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"], return_dict=False
+            )[:2]
+            index = batch["masked_positions"].unsqueeze(-1).expand(-1, -1, hidden.size(-1))
+            logits = self.model.cls.predictions(hidden.gather(1, index))
+            nsp = self.model.cls.seq_relationship(pooled)
+            mlm_loss = F.cross_entropy(logits.flatten(0, 1).float(), batch["masked_labels"].flatten())
+            return mlm_loss + F.cross_entropy(nsp.float(), batch["next_sentence_label"])
+
+    return PreTrainingLoss()
 
 
 def batch_pool(args: argparse.Namespace, rank: int, vocab: int, device: Any) -> list[dict[str, Any]]:
@@ -478,7 +537,8 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
     apply_defaults(args, device)
     if device == "xla" and args.compile:
         raise ValueError("--compile is not supported with --device xla")
-    if device == "cpu":
+    if device == "cpu" and not os.environ.get("OMP_NUM_THREADS"):
+        # Without a launcher's OMP_NUM_THREADS, share this host's cores among the ranks on it.
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         torch.set_num_threads(max(1, cpus // max(1, env.local_world_size)))
 
@@ -505,13 +565,15 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
     torch.manual_seed(args.seed)  # same initial weights everywhere; DDP also broadcasts rank 0's
     model, shape = build_model(args)
     model = model.to(acc.device).train()
-    ddp = DDP(
-        model,
+    loss_module = pretraining_loss(model, masked_head=args.mlm_head == "masked")
+    # Compile the model itself, then let DDP wrap it: DDP's hooks stay outside the compiled graph.
+    step_module = torch.compile(loss_module) if args.compile else loss_module
+    step_model: Callable[..., Any] = DDP(
+        step_module,
         device_ids=[env.local_rank] if device == "cuda" else None,
         gradient_as_bucket_view=True,
         broadcast_buffers=False,
     )
-    step_model: Callable[..., Any] = torch.compile(ddp) if args.compile else ddp
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, fused=True if device == "cuda" else None)
     batches = batch_pool(args, env.rank, shape.vocab, acc.device)
     steps = itertools.count()
@@ -520,7 +582,7 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
         loss = None
         for _ in range(count):
             with acc.autocast():
-                loss = step_model(**batches[next(steps) % len(batches)]).loss
+                loss = step_model(batches[next(steps) % len(batches)])
             loss.backward()
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
@@ -557,7 +619,8 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
             _maybe_inject_fault(env.rank)
 
     samples_per_sec = args.epochs * args.steps_per_epoch * args.batch_size / total_seconds
-    fps = flops_per_sample(shape, args.seq_len)
+    mlm_tokens = mlm_predictions(args.seq_len) if args.mlm_head == "masked" else None
+    fps = flops_per_sample(shape, args.seq_len, mlm_tokens)
     peak = args.peak_tflops * 1e12 if args.peak_tflops else (peak_flops(acc.name) if acc.bf16 else None)
     log.emit(
         "throughput",
@@ -568,6 +631,8 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
         model=model_label,
         seq_len=args.seq_len,
         batch_size=args.batch_size,
+        mlm_head=args.mlm_head,
+        compiled=bool(args.compile),
         epochs=args.epochs,
         steps_per_epoch=args.steps_per_epoch,
     )

@@ -377,3 +377,40 @@ def test_injected_failure_is_reported_and_fails_the_job(torchrun_runs):
 def test_torchrun_runs_finish_promptly(torchrun_runs):
     # Nearly all of it is importing torch and transformers; the failed run must not wait on timeouts.
     assert all(seconds < 120 for _, _, seconds in torchrun_runs.values())
+
+
+def test_masked_positions_are_static_and_match_labels():
+    torch = pytest.importorskip("torch")
+    # the module-level `train` is the workload loaded by path
+    batch = train.make_batch(seed=3, batch_size=8, seq_len=128, vocab=8192)
+    k = train.mlm_predictions(128)
+    assert k == 19
+    assert batch["masked_positions"].shape == batch["masked_labels"].shape == (8, k)
+    masked = batch["labels"] != -100
+    assert (masked.sum(dim=1) == k).all()
+    assert torch.equal(batch["labels"].gather(1, batch["masked_positions"]), batch["masked_labels"])
+
+
+@pytest.mark.parametrize("masked_head", [True, False])
+def test_pretraining_loss_reaches_every_parameter(masked_head):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    import argparse
+
+    # the module-level `train` is the workload loaded by path
+    args = argparse.Namespace(pretrained=None, model="tiny")
+    model, shape = train.build_model(args)
+    batch = train.make_batch(seed=1, batch_size=4, seq_len=32, vocab=shape.vocab)
+    loss = train.pretraining_loss(model, masked_head=masked_head)(batch)
+    loss.backward()
+    assert loss.isfinite()
+    assert all(p.grad is not None for p in model.parameters())
+
+
+def test_flops_count_the_mlm_head_on_masked_tokens_only():
+    # the module-level `train` is the workload loaded by path
+    large = train.MODEL_PRESETS["large"]
+    full = train.flops_per_sample(large, 128)
+    masked = train.flops_per_sample(large, 128, train.mlm_predictions(128))
+    head = 1024 * 1024 + 1024 * 30522
+    assert full - masked == pytest.approx(6 * head * (128 - 19))

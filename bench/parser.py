@@ -35,11 +35,19 @@ def make_log(path: str, mb: int, share: float, seed: int = 0) -> int:
             prefix = f"2026-11-30T10:00:{i % 60:02d}.{i:09d}Z [default{i % 32}]:"
             if rnd.random() < share:
                 if rnd.random() < 0.9:
-                    obj = {"event": "epoch_time", "rank": i % 64, "world_size": 64, "epoch": i, "seconds": 0.31}
+                    obj = {
+                        "event": "epoch_time",
+                        "rank": i % 64,
+                        "world_size": 64,
+                        "epoch": i,
+                        "seconds": 0.31,
+                    }
                     body = "ROLLCALL " + json.dumps(obj, separators=(",", ":"))
                 else:
-                    body = (f"[Rank {i % 64}] - local_samples=78.1, total_time=2.00s, "
-                            "local_throughput=50.00 samples/s, local_avg_epoch_time=0.40s")
+                    body = (
+                        f"[Rank {i % 64}] - local_samples=78.1, total_time=2.00s, "
+                        "local_throughput=50.00 samples/s, local_avg_epoch_time=0.40s"
+                    )
             else:
                 body = rnd.choice(JUNK).format(i=i)
             line = prefix + body + "\n"
@@ -65,11 +73,15 @@ def main() -> None:
             dt = time.perf_counter() - t0
             rows.append((fmt, size / dt / 1e6, roll.records, dt))
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(f"mixed log: {size / 1e6:.0f} MB, {args.marker_share:.0%} record lines; target >= 100 MB/s on one core")
+    print(
+        f"mixed log: {size / 1e6:.0f} MB, {args.marker_share:.0%} record lines; target >= 100 MB/s on one core"
+    )
     print(f"{'format':<14}{'MB/s':>8}{'records':>10}{'seconds':>9}")
     for fmt, rate, records, dt in rows:
         print(f"{fmt:<14}{rate:>8.0f}{records:>10}{dt:>9.2f}")
-    print(f"peak RSS {peak / 1024:.0f} MiB (before parsing {rss_before / 1024:.0f} MiB): streaming, not the whole log")
+    print(
+        f"peak RSS {peak / 1024:.0f} MiB (before parsing {rss_before / 1024:.0f} MiB): streaming, not the whole log"
+    )
 
 
 if __name__ == "__main__":

@@ -271,7 +271,10 @@ class Informer:
 
     def _notify(self) -> None:
         for listener in list(self._listeners):
-            listener()
+            try:
+                listener()
+            except Exception:  # a listener's bug must not end the watch
+                log.exception("listener of %s failed", self.what)
 
     def _run(self) -> None:
         try:

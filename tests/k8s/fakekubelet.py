@@ -106,5 +106,5 @@ class FakeKubelet:
         try:
             self.custom.create_namespaced_custom_object("kwok.x-k8s.io", "v1alpha1", ns, "logs", body)
         except client.exceptions.ApiException as exc:
-            if exc.status not in (404, 409):  # namespace already gone, or served twice
+            if exc.status not in (403, 404, 409):  # namespace terminating or gone, or served twice
                 raise

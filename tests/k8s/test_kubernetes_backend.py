@@ -7,6 +7,7 @@ through the autouse ``nothing_left_behind`` fixture, proves that no namespace of
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from typing import Any
@@ -211,7 +212,8 @@ def test_the_job_timeout_ends_the_run(make_suite, request):
     assert took < 30
 
 
-def test_the_suite_reconnects_when_the_api_server_restarts(make_suite, control_plane, kube, request):
+def test_the_suite_reconnects_when_the_api_server_restarts(make_suite, control_plane, kube, request, caplog):
+    caplog.set_level(logging.INFO, logger="rollcall.kube")
     suite, _ = make_suite(nodes=2, annotations={RUN_DURATION_ANNOTATION: "25s"})
     result: dict[str, Any] = {}
 
@@ -232,6 +234,19 @@ def test_the_suite_reconnects_when_the_api_server_restarts(make_suite, control_p
     attempt = result["attempt"]
     assert attempt.status.state is JobState.SUCCEEDED, attempt.status
     assert attempt.passed, attempt.verdict.message(str(attempt.artifacts))
+    assert any("retrying" in r.getMessage() for r in caplog.records), "the watches had to reconnect"
+
+
+def test_keep_leaves_the_namespace_for_debugging(make_suite, kube, request):
+    before = {n["metadata"]["name"] for n in suite_namespaces(kube)}
+    suite, backend = make_suite(nodes=2, keep=True)
+    attempt, _ = run(suite, request)
+    assert attempt.passed
+    (kept,) = {n["metadata"]["name"] for n in suite_namespaces(kube)} - before
+    assert kept not in backend.ledger.pending(), "a kept namespace is not deleted at exit either"
+    pods = call(kube.core.list_namespaced_pod, kept)["items"]
+    assert len(pods) == 2 and all(p["status"]["phase"] == "Succeeded" for p in pods)
+    backend.sweep(0)
 
 
 def test_efa_that_nccl_did_not_use_fails_the_run(make_suite, ensure_nodes, request):

@@ -290,6 +290,14 @@ class KubernetesJob:
         """Wait for the Job to complete; fail fast on the first broken pod; see the module docstring."""
         assert self.jobs is not None and self.pods is not None, "provision() first"
         try:
+            return self._wait(timeout_s)
+        finally:
+            self.jobs.stop()
+            self.pods.stop()
+
+    def _wait(self, timeout_s: float) -> JobStatus:
+        assert self.jobs is not None and self.pods is not None
+        try:
             status = wait_for(
                 self._verdict,
                 self.jobs,

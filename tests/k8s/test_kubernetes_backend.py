@@ -20,6 +20,7 @@ from rollcall.discovery import DiscoveryError
 from rollcall.faults import started
 from rollcall.kube import Informer, call
 from rollcall.manifests import JOB_LABEL, MANAGED_BY, MANAGED_BY_LABEL
+from rollcall.ranklog import RollCall
 from tests.cluster.controlplane import (
     EXIT_CODE_ANNOTATION,
     FAIL_LABEL,
@@ -28,7 +29,7 @@ from tests.cluster.controlplane import (
 )
 
 from .conftest import P5, TRN1, suite_namespaces, wait_until
-from .fakekubelet import LOG_SKIP, NCCL_NET
+from .fakekubelet import LOG_SKIP, NCCL_NET, ROTATE_AFTER
 
 pytestmark = pytest.mark.control_plane
 
@@ -55,6 +56,33 @@ def test_every_rank_of_every_node_answers(make_suite, ensure_nodes, request, nod
     assert not (attempt.artifacts / "events.yaml").exists(), "state is saved only on failure"
     progress = backend.progress_lines
     assert any(f"succeeded {nodes}, failed 0 of {nodes}" in line for line in progress), progress
+
+
+def test_a_followed_log_loses_nothing_when_it_rotates(make_suite, control_plane, kube, request):
+    """The kubelet serves only the newest file once a log rotates: a fetch after the job misses lines."""
+    suite, backend = make_suite(
+        nodes=2, keep=True, annotations={ROTATE_AFTER: "2", RUN_DURATION_ANNOTATION: "6s"}
+    )
+    attempt, _ = run(suite, request)
+    try:
+        assert attempt.passed, attempt.verdict.message(str(attempt.artifacts))
+        (namespace,) = [
+            n["metadata"]["name"]
+            for n in suite_namespaces(kube)
+            if n["metadata"]["annotations"].get(JOB_LABEL) == attempt.spec.name
+        ]
+        fetched_after = []
+        for log in sorted(attempt.artifacts.glob("*.log")):
+            fetched = control_plane.kubectl("logs", "-n", namespace, log.stem)
+            followed = log.read_text()
+            assert followed.endswith(fetched) and len(fetched) < len(followed) / 1.5
+            fetched_after.append(fetched)
+        late = RollCall()
+        for i, text in enumerate(fetched_after):
+            late.parser(f"pod-{i}").feed(text.encode())
+        assert any(late.missing(64).values()), "a fetch after the job would have lost ranks"
+    finally:
+        backend.sweep(0)
 
 
 def test_missing_ranks_fail_the_roll_call_by_name(make_suite, request):

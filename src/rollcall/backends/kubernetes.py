@@ -184,7 +184,10 @@ class KubernetesBackend:
             if self.options.keep:
                 log.warning("--keep: leaving namespace %s after a failed launch", names.namespace)
             else:
-                job.cleanup()
+                try:
+                    job.cleanup()
+                except Exception:  # the launch's own error is the one to report
+                    log.exception("clean-up after the failed launch of %s failed", names.namespace)
             raise
         return job
 

@@ -248,7 +248,7 @@ class Informer:
     def stop(self) -> None:
         """Stop watching (the open watch is shut down at once)."""
         self._stopped.set()
-        _shutdown(self._resp)
+        shutdown(self._resp)
 
     def objects(self) -> list[Obj]:
         """A snapshot of the objects seen."""
@@ -346,17 +346,17 @@ class Informer:
             raise
         finally:
             self._resp = None
-            _shutdown(resp)
+            shutdown(resp)
 
 
-def _shutdown(resp: Any) -> None:
-    """Unblock a read on ``resp`` from another thread and release it."""
+def shutdown(resp: Any) -> None:
+    """Unblock a read on a streaming response from another thread, and release it (None is fine)."""
     if resp is None:
         return
     try:
-        shutdown = getattr(resp, "shutdown", None)
-        if shutdown is not None:
-            shutdown()
+        unblock = getattr(resp, "shutdown", None)  # urllib3 >= 2.3
+        if unblock is not None:
+            unblock()
         resp.close()
     except Exception:  # best effort on a connection that may already be gone
         pass

@@ -16,7 +16,6 @@ does not load.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import re
 import threading
@@ -29,7 +28,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from rollcall.collect import LogSink
-from rollcall.kube import API_RETRY_S, CONNECT_TIMEOUT_S, is_transient, message_of
+from rollcall.kube import API_RETRY_S, CONNECT_TIMEOUT_S, is_transient, message_of, shutdown
 
 log = logging.getLogger(__name__)
 
@@ -117,10 +116,7 @@ class LogFollower:
     def close(self) -> None:
         """Stop following now (used once the container has ended and the stream has gone quiet)."""
         self._closing.set()
-        resp = self._resp
-        if resp is not None:
-            with contextlib.suppress(Exception):  # the connection may already be gone
-                resp.shutdown()
+        shutdown(self._resp)
 
     def join(self, timeout: float | None = None) -> None:
         """Wait for the thread to end."""

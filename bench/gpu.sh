@@ -18,7 +18,8 @@ gpus=$(nvidia-smi -L | grep -c '^GPU ' || true)
 repeat=${REPEAT:-3}
 extra=${BENCH_ARGS:-}
 # Per-GPU batch and steps: large enough to fill an H200 and to time a steady state after warm-up.
-args_128="--model large --seq-len 128 --batch-size ${BATCH_128:-256} --warmup-steps 15 --epochs 3 --steps-per-epoch 25"
+args_128="--compile --model large --seq-len 128 --batch-size ${BATCH_128:-256} --warmup-steps 15 --epochs 3 --steps-per-epoch 25"
+# seq 512 runs eager: compiled it measured slower (bench/NOTES.md).
 args_512="--model large --seq-len 512 --batch-size ${BATCH_512:-48} --warmup-steps 10 --epochs 3 --steps-per-epoch 15"
 
 case_args() {  # name -> "nodes procs seqargs"

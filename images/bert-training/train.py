@@ -274,6 +274,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=False,
         help="torch.compile the model before DDP wraps it (cuda/cpu)",
     )
+    p.add_argument("--dropout", type=float, help="dropout of hidden states and attention (BERT's 0.1)")
     p.add_argument(
         "--mlm-head",
         choices=("masked", "all"),
@@ -423,6 +424,8 @@ def build_model(args: argparse.Namespace) -> tuple[torch.nn.Module, BertShape]:
             max_position_embeddings=512,
             attn_implementation="sdpa",
         )
+        if getattr(args, "dropout", None) is not None:
+            config.hidden_dropout_prob = config.attention_probs_dropout_prob = args.dropout
         model = BertForPreTraining(config)
     c = model.config
     shape = BertShape(

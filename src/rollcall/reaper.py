@@ -156,7 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def delete(namespace: str) -> None:
         nonlocal kube
-        from rollcall.backends.kubernetes import delete_namespace
+        from rollcall.backends.kubernetes_job import delete_namespace
         from rollcall.kube import connect
 
         kube = kube or connect(args.kubeconfig, args.context)

@@ -1,0 +1,394 @@
+"""One run on the cluster: its namespace, Service and Indexed Job, from creation to deletion.
+
+provision
+    Creates the namespace (written to the session's :class:`~rollcall.reaper.Ledger` first), then, after a
+    server-side dry run, the headless Service and the Indexed Job, and starts watching the Job and its pods
+    (selected by the Job's controller uid).
+wait
+    Fails at once, naming the pod, its index and its node, on a Failed Job, a pod Unschedulable past the
+    grace period (with the scheduler's message), an image that cannot be pulled, an OOMKilled or non-zero
+    container, or the job timeout (:mod:`rollcall.faults`). Progress goes to the terminal meanwhile.
+collect
+    Every container's log is followed from the moment it starts into ``<artifacts>/<pod>.log`` and parsed
+    as it arrives (:mod:`rollcall.podlogs`). With EFA requested, NCCL must have selected it. On failure the
+    pods, the Job and the namespace's events are saved as YAML next to the logs.
+clean up
+    The namespace is deleted with foreground propagation and awaited within a bound (a warning otherwise).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import yaml
+from kubernetes.client.exceptions import ApiException
+
+from rollcall.backends import JobState, JobStatus
+from rollcall.collect import Collector
+from rollcall.faults import (
+    duplicate_indexes,
+    index_of,
+    job_result,
+    phases,
+    pod_fault,
+    started,
+    terminated,
+    unschedulable,
+    where,
+)
+from rollcall.jobspec import JobSpec
+from rollcall.kube import (
+    Informer,
+    Kube,
+    KubeError,
+    WaitTimeout,
+    WatchLost,
+    call,
+    create,
+    message_of,
+    wait_for,
+)
+from rollcall.manifests import CONTAINER, Names, Rendered
+from rollcall.podlogs import EfaEvidence, LogFollower
+
+if TYPE_CHECKING:
+    from rollcall.backends.kubernetes import KubernetesBackend
+
+log = logging.getLogger(__name__)
+
+#: A container that has ended is read until its log has been quiet this long (kubelets end the stream
+#: themselves; this bounds servers that keep it open).
+DRAIN_IDLE_S = 1.0
+#: Seconds past the Job's own activeDeadlineSeconds before the suite's own deadline fires.
+DEADLINE_SLACK_S = 10.0
+_PHASES = ("Pending", "Running", "Succeeded", "Failed")
+
+
+class RollcallWarning(UserWarning):
+    """Something the suite could not finish (e.g. a namespace still terminating)."""
+
+
+def delete_namespace(kube: Kube, name: str) -> bool:
+    """Ask for ``name`` to be deleted (foreground propagation); False when it was already gone."""
+    try:
+        call(kube.core.delete_namespace, name, body={"propagationPolicy": "Foreground"})
+    except ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True
+
+
+@dataclass
+class KubernetesJob:
+    """One run on the cluster: its objects, its watches and its log followers."""
+
+    backend: KubernetesBackend
+    spec: JobSpec
+    names: Names
+    rendered: Rendered
+    collector: Collector
+    uid: str = ""
+    jobs: Informer | None = None
+    pods: Informer | None = None
+    followers: dict[tuple[str, str], LogFollower] = field(default_factory=dict)
+    evidence: dict[str, EfaEvidence] = field(default_factory=dict)
+    started: float = field(default_factory=time.monotonic)
+    _unschedulable_since: dict[str, float] = field(default_factory=dict)
+    _shown: tuple[tuple[str, int], ...] = ()
+    _shown_at: float = 0.0
+    _cleaned: bool = False
+
+    @property
+    def namespace(self) -> str:
+        """The run's namespace."""
+        return self.names.namespace
+
+    # -- provision ----------------------------------------------------------------------------------------
+
+    def provision(self) -> None:
+        """Create the namespace, then (after a server-side dry run) the Service and the Job."""
+        kube, ns = self.backend.kube, self.namespace
+        if not self.backend.options.keep:
+            self.backend.ledger.add(ns)
+        create(kube.core.create_namespace, body=self.rendered.namespace)
+        self._await_default_service_account()
+        create(kube.core.create_namespaced_service, ns, body=self.rendered.service, dry_run="All")
+        create(kube.batch.create_namespaced_job, ns, body=self.rendered.job, dry_run="All")
+        create(kube.core.create_namespaced_service, ns, body=self.rendered.service)
+        job = create(kube.batch.create_namespaced_job, ns, body=self.rendered.job)
+        self.uid = (
+            job.get("metadata", {}).get("uid")
+            or call(kube.batch.read_namespaced_job, self.names.job, ns)["metadata"]["uid"]
+        )
+        self.jobs = Informer(
+            kube.batch.list_namespaced_job,
+            f"job {ns}/{self.names.job}",
+            namespace=ns,
+            field_selector=f"metadata.name={self.names.job}",
+        ).start()
+        self.pods = Informer(
+            kube.core.list_namespaced_pod,
+            f"pods of job {ns}/{self.names.job}",
+            namespace=ns,
+            label_selector=f"batch.kubernetes.io/controller-uid={self.uid}",
+        ).start()
+        self.started = time.monotonic()
+        self._say(
+            f"created {ns}/{self.names.job}: {self.spec.nodes} pod(s) x {self.spec.procs_per_node} ranks"
+        )
+
+    def _await_default_service_account(self) -> None:
+        """Pods cannot be created before the namespace's ``default`` ServiceAccount exists (usually <1 s)."""
+        accounts = Informer(
+            self.backend.kube.core.list_namespaced_service_account,
+            f"service accounts of {self.namespace}",
+            namespace=self.namespace,
+            field_selector="metadata.name=default",
+        ).start()
+        try:
+            wait_for(lambda: accounts.get("default"), accounts, timeout_s=30, what="default ServiceAccount")
+        except (WaitTimeout, WatchLost) as exc:
+            log.warning("%s; creating the Job anyway (its controller retries)", exc)
+        finally:
+            accounts.stop()
+
+    # -- wait ---------------------------------------------------------------------------------------------
+
+    def wait(self, timeout_s: float) -> JobStatus:
+        """Wait for the Job to complete; fail fast on the first broken pod; see the module docstring."""
+        assert self.jobs is not None and self.pods is not None, "provision() first"
+        try:
+            return self._wait(timeout_s)
+        finally:
+            self.jobs.stop()
+            self.pods.stop()
+
+    def _wait(self, timeout_s: float) -> JobStatus:
+        assert self.jobs is not None and self.pods is not None
+        try:
+            status = wait_for(
+                self._verdict,
+                self.jobs,
+                self.pods,
+                timeout_s=timeout_s + DEADLINE_SLACK_S,
+                what=f"job {self.namespace}/{self.names.job}",
+                describe=self._describe,
+            )
+        except WaitTimeout:
+            status = JobStatus(
+                JobState.TIMED_OUT,
+                f"job {self.namespace}/{self.names.job} did not finish within {timeout_s:g}s "
+                f"(--job-timeout); pods: {self._describe()}",
+            )
+        except WatchLost as exc:
+            status = JobStatus(JobState.FAILED, f"{exc}; the job's outcome is unknown")
+        self._observe()
+        self._drain(close_running=status.state is not JobState.SUCCEEDED)
+        self._progress(force=True)
+        status.details += self._details()
+        if status.state is JobState.SUCCEEDED and self.rendered.efa:
+            status = self._check_efa(status)
+        if status.state is not JobState.SUCCEEDED:
+            self._save_state()
+        return status
+
+    def _verdict(self) -> JobStatus | None:
+        """The condition :func:`wait_for` re-tests: a status once the run has ended, else None."""
+        assert self.jobs is not None and self.pods is not None
+        self._observe()
+        now = time.monotonic()
+        for pod in self.pods.objects():
+            fault = pod_fault(pod)
+            if fault:
+                return JobStatus(JobState.FAILED, fault)
+            name = pod["metadata"]["name"]
+            message = unschedulable(pod)
+            if message is None:
+                self._unschedulable_since.pop(name, None)
+                continue
+            since = self._unschedulable_since.setdefault(name, now)
+            if now - since >= self.backend.unschedulable_grace_s:
+                return JobStatus(
+                    JobState.FAILED, f"{where(pod)} is Unschedulable after {now - since:.0f}s: {message}"
+                )
+        job = self.jobs.get(self.names.job)
+        if job is None:
+            return JobStatus(JobState.FAILED, f"Job {self.namespace}/{self.names.job} was deleted")
+        result = job_result(job)
+        if result is None:
+            return None
+        kind, why = result
+        if kind == "complete":
+            return JobStatus(JobState.SUCCEEDED)
+        return JobStatus(JobState.TIMED_OUT if kind == "timed_out" else JobState.FAILED, why)
+
+    def _observe(self) -> None:
+        """Start following the log of every container that has started; show progress."""
+        assert self.pods is not None
+        for pod in self.pods.objects():
+            name = pod["metadata"]["name"]
+            for container in started(pod):
+                if (name, container) in self.followers:
+                    continue
+                sink = self.collector.sink(name if container == CONTAINER else f"{name}.{container}")
+                evidence = self.evidence.setdefault(name, EfaEvidence())
+                self.followers[(name, container)] = LogFollower(
+                    self.backend.kube.core, self.namespace, name, container, sink, scan=evidence.scan
+                ).start()
+        self._progress()
+
+    def _drain(self, *, close_running: bool) -> None:
+        """Read the logs to their end: until each stream ends, or its container has ended and it is quiet.
+
+        After a failure, logs of containers still running are read for a moment, then closed.
+        """
+        bound = self.backend.drain_s if not close_running else min(self.backend.drain_s, 10.0)
+        deadline = time.monotonic() + bound
+        while True:
+            live = [f for f in self.followers.values() if not f.done]
+            now = time.monotonic()
+            if not live:
+                break
+            for f in live:
+                pod = self.pods.get(f.pod) if self.pods else None
+                ended = pod is None or terminated(pod, f.container) or close_running
+                if ended and now - f.last_data >= DRAIN_IDLE_S:
+                    f.close()
+            if now > deadline:
+                for f in live:
+                    f.error = f.error or f"still streaming {bound:g}s after the job ended; stopped reading"
+                    f.close()
+                break
+            time.sleep(0.05)
+        for f in self.followers.values():
+            f.join(5)
+
+    def _check_efa(self, status: JobStatus) -> JobStatus:
+        """With EFA requested, every pod's NCCL must have selected it (else it fell back to TCP sockets)."""
+        fell_back = {p: e.fallback for p, e in sorted(self.evidence.items()) if e.fallback}
+        unproven = sorted(p for p, e in self.evidence.items() if not e.efa and not e.fallback)
+        if fell_back:
+            lines = [f"{p}: {line!r}" for p, line in fell_back.items()]
+            return JobStatus(
+                JobState.FAILED,
+                f"EFA was requested but NCCL did not use it on {len(fell_back)} pod(s): it fell back to "
+                "TCP sockets",
+                status.details + lines,
+            )
+        if unproven and self.spec.accelerator == "nvidia":
+            return JobStatus(
+                JobState.FAILED,
+                f"EFA was requested but {len(unproven)} pod(s) never logged NCCL selecting it "
+                "('NET/OFI Selected provider is efa' with NCCL_DEBUG=INFO): " + ", ".join(unproven),
+                status.details,
+            )
+        if unproven:
+            status.details.append(
+                f"EFA use not proven on {len(unproven)} pod(s): no 'NET/OFI Selected provider is efa' line"
+            )
+        return status
+
+    def _details(self) -> list[str]:
+        assert self.pods is not None
+        details = []
+        for index, pods in sorted(duplicate_indexes(self.pods.objects()).items()):
+            details.append(f"index {index} ran in {len(pods)} pods ({', '.join(pods)}); all logs are kept")
+        for (pod, _container), f in sorted(self.followers.items()):
+            if f.error:
+                details.append(f"log of {pod}: {f.error}")
+        never = sorted(
+            p["metadata"]["name"] for p in self.pods.objects() if not started(p) and p["metadata"]["name"]
+        )
+        if never:
+            details.append(f"pod(s) that never started, so left no log: {', '.join(never)}")
+        return details
+
+    def _describe(self) -> str:
+        pods = self.pods.objects() if self.pods else []
+        counts = phases(pods)
+        text = ", ".join(f"{k.lower()} {v}" for k, v in sorted(counts.items())) or "no pods yet"
+        return f"{text} (of {self.spec.nodes})"
+
+    def _progress(self, force: bool = False) -> None:
+        if self.backend.progress is None or self.pods is None:
+            return
+        counts = phases(self.pods.objects())
+        key = tuple(sorted(counts.items()))
+        now = time.monotonic()
+        changed = key != self._shown
+        if (force and changed) or (changed and now - self._shown_at >= 2.0) or now - self._shown_at >= 30.0:
+            self._shown, self._shown_at = key, now
+            shown = ", ".join(f"{k.lower()} {counts.get(k, 0)}" for k in _PHASES)
+            elapsed = now - self.started
+            self._say(f"{self.namespace}/{self.names.job} {elapsed:5.0f}s: {shown} of {self.spec.nodes}")
+
+    def _say(self, line: str) -> None:
+        if self.backend.progress is not None:
+            self.backend.progress(f"[rollcall] {line}")
+
+    def _save_state(self) -> None:
+        """Save the pods, the Job and the namespace's events as YAML next to the logs."""
+        kube, out = self.backend.kube, self.collector.directory
+        try:
+            pods = sorted(self.pods.objects() if self.pods else [], key=index_of)
+            job = self.jobs.get(self.names.job) if self.jobs else None
+            events = call(kube.core.list_namespaced_event, self.namespace, retry_s=10).get("items", [])
+            events.sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+            for name, data in (("pods.yaml", pods), ("job.yaml", job), ("events.yaml", events)):
+                if data is not None:
+                    (out / name).write_text(yaml.safe_dump(_trim(data), sort_keys=False))
+        except Exception as exc:  # evidence is best effort; the verdict stands
+            log.warning("could not save the state of %s: %s", self.namespace, message_of(exc))
+
+    # -- clean up -----------------------------------------------------------------------------------------
+
+    def cleanup(self) -> None:
+        """Stop reading, delete the namespace (foreground) and wait until it is gone; safe to call twice."""
+        if self._cleaned:
+            return
+        self._cleaned = True
+        kube, ns = self.backend.kube, self.namespace
+        for f in self.followers.values():
+            f.close()
+        for informer in (self.jobs, self.pods):
+            if informer is not None:
+                informer.stop()
+        try:
+            delete_namespace(kube, ns)
+        except Exception as exc:
+            raise KubeError(f"could not delete namespace {ns}: {message_of(exc)}") from exc
+        gone = Informer(
+            kube.core.list_namespace, f"namespace {ns}", field_selector=f"metadata.name={ns}", retry_s=30
+        ).start()
+        try:
+            wait_for(
+                lambda: True if gone.get(ns) is None else None,
+                gone,
+                timeout_s=self.backend.cleanup_timeout_s,
+                what=f"deletion of namespace {ns}",
+            )
+            self.backend.ledger.remove(ns)
+        except (WaitTimeout, WatchLost) as exc:
+            message = f"namespace {ns} is not gone yet ({exc}); the sweep or the session's reaper will retry"
+            log.warning(message)
+            warnings.warn(message, RollcallWarning, stacklevel=2)
+        finally:
+            gone.stop()
+            for f in self.followers.values():
+                f.join(2)
+
+
+def _trim(data: Any) -> Any:
+    """Objects without their managedFields (noise in a report)."""
+    if isinstance(data, list):
+        return [_trim(item) for item in data]
+    if isinstance(data, dict):
+        meta = data.get("metadata")
+        if isinstance(meta, dict) and "managedFields" in meta:
+            data = {**data, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+    return data

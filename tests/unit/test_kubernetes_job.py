@@ -1,0 +1,178 @@
+"""A run's verdict from what its watches hold: pure decisions of KubernetesJob, without a cluster."""
+
+import threading
+from types import SimpleNamespace
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from rollcall.backends import JobState, JobStatus
+from rollcall.backends.kubernetes_job import KubernetesJob
+from rollcall.collect import Collector
+from rollcall.jobspec import JobSpec
+from rollcall.manifests import Names, render
+from rollcall.podlogs import EfaEvidence
+
+INDEX = "batch.kubernetes.io/job-completion-index"
+
+
+class NoLogs:
+    def read_namespaced_pod_log(self, *args, **kwargs):
+        raise ApiException(status=404, reason="Not Found")
+
+
+class FakeInformer:
+    def __init__(self, *objs):
+        self.items = {o["metadata"]["name"]: o for o in objs}
+        self.synced = threading.Event()
+        self.synced.set()
+        self.error = None
+
+    def objects(self):
+        return list(self.items.values())
+
+    def get(self, name):
+        return self.items.get(name)
+
+    def subscribe(self, fn):
+        pass
+
+    def unsubscribe(self, fn):
+        pass
+
+    def stop(self):
+        pass
+
+
+def pod(name, index, phase="Running", **status):
+    return {
+        "metadata": {"name": name, "labels": {INDEX: str(index)}},
+        "spec": {"nodeName": f"node-{index}"},
+        "status": {"phase": phase, **status},
+    }
+
+
+def job_obj(*conditions):
+    return {"metadata": {"name": "bert"}, "status": {"conditions": list(conditions)}}
+
+
+def make(tmp_path, pods=(), job=None, accelerator="nvidia", efa=True, grace=60.0):
+    resources = {"nvidia.com/gpu": 8, **({"vpc.amazonaws.com/efa": 32} if efa else {})}
+    spec = JobSpec("bert", 2, 8, accelerator=accelerator, image="i", resources=resources)
+    names = Names("ns-1", "bert", "bert", "1")
+    backend = SimpleNamespace(
+        unschedulable_grace_s=grace, progress=None, drain_s=1.0, kube=SimpleNamespace(core=NoLogs())
+    )
+    run = KubernetesJob(backend, spec, names, render(spec, names), Collector(tmp_path))
+    run.jobs = FakeInformer(job or job_obj())
+    run.pods = FakeInformer(*pods)
+    return run
+
+
+def test_running_pods_and_a_running_job_mean_wait(tmp_path):
+    assert make(tmp_path, [pod("a", 0), pod("b", 1)])._verdict() is None
+
+
+def test_a_complete_job_succeeds(tmp_path):
+    run = make(tmp_path, [pod("a", 0, "Succeeded")], job_obj({"type": "Complete", "status": "True"}))
+    assert run._verdict().state is JobState.SUCCEEDED
+
+
+def test_a_deadline_is_a_timeout_and_a_deleted_job_a_failure(tmp_path):
+    failed = {
+        "type": "Failed",
+        "status": "True",
+        "reason": "DeadlineExceeded",
+        "message": "past its deadline",
+    }
+    assert make(tmp_path, job=job_obj(failed))._verdict().state is JobState.TIMED_OUT
+    run = make(tmp_path)
+    run.jobs.items.clear()
+    assert run._verdict().reason == "Job ns-1/bert was deleted"
+
+
+def test_unschedulable_fails_only_after_the_grace_period(tmp_path, monkeypatch):
+    cond = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/2 nodes fit"}
+    run = make(tmp_path, [pod("a", 0, "Pending", conditions=[cond])], grace=30)
+    clock = iter([100.0, 110.0, 131.0])
+    monkeypatch.setattr("rollcall.backends.kubernetes_job.time.monotonic", lambda: next(clock))
+    assert run._verdict() is None
+    assert run._verdict() is None
+    status = run._verdict()
+    assert status.state is JobState.FAILED
+    assert status.reason == "pod a (index 0) on node node-0 is Unschedulable after 31s: 0/2 nodes fit"
+
+
+def test_a_pod_that_schedules_resets_its_grace(tmp_path, monkeypatch):
+    cond = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "m"}
+    run = make(tmp_path, [pod("a", 0, "Pending", conditions=[cond])], grace=30)
+    clock = iter([100.0, 120.0, 140.0, 160.0])
+    monkeypatch.setattr("rollcall.backends.kubernetes_job.time.monotonic", lambda: next(clock))
+    assert run._verdict() is None
+    run.pods.items["a"] = pod("a", 0)
+    assert run._verdict() is None
+    run.pods.items["a"] = pod("a", 0, "Pending", conditions=[cond])
+    assert run._verdict() is None and run._verdict() is None
+
+
+def test_the_first_broken_pod_fails_the_run(tmp_path):
+    oom = {"name": "train", "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}}
+    run = make(tmp_path, [pod("a", 0), pod("b", 1, "Failed", containerStatuses=[oom])])
+    status = run._verdict()
+    assert status.state is JobState.FAILED and "pod b (index 1) on node node-1" in status.reason
+    assert "OOMKilled" in status.reason
+
+
+@pytest.mark.parametrize(
+    ("accelerator", "evidence", "state", "says"),
+    [
+        ("nvidia", {"a": EfaEvidence(efa=True), "b": EfaEvidence(efa=True)}, JobState.SUCCEEDED, None),
+        (
+            "nvidia",
+            {"a": EfaEvidence(efa=True), "b": EfaEvidence()},
+            JobState.FAILED,
+            "never logged NCCL selecting it",
+        ),
+        (
+            "nvidia",
+            {"a": EfaEvidence(fallback="Using network Socket")},
+            JobState.FAILED,
+            "fell back to TCP sockets",
+        ),
+        (
+            "neuron",
+            {"a": EfaEvidence(fallback="Using network Socket")},
+            JobState.FAILED,
+            "fell back to TCP sockets",
+        ),
+        (
+            "neuron",
+            {"a": EfaEvidence(), "b": EfaEvidence()},
+            JobState.SUCCEEDED,
+            "EFA use not proven on 2 pod(s)",
+        ),
+    ],
+)
+def test_efa_must_have_been_used(tmp_path, accelerator, evidence, state, says):
+    run = make(tmp_path, accelerator=accelerator)
+    run.evidence = evidence
+    status = run._check_efa(JobStatus(JobState.SUCCEEDED))
+    assert status.state is state
+    text = " ".join([status.reason, *status.details])
+    assert says is None or says in text
+
+
+def test_details_name_duplicate_indexes_and_pods_without_logs(tmp_path):
+    started = [{"name": "train", "state": {"terminated": {"exitCode": 0}}}]
+    run = make(
+        tmp_path,
+        [
+            pod("bert-0-x", 0, "Failed", containerStatuses=started),
+            pod("bert-0-y", 0, "Succeeded", containerStatuses=started),
+            pod("bert-1-z", 1, "Pending"),
+        ],
+    )
+    assert run._details() == [
+        "index 0 ran in 2 pods (bert-0-x, bert-0-y); all logs are kept",
+        "pod(s) that never started, so left no log: bert-1-z",
+    ]

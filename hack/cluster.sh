@@ -189,7 +189,7 @@ add_nodes() {
     sed "s/__NODE_NAME__/${profile//./-}-$i/g" "$file"
   done | kubectl apply -f - >/dev/null
   log "added $count $profile node(s); waiting for Ready"
-  kubectl wait --for=condition=Ready node -l "node.kubernetes.io/instance-type=$profile" --timeout=60s >/dev/null
+  kubectl wait --for=condition=Ready node -l "node.kubernetes.io/instance-type=$profile" --timeout=180s >/dev/null
 }
 
 cmd_up() {
@@ -231,6 +231,7 @@ cmd_up() {
   fi
   kwokctl get kubeconfig >"$STATE/kubeconfig"
   add_nodes "$NODES" "$PROFILE"
+  wait_settled
   mkdir -p "$(dirname "$KUBECONFIG_OUT")"
   [[ $KUBECONFIG_OUT == "$STATE/kubeconfig" ]] || cp "$STATE/kubeconfig" "$KUBECONFIG_OUT"
   trap - EXIT
@@ -248,31 +249,68 @@ cmd_add_nodes() {
 cmd_restart_apiserver() {
   parse_opts "$@"
   cluster_exists || die "no cluster '$NAME'"
-  local pidfile=$CLUSTER_DIR/pids/kube-apiserver.pid pid i
-  if [[ -f $pidfile ]]; then
+  local component pidfile pid i start=$SECONDS
+  # kube-apiserver gets SIGKILL, like a crash (a graceful stop holds connections for up to
+  # 60s). The scheduler and controller-manager are restarted with it, or their reconnect
+  # back-off could leave pods unscheduled for tens of seconds. kwok keeps running: a new
+  # kwok could not take over the node leases of the old one before they expire.
+  for component in kube-apiserver kube-scheduler kube-controller-manager; do
+    pidfile=$CLUSTER_DIR/pids/$component.pid
+    [[ -f $pidfile ]] || continue
     pid=$(cat "$pidfile")
-    # A graceful shutdown waits up to 60s for clients to hang up: give it 5s, then kill.
-    kill "$pid" 2>/dev/null || true
-    for ((i = 0; i < 50; i++)); do
+    kill -9 "$pid" 2>/dev/null || true
+    for ((i = 0; i < 100; i++)); do
       kill -0 "$pid" 2>/dev/null || break
       sleep 0.1
     done
-    kill -9 "$pid" 2>/dev/null || true
     rm -f "$pidfile"
-  fi
+  done
   # `start cluster` starts only the components that are not running.
-  kwokctl start cluster >"$STATE/restart.log" 2>&1 || {
-    cat "$STATE/restart.log" >&2
+  kwokctl start cluster >"$STATE/start.log" 2>&1 || {
+    cat "$STATE/start.log" >&2
     die "kwokctl start cluster failed"
   }
-  for ((i = 0; i < 600; i++)); do
-    kubectl get --raw /readyz >/dev/null 2>&1 && {
-      log "kube-apiserver of '$NAME' restarted"
-      return
-    }
-    sleep 0.1
+  wait_settled
+  log "kube-apiserver of '$NAME' restarted in $((SECONDS - start))s"
+}
+
+# probe_ok NAME: the cluster works end to end: the controller-manager has made the default
+# ServiceAccount, and a probe pod is scheduled, runs, and kwok serves its log.
+probe_ok() {
+  local probe=$1
+  kubectl get serviceaccount default -n kube-system >/dev/null 2>&1 || return 1
+  if [[ ! -f $STATE/$probe.log ]]; then
+    kubectl apply -f - >/dev/null 2>&1 <<YAML || return 1
+apiVersion: v1
+kind: Pod
+metadata: {name: $probe, namespace: kube-system}
+spec:
+  containers: [{name: probe, image: registry.invalid/probe}]
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Logs
+metadata: {name: $probe, namespace: kube-system}
+spec:
+  logs: [{logsFile: $STATE/$probe.log}]
+YAML
+    printf '%s stdout F %s\n' "$(date -u +%Y-%m-%dT%H:%M:%S.%NZ)" "$probe" >"$STATE/$probe.log"
+  fi
+  [[ $(kubectl logs -n kube-system "$probe" 2>/dev/null) == "$probe" ]]
+}
+
+# Wait for probe_ok, starting again any component that gave up while kube-apiserver was
+# starting (kube-controller-manager does, on a busy machine).
+wait_settled() {
+  local probe=probe-$RANDOM i=0 deadline=$((SECONDS + 300))
+  until probe_ok "$probe"; do
+    ((SECONDS < deadline)) || die "cluster '$NAME' did not settle (see $CLUSTER_DIR/logs)"
+    if ((++i % 50 == 0)); then
+      kwokctl start cluster >>"$STATE/start.log" 2>&1 || true
+    fi
+    sleep 0.2
   done
-  die "kube-apiserver did not become ready"
+  kubectl delete -n kube-system "pod/$probe" "logs.kwok.x-k8s.io/$probe" --wait=false >/dev/null
+  rm -f "$STATE/$probe.log"
 }
 
 cmd_status() {

@@ -10,7 +10,7 @@ cannot be built or started, its tests fail under ``CI=true`` and are skipped els
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import warnings
 from pathlib import Path
 from typing import NoReturn
 
@@ -34,26 +34,42 @@ def _unavailable(reason: str) -> NoReturn:
     pytest.skip(message)
 
 
-@pytest.fixture(scope="session")
-def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    workdir = tmp_path_factory.mktemp("control-plane")
+# One cluster per test session, even when another conftest re-exports the fixture (which gives
+# pytest a second fixture definition): the outcome is kept on the config.
+_SESSION_CLUSTER = pytest.StashKey["ControlPlane | ControlPlaneError"]()
+
+
+def _start_or_attach(config: pytest.Config, workdir: Path) -> ControlPlane:
     reuse = os.environ.get("ROLLCALL_TEST_KUBECONFIG")
     if reuse:
         name = os.environ.get("ROLLCALL_TEST_CLUSTER_NAME", "rollcall")
-        try:
-            cp = ControlPlane.attach(Path(reuse), name, workdir / "pod-logs")
-        except ControlPlaneError as exc:
-            _unavailable(str(exc))
-        yield cp
-        return
+        return ControlPlane.attach(Path(reuse), name, workdir / "pod-logs")
+    cp = ControlPlane.start(f"rollcall-test-{os.getpid()}", workdir)
+    # Runs at the very end of the session, also after failures and Ctrl-C.
+    config.add_cleanup(lambda: _stop(cp))
+    return cp
+
+
+def _stop(cp: ControlPlane) -> None:
     try:
-        cp = ControlPlane.start(f"rollcall-test-{os.getpid()}", workdir)
-    except ControlPlaneError as exc:
-        _unavailable(str(exc))
-    try:
-        yield cp
-    finally:
         cp.stop()
+    except ControlPlaneError as exc:
+        warnings.warn(f"could not tear down the local control plane: {exc}", stacklevel=1)
+
+
+@pytest.fixture(scope="session")
+def control_plane(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> ControlPlane:
+    config = request.config
+    outcome = config.stash.get(_SESSION_CLUSTER, None)
+    if outcome is None:
+        try:
+            outcome = _start_or_attach(config, tmp_path_factory.mktemp("control-plane"))
+        except ControlPlaneError as exc:
+            outcome = exc
+        config.stash[_SESSION_CLUSTER] = outcome
+    if isinstance(outcome, ControlPlaneError):
+        _unavailable(str(outcome))
+    return outcome
 
 
 @pytest.fixture(autouse=True)

@@ -365,6 +365,24 @@ class Accelerator:
         elif self.kind == "xla":
             self._xm.wait_device_ops()
 
+    def data_parallel(self, module: Any, ddp: Callable[..., Any], local_rank: int) -> Any:
+        """DDP on cuda and cpu; on xla the module as it is, its gradients reduced in :meth:`optimizer_step`.
+
+        torch-xla's own recipe all-reduces gradients in ``xm.optimizer_step``; DDP's reducer on XLA tensors
+        failed here with "Expected to have finished reduction in the prior iteration".
+        """
+        if self.kind == "xla":
+            return module
+        device_ids = [local_rank] if self.kind == "cuda" else None
+        return ddp(module, device_ids=device_ids, gradient_as_bucket_view=True, broadcast_buffers=False)
+
+    def optimizer_step(self, optimizer: Any) -> None:
+        """One optimizer step; on xla, all-reduce the gradients across ranks first."""
+        if self.kind == "xla":
+            self._xm.optimizer_step(optimizer)
+        else:
+            optimizer.step()
+
     def step_boundary(self) -> None:
         """End of one training step: XLA compiles and runs the traced graph here."""
         if self.kind == "xla":
@@ -571,12 +589,7 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
     loss_module = pretraining_loss(model, masked_head=args.mlm_head == "masked")
     # Compile the model itself, then let DDP wrap it: DDP's hooks stay outside the compiled graph.
     step_module = torch.compile(loss_module) if args.compile else loss_module
-    step_model: Callable[..., Any] = DDP(
-        step_module,
-        device_ids=[env.local_rank] if device == "cuda" else None,
-        gradient_as_bucket_view=True,
-        broadcast_buffers=False,
-    )
+    step_model: Callable[..., Any] = acc.data_parallel(step_module, DDP, env.local_rank)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, fused=True if device == "cuda" else None)
     batches = batch_pool(args, env.rank, shape.vocab, acc.device)
     steps = itertools.count()
@@ -587,7 +600,7 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
             with acc.autocast():
                 loss = step_model(batches[next(steps) % len(batches)])
             loss.backward()
-            optimizer.step()
+            acc.optimizer_step(optimizer)
             optimizer.zero_grad(set_to_none=True)
             acc.step_boundary()
         return loss

@@ -4,6 +4,10 @@
 parses each file on its own and exits 0 when every rank ``0..N-1`` reported throughput, an epoch time and
 completion, 1 when any is missing, and 2 on a usage error (unreadable file, N < 1). Ranks outside the world
 are listed but do not change the exit code. This interface is a contract other tools depend on.
+
+``rollcall history [--json] PATH...`` reads several runs' ``results.json`` (each PATH a run's artifacts
+directory or the file itself) and prints throughput over time per configuration; exit 0, or 2 when a PATH
+holds no readable results (see :mod:`rollcall.history`).
 """
 
 from __future__ import annotations
@@ -45,6 +49,13 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--format", choices=FORMATS, default="auto", help="log format (default: auto)")
     check.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     check.add_argument("files", nargs="+", metavar="FILE", help="log files, one per pod or node")
+    history = sub.add_parser(
+        "history", help="throughput over time per configuration, from results.json files"
+    )
+    history.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    history.add_argument(
+        "paths", nargs="+", metavar="PATH", help="runs' artifacts directories (or their results.json files)"
+    )
     return parser
 
 
@@ -97,11 +108,30 @@ def check_logs(args: argparse.Namespace) -> int:
     return EXIT_MISSING if any(missing.values()) else EXIT_OK
 
 
+def show_history(args: argparse.Namespace) -> int:
+    """Run history; return its exit code."""
+    from rollcall.history import HistoryError, as_json, collect, table
+
+    try:
+        runs = collect(args.paths)
+    except HistoryError as exc:
+        print(f"rollcall: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.json:
+        print(json.dumps(as_json(runs)))
+    else:
+        for line in table(runs):
+            print(line)
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script."""
     args = build_parser().parse_args(argv)
     if args.command == "check-logs":
         return check_logs(args)
+    if args.command == "history":
+        return show_history(args)
     return EXIT_USAGE  # pragma: no cover - argparse requires a known command
 
 

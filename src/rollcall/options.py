@@ -60,6 +60,26 @@ def _duration(text: str) -> float:
     return float(m.group(1)) * _UNIT_S[m.group(2)]
 
 
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError("expected a number from 0 to 1") from None
+    if not 0 <= value < 1:
+        raise ValueError("must be >= 0 and < 1 (0 turns the check off)")
+    return value
+
+
+def _percent(text: str) -> float:
+    try:
+        value = float(text.strip().removesuffix("%"))
+    except ValueError:
+        raise ValueError("expected a percentage such as 10") from None
+    if not 0 <= value < 100:
+        raise ValueError("must be >= 0 and < 100")
+    return value
+
+
 def _choice(*choices: str) -> Callable[[str], str]:
     def parse(text: str) -> str:
         if text not in choices:
@@ -156,6 +176,28 @@ OPTIONS: tuple[Spec, ...] = (
         multiple=True,
     ),
     Spec("--workload-args", str, (), "extra arguments for train.py, one shell-quoted string", "ARGS"),
+    Spec("--baseline", str, None, "JSON baseline file to gate throughput and epoch time against", "FILE"),
+    Spec(
+        "--max-regression",
+        _percent,
+        10.0,
+        "fail when throughput falls, or epoch time rises, more than PCT percent against --baseline",
+        "PCT",
+    ),
+    Spec(
+        "--write-baseline",
+        str,
+        None,
+        "record each sound run's figures as the new baseline in FILE (merged with its entries)",
+        "FILE",
+    ),
+    Spec(
+        "--straggler-ratio",
+        _fraction,
+        0.8,
+        "fail ranks whose throughput is below RATIO x the median of all ranks (0: off)",
+        "RATIO",
+    ),
 )
 
 
@@ -183,6 +225,10 @@ class Options:
     check_device_plugins: bool = False
     workload_env: dict[str, str] = field(default_factory=dict)
     workload_args: tuple[str, ...] = ()
+    baseline: str | None = None
+    max_regression: float = 10.0
+    write_baseline: str | None = None
+    straggler_ratio: float = 0.8
     sources: dict[str, str] = field(default_factory=dict)
 
 

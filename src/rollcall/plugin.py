@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from rollcall.suite import Suite
 
 _SUITE = pytest.StashKey["Suite"]()
+_NOTES = pytest.StashKey[list[str]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -53,6 +54,12 @@ def pytest_configure(config: pytest.Config) -> None:
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
     suite = Suite.from_options(options)
+    from rollcall.baseline import BaselineError
+
+    try:
+        suite.gate  # noqa: B018 - reads --baseline now: a bad file stops the session before any job runs
+    except BaselineError as exc:
+        raise pytest.UsageError(f"--baseline: {exc}") from None
     suite.progress = _terminal_writer(config)
     config.stash[_SUITE] = suite
     config.addinivalue_line("markers", "rollcall: a test that runs a distributed training job")
@@ -124,6 +131,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     terminalreporter.section("rollcall")
     for line in summary_table(suite.records):
         terminalreporter.write_line(line)
+    for line in config.stash.get(_NOTES, []):
+        terminalreporter.write_line(line)
     terminalreporter.write_line(f"reports: {suite.options.artifacts_dir}/")
 
 
@@ -146,3 +155,16 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     }
     write_results(out / RESULTS_FILE, suite.records, meta)
     write_rank_junit(out / RANKS_JUNIT_FILE, suite.records)
+    from rollcall.htmlreport import REPORT_FILE, write_report
+
+    write_report(out / REPORT_FILE, suite.records, meta)
+    notes = session.config.stash.setdefault(_NOTES, [])
+    notes.append(f"html report: {out / REPORT_FILE}")
+    if suite.options.write_baseline:
+        from rollcall.baseline import BaselineError, write_baseline
+
+        gates = [r.gate for r in suite.records if r.gate is not None]
+        try:
+            notes.extend(write_baseline(suite.options.write_baseline, gates))
+        except (BaselineError, OSError) as exc:
+            notes.append(f"--write-baseline: nothing written: {exc}")

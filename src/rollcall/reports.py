@@ -12,11 +12,14 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
 from rollcall.runner import RunResult
+
+if TYPE_CHECKING:
+    from rollcall.baseline import GateReport
 
 RESULTS_FILE = "results.json"
 RANKS_JUNIT_FILE = "ranks.junit.xml"
@@ -30,6 +33,7 @@ class TestRecord:
     result: RunResult
     accelerator: str
     extra: dict[str, Any] = field(default_factory=dict)
+    gate: GateReport | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The ``results.json`` entry of this test."""
@@ -42,6 +46,8 @@ class TestRecord:
             "nodes": spec.nodes,
             "procs_per_node": spec.procs_per_node,
             "world_size": spec.world_size,
+            "instance_type": spec.instance_type,
+            "workload": verdict.workload,
             "missing": verdict.missing,
             "unexpected_ranks": verdict.unexpected_ranks,
             "failed_ranks": {str(r): why for r, why in sorted(verdict.failed_ranks.items())},
@@ -55,6 +61,7 @@ class TestRecord:
             "attempts": len(self.result.attempts),
             "duration_s": round(sum(a.duration_s for a in self.result.attempts), 3),
             "artifacts": str(last.artifacts),
+            "release_gate": self.gate.as_dict() if self.gate else None,
             **self.extra,
         }
 
@@ -77,6 +84,10 @@ def junit_properties(record: TestRecord) -> list[tuple[str, object]]:
     ]
     if d["mfu_mean"] is not None:
         props.append(("mfu_mean", d["mfu_mean"]))
+    if record.gate is not None:
+        props.append(("config", str(record.gate.key)))
+        props.append(("stragglers", len(record.gate.stragglers)))
+        props.append(("regression_gate", record.gate.gate))
     return props
 
 

@@ -1,7 +1,8 @@
 """The session: which backend runs, what each node offers, and one :meth:`Suite.run` per test.
 
 The pytest plugin builds one :class:`Suite` per session from the validated options; tests call
-:meth:`Suite.run`, which builds the :class:`~rollcall.jobspec.JobSpec`, runs it with retries and records the
+:meth:`Suite.run`, which builds the :class:`~rollcall.jobspec.JobSpec`, runs it with retries, has the
+release gate (:mod:`rollcall.baseline`: stragglers, regressions) judge the deciding attempt, and records the
 result for the reports.
 """
 
@@ -16,13 +17,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rollcall.backends import Backend, Placement
 from rollcall.jobspec import JobSpec
 from rollcall.options import Options
 from rollcall.reports import TestRecord
 from rollcall.runner import RunResult, run_with_retries
+
+if TYPE_CHECKING:
+    from rollcall.baseline import ReleaseGate
 
 IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
 
@@ -80,6 +84,13 @@ class Suite:
         return backend
 
     @cached_property
+    def gate(self) -> ReleaseGate:
+        """Stragglers and the regression gate; reads ``--baseline`` (a bad file raises BaselineError)."""
+        from rollcall.baseline import ReleaseGate
+
+        return ReleaseGate.from_options(self.options)
+
+    @cached_property
     def placement(self) -> Placement:
         """What each node offers, discovered once per session."""
         discover = getattr(self.backend, "discover", None)
@@ -122,6 +133,10 @@ class Suite:
             min_throughput=self.options.min_throughput,
         )
         record = TestRecord(test_id, result, base.accelerator)
+        record.gate = self.gate.judge(test_id, result.last)
+        note = record.gate.note()
+        if note and self.progress:
+            self.progress(note)
         self.records.append(record)
         return record
 

@@ -7,6 +7,9 @@
   finite and positive; no rank outside the world reported; each node hosts exactly ``procs_per_node`` ranks
   (judged from ``start`` events where they exist); every rank meets ``min_throughput`` when it is set.
 - ``FAILED``: any of those does not hold; :attr:`Verdict.problems` says which, rank by rank.
+
+The release gate (:mod:`rollcall.baseline`) judges the verdict afterwards and adds its own problems to it:
+stragglers (named in :attr:`Verdict.failed_ranks` too) and regressions against a baseline.
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rollcall.ranklog import REQUIRED_EVENTS, RollCall, ranges
+
+#: Settings of the workload, from its ``throughput`` events, that tell one configuration from another.
+WORKLOAD_KEYS: tuple[str, ...] = ("model", "seq_len", "batch_size")
 
 
 @dataclass(frozen=True)
@@ -90,6 +96,8 @@ class Verdict:
     epoch_time_mean: float | None = None
     mfu_mean: float | None = None
     per_rank: dict[int, dict[str, Any]] = field(default_factory=dict)
+    #: The workload's settings every rank's throughput event agreed on (see :data:`WORKLOAD_KEYS`).
+    workload: dict[str, Any] = field(default_factory=dict)
 
     @property
     def outcome(self) -> Outcome:
@@ -172,6 +180,7 @@ def assess(
             "epoch_time": report.epoch_time,
             "complete": report.complete,
             "node": _node(r, roll, layout),
+            "logs": sorted(report.sources),
         }
     if min_throughput is not None:
         slow = [r for r, why in failed.items() if any(w.startswith("throughput ") for w in why)]
@@ -184,7 +193,21 @@ def assess(
     verdict.throughput = Stats.of(throughputs)
     verdict.epoch_time_mean = math.fsum(epoch_means) / len(epoch_means) if epoch_means else None
     verdict.mfu_mean = math.fsum(mfus) / len(mfus) if mfus else None
+    verdict.workload = _workload(roll, world)
     return verdict
+
+
+def _workload(roll: RollCall, world: int) -> dict[str, Any]:
+    """Each of :data:`WORKLOAD_KEYS` that every rank reporting throughput gave, with one value for all."""
+    seen: dict[str, set[str | int | float | None]] = defaultdict(set)
+    for report in (roll.ranks[r] for r in range(world) if r in roll.ranks):
+        if report.throughput is None:
+            continue
+        for key in WORKLOAD_KEYS:
+            value = report.details.get(key)
+            ok = isinstance(value, str | int | float) and not isinstance(value, bool)
+            seen[key].add(value if ok else None)  # absent on one rank: no agreement
+    return {k: next(iter(v)) for k, v in seen.items() if len(v) == 1 and None not in v}
 
 
 def _bad(value: float | None) -> bool:

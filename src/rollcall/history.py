@@ -1,0 +1,171 @@
+"""Throughput over time: several runs' ``results.json`` (one per nightly run) as one table per configuration.
+
+``rollcall history [--json] PATH...`` takes directories holding a ``results.json`` (or the files themselves),
+orders the runs by start time and prints, for each configuration (the baseline key: accelerator, instance
+type, nodes, procs per node, model, sequence length), one row per run and test: total and per-rank median
+throughput, the change of the total against that test's previous run, mean epoch time and the verdict.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rollcall.baseline import NO_INSTANCE_TYPE, UNKNOWN, ConfigKey
+from rollcall.reports import RESULTS_FILE
+
+
+class HistoryError(ValueError):
+    """A path that holds no readable ``results.json``."""
+
+
+@dataclass(frozen=True)
+class Point:
+    """One test of one run."""
+
+    config: str
+    run: str
+    started: float | None
+    test: str
+    passed: bool
+    flaky: bool
+    throughput_total: float | None
+    throughput_median: float | None
+    epoch_time_mean: float | None
+
+
+def results_path(path: str | Path) -> Path:
+    """The ``results.json`` of ``path`` (a run's artifacts directory, or the file itself)."""
+    p = Path(path)
+    return p / RESULTS_FILE if p.is_dir() else p
+
+
+def load_run(path: str | Path) -> list[Point]:
+    """The points of one run; :class:`HistoryError` when its ``results.json`` cannot be read."""
+    file = results_path(path)
+    try:
+        doc = json.loads(file.read_text())
+    except OSError as exc:
+        raise HistoryError(f"cannot read {file}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise HistoryError(f"{file} is not JSON: {exc}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("tests"), list):
+        raise HistoryError(f'{file} has no "tests" list: is it a rollcall results.json?')
+    started = doc.get("started")
+    run = file.parent.name or str(file.parent)
+    points = []
+    for test in doc["tests"]:
+        if not isinstance(test, dict):
+            continue
+        tp = test.get("throughput") or {}
+        points.append(
+            Point(
+                config=config_of(test),
+                run=run,
+                started=float(started) if isinstance(started, int | float) else None,
+                test=str(test.get("test_id", "?")).rsplit("::", 1)[-1],
+                passed=bool(test.get("passed")),
+                flaky=bool(test.get("flaky")),
+                throughput_total=_float(tp.get("total")),
+                throughput_median=_float(tp.get("median")),
+                epoch_time_mean=_float(test.get("epoch_time_mean")),
+            )
+        )
+    return points
+
+
+def config_of(test: Mapping[str, Any]) -> str:
+    """A test's configuration: its release gate's key, else built from its fields (older results)."""
+    gate = test.get("release_gate")
+    key = gate.get("key") if isinstance(gate, dict) else None
+    if isinstance(key, str):
+        return key
+    workload = test.get("workload") or {}
+    fields = {
+        "accelerator": test.get("accelerator") or UNKNOWN,
+        "instance_type": test.get("instance_type") or NO_INSTANCE_TYPE,
+        "nodes": test.get("nodes"),
+        "procs_per_node": test.get("procs_per_node"),
+        "model": workload.get("model") or UNKNOWN,
+        "seq_len": workload.get("seq_len"),
+    }
+    try:
+        return str(ConfigKey.from_fields(fields))
+    except ValueError:
+        return ",".join(f"{k}={UNKNOWN if v is None else v}" for k, v in fields.items())
+
+
+def _float(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def collect(paths: Iterable[str | Path]) -> dict[str, list[Point]]:
+    """Every run's points, by configuration, each list in time order (runs without a start time first)."""
+    by_config: dict[str, list[Point]] = defaultdict(list)
+    for path in paths:
+        for point in load_run(path):
+            by_config[point.config].append(point)
+    for points in by_config.values():
+        points.sort(key=lambda p: (p.started is not None, p.started or 0.0, p.run))
+    return dict(sorted(by_config.items()))
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _when(started: float | None) -> str:
+    if started is None:
+        return "-"
+    return datetime.fromtimestamp(started, UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def table(history: Mapping[str, Sequence[Point]]) -> list[str]:
+    """The printed table: a block per configuration, a row per run and test."""
+    header = ("started", "run", "test", "samples/s total", "change", "per-rank median", "epoch s", "verdict")
+    lines: list[str] = []
+    for config, points in history.items():
+        rows: list[tuple[str, ...]] = [header]
+        previous: dict[str, float | None] = {}
+        for p in points:
+            before = previous.get(p.test)
+            change = (
+                f"{100 * (p.throughput_total / before - 1):+.1f}%"
+                if before and p.throughput_total is not None
+                else "-"
+            )
+            previous[p.test] = p.throughput_total
+            verdict = ("PASS (flaky)" if p.flaky else "PASS") if p.passed else "FAIL"
+            rows.append(
+                (
+                    _when(p.started),
+                    p.run,
+                    p.test,
+                    _fmt(p.throughput_total, ".2f"),
+                    change,
+                    _fmt(p.throughput_median, ".2f"),
+                    _fmt(p.epoch_time_mean, ".4f"),
+                    verdict,
+                )
+            )
+        widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+        if lines:
+            lines.append("")
+        lines.append(config)
+        lines += [
+            "  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
+        ]
+    return lines
+
+
+def as_json(history: Mapping[str, Sequence[Point]]) -> dict[str, Any]:
+    """The ``--json`` document: ``{"configurations": {key: [point, ...]}}``."""
+    return {"configurations": {k: [asdict(p) for p in points] for k, points in history.items()}}

@@ -1,0 +1,371 @@
+"""Baselines, the regression gate and stragglers: the library, then the plugin end to end (scripted backend)."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from rollcall.backends import JobState, JobStatus
+from rollcall.baseline import (
+    BaselineError,
+    Baselines,
+    ConfigKey,
+    Entry,
+    Figures,
+    ReleaseGate,
+    find_stragglers,
+    regressions,
+    write_baseline,
+)
+from rollcall.jobspec import JobSpec
+from rollcall.ranklog import RollCall
+from rollcall.runner import Attempt
+from rollcall.verdict import Layout, assess
+from tests.unit.helpers import node_log
+
+pytest_plugins = ["pytester"]
+
+WORKLOAD = '"model":"tiny","seq_len":64,"batch_size":8,'
+KEY = "accelerator=cpu,instance_type=-,nodes=2,procs_per_node=2,model=tiny,seq_len=64"
+
+
+def workload_log(node, nodes, procs_per_node, skip=None, tp=None):
+    """A pod's log whose throughput events carry the workload's model, sequence length and batch size."""
+    text = node_log(node, nodes, procs_per_node, skip=skip, tp=tp)
+    return text.replace('"samples_per_sec":', WORKLOAD + '"samples_per_sec":')
+
+
+def attempt_of(nodes=2, ppn=2, tp=None, skip=None, state=JobState.SUCCEEDED):
+    roll = RollCall()
+    for node in range(nodes):
+        parser = roll.parser(f"job-{node}")
+        parser.feed(workload_log(node, nodes, ppn, skip=skip, tp=tp).encode())
+        parser.close()
+    spec = JobSpec("job", nodes, ppn, accelerator="cpu")
+    return Attempt(spec, JobStatus(state), assess(roll, Layout(nodes, ppn)), Path("artifacts/x"), 1.0)
+
+
+def baselines(figures, key=KEY):
+    entry = {**ConfigKey.from_fields(_fields(key)).as_dict(), **figures}
+    return Baselines.from_dict({"version": 1, "entries": {key: entry}})
+
+
+def _fields(key):
+    pairs = dict(item.split("=", 1) for item in key.split(","))
+    return {k: int(v) if k in ("nodes", "procs_per_node", "seq_len") else v for k, v in pairs.items()}
+
+
+# -- keys and files ----------------------------------------------------------------------------
+
+
+def test_the_key_is_the_configuration_and_reads_the_workload_from_the_ranks():
+    verdict = attempt_of().verdict
+    assert verdict.workload == {"model": "tiny", "seq_len": 64, "batch_size": 8}
+    key = ConfigKey.of(JobSpec("j", 2, 2, accelerator="cpu"), verdict.workload)
+    assert str(key) == KEY
+    spec = JobSpec("j", 4, 8, accelerator="nvidia", instance_type="p5.48xlarge")
+    assert str(ConfigKey.of(spec, {})) == (
+        "accelerator=nvidia,instance_type=p5.48xlarge,nodes=4,procs_per_node=8,model=?,seq_len=?"
+    )
+
+
+def test_ranks_that_disagree_on_the_model_give_no_model():
+    roll = RollCall()
+    for node, model in ((0, "tiny"), (1, "base")):
+        p = roll.parser(f"pod-{node}")
+        p.feed(workload_log(node, 2, 1).replace('"tiny"', f'"{model}"').encode())
+        p.close()
+    assert assess(roll, Layout(2, 1)).workload == {"seq_len": 64, "batch_size": 8}
+
+
+def test_a_baseline_file_round_trips_and_merges_by_key(tmp_path):
+    path = tmp_path / "baseline.json"
+    write_baseline(path, [ReleaseGate().judge("t::a", attempt_of())])
+    doc = json.loads(path.read_text())
+    assert list(doc["entries"]) == [KEY]
+    entry = doc["entries"][KEY]
+    assert entry["throughput_total"] == 200.0 and entry["throughput_median"] == 50.0
+    assert math.isclose(entry["epoch_time_mean"], 0.45)
+    assert entry["model"] == "tiny" and entry["batch_size"] == 8 and entry["test_id"] == "t::a"
+
+    # another configuration is added; the same one replaced
+    lines = write_baseline(
+        path,
+        [
+            ReleaseGate().judge("t::b", attempt_of(nodes=1, ppn=4)),
+            ReleaseGate().judge("t::a", attempt_of(tp={0: 45.0, 1: 45.0, 2: 45.0, 3: 45.0})),
+        ],
+    )
+    assert len(lines) == 2 and all("recorded" in line for line in lines)
+    loaded = Baselines.load(path)
+    assert len(loaded.entries) == 2
+    assert loaded.entries[ConfigKey.from_fields(_fields(KEY))].figures.throughput_total == 180.0
+
+
+def test_failed_runs_are_not_recorded(tmp_path):
+    path = tmp_path / "baseline.json"
+    lines = write_baseline(path, [ReleaseGate().judge("t::a", attempt_of(skip={3: ("complete",)}))])
+    assert lines == [f"baseline {path}: not recorded from t::a: its run failed"]
+    assert not path.exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("{", "is not JSON"),
+        ('{"entries": {}}', '"version": 1'),
+        ('{"version": 1, "entries": []}', "keyed by configuration"),
+        ('{"version": 1, "entries": {"x": {"accelerator": "cpu"}}}', "entry 'x': field 'instance_type'"),
+        (
+            json.dumps({"version": 1, "entries": {"wrong": {**_fields(KEY)}}}),
+            f"entry 'wrong' holds the fields of {KEY}",
+        ),
+        (
+            json.dumps({"version": 1, "entries": {KEY: {**_fields(KEY), "throughput_total": "fast"}}}),
+            "'throughput_total' is 'fast'",
+        ),
+    ],
+)
+def test_a_malformed_baseline_file_is_named(tmp_path, text, message):
+    path = tmp_path / "b.json"
+    path.write_text(text)
+    with pytest.raises(BaselineError, match=message.replace("(", r"\(").replace("[", r"\[")):
+        Baselines.load(path)
+
+
+# -- the gate ----------------------------------------------------------------------------------
+
+
+def test_a_baseline_20_percent_above_fails_on_every_measure_naming_it():
+    now = Figures(200.0, 50.0, 0.45)
+    base = Figures(240.0, 60.0, 0.375)
+    found = regressions(now, base, 10)
+    assert [r.measure.name for r in found] == [
+        "total throughput",
+        "per-rank median throughput",
+        "mean epoch time",
+    ]
+    assert str(found[0]) == (
+        "total throughput regressed: 200.00 samples/s against a baseline of 240.00 samples/s "
+        "(ratio 0.833, 16.7% below it; --max-regression 10%)"
+    )
+    assert "mean epoch time regressed: 0.4500 s against a baseline of 0.3750 s (ratio 1.200, 20.0% above" in (
+        str(found[2])
+    )
+
+
+def test_within_the_allowed_regression_or_better_passes():
+    assert regressions(Figures(200.0, 50.0, 0.45), Figures(220.0, 55.0, 0.41), 10) == []
+    assert regressions(Figures(400.0, 100.0, 0.2), Figures(200.0, 50.0, 0.45), 0) == []
+    # a measure absent on either side is not compared
+    assert regressions(Figures(None, 50.0, None), Figures(240.0, None, 0.3), 10) == []
+
+
+def test_the_gate_adds_regressions_to_the_verdict_and_skips_an_unknown_configuration():
+    high = baselines({"throughput_total": 240.0, "throughput_median": 60.0, "epoch_time_mean": 0.375})
+    gate = ReleaseGate(baselines=high, baseline_file="b.json", max_regression_pct=10)
+    attempt = attempt_of()
+    report = gate.judge("t::a", attempt)
+    assert report.gate == "failed" and not attempt.passed
+    assert report.sound  # the roll call itself was sound: --write-baseline may record it
+    assert any(p.startswith("total throughput regressed: 200.00") for p in attempt.verdict.problems)
+    assert "regression gate failed" in report.note()
+
+    other = ReleaseGate(baselines=high, baseline_file="b.json").judge("t::b", attempt_of(nodes=1, ppn=4))
+    assert other.gate == "skipped" and other.regressions == []
+    assert other.note() == (
+        "rollcall: no baseline for accelerator=cpu,instance_type=-,nodes=1,procs_per_node=4,model=tiny,"
+        "seq_len=64 in b.json: regression gate skipped for t::b (record one with --write-baseline)"
+    )
+    assert ReleaseGate().judge("t::c", attempt_of()).gate == "off"
+
+
+# -- stragglers --------------------------------------------------------------------------------
+
+
+def test_a_rank_below_the_ratio_of_the_median_is_a_straggler():
+    per_rank = {r: {"throughput": 50.0, "node": r // 4} for r in range(8)}
+    per_rank[6]["throughput"] = 39.0
+    found = find_stragglers(per_rank, 0.8)
+    assert [(s.rank, s.node) for s in found] == [(6, 1)]
+    assert str(found[0]) == "rank 6 (node 1) at 39.00 samples/s, 0.78 of the median"
+    assert find_stragglers(per_rank, 0.75) == []
+    assert find_stragglers(per_rank, 0) == []  # off
+    assert find_stragglers({0: {"throughput": 1.0, "node": 0}}, 0.8) == []
+
+
+def test_a_straggler_fails_the_verdict_naming_rank_and_node():
+    attempt = attempt_of(tp={2: 20.0})
+    report = ReleaseGate().judge("t::a", attempt)
+    assert not attempt.passed and not report.sound
+    assert attempt.verdict.failed_ranks == {2: ["straggler: 0.40 of the median throughput"]}
+    assert attempt.verdict.problems == [
+        "1 straggler(s) below 0.8 x the median throughput of 50.00 samples/s (--straggler-ratio): "
+        "rank 2 (node 1) at 20.00 samples/s, 0.40 of the median"
+    ]
+    assert ReleaseGate(straggler_ratio=0).judge("t::a", attempt_of(tp={2: 20.0})).stragglers == []
+
+
+# -- the plugin, end to end with a scripted backend ----------------------------------------------
+
+SCRIPTED_CONFTEST = """
+import pytest
+from rollcall.backends import JobState, JobStatus, Placement
+from tests.unit.test_baseline import workload_log
+
+PLAN = []
+
+class ScriptedJob:
+    def __init__(self, spec, collector):
+        step = PLAN.pop(0) if PLAN else {}
+        for node in range(spec.nodes):
+            sink = collector.sink(f"{spec.name}-{node}")
+            text = workload_log(node, spec.nodes, spec.procs_per_node, skip=step.get("skip"), tp=step.get("tp"))
+            sink.write(text.encode())
+            sink.close()
+        self.state = step.get("state", JobState.SUCCEEDED)
+    def wait(self, timeout_s):
+        return JobStatus(self.state, "" if self.state is JobState.SUCCEEDED else "pod job-1 failed")
+    def cleanup(self):
+        pass
+
+class ScriptedBackend:
+    name = "scripted"
+    def launch(self, spec, collector):
+        return ScriptedJob(spec, collector)
+
+@pytest.fixture(scope="session", autouse=True)
+def scripted(rollcall_suite):
+    rollcall_suite.__dict__["backend"] = ScriptedBackend()
+    rollcall_suite.__dict__["placement"] = Placement("cpu", 2)
+    rollcall_suite.backend_name = "scripted"
+"""
+
+ROLL_CALL = """
+def test_roll_call(rollcall):
+    r = rollcall()
+    assert r.result.passed, r.result.message()
+"""
+
+
+@pytest.fixture
+def scripted(pytester, monkeypatch, request):
+    monkeypatch.syspath_prepend(str(request.config.rootpath))
+    pytester.makeconftest(SCRIPTED_CONFTEST)
+    pytester.makepyfile(test_roll=ROLL_CALL)
+    return pytester
+
+
+def run(pytester, *args):
+    return pytester.runpytest("--nodes", "2", "-p", "no:cacheprovider", *args)
+
+
+def high_baseline(path):
+    figures = {"throughput_total": 240.0, "throughput_median": 60.0, "epoch_time_mean": 0.375}
+    path.write_text(json.dumps(baselines(figures).as_dict()))
+    return path
+
+
+def test_a_baseline_20_percent_above_fails_and_write_baseline_makes_the_same_run_pass(scripted):
+    base = high_baseline(scripted.path / "baseline.json")
+
+    failed = run(scripted, "--baseline", str(base), "--max-regression", "10")
+    failed.assert_outcomes(failed=1)
+    failed.stdout.fnmatch_lines(
+        [
+            f"rollcall: regression gate failed for test_roll.py::test_roll_call against {KEY}",
+            "*total throughput regressed: 200.00 samples/s against a baseline of 240.00 samples/s "
+            "(ratio 0.833, 16.7% below it; --max-regression 10%)",
+            "*per-rank median throughput regressed: 50.00 samples/s against a baseline of 60.00*",
+            "*mean epoch time regressed: 0.4500 s against a baseline of 0.3750 s (ratio 1.200*",
+        ]
+    )
+    gate = json.loads((scripted.path / "artifacts" / "results.json").read_text())["tests"][0]["release_gate"]
+    assert gate["gate"] == "failed" and gate["key"] == KEY
+    assert [r["measure"] for r in gate["regressions"]] == [
+        "total throughput",
+        "per-rank median throughput",
+        "mean epoch time",
+    ]
+
+    # the release manager accepts the new normal: the run still fails against the old baseline, but is recorded
+    accepted = run(scripted, "--baseline", str(base), "--write-baseline", str(base))
+    accepted.assert_outcomes(failed=1)
+    accepted.stdout.fnmatch_lines([f"baseline {base}: recorded {KEY} from test_roll.py::test_roll_call"])
+    assert json.loads(base.read_text())["entries"][KEY]["throughput_total"] == 200.0
+
+    passed = run(scripted, "--baseline", str(base), "--max-regression", "10")
+    passed.assert_outcomes(passed=1)
+    passed.stdout.fnmatch_lines(
+        [f"rollcall: regression gate passed for test_roll.py::test_roll_call against {KEY}"]
+    )
+
+
+def test_a_missing_entry_skips_the_gate_not_the_test_and_prints_the_key(scripted):
+    base = scripted.path / "other.json"
+    base.write_text(json.dumps({"version": 1, "entries": {}}))
+    res = run(scripted, "--baseline", str(base))
+    res.assert_outcomes(passed=1)
+    res.stdout.fnmatch_lines([f"rollcall: no baseline for {KEY} in {base}: regression gate skipped*"])
+
+
+def test_a_straggler_fails_the_test_and_is_named(scripted):
+    scripted.makepyfile(
+        test_roll="""
+from conftest import PLAN
+def test_straggler(rollcall):
+    PLAN.append({"tp": {1: 30.0}})
+    r = rollcall()
+    assert r.result.passed, r.result.message()
+"""
+    )
+    res = run(scripted, "--junitxml", "junit.xml")
+    res.assert_outcomes(failed=1)
+    res.stdout.fnmatch_lines(
+        [
+            "*1 straggler(s) below 0.8 x the median throughput of 50.00 samples/s (--straggler-ratio): "
+            "rank 1 (node 0) at 30.00 samples/s, 0.60 of the median",
+        ]
+    )
+    ranks = (scripted.path / "artifacts" / "ranks.junit.xml").read_text()
+    assert "straggler: 0.60 of the median throughput" in ranks
+    assert 'name="stragglers" value="1"' in (scripted.path / "junit.xml").read_text()
+
+    off = run(scripted, "--straggler-ratio", "0")
+    off.assert_outcomes(passed=1)
+
+
+def test_write_baseline_skips_failed_runs(scripted):
+    scripted.makepyfile(
+        test_roll="""
+from conftest import PLAN
+def test_broken(rollcall):
+    PLAN.append({"skip": {3: ("complete",)}})
+    rollcall()
+"""
+    )
+    out = scripted.path / "new.json"
+    res = run(scripted, "--write-baseline", str(out))
+    res.stdout.fnmatch_lines([f"baseline {out}: not recorded from test_roll.py::test_broken: its run failed"])
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--baseline", "missing.json"), "*--baseline: cannot read baseline file missing.json*"),
+        (("--max-regression", "150"), "*invalid --max-regression value '150'*must be >= 0 and < 100*"),
+        (("--straggler-ratio", "1.5"), "*invalid --straggler-ratio value '1.5'*0 turns the check off*"),
+    ],
+)
+def test_bad_gate_options_are_usage_errors(pytester, args, message):
+    res = pytester.runpytest(*args)
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stderr.fnmatch_lines([message])
+
+
+def test_baseline_entries_are_ordered_and_carry_their_source():
+    entry = Entry(ConfigKey.from_fields(_fields(KEY)), Figures(1.0, 1.0, 1.0), {"test_id": "t"})
+    doc = Baselines({entry.key: entry}).as_dict()
+    assert doc["entries"][KEY]["test_id"] == "t" and doc["version"] == 1

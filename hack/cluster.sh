@@ -230,6 +230,7 @@ cmd_up() {
     die "kwokctl create cluster failed"
   fi
   kwokctl get kubeconfig >"$STATE/kubeconfig"
+  log "control plane running after $((SECONDS - start))s"
   add_nodes "$NODES" "$PROFILE"
   wait_settled
   mkdir -p "$(dirname "$KUBECONFIG_OUT")"

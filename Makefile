@@ -12,13 +12,17 @@ export UV_PYTHON_DOWNLOADS := never
 NODES ?= 2
 PYTEST_ARGS ?=
 
-.PHONY: help setup lock lint test test-unit e2e e2e-local bench clean
+PROFILE ?= trn1.32xlarge
+.PHONY: help setup lock lint test test-unit e2e e2e-local xla-smoke bench clean
+.PHONY: cluster-build cluster-up cluster-down cluster-status
 
 help:
 	@echo "make test       lint + all tests that need no cluster or GPU"
 	@echo "make e2e-local  the roll call on this machine (local backend, $(NODES) nodes, cpu unless GPUs)"
 	@echo "make e2e        the roll call against the current kube context (NODES=$(NODES))"
 	@echo "make setup      create $(VENV) from requirements.lock"
+	@echo "make cluster-up a local control plane with fake accelerator nodes (NODES=$(NODES) PROFILE=$(PROFILE))"
+	@echo "make cluster-down  remove it; make xla-smoke: the Neuron/XLA path on torch-xla's CPU runtime"
 
 # The venv is rebuilt when the lock changes; uv's cache makes a rebuild take seconds once torch is cached.
 $(VENV)/.installed: requirements.lock pyproject.toml
@@ -33,6 +37,23 @@ setup: $(VENV)/.installed
 lock:
 	$(UV) pip compile -q pyproject.toml --extra dev --extra workload -c requirements.in \
 	  -o requirements.lock --python-version 3.11
+	$(UV) pip compile -q pyproject.toml requirements-xla.in --extra workload \
+	  -o requirements-xla.lock --python-version 3.11
+
+# The Neuron/XLA branch of the workload, on torch-xla's CPU runtime, in a venv of its own (torch-xla pins
+# its own torch): the roll call on 2 simulated nodes with PJRT_DEVICE=CPU.
+XLA_VENV ?= .venv-xla
+$(XLA_VENV)/.installed: requirements-xla.lock pyproject.toml
+	@python3 -c 'import uv' 2>/dev/null || python3 -m pip install -q "uv==$(UV_VERSION)"
+	$(UV) venv -q --allow-existing -p "$$(command -v python3)" $(XLA_VENV)
+	$(UV) pip sync -q --compile-bytecode --python $(XLA_VENV)/bin/python requirements-xla.lock
+	$(UV) pip install -q --python $(XLA_VENV)/bin/python --no-deps -e .
+	@touch $@
+
+xla-smoke: $(XLA_VENV)/.installed
+	$(XLA_VENV)/bin/python -m pytest tests/e2e --backend local --accelerator neuron --nodes 2 \
+	  --workload-env PJRT_DEVICE=CPU --artifacts-dir artifacts/xla --job-timeout 900 \
+	  --workload-args "--seq-len 32 --batch-size 4 --warmup-steps 1 --epochs 1 --steps-per-epoch 2" $(PYTEST_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check .
@@ -42,8 +63,22 @@ lint: setup
 test-unit: setup
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
-test: lint
-	$(PY) -m pytest tests/unit tests/local $(PYTEST_ARGS)
+# Unit tests, the local backend (real torchrun), the report in headless Chromium, and the kubernetes backend
+# against a real local control plane (hack/cluster.sh builds it once per machine, then reuses the cache).
+test: lint cluster-build
+	$(PY) -m pytest tests/unit tests/local tests/browser tests/cluster tests/k8s $(PYTEST_ARGS)
+
+cluster-build:
+	hack/cluster.sh build
+
+cluster-up:
+	hack/cluster.sh up --nodes $(NODES) --profile $(PROFILE)
+
+cluster-down:
+	hack/cluster.sh down
+
+cluster-status:
+	hack/cluster.sh status
 
 e2e-local: setup
 	$(PY) -m pytest tests/e2e --backend local --nodes $(NODES) $(PYTEST_ARGS)

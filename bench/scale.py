@@ -134,7 +134,7 @@ def main() -> None:
             cp = ControlPlane.attach(args.kubeconfig, args.name, work / "pod-logs")
         else:
             print(f"starting a local control plane with {args.nodes} {TRN1} nodes ...", flush=True)
-            cp = ControlPlane.start(f"rollcall-scale-{os.getpid()}", work, nodes=0)
+            cp = ControlPlane.start(f"rollcall-scale-{os.getpid()}", work)
         try:
             have = len(cp.get("nodes", "-l", f"node.kubernetes.io/instance-type={TRN1}")["items"])
             if have < args.nodes:

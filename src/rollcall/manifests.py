@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 import re
 import secrets
 from collections.abc import Mapping
@@ -27,7 +28,8 @@ from kubernetes import client
 
 from rollcall.jobspec import EFA_RESOURCE, JobSpec
 
-#: The repository's manifests.
+#: Where the manifests are read from: ``$ROLLCALL_MANIFESTS_DIR``, else the checkout's ``manifests/``.
+MANIFESTS_ENV = "ROLLCALL_MANIFESTS_DIR"
 MANIFESTS_DIR = Path(__file__).resolve().parents[2] / "manifests"
 
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
@@ -87,16 +89,28 @@ class PodExtras:
     annotations: dict[str, str] = field(default_factory=dict)
 
 
+def manifests_dir() -> Path:
+    """The directory holding job.yaml, service.yaml and namespace.yaml."""
+    chosen = os.environ.get(MANIFESTS_ENV)
+    directory = Path(chosen) if chosen else MANIFESTS_DIR
+    if not (directory / "job.yaml").is_file():
+        raise ManifestError(
+            f"no job.yaml in {directory}: run from a rollcall checkout, or set {MANIFESTS_ENV} to a copy of "
+            "its manifests/ directory"
+        )
+    return directory
+
+
 @cache
-def _load(name: str) -> Obj:
-    with (MANIFESTS_DIR / name).open() as f:
+def _load(directory: Path, name: str) -> Obj:
+    with (directory / name).open() as f:
         doc: Obj = yaml.safe_load(f)
     return doc
 
 
 def load(name: str) -> Obj:
     """A fresh copy of ``manifests/<name>``."""
-    return copy.deepcopy(_load(name))
+    return copy.deepcopy(_load(manifests_dir(), name))
 
 
 def job_tolerations() -> list[Obj]:

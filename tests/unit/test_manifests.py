@@ -186,3 +186,19 @@ def test_render_refuses_a_manifest_that_departs_from_the_schema(monkeypatch):
         "Job bert-abc123 does not match the Kubernetes schema:\n"
         "  spec.template.spec.containers[0].volumMounts: unknown field of V1Container"
     )
+
+
+def test_the_manifests_directory_can_be_moved(tmp_path, monkeypatch):
+    import shutil
+
+    for name in ("job.yaml", "service.yaml", "namespace.yaml"):
+        shutil.copy(MANIFESTS_DIR / name, tmp_path / name)
+    doc = yaml.safe_load((tmp_path / "job.yaml").read_text())
+    doc["spec"]["backoffLimit"] = 0
+    doc["metadata"]["labels"]["copied"] = "yes"
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(doc))
+    monkeypatch.setenv("ROLLCALL_MANIFESTS_DIR", str(tmp_path))
+    assert render(SPEC, NAMES).job["metadata"]["labels"]["copied"] == "yes"
+    monkeypatch.setenv("ROLLCALL_MANIFESTS_DIR", str(tmp_path / "missing"))
+    with pytest.raises(ManifestError, match="set ROLLCALL_MANIFESTS_DIR to a copy"):
+        render(SPEC, NAMES)

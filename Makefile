@@ -13,7 +13,7 @@ NODES ?= 2
 PYTEST_ARGS ?=
 
 PROFILE ?= trn1.32xlarge
-.PHONY: help setup lock lint test test-unit e2e e2e-local xla-smoke bench clean
+.PHONY: help setup lock lint test test-unit e2e e2e-local xla-smoke bench bench-scale clean
 .PHONY: cluster-build cluster-up cluster-down cluster-status
 
 help:
@@ -88,6 +88,9 @@ e2e: setup
 
 bench: setup
 	$(PY) bench/parser.py
+
+bench-scale: setup cluster-build
+	$(PY) bench/scale.py
 
 clean:
 	rm -rf $(VENV) artifacts .pytest_cache .mypy_cache .ruff_cache

@@ -139,6 +139,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Write results.json and the per-rank junit file when any job ran."""
     suite = session.config.stash.get(_SUITE, None)
+    if suite and not suite.records and not hasattr(session.config, "workerinput"):
+        from rollcall.reports import merge_worker_results
+
+        merge_worker_results(suite.options.artifacts_dir, since=suite.started)
     if not suite or not suite.records:
         return
     import time
@@ -153,11 +157,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         "finished": time.time(),
         "argv": sys.argv,
     }
-    write_results(out / RESULTS_FILE, suite.records, meta)
-    write_rank_junit(out / RANKS_JUNIT_FILE, suite.records)
+    # Under pytest-xdist each worker writes files of its own; the controller merges the results.
+    worker = getattr(session.config, "workerinput", {}).get("workerid")
+    tag = f".{worker}" if worker else ""
+    write_results(out / _tagged(RESULTS_FILE, tag), suite.records, meta)
+    write_rank_junit(out / _tagged(RANKS_JUNIT_FILE, tag), suite.records)
     from rollcall.htmlreport import REPORT_FILE, write_report
 
-    write_report(out / REPORT_FILE, suite.records, meta)
+    write_report(out / _tagged(REPORT_FILE, tag), suite.records, meta)
     notes = session.config.stash.setdefault(_NOTES, [])
     notes.append(f"html report: {out / REPORT_FILE}")
     if suite.options.write_baseline:
@@ -168,3 +175,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             notes.extend(write_baseline(suite.options.write_baseline, gates))
         except (BaselineError, OSError) as exc:
             notes.append(f"--write-baseline: nothing written: {exc}")
+
+
+def _tagged(name: str, tag: str) -> str:
+    """``results.json`` with tag ``.gw0`` is ``results.gw0.json``."""
+    stem, dot, ext = name.partition(".")
+    return f"{stem}{tag}{dot}{ext}"

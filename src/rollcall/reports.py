@@ -178,3 +178,15 @@ def summary_table(records: Iterable[TestRecord]) -> list[str]:
         )
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(header))]
     return ["  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+
+
+def merge_worker_results(directory: Path, since: float) -> Path | None:
+    """Merge the ``results.<worker>.json`` files pytest-xdist workers wrote since ``since`` into results.json."""
+    parts = sorted(p for p in directory.glob("results.gw*.json") if p.stat().st_mtime >= since)
+    if not parts:
+        return None
+    docs = [json.loads(p.read_text()) for p in parts]
+    merged = {**docs[0], "tests": [t for d in docs for t in d.get("tests", [])], "workers": len(docs)}
+    target = directory / RESULTS_FILE
+    target.write_text(json.dumps(merged, indent=2) + "\n")
+    return target

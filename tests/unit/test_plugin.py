@@ -136,3 +136,20 @@ def test_help_lists_every_option_with_its_env_var(pytester):
     res.stdout.fnmatch_lines(
         ["*--procs-per-node=N*", "*ROLLCALL_PROCS_PER_NODE*", "*--workload-env=KEY=VALUE*"]
     )
+
+
+def test_xdist_workers_results_are_merged(project, monkeypatch, request):
+    monkeypatch.setenv("PYTHONPATH", str(request.config.rootpath))
+    project.makepyfile(
+        test_roll="""
+import pytest
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_job(rollcall, n):
+    assert rollcall().result.passed
+"""
+    )
+    res = project.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider")
+    res.assert_outcomes(passed=4)
+    doc = json.loads((project.path / "artifacts" / "results.json").read_text())
+    assert len(doc["tests"]) == 4 and doc["workers"] == 2
+    assert sorted(t["test_id"] for t in doc["tests"]) == [f"test_roll.py::test_job[{n}]" for n in range(1, 5)]

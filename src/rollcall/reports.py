@@ -181,7 +181,7 @@ def summary_table(records: Iterable[TestRecord]) -> list[str]:
 
 
 def merge_worker_results(directory: Path, since: float) -> Path | None:
-    """Merge the ``results.<worker>.json`` files pytest-xdist workers wrote since ``since`` into results.json."""
+    """Merge the ``results.<worker>.json`` files xdist workers wrote since ``since`` into results.json."""
     parts = sorted(p for p in directory.glob("results.gw*.json") if p.stat().st_mtime >= since)
     if not parts:
         return None

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import re
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
+
+from tests.waiting import wait_until
 
 from .controlplane import (
     CLUSTER_SH,
@@ -24,20 +25,8 @@ from .controlplane import (
 
 pytestmark = pytest.mark.control_plane
 
-T = TypeVar("T")
 TRN1 = "trn1.32xlarge"
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
-
-
-def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 120) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = probe()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.5)
 
 
 @pytest.fixture
@@ -131,7 +120,7 @@ def test_indexed_job_with_headless_service_completes_and_serves_logs(
     job["metadata"]["namespace"] = namespace
     control_plane.apply(service, job)
 
-    finished = wait_for("job trainer to finish", lambda: job_finished(control_plane, namespace, "trainer"))
+    finished = wait_until("job trainer to finish", lambda: job_finished(control_plane, namespace, "trainer"))
     assert finished == "Complete"
     assert control_plane.get("service", "trainer", "-n", namespace)["spec"]["clusterIP"] == "None"
     pods = job_pods(control_plane, namespace, "trainer")
@@ -146,7 +135,9 @@ def test_indexed_job_with_headless_service_completes_and_serves_logs(
         lines = [f"rank {index}: world size 2", f"rank {index}: step 1 loss 0.25"]
         control_plane.serve_logs(namespace, name, lines)
         # kwok picks the Logs object up from a watch: allow it a moment
-        out = wait_for(f"logs of {name}", partial(_logs_or_none, control_plane, namespace, name), timeout=30)
+        out = wait_until(
+            f"logs of {name}", partial(_logs_or_none, control_plane, namespace, name), timeout=30
+        )
         assert out.splitlines() == lines
 
 
@@ -167,7 +158,7 @@ def test_labelled_pod_fails(control_plane: ControlPlane, namespace: str) -> None
     job["metadata"]["namespace"] = namespace
     control_plane.apply(job)
 
-    finished = wait_for("job crash to finish", lambda: job_finished(control_plane, namespace, "crash"))
+    finished = wait_until("job crash to finish", lambda: job_finished(control_plane, namespace, "crash"))
     assert finished == "Failed"
     (pod,) = job_pods(control_plane, namespace, "crash")
     assert pod["status"]["phase"] == "Failed"

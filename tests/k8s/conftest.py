@@ -7,7 +7,6 @@ After each test, no namespace of the suite may be left.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from rollcall.options import resolve
 from rollcall.suite import Suite
 from tests.cluster import conftest as cluster
 from tests.cluster.controlplane import INSTANCE_TYPE_LABEL, ControlPlane
+from tests.waiting import wait_until
 
 from .fakekubelet import FakeKubelet
 
@@ -51,17 +51,6 @@ def suite_namespaces(kube: Kube) -> list[dict[str, Any]]:
         kube.core.list_namespace, label_selector=f"{MANAGED_BY_LABEL}={MANAGED_BY}"
     )["items"]
     return items
-
-
-def wait_until(what: str, probe: Callable[[], Any], timeout: float = 60, every: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = probe()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(every)
 
 
 @pytest.fixture(autouse=True)

@@ -27,8 +27,9 @@ from tests.cluster.controlplane import (
     INSTANCE_TYPE_LABEL,
     RUN_DURATION_ANNOTATION,
 )
+from tests.waiting import wait_until
 
-from .conftest import P5, TRN1, suite_namespaces, wait_until
+from .conftest import P5, TRN1, suite_namespaces
 from .fakekubelet import LOG_SKIP, NCCL_NET, ROTATE_AFTER
 
 pytestmark = pytest.mark.control_plane

@@ -17,8 +17,9 @@ from kubernetes.client.exceptions import ApiException
 
 from rollcall.kube import Kube, call, connect
 from rollcall.manifests import MANAGED_BY, MANAGED_BY_LABEL, MANIFESTS_DIR
+from tests.waiting import wait_until
 
-from .conftest import IMAGE, TRN1, wait_until
+from .conftest import IMAGE, TRN1
 
 pytestmark = pytest.mark.control_plane
 pytest_plugins = ["pytester"]

@@ -18,8 +18,9 @@ import pytest
 
 from rollcall.kube import call
 from rollcall.manifests import JOB_LABEL
+from tests.waiting import wait_until
 
-from .conftest import IMAGE, TRN1, suite_namespaces, wait_until
+from .conftest import IMAGE, TRN1, suite_namespaces
 
 pytestmark = pytest.mark.control_plane
 pytest_plugins = ["pytester"]

@@ -8,7 +8,6 @@ result for the reports.
 
 from __future__ import annotations
 
-import importlib
 import os
 import re
 import secrets
@@ -79,9 +78,9 @@ class Suite:
             from rollcall.backends.local import LocalBackend
 
             return LocalBackend()
-        kubernetes = importlib.import_module("rollcall.backends.kubernetes")
-        backend: Backend = kubernetes.KubernetesBackend.from_options(self.options, progress=self.progress)
-        return backend
+        from rollcall.backends.kubernetes import KubernetesBackend
+
+        return KubernetesBackend.from_options(self.options, progress=self.progress)
 
     @cached_property
     def gate(self) -> ReleaseGate:

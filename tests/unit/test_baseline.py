@@ -23,6 +23,7 @@ from rollcall.ranklog import RollCall
 from rollcall.runner import Attempt
 from rollcall.verdict import Layout, assess
 from tests.unit.helpers import node_log
+from tests.unit.scripted import SCRIPTED_CONFTEST
 
 pytest_plugins = ["pytester"]
 
@@ -209,38 +210,6 @@ def test_a_straggler_fails_the_verdict_naming_rank_and_node():
 
 # -- the plugin, end to end with a scripted backend ----------------------------------------------
 
-SCRIPTED_CONFTEST = """
-import pytest
-from rollcall.backends import JobState, JobStatus, Placement
-from tests.unit.test_baseline import workload_log
-
-PLAN = []
-
-class ScriptedJob:
-    def __init__(self, spec, collector):
-        step = PLAN.pop(0) if PLAN else {}
-        for node in range(spec.nodes):
-            sink = collector.sink(f"{spec.name}-{node}")
-            text = workload_log(node, spec.nodes, spec.procs_per_node, skip=step.get("skip"), tp=step.get("tp"))
-            sink.write(text.encode())
-            sink.close()
-        self.state = step.get("state", JobState.SUCCEEDED)
-    def wait(self, timeout_s):
-        return JobStatus(self.state, "" if self.state is JobState.SUCCEEDED else "pod job-1 failed")
-    def cleanup(self):
-        pass
-
-class ScriptedBackend:
-    name = "scripted"
-    def launch(self, spec, collector):
-        return ScriptedJob(spec, collector)
-
-@pytest.fixture(scope="session", autouse=True)
-def scripted(rollcall_suite):
-    rollcall_suite.__dict__["backend"] = ScriptedBackend()
-    rollcall_suite.__dict__["placement"] = Placement("cpu", 2)
-    rollcall_suite.backend_name = "scripted"
-"""
 
 ROLL_CALL = """
 def test_roll_call(rollcall):

@@ -15,7 +15,8 @@ from rollcall.htmlreport import REPORT_FILE, render, write_report
 from rollcall.jobspec import JobSpec
 from rollcall.runner import Attempt, RunResult
 from rollcall.verdict import Layout, assess
-from tests.unit.test_baseline import KEY, ROLL_CALL, SCRIPTED_CONFTEST, _fields, workload_log
+from tests.unit.scripted import SCRIPTED_CONFTEST
+from tests.unit.test_baseline import KEY, ROLL_CALL, _fields, workload_log
 
 pytest_plugins = ["pytester"]
 

@@ -5,41 +5,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from tests.unit.scripted import SCRIPTED_CONFTEST
+
 pytest_plugins = ["pytester"]
-
-CONFTEST = """
-import pytest
-from rollcall.backends import JobState, JobStatus, Placement
-from tests.unit.helpers import node_log
-
-class ScriptedJob:
-    def __init__(self, spec, collector, plan):
-        self.spec, self.plan = spec, plan
-        skip = plan.pop(0) if plan else {}
-        for node in range(spec.nodes):
-            sink = collector.sink(f"{spec.name}-{node}")
-            sink.write(node_log(node, spec.nodes, spec.procs_per_node, skip=skip).encode())
-            sink.close()
-        self.cleaned = False
-    def wait(self, timeout_s):
-        return JobStatus(JobState.SUCCEEDED)
-    def cleanup(self):
-        CLEANED.append(self.spec.name)
-
-CLEANED = []
-PLAN = []
-
-class ScriptedBackend:
-    name = "scripted"
-    def launch(self, spec, collector):
-        return ScriptedJob(spec, collector, PLAN)
-
-@pytest.fixture(scope="session", autouse=True)
-def scripted(rollcall_suite):
-    rollcall_suite.__dict__["backend"] = ScriptedBackend()
-    rollcall_suite.__dict__["placement"] = Placement("cpu", 2)
-    rollcall_suite.backend_name = "scripted"
-"""
 
 TEST = """
 from conftest import PLAN, CLEANED
@@ -49,7 +17,7 @@ def test_all(rollcall):
     assert r.result.passed, r.result.message()
 
 def test_missing(rollcall):
-    PLAN.append({3: ("throughput", "complete")})
+    PLAN.append({"skip": {3: ("throughput", "complete")}})
     r = rollcall()
     assert r.result.passed, r.result.message()
 
@@ -61,7 +29,7 @@ def test_cleaned():
 @pytest.fixture
 def project(pytester, monkeypatch, request):
     monkeypatch.syspath_prepend(str(request.config.rootpath))
-    pytester.makeconftest(CONFTEST)
+    pytester.makeconftest(SCRIPTED_CONFTEST)
     pytester.makepyfile(test_roll=TEST)
     return pytester
 
@@ -106,7 +74,7 @@ def test_retries_mark_a_late_pass_flaky(project):
         test_roll="""
 from conftest import PLAN
 def test_flaky(rollcall):
-    PLAN.append({0: ("complete",)})
+    PLAN.append({"skip": {0: ("complete",)}})
     r = rollcall()
     assert r.result.passed and r.result.flaky
 """

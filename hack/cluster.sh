@@ -24,7 +24,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 HACK=$ROOT/hack
 STATE_ROOT=$ROOT/.cluster
 CACHE_DIR=${ROLLCALL_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/rollcall}/k8s-$K8S_VERSION
-BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok kwokctl)
+BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet etcd kwok kwokctl)
 GO=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
 
 log() { printf '[cluster] %s\n' "$*" >&2; }
@@ -110,7 +110,7 @@ build_locked() {
       -X "$pkg.gitTreeState=clean")
   done
   local k8s_pkgs=()
-  for pkg in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+  for pkg in kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet; do
     k8s_pkgs+=("k8s.io/kubernetes/cmd/$pkg")
   done
   log "resolving modules (downloads from the Go module proxy on a cold machine)"

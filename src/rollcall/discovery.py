@@ -52,6 +52,7 @@ class Node:
     cordoned: bool
     taints: tuple[Mapping[str, str], ...]
     allocatable: Mapping[str, int]
+    labels: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, obj: Obj) -> Node:
@@ -71,6 +72,7 @@ class Node:
             cordoned=bool(spec.get("unschedulable")),
             taints=tuple(spec.get("taints") or ()),
             allocatable={k: count(v) for k, v in (status.get("allocatable") or {}).items()},
+            labels=dict(meta.get("labels") or {}),
         )
 
     def offers(self, resource: str) -> int:
@@ -146,13 +148,14 @@ def discover(
     procs_per_node: int | None = None,
     efa: EfaChoice = "auto",
     tolerations: Sequence[Mapping[str, Any]] = (),
+    node_selector: Mapping[str, str] | None = None,
 ) -> Discovery:
     """Choose the nodes and derive what each pod runs and requests; see the module docstring."""
     all_nodes = sorted((Node.of(o) for o in objs), key=lambda n: n.name)
     rejected: dict[str, str] = {}
     candidates: list[Node] = []
     for node in all_nodes:
-        reason = _unusable(node, instance_type, tolerations)
+        reason = _unusable(node, instance_type, tolerations, node_selector or {})
         if reason:
             rejected[node.name] = reason
         else:
@@ -204,7 +207,12 @@ def discover(
     return Discovery(placement, [n.name for n in candidates], rejected, use_efa)
 
 
-def _unusable(node: Node, instance_type: str | None, tolerations: Sequence[Mapping[str, Any]]) -> str | None:
+def _unusable(
+    node: Node,
+    instance_type: str | None,
+    tolerations: Sequence[Mapping[str, Any]],
+    node_selector: Mapping[str, str],
+) -> str | None:
     if not node.ready:
         return f"NotReady ({node.ready_reason})"
     if node.cordoned:
@@ -214,6 +222,9 @@ def _unusable(node: Node, instance_type: str | None, tolerations: Sequence[Mappi
         return taint
     if instance_type is not None and node.instance_type != instance_type:
         return f"instance type {node.instance_type or '<unlabelled>'}, not {instance_type}"
+    for key, value in node_selector.items():
+        if node.labels.get(key) != value:
+            return f"label {key}={node.labels.get(key, '<unset>')}, not {value} (--node-selector)"
     return None
 
 

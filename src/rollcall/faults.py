@@ -9,7 +9,9 @@ A pod is broken when:
 - a container cannot start: its image cannot be pulled (``ErrImagePull``, ``ImagePullBackOff``,
   ``InvalidImageName``, ...) or its configuration is unusable (``CreateContainerConfigError``, ...);
 - a container terminated ``OOMKilled`` or with a non-zero exit code;
-- the pod itself failed (evicted, rejected by the kubelet, ...).
+- the pod itself failed (evicted, rejected by the kubelet, ...);
+- its node was lost: deleted, or its ``Ready`` condition is no longer ``True`` (the node controller marks
+  it ``Unknown`` once the kubelet has not renewed its lease for the cluster's node-monitor grace period).
 
 Pods being deleted are left to the Job's own verdict: a deleted pod's containers exit non-zero too.
 """
@@ -158,3 +160,27 @@ def duplicate_indexes(pods: Iterable[Obj]) -> dict[str, list[str]]:
     for pod in pods:
         by_index.setdefault(index_of(pod), []).append(pod["metadata"]["name"])
     return {i: sorted(names) for i, names in by_index.items() if len(names) > 1}
+
+
+def node_lost(pod: Obj, node: Obj | None) -> str | None:
+    """Why the node that ``pod`` runs on is gone or not Ready, naming the pod; else None.
+
+    ``node`` is the Node as the API returns it, None when it was deleted. A pod with no node yet, or that
+    has finished or is being deleted, needs no node.
+    """
+    name = (pod.get("spec") or {}).get("nodeName")
+    if not name or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        return None
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return None
+    if node is None:
+        return f"{where(pod)}: node {name} was deleted while the pod ran"
+    ready = _condition(node, "Ready")
+    if ready is not None and ready.get("status") == "True":
+        return None
+    if ready is None:
+        return f"{where(pod)}: node {name} has no Ready condition"
+    reason, message = ready.get("reason") or "NotReady", ready.get("message") or ""
+    return f"{where(pod)}: node {name} was lost (Ready={ready.get('status')}, {reason}" + (
+        f": {message})" if message else ")"
+    )

@@ -32,6 +32,41 @@ IMAGE_SCRIPT = "/workspace/train.py"
 
 _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
+# An image reference, by the grammar of the distribution project's reference package (what containerd and
+# the kubelet parse): [domain[:port]/]path[:tag][@digest], the path in lower case.
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN = rf"{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*"
+_HOST = rf"(?:{_DOMAIN}|\[[0-9a-fA-F:.]+\])(?::[0-9]+)?"
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_IMAGE = re.compile(
+    rf"^(?:(?P<domain>{_HOST})/)?(?P<path>{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*)"
+    r"(?::(?P<tag>[\w][\w.-]{0,127}))?(?:@(?P<digest>[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}))?$"
+)
+
+
+def check_image(reference: str) -> str:
+    """``reference`` when it is a valid image reference; else ValueError saying what is wrong with it.
+
+    The API server accepts any string as an image; the runtime only refuses it once the pod is on a node.
+    """
+    if not reference or reference != reference.strip():
+        raise ValueError("an image reference may not be empty or have spaces around it")
+    match = _IMAGE.match(reference)
+    domain = match["domain"] if match else None
+    if domain and not ("." in domain or ":" in domain or domain == "localhost") and domain != domain.lower():
+        match = None  # a first component without '.', ':' or localhost is part of the lower-case path
+    if match is None:
+        hint = " (repository names are lower case)" if reference != reference.lower() else ""
+        raise ValueError(
+            "not an image reference of the form [registry[:port]/]repository[:tag][@sha256:digest]" + hint
+        )
+    name = reference.partition("@")[0]
+    if match["tag"]:
+        name = name.rpartition(":")[0]
+    if len(name) > 255:
+        raise ValueError("the repository name is longer than 255 characters")
+    return reference
+
 
 @dataclass(frozen=True)
 class JobSpec:
@@ -47,6 +82,9 @@ class JobSpec:
         env: extra environment for the workload's processes.
         resources: per-node resource requests and limits (accelerator and EFA devices).
         instance_type: value of ``node.kubernetes.io/instance-type`` to select nodes by.
+        node_selector: more node labels the pods must land on (``--node-selector``).
+        requests: the container's requests of cpu, memory, ... (``--requests``), besides ``resources``.
+        limits: the container's limits of cpu, memory, ... (``--limits``), besides ``resources``.
         master_port: the rendezvous port on node 0.
         rdzv_timeout_s: how long a node waits for the others at rendezvous.
         job_timeout_s: how long the whole job may run.
@@ -61,6 +99,9 @@ class JobSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     resources: Mapping[str, int] = field(default_factory=dict)
     instance_type: str | None = None
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    requests: Mapping[str, str] = field(default_factory=dict)
+    limits: Mapping[str, str] = field(default_factory=dict)
     master_port: int = 29500
     rdzv_timeout_s: int = 300
     job_timeout_s: float = 1800.0

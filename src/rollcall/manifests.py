@@ -156,8 +156,11 @@ def render(spec: JobSpec, names: Names, *, test: str = "", extras: PodExtras | N
     pod["subdomain"] = names.service
     anti = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
     anti["labelSelector"]["matchLabels"] = {JOB_LABEL: names.job}
+    selector = dict(spec.node_selector)
     if spec.instance_type:
-        pod["nodeSelector"] = {"node.kubernetes.io/instance-type": spec.instance_type}
+        selector["node.kubernetes.io/instance-type"] = spec.instance_type
+    if selector:
+        pod["nodeSelector"] = selector
 
     efa = EFA_RESOURCE in spec.resources
     container = pod["containers"][0]
@@ -168,9 +171,10 @@ def render(spec: JobSpec, names: Names, *, test: str = "", extras: PodExtras | N
     env = {**(EFA_ENV if efa else {}), **spec.workload_env()}
     container["env"] += [{"name": k, "value": v} for k, v in env.items()]
     container["ports"][0]["containerPort"] = spec.master_port
-    if spec.resources:
-        quantities = {k: str(v) for k, v in spec.resources.items()}
-        container["resources"] = {"requests": dict(quantities), "limits": dict(quantities)}
+    devices = {k: str(v) for k, v in spec.resources.items()}
+    requests = {**spec.requests, **devices}
+    limits = {**spec.limits, **devices}
+    container["resources"] = {k: v for k, v in (("requests", requests), ("limits", limits)) if v}
 
     rendered = Rendered(namespace, service, job)
     for obj, model in ((namespace, client.V1Namespace), (service, client.V1Service), (job, client.V1Job)):

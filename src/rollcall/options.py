@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from rollcall.jobspec import parse_env_pairs
+from rollcall.jobspec import check_image, parse_env_pairs
 
 
 class OptionError(ValueError):
@@ -95,6 +95,38 @@ def _prefix(text: str) -> str:
     return text
 
 
+_RESOURCE_NAME = re.compile(r"^(?:[a-z0-9.-]+/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
+def _resources(text: str) -> dict[str, str]:
+    """``cpu=2,memory=8Gi`` (kubectl's form) as a mapping, each quantity checked."""
+    from kubernetes.utils import parse_quantity
+
+    out: dict[str, str] = {}
+    for pair in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, quantity = pair.partition("=")
+        if not sep or not _RESOURCE_NAME.match(name.strip()):
+            raise ValueError(f"{pair!r} is not NAME=QUANTITY")
+        quantity = quantity.strip()
+        try:
+            parse_quantity(quantity)
+        except ValueError:
+            raise ValueError(f"{quantity!r} is not a Kubernetes quantity (e.g. 500m, 2, 8Gi)") from None
+        out[name.strip()] = quantity
+    if not out:
+        raise ValueError("expected NAME=QUANTITY pairs")
+    return out
+
+
+def _label(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not re.match(r"^([a-z0-9.-]+/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$", key):
+        raise ValueError(f"{text!r} is not KEY=VALUE with KEY a label name (e.g. karpenter.sh/nodepool=gpu)")
+    if not re.match(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$", value):
+        raise ValueError(f"{value!r} is not a label value (63 characters at most: letters, digits, '-_.')")
+    return key, value
+
+
 def _bool(text: str) -> bool:
     low = text.strip().lower()
     if low in ("1", "true", "yes", "on"):
@@ -128,7 +160,29 @@ OPTIONS: tuple[Spec, ...] = (
     ),
     Spec("--accelerator", _choice("auto", "nvidia", "neuron", "cpu"), "auto", "device the ranks train on"),
     Spec("--instance-type", str, None, "only nodes with this node.kubernetes.io/instance-type", "TYPE"),
-    Spec("--image", str, None, "the training image (required by the kubernetes backend)", "IMAGE"),
+    Spec("--image", check_image, None, "the training image (required by the kubernetes backend)", "IMAGE"),
+    Spec(
+        "--node-selector",
+        str,
+        (),
+        "only nodes with this label, e.g. karpenter.sh/nodepool=gpu (repeatable)",
+        "KEY=VALUE",
+        multiple=True,
+    ),
+    Spec(
+        "--requests",
+        _resources,
+        None,
+        "each pod's requests besides the accelerator, e.g. cpu=4,memory=16Gi",
+        "cpu=N,memory=Q",
+    ),
+    Spec(
+        "--limits",
+        _resources,
+        None,
+        "each pod's limits besides the accelerator, e.g. memory=32Gi (a container over it is OOMKilled)",
+        "cpu=N,memory=Q",
+    ),
     Spec(
         "--backend",
         _choice("auto", "kubernetes", "local"),
@@ -210,6 +264,9 @@ class Options:
     accelerator: Literal["auto", "nvidia", "neuron", "cpu"] = "auto"
     instance_type: str | None = None
     image: str | None = None
+    node_selector: dict[str, str] = field(default_factory=dict)
+    requests: dict[str, str] | None = None
+    limits: dict[str, str] | None = None
     backend: Literal["auto", "kubernetes", "local"] = "auto"
     kubeconfig: str | None = None
     context: str | None = None
@@ -260,7 +317,23 @@ def resolve(cli: Mapping[str, Any], environ: Mapping[str, str] | None = None) ->
         values["workload_env"] = parse_env_pairs(values["workload_env"])
     except ValueError as exc:
         raise OptionError(f"{exc} (from {sources['workload_env']})") from None
+    try:
+        values["node_selector"] = dict(_label(pair) for pair in values["node_selector"])
+    except ValueError as exc:
+        raise OptionError(f"invalid --node-selector: {exc} (from {sources['node_selector']})") from None
+    _check_requests_within_limits(values["requests"] or {}, values["limits"] or {})
     return Options(**values, sources=sources)
+
+
+def _check_requests_within_limits(requests: Mapping[str, str], limits: Mapping[str, str]) -> None:
+    from kubernetes.utils import parse_quantity
+
+    for name in sorted(requests.keys() & limits.keys()):
+        if parse_quantity(requests[name]) > parse_quantity(limits[name]):
+            raise OptionError(
+                f"--requests {name}={requests[name]} is more than --limits {name}={limits[name]}; "
+                "a request may not exceed its limit"
+            )
 
 
 def _convert(spec: Spec, raw: Any, source: str) -> Any:

@@ -111,6 +111,9 @@ class Suite:
             env=o.workload_env,
             resources=p.resources,
             instance_type=p.instance_type,
+            node_selector=o.node_selector,
+            requests=o.requests or {},
+            limits=o.limits or {},
             job_timeout_s=o.job_timeout,
         )
         return replace(spec, **overrides) if overrides else spec

@@ -158,3 +158,24 @@ def test_phases_and_duplicate_indexes():
     ]
     assert phases(pods) == {"Running": 1, "Pending": 2, "Failed": 1}
     assert duplicate_indexes(pods) == {"1": ["a-1-y", "a-1-z"]}
+
+
+def node(name="trn1-0", ready="True", reason="KubeletReady", message=""):
+    cond = {"type": "Ready", "status": ready, "reason": reason, "message": message}
+    return {"metadata": {"name": name}, "status": {"conditions": [cond]}}
+
+
+def test_a_lost_node_is_named_with_the_pod_on_it():
+    from rollcall.faults import node_lost
+
+    assert node_lost(pod(), node()) is None
+    lost = node_lost(
+        pod(), node(ready="Unknown", reason="NodeStatusUnknown", message="Kubelet stopped posting")
+    )
+    assert lost == (
+        "pod bert-0-abcde (index 0) on node trn1-0: node trn1-0 was lost "
+        "(Ready=Unknown, NodeStatusUnknown: Kubelet stopped posting)"
+    )
+    assert "was deleted while the pod ran" in (node_lost(pod(), None) or "")
+    assert node_lost(pod(phase="Succeeded"), None) is None, "a finished pod no longer needs its node"
+    assert node_lost(pod(node=None, phase="Pending"), None) is None, "not scheduled yet"

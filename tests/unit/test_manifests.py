@@ -1,6 +1,7 @@
 """Rendering manifests/ from a JobSpec, and validating objects against the Kubernetes schema offline."""
 
 import copy
+import dataclasses
 
 import pytest
 import yaml
@@ -202,3 +203,35 @@ def test_the_manifests_directory_can_be_moved(tmp_path, monkeypatch):
     monkeypatch.setenv("ROLLCALL_MANIFESTS_DIR", str(tmp_path / "missing"))
     with pytest.raises(ManifestError, match="set ROLLCALL_MANIFESTS_DIR to a copy"):
         render(SPEC, NAMES)
+
+
+def test_node_selectors_requests_and_limits_reach_the_pod():
+    spec = dataclasses.replace(
+        SPEC,
+        node_selector={"karpenter.sh/nodepool": "trn1"},
+        requests={"cpu": "4", "memory": "16Gi"},
+        limits={"memory": "32Gi"},
+    )
+    pod = pod_of(render(spec, NAMES))
+    assert pod["nodeSelector"] == {
+        "karpenter.sh/nodepool": "trn1",
+        "node.kubernetes.io/instance-type": "trn1.32xlarge",
+    }
+    resources = pod["containers"][0]["resources"]
+    assert resources["requests"] == {
+        "cpu": "4",
+        "memory": "16Gi",
+        "aws.amazon.com/neuroncore": "32",
+        "vpc.amazonaws.com/efa": "8",
+    }
+    assert resources["limits"] == {
+        "memory": "32Gi",
+        "aws.amazon.com/neuroncore": "32",
+        "vpc.amazonaws.com/efa": "8",
+    }
+
+
+def test_a_cpu_job_without_requests_is_best_effort():
+    spec = dataclasses.replace(SPEC, accelerator="cpu", resources={}, instance_type=None)
+    pod = pod_of(render(spec, NAMES))
+    assert pod["containers"][0]["resources"] == {} and "nodeSelector" not in pod

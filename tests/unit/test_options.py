@@ -64,3 +64,40 @@ def test_backend_choice(tmp_path):
     (tmp_path / ".kube" / "config").write_text("{}")
     assert choose_backend(o, {"HOME": str(tmp_path)})[0] == "kubernetes"
     assert choose_backend(resolve({"backend": "local"}, {}), {"KUBECONFIG": "/k"})[0] == "local"
+
+
+@pytest.mark.parametrize(
+    ("image", "ok"),
+    [
+        ("rollcall.local/rollcall-bert:cpu", True),
+        ("123456789012.dkr.ecr.us-west-2.amazonaws.com/rollcall-bert:2026.12", True),
+        ("localhost:5000/a_b/c@sha256:" + "0" * 64, True),
+        ("nginx", True),
+        ("bad image name!", False),
+        ("Upper/case", False),
+        ("repo:", False),
+        ("a//b", False),
+        ("", False),
+    ],
+)
+def test_the_image_reference_is_checked_before_anything_is_created(image, ok):
+    if ok:
+        assert resolve({"image": image}, {}).image == image
+    else:
+        with pytest.raises(OptionError, match=r"invalid --image value .*: (not an image reference|an image)"):
+            resolve({}, {"ROLLCALL_IMAGE": image})
+
+
+def test_node_selectors_requests_and_limits():
+    o = resolve(
+        {"node_selector": ["karpenter.sh/nodepool=gpu", "topology.kubernetes.io/zone=us-west-2a"]},
+        {"ROLLCALL_REQUESTS": "cpu=4, memory=16Gi", "ROLLCALL_LIMITS": "memory=32Gi"},
+    )
+    assert o.node_selector == {"karpenter.sh/nodepool": "gpu", "topology.kubernetes.io/zone": "us-west-2a"}
+    assert o.requests == {"cpu": "4", "memory": "16Gi"} and o.limits == {"memory": "32Gi"}
+    with pytest.raises(OptionError, match="a request may not exceed its limit"):
+        resolve({"requests": "memory=2Gi", "limits": "memory=1Gi"}, {})
+    with pytest.raises(OptionError, match="not a Kubernetes quantity"):
+        resolve({"limits": "memory=lots"}, {})
+    with pytest.raises(OptionError, match="--node-selector"):
+        resolve({"node_selector": ["no-equals"]}, {})

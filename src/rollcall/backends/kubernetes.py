@@ -89,6 +89,7 @@ class KubernetesBackend:
             procs_per_node=options.procs_per_node,
             efa=options.efa,
             tolerations=job_tolerations(),
+            node_selector=options.node_selector,
         )
         if options.check_device_plugins:
             daemonsets = call(self.kube.apps.list_daemon_set_for_all_namespaces)["items"]

@@ -33,6 +33,7 @@ from rollcall.faults import (
     duplicate_indexes,
     index_of,
     job_result,
+    node_lost,
     phases,
     pod_fault,
     started,
@@ -95,6 +96,7 @@ class KubernetesJob:
     uid: str = ""
     jobs: Informer | None = None
     pods: Informer | None = None
+    nodes: Informer | None = None
     followers: dict[tuple[str, str], LogFollower] = field(default_factory=dict)
     evidence: dict[str, EfaEvidence] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
@@ -137,6 +139,8 @@ class KubernetesJob:
             namespace=ns,
             label_selector=f"batch.kubernetes.io/controller-uid={self.uid}",
         ).start()
+        # The nodes' Ready conditions: a node lost mid-run fails the run at once, naming it.
+        self.nodes = Informer(kube.core.list_node, "nodes").start()
         self.started = time.monotonic()
         self._say(
             f"created {ns}/{self.names.job}: {self.spec.nodes} pod(s) x {self.spec.procs_per_node} ranks"
@@ -165,16 +169,16 @@ class KubernetesJob:
         try:
             return self._wait(timeout_s)
         finally:
-            self.jobs.stop()
-            self.pods.stop()
+            for informer in (self.jobs, self.pods, self.nodes):
+                if informer is not None:
+                    informer.stop()
 
     def _wait(self, timeout_s: float) -> JobStatus:
         assert self.jobs is not None and self.pods is not None
         try:
             status = wait_for(
                 self._verdict,
-                self.jobs,
-                self.pods,
+                *(i for i in (self.jobs, self.pods, self.nodes) if i is not None),
                 timeout_s=timeout_s + DEADLINE_SLACK_S,
                 what=f"job {self.namespace}/{self.names.job}",
                 describe=self._describe,
@@ -204,6 +208,8 @@ class KubernetesJob:
         now = time.monotonic()
         for pod in self.pods.objects():
             fault = pod_fault(pod)
+            if fault is None and self.nodes is not None:
+                fault = node_lost(pod, self.nodes.get((pod.get("spec") or {}).get("nodeName") or ""))
             if fault:
                 return JobStatus(JobState.FAILED, fault)
             name = pod["metadata"]["name"]
@@ -355,7 +361,7 @@ class KubernetesJob:
         kube, ns = self.backend.kube, self.namespace
         for f in self.followers.values():
             f.close()
-        for informer in (self.jobs, self.pods):
+        for informer in (self.jobs, self.pods, self.nodes):
             if informer is not None:
                 informer.stop()
         try:

@@ -11,6 +11,7 @@ import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
@@ -98,10 +99,16 @@ def _prefix(text: str) -> str:
 _RESOURCE_NAME = re.compile(r"^(?:[a-z0-9.-]+/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 
-def _resources(text: str) -> dict[str, str]:
-    """``cpu=2,memory=8Gi`` (kubectl's form) as a mapping, each quantity checked."""
+def _quantity(text: str) -> Decimal:
+    """A Kubernetes quantity (``500m``, ``8Gi``) as a number; ValueError when it is none."""
     from kubernetes.utils import parse_quantity
 
+    value: Decimal = parse_quantity(text)  # type: ignore[no-untyped-call]
+    return value
+
+
+def _resources(text: str) -> dict[str, str]:
+    """``cpu=2,memory=8Gi`` (kubectl's form) as a mapping, each quantity checked."""
     out: dict[str, str] = {}
     for pair in filter(None, (p.strip() for p in text.split(","))):
         name, sep, quantity = pair.partition("=")
@@ -109,7 +116,7 @@ def _resources(text: str) -> dict[str, str]:
             raise ValueError(f"{pair!r} is not NAME=QUANTITY")
         quantity = quantity.strip()
         try:
-            parse_quantity(quantity)
+            _quantity(quantity)
         except ValueError:
             raise ValueError(f"{quantity!r} is not a Kubernetes quantity (e.g. 500m, 2, 8Gi)") from None
         out[name.strip()] = quantity
@@ -326,10 +333,8 @@ def resolve(cli: Mapping[str, Any], environ: Mapping[str, str] | None = None) ->
 
 
 def _check_requests_within_limits(requests: Mapping[str, str], limits: Mapping[str, str]) -> None:
-    from kubernetes.utils import parse_quantity
-
     for name in sorted(requests.keys() & limits.keys()):
-        if parse_quantity(requests[name]) > parse_quantity(limits[name]):
+        if _quantity(requests[name]) > _quantity(limits[name]):
             raise OptionError(
                 f"--requests {name}={requests[name]} is more than --limits {name}={limits[name]}; "
                 "a request may not exceed its limit"

@@ -4,13 +4,18 @@
 # Upstream kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and etcd are
 # built from their Go modules (hack/k8s-bin, hack/etcd-bin) and run by kwokctl as local
 # processes bound to 127.0.0.1; kwok stands in for kubelets (fake nodes from
-# hack/profiles). See docs/control-plane.md.
+# hack/profiles); real nodes (hack/realnodes.sh) run pods for real. See docs/control-plane.md.
 #
 #   hack/cluster.sh build                      build or reuse the cached binaries
 #   hack/cluster.sh up [--nodes N] [--profile P] [--name NAME] [--kubeconfig PATH]
 #                      [--pod-run-ms MS]       start a cluster (env NODES/PROFILE/POD_RUN_MS too)
+#                      [--real-nodes N]        and N real nodes: kubelet, containerd, CNI, CoreDNS
+#                      [--log-max-size SIZE]   the real kubelets' containerLogMaxSize (default 10Mi)
 #   hack/cluster.sh add-nodes [--nodes N] [--profile P] [--name NAME]
 #   hack/cluster.sh restart-apiserver [--name NAME]
+#   hack/cluster.sh stop-node [--name NAME] I  stop real node I's kubelet and runtime (a lost node)
+#   hack/cluster.sh start-node [--name NAME] I start them again
+#   hack/cluster.sh ctr [--name NAME] I ARGS... containerd's ctr against real node I
 #   hack/cluster.sh status [--name NAME]
 #   hack/cluster.sh down [--name NAME]         stop every process, remove every file
 #   hack/cluster.sh bin-dir                    print the directory holding the binaries
@@ -87,6 +92,7 @@ cmd_build() {
     flock 9
     build_locked
   } 9>"$CACHE_DIR/.lock"
+  build_real
 }
 
 build_locked() {
@@ -138,13 +144,21 @@ build_locked() {
   echo "$CACHE_DIR"
 }
 
+# The real nodes' binaries and images (hack/realnodes.sh): `build` makes them too, unless NO_REAL=1.
+build_real() {
+  [[ -n ${NO_REAL:-} ]] || "$HACK/realnodes.sh" build >/dev/null
+}
+
 # ---------------------------------------------------------------- cluster
 
 NAME=${CLUSTER_NAME:-rollcall}
 NODES=${NODES:-2}
 PROFILE=${PROFILE:-trn1.32xlarge}
 POD_RUN_MS=${POD_RUN_MS:-2000}
+REAL_NODES=${REAL_NODES:-0}
+LOG_MAX_SIZE=${LOG_MAX_SIZE:-10Mi}
 KUBECONFIG_OUT=
+ARGS=()
 
 parse_opts() {
   while (($#)); do
@@ -154,13 +168,18 @@ parse_opts() {
     --profile) PROFILE=${2:?}; shift ;;
     --kubeconfig) KUBECONFIG_OUT=${2:?}; shift ;;
     --pod-run-ms) POD_RUN_MS=${2:?}; shift ;;
-    *) die "unknown option $1 (see the header of $0)" ;;
+    --real-nodes) REAL_NODES=${2:?}; shift ;;
+    --log-max-size) LOG_MAX_SIZE=${2:?}; shift ;;
+    -*) die "unknown option $1 (see the header of $0)" ;;
+    *) ARGS+=("$1") ;;
     esac
     shift
   done
   [[ $NAME =~ ^[a-z0-9]([-a-z0-9]*[a-z0-9])?$ ]] || die "bad cluster name '$NAME'"
   [[ $NODES =~ ^[0-9]+$ ]] || die "--nodes must be a number"
   [[ $POD_RUN_MS =~ ^[0-9]+$ ]] || die "--pod-run-ms must be a number"
+  [[ $REAL_NODES =~ ^[0-8]$ ]] || die "--real-nodes must be a number from 0 to 8"
+  [[ $LOG_MAX_SIZE =~ ^[0-9]+[KMG]i$ ]] || die "--log-max-size must be a size such as 1Mi or 10Mi"
   STATE=$STATE_ROOT/$NAME
   # One kwok work dir for all clusters, so that kwokctl sees the ports the others use.
   export KWOK_WORKDIR=$STATE_ROOT/kwok
@@ -233,12 +252,26 @@ cmd_up() {
   log "control plane running after $((SECONDS - start))s"
   add_nodes "$NODES" "$PROFILE"
   wait_settled
+  if ((REAL_NODES > 0)); then
+    log "starting $REAL_NODES real node(s) ($PROFILE's labels and accelerator capacity)"
+    "$HACK/realnodes.sh" up "$STATE/real" "$STATE/kubeconfig" "$REAL_NODES" "$PROFILE" "$LOG_MAX_SIZE"
+    log "real nodes Ready after $((SECONDS - start))s"
+  fi
   mkdir -p "$(dirname "$KUBECONFIG_OUT")"
   [[ $KUBECONFIG_OUT == "$STATE/kubeconfig" ]] || cp "$STATE/kubeconfig" "$KUBECONFIG_OUT"
   trap - EXIT
   log "cluster '$NAME' is up in $((SECONDS - start))s: $(kubectl get --raw /version | grep -o '"gitVersion": *"[^"]*"' | cut -d'"' -f4)"
-  kubectl get nodes -L node.kubernetes.io/instance-type >&2
+  kubectl get nodes -L node.kubernetes.io/instance-type -o wide >&2
   echo "export KUBECONFIG=$KUBECONFIG_OUT"
+}
+
+cmd_node() { # stop-node|start-node OPTIONS INDEX
+  local verb=$1
+  shift
+  parse_opts "$@"
+  cluster_exists || die "no cluster '$NAME'"
+  ((${#ARGS[@]} == 1)) || die "usage: $0 $verb [--name NAME] INDEX"
+  "$HACK/realnodes.sh" "$verb" "$STATE/real" "${ARGS[0]}"
 }
 
 cmd_add_nodes() {
@@ -342,6 +375,8 @@ cmd_down() {
     log "no cluster '$NAME'"
     return
   fi
+  # Real nodes first: their kubelets and containers, mounts, namespaces, bridge, routes, sysctls.
+  [[ ! -d $STATE/real ]] || "$HACK/realnodes.sh" down "$STATE/real"
   if cluster_exists && [[ -x $CACHE_DIR/kwokctl ]]; then
     kwokctl delete cluster >"$STATE/delete.log" 2>&1 || cat "$STATE/delete.log" >&2
   fi
@@ -375,6 +410,12 @@ main() {
   down) cmd_down "$@" ;;
   add-nodes) cmd_add_nodes "$@" ;;
   restart-apiserver) cmd_restart_apiserver "$@" ;;
+  stop-node | start-node) cmd_node "$cmd" "$@" ;;
+  ctr) # ctr [--name NAME] INDEX ARGS... : containerd's own client against real node INDEX
+    local name=$NAME
+    if [[ ${1:-} == --name ]]; then name=$2; shift 2; fi
+    "$HACK/realnodes.sh" ctr "$STATE_ROOT/$name/real" "$@"
+    ;;
   status) cmd_status "$@" ;;
   *)
     sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2

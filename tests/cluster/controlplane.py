@@ -87,8 +87,14 @@ class ControlPlane:
         nodes: int = 2,
         profile: str = "trn1.32xlarge",
         pod_run_ms: int = 2000,
+        real_nodes: int = 0,
+        log_max_size: str = "10Mi",
     ) -> ControlPlane:
-        """Build (or reuse) the binaries and start a fresh cluster called ``name``."""
+        """Build (or reuse) the binaries and start a fresh cluster called ``name``.
+
+        ``real_nodes`` real kubelets (hack/realnodes.sh) join the ``nodes`` fake ones, with the labels and
+        accelerator capacity of ``profile``; ``log_max_size`` is their ``containerLogMaxSize``.
+        """
         cluster_sh("build")
         kubeconfig = workdir / "kubeconfig"
         try:
@@ -96,7 +102,8 @@ class ControlPlane:
                 "up",
                 *("--name", name, "--nodes", str(nodes), "--profile", profile),
                 *("--kubeconfig", str(kubeconfig), "--pod-run-ms", str(pod_run_ms)),
-                timeout=600,
+                *("--real-nodes", str(real_nodes), "--log-max-size", log_max_size),
+                timeout=900,
             )
         except ControlPlaneError:
             with contextlib.suppress(ControlPlaneError):  # `up` cleans up after itself, unless timed out
@@ -120,6 +127,14 @@ class ControlPlane:
         """Stop every process of the cluster and remove its files (only if we started it)."""
         if self.owned:
             cluster_sh("down", "--name", self.name, timeout=300)
+
+    def stop_node(self, index: int) -> None:
+        """Stop real node ``index``'s kubelet and container runtime (its containers keep running)."""
+        cluster_sh("stop-node", "--name", self.name, str(index), timeout=120)
+
+    def start_node(self, index: int) -> None:
+        """Start real node ``index``'s runtime and kubelet again."""
+        cluster_sh("start-node", "--name", self.name, str(index), timeout=120)
 
     def restart_apiserver(self) -> None:
         """Kill kube-apiserver and start it again on the same port and etcd data."""

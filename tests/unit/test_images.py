@@ -57,6 +57,9 @@ def test_image_ships_train_py_at_the_suite_path(dockerfile):
 def test_transformers_is_pinned_and_nothing_is_downloaded_at_run_time(dockerfile):
     instructions = _instructions(dockerfile)
     runs = " ".join(args for word, args in instructions if word == "RUN")
+    # Pins may also come from a requirements file the image copies in and installs.
+    copied = [args.split()[0] for word, args in instructions if word == "COPY"]
+    runs += " ".join((IMAGE_DIR / c).read_text() for c in copied if c.endswith(".txt"))
     assert re.search(r"transformers==\d+\.\d+\.\d+", runs), runs
     assert "HF_HUB_OFFLINE=1" in " ".join(args for word, args in instructions if word == "ENV")
     assert not any(word == "ENTRYPOINT" and args not in ("[]",) for word, args in instructions)
@@ -66,3 +69,12 @@ def test_transformers_is_pinned_and_nothing_is_downloaded_at_run_time(dockerfile
 def test_no_fabric_settings_are_baked_in(dockerfile):
     env = " ".join(args for word, args in _instructions(dockerfile) if word == "ENV")
     assert not re.search(r"\b(NCCL_|FI_|NEURON_RT_|CUDA_VISIBLE_DEVICES)", env), env
+
+
+def test_cpu_image_pins_match_the_suite_lock():
+    """The CPU image installs exactly the torch and transformers the suite's lock has."""
+    lock = (IMAGE_DIR.parents[1] / "requirements.lock").read_text()
+    image = (IMAGE_DIR / "requirements.cpu.txt").read_text()
+    for package in ("torch", "transformers", "numpy"):
+        pin = re.search(rf"^{package}==\S+", lock, re.M)
+        assert pin and re.search(rf"^{re.escape(pin.group(0))}$", image, re.M), package

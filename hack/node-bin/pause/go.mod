@@ -1,0 +1,3 @@
+module rollcall.local/pause
+
+go 1.26

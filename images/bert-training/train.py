@@ -11,14 +11,17 @@ Environment read (set by torchrun; never MPI variables):
                                                      JOB_COMPLETION_INDEX, then 0.
     MASTER_ADDR, MASTER_PORT                         rendezvous of the default process group.
     PJRT_DEVICE                                      marks an XLA (Neuron) device as configured.
-    ROLLCALL_FAIL_RANK, ROLLCALL_HANG_RANK           fault injection, see below.
+    NODE_NAME                                        the Kubernetes node, reported in ``start``.
+    ROLLCALL_FAIL_RANK, ROLLCALL_HANG_RANK,
+    ROLLCALL_CHATTY                                  fault injection, see below.
 
 Rank-log contract. Each event is one line, ``ROLLCALL `` + a compact JSON object + ``\n``, written
 with a single ``write(2)`` of fewer than 4096 bytes on a duplicate of file descriptor 1, so lines of
 many processes sharing a pipe never interleave. Keys ``event``, ``rank`` and ``world_size`` are
 always present; other keys may be added. Events, in order:
-    start        local_rank, node_rank, local_world_size, host, device, device_name, model, seq_len,
-                 batch_size, precision        -- after joining the process group
+    start        local_rank, node_rank, local_world_size, host, node (from NODE_NAME, null when
+                 unset), device, device_name, model, seq_len, batch_size, precision
+                 -- after joining the process group
     epoch_time   epoch (from 1), seconds, steps, samples, loss   -- one per timed epoch
     throughput   samples_per_sec (this rank), tflops (achieved, this rank), mfu (null when the
                  device peak is unknown), flops_per_sample, model, seq_len, batch_size
@@ -32,7 +35,9 @@ signal (torchrun stops the others once one fails) prints nothing more.
 
 Fault injection (for testing the suite itself): ``ROLLCALL_FAIL_RANK=<rank>`` makes that rank raise
 a RuntimeError naming the injected failure right after printing its first ``epoch_time``;
-``ROLLCALL_HANG_RANK=<rank>`` makes that rank sleep forever at the same point.
+``ROLLCALL_HANG_RANK=<rank>`` makes that rank sleep forever at the same point;
+``ROLLCALL_CHATTY=<rank>:<bytes>`` makes that rank print about that many bytes of plain progress lines
+after its first ``epoch_time``, spread over about five seconds (to test that log rotation loses no event).
 
 Timing: ``--warmup-steps`` untimed steps, then ``--epochs`` epochs of ``--steps-per-epoch`` steps.
 All ranks start each epoch together (barrier); each epoch ends with a device synchronise.
@@ -62,6 +67,9 @@ if TYPE_CHECKING:
 
 FAIL_RANK_ENV = "ROLLCALL_FAIL_RANK"
 HANG_RANK_ENV = "ROLLCALL_HANG_RANK"
+CHATTY_ENV = "ROLLCALL_CHATTY"
+#: The Kubernetes node the pod runs on (the Job's pod spec sets it from spec.nodeName).
+NODE_NAME_ENV = "NODE_NAME"
 EVENT_PREFIX = "ROLLCALL "
 MAX_LINE_BYTES = 4096  # PIPE_BUF on Linux: smaller writes to a pipe are atomic
 DATA_POOL_BATCHES = 4  # batches generated once per rank, reused in turn
@@ -574,6 +582,7 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
         node_rank=env.node_rank,
         local_world_size=env.local_world_size,
         host=socket.gethostname(),
+        node=os.environ.get(NODE_NAME_ENV) or None,
         device=str(acc.device),
         device_name=acc.name,
         model=model_label,
@@ -632,6 +641,7 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
         if not math.isfinite(loss_value):
             raise RuntimeError(f"loss is not finite in epoch {epoch}: {loss_value}")
         if epoch == 1:
+            _chatter(env.rank, os.environ)
             _maybe_inject_fault(env.rank)
 
     samples_per_sec = args.epochs * args.steps_per_epoch * args.batch_size / total_seconds
@@ -659,6 +669,19 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
 
 def _round(value: float | None, digits: int) -> float | None:
     return None if value is None else round(value, digits)
+
+
+def _chatter(rank: int, environ: Mapping[str, str]) -> None:
+    """Print the plain lines that ``ROLLCALL_CHATTY=<rank>:<bytes>`` asks of this rank, in 50 chunks."""
+    target, _, size = environ.get(CHATTY_ENV, "").partition(":")
+    if not size or int(target) != rank:
+        return
+    line = f"rollcall: rank {rank} chatter " + "x" * 200 + "\n"
+    lines_per_chunk = max(1, int(size) // len(line) // 50)
+    for _ in range(50):
+        sys.stdout.write(line * lines_per_chunk)
+        sys.stdout.flush()
+        time.sleep(0.1)
 
 
 def _maybe_inject_fault(rank: int) -> None:

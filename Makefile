@@ -13,7 +13,8 @@ NODES ?= 2
 PYTEST_ARGS ?=
 
 PROFILE ?= trn1.32xlarge
-.PHONY: help setup lock lint test test-unit e2e e2e-local xla-smoke bench bench-scale clean
+REAL ?= 0
+.PHONY: help setup lock lock-image lint test test-unit e2e e2e-local e2e-real xla-smoke bench bench-scale clean
 .PHONY: cluster-build cluster-up cluster-down cluster-status
 
 help:
@@ -22,6 +23,8 @@ help:
 	@echo "make e2e        the roll call against the current kube context (NODES=$(NODES))"
 	@echo "make setup      create $(VENV) from requirements.lock"
 	@echo "make cluster-up a local control plane with fake accelerator nodes (NODES=$(NODES) PROFILE=$(PROFILE))"
+	@echo "                and REAL=N real nodes (kubelet, containerd, CNI, CoreDNS) beside them"
+	@echo "make e2e-real   the roll call on 2 real nodes of the local cluster, 2 ranks each (starts it if needed)"
 	@echo "make cluster-down  remove it; make xla-smoke: the Neuron/XLA path on torch-xla's CPU runtime"
 
 # The venv is rebuilt when the lock changes; uv's cache makes a rebuild take seconds once torch is cached.
@@ -55,6 +58,14 @@ xla-smoke: $(XLA_VENV)/.installed
 	  --workload-env PJRT_DEVICE=CPU --artifacts-dir artifacts/xla --job-timeout 900 \
 	  --workload-args "--seq-len 32 --batch-size 4 --warmup-steps 1 --epochs 1 --steps-per-epoch 2" $(PYTEST_ARGS)
 
+# The CPU image's pins: torch, transformers and numpy as in requirements.lock, with their dependencies.
+lock-image:
+	printf 'torch==2.11.0\ntransformers==5.17.0\nnumpy==2.4.6\n' | $(UV) pip compile -q - -c requirements.lock \
+	  --python-version 3.11 --python-platform x86_64-manylinux_2_28 --no-header --no-annotate \
+	  -o images/bert-training/requirements.cpu.txt.new
+	{ sed -n '1,2p' images/bert-training/requirements.cpu.txt; cat images/bert-training/requirements.cpu.txt.new; } \
+	  > images/bert-training/requirements.cpu.txt && rm images/bert-training/requirements.cpu.txt.new
+
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -66,13 +77,14 @@ test-unit: setup
 # Unit tests, the local backend (real torchrun), the report in headless Chromium, and the kubernetes backend
 # against a real local control plane (hack/cluster.sh builds it once per machine, then reuses the cache).
 test: lint cluster-build
-	$(PY) -m pytest tests/unit tests/local tests/browser tests/cluster tests/k8s $(PYTEST_ARGS)
+	$(PY) -m pytest tests/unit tests/local tests/browser tests/cluster tests/k8s tests/real $(PYTEST_ARGS)
 
 cluster-build:
+	hack/deps.sh
 	hack/cluster.sh build
 
 cluster-up:
-	hack/cluster.sh up --nodes $(NODES) --profile $(PROFILE)
+	hack/cluster.sh up --nodes $(NODES) --profile $(PROFILE) --real-nodes $(REAL)
 
 cluster-down:
 	hack/cluster.sh down
@@ -82,6 +94,18 @@ cluster-status:
 
 e2e-local: setup
 	$(PY) -m pytest tests/e2e --backend local --nodes $(NODES) $(PYTEST_ARGS)
+
+# The roll call through the kubernetes backend on the local cluster's real nodes: pods run the CPU image
+# (images/bert-training/Dockerfile.cpu), BERT tiny, 2 ranks per node. Starts the cluster (REAL=2) unless
+# one is up; `make cluster-down` removes it.
+REAL_KUBECONFIG := .cluster/kubeconfig
+e2e-real: setup cluster-build
+	@[ -f $(REAL_KUBECONFIG) ] || hack/cluster.sh up --nodes 1 --profile $(PROFILE) --real-nodes 2
+	$(PY) -m pytest tests/e2e --backend kubernetes --kubeconfig $(REAL_KUBECONFIG) --nodes 2 \
+	  --image rollcall.local/rollcall-bert:cpu --accelerator cpu --procs-per-node 2 \
+	  --node-selector rollcall.test/node=real --workload-env OMP_NUM_THREADS=1 \
+	  --workload-args "--seq-len 32 --batch-size 4 --warmup-steps 1 --epochs 2 --steps-per-epoch 2" $(PYTEST_ARGS)
+	@echo "the cluster is still up: make cluster-down removes it"
 
 e2e: setup
 	$(PY) -m pytest tests/e2e --backend kubernetes --nodes $(NODES) $(PYTEST_ARGS)

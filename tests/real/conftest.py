@@ -1,0 +1,158 @@
+"""Fixtures for the roll call on real nodes: kubelets, containerd, the CNI bridge and CoreDNS on this machine.
+
+``real_cluster`` starts one cluster per session (``hack/cluster.sh up --real-nodes 2``, one kwok node beside
+them) and tears it down at the end, also after failures; ``ROLLCALL_TEST_REAL_KUBECONFIG`` (with
+``ROLLCALL_TEST_REAL_CLUSTER_NAME``) reuses a running one. The pods run the workload's own CPU image
+(``hack/image.sh bert``). After each test no namespace of the suite may be left, and neither runtime may
+hold a container of one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rollcall.backends.kubernetes import KubernetesBackend
+from rollcall.kube import Kube, connect
+from rollcall.options import resolve
+from rollcall.suite import Suite
+from tests.cluster.controlplane import ControlPlane, ControlPlaneError, ci, cluster_sh
+from tests.k8s.conftest import suite_namespaces
+from tests.waiting import wait_until
+
+REAL_NODES = 2
+PROFILE = "trn1.32xlarge"
+IMAGE = "rollcall.local/rollcall-bert:cpu"
+#: The label hack/realnodes.sh gives real nodes (kwok nodes have the same instance type).
+REAL = "rollcall.test/node=real"
+#: BERT tiny, a few steps: every rank still builds, joins, trains and reports for real.
+WORKLOAD_ARGS = "--seq-len 32 --batch-size 4 --warmup-steps 1 --epochs 2 --steps-per-epoch 2"
+NAMESPACE_LABEL = "io.kubernetes.pod.namespace"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "real_nodes: needs the local cluster's real nodes (hack/realnodes.sh)")
+
+
+@pytest.fixture(scope="session")
+def real_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> ControlPlane:
+    reuse = os.environ.get("ROLLCALL_TEST_REAL_KUBECONFIG")
+    if reuse:
+        name = os.environ.get("ROLLCALL_TEST_REAL_CLUSTER_NAME", "rollcall")
+        return ControlPlane.attach(Path(reuse), name, tmp_path_factory.mktemp("pod-logs"))
+    try:
+        cp = ControlPlane.start(
+            f"rollcall-real-{os.getpid()}",
+            tmp_path_factory.mktemp("real-cluster"),
+            nodes=1,
+            real_nodes=REAL_NODES,
+            log_max_size="1Mi",
+        )
+    except ControlPlaneError as exc:
+        message = f"real nodes unavailable: {exc}"
+        if ci():
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+
+    def stop() -> None:
+        try:
+            cp.stop()
+        except ControlPlaneError as exc:
+            warnings.warn(f"could not tear down the real nodes: {exc}", stacklevel=1)
+
+    request.config.add_cleanup(stop)
+    return cp
+
+
+@pytest.fixture(scope="session")
+def kube(real_cluster: ControlPlane) -> Kube:
+    return connect(str(real_cluster.kubeconfig))
+
+
+@pytest.fixture(scope="session")
+def real_nodes(real_cluster: ControlPlane) -> list[str]:
+    """The real nodes' names, index order."""
+    items = real_cluster.get("nodes", "-l", REAL)["items"]
+    names = sorted(n["metadata"]["name"] for n in items)
+    assert len(names) == REAL_NODES, names
+    return names
+
+
+def containers(cp: ControlPlane, node: int) -> list[dict[str, Any]]:
+    """The containers (sandboxes too) in real node ``node``'s containerd, with their labels."""
+    out = cluster_sh("ctr", "--name", cp.name, str(node), "-n", "k8s.io", "containers", "ls", "-q")
+    found = []
+    for cid in out.split():
+        try:
+            info = json.loads(
+                cluster_sh("ctr", "--name", cp.name, str(node), "-n", "k8s.io", "containers", "info", cid)
+            )
+        except ControlPlaneError:  # removed meanwhile
+            continue
+        found.append({"id": cid, "labels": info.get("Labels") or {}})
+    return found
+
+
+def suite_containers(cp: ControlPlane) -> list[str]:
+    """Containers of the suite's namespaces left in either runtime, as ``node:namespace/id``."""
+    return [
+        f"{node}:{c['labels'][NAMESPACE_LABEL]}/{c['id'][:12]}"
+        for node in range(REAL_NODES)
+        for c in containers(cp, node)
+        if c["labels"].get(NAMESPACE_LABEL, "").startswith("rollcall-")
+    ]
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_behind(real_cluster: ControlPlane, kube: Kube) -> Iterator[None]:
+    """No namespace of the suite and no container of one may outlive a test (the kubelets get a bound)."""
+    yield
+    assert wait_until(
+        "the suite's namespaces to be gone", lambda: not suite_namespaces(kube) or None, timeout=90
+    )
+    assert wait_until(
+        "the runtimes to hold no container of the suite",
+        lambda: not suite_containers(real_cluster) or None,
+        timeout=60,
+    ), suite_containers(real_cluster)
+
+
+def real_options(cp: ControlPlane, artifacts: Path, **values: Any) -> Any:
+    cli = {
+        "backend": "kubernetes",
+        "kubeconfig": str(cp.kubeconfig),
+        "image": IMAGE,
+        "accelerator": "cpu",
+        "procs_per_node": "2",
+        "node_selector": [REAL],
+        "artifacts_dir": str(artifacts),
+        "job_timeout": "300",
+        "unschedulable_grace": "30",
+        "workload_args": WORKLOAD_ARGS,
+        **{k: v if isinstance(v, (bool, list)) else str(v) for k, v in values.items()},
+    }
+    env = ["OMP_NUM_THREADS=1", *cli.pop("workload_env", [])]
+    return resolve({**cli, "workload_env": env}, environ={})
+
+
+@pytest.fixture
+def make_suite(real_cluster: ControlPlane, tmp_path: Path) -> Callable[..., tuple[Suite, KubernetesBackend]]:
+    """``make_suite(**options)``: a session's Suite on the real nodes, its progress lines kept."""
+
+    def make(**values: Any) -> tuple[Suite, KubernetesBackend]:
+        opts = real_options(real_cluster, tmp_path / "artifacts", **values)
+        suite = Suite(opts, "kubernetes", "test")
+        lines: list[str] = []
+        suite.progress = lines.append
+        backend = KubernetesBackend.from_options(opts, progress=lines.append)
+        backend.cleanup_timeout_s = 90
+        suite.__dict__["backend"] = backend
+        return suite, backend
+
+    return make

@@ -1,0 +1,264 @@
+"""The roll call on real nodes: pods really run the workload's image, torchrun really rendezvouses through
+the headless Service's DNS name, and real faults (a pull that fails, a memory limit, a crash, a hang, a
+lost node, a rotated log, Ctrl-C) are named by the verdict with the pod, its index and its node.
+
+Every test goes through the suite's own path (discovery, Suite.run: provision, wait, collect, assess,
+clean up); the autouse ``nothing_left_behind`` fixture then proves no namespace and no container is left.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from rollcall.backends import JobState
+from rollcall.kube import call
+from rollcall.manifests import JOB_LABEL, MANAGED_BY, MANAGED_BY_LABEL
+from rollcall.ranklog import RollCall
+from tests.cluster.controlplane import REPO_ROOT
+from tests.k8s.conftest import suite_namespaces
+from tests.waiting import wait_until
+
+from .conftest import IMAGE, NAMESPACE_LABEL, REAL, REAL_NODES, WORKLOAD_ARGS, containers
+
+pytestmark = [pytest.mark.real_nodes, pytest.mark.slow]
+
+
+def run(suite, request, **overrides):
+    started_at = time.monotonic()
+    record = suite.run(request.node.nodeid, request.node.name, **overrides)
+    return record.result.last, time.monotonic() - started_at
+
+
+def training_containers(cp) -> list[str]:
+    """The suite's training containers (not sandboxes) in either runtime."""
+    return [
+        c["id"]
+        for node in range(REAL_NODES)
+        for c in containers(cp, node)
+        if c["labels"].get(NAMESPACE_LABEL, "").startswith("rollcall-")
+        and c["labels"].get("io.kubernetes.container.name") == "train"
+    ]
+
+
+def roll_of(attempt) -> RollCall:
+    """The roll call as the pods' followed logs (the artifacts) tell it."""
+    roll = RollCall()
+    for log in sorted(attempt.artifacts.glob("*.log")):
+        roll.read_file(log)
+    return roll
+
+
+def message(attempt) -> str:
+    return attempt.status.reason + "\n" + attempt.verdict.message(str(attempt.artifacts))
+
+
+def test_every_rank_answers_from_two_real_nodes(make_suite, real_nodes, request):
+    suite, _ = make_suite()
+    attempt, _ = run(suite, request)
+
+    assert attempt.passed, message(attempt)
+    assert attempt.verdict.layout.world_size == 4
+    roll = roll_of(attempt)
+    nodes = {rank: report.start["node"] for rank, report in roll.ranks.items() if report.start}
+    assert sorted(nodes) == [0, 1, 2, 3], nodes
+    assert {nodes[0], nodes[1]} != {nodes[2], nodes[3]} and set(nodes.values()) == set(real_nodes), nodes
+    logs = sorted(attempt.artifacts.glob("*.log"))
+    assert len(logs) == 2 and all(b"ROLLCALL " in p.read_bytes() for p in logs)
+
+
+def test_an_image_that_cannot_be_pulled_fails_fast_with_the_runtimes_reason(make_suite, real_nodes, request):
+    image = "registry.invalid/rollcall/missing:404"
+    suite, _ = make_suite(image=image)
+    attempt, took = run(suite, request)
+
+    assert attempt.status.state is JobState.FAILED
+    reason = attempt.status.reason
+    assert "cannot start: ErrImagePull" in reason or "cannot start: ImagePullBackOff" in reason, reason
+    assert image in reason and "registry.invalid" in reason.split(image, 1)[1], "the runtime's own message"
+    assert f"pod {attempt.spec.name}-" in reason and "(index " in reason
+    assert any(f"on node {n}" in reason for n in real_nodes), reason
+    assert took < 30, took
+
+
+def test_an_invalid_image_reference_is_refused_before_anything_is_created(real_cluster, kube, tmp_path):
+    before = {n["metadata"]["name"] for n in suite_namespaces(kube)}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "tests/e2e",
+            "-p",
+            "no:cacheprovider",
+            "--backend",
+            "kubernetes",
+            "--kubeconfig",
+            str(real_cluster.kubeconfig),
+            "--image",
+            "bad image name!",
+            "--artifacts-dir",
+            str(tmp_path / "artifacts"),
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 4, output
+    assert "--image" in output and "'bad image name!'" in output and "Traceback" not in output
+    assert {n["metadata"]["name"] for n in suite_namespaces(kube)} == before
+
+
+def test_a_container_over_its_memory_limit_is_named_oomkilled(make_suite, real_nodes, request):
+    suite, _ = make_suite(requests="cpu=100m,memory=150Mi", limits="memory=150Mi")
+    attempt, _ = run(suite, request)
+
+    assert attempt.status.state is JobState.FAILED
+    reason = attempt.status.reason
+    assert "was OOMKilled" in reason, reason
+    assert "(index " in reason and any(f"on node {n}" in reason for n in real_nodes), reason
+
+
+def test_a_crashing_rank_is_named_with_its_pod_index_and_node(make_suite, real_nodes, request):
+    suite, _ = make_suite(workload_env=["ROLLCALL_FAIL_RANK=3"])
+    attempt, _ = run(suite, request)
+
+    assert attempt.status.state is JobState.FAILED
+    reason = attempt.status.reason
+    # Which pod's exit the API shows first is a race: rank 3's own pod, or pod 0 whose ranks lost rank 3.
+    assert f"pod {attempt.spec.name}-" in reason and "(index " in reason, reason
+    assert any(f"on node {n}" in reason for n in real_nodes) and "exited with code" in reason, reason
+    roll = roll_of(attempt)
+    assert any("injected failure on rank 3" in e for e in roll.ranks[3].errors), roll.ranks[3]
+
+
+def test_a_hung_rank_is_ended_by_the_job_timeout(make_suite, request):
+    suite, _ = make_suite(workload_env=["ROLLCALL_HANG_RANK=1"], job_timeout="60")
+    attempt, took = run(suite, request)
+
+    assert attempt.status.state is JobState.TIMED_OUT, message(attempt)
+    assert "DeadlineExceeded" in attempt.status.reason or "--job-timeout" in attempt.status.reason
+    assert 1 in attempt.verdict.missing["complete"], attempt.verdict.missing
+    assert took < 60 + 45, took
+
+
+def test_a_node_lost_mid_run_fails_the_run_naming_it(make_suite, real_cluster, kube, real_nodes, request):
+    """Node 1's kubelet and runtime stop while it trains: the run fails naming that node, within the
+    local cluster's node-monitor grace period (20 s) plus a bound for the watch (20 s) after the stop."""
+    suite, _ = make_suite(workload_env=["ROLLCALL_HANG_RANK=2"], job_timeout="240")
+    stopped: dict[str, float] = {}
+
+    def stop_node_when_training() -> None:
+        def training() -> bool:
+            pods = call(kube.core.list_pod_for_all_namespaces, label_selector=JOB_LABEL)["items"]
+            return any(
+                p["spec"].get("nodeName") == real_nodes[1] and p["status"].get("phase") == "Running"
+                for p in pods
+            )
+
+        wait_until("a pod running on the node to stop", training, timeout=180, every=0.5)
+        real_cluster.stop_node(1)
+        stopped["at"] = time.monotonic()
+
+    stopper = threading.Thread(target=stop_node_when_training, daemon=True)
+    stopper.start()
+    try:
+        attempt, _ = run(suite, request)
+        failed_at = time.monotonic()
+    finally:
+        stopper.join(200)
+        real_cluster.start_node(1)  # its kubelet then ends the run's containers there
+    assert "at" in stopped, "the node was never stopped"
+    reason = attempt.status.reason
+    assert attempt.status.state is JobState.FAILED, message(attempt)
+    assert f"node {real_nodes[1]} was lost" in reason and "(index " in reason, reason
+    assert failed_at - stopped["at"] < 20 + 20, failed_at - stopped["at"]
+    wait_until(
+        f"{real_nodes[1]} to be Ready again",
+        lambda: (
+            real_cluster.kubectl(
+                "get", "node", real_nodes[1], "-o", "jsonpath={.status.conditions[?(@.type=='Ready')].status}"
+            )
+            == "True"
+        ),
+        timeout=60,
+    )
+
+
+def test_a_rotated_log_loses_no_roll_call_line(make_suite, real_cluster, kube, request):
+    """The kubelets rotate at 1Mi: rank 1 prints 3 MB after its first epoch line; the followed log keeps
+    every event while the kubelet, asked afterwards, has lost that rank's first epoch line."""
+    suite, backend = make_suite(workload_env=["ROLLCALL_CHATTY=1:3000000"], keep=True)
+    attempt, _ = run(suite, request)
+    try:
+        assert attempt.passed, message(attempt)
+        (namespace,) = [
+            n["metadata"]["name"]
+            for n in suite_namespaces(kube)
+            if n["metadata"]["annotations"].get(JOB_LABEL) == attempt.spec.name
+        ]
+        pod0 = f"{attempt.spec.name}-0"
+        (followed,) = [p for p in attempt.artifacts.glob("*.log") if p.stem.startswith(pod0)]
+        late = RollCall()
+        late.parser("late").feed(real_cluster.kubectl("logs", "-n", namespace, followed.stem).encode())
+        assert followed.stat().st_size > 3_000_000
+        assert 1 not in late.ranks or 1 not in late.ranks[1].epoch_times, "the fetch after rotation lost it"
+        assert 1 in roll_of(attempt).ranks[1].epoch_times
+    finally:
+        backend.sweep(0)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_an_interrupted_session_leaves_no_namespace_or_container(real_cluster, kube, tmp_path, sig):
+    env = {**os.environ, "ROLLCALL_WORKLOAD_ENV": "OMP_NUM_THREADS=1 ROLLCALL_HANG_RANK=0"}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "tests/e2e",
+            "-p",
+            "no:cacheprovider",
+            "--backend",
+            "kubernetes",
+            "--kubeconfig",
+            str(real_cluster.kubeconfig),
+            "--image",
+            IMAGE,
+            "--accelerator",
+            "cpu",
+            "--procs-per-node",
+            "2",
+            "--node-selector",
+            REAL,
+            "--workload-args",
+            WORKLOAD_ARGS,
+            "--artifacts-dir",
+            str(tmp_path / "artifacts"),
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        wait_until("a training container of the run", lambda: training_containers(real_cluster), 180, 1)
+        proc.send_signal(sig)
+        out, _ = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0, out
+    selector = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
+    assert not call(kube.core.list_namespace, label_selector=selector)["items"] or wait_until(
+        "the namespace to be gone", lambda: not suite_namespaces(kube) or None, timeout=60
+    )

@@ -21,7 +21,8 @@ Parsing rules:
       [Rank 12] - local_samples=100.0, total_time=2.00s, local_throughput=50.00 samples/s, local_avg_epoch_time=0.40s
       [Rank 12] training complete. Exiting main().
 
-  and a record counts only if it is complete up to and including its unit.
+  and each value counts only if it is complete up to and including its unit (a line cut inside the epoch
+  time still gives the throughput before it).
 
 Each log (one pod, one node) gets its own :class:`LogParser`, fed in chunks as bytes arrive; all of them write
 into one :class:`RollCall`, which knows, for every rank, what it reported and in which log.
@@ -45,6 +46,8 @@ Format = Literal["auto", "rollcall", "neuron-legacy"]
 FORMATS: tuple[Format, ...] = ("auto", "rollcall", "neuron-legacy")
 
 _NUM = rb"(\d+(?:\.\d+)?)"
+# Each value counts when it is complete up to and including its unit: a line cut after the throughput's
+# "samples/s" still gives the throughput, and its epoch time only when that is whole too.
 _LEGACY_METRICS = re.compile(
     rb"\[Rank (\d+)\] - local_samples="
     + _NUM
@@ -52,9 +55,9 @@ _LEGACY_METRICS = re.compile(
     + _NUM
     + rb"s, local_throughput="
     + _NUM
-    + rb" samples/s, local_avg_epoch_time="
+    + rb" samples/s(?:, local_avg_epoch_time="
     + _NUM
-    + rb"s"
+    + rb"s)?"
 )
 _LEGACY_COMPLETE = re.compile(rb"\[Rank (\d+)\] training complete")
 _DECODER = json.JSONDecoder()
@@ -208,7 +211,8 @@ class LogParser:
                 report = self._rank(int(m.group(1)))
                 if report is not None:
                     report.throughput = float(m.group(4))
-                    report.epoch_times = {0: float(m.group(5))}
+                    if m.group(5) is not None:
+                        report.epoch_times = {0: float(m.group(5))}
                     report.details.update(local_samples=float(m.group(2)), total_time=float(m.group(3)))
                     self.roll.records += 1
             else:

@@ -47,6 +47,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rollcall.options import DEFAULTS
 from rollcall.verdict import Stats, Verdict
 
 if TYPE_CHECKING:
@@ -55,8 +56,6 @@ if TYPE_CHECKING:
     from rollcall.runner import Attempt
 
 BASELINE_VERSION = 1
-DEFAULT_STRAGGLER_RATIO = 0.8
-DEFAULT_MAX_REGRESSION_PCT = 10.0
 UNKNOWN = "?"
 NO_INSTANCE_TYPE = "-"
 
@@ -418,8 +417,8 @@ def straggler_problem(stragglers: list[Straggler], ratio: float) -> str:
 class ReleaseGate:
     """The session's straggler check and regression gate."""
 
-    straggler_ratio: float = DEFAULT_STRAGGLER_RATIO
-    max_regression_pct: float = DEFAULT_MAX_REGRESSION_PCT
+    straggler_ratio: float = DEFAULTS.straggler_ratio
+    max_regression_pct: float = DEFAULTS.max_regression
     baselines: Baselines | None = None
     baseline_file: str | None = None
 

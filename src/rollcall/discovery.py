@@ -16,10 +16,18 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from rollcall.backends import Placement
-from rollcall.jobspec import EFA_RESOURCE, GPU_RESOURCE, NEURON_RESOURCE, NEURONCORE_RESOURCE, Accelerator
+from rollcall.jobspec import (
+    EFA_RESOURCE,
+    GPU_RESOURCE,
+    NEURON_RESOURCE,
+    NEURONCORE_RESOURCE,
+    Accelerator,
+    AcceleratorChoice,
+    EfaChoice,
+)
 
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 #: Taint effects that keep a pod off a node unless tolerated.
@@ -33,8 +41,6 @@ DEVICE_PLUGINS: dict[str, tuple[str, ...]] = {
 _SHOW = 8  # node names shown per reason
 
 Obj = dict[str, Any]
-AcceleratorChoice = Literal["auto", "nvidia", "neuron", "cpu"]
-EfaChoice = Literal["auto", "on", "off"]
 
 
 class DiscoveryError(RuntimeError):

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from rollcall.options import OPTIONS, OptionError, attr_name, env_name, resolve
+from rollcall.options import OPTIONS, OptionError, resolve
 
 if TYPE_CHECKING:
     from rollcall.reports import TestRecord
@@ -32,9 +32,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     """Every rollcall option, in one group; each also reads ROLLCALL_<NAME>."""
     group = parser.getgroup("rollcall", "rollcall: distributed training roll call")
     for spec in OPTIONS:
-        help_text = f"{spec.help} [env {env_name(spec.flag)}; default {spec.default!r}]"
-        dest = "rollcall_" + attr_name(spec.flag)
-        if spec.flag_only:
+        help_text = f"{spec.help} [env {spec.env}; default {spec.default!r}]"
+        dest = "rollcall_" + spec.name
+        if spec.switch:
             group.addoption(spec.flag, action="store_true", default=False, dest=dest, help=help_text)
         elif spec.multiple:
             group.addoption(
@@ -48,7 +48,7 @@ def pytest_configure(config: pytest.Config) -> None:
     """Validate the options up front; a bad one stops the session with a message naming the fix."""
     from rollcall.suite import Suite
 
-    cli = {attr_name(s.flag): config.getoption("rollcall_" + attr_name(s.flag)) for s in OPTIONS}
+    cli = {s.name: config.getoption("rollcall_" + s.name) for s in OPTIONS}
     try:
         options = resolve(cli)
     except OptionError as exc:

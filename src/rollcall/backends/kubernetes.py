@@ -22,7 +22,7 @@ from rollcall.discovery import Discovery, DiscoveryError, check_device_plugins, 
 from rollcall.jobspec import JobSpec
 from rollcall.kube import Kube, call, connect
 from rollcall.manifests import MANAGED_BY, MANAGED_BY_LABEL, Names, PodExtras, job_tolerations, render
-from rollcall.options import Options
+from rollcall.options import DEFAULTS, Options
 from rollcall.reaper import Ledger
 
 __all__ = ["KubernetesBackend", "KubernetesJob", "RollcallWarning", "delete_namespace"]
@@ -46,7 +46,7 @@ class KubernetesBackend:
     options: Options
     name: str = "kubernetes"
     extras: PodExtras = field(default_factory=PodExtras)
-    unschedulable_grace_s: float = 60.0
+    unschedulable_grace_s: float = DEFAULTS.unschedulable_grace
     cleanup_timeout_s: float = 120.0
     drain_s: float = 60.0
     progress: Callable[[str], None] | None = None

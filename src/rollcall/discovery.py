@@ -18,6 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubernetes.utils import parse_quantity
+
 from rollcall.backends import Placement
 from rollcall.jobspec import (
     EFA_RESOURCE,
@@ -96,14 +98,9 @@ class Discovery:
 
 def count(quantity: object) -> int:
     """An extended-resource quantity (``"8"``, ``8``, ``"1k"``) as a whole number; 0 when unreadable."""
-    text = str(quantity).strip()
-    scale = {"k": 10**3, "M": 10**6, "G": 10**9, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
-    for suffix, factor in scale.items():
-        if text.endswith(suffix) and text[: -len(suffix)].isdigit():
-            return int(text[: -len(suffix)]) * factor
     try:
-        return int(text)
-    except ValueError:
+        return int(parse_quantity(quantity))  # type: ignore[no-untyped-call]
+    except (ValueError, TypeError, ArithmeticError):
         return 0
 
 

@@ -1,16 +1,20 @@
 """Backends run a :class:`~rollcall.jobspec.JobSpec` somewhere and stream every node's log to a collector.
 
-Both meet :class:`Backend`; tests never care which one ran.
+Every backend meets :class:`Backend`: it discovers once what each node offers (:class:`Placement`), then
+launches jobs; tests never care which one ran.
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from rollcall.collect import Collector
 from rollcall.jobspec import Accelerator, JobSpec
+
+if TYPE_CHECKING:
+    from rollcall.options import Options
 
 
 class JobState(enum.Enum):
@@ -57,6 +61,10 @@ class Backend(Protocol):
     """Where jobs run."""
 
     name: str
+
+    def discover(self, options: Options) -> Placement:
+        """What each node offers the job (accelerator, ranks, requests); raises when too few are usable."""
+        ...
 
     def launch(self, spec: JobSpec, collector: Collector) -> Job:
         """Create the job and start streaming each node's log into ``collector``."""

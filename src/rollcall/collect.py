@@ -17,6 +17,11 @@ from rollcall.ranklog import Format, LogParser, RollCall
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
+def safe_name(name: str) -> str:
+    """``name`` with every run of characters unsafe in a file name replaced by ``_``."""
+    return _UNSAFE.sub("_", name)
+
+
 class LogSink:
     """One pod's log: appended to ``path`` and fed to that pod's parser."""
 
@@ -58,7 +63,7 @@ class Collector:
 
     def sink(self, name: str) -> LogSink:
         """A new sink for the log called ``name`` (a pod name, or ``node-<i>`` locally)."""
-        path = self.directory / f"{_UNSAFE.sub('_', name)}.log"
+        path = self.directory / f"{safe_name(name)}.log"
         sink = LogSink(path, self.roll.parser(name, self.fmt), self._lock)
         self.sinks.append(sink)
         return sink

@@ -6,19 +6,14 @@ drawn, and links to every pod's (or local node's) log. Inline CSS and SVG only: 
 no address outside the artifacts directory, so the file opens the same offline, from a CI artifact store or a
 mail attachment.
 
-A rank cell's ``data-state`` (and class) is one of:
-
-- ``ok``: answered the roll call (green);
-- ``missing``: missed an event, reported an error or an invalid value (red);
-- ``straggler``: answered, but below ``--straggler-ratio`` of the median throughput (amber);
-- ``slow``: answered, but below ``--min-throughput`` (orange).
+A rank cell's ``data-state`` (and class) is the rank's :class:`~rollcall.verdict.RankState`: ``ok`` (green),
+``missing`` (red), ``straggler`` (amber) or ``slow`` (orange).
 """
 
 from __future__ import annotations
 
 import math
 import os
-import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -27,18 +22,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from rollcall.baseline import MEASURES
+from rollcall.collect import safe_name
 from rollcall.ranklog import ranges
+from rollcall.reports import number
+from rollcall.verdict import RankState
 
 if TYPE_CHECKING:
-    from rollcall.baseline import GateReport
+    from rollcall.gate import GateReport
     from rollcall.reports import TestRecord
     from rollcall.verdict import Verdict
 
 REPORT_FILE = "report.html"
-STATES = ("ok", "missing", "straggler", "slow")
-_MISSING_REASONS = ("no ", "error", "invalid")
-# How the collector names a log file after its source (a pod name, or node-<i> locally).
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+STATES = tuple(s.value for s in RankState)
 
 CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#1f2328;background:#fff}
@@ -106,27 +102,15 @@ def _badge(record: TestRecord) -> str:
     return '<span class="badge pass">PASS</span>'
 
 
-def rank_states(verdict: Verdict, gate: GateReport | None) -> dict[int, str]:
-    """The state of every rank in the world (see the module docstring)."""
-    stragglers = {s.rank for s in gate.stragglers} if gate else set()
-    states = {}
-    for rank in range(verdict.layout.world_size):
-        why = verdict.failed_ranks.get(rank, [])
-        if any(w.startswith(_MISSING_REASONS) for w in why):
-            states[rank] = "missing"
-        elif rank in stragglers:
-            states[rank] = "straggler"
-        elif why:
-            states[rank] = "slow"
-        else:
-            states[rank] = "ok"
-    return states
+def rank_states(verdict: Verdict) -> dict[int, str]:
+    """The state of every rank in the world, as the page names it."""
+    return {r: result.state.value for r, result in verdict.ranks.items()}
 
 
 def _section(index: int, record: TestRecord, base: Path) -> str:
     attempt = record.result.last
     verdict, spec = attempt.verdict, attempt.spec
-    states = rank_states(verdict, record.gate)
+    states = rank_states(verdict)
     logs = _log_links(attempt.artifacts, base)
     meta = (
         f"backend {record.result.backend}; {spec.accelerator}; {spec.nodes} node(s) x {spec.procs_per_node} "
@@ -168,21 +152,19 @@ def _figures(record: TestRecord) -> str:
     verdict, gate = record.result.last.verdict, record.gate
     base = gate.baseline if gate else None
     regressed = {r.measure.name for r in gate.regressions} if gate else set()
-    rows = [
-        ("total throughput", verdict.throughput.total, "throughput_total", ".2f", " samples/s"),
-        ("per-rank median throughput", verdict.throughput.median, "throughput_median", ".2f", " samples/s"),
-        ("mean epoch time", verdict.epoch_time_mean, "epoch_time_mean", ".4f", " s"),
-    ]
     head = "<tr><th>measure</th><th>value</th>" + ("<th>baseline</th><th>ratio</th>" if base else "")
     head += "</tr>"
     body = []
-    for name, value, attr, spec, unit in rows:
-        cells = f"<td>{name}</td><td class=num>{_num(value, spec)}{unit}</td>"
+    for m in MEASURES:
+        value = getattr(verdict.figures, m.attr)
+        cells = f"<td>{m.name}</td><td class=num>{number(value, m.spec)} {m.unit}</td>"
         if base:
-            b = getattr(base, attr)
+            b = getattr(base, m.attr)
             ratio = value / b if value is not None and b else None
-            cells += f"<td class=num>{_num(b, spec)}{unit}</td><td class=num>{_num(ratio, '.3f')}</td>"
-        cls = ' class="regressed"' if name in regressed else ""
+            cells += (
+                f"<td class=num>{number(b, m.spec)} {m.unit}</td><td class=num>{number(ratio, '.3f')}</td>"
+            )
+        cls = ' class="regressed"' if m.name in regressed else ""
         body.append(f"<tr{cls}>{cells}</tr>")
     if verdict.mfu_mean is not None:
         body.append(f"<tr><td>MFU (mean)</td><td class=num>{100 * verdict.mfu_mean:.1f}%</td></tr>")
@@ -192,30 +174,21 @@ def _figures(record: TestRecord) -> str:
     return f"<table class=figures>{head}{''.join(body)}</table>{gate_line}"
 
 
-def _num(value: float | None, spec: str) -> str:
-    return "-" if value is None or not math.isfinite(value) else format(value, spec)
-
-
-def _node_of(verdict: Verdict, rank: int) -> int:
-    node = verdict.per_rank.get(rank, {}).get("node")
-    return node if isinstance(node, int) else verdict.layout.node_of(rank)
-
-
 def _grid(verdict: Verdict, states: Mapping[int, str], logs: Mapping[str, str]) -> str:
     by_node: dict[int, list[int]] = defaultdict(list)
     for n in range(verdict.layout.nodes):
         by_node[n] = []
     for rank in range(verdict.layout.world_size):
-        by_node[_node_of(verdict, rank)].append(rank)
+        by_node[verdict.ranks[rank].node].append(rank)
     node_logs = {n: _rank_log(verdict, rs, logs) for n, rs in by_node.items()}
     rows = []
     for node, ranks in sorted(by_node.items()):
         cells = []
         for rank in ranks:
             state = states[rank]
-            info = verdict.per_rank.get(rank, {})
-            why = "; ".join(verdict.failed_ranks.get(rank, [])) or "answered"
-            tp = info.get("throughput")
+            result = verdict.ranks[rank]
+            why = "; ".join(result.notes) or "answered"
+            tp = result.throughput
             title = f"rank {rank} (node {node}): {why}" + (f"; {tp:.2f} samples/s" if tp else "")
             href = _rank_log(verdict, [rank], logs) or node_logs[node]
             tag, link = ("a", f' href="{href}"') if href else ("span", "")
@@ -233,8 +206,8 @@ def _grid(verdict: Verdict, states: Mapping[int, str], logs: Mapping[str, str]) 
 def _rank_log(verdict: Verdict, ranks: Iterable[int], logs: Mapping[str, str]) -> str | None:
     """The link of the first log any of ``ranks`` was read from."""
     for rank in ranks:
-        for source in verdict.per_rank.get(rank, {}).get("logs", []):
-            href = logs.get(_UNSAFE.sub("_", source) + ".log")
+        for source in verdict.ranks[rank].pods:
+            href = logs.get(safe_name(source) + ".log")
             if href:
                 return href
     return None
@@ -242,7 +215,7 @@ def _rank_log(verdict: Verdict, ranks: Iterable[int], logs: Mapping[str, str]) -
 
 def _bars(verdict: Verdict, states: Mapping[int, str], gate: GateReport | None) -> str:
     world = verdict.layout.world_size
-    values = {r: verdict.per_rank.get(r, {}).get("throughput") for r in range(world)}
+    values = {r: verdict.ranks[r].throughput for r in range(world)}
     measured = [v for v in values.values() if isinstance(v, int | float) and math.isfinite(v)]
     baseline = gate.baseline.throughput_median if gate and gate.baseline else None
     median = verdict.throughput.median

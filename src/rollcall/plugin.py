@@ -168,7 +168,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     notes = session.config.stash.setdefault(_NOTES, [])
     notes.append(f"html report: {out / REPORT_FILE}")
     if suite.options.write_baseline:
-        from rollcall.baseline import BaselineError, write_baseline
+        from rollcall.baseline import BaselineError
+        from rollcall.gate import write_baseline
 
         gates = [r.gate for r in suite.records if r.gate is not None]
         try:

@@ -9,21 +9,22 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rollcall.backends import Backend, JobState, JobStatus
 from rollcall.collect import Collector
 from rollcall.jobspec import JobSpec
+from rollcall.judge import judge
 from rollcall.ranklog import Format
-from rollcall.verdict import Layout, Verdict, assess
+from rollcall.verdict import Criteria, Evidence, Layout, Verdict
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class Attempt:
-    """One try of the job."""
+    """One try of the job; the release gate may replace its verdict with one judged against more criteria."""
 
     spec: JobSpec
     status: JobStatus
@@ -95,9 +96,8 @@ def run_once(
         elif job is not None:
             log.warning("--keep: leaving job %s in place for debugging", spec.name)
         collector.close()
-    verdict = assess(collector.roll, Layout(spec.nodes, spec.procs_per_node), min_throughput=min_throughput)
-    if status.state is not JobState.SUCCEEDED:
-        verdict.problems.insert(0, f"job {status.state.value}: {status.reason}")
+    evidence = Evidence(collector.roll, Layout(spec.nodes, spec.procs_per_node), status)
+    verdict = judge(evidence, Criteria(min_throughput=min_throughput))
     return Attempt(spec, status, verdict, artifacts, time.monotonic() - started)
 
 
@@ -122,8 +122,3 @@ def run_with_retries(
         if result.passed:
             break
     return result
-
-
-def renamed(spec: JobSpec, suffix: str) -> JobSpec:
-    """The same spec under a new name (each retry gets its own)."""
-    return replace(spec, name=f"{spec.name}-{suffix}"[:52].rstrip("-"))

@@ -2,7 +2,7 @@
 
 The pytest plugin builds one :class:`Suite` per session from the validated options; tests call
 :meth:`Suite.run`, which builds the :class:`~rollcall.jobspec.JobSpec`, runs it with retries, has the
-release gate (:mod:`rollcall.baseline`: stragglers, regressions) judge the deciding attempt, and records the
+release gate (:mod:`rollcall.gate`: stragglers, regressions) judge the deciding attempt, and records the
 result for the reports.
 """
 
@@ -18,6 +18,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from rollcall.backends import Backend, Placement
+from rollcall.collect import safe_name
 from rollcall.jobspec import JobSpec
 from rollcall.kubeconfig import cluster_config
 from rollcall.options import Options
@@ -25,7 +26,7 @@ from rollcall.reports import TestRecord
 from rollcall.runner import RunResult, run_with_retries
 
 if TYPE_CHECKING:
-    from rollcall.baseline import ReleaseGate
+    from rollcall.gate import ReleaseGate
 
 
 def choose_backend(options: Options, environ: Mapping[str, str] | None = None) -> tuple[str, str]:
@@ -76,7 +77,7 @@ class Suite:
     @cached_property
     def gate(self) -> ReleaseGate:
         """Stragglers and the regression gate; reads ``--baseline`` (a bad file raises BaselineError)."""
-        from rollcall.baseline import ReleaseGate
+        from rollcall.gate import ReleaseGate
 
         return ReleaseGate.from_options(self.options)
 
@@ -105,7 +106,7 @@ class Suite:
     def run(self, test_id: str, test_name: str, **overrides: Any) -> TestRecord:
         """Run the test's job (with ``--retries``) and record it for the reports."""
         base = self.spec(test_name, **overrides)
-        artifacts = self.options.artifacts_dir / re.sub(r"[^A-Za-z0-9._-]+", "_", test_name)[:100]
+        artifacts = self.options.artifacts_dir / safe_name(test_name)[:100]
 
         def make_spec(attempt: int) -> JobSpec:
             return base if attempt == 0 else replace(base, name=f"{base.name}-r{attempt}")

@@ -161,7 +161,7 @@ def discover(
         else:
             candidates.append(node)
 
-    accel = _choose_accelerator(accelerator, candidates, all_nodes, rejected, nodes)
+    accel = _choose_accelerator(accelerator, candidates, rejected, nodes)
     if accel != "cpu":
         kept = []
         for node in candidates:
@@ -225,7 +225,7 @@ def _resource_names(accel: Accelerator) -> str:
 
 
 def _choose_accelerator(
-    wanted: AcceleratorChoice, candidates: list[Node], all_nodes: list[Node], rejected: dict[str, str], n: int
+    wanted: AcceleratorChoice, candidates: list[Node], rejected: dict[str, str], n: int
 ) -> Accelerator:
     if wanted != "auto":
         return wanted

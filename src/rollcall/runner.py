@@ -16,7 +16,6 @@ from rollcall.backends import Backend, JobState, JobStatus
 from rollcall.collect import Collector
 from rollcall.jobspec import JobSpec
 from rollcall.judge import judge
-from rollcall.ranklog import Format
 from rollcall.verdict import Criteria, Evidence, Layout, Verdict
 
 log = logging.getLogger(__name__)
@@ -78,11 +77,10 @@ def run_once(
     *,
     keep: bool = False,
     min_throughput: float | None = None,
-    fmt: Format = "auto",
 ) -> Attempt:
     """Provision the job, wait for it, collect every node's log, assess, and clean up."""
     started = time.monotonic()
-    collector = Collector(artifacts, fmt)
+    collector = Collector(artifacts)
     job = None
     try:
         job = backend.launch(spec, collector)
@@ -109,16 +107,13 @@ def run_with_retries(
     retries: int = 0,
     keep: bool = False,
     min_throughput: float | None = None,
-    fmt: Format = "auto",
 ) -> RunResult:
     """Run up to ``retries + 1`` attempts, each with fresh names; stop at the first pass."""
     result = RunResult(backend.name)
     for attempt in range(retries + 1):
         spec = make_spec(attempt)
         where = artifacts if retries == 0 else artifacts / f"attempt-{attempt + 1}"
-        result.attempts.append(
-            run_once(backend, spec, where, keep=keep, min_throughput=min_throughput, fmt=fmt)
-        )
+        result.attempts.append(run_once(backend, spec, where, keep=keep, min_throughput=min_throughput))
         if result.passed:
             break
     return result

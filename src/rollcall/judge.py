@@ -5,7 +5,7 @@ figures), runs every check of :data:`CHECKS` over them, and builds the verdict f
 A check is a function ``Facts -> Iterable[Problem]``; adding one is writing it and listing it in
 :data:`CHECKS`. A run ``PASSED`` when no check found anything:
 
-- the job succeeded (when its end is known);
+- the job succeeded (when its end is known), and NCCL used EFA on every pod when EFA was requested;
 - every rank ``0..world_size-1`` reported throughput, an epoch time and completion, and no error;
 - every value is finite and positive; no rank outside the world reported;
 - each node hosts exactly ``procs_per_node`` ranks (judged from ``start`` events where they exist) and every
@@ -118,10 +118,18 @@ Check = Callable[[Facts], Iterable[Problem]]
 
 
 def job_state(facts: Facts) -> Iterable[Problem]:
-    """The job must have succeeded (when the backend said how it ended)."""
+    """The job must have succeeded, when its end is known (a failure of EFA is :func:`efa`'s)."""
     status = facts.evidence.status
-    if status is not None and status.state is not JobState.SUCCEEDED:
-        yield Problem(Kind.JOB, f"job {status.state.value}: {status.reason}", detail=status)
+    if status is None or status.state is JobState.SUCCEEDED or (status.efa and status.efa.failed):
+        return
+    yield Problem(Kind.JOB, f"job {status.state.value}: {status.reason}", detail=status)
+
+
+def efa(facts: Facts) -> Iterable[Problem]:
+    """With EFA requested, every pod's NCCL must have used it (the backend read the pods' logs)."""
+    status = facts.evidence.status
+    if status is not None and status.efa is not None and status.efa.failed:
+        yield Problem(Kind.EFA, f"job {status.state.value}: {status.reason}", detail=status.efa)
 
 
 def missing_events(facts: Facts) -> Iterable[Problem]:
@@ -234,6 +242,7 @@ def regressions(facts: Facts) -> Iterable[Problem]:
 #: Every check, in the order their problems are listed.
 CHECKS: tuple[Check, ...] = (
     job_state,
+    efa,
     missing_events,
     unexpected_ranks,
     errors,

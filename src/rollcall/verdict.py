@@ -72,6 +72,7 @@ class Kind(enum.Enum):
     """What sort of problem; the rank state it puts the ranks it names in is :attr:`rank_state`."""
 
     JOB = "job"  # the job did not succeed
+    EFA = "efa"  # EFA was requested and NCCL did not use it
     MISSING_EVENT = "missing_event"
     UNEXPECTED_RANK = "unexpected_rank"
     ERROR = "error"

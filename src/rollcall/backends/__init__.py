@@ -7,6 +7,7 @@ launches jobs; tests never care which one ran.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -25,13 +26,37 @@ class JobState(enum.Enum):
     TIMED_OUT = "timed_out"
 
 
+@dataclass(frozen=True)
+class EfaUse:
+    """What each pod's NCCL log showed of EFA, when the job requested it.
+
+    Attributes:
+        fell_back: pods whose NCCL fell back to TCP sockets, with the line that says so.
+        unproven: pods that never logged NCCL selecting EFA.
+        required: whether an unproven pod fails the run (NCCL on cuda logs the selection).
+    """
+
+    fell_back: Mapping[str, str] = field(default_factory=dict)
+    unproven: tuple[str, ...] = ()
+    required: bool = False
+
+    @property
+    def failed(self) -> bool:
+        """NCCL did not use EFA on some pod."""
+        return bool(self.fell_back) or (self.required and bool(self.unproven))
+
+
 @dataclass
 class JobStatus:
-    """The end of a job: its state and, unless it succeeded, why, naming the pod or node."""
+    """The end of a job: its state and, unless it succeeded, why, naming the pod or node.
+
+    ``efa`` is set when the job requested EFA: what the pods' logs showed of it.
+    """
 
     state: JobState
     reason: str = ""
     details: list[str] = field(default_factory=list)
+    efa: EfaUse | None = None
 
 
 @dataclass(frozen=True)

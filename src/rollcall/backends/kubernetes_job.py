@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from rollcall.backends import JobState, JobStatus
+from rollcall.backends import EfaUse, JobState, JobStatus
 from rollcall.collect import Collector
 from rollcall.faults import (
     duplicate_indexes,
@@ -284,6 +284,8 @@ class KubernetesJob:
         """With EFA requested, every pod's NCCL must have selected it (else it fell back to TCP sockets)."""
         fell_back = {p: e.fallback for p, e in sorted(self.evidence.items()) if e.fallback}
         unproven = sorted(p for p, e in self.evidence.items() if not e.efa and not e.fallback)
+        efa = EfaUse(fell_back, tuple(unproven), required=self.spec.accelerator == "nvidia")
+        status.efa = efa
         if fell_back:
             lines = [f"{p}: {line!r}" for p, line in fell_back.items()]
             return JobStatus(
@@ -291,13 +293,15 @@ class KubernetesJob:
                 f"EFA was requested but NCCL did not use it on {len(fell_back)} pod(s): it fell back to "
                 "TCP sockets",
                 status.details + lines,
+                efa,
             )
-        if unproven and self.spec.accelerator == "nvidia":
+        if efa.failed:
             return JobStatus(
                 JobState.FAILED,
                 f"EFA was requested but {len(unproven)} pod(s) never logged NCCL selecting it "
                 "('NET/OFI Selected provider is efa' with NCCL_DEBUG=INFO): " + ", ".join(unproven),
                 status.details,
+                efa,
             )
         if unproven:
             status.details.append(

@@ -1,0 +1,90 @@
+"""judge(): each check's problems, typed; rank states from the kinds of problems, never from their text."""
+
+from dataclasses import FrozenInstanceError
+
+import pytest
+
+from rollcall.backends import EfaUse, JobState, JobStatus
+from rollcall.judge import CHECKS, Facts, judge
+from rollcall.ranklog import RollCall
+from rollcall.verdict import Criteria, Evidence, Kind, Layout, Problem, RankState
+from tests.unit.helpers import event, node_log
+
+
+def roll_of(*logs):
+    roll = RollCall()
+    for i, text in enumerate(logs):
+        p = roll.parser(f"pod-{i}")
+        p.feed(text.encode())
+        p.close()
+    return roll
+
+
+def two_by_two(**kw):
+    return roll_of(node_log(0, 2, 2, **kw), node_log(1, 2, 2, **kw))
+
+
+def test_a_sound_run_has_no_problem_and_every_rank_is_ok():
+    v = judge(Evidence(two_by_two(), Layout(2, 2), JobStatus(JobState.SUCCEEDED)))
+    assert v.passed and v.findings == ()
+    assert {r.state for r in v.ranks.values()} == {RankState.OK}
+    assert [r.pod for r in v.ranks.values()] == ["pod-0", "pod-0", "pod-1", "pod-1"]
+    assert v.ranks[3].reported == ("start", "throughput", "epoch_time", "complete")
+
+
+def test_a_failed_job_comes_first_and_names_no_rank():
+    status = JobStatus(JobState.FAILED, "pod x-1 (index 1) on node n1: OOMKilled")
+    v = judge(Evidence(two_by_two(skip={3: ("complete",)}), Layout(2, 2), status))
+    assert [p.kind for p in v.findings] == [Kind.JOB, Kind.MISSING_EVENT]
+    assert v.problems[0] == "job failed: pod x-1 (index 1) on node n1: OOMKilled"
+    assert v.failed_ranks == {3: ["no complete"]}
+
+
+def test_efa_not_used_is_its_own_kind_not_a_job_failure():
+    efa = EfaUse(fell_back={"x-0": "NET/Socket : Using [0]eth0"}, required=True)
+    status = JobStatus(JobState.FAILED, "EFA was requested but NCCL did not use it on 1 pod(s)", efa=efa)
+    v = judge(Evidence(two_by_two(), Layout(2, 2), status))
+    assert [p.kind for p in v.findings] == [Kind.EFA]
+    assert v.findings[0].detail is efa
+    unproven = EfaUse(unproven=("x-0",), required=False)  # Neuron: not proven is only a detail
+    assert judge(Evidence(two_by_two(), Layout(2, 2), JobStatus(JobState.SUCCEEDED, efa=unproven))).passed
+
+
+def test_the_state_is_the_worst_kind_naming_the_rank():
+    text = node_log(0, 1, 4, tp={1: 10.0, 2: 10.0}) + event("error", 2, 4, message="boom") + "\n"
+    v = judge(Evidence(roll_of(text), Layout(1, 4)), Criteria(min_throughput=20, straggler_ratio=0.5))
+    states = {r: res.state for r, res in v.ranks.items()}
+    assert states == {0: RankState.OK, 1: RankState.STRAGGLER, 2: RankState.MISSING, 3: RankState.OK}
+    assert [p.kind for p in v.ranks[1].problems] == [Kind.MIN_THROUGHPUT, Kind.STRAGGLER]
+    assert v.ranks[2].notes == [
+        "error: boom",
+        "throughput 10.00 < 20",
+        "straggler: 0.33 of the median throughput",
+    ]
+
+
+def test_a_rank_reporting_another_world_size_is_a_layout_problem():
+    text = node_log(0, 1, 2).replace('"rank":1,"world_size":2', '"rank":1,"world_size":3')
+    v = judge(Evidence(roll_of(text), Layout(1, 2)))
+    assert [p.kind for p in v.findings] == [Kind.LAYOUT]
+    assert v.problems == ["ranks 1 (node 0) reported a world size of 3, expected 2"]
+
+
+def test_adding_a_check_is_one_function():
+    def odd_ranks(facts: Facts):
+        ranks = {r: "odd" for r in facts.reports if r % 2}
+        yield Problem(Kind.LAYOUT, "odd ranks are not allowed", ranks)
+
+    v = judge(Evidence(two_by_two(), Layout(2, 2)), checks=(*CHECKS, odd_ranks))
+    assert v.problems == ["odd ranks are not allowed"]
+    assert v.failed_ranks == {1: ["odd"], 3: ["odd"]}
+    assert v.answered == 2
+
+
+def test_the_verdict_is_frozen_and_judging_again_adds_criteria_without_touching_it():
+    first = judge(Evidence(two_by_two(tp={0: 10.0}), Layout(2, 2)))
+    assert first.passed
+    again = judge(first.evidence, Criteria(straggler_ratio=0.8))
+    assert first.passed and [p.kind for p in again.findings] == [Kind.STRAGGLER]
+    with pytest.raises(FrozenInstanceError):
+        first.findings = ()  # type: ignore[misc]

@@ -14,6 +14,11 @@ from typing import IO
 
 from rollcall.ranklog import Format, LogParser, RollCall
 
+#: The session's reports, written to the top of the artifacts directory.
+RESULTS_FILE = "results.json"
+RANKS_JUNIT_FILE = "ranks.junit.xml"
+REPORT_FILE = "report.html"
+
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 

@@ -12,13 +12,19 @@ A pod is broken when:
 - the pod itself failed (evicted, rejected by the kubelet, ...).
 
 Pods being deleted are left to the Job's own verdict: a deleted pod's containers exit non-zero too.
+
+:func:`terminations` reads every container that ended badly as a typed
+:class:`~rollcall.rootcause.Termination`: the root cause of a run whose pod was killed without a word.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
+
+from rollcall.rootcause import Termination
 
 Obj = dict[str, Any]
 
@@ -158,3 +164,36 @@ def duplicate_indexes(pods: Iterable[Obj]) -> dict[str, list[str]]:
     for pod in pods:
         by_index.setdefault(index_of(pod), []).append(pod["metadata"]["name"])
     return {i: sorted(names) for i, names in by_index.items() if len(names) > 1}
+
+
+def terminations(pods: Iterable[Obj]) -> list[Termination]:
+    """Every container that ended badly (non-zero exit or OOMKilled), as its pod's status recorded it."""
+    found = []
+    for pod in pods:
+        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        index = index_of(pod)
+        for cs in _statuses(pod):
+            term = (cs.get("state") or {}).get("terminated") or (cs.get("lastState") or {}).get("terminated")
+            if not term or (term.get("exitCode", 0) == 0 and term.get("reason") != "OOMKilled"):
+                continue
+            found.append(
+                Termination(
+                    pod=str(meta.get("name")),
+                    node=int(index) if index.isdigit() else None,
+                    host=spec.get("nodeName"),
+                    reason=str(term.get("reason") or "Error"),
+                    exit_code=term.get("exitCode"),
+                    time=_epoch(term.get("finishedAt")),
+                )
+            )
+    return found
+
+
+def _epoch(stamp: object) -> float | None:
+    """An RFC 3339 time of the API (``2025-12-01T08:00:01Z``) in seconds since the epoch."""
+    if not isinstance(stamp, str):
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from rollcall.baseline import NO_INSTANCE_TYPE, UNKNOWN, ConfigKey
-from rollcall.reports import RESULTS_FILE, number
+from rollcall.collect import RESULTS_FILE
+from rollcall.reports import number
 
 
 class HistoryError(ValueError):

@@ -27,9 +27,10 @@ from urllib.parse import quote
 import jinja2
 
 from rollcall.baseline import MEASURES
-from rollcall.collect import safe_name
+from rollcall.collect import REPORT_FILE, safe_name
 from rollcall.ranklog import ranges
 from rollcall.reports import number
+from rollcall.rootcause import lines
 from rollcall.verdict import RankState
 
 if TYPE_CHECKING:
@@ -37,8 +38,9 @@ if TYPE_CHECKING:
     from rollcall.reports import TestRecord
     from rollcall.verdict import Verdict
 
-REPORT_FILE = "report.html"
 STATES = tuple(s.value for s in RankState)
+
+__all__ = ["REPORT_FILE", "STATES", "rank_states", "render", "write_report"]
 
 
 @cache
@@ -91,7 +93,11 @@ def _test(record: TestRecord, base: Path) -> dict[str, Any]:
     )
     counts = {s: sum(1 for v in states.values() if v == s) for s in STATES}
     gate = record.gate
+    analysis = verdict.root_cause
+    error_lines = [line.text for line in lines(analysis)] if analysis else []
     return {
+        "root_cause": error_lines[0] if error_lines else "",
+        "errors": error_lines[1:],
         "test_id": record.test_id,
         "passed": record.result.passed,
         "flaky": record.result.flaky,
@@ -219,6 +225,7 @@ def _bars(verdict: Verdict, states: Mapping[int, str], gate: GateReport | None) 
         lines.append(_hline("threshold", y(cut), f"straggler < {cut:.2f}"))
     right = left + world * bar_w
     return {
+        "measured": bool(measured),
         "width": right + 160,
         "height": plot_h + 2 * pad,
         "left": left,

@@ -26,6 +26,8 @@ from typing import Any
 from rollcall.backends import JobState
 from rollcall.baseline import regressions as find_regressions
 from rollcall.ranklog import REQUIRED_EVENTS, RankReport, RollCall, ranges
+from rollcall.rootcause import Failure, analyse
+from rollcall.rootcause import lines as rootcause_lines
 from rollcall.stragglers import find_stragglers, straggler_problem
 from rollcall.verdict import (
     WORKLOAD_KEYS,
@@ -155,15 +157,27 @@ def unexpected_ranks(facts: Facts) -> Iterable[Problem]:
 
 
 def errors(facts: Facts) -> Iterable[Problem]:
-    """A rank that reported an error failed, whatever else it reported."""
-    for r, report in facts.reports.items():
-        for message in report.errors:
-            yield Problem(
-                Kind.ERROR,
-                f"rank {r} (node {facts.node(r)}) reported an error: {message}",
-                {r: f"error: {message}"},
-                detail=message,
+    """A rank that reported an error failed; the first failure is named first, echoes folded.
+
+    :mod:`rollcall.rootcause` orders the errors (and the backend's termination records) by time; the
+    first problem is the root cause (with the whole :class:`~rollcall.rootcause.Analysis` as its detail),
+    then independent failures, then the rest folded by shape. Each rank's note is its own message.
+    """
+    failures = [
+        Failure(r, facts.node(r), e.source or None, e.message, e.time)
+        for r, report in facts.reports.items()
+        for e in report.errors
+    ]
+    status = facts.evidence.status
+    analysis = analyse(failures, status.terminations if status is not None else ())
+    for n, line in enumerate(rootcause_lines(analysis)):
+        notes: dict[int, str] = {}
+        for f in line.failures:  # a rank that wrote two errors keeps both
+            notes[f.rank] = (
+                f"{notes[f.rank]}; error: {f.message}" if f.rank in notes else f"error: {f.message}"
             )
+        kind = Kind.ROOT_CAUSE if line.root else Kind.ERROR
+        yield Problem(kind, line.text, notes, detail=analysis if n == 0 else line)
 
 
 def invalid_values(facts: Facts) -> Iterable[Problem]:
@@ -241,11 +255,11 @@ def regressions(facts: Facts) -> Iterable[Problem]:
 
 #: Every check, in the order their problems are listed.
 CHECKS: tuple[Check, ...] = (
+    errors,
     job_state,
     efa,
     missing_events,
     unexpected_ranks,
-    errors,
     invalid_values,
     min_throughput,
     layout,

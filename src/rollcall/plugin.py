@@ -131,6 +131,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     terminalreporter.section("rollcall")
     for line in summary_table(suite.records):
         terminalreporter.write_line(line)
+    for record in suite.records:
+        analysis = record.result.last.verdict.root_cause
+        if not record.result.passed and analysis is not None:
+            terminalreporter.write_line(f"{record.test_id}: {analysis.headline()}")
     for line in config.stash.get(_NOTES, []):
         terminalreporter.write_line(line)
     terminalreporter.write_line(f"reports: {suite.options.artifacts_dir}/")
@@ -147,7 +151,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     import time
 
-    from rollcall.reports import RANKS_JUNIT_FILE, RESULTS_FILE, write_rank_junit, write_results
+    from rollcall.collect import RANKS_JUNIT_FILE, REPORT_FILE, RESULTS_FILE
+    from rollcall.reports import write_rank_junit, write_results
 
     out = suite.options.artifacts_dir
     meta = {
@@ -162,7 +167,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     tag = f".{worker}" if worker else ""
     write_results(out / _tagged(RESULTS_FILE, tag), suite.records, meta)
     write_rank_junit(out / _tagged(RANKS_JUNIT_FILE, tag), suite.records)
-    from rollcall.htmlreport import REPORT_FILE, write_report
+    from rollcall.htmlreport import write_report
 
     write_report(out / _tagged(REPORT_FILE, tag), suite.records, meta)
     notes = session.config.stash.setdefault(_NOTES, [])

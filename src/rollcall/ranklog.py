@@ -6,7 +6,7 @@ Every rank of the workload prints one line per event, written with a single ``wr
     ROLLCALL {"event":"epoch_time","rank":3,"world_size":64,"epoch":1,"seconds":0.31}
     ROLLCALL {"event":"throughput","rank":3,"world_size":64,"samples_per_sec":49.97}
     ROLLCALL {"event":"complete","rank":3,"world_size":64}
-    ROLLCALL {"event":"error","rank":3,"world_size":64,"message":"..."}
+    ROLLCALL {"event":"error","rank":3,"world_size":64,"message":"...","time":1764576001.25}
 
 A rank answers the roll call when it reported ``throughput``, at least one ``epoch_time`` and ``complete``.
 
@@ -67,6 +67,15 @@ _MAX_PENDING = 8 << 20
 _KEEP_TAIL = 64 << 10
 
 
+@dataclass(frozen=True)
+class RankError:
+    """One ``error`` event: its message and its wall-clock time (epoch seconds; None when unstamped)."""
+
+    message: str
+    time: float | None = None
+    source: str = ""
+
+
 @dataclass
 class RankReport:
     """Everything one rank said, merged over every log it appeared in."""
@@ -76,7 +85,7 @@ class RankReport:
     epoch_times: dict[int, float] = field(default_factory=dict)
     complete: bool = False
     start: dict[str, Any] | None = None
-    errors: list[str] = field(default_factory=list)
+    errors: list[RankError] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
     sources: set[str] = field(default_factory=set)
     world_size: int | None = None
@@ -261,7 +270,9 @@ class LogParser:
         elif event == "start":
             report.start = {k: v for k, v in obj.items() if k not in _ENVELOPE}
         else:
-            report.errors.append(str(obj.get("message", "")))
+            stamp = _number(obj.get("time"))
+            stamp = stamp if stamp is not None and math.isfinite(stamp) else None
+            report.errors.append(RankError(str(obj.get("message", "")), stamp, self.source))
 
 
 _ENVELOPE = frozenset({"event", "rank", "world_size"})

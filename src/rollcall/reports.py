@@ -16,16 +16,15 @@ from typing import TYPE_CHECKING, Any
 
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
+from rollcall.collect import RESULTS_FILE
 from rollcall.runner import RunResult
 
 if TYPE_CHECKING:
     from rollcall.gate import GateReport
     from rollcall.verdict import RankResult
 
-RESULTS_FILE = "results.json"
 #: The version of ``results.json``'s layout: fields are only ever added (a rename would be version 2).
 SCHEMA_VERSION = 1
-RANKS_JUNIT_FILE = "ranks.junit.xml"
 
 
 @dataclass
@@ -66,6 +65,8 @@ class TestRecord:
             "duration_s": round(sum(a.duration_s for a in self.result.attempts), 3),
             "artifacts": str(last.artifacts),
             "release_gate": self.gate.as_dict() if self.gate else None,
+            "root_cause": verdict.root_cause.as_dict() if verdict.root_cause else None,
+            "errors": [g.as_dict() for g in verdict.root_cause.groups] if verdict.root_cause else [],
             **self.extra,
         }
 

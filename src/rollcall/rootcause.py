@@ -87,9 +87,11 @@ class Failure:
         return is_echo(self.message)
 
     def describe(self) -> str:
-        """``rank 5 (node 1, pod p) at 09:00:01.234 UTC: message``."""
-        where = f"node {self.node}" + (f", pod {self.pod}" if self.pod else "")
-        return f"rank {self.rank} ({where}){_at(self.time)}: {clip(self.message)}"
+        """``rank 5 (node 1) reported an error: message [pod p, 09:00:01.234 UTC]``."""
+        where = ", ".join(w for w in (f"pod {self.pod}" if self.pod else "", _clock(self.time)) if w)
+        return f"rank {self.rank} (node {self.node}) reported an error: {clip(self.message)}" + (
+            f" [{where}]" if where else ""
+        )
 
     def as_dict(self) -> dict[str, Any]:
         """The failure, JSON-ready."""
@@ -264,26 +266,39 @@ def fold(failures: Iterable[Failure]) -> tuple[Group, ...]:
     return tuple(sorted(groups, key=lambda g: (g.echo, _when(g.failures[0]))))
 
 
-def summary(analysis: Analysis, *, max_roots: int = MAX_ROOTS, max_groups: int = MAX_GROUPS) -> list[str]:
+@dataclass(frozen=True)
+class Line:
+    """One line of a failure message and the failures it stands for (every failure is in exactly one)."""
+
+    text: str
+    failures: tuple[Failure, ...] = ()
+    root: bool = False
+
+
+def lines(analysis: Analysis, *, max_roots: int = MAX_ROOTS, max_groups: int = MAX_GROUPS) -> list[Line]:
     """The lines of a failure message: root cause, independent failures, clock doubt, the folded groups."""
     head = analysis.headline()
     if head is None:
         return []
-    lines = [head]
-    shown = analysis.independent[:max_roots]
-    lines += [f"independent failure: {f.describe()}" for f in shown]
-    if len(analysis.independent) > len(shown):
-        lines.append(f"and {len(analysis.independent) - len(shown)} more independent failure(s)")
+    first = (analysis.first,) if analysis.first is not None and analysis.termination is None else ()
+    out = [Line(head, first, root=True)]
+    shown, hidden = analysis.independent[:max_roots], analysis.independent[max_roots:]
+    out += [Line(f"independent failure: {f.describe()}", (f,), root=True) for f in shown]
+    if hidden:
+        out.append(Line(f"and {len(hidden)} more independent failure(s)", hidden, root=True))
     if analysis.undecided:
-        lines.append(f"order uncertain: {analysis.undecided}")
-    groups = analysis.groups[:max_groups]
-    lines += [g.line() for g in groups]
-    if len(analysis.groups) > len(groups):
-        hidden = analysis.groups[len(groups) :]
-        lines.append(
-            f"and {len(hidden)} more kind(s) of error on {sum(len(g.failures) for g in hidden)} rank(s)"
-        )
-    return lines
+        out.append(Line(f"order uncertain: {analysis.undecided}"))
+    out += [Line(g.line(), g.failures) for g in analysis.groups[:max_groups]]
+    rest = analysis.groups[max_groups:]
+    if rest:
+        failures = tuple(f for g in rest for f in g.failures)
+        out.append(Line(f"and {len(rest)} more kind(s) of error on {len(failures)} rank(s)", failures))
+    return out
+
+
+def summary(analysis: Analysis, *, max_roots: int = MAX_ROOTS, max_groups: int = MAX_GROUPS) -> list[str]:
+    """The text of :func:`lines`."""
+    return [line.text for line in lines(analysis, max_roots=max_roots, max_groups=max_groups)]
 
 
 def clip(message: str, limit: int = MAX_MESSAGE) -> str:
@@ -340,7 +355,11 @@ def _when(item: Failure | Termination) -> tuple[bool, float, int]:
     return (item.time is None, item.time or 0.0, rank)
 
 
-def _at(time: float | None) -> str:
+def _clock(time: float | None) -> str:
     if time is None:
         return ""
-    return " at " + datetime.fromtimestamp(time, UTC).strftime("%H:%M:%S.%f")[:-3] + " UTC"
+    return datetime.fromtimestamp(time, UTC).strftime("%H:%M:%S.%f")[:-3] + " UTC"
+
+
+def _at(time: float | None) -> str:
+    return f" at {_clock(time)}" if time is not None else ""

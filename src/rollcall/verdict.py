@@ -19,6 +19,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from rollcall.collect import RANKS_JUNIT_FILE, REPORT_FILE, RESULTS_FILE
+from rollcall.rootcause import Analysis
+
 if TYPE_CHECKING:
     from rollcall.backends import JobStatus
     from rollcall.ranklog import RollCall
@@ -71,6 +74,7 @@ _SEVERITY = {RankState.OK: 0, RankState.SLOW: 1, RankState.STRAGGLER: 2, RankSta
 class Kind(enum.Enum):
     """What sort of problem; the rank state it puts the ranks it names in is :attr:`rank_state`."""
 
+    ROOT_CAUSE = "root_cause"  # the first failure (and independent ones), named first
     JOB = "job"  # the job did not succeed
     EFA = "efa"  # EFA was requested and NCCL did not use it
     MISSING_EVENT = "missing_event"
@@ -89,6 +93,7 @@ class Kind(enum.Enum):
 
 
 _RANK_STATE = {
+    Kind.ROOT_CAUSE: RankState.MISSING,
     Kind.MISSING_EVENT: RankState.MISSING,
     Kind.ERROR: RankState.MISSING,
     Kind.INVALID_VALUE: RankState.MISSING,
@@ -264,6 +269,14 @@ class Verdict:
         """The figures the regression gate compares."""
         return Figures(self.throughput.total, self.throughput.median, self.epoch_time_mean)
 
+    @property
+    def root_cause(self) -> Analysis | None:
+        """How the ranks' errors came about, first failure first (None when no rank reported one)."""
+        for p in self.findings:
+            if isinstance(p.detail, Analysis):
+                return p.detail
+        return None
+
     def of_kind(self, kind: Kind) -> list[Problem]:
         """The problems of ``kind``."""
         return [p for p in self.findings if p.kind is kind]
@@ -278,4 +291,7 @@ class Verdict:
         lines = [head, *(f"  - {p}" for p in self.problems)]
         if logs_hint and self.findings:
             lines.append(f"  per-pod logs: {logs_hint}")
+        if self.root_cause is not None:
+            where = f"{RESULTS_FILE} (root_cause, errors), {RANKS_JUNIT_FILE}, {REPORT_FILE}"
+            lines.append(f"  every rank's own error: {where}")
         return "\n".join(lines)

@@ -9,8 +9,10 @@ from rollcall.faults import (
     pod_fault,
     started,
     terminated,
+    terminations,
     unschedulable,
 )
+from rollcall.rootcause import Termination
 
 
 def pod(
@@ -158,3 +160,14 @@ def test_phases_and_duplicate_indexes():
     ]
     assert phases(pods) == {"Running": 1, "Pending": 2, "Failed": 1}
     assert duplicate_indexes(pods) == {"1": ["a-1-y", "a-1-z"]}
+
+
+def test_terminations_are_read_as_typed_records():
+    oom = container(terminated={"exitCode": 137, "reason": "OOMKilled", "finishedAt": "2025-12-01T08:00:01Z"})
+    ok = container(terminated={"exitCode": 0, "reason": "Completed"})
+    pods = [
+        pod("bert-1-x", index="1", node="trn1-1", phase="Failed", containers=[oom]),
+        pod("bert-0-y", index="0", node="trn1-0", phase="Succeeded", containers=[ok]),
+        pod("bert-2-z", index="2", containers=[container(running={})]),
+    ]
+    assert terminations(pods) == [Termination("bert-1-x", 1, "trn1-1", "OOMKilled", 137, 1764576001.0)]

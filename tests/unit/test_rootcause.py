@@ -82,7 +82,8 @@ def test_the_earliest_own_error_is_the_root_cause_and_the_echoes_fold_into_one_l
     assert analysis.first is not None and analysis.first.rank == 5 and analysis.undecided is None
     lines = summary(analysis)
     assert lines[0] == (
-        "first failure: rank 5 (node 1, pod node-1) at 08:00:01.000 UTC: RuntimeError: injected failure on rank 5"
+        "first failure: rank 5 (node 1) reported an error: RuntimeError: injected failure on rank 5 "
+        "[pod node-1, 08:00:01.000 UTC]"
     )
     assert len(lines) == 2
     assert lines[1].startswith(
@@ -113,7 +114,10 @@ def test_two_independent_failures_are_both_named():
     assert [f.rank for f in analysis.roots] == [5, 2]
     lines = summary(analysis)
     assert lines[0].startswith("first failure: rank 5 (node 1")
-    assert lines[1].startswith("independent failure: rank 2 (node 0, pod node-0) at 08:00:03.000 UTC: ")
+    assert lines[1] == (
+        "independent failure: rank 2 (node 0) reported an error: torch.OutOfMemoryError: CUDA out of memory "
+        "[pod node-0, 08:00:03.000 UTC]"
+    )
     assert "6 rank(s) [echo" in lines[2]
 
 
@@ -164,7 +168,7 @@ def test_2048_ranks_one_root_and_2047_echoes_stay_within_the_bound():
         Failure(1234, 1234 // 32, "job-38", "RuntimeError: injected failure on rank 1234", T0 + 1)
     )
     lines = summary(analyse(failures))
-    assert lines[0].startswith("first failure: rank 1234 (node 38, pod job-38)")
+    assert lines[0].startswith("first failure: rank 1234 (node 38) reported an error: RuntimeError: injected")
     assert len(lines) == 2 and lines[1].startswith("2047 rank(s) [echo")
     assert len(lines) <= 1 + MAX_ROOTS + 1 + MAX_GROUPS + 1
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from rollcall.collect import Collector
 from rollcall.jobspec import Accelerator, JobSpec
+from rollcall.rootcause import Termination
 
 if TYPE_CHECKING:
     from rollcall.options import Options
@@ -50,13 +51,15 @@ class EfaUse:
 class JobStatus:
     """The end of a job: its state and, unless it succeeded, why, naming the pod or node.
 
-    ``efa`` is set when the job requested EFA: what the pods' logs showed of it.
+    ``efa`` is set when the job requested EFA: what the pods' logs showed of it. ``terminations`` are the
+    containers that ended badly, as their runtime recorded them (where the backend can read that).
     """
 
     state: JobState
     reason: str = ""
     details: list[str] = field(default_factory=list)
     efa: EfaUse | None = None
+    terminations: list[Termination] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from rollcall.faults import (
     pod_fault,
     started,
     terminated,
+    terminations,
     unschedulable,
     where,
 )
@@ -205,6 +206,7 @@ class KubernetesJob:
         status.details += self._details()
         if status.state is JobState.SUCCEEDED and self.rendered.efa:
             status = self._check_efa(status)
+        status.terminations = terminations(self.pods.objects())
         if status.state is not JobState.SUCCEEDED:
             self._save_state()
         return status

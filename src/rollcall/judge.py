@@ -42,6 +42,9 @@ from rollcall.verdict import (
     Verdict,
 )
 
+#: Nodes listed one by one in a problem's line; beyond, the ranks and the nodes are listed as two ranges.
+BY_NODE_GROUPS = 8
+
 
 @dataclass(frozen=True)
 class Facts:
@@ -67,10 +70,15 @@ class Facts:
         return reported if reported is not None else self.layout.node_of(rank)
 
     def by_node(self, ranks: Iterable[int]) -> str:
-        """``7 (node 0); 19, 40-47 (node 1)``: ranks grouped by the node they ran (or should have run) on."""
+        """``7 (node 0); 19, 40-47 (node 1)``: ranks grouped by the node they ran (or should have run) on.
+
+        Past :data:`BY_NODE_GROUPS` nodes, one list and the nodes' range: ``0-2047 (nodes 0-63)``.
+        """
         groups: dict[int, list[int]] = defaultdict(list)
         for r in ranks:
             groups[self.node(r)].append(r)
+        if len(groups) > BY_NODE_GROUPS:
+            return f"{ranges(r for rs in groups.values() for r in rs)} (nodes {ranges(groups)})"
         return "; ".join(f"{ranges(rs)} (node {n})" for n, rs in sorted(groups.items()))
 
     @cached_property

@@ -163,14 +163,12 @@ class Group:
         return sorted(f.rank for f in self.failures)
 
     def line(self) -> str:
-        """``ranks 0-4, 6-7 (nodes 0, 1): message``, with ranks listed per node when nodes differ."""
-        by_node: dict[int, list[int]] = defaultdict(list)
-        for f in self.failures:
-            by_node[f.node].append(f.rank)
+        """``7 rank(s) [echo of another rank's failure] ranks 0-4, 6-7 (nodes 0-1): message``."""
         what = "echo of another rank's failure" if self.echo else "own error"
+        nodes = sorted({f.node for f in self.failures})
+        where = f"node {nodes[0]}" if len(nodes) == 1 else f"nodes {ranges(nodes)}"
         count = f"{len(self.failures)} rank(s)"
-        nodes = "; ".join(f"{ranges(rs)} (node {n})" for n, rs in sorted(by_node.items()))
-        return f"{count} [{what}] ranks {nodes}: {clip(self.message)}"
+        return f"{count} [{what}] ranks {ranges(self.ranks)} ({where}): {clip(self.message)}"
 
     def as_dict(self) -> dict[str, Any]:
         """The group, JSON-ready: its shape, one message, and every member with its own message."""

@@ -86,9 +86,7 @@ def test_the_earliest_own_error_is_the_root_cause_and_the_echoes_fold_into_one_l
         "[pod node-1, 08:00:01.000 UTC]"
     )
     assert len(lines) == 2
-    assert lines[1].startswith(
-        "7 rank(s) [echo of another rank's failure] ranks 0-3 (node 0); 4, 6-7 (node 1): "
-    )
+    assert lines[1].startswith("7 rank(s) [echo of another rank's failure] ranks 0-4, 6-7 (nodes 0-1): ")
     assert "Connection closed by peer" in lines[1]
 
 

@@ -30,17 +30,31 @@ from typing import Any
 
 from rollcall.ranklog import ranges
 
-#: Messages of errors that are consequences of another rank's failure (matched case-insensitively).
-ECHO_PATTERNS: tuple[str, ...] = (
-    r"connection (was )?(closed|reset) by peer",
-    r"\bECONNRESET\b|broken pipe|connection refused",
-    r"watchdog (caught|thread terminated)|collective operation timeout|ProcessGroupNCCL.*(timeout|timed out)",
-    r"communicators? (was |were |has been )?abort|ncclRemoteError|remote process exited|NCCL.*abort",
-    r"barrier.*time(d)? ?out|time(d)? ?out.*barrier|store.*time(d)? ?out|time(d)? ?out.*store",
-    r"wait timeout|socket timeout|timed out waiting",
-    r"\bSIGTERM\b|\bSIGINT\b|got signal: ?(2|15)\b|SignalException|KeyboardInterrupt",
-)
-_ECHO = re.compile("|".join(f"(?:{p})" for p in ECHO_PATTERNS), re.IGNORECASE)
+#: The kinds of echo (consequences of another rank's failure) and the messages that are one, matched
+#: case-insensitively in this order. Echoes fold by kind: one line for every rank that lost its peers.
+ECHO_PATTERNS: dict[str, tuple[str, ...]] = {
+    "lost the connection to a peer": (
+        r"connection (was )?(closed|reset) by peer",
+        r"\bECONNRESET\b|broken pipe|connection refused",
+    ),
+    "NCCL watchdog timeout": (
+        r"watchdog (caught|thread terminated)|collective operation timeout",
+        r"ProcessGroupNCCL.*(timeout|timed out)",
+    ),
+    "aborted communicator": (
+        r"communicators? (was |were |has been )?abort|NCCL.*abort",
+        r"ncclRemoteError|remote process exited",
+    ),
+    "barrier or store timeout": (
+        r"barrier.*time(d)? ?out|time(d)? ?out.*barrier|store.*time(d)? ?out|time(d)? ?out.*store",
+        r"wait timeout|socket timeout|timed out waiting",
+    ),
+    "signal from the launcher": (
+        r"\bSIGTERM\b|\bSIGINT\b|got signal: ?(2|15)\b",
+        r"SignalException|KeyboardInterrupt",
+    ),
+}
+_ECHOES = [(kind, re.compile("|".join(ps), re.IGNORECASE)) for kind, ps in ECHO_PATTERNS.items()]
 #: Two failures stamped closer than this cannot be ordered by their clocks.
 CLOCK_TOLERANCE_S = 1.0
 #: Independent failures named besides the root cause, and folded groups shown, in a failure message.
@@ -58,9 +72,20 @@ _SHAPES = (
 )
 
 
+def echo_kind(message: str) -> str | None:
+    """The kind of echo ``message`` is (a key of :data:`ECHO_PATTERNS`), or None for a rank's own error."""
+    return next((kind for kind, pattern in _ECHOES if pattern.search(message)), None)
+
+
 def is_echo(message: str) -> bool:
     """Whether ``message`` reads as a consequence of another rank's failure (see the module docstring)."""
-    return _ECHO.search(message) is not None
+    return echo_kind(message) is not None
+
+
+def fold_key(message: str) -> str:
+    """What errors fold by: an echo's kind, else the message's :func:`shape`."""
+    kind = echo_kind(message)
+    return f"echo: {kind}" if kind else shape(message)
 
 
 def shape(message: str) -> str:
@@ -162,18 +187,26 @@ class Group:
         """The ranks, sorted."""
         return sorted(f.rank for f in self.failures)
 
+    @property
+    def kind(self) -> str | None:
+        """The kind of echo (None for own errors)."""
+        return echo_kind(self.message)
+
     def line(self) -> str:
-        """``7 rank(s) [echo of another rank's failure] ranks 0-4, 6-7 (nodes 0-1): message``."""
-        what = "echo of another rank's failure" if self.echo else "own error"
+        """``ranks 0-4, 6-7 (nodes 0-1) [7 echoes of another rank's failure: ...]: message``."""
+        n = len(self.failures)
+        if self.kind:
+            what = f"{n} echo{'es' if n > 1 else ''} of another rank's failure: {self.kind}"
+        else:
+            what = f"{n} own error{'s' if n > 1 else ''}"
         nodes = sorted({f.node for f in self.failures})
         where = f"node {nodes[0]}" if len(nodes) == 1 else f"nodes {ranges(nodes)}"
-        count = f"{len(self.failures)} rank(s)"
-        return f"{count} [{what}] ranks {ranges(self.ranks)} ({where}): {clip(self.message)}"
+        return f"ranks {ranges(self.ranks)} ({where}) [{what}]: {clip(self.message)}"
 
     def as_dict(self) -> dict[str, Any]:
         """The group, JSON-ready: its shape, one message, and every member with its own message."""
         return {
-            "shape": self.key,
+            "key": self.key,
             "message": self.message,
             "echo": self.echo,
             "ranks": self.ranks,
@@ -259,7 +292,7 @@ def fold(failures: Iterable[Failure]) -> tuple[Group, ...]:
     """Failures folded by shape; own errors first, then echoes, each by their earliest member."""
     by_shape: dict[str, list[Failure]] = defaultdict(list)
     for f in sorted(failures, key=_when):
-        by_shape[shape(f.message)].append(f)
+        by_shape[fold_key(f.message)].append(f)
     groups = [Group(key, tuple(members)) for key, members in by_shape.items()]
     return tuple(sorted(groups, key=lambda g: (g.echo, _when(g.failures[0]))))
 

@@ -61,5 +61,5 @@ def test_the_page_puts_the_root_cause_on_top_and_draws_no_chart_when_nothing_was
         "first failure: rank 5 (node 1) reported an error: RuntimeError: injected failure on rank 5" in text
     )
     errors = [a for tag, a in Elements(text).tags if tag == "ul" and a.get("class") == "errors"]
-    assert len(errors) == 1 and "7 rank(s) [echo of another rank&#39;s failure]" in text
+    assert len(errors) == 1 and "[7 echoes of another rank&#39;s failure" in text
     assert "<svg" not in text and "nothing to chart" in text and "1e-09" not in text

@@ -129,7 +129,7 @@ def test_the_root_cause_comes_first_and_each_rank_keeps_its_own_message():
         "first failure: rank 5 (node 1) reported an error: RuntimeError: injected failure on rank 5 "
         "[pod job-1-abcde, 08:00:01.000 UTC]"
     )
-    assert "ranks 0-4, 6-7 (nodes 0-1): " in v.problems[1]
+    assert v.problems[1].startswith("ranks 0-4, 6-7 (nodes 0-1) [7 echoes of another rank's failure: ")
     assert v.failed_ranks[5][0] == "error: RuntimeError: injected failure on rank 5"
     assert v.failed_ranks[6][0] == "error: " + GLOO.format(port=40006)
     assert v.root_cause is not None and v.root_cause.first.rank == 5
@@ -150,7 +150,8 @@ def test_2048_ranks_one_root_cause_and_2047_echoes_give_a_short_message():
         "[pod job-38-abcde, 08:00:02.000 UTC]"
     )
     assert lines[2].startswith(
-        "  - 2047 rank(s) [echo of another rank's failure] ranks 0-1233, 1235-2047 (nodes 0-63): RuntimeError"
+        "  - ranks 0-1233, 1235-2047 (nodes 0-63) [2047 echoes of another rank's failure: lost the connection to "
+        "a peer]: RuntimeError"
     )
     assert all(len(line) <= 400 for line in lines), message
     assert len(v.failed_ranks) == 2048
@@ -182,4 +183,6 @@ def test_an_echo_of_a_silently_killed_pod_names_the_pod_from_its_termination_rec
         "08:00:01.000 UTC, and none of its ranks reported an error"
     )
     assert v.findings[0].ranks == {}
-    assert v.problems[1].startswith("4 rank(s) [echo of another rank's failure] ranks 0-3 (node 0): ")
+    assert v.problems[1].startswith(
+        "ranks 0-3 (node 0) [4 echoes of another rank's failure: lost the connection"
+    )

@@ -11,6 +11,7 @@ from rollcall.rootcause import (
     analyse,
     fold,
     is_echo,
+    lines,
     shape,
     summary,
 )
@@ -86,7 +87,9 @@ def test_the_earliest_own_error_is_the_root_cause_and_the_echoes_fold_into_one_l
         "[pod node-1, 08:00:01.000 UTC]"
     )
     assert len(lines) == 2
-    assert lines[1].startswith("7 rank(s) [echo of another rank's failure] ranks 0-4, 6-7 (nodes 0-1): ")
+    assert lines[1].startswith(
+        "ranks 0-4, 6-7 (nodes 0-1) [7 echoes of another rank's failure: lost the connection to a peer]: "
+    )
     assert "Connection closed by peer" in lines[1]
 
 
@@ -116,7 +119,7 @@ def test_two_independent_failures_are_both_named():
         "independent failure: rank 2 (node 0) reported an error: torch.OutOfMemoryError: CUDA out of memory "
         "[pod node-0, 08:00:03.000 UTC]"
     )
-    assert "6 rank(s) [echo" in lines[2]
+    assert "[6 echoes of another rank's failure" in lines[2]
 
 
 def test_two_own_errors_within_the_clock_tolerance_are_not_ordered_by_guess():
@@ -148,7 +151,7 @@ def test_when_the_earliest_error_is_an_echo_of_a_silently_killed_pod_the_termina
         "first failure: pod job-1-abcde (index 1) on node ip-10-0-1-7 ended OOMKilled (exit code 137) at "
         "08:00:01.500 UTC, and none of its ranks reported an error"
     )
-    assert lines[1].startswith("4 rank(s) [echo of another rank's failure] ranks 0-3 (node 0): ")
+    assert lines[1].startswith("ranks 0-3 (node 0) [4 echoes of another rank's failure: lost the connection")
     # without any termination record, the message says every error is an echo, not that one is the cause
     alone = analyse(failures)
     assert summary(alone)[0].startswith(
@@ -167,19 +170,24 @@ def test_2048_ranks_one_root_and_2047_echoes_stay_within_the_bound():
     )
     lines = summary(analyse(failures))
     assert lines[0].startswith("first failure: rank 1234 (node 38) reported an error: RuntimeError: injected")
-    assert len(lines) == 2 and lines[1].startswith("2047 rank(s) [echo")
+    assert len(lines) == 2 and lines[1].startswith("ranks 0-1233, 1235-2047 (nodes 0-63) [2047 echoes")
     assert len(lines) <= 1 + MAX_ROOTS + 1 + MAX_GROUPS + 1
 
 
 def test_many_shapes_are_cut_off_with_a_count():
-    own = [Failure(r, 0, None, f"ValueError: problem number {'x' * r}", T0 + r) for r in range(20)]
-    echoes = [
-        Failure(100 + r, 1, None, f"Connection reset by peer {'y' * r}", T0 + 50 + r) for r in range(10)
-    ]
-    lines = summary(analyse(own + echoes))
+    # 20 kinds of own error, each on two ranks: 19 independent failures and 20 groups of the rest
+    own = [Failure(r, 0, None, f"ValueError: problem number {'x' * (r // 2)}", T0 + r) for r in range(40)]
+    lines = summary(analyse(own))
     assert len(lines) == 1 + MAX_ROOTS + 1 + MAX_GROUPS + 1
     assert lines[MAX_ROOTS + 1] == f"and {20 - 1 - MAX_ROOTS} more independent failure(s)"
-    assert lines[-1] == f"and {10 - MAX_GROUPS} more kind(s) of error on {10 - MAX_GROUPS} rank(s)"
+    assert lines[-1] == f"and {20 - MAX_GROUPS} more kind(s) of error on {20 - MAX_GROUPS} rank(s)"
+
+
+def test_every_failure_is_on_exactly_one_line():
+    own = [Failure(r, 0, None, f"ValueError: problem number {'x' * (r // 2)}", T0 + r) for r in range(40)]
+    echoes = [Failure(100 + r, 1, None, GLOO.format(port=r), T0 + 60) for r in range(10)]
+    counted = [f.rank for line in lines(analyse(own + echoes)) for f in line.failures]
+    assert sorted(counted) == sorted(f.rank for f in own + echoes)
 
 
 def test_fold_keeps_own_errors_before_echoes():

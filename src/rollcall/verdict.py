@@ -60,7 +60,7 @@ class RankState(enum.Enum):
     OK = "ok"
     MISSING = "missing"  # missed an event, reported an error or an invalid value
     STRAGGLER = "straggler"  # answered, but below --straggler-ratio of the median throughput
-    SLOW = "slow"  # answered, but below --min-throughput
+    SLOW = "slow"  # answered, but below --min-throughput (or failed another check that names it)
 
     @property
     def severity(self) -> int:
@@ -88,8 +88,8 @@ class Kind(enum.Enum):
 
     @property
     def rank_state(self) -> RankState:
-        """The state of a rank this kind of problem names."""
-        return _RANK_STATE.get(self, RankState.OK)
+        """The state of a rank this kind of problem names (``SLOW`` for a kind without one of its own)."""
+        return _RANK_STATE.get(self, RankState.SLOW)
 
 
 _RANK_STATE = {

@@ -8,6 +8,7 @@ from rollcall.backends import JobState, JobStatus
 from rollcall.htmlreport import render
 from rollcall.jobspec import JobSpec
 from rollcall.runner import Attempt, RunResult
+from rollcall.verdict import Evidence, Layout
 from tests.unit.test_htmlreport import Elements
 from tests.unit.test_judge import GLOO, T0, judged
 
@@ -63,3 +64,26 @@ def test_the_page_puts_the_root_cause_on_top_and_draws_no_chart_when_nothing_was
     errors = [a for tag, a in Elements(text).tags if tag == "ul" and a.get("class") == "errors"]
     assert len(errors) == 1 and "[7 echoes of another rank&#39;s failure" in text
     assert "<svg" not in text and "nothing to chart" in text and "1e-09" not in text
+
+
+def test_the_page_and_the_junit_read_the_kind_of_a_problem_never_its_text(tmp_path):
+    from rollcall.judge import CHECKS, judge
+    from rollcall.verdict import Kind, Problem
+    from tests.unit.test_judge import two_by_two
+
+    def misleading(facts):
+        yield Problem(
+            Kind.STRAGGLER, "no throughput, error: invalid", {0: "no throughput; error: x; invalid y"}
+        )
+        yield Problem(Kind.LAYOUT, "straggler", {1: "straggler: 0.10 of the median throughput"})
+
+    verdict = judge(Evidence(two_by_two(), Layout(2, 2)), checks=(*CHECKS, misleading))
+    status = JobStatus(JobState.SUCCEEDED)
+    attempt = Attempt(JobSpec("kinds", 2, 2), status, verdict, tmp_path / "kinds", 1.0)
+    record = reports.TestRecord("t.py::test_kinds", RunResult("local", [attempt]), "cpu")
+    states = {r: s for r, _, s, _ in Elements(render([record], {}, tmp_path)).ranks()}
+    assert states == {0: "straggler", 1: "slow", 2: "ok", 3: "ok"}
+    path = tmp_path / "ranks.junit.xml"
+    reports.write_rank_junit(path, [record])
+    failed = [c.get("name") for c in ET.parse(path).iter("testcase") if c.find("failure") is not None]
+    assert failed == ["rank 0 (node 0)", "rank 1 (node 0)"]

@@ -31,6 +31,7 @@ class LogSink:
     """One pod's log: appended to ``path`` and fed to that pod's parser."""
 
     def __init__(self, path: Path, parser: LogParser, lock: threading.Lock) -> None:
+        self.name = parser.source
         self.path = path
         self._parser = parser
         self._lock = lock

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
@@ -177,7 +177,11 @@ def errors(facts: Facts) -> Iterable[Problem]:
         for e in report.errors
     ]
     status = facts.evidence.status
-    analysis = analyse(failures, status.terminations if status is not None else ())
+    ended = [  # a worker's record names its rank: place it on the rank's node
+        replace(t, node=facts.node(t.rank)) if t.rank is not None and t.node is None else t
+        for t in (status.terminations if status is not None else ())
+    ]
+    analysis = analyse(failures, ended)
     for n, line in enumerate(rootcause_lines(analysis)):
         notes: dict[int, str] = {}
         for f in line.failures:  # a rank that wrote two errors keeps both

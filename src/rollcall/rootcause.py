@@ -130,9 +130,17 @@ class Failure:
         }
 
 
+#: Signals the launcher itself sends its workers once one has failed: their ends are echoes.
+LAUNCHER_SIGNALS = frozenset({"SIGTERM", "SIGINT"})
+
+
 @dataclass(frozen=True)
 class Termination:
-    """A container that ended badly, as its runtime recorded it (e.g. a pod's container status)."""
+    """A container or a worker that ended badly, as its runtime recorded it.
+
+    A pod's container status gives one per container (``rank`` None); torchrun's failure report one per
+    worker (:mod:`rollcall.torchrun`; ``exit_code`` negative for a signal, ``reason`` its name).
+    """
 
     pod: str
     node: int | None
@@ -140,18 +148,28 @@ class Termination:
     reason: str
     exit_code: int | None = None
     time: float | None = None
+    rank: int | None = None
 
     @property
     def silent_kill(self) -> bool:
         """Killed from outside (OOM killer, a signal): such a process leaves no error line of its own."""
-        return self.reason == "OOMKilled" or (self.exit_code is not None and self.exit_code > 128)
+        if self.reason == "OOMKilled":
+            return True
+        if self.exit_code is None:
+            return False
+        if self.exit_code < 0:
+            return self.reason not in LAUNCHER_SIGNALS
+        return self.exit_code > 128
 
     def describe(self) -> str:
-        """``pod p (index 1) on node n was OOMKilled (exit code 137) at ...``."""
+        """``pod p (index 1) on node n ended OOMKilled (exit code 137) at ...``, or the worker's rank."""
         index = f" (index {self.node})" if self.node is not None else ""
         host = f" on node {self.host}" if self.host else ""
         code = f" (exit code {self.exit_code})" if self.exit_code is not None else ""
-        return f"pod {self.pod}{index}{host} ended {self.reason}{code}{_at(self.time)}"
+        how = f"{self.reason}{code}{_at(self.time)}"
+        if self.rank is not None:
+            return f"rank {self.rank} (pod {self.pod}{index}{host}) was ended by {how}"
+        return f"pod {self.pod}{index}{host} ended {how}"
 
     def as_dict(self) -> dict[str, Any]:
         """The termination, JSON-ready."""
@@ -162,6 +180,7 @@ class Termination:
             "reason": self.reason,
             "exit_code": self.exit_code,
             "time": self.time,
+            "rank": self.rank,
         }
 
 
@@ -243,7 +262,12 @@ class Analysis:
     def headline(self) -> str | None:
         """The root cause in one line."""
         if self.termination is not None:
-            return f"first failure: {self.termination.describe()}, and none of its ranks reported an error"
+            who = (
+                "it reported no error"
+                if self.termination.rank is not None
+                else "none of its ranks reported an error"
+            )
+            return f"first failure: {self.termination.describe()}, and {who}"
         if self.first is None:
             return None
         if self.first.echo:

@@ -16,6 +16,7 @@ from rollcall.backends import Backend, JobState, JobStatus
 from rollcall.collect import Collector
 from rollcall.jobspec import JobSpec
 from rollcall.judge import judge
+from rollcall.torchrun import read_terminations
 from rollcall.verdict import Criteria, Evidence, Layout, Verdict
 
 log = logging.getLogger(__name__)
@@ -94,6 +95,9 @@ def run_once(
         elif job is not None:
             log.warning("--keep: leaving job %s in place for debugging", spec.name)
         collector.close()
+    if status.state is not JobState.SUCCEEDED:  # the launcher's own records of the workers that failed
+        for sink in collector.sinks:
+            status.terminations += read_terminations(sink.path, sink.name)
     evidence = Evidence(collector.roll, Layout(spec.nodes, spec.procs_per_node), status)
     verdict = judge(evidence, Criteria(min_throughput=min_throughput))
     return Attempt(spec, status, verdict, artifacts, time.monotonic() - started)

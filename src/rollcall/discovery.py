@@ -30,6 +30,7 @@ from rollcall.jobspec import (
     AcceleratorChoice,
     EfaChoice,
 )
+from rollcall.options import DEFAULTS
 
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 #: Taint effects that keep a pod off a node unless tolerated.
@@ -144,10 +145,10 @@ def discover(
     objs: Iterable[Obj],
     *,
     nodes: int,
-    accelerator: AcceleratorChoice = "auto",
+    accelerator: AcceleratorChoice = DEFAULTS.accelerator,
     instance_type: str | None = None,
     procs_per_node: int | None = None,
-    efa: EfaChoice = "auto",
+    efa: EfaChoice = DEFAULTS.efa,
     tolerations: Sequence[Mapping[str, Any]] = (),
 ) -> Discovery:
     """Choose the nodes and derive what each pod runs and requests; see the module docstring."""

@@ -26,7 +26,8 @@ always present; other keys may be added. Events, in order:
     throughput   samples_per_sec (this rank), tflops (achieved, this rank), mfu (null when the
                  device peak is unknown), flops_per_sample, model, seq_len, batch_size
     complete     -- then all ranks meet in a barrier and leave the process group
-    error        message                      -- instead of the rest, on any failure
+    error        message, time (wall clock when it was written, seconds since the epoch, float)
+                 -- instead of the rest, on any failure; the suite orders failures by ``time``
 Plain progress lines without the prefix may appear in between.
 
 Exit codes: 0 after ``complete``; 1 after ``error`` (the process ends at once, without tearing
@@ -245,7 +246,9 @@ class RollcallLog:
         self.fd = os.dup(1) if fd is None else fd
 
     def emit(self, event: str, **fields: Any) -> None:
-        """Write one event line with a single write."""
+        """Write one event line with a single write; an ``error`` is stamped with the wall-clock time."""
+        if event == "error":
+            fields.setdefault("time", round(time.time(), 6))
         data = encode_event(event, self.rank, self.world_size, **fields)
         sys.stdout.flush()  # keep plain prints of this process in order with roll-call lines
         written = os.write(self.fd, data)

@@ -1,4 +1,4 @@
-"""Release gating: baselines of each configuration's figures, the regression gate, and stragglers.
+"""Baseline files: each configuration's accepted figures, and how a run's figures compare with them.
 
 A baseline file holds, per configuration, the figures a release manager accepted as normal::
 
@@ -19,20 +19,8 @@ node, and the workload's model and sequence length (from the ranks' ``throughput
 ranks did not agree or did not say). Each entry repeats its key's fields; a key that does not match them is
 an error.
 
-The checks, applied by :meth:`ReleaseGate.judge` to the attempt that decided a test (after ``--retries``:
-a regression or a straggler is never retried away):
-
-- **Stragglers** (``--straggler-ratio R``, default 0.8; 0 turns the check off): a rank whose throughput is
-  below R times the median of all ranks fails the run, named with its node. A bad GPU, link or NeuronCore
-  shows up this way long before a job fails.
-- **Regressions** (``--baseline FILE``, ``--max-regression PCT``, default 10): the run fails when its total
-  or per-rank median throughput is more than PCT below the baseline entry of its configuration, or its mean
-  epoch time more than PCT above it; each failure names the measure, the baseline, the value and the ratio.
-  A configuration without an entry skips the gate, never the test, and the key is printed.
-
-``--write-baseline FILE`` records the figures of every sound run (the job succeeded, every rank answered, no
-straggler; a regression against an older baseline does not stop it) into FILE, merged with the entries FILE
-already holds, so a release manager accepts a new normal deliberately.
+:data:`MEASURES` are the figures compared; :func:`regressions` names each that is worse than its baseline by
+more than the allowed percentage (the release gate, :mod:`rollcall.gate`, applies it).
 """
 
 from __future__ import annotations
@@ -43,20 +31,15 @@ import os
 import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rollcall.verdict import Stats, Verdict
+from rollcall.verdict import Figures
 
 if TYPE_CHECKING:
     from rollcall.jobspec import JobSpec
-    from rollcall.options import Options
-    from rollcall.runner import Attempt
 
 BASELINE_VERSION = 1
-DEFAULT_STRAGGLER_RATIO = 0.8
-DEFAULT_MAX_REGRESSION_PCT = 10.0
 UNKNOWN = "?"
 NO_INSTANCE_TYPE = "-"
 
@@ -112,24 +95,6 @@ class ConfigKey:
 
     def __str__(self) -> str:
         return ",".join(f"{k}={UNKNOWN if v is None else v}" for k, v in self.as_dict().items())
-
-
-@dataclass(frozen=True)
-class Figures:
-    """The figures a baseline holds and the gate compares."""
-
-    throughput_total: float | None = None
-    throughput_median: float | None = None
-    epoch_time_mean: float | None = None
-
-    @classmethod
-    def of(cls, verdict: Verdict) -> Figures:
-        """A run's figures."""
-        return cls(verdict.throughput.total, verdict.throughput.median, verdict.epoch_time_mean)
-
-    def as_dict(self) -> dict[str, float | None]:
-        """The figures, JSON-ready."""
-        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -209,51 +174,6 @@ def regressions(current: Figures, baseline: Figures, max_regression_pct: float) 
         if worse:
             found.append(Regression(m, base, value, max_regression_pct))
     return found
-
-
-@dataclass(frozen=True)
-class Straggler:
-    """A rank training slower than ``threshold`` times the median of all ranks."""
-
-    rank: int
-    node: int
-    throughput: float
-    median: float
-
-    @property
-    def ratio(self) -> float:
-        """Throughput of this rank over the median."""
-        return self.throughput / self.median
-
-    def __str__(self) -> str:
-        return (
-            f"rank {self.rank} (node {self.node}) at {self.throughput:.2f} samples/s, "
-            f"{self.ratio:.2f} of the median"
-        )
-
-    def as_dict(self) -> dict[str, Any]:
-        """The straggler, JSON-ready."""
-        return {**asdict(self), "ratio": self.ratio}
-
-
-def find_stragglers(per_rank: Mapping[int, Mapping[str, Any]], ratio: float) -> list[Straggler]:
-    """Ranks of ``per_rank`` (as :attr:`Verdict.per_rank` holds them) below ``ratio`` times the median.
-
-    ``ratio`` 0 turns the check off; with fewer than two ranks measured there is no one to lag behind.
-    """
-    values = {
-        r: float(info["throughput"])
-        for r, info in per_rank.items()
-        if isinstance(info.get("throughput"), int | float) and math.isfinite(info["throughput"])
-    }
-    median = Stats.of(list(values.values())).median
-    if ratio <= 0 or len(values) < 2 or not median:
-        return []
-    return [
-        Straggler(r, int(per_rank[r].get("node", -1)), tp, median)
-        for r, tp in sorted(values.items())
-        if tp < ratio * median
-    ]
 
 
 @dataclass(frozen=True)
@@ -344,135 +264,3 @@ def _number(value: Any, name: str) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ValueError(f"field {name!r} is {value!r}, expected a number or null")
     return float(value)
-
-
-@dataclass
-class GateReport:
-    """What the release gate found for one test's deciding attempt."""
-
-    test_id: str
-    key: ConfigKey
-    figures: Figures
-    workload: dict[str, Any]
-    straggler_ratio: float
-    stragglers: list[Straggler] = field(default_factory=list)
-    baseline_file: str | None = None
-    baseline: Figures | None = None
-    max_regression_pct: float | None = None
-    regressions: list[Regression] = field(default_factory=list)
-    #: The run was sound apart from regressions: its figures may become a baseline.
-    sound: bool = False
-
-    @property
-    def gate(self) -> str:
-        """``passed``, ``failed``, ``skipped`` (no entry for the key) or ``off`` (no ``--baseline``)."""
-        if self.baseline_file is None:
-            return "off"
-        if self.baseline is None:
-            return "skipped"
-        return "failed" if self.regressions else "passed"
-
-    def note(self) -> str | None:
-        """The line to print about the regression gate, when there is something to say."""
-        if self.gate == "skipped":
-            return (
-                f"rollcall: no baseline for {self.key} in {self.baseline_file}: regression gate skipped "
-                f"for {self.test_id} (record one with --write-baseline)"
-            )
-        if self.gate == "off":
-            return None
-        return f"rollcall: regression gate {self.gate} for {self.test_id} against {self.key}"
-
-    def as_dict(self) -> dict[str, Any]:
-        """The report, JSON-ready."""
-        return {
-            "key": str(self.key),
-            "config": self.key.as_dict(),
-            "figures": self.figures.as_dict(),
-            "straggler_ratio": self.straggler_ratio,
-            "stragglers": [s.as_dict() for s in self.stragglers],
-            "gate": self.gate,
-            "baseline_file": self.baseline_file,
-            "baseline": self.baseline.as_dict() if self.baseline else None,
-            "max_regression_pct": self.max_regression_pct,
-            "regressions": [r.as_dict() for r in self.regressions],
-        }
-
-    def entry(self, recorded_at: datetime | None = None) -> Entry:
-        """The figures of this run as a baseline entry."""
-        when = (recorded_at or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
-        info = {"batch_size": self.workload.get("batch_size"), "test_id": self.test_id, "recorded_at": when}
-        return Entry(self.key, self.figures, info)
-
-
-def straggler_problem(stragglers: list[Straggler], ratio: float) -> str:
-    """The verdict's line naming every straggler."""
-    median = stragglers[0].median
-    return (
-        f"{len(stragglers)} straggler(s) below {ratio:g} x the median throughput of {median:.2f} samples/s "
-        f"(--straggler-ratio): " + "; ".join(str(s) for s in stragglers)
-    )
-
-
-@dataclass(frozen=True)
-class ReleaseGate:
-    """The session's straggler check and regression gate."""
-
-    straggler_ratio: float = DEFAULT_STRAGGLER_RATIO
-    max_regression_pct: float = DEFAULT_MAX_REGRESSION_PCT
-    baselines: Baselines | None = None
-    baseline_file: str | None = None
-
-    @classmethod
-    def from_options(cls, options: Options) -> ReleaseGate:
-        """The gate of ``--straggler-ratio``, ``--baseline`` and ``--max-regression`` (reads the file now)."""
-        path = options.baseline
-        return cls(
-            straggler_ratio=options.straggler_ratio,
-            max_regression_pct=options.max_regression,
-            baselines=Baselines.load(path) if path else None,
-            baseline_file=path,
-        )
-
-    def judge(self, test_id: str, attempt: Attempt) -> GateReport:
-        """Check the attempt that decided a test, add what fails to its verdict, and say what was found."""
-        verdict = attempt.verdict
-        report = GateReport(
-            test_id=test_id,
-            key=ConfigKey.of(attempt.spec, verdict.workload),
-            figures=Figures.of(verdict),
-            workload=dict(verdict.workload),
-            straggler_ratio=self.straggler_ratio,
-            stragglers=find_stragglers(verdict.per_rank, self.straggler_ratio),
-            baseline_file=self.baseline_file,
-        )
-        if report.stragglers:
-            for s in report.stragglers:
-                verdict.failed_ranks.setdefault(s.rank, []).append(
-                    f"straggler: {s.ratio:.2f} of the median throughput"
-                )
-            verdict.problems.append(straggler_problem(report.stragglers, self.straggler_ratio))
-        report.sound = attempt.passed
-        entry = self.baselines.get(report.key) if self.baselines is not None else None
-        if entry is not None:
-            report.baseline = entry.figures
-            report.max_regression_pct = self.max_regression_pct
-            report.regressions = regressions(report.figures, entry.figures, self.max_regression_pct)
-            verdict.problems.extend(str(r) for r in report.regressions)
-        return report
-
-
-def write_baseline(path: str | Path, reports: Iterable[GateReport]) -> list[str]:
-    """Merge every sound run's figures into the baseline file at ``path``; the lines say what was done."""
-    target = Path(path)
-    current = Baselines.load(target) if target.exists() else Baselines()
-    lines, new = [], []
-    for report in reports:
-        if report.sound:
-            new.append(report.entry())
-            lines.append(f"baseline {target}: recorded {report.key} from {report.test_id}")
-        else:
-            lines.append(f"baseline {target}: not recorded from {report.test_id}: its run failed")
-    if new:
-        current.merged(new).save(target)
-    return lines

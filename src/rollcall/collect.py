@@ -14,13 +14,24 @@ from typing import IO
 
 from rollcall.ranklog import Format, LogParser, RollCall
 
+#: The session's reports, written to the top of the artifacts directory.
+RESULTS_FILE = "results.json"
+RANKS_JUNIT_FILE = "ranks.junit.xml"
+REPORT_FILE = "report.html"
+
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def safe_name(name: str) -> str:
+    """``name`` with every run of characters unsafe in a file name replaced by ``_``."""
+    return _UNSAFE.sub("_", name)
 
 
 class LogSink:
     """One pod's log: appended to ``path`` and fed to that pod's parser."""
 
     def __init__(self, path: Path, parser: LogParser, lock: threading.Lock) -> None:
+        self.name = parser.source
         self.path = path
         self._parser = parser
         self._lock = lock
@@ -58,7 +69,7 @@ class Collector:
 
     def sink(self, name: str) -> LogSink:
         """A new sink for the log called ``name`` (a pod name, or ``node-<i>`` locally)."""
-        path = self.directory / f"{_UNSAFE.sub('_', name)}.log"
+        path = self.directory / f"{safe_name(name)}.log"
         sink = LogSink(path, self.roll.parser(name, self.fmt), self._lock)
         self.sinks.append(sink)
         return sink

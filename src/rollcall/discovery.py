@@ -16,10 +16,21 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
+
+from kubernetes.utils import parse_quantity
 
 from rollcall.backends import Placement
-from rollcall.jobspec import EFA_RESOURCE, GPU_RESOURCE, NEURON_RESOURCE, NEURONCORE_RESOURCE, Accelerator
+from rollcall.jobspec import (
+    EFA_RESOURCE,
+    GPU_RESOURCE,
+    NEURON_RESOURCE,
+    NEURONCORE_RESOURCE,
+    Accelerator,
+    AcceleratorChoice,
+    EfaChoice,
+)
+from rollcall.options import DEFAULTS
 
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 #: Taint effects that keep a pod off a node unless tolerated.
@@ -33,8 +44,6 @@ DEVICE_PLUGINS: dict[str, tuple[str, ...]] = {
 _SHOW = 8  # node names shown per reason
 
 Obj = dict[str, Any]
-AcceleratorChoice = Literal["auto", "nvidia", "neuron", "cpu"]
-EfaChoice = Literal["auto", "on", "off"]
 
 
 class DiscoveryError(RuntimeError):
@@ -92,14 +101,9 @@ class Discovery:
 
 def count(quantity: object) -> int:
     """An extended-resource quantity (``"8"``, ``8``, ``"1k"``) as a whole number; 0 when unreadable."""
-    text = str(quantity).strip()
-    scale = {"k": 10**3, "M": 10**6, "G": 10**9, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
-    for suffix, factor in scale.items():
-        if text.endswith(suffix) and text[: -len(suffix)].isdigit():
-            return int(text[: -len(suffix)]) * factor
     try:
-        return int(text)
-    except ValueError:
+        return int(parse_quantity(quantity))  # type: ignore[no-untyped-call]
+    except (ValueError, TypeError, ArithmeticError):
         return 0
 
 
@@ -143,10 +147,10 @@ def discover(
     objs: Iterable[Obj],
     *,
     nodes: int,
-    accelerator: AcceleratorChoice = "auto",
+    accelerator: AcceleratorChoice = DEFAULTS.accelerator,
     instance_type: str | None = None,
     procs_per_node: int | None = None,
-    efa: EfaChoice = "auto",
+    efa: EfaChoice = DEFAULTS.efa,
     tolerations: Sequence[Mapping[str, Any]] = (),
     node_selector: Mapping[str, str] | None = None,
 ) -> Discovery:
@@ -161,7 +165,7 @@ def discover(
         else:
             candidates.append(node)
 
-    accel = _choose_accelerator(accelerator, candidates, all_nodes, rejected, nodes)
+    accel = _choose_accelerator(accelerator, candidates, rejected, nodes)
     if accel != "cpu":
         kept = []
         for node in candidates:
@@ -233,7 +237,7 @@ def _resource_names(accel: Accelerator) -> str:
 
 
 def _choose_accelerator(
-    wanted: AcceleratorChoice, candidates: list[Node], all_nodes: list[Node], rejected: dict[str, str], n: int
+    wanted: AcceleratorChoice, candidates: list[Node], rejected: dict[str, str], n: int
 ) -> Accelerator:
     if wanted != "auto":
         return wanted

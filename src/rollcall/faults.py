@@ -14,13 +14,19 @@ A pod is broken when:
   it ``Unknown`` once the kubelet has not renewed its lease for the cluster's node-monitor grace period).
 
 Pods being deleted are left to the Job's own verdict: a deleted pod's containers exit non-zero too.
+
+:func:`terminations` reads every container that ended badly as a typed
+:class:`~rollcall.rootcause.Termination`: the root cause of a run whose pod was killed without a word.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
+
+from rollcall.rootcause import Termination
 
 Obj = dict[str, Any]
 
@@ -184,3 +190,36 @@ def node_lost(pod: Obj, node: Obj | None) -> str | None:
     return f"{where(pod)}: node {name} was lost (Ready={ready.get('status')}, {reason}" + (
         f": {message})" if message else ")"
     )
+
+
+def terminations(pods: Iterable[Obj]) -> list[Termination]:
+    """Every container that ended badly (non-zero exit or OOMKilled), as its pod's status recorded it."""
+    found = []
+    for pod in pods:
+        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        index = index_of(pod)
+        for cs in _statuses(pod):
+            term = (cs.get("state") or {}).get("terminated") or (cs.get("lastState") or {}).get("terminated")
+            if not term or (term.get("exitCode", 0) == 0 and term.get("reason") != "OOMKilled"):
+                continue
+            found.append(
+                Termination(
+                    pod=str(meta.get("name")),
+                    node=int(index) if index.isdigit() else None,
+                    host=spec.get("nodeName"),
+                    reason=str(term.get("reason") or "Error"),
+                    exit_code=term.get("exitCode"),
+                    time=_epoch(term.get("finishedAt")),
+                )
+            )
+    return found
+
+
+def _epoch(stamp: object) -> float | None:
+    """An RFC 3339 time of the API (``2025-12-01T08:00:01Z``) in seconds since the epoch."""
+    if not isinstance(stamp, str):
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from rollcall.baseline import NO_INSTANCE_TYPE, UNKNOWN, ConfigKey
-from rollcall.reports import RESULTS_FILE
+from rollcall.collect import RESULTS_FILE
+from rollcall.reports import number
 
 
 class HistoryError(ValueError):
@@ -118,10 +119,6 @@ def collect(paths: Iterable[str | Path]) -> dict[str, list[Point]]:
     return dict(sorted(by_config.items()))
 
 
-def _fmt(value: float | None, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
-
-
 def _when(started: float | None) -> str:
     if started is None:
         return "-"
@@ -149,10 +146,10 @@ def table(history: Mapping[str, Sequence[Point]]) -> list[str]:
                     _when(p.started),
                     p.run,
                     p.test,
-                    _fmt(p.throughput_total, ".2f"),
+                    number(p.throughput_total, ".2f"),
                     change,
-                    _fmt(p.throughput_median, ".2f"),
-                    _fmt(p.epoch_time_mean, ".4f"),
+                    number(p.throughput_median, ".2f"),
+                    number(p.epoch_time_mean, ".4f"),
                     verdict,
                 )
             )

@@ -13,6 +13,11 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 Accelerator = Literal["nvidia", "neuron", "cpu"]
+#: What ``--accelerator`` and ``--efa`` accept (``auto``: let discovery choose).
+AcceleratorChoice = Literal["auto", Accelerator]
+EfaChoice = Literal["auto", "on", "off"]
+#: How long a job may run unless told otherwise (``--job-timeout``).
+DEFAULT_JOB_TIMEOUT_S = 1800.0
 
 #: Resource names of the accelerators and of EFA, as device plugins advertise them.
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -104,7 +109,7 @@ class JobSpec:
     limits: Mapping[str, str] = field(default_factory=dict)
     master_port: int = 29500
     rdzv_timeout_s: int = 300
-    job_timeout_s: float = 1800.0
+    job_timeout_s: float = DEFAULT_JOB_TIMEOUT_S
 
     def __post_init__(self) -> None:
         if not _DNS_LABEL.match(self.name) or len(self.name) > 52:
@@ -165,14 +170,3 @@ class JobSpec:
             "HF_HUB_OFFLINE": "1",
             **self.env,
         }
-
-
-def parse_env_pairs(pairs: Sequence[str]) -> dict[str, str]:
-    """``["A=1", "B=x=y"]`` gives ``{"A": "1", "B": "x=y"}``; a pair without ``=`` is an error."""
-    env: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
-            raise ValueError(f"--workload-env {pair!r} is not KEY=VALUE with KEY a variable name (e.g. A=1)")
-        env[key] = value
-    return env

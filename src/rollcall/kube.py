@@ -16,13 +16,11 @@ from __future__ import annotations
 import http.client
 import json
 import logging
-import os
 import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TypeVar
 
 import urllib3
@@ -37,6 +35,8 @@ from tenacity import (
     wait_random,
 )
 
+from rollcall.kubeconfig import cluster_config
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -50,7 +50,6 @@ REQUEST_TIMEOUT_S = 60.0
 #: Server-side timeout of each watch request; the informer simply watches again after it.
 WATCH_TIMEOUT_S = 240
 TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
-IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
 
 
 class KubeError(RuntimeError):
@@ -85,22 +84,35 @@ class Kube:
 
 
 def connect(kubeconfig: str | None = None, context: str | None = None, *, pool_size: int = 256) -> Kube:
-    """A client from ``kubeconfig`` (else ``$KUBECONFIG``, else ``~/.kube/config``), else in-cluster config.
+    """A client from the configuration :func:`rollcall.kubeconfig.cluster_config` chooses.
 
+    With none found, the client's own kubeconfig default is tried (and its error names what is missing).
     ``pool_size`` bounds the connections kept open: every followed log holds one.
     """
     cfg = client.Configuration()
-    default = Path(os.environ.get("KUBECONFIG", "~/.kube/config").split(os.pathsep)[0]).expanduser()
-    if kubeconfig or default.is_file() or not os.environ.get(IN_CLUSTER_ENV):
-        config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=kubeconfig, context=context, client_configuration=cfg, persist_config=False
-        )
-        source = f"kubeconfig {kubeconfig or default}" + (f", context {context}" if context else "")
-    else:
+    found = cluster_config(kubeconfig)
+    if found is not None and found.in_cluster:
         config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
-        source = "in-cluster config"
+        source = found.reason
+    else:
+        path = found.kubeconfig if found else None
+        config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=path, context=context, client_configuration=cfg, persist_config=False
+        )
+        source = (found.reason if found else "kubeconfig") + (f", context {context}" if context else "")
     cfg.connection_pool_maxsize = pool_size
     return Kube(client.ApiClient(cfg), source)
+
+
+def delete_namespace(kube: Kube, name: str) -> bool:
+    """Ask for ``name`` to be deleted (foreground propagation); False when it was already gone."""
+    try:
+        call(kube.core.delete_namespace, name, body={"propagationPolicy": "Foreground"})
+    except ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True
 
 
 # -- errors and retries ---------------------------------------------------------------------------------
@@ -119,11 +131,6 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, ApiException):
         return exc.status in TRANSIENT_STATUS or not exc.status
     return isinstance(exc, _TRANSIENT_ERRORS)
-
-
-def status_of(exc: BaseException) -> int | None:
-    """The HTTP status of an API error, else None."""
-    return exc.status if isinstance(exc, ApiException) else None
 
 
 def message_of(exc: BaseException) -> str:

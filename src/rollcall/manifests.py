@@ -36,7 +36,6 @@ MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "rollcall"
 RUN_ID_LABEL = "rollcall/run-id"
 JOB_LABEL = "rollcall/job"
-TEST_ANNOTATION = "rollcall/test"
 #: The training container's name.
 CONTAINER = "train"
 #: Environment that makes NCCL say which network it chose (checked when EFA is on), unless the user sets it.
@@ -119,7 +118,7 @@ def job_tolerations() -> list[Obj]:
     return tolerations
 
 
-def render(spec: JobSpec, names: Names, *, test: str = "", extras: PodExtras | None = None) -> Rendered:
+def render(spec: JobSpec, names: Names, *, extras: PodExtras | None = None) -> Rendered:
     """The run's objects for ``spec``, validated offline; EFA is on when ``spec.resources`` asks for it."""
     if not spec.image:
         raise ManifestError("the kubernetes backend needs --image (the training image)")
@@ -131,7 +130,7 @@ def render(spec: JobSpec, names: Names, *, test: str = "", extras: PodExtras | N
     namespace = load("namespace.yaml")
     namespace["metadata"]["name"] = names.namespace
     namespace["metadata"]["labels"].update(labels)
-    namespace["metadata"]["annotations"] = {JOB_LABEL: names.job, TEST_ANNOTATION: test}
+    namespace["metadata"]["annotations"] = {JOB_LABEL: names.job}
 
     service = load("service.yaml")
     service["metadata"].update(name=names.service, namespace=names.namespace)

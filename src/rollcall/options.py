@@ -1,4 +1,9 @@
-"""The suite's options: one table, each also read from ``ROLLCALL_<NAME>``, validated into :class:`Options`.
+"""The suite's options, each declared once in :class:`Options`, also read from ``ROLLCALL_<NAME>``.
+
+Every field of :class:`Options` is declared by :func:`option`: its flag, how to parse it, its default and
+its help; the environment variable is the flag's (``--job-timeout`` reads ``ROLLCALL_JOB_TIMEOUT``).
+:data:`OPTIONS`, the table the pytest plugin registers, is derived from those fields, and :data:`DEFAULTS`
+holds every default for modules that need one. Adding an option is adding one field.
 
 Precedence: the command line, then the environment variable, then the default. A bad value raises
 :class:`OptionError` naming the option, where the value came from, and what to write instead.
@@ -10,12 +15,14 @@ import os
 import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-from rollcall.jobspec import check_image, parse_env_pairs
+from rollcall.jobspec import DEFAULT_JOB_TIMEOUT_S, AcceleratorChoice, EfaChoice, check_image
+
+BackendChoice = Literal["auto", "kubernetes", "local"]
 
 
 class OptionError(ValueError):
@@ -81,7 +88,10 @@ def _percent(text: str) -> float:
     return value
 
 
-def _choice(*choices: str) -> Callable[[str], str]:
+def _choice(literal: Any) -> Callable[[str], str]:
+    """A parser accepting the values of a ``Literal`` type."""
+    choices: tuple[str, ...] = get_args(literal)
+
     def parse(text: str) -> str:
         if text not in choices:
             raise ValueError(f"must be one of {', '.join(choices)}")
@@ -96,7 +106,31 @@ def _prefix(text: str) -> str:
     return text
 
 
-_RESOURCE_NAME = re.compile(r"^(?:[a-z0-9.-]+/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+def _bool(text: str) -> bool:
+    low = text.strip().lower()
+    if low in ("1", "true", "yes", "on"):
+        return True
+    if low in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError("expected true or false")
+
+
+def _shell_words(text: str) -> tuple[str, ...]:
+    try:
+        return tuple(shlex.split(text))
+    except ValueError as exc:
+        raise ValueError(f"not shell-quoted text: {exc}") from None
+
+
+def _env_pairs(pairs: Sequence[str]) -> dict[str, str]:
+    """``["A=1", "B=x=y"]`` gives ``{"A": "1", "B": "x=y"}``; a pair without ``=`` is an error."""
+    env: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
+            raise ValueError(f"{pair!r} is not KEY=VALUE with KEY a variable name (e.g. A=1)")
+        env[key] = value
+    return env
 
 
 def _quantity(text: str) -> Decimal:
@@ -105,6 +139,9 @@ def _quantity(text: str) -> Decimal:
 
     value: Decimal = parse_quantity(text)  # type: ignore[no-untyped-call]
     return value
+
+
+_RESOURCE_NAME = re.compile(r"^(?:[a-z0-9.-]+/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 
 def _resources(text: str) -> dict[str, str]:
@@ -125,175 +162,209 @@ def _resources(text: str) -> dict[str, str]:
     return out
 
 
-def _label(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not re.match(r"^([a-z0-9.-]+/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$", key):
-        raise ValueError(f"{text!r} is not KEY=VALUE with KEY a label name (e.g. karpenter.sh/nodepool=gpu)")
-    if not re.match(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$", value):
-        raise ValueError(f"{value!r} is not a label value (63 characters at most: letters, digits, '-_.')")
-    return key, value
+_LABEL_KEY = re.compile(r"^([a-z0-9.-]+/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 
 
-def _bool(text: str) -> bool:
-    low = text.strip().lower()
-    if low in ("1", "true", "yes", "on"):
-        return True
-    if low in ("0", "false", "no", "off", ""):
-        return False
-    raise ValueError("expected true or false")
+def _labels(pairs: Sequence[str]) -> dict[str, str]:
+    """``["karpenter.sh/nodepool=gpu"]`` as a mapping of label names to values."""
+    labels: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not _LABEL_KEY.match(key):
+            raise ValueError(
+                f"{pair!r} is not KEY=VALUE with KEY a label name (e.g. karpenter.sh/nodepool=gpu)"
+            )
+        if not _LABEL_VALUE.match(value):
+            raise ValueError(
+                f"{value!r} is not a label value (63 characters at most: letters, digits, '-_.')"
+            )
+        labels[key] = value
+    return labels
 
 
 @dataclass(frozen=True)
 class Spec:
-    """One option: its flag, how to parse it, its default and its help."""
+    """One option: its flag, how to parse it, its default and its help.
+
+    Attributes:
+        parse: turns the text given into the value (with ``multiple``, the tuple of words given).
+        multiple: repeatable on the command line; its environment variable holds shell-quoted words.
+        switch: a flag without a value (its variable reads true/false).
+    """
 
     flag: str
-    parse: Callable[[str], Any] | None
+    parse: Callable[[Any], Any]
     default: Any
     help: str
     metavar: str | None = None
     multiple: bool = False
-    flag_only: bool = False
+    switch: bool = False
+
+    @property
+    def name(self) -> str:
+        """The field of :class:`Options` holding it: ``--job-timeout`` is ``job_timeout``."""
+        return attr_name(self.flag)
+
+    @property
+    def env(self) -> str:
+        """The environment variable it also reads."""
+        return env_name(self.flag)
 
 
-OPTIONS: tuple[Spec, ...] = (
-    Spec("--nodes", _int(1), 2, "nodes (pods) to train on", "N"),
-    Spec(
+def option(
+    flag: str,
+    parse: Callable[[Any], Any],
+    default: Any,
+    help: str,
+    metavar: str | None = None,
+    *,
+    multiple: bool = False,
+    switch: bool = False,
+) -> Any:
+    """Declare a field of :class:`Options` as an option (see the module docstring)."""
+    spec = Spec(flag, parse, default, help, metavar, multiple, switch)
+    if isinstance(default, dict):
+        return field(default_factory=lambda: dict(default), metadata={"option": spec})
+    return field(default=default, metadata={"option": spec})
+
+
+@dataclass(frozen=True)
+class Options:
+    """The validated options of one pytest session; each field is one option."""
+
+    nodes: int = option("--nodes", _int(1), 2, "nodes (pods) to train on", "N")
+    procs_per_node: int | None = option(
         "--procs-per-node",
         _int(1),
         None,
         "ranks per node (default: the nodes' allocatable GPUs or NeuronCores; 1 on cpu)",
         "N",
-    ),
-    Spec("--accelerator", _choice("auto", "nvidia", "neuron", "cpu"), "auto", "device the ranks train on"),
-    Spec("--instance-type", str, None, "only nodes with this node.kubernetes.io/instance-type", "TYPE"),
-    Spec("--image", check_image, None, "the training image (required by the kubernetes backend)", "IMAGE"),
-    Spec(
+    )
+    accelerator: AcceleratorChoice = option(
+        "--accelerator", _choice(AcceleratorChoice), "auto", "device the ranks train on"
+    )
+    instance_type: str | None = option(
+        "--instance-type", str, None, "only nodes with this node.kubernetes.io/instance-type", "TYPE"
+    )
+    image: str | None = option(
+        "--image", check_image, None, "the training image (required by the kubernetes backend)", "IMAGE"
+    )
+    node_selector: dict[str, str] = option(
         "--node-selector",
-        str,
-        (),
+        _labels,
+        {},
         "only nodes with this label, e.g. karpenter.sh/nodepool=gpu (repeatable)",
         "KEY=VALUE",
         multiple=True,
-    ),
-    Spec(
+    )
+    requests: dict[str, str] | None = option(
         "--requests",
         _resources,
         None,
         "each pod's requests besides the accelerator, e.g. cpu=4,memory=16Gi",
         "cpu=N,memory=Q",
-    ),
-    Spec(
+    )
+    limits: dict[str, str] | None = option(
         "--limits",
         _resources,
         None,
         "each pod's limits besides the accelerator, e.g. memory=32Gi (a container over it is OOMKilled)",
         "cpu=N,memory=Q",
-    ),
-    Spec(
+    )
+    backend: BackendChoice = option(
         "--backend",
-        _choice("auto", "kubernetes", "local"),
+        _choice(BackendChoice),
         "auto",
         "where to run: auto = kubernetes when a kubeconfig or in-cluster config exists, else local",
-    ),
-    Spec("--kubeconfig", str, None, "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)", "PATH"),
-    Spec("--context", str, None, "kubeconfig context to use", "NAME"),
-    Spec("--namespace-prefix", _prefix, "rollcall", "prefix of each run's namespace", "PREFIX"),
-    Spec("--job-timeout", _positive_float, 1800.0, "seconds the training job may run", "SECONDS"),
-    Spec("--efa", _choice("auto", "on", "off"), "auto", "request the nodes' EFA devices"),
-    Spec("--min-throughput", _positive_float, None, "fail ranks below this many samples/s", "SAMPLES_PER_S"),
-    Spec("--retries", _int(0), 0, "re-run a failed job this many times (a pass after a retry is flaky)", "N"),
-    Spec(
-        "--keep", _bool, False, "leave namespaces, Jobs and processes in place for debugging", flag_only=True
-    ),
-    Spec("--artifacts-dir", str, "artifacts", "where logs and reports go", "DIR"),
-    Spec(
+    )
+    kubeconfig: str | None = option(
+        "--kubeconfig", str, None, "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)", "PATH"
+    )
+    context: str | None = option("--context", str, None, "kubeconfig context to use", "NAME")
+    namespace_prefix: str = option(
+        "--namespace-prefix", _prefix, "rollcall", "prefix of each run's namespace", "PREFIX"
+    )
+    job_timeout: float = option(
+        "--job-timeout", _positive_float, DEFAULT_JOB_TIMEOUT_S, "seconds the training job may run", "SECONDS"
+    )
+    efa: EfaChoice = option("--efa", _choice(EfaChoice), "auto", "request the nodes' EFA devices")
+    min_throughput: float | None = option(
+        "--min-throughput", _positive_float, None, "fail ranks below this many samples/s", "SAMPLES_PER_S"
+    )
+    retries: int = option(
+        "--retries", _int(0), 0, "re-run a failed job this many times (a pass after a retry is flaky)", "N"
+    )
+    keep: bool = option(
+        "--keep", _bool, False, "leave namespaces, Jobs and processes in place for debugging", switch=True
+    )
+    artifacts_dir: Path = option(
+        "--artifacts-dir", Path, Path("artifacts"), "where logs and reports go", "DIR"
+    )
+    unschedulable_grace: float = option(
         "--unschedulable-grace",
         _positive_float,
         60.0,
         "seconds a pod may stay Unschedulable before the run fails with the scheduler's reason",
         "SECONDS",
-    ),
-    Spec(
+    )
+    sweep_older_than: float | None = option(
         "--sweep-older-than",
         _duration,
         None,
         "at session start, delete this suite's namespaces older than this (e.g. 6h): left by killed runs",
         "DURATION",
-    ),
-    Spec(
+    )
+    check_device_plugins: bool = option(
         "--check-device-plugins",
         _bool,
         False,
         "before running, check that the NVIDIA/Neuron and EFA device-plugin DaemonSets are ready",
-        flag_only=True,
-    ),
-    Spec(
+        switch=True,
+    )
+    workload_env: dict[str, str] = option(
         "--workload-env",
-        str,
-        (),
+        _env_pairs,
+        {},
         "extra environment for the workload's processes (repeatable)",
         "KEY=VALUE",
         multiple=True,
-    ),
-    Spec("--workload-args", str, (), "extra arguments for train.py, one shell-quoted string", "ARGS"),
-    Spec("--baseline", str, None, "JSON baseline file to gate throughput and epoch time against", "FILE"),
-    Spec(
+    )
+    workload_args: tuple[str, ...] = option(
+        "--workload-args", _shell_words, (), "extra arguments for train.py, one shell-quoted string", "ARGS"
+    )
+    baseline: str | None = option(
+        "--baseline", str, None, "JSON baseline file to gate throughput and epoch time against", "FILE"
+    )
+    max_regression: float = option(
         "--max-regression",
         _percent,
         10.0,
         "fail when throughput falls, or epoch time rises, more than PCT percent against --baseline",
         "PCT",
-    ),
-    Spec(
+    )
+    write_baseline: str | None = option(
         "--write-baseline",
         str,
         None,
         "record each sound run's figures as the new baseline in FILE (merged with its entries)",
         "FILE",
-    ),
-    Spec(
+    )
+    straggler_ratio: float = option(
         "--straggler-ratio",
         _fraction,
         0.8,
         "fail ranks whose throughput is below RATIO x the median of all ranks (0: off)",
         "RATIO",
-    ),
-)
-
-
-@dataclass(frozen=True)
-class Options:
-    """The validated options of one pytest session."""
-
-    nodes: int = 2
-    procs_per_node: int | None = None
-    accelerator: Literal["auto", "nvidia", "neuron", "cpu"] = "auto"
-    instance_type: str | None = None
-    image: str | None = None
-    node_selector: dict[str, str] = field(default_factory=dict)
-    requests: dict[str, str] | None = None
-    limits: dict[str, str] | None = None
-    backend: Literal["auto", "kubernetes", "local"] = "auto"
-    kubeconfig: str | None = None
-    context: str | None = None
-    namespace_prefix: str = "rollcall"
-    job_timeout: float = 1800.0
-    efa: Literal["auto", "on", "off"] = "auto"
-    min_throughput: float | None = None
-    retries: int = 0
-    keep: bool = False
-    artifacts_dir: Path = Path("artifacts")
-    unschedulable_grace: float = 60.0
-    sweep_older_than: float | None = None
-    check_device_plugins: bool = False
-    workload_env: dict[str, str] = field(default_factory=dict)
-    workload_args: tuple[str, ...] = ()
-    baseline: str | None = None
-    max_regression: float = 10.0
-    write_baseline: str | None = None
-    straggler_ratio: float = 0.8
+    )
+    #: Where each option's value came from: its flag, its environment variable, or ``default``.
     sources: dict[str, str] = field(default_factory=dict)
+
+
+#: Every option, in declaration order (what the plugin registers).
+OPTIONS: tuple[Spec, ...] = tuple(f.metadata["option"] for f in fields(Options) if "option" in f.metadata)
+#: Every option at its default.
+DEFAULTS = Options()
 
 
 def attr_name(flag: str) -> str:
@@ -307,28 +378,17 @@ def resolve(cli: Mapping[str, Any], environ: Mapping[str, str] | None = None) ->
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     for spec in OPTIONS:
-        name = attr_name(spec.flag)
-        given = cli.get(name)
-        env = env_name(spec.flag)
+        given = cli.get(spec.name)
         if given not in (None, False, [], ()):
             raw, source = given, spec.flag
-        elif env in environ:
-            raw, source = environ[env], env
+        elif spec.env in environ:
+            raw, source = environ[spec.env], spec.env
         else:
-            values[name], sources[name] = spec.default, "default"
+            sources[spec.name] = "default"
             continue
-        sources[name] = source
-        values[name] = _convert(spec, raw, source)
-    values["artifacts_dir"] = Path(values["artifacts_dir"])
-    try:
-        values["workload_env"] = parse_env_pairs(values["workload_env"])
-    except ValueError as exc:
-        raise OptionError(f"{exc} (from {sources['workload_env']})") from None
-    try:
-        values["node_selector"] = dict(_label(pair) for pair in values["node_selector"])
-    except ValueError as exc:
-        raise OptionError(f"invalid --node-selector: {exc} (from {sources['node_selector']})") from None
-    _check_requests_within_limits(values["requests"] or {}, values["limits"] or {})
+        sources[spec.name] = source
+        values[spec.name] = _convert(spec, raw, source)
+    _check_requests_within_limits(values.get("requests") or {}, values.get("limits") or {})
     return Options(**values, sources=sources)
 
 
@@ -342,23 +402,16 @@ def _check_requests_within_limits(requests: Mapping[str, str], limits: Mapping[s
 
 
 def _convert(spec: Spec, raw: Any, source: str) -> Any:
-    if spec.flag_only and isinstance(raw, bool):
+    if spec.switch and isinstance(raw, bool):
         return raw
-    if spec.multiple:
-        items: Sequence[str] = shlex.split(raw) if isinstance(raw, str) else list(raw)
-        return tuple(items)
-    if spec.flag == "--workload-args":
-        try:
-            return tuple(shlex.split(raw))
-        except ValueError as exc:
-            raise OptionError(
-                f"{spec.flag} {raw!r} (from {source}) is not shell-quoted text: {exc}"
-            ) from None
-    assert spec.parse is not None
     try:
+        if spec.multiple:
+            words = _shell_words(raw) if isinstance(raw, str) else tuple(raw)
+            return spec.parse(words)
         return spec.parse(raw)
     except ValueError as exc:
+        shown = " ".join(map(shlex.quote, raw)) if isinstance(raw, list | tuple) else raw
         example = f"{spec.flag} {spec.metavar}" if spec.metavar else spec.flag
         raise OptionError(
-            f"invalid {spec.flag} value {raw!r} (from {source}): {exc}; use {example}"
+            f"invalid {spec.flag} value {shown!r} (from {source}): {exc}; use {example}"
         ) from None

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from rollcall.options import OPTIONS, OptionError, attr_name, env_name, resolve
+from rollcall.options import OPTIONS, OptionError, resolve
 
 if TYPE_CHECKING:
     from rollcall.reports import TestRecord
@@ -32,9 +32,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     """Every rollcall option, in one group; each also reads ROLLCALL_<NAME>."""
     group = parser.getgroup("rollcall", "rollcall: distributed training roll call")
     for spec in OPTIONS:
-        help_text = f"{spec.help} [env {env_name(spec.flag)}; default {spec.default!r}]"
-        dest = "rollcall_" + attr_name(spec.flag)
-        if spec.flag_only:
+        help_text = f"{spec.help} [env {spec.env}; default {spec.default!r}]"
+        dest = "rollcall_" + spec.name
+        if spec.switch:
             group.addoption(spec.flag, action="store_true", default=False, dest=dest, help=help_text)
         elif spec.multiple:
             group.addoption(
@@ -48,7 +48,7 @@ def pytest_configure(config: pytest.Config) -> None:
     """Validate the options up front; a bad one stops the session with a message naming the fix."""
     from rollcall.suite import Suite
 
-    cli = {attr_name(s.flag): config.getoption("rollcall_" + attr_name(s.flag)) for s in OPTIONS}
+    cli = {s.name: config.getoption("rollcall_" + s.name) for s in OPTIONS}
     try:
         options = resolve(cli)
     except OptionError as exc:
@@ -131,6 +131,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     terminalreporter.section("rollcall")
     for line in summary_table(suite.records):
         terminalreporter.write_line(line)
+    for record in suite.records:
+        analysis = record.result.last.verdict.root_cause
+        if not record.result.passed and analysis is not None:
+            terminalreporter.write_line(f"{record.test_id}: {analysis.headline()}")
     for line in config.stash.get(_NOTES, []):
         terminalreporter.write_line(line)
     terminalreporter.write_line(f"reports: {suite.options.artifacts_dir}/")
@@ -147,7 +151,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     import time
 
-    from rollcall.reports import RANKS_JUNIT_FILE, RESULTS_FILE, write_rank_junit, write_results
+    from rollcall.collect import RANKS_JUNIT_FILE, REPORT_FILE, RESULTS_FILE
+    from rollcall.reports import write_rank_junit, write_results
 
     out = suite.options.artifacts_dir
     meta = {
@@ -162,13 +167,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     tag = f".{worker}" if worker else ""
     write_results(out / _tagged(RESULTS_FILE, tag), suite.records, meta)
     write_rank_junit(out / _tagged(RANKS_JUNIT_FILE, tag), suite.records)
-    from rollcall.htmlreport import REPORT_FILE, write_report
+    from rollcall.htmlreport import write_report
 
     write_report(out / _tagged(REPORT_FILE, tag), suite.records, meta)
     notes = session.config.stash.setdefault(_NOTES, [])
     notes.append(f"html report: {out / REPORT_FILE}")
     if suite.options.write_baseline:
-        from rollcall.baseline import BaselineError, write_baseline
+        from rollcall.baseline import BaselineError
+        from rollcall.gate import write_baseline
 
         gates = [r.gate for r in suite.records if r.gate is not None]
         try:

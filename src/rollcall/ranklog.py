@@ -6,7 +6,7 @@ Every rank of the workload prints one line per event, written with a single ``wr
     ROLLCALL {"event":"epoch_time","rank":3,"world_size":64,"epoch":1,"seconds":0.31}
     ROLLCALL {"event":"throughput","rank":3,"world_size":64,"samples_per_sec":49.97}
     ROLLCALL {"event":"complete","rank":3,"world_size":64}
-    ROLLCALL {"event":"error","rank":3,"world_size":64,"message":"..."}
+    ROLLCALL {"event":"error","rank":3,"world_size":64,"message":"...","time":1764576001.25}
 
 A rank answers the roll call when it reported ``throughput``, at least one ``epoch_time`` and ``complete``.
 
@@ -21,7 +21,8 @@ Parsing rules:
       [Rank 12] - local_samples=100.0, total_time=2.00s, local_throughput=50.00 samples/s, local_avg_epoch_time=0.40s
       [Rank 12] training complete. Exiting main().
 
-  and a record counts only if it is complete up to and including its unit.
+  and each value counts only if it is complete up to and including its unit (a line cut inside the epoch
+  time still gives the throughput before it).
 
 Each log (one pod, one node) gets its own :class:`LogParser`, fed in chunks as bytes arrive; all of them write
 into one :class:`RollCall`, which knows, for every rank, what it reported and in which log.
@@ -45,6 +46,8 @@ Format = Literal["auto", "rollcall", "neuron-legacy"]
 FORMATS: tuple[Format, ...] = ("auto", "rollcall", "neuron-legacy")
 
 _NUM = rb"(\d+(?:\.\d+)?)"
+# Each value counts when it is complete up to and including its unit: a line cut after the throughput's
+# "samples/s" still gives the throughput, and its epoch time only when that is whole too.
 _LEGACY_METRICS = re.compile(
     rb"\[Rank (\d+)\] - local_samples="
     + _NUM
@@ -52,9 +55,9 @@ _LEGACY_METRICS = re.compile(
     + _NUM
     + rb"s, local_throughput="
     + _NUM
-    + rb" samples/s, local_avg_epoch_time="
+    + rb" samples/s(?:, local_avg_epoch_time="
     + _NUM
-    + rb"s"
+    + rb"s)?"
 )
 _LEGACY_COMPLETE = re.compile(rb"\[Rank (\d+)\] training complete")
 _DECODER = json.JSONDecoder()
@@ -62,6 +65,15 @@ _CHUNK = 1 << 20
 # A line longer than this without a newline is parsed in pieces; a record never gets near it.
 _MAX_PENDING = 8 << 20
 _KEEP_TAIL = 64 << 10
+
+
+@dataclass(frozen=True)
+class RankError:
+    """One ``error`` event: its message and its wall-clock time (epoch seconds; None when unstamped)."""
+
+    message: str
+    time: float | None = None
+    source: str = ""
 
 
 @dataclass
@@ -73,7 +85,7 @@ class RankReport:
     epoch_times: dict[int, float] = field(default_factory=dict)
     complete: bool = False
     start: dict[str, Any] | None = None
-    errors: list[str] = field(default_factory=list)
+    errors: list[RankError] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
     sources: set[str] = field(default_factory=set)
     world_size: int | None = None
@@ -208,7 +220,8 @@ class LogParser:
                 report = self._rank(int(m.group(1)))
                 if report is not None:
                     report.throughput = float(m.group(4))
-                    report.epoch_times = {0: float(m.group(5))}
+                    if m.group(5) is not None:
+                        report.epoch_times = {0: float(m.group(5))}
                     report.details.update(local_samples=float(m.group(2)), total_time=float(m.group(3)))
                     self.roll.records += 1
             else:
@@ -257,7 +270,9 @@ class LogParser:
         elif event == "start":
             report.start = {k: v for k, v in obj.items() if k not in _ENVELOPE}
         else:
-            report.errors.append(str(obj.get("message", "")))
+            stamp = _number(obj.get("time"))
+            stamp = stamp if stamp is not None and math.isfinite(stamp) else None
+            report.errors.append(RankError(str(obj.get("message", "")), stamp, self.source))
 
 
 _ENVELOPE = frozenset({"event", "rank", "world_size"})

@@ -156,8 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def delete(namespace: str) -> None:
         nonlocal kube
-        from rollcall.backends.kubernetes_job import delete_namespace
-        from rollcall.kube import connect
+        from rollcall.kube import connect, delete_namespace
 
         kube = kube or connect(args.kubeconfig, args.context)
         delete_namespace(kube, namespace)

@@ -16,13 +16,15 @@ from typing import TYPE_CHECKING, Any
 
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
+from rollcall.collect import RESULTS_FILE
 from rollcall.runner import RunResult
 
 if TYPE_CHECKING:
-    from rollcall.baseline import GateReport
+    from rollcall.gate import GateReport
+    from rollcall.verdict import RankResult
 
-RESULTS_FILE = "results.json"
-RANKS_JUNIT_FILE = "ranks.junit.xml"
+#: The version of ``results.json``'s layout: fields are only ever added (a rename would be version 2).
+SCHEMA_VERSION = 1
 
 
 @dataclass
@@ -56,12 +58,15 @@ class TestRecord:
             "mfu_mean": verdict.mfu_mean,
             "job": {"name": spec.name, "state": last.status.state.value, "reason": last.status.reason},
             "problems": verdict.problems,
+            "findings": [p.as_dict() for p in verdict.findings],
             "passed": self.result.passed,
             "flaky": self.result.flaky,
             "attempts": len(self.result.attempts),
             "duration_s": round(sum(a.duration_s for a in self.result.attempts), 3),
             "artifacts": str(last.artifacts),
             "release_gate": self.gate.as_dict() if self.gate else None,
+            "root_cause": verdict.root_cause.as_dict() if verdict.root_cause else None,
+            "errors": [g.as_dict() for g in verdict.root_cause.groups] if verdict.root_cause else [],
             **self.extra,
         }
 
@@ -94,7 +99,7 @@ def junit_properties(record: TestRecord) -> list[tuple[str, object]]:
 def write_results(path: Path, records: Sequence[TestRecord], meta: dict[str, Any]) -> None:
     """Write ``results.json``: ``{"tests": [...], **meta}``."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    doc = {"tests": [r.as_dict() for r in records], **meta}
+    doc = {"schema_version": SCHEMA_VERSION, "tests": [r.as_dict() for r in records], **meta}
     path.write_text(json.dumps(_finite(doc), indent=2, allow_nan=False, default=str) + "\n")
 
 
@@ -116,17 +121,16 @@ def write_rank_junit(path: Path, records: Sequence[TestRecord]) -> None:
         last = record.result.last
         verdict = last.verdict
         cases = []
-        for rank in range(verdict.layout.world_size):
-            node = verdict.per_rank.get(rank, {}).get("node", verdict.layout.node_of(rank))
+        width = len(str(verdict.layout.world_size - 1))
+        for rank, result in sorted(verdict.ranks.items()):
             case = TestCase(
-                name=f"rank {rank:0{len(str(verdict.layout.world_size - 1))}d} (node {node})",
+                name=f"rank {rank:0{width}d} (node {result.node})",
                 classname=record.test_id,
-                elapsed_sec=verdict.per_rank.get(rank, {}).get("epoch_time") or 0.0,
-                stdout=_rank_stdout(verdict.per_rank.get(rank)),
+                elapsed_sec=result.epoch_time or 0.0,
+                stdout=_rank_stdout(result),
             )
-            why = verdict.failed_ranks.get(rank)
-            if why:
-                case.add_failure_info(message="; ".join(why), output=f"logs: {last.artifacts}")
+            if result.problems:
+                case.add_failure_info(message="; ".join(result.notes), output=f"logs: {last.artifacts}")
             cases.append(case)
         for rank in verdict.unexpected_ranks:
             case = TestCase(name=f"rank {rank} (unexpected)", classname=record.test_id)
@@ -137,13 +141,14 @@ def write_rank_junit(path: Path, records: Sequence[TestRecord]) -> None:
     path.write_text(to_xml_report_string(suites))
 
 
-def _rank_stdout(info: dict[str, Any] | None) -> str | None:
-    if not info:
+def _rank_stdout(result: RankResult) -> str | None:
+    if not result.pods:
         return None
-    return f"throughput={info['throughput']} samples/s epoch_time={info['epoch_time']} s"
+    return f"throughput={result.throughput} samples/s epoch_time={result.epoch_time} s"
 
 
-def _fmt(value: float | None, spec: str = ".1f") -> str:
+def number(value: float | None, spec: str = ".1f") -> str:
+    """``value`` formatted by ``spec``, or ``-`` when there is none (or it is not finite)."""
     return "-" if value is None or not math.isfinite(value) else format(value, spec)
 
 
@@ -169,9 +174,9 @@ def summary_table(records: Iterable[TestRecord]) -> list[str]:
                 d["test_id"].rsplit("::", 1)[-1],
                 d["backend"],
                 f"{record.result.last.verdict.answered}/{d['world_size']}",
-                _fmt(tp["total"]),
-                f"{_fmt(tp['min'])}/{_fmt(tp['mean'])}/{_fmt(tp['max'])}",
-                _fmt(d["epoch_time_mean"], ".3f"),
+                number(tp["total"]),
+                f"{number(tp['min'])}/{number(tp['mean'])}/{number(tp['max'])}",
+                number(d["epoch_time_mean"], ".3f"),
                 "-" if d["mfu_mean"] is None else f"{100 * d['mfu_mean']:.1f}%",
                 verdict,
             )

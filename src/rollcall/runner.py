@@ -9,21 +9,22 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rollcall.backends import Backend, JobState, JobStatus
 from rollcall.collect import Collector
 from rollcall.jobspec import JobSpec
-from rollcall.ranklog import Format
-from rollcall.verdict import Layout, Verdict, assess
+from rollcall.judge import judge
+from rollcall.torchrun import read_terminations
+from rollcall.verdict import Criteria, Evidence, Layout, Verdict
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class Attempt:
-    """One try of the job."""
+    """One try of the job; the release gate may replace its verdict with one judged against more criteria."""
 
     spec: JobSpec
     status: JobStatus
@@ -77,11 +78,10 @@ def run_once(
     *,
     keep: bool = False,
     min_throughput: float | None = None,
-    fmt: Format = "auto",
 ) -> Attempt:
     """Provision the job, wait for it, collect every node's log, assess, and clean up."""
     started = time.monotonic()
-    collector = Collector(artifacts, fmt)
+    collector = Collector(artifacts)
     job = None
     try:
         job = backend.launch(spec, collector)
@@ -95,9 +95,11 @@ def run_once(
         elif job is not None:
             log.warning("--keep: leaving job %s in place for debugging", spec.name)
         collector.close()
-    verdict = assess(collector.roll, Layout(spec.nodes, spec.procs_per_node), min_throughput=min_throughput)
-    if status.state is not JobState.SUCCEEDED:
-        verdict.problems.insert(0, f"job {status.state.value}: {status.reason}")
+    if status.state is not JobState.SUCCEEDED:  # the launcher's own records of the workers that failed
+        for sink in collector.sinks:
+            status.terminations += read_terminations(sink.path, sink.name)
+    evidence = Evidence(collector.roll, Layout(spec.nodes, spec.procs_per_node), status)
+    verdict = judge(evidence, Criteria(min_throughput=min_throughput))
     return Attempt(spec, status, verdict, artifacts, time.monotonic() - started)
 
 
@@ -109,21 +111,13 @@ def run_with_retries(
     retries: int = 0,
     keep: bool = False,
     min_throughput: float | None = None,
-    fmt: Format = "auto",
 ) -> RunResult:
     """Run up to ``retries + 1`` attempts, each with fresh names; stop at the first pass."""
     result = RunResult(backend.name)
     for attempt in range(retries + 1):
         spec = make_spec(attempt)
         where = artifacts if retries == 0 else artifacts / f"attempt-{attempt + 1}"
-        result.attempts.append(
-            run_once(backend, spec, where, keep=keep, min_throughput=min_throughput, fmt=fmt)
-        )
+        result.attempts.append(run_once(backend, spec, where, keep=keep, min_throughput=min_throughput))
         if result.passed:
             break
     return result
-
-
-def renamed(spec: JobSpec, suffix: str) -> JobSpec:
-    """The same spec under a new name (each retry gets its own)."""
-    return replace(spec, name=f"{spec.name}-{suffix}"[:52].rstrip("-"))

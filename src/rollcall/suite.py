@@ -2,7 +2,7 @@
 
 The pytest plugin builds one :class:`Suite` per session from the validated options; tests call
 :meth:`Suite.run`, which builds the :class:`~rollcall.jobspec.JobSpec`, runs it with retries, has the
-release gate (:mod:`rollcall.baseline`: stragglers, regressions) judge the deciding attempt, and records the
+release gate (:mod:`rollcall.gate`: stragglers, regressions) judge the deciding attempt, and records the
 result for the reports.
 """
 
@@ -12,38 +12,30 @@ import os
 import re
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rollcall.backends import Backend, Placement
+from rollcall.collect import safe_name
 from rollcall.jobspec import JobSpec
+from rollcall.kubeconfig import cluster_config
 from rollcall.options import Options
 from rollcall.reports import TestRecord
 from rollcall.runner import RunResult, run_with_retries
 
 if TYPE_CHECKING:
-    from rollcall.baseline import ReleaseGate
-
-IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
+    from rollcall.gate import ReleaseGate
 
 
-def choose_backend(options: Options, environ: dict[str, str] | None = None) -> tuple[str, str]:
+def choose_backend(options: Options, environ: Mapping[str, str] | None = None) -> tuple[str, str]:
     """The backend to use and why: ``--backend``, else kubernetes when a cluster config exists, else local."""
-    env = dict(os.environ) if environ is None else environ
     if options.backend != "auto":
         return options.backend, f"--backend {options.backend}"
-    if options.kubeconfig:
-        return "kubernetes", f"kubeconfig {options.kubeconfig}"
-    if env.get("KUBECONFIG"):
-        return "kubernetes", f"KUBECONFIG={env['KUBECONFIG']}"
-    default = Path(env.get("HOME", "~")).expanduser() / ".kube" / "config"
-    if default.is_file():
-        return "kubernetes", f"kubeconfig {default}"
-    if env.get(IN_CLUSTER_ENV):
-        return "kubernetes", "in-cluster config"
+    found = cluster_config(options.kubeconfig, os.environ if environ is None else environ)
+    if found is not None:
+        return "kubernetes", found.reason
     return "local", "no kubeconfig or in-cluster config found"
 
 
@@ -85,18 +77,14 @@ class Suite:
     @cached_property
     def gate(self) -> ReleaseGate:
         """Stragglers and the regression gate; reads ``--baseline`` (a bad file raises BaselineError)."""
-        from rollcall.baseline import ReleaseGate
+        from rollcall.gate import ReleaseGate
 
         return ReleaseGate.from_options(self.options)
 
     @cached_property
     def placement(self) -> Placement:
         """What each node offers, discovered once per session."""
-        discover = getattr(self.backend, "discover", None)
-        if discover is not None:
-            placement: Placement = discover(self.options)
-            return placement
-        return local_placement(self.options)
+        return self.backend.discover(self.options)
 
     def spec(self, test_name: str, **overrides: Any) -> JobSpec:
         """The job of ``test_name``: options and discovery, then the test's own overrides."""
@@ -121,7 +109,7 @@ class Suite:
     def run(self, test_id: str, test_name: str, **overrides: Any) -> TestRecord:
         """Run the test's job (with ``--retries``) and record it for the reports."""
         base = self.spec(test_name, **overrides)
-        artifacts = self.options.artifacts_dir / re.sub(r"[^A-Za-z0-9._-]+", "_", test_name)[:100]
+        artifacts = self.options.artifacts_dir / safe_name(test_name)[:100]
 
         def make_spec(attempt: int) -> JobSpec:
             return base if attempt == 0 else replace(base, name=f"{base.name}-r{attempt}")
@@ -149,21 +137,3 @@ class Suite:
             f"rollcall: backend={self.backend_name} ({self.backend_reason}), nodes={o.nodes}, "
             f"accelerator={o.accelerator}, artifacts={o.artifacts_dir}"
         )
-
-
-def local_placement(options: Options) -> Placement:
-    """Local discovery: cuda when GPUs are visible (split between the simulated nodes), else cpu."""
-    from rollcall.backends.local import visible_gpus
-
-    accel = options.accelerator
-    gpus = visible_gpus() if accel in ("auto", "nvidia") else []
-    if accel == "auto":
-        accel = "nvidia" if gpus else "cpu"
-    if accel == "neuron":
-        return Placement("neuron", options.procs_per_node or 1, description="local xla")
-    if accel == "nvidia":
-        if not gpus:
-            raise RuntimeError("--accelerator nvidia: no GPU is visible here (nvidia-smi -L lists none)")
-        per_node = options.procs_per_node or max(1, len(gpus) // options.nodes)
-        return Placement("nvidia", per_node, description=f"{len(gpus)} local GPU(s)")
-    return Placement("cpu", options.procs_per_node or 1, description="local cpu")

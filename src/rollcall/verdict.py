@@ -1,27 +1,30 @@
-"""The verdict: did every expected rank answer the roll call with sound values?
+"""The verdict's data: what each rank did, what was wrong, and the run's figures, as typed values.
 
-:func:`assess` turns a :class:`~rollcall.ranklog.RollCall` and the expected :class:`Layout` into a
-:class:`Verdict`. Its :class:`Outcome` means:
+:func:`rollcall.judge.judge` builds a :class:`Verdict` once, from the :class:`Evidence` a run left (the roll
+call, the layout asked for, the job's end) and the :class:`Criteria` it is held to. Every report (the failure
+message, ``results.json``, the per-rank junit, ``report.html``) reads the verdict; none parses a sentence.
 
-- ``PASSED``: every rank ``0..world_size-1`` reported throughput, an epoch time and completion; every value is
-  finite and positive; no rank outside the world reported; each node hosts exactly ``procs_per_node`` ranks
-  (judged from ``start`` events where they exist); every rank meets ``min_throughput`` when it is set.
-- ``FAILED``: any of those does not hold; :attr:`Verdict.problems` says which, rank by rank.
-
-The release gate (:mod:`rollcall.baseline`) judges the verdict afterwards and adds its own problems to it:
-stragglers (named in :attr:`Verdict.failed_ranks` too) and regressions against a baseline.
+- A :class:`Problem` is one thing wrong: its :class:`Kind`, the line a person reads, and for each rank it
+  names what it says about that rank (``no throughput``, ``error: ...``).
+- A :class:`RankResult` is one rank: what it reported, its node and pod, its :class:`RankState` (the worst of
+  what its problems' kinds mean) and its problems.
+- :attr:`Verdict.outcome` is ``PASSED`` when there is no problem at all.
 """
 
 from __future__ import annotations
 
 import enum
 import math
-from collections import defaultdict
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from rollcall.ranklog import REQUIRED_EVENTS, RollCall, ranges
+from rollcall.collect import RANKS_JUNIT_FILE, REPORT_FILE, RESULTS_FILE
+from rollcall.rootcause import Analysis
+
+if TYPE_CHECKING:
+    from rollcall.backends import JobStatus
+    from rollcall.ranklog import RollCall
 
 #: Settings of the workload, from its ``throughput`` events, that tell one configuration from another.
 WORKLOAD_KEYS: tuple[str, ...] = ("model", "seq_len", "batch_size")
@@ -45,10 +48,79 @@ class Layout:
 
 
 class Outcome(enum.Enum):
-    """The verdict in one word; see the module docstring."""
+    """The verdict in one word."""
 
     PASSED = "passed"
     FAILED = "failed"
+
+
+class RankState(enum.Enum):
+    """What one rank did, in one word (``report.html`` colours a rank by it)."""
+
+    OK = "ok"
+    MISSING = "missing"  # missed an event, reported an error or an invalid value
+    STRAGGLER = "straggler"  # answered, but below --straggler-ratio of the median throughput
+    SLOW = "slow"  # answered, but below --min-throughput (or failed another check that names it)
+
+    @property
+    def severity(self) -> int:
+        """Higher is worse: a rank is in the worst state any of its problems puts it in."""
+        return _SEVERITY[self]
+
+
+_SEVERITY = {RankState.OK: 0, RankState.SLOW: 1, RankState.STRAGGLER: 2, RankState.MISSING: 3}
+
+
+class Kind(enum.Enum):
+    """What sort of problem; the rank state it puts the ranks it names in is :attr:`rank_state`."""
+
+    ROOT_CAUSE = "root_cause"  # the first failure (and independent ones), named first
+    JOB = "job"  # the job did not succeed
+    EFA = "efa"  # EFA was requested and NCCL did not use it
+    MISSING_EVENT = "missing_event"
+    UNEXPECTED_RANK = "unexpected_rank"
+    ERROR = "error"
+    INVALID_VALUE = "invalid_value"
+    LAYOUT = "layout"
+    MIN_THROUGHPUT = "min_throughput"
+    STRAGGLER = "straggler"
+    REGRESSION = "regression"
+
+    @property
+    def rank_state(self) -> RankState:
+        """The state of a rank this kind of problem names (``SLOW`` for a kind without one of its own)."""
+        return _RANK_STATE.get(self, RankState.SLOW)
+
+
+_RANK_STATE = {
+    Kind.ROOT_CAUSE: RankState.MISSING,
+    Kind.MISSING_EVENT: RankState.MISSING,
+    Kind.ERROR: RankState.MISSING,
+    Kind.INVALID_VALUE: RankState.MISSING,
+    Kind.MIN_THROUGHPUT: RankState.SLOW,
+    Kind.STRAGGLER: RankState.STRAGGLER,
+}
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a run.
+
+    Attributes:
+        kind: what sort of problem.
+        message: the line a person reads.
+        ranks: for each rank it names (in the world), what it says about that rank.
+        detail: the check's own typed finding (e.g. the stragglers, a regression), for reports.
+    """
+
+    kind: Kind
+    message: str
+    ranks: Mapping[int, str] = field(default_factory=dict)
+    detail: Any = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The problem, JSON-ready."""
+        return {"kind": self.kind.value, "message": self.message, "ranks": sorted(self.ranks)}
 
 
 @dataclass(frozen=True)
@@ -74,35 +146,103 @@ class Stats:
 
     def as_dict(self) -> dict[str, float | None]:
         """The stats as a JSON-ready mapping."""
-        return {
-            "total": self.total,
-            "mean": self.mean,
-            "min": self.min,
-            "max": self.max,
-            "median": self.median,
-        }
+        return asdict(self)
 
 
-@dataclass
+@dataclass(frozen=True)
+class Figures:
+    """The figures a baseline holds and the regression gate compares."""
+
+    throughput_total: float | None = None
+    throughput_median: float | None = None
+    epoch_time_mean: float | None = None
+
+    def as_dict(self) -> dict[str, float | None]:
+        """The figures, JSON-ready."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a run left to judge: the roll call, the layout asked for, and how the job ended (if known)."""
+
+    roll: RollCall
+    layout: Layout
+    status: JobStatus | None = None
+
+
+@dataclass(frozen=True)
+class Criteria:
+    """What a run is held to beyond answering the roll call; the defaults check nothing more.
+
+    Attributes:
+        min_throughput: samples/s every rank must reach.
+        straggler_ratio: ranks below this times the median throughput fail (0: off).
+        baseline: the figures of the run's configuration to compare against (None: no gate).
+        max_regression_pct: how much worse than ``baseline`` a figure may be.
+    """
+
+    min_throughput: float | None = None
+    straggler_ratio: float = 0.0
+    baseline: Figures | None = None
+    max_regression_pct: float = 0.0
+
+
+@dataclass(frozen=True)
+class RankResult:
+    """One rank of the world: what it reported, where it ran, and what was wrong with it."""
+
+    rank: int
+    node: int
+    pods: tuple[str, ...] = ()
+    reported: tuple[str, ...] = ()
+    throughput: float | None = None
+    epoch_time: float | None = None
+    complete: bool = False
+    problems: tuple[Problem, ...] = ()
+
+    @property
+    def pod(self) -> str | None:
+        """The first log (pod, or local node) the rank was read from."""
+        return self.pods[0] if self.pods else None
+
+    @property
+    def state(self) -> RankState:
+        """The worst state any of its problems puts it in; ``OK`` without problems."""
+        return max((p.kind.rank_state for p in self.problems), key=lambda s: s.severity, default=RankState.OK)
+
+    @property
+    def notes(self) -> list[str]:
+        """What each of its problems says about it."""
+        return [p.ranks[self.rank] for p in self.problems]
+
+    @property
+    def answered(self) -> bool:
+        """Reported every required event with sound values and no problem names it."""
+        return not self.problems
+
+
+@dataclass(frozen=True)
 class Verdict:
-    """What the roll call showed, rank by rank."""
+    """What the roll call showed, rank by rank; built by :func:`rollcall.judge.judge`."""
 
     layout: Layout
-    missing: dict[str, list[int]]
+    ranks: Mapping[int, RankResult]
+    findings: tuple[Problem, ...]
+    missing: Mapping[str, list[int]]
     unexpected_ranks: list[int]
-    problems: list[str] = field(default_factory=list)
-    failed_ranks: dict[int, list[str]] = field(default_factory=dict)
     throughput: Stats = field(default_factory=Stats)
     epoch_time_mean: float | None = None
     mfu_mean: float | None = None
-    per_rank: dict[int, dict[str, Any]] = field(default_factory=dict)
     #: The workload's settings every rank's throughput event agreed on (see :data:`WORKLOAD_KEYS`).
-    workload: dict[str, Any] = field(default_factory=dict)
+    workload: Mapping[str, Any] = field(default_factory=dict)
+    evidence: Evidence | None = field(default=None, compare=False, repr=False)
+    criteria: Criteria = field(default_factory=Criteria, compare=False)
 
     @property
     def outcome(self) -> Outcome:
         """PASSED when there is no problem at all."""
-        return Outcome.FAILED if self.problems else Outcome.PASSED
+        return Outcome.FAILED if self.findings else Outcome.PASSED
 
     @property
     def passed(self) -> bool:
@@ -110,9 +250,36 @@ class Verdict:
         return self.outcome is Outcome.PASSED
 
     @property
+    def problems(self) -> list[str]:
+        """Every problem's line, in the order the checks found them."""
+        return [p.message for p in self.findings]
+
+    @property
+    def failed_ranks(self) -> dict[int, list[str]]:
+        """Ranks of the world with a problem, and what each problem says about them."""
+        return {r: result.notes for r, result in sorted(self.ranks.items()) if result.problems}
+
+    @property
     def answered(self) -> int:
-        """Ranks inside the world that reported every required event."""
-        return sum(1 for r in range(self.layout.world_size) if r not in self.failed_ranks)
+        """Ranks inside the world that reported every required event, with no problem."""
+        return sum(1 for result in self.ranks.values() if result.answered)
+
+    @property
+    def figures(self) -> Figures:
+        """The figures the regression gate compares."""
+        return Figures(self.throughput.total, self.throughput.median, self.epoch_time_mean)
+
+    @property
+    def root_cause(self) -> Analysis | None:
+        """How the ranks' errors came about, first failure first (None when no rank reported one)."""
+        for p in self.findings:
+            if isinstance(p.detail, Analysis):
+                return p.detail
+        return None
+
+    def of_kind(self, kind: Kind) -> list[Problem]:
+        """The problems of ``kind``."""
+        return [p for p in self.findings if p.kind is kind]
 
     def message(self, logs_hint: str | None = None) -> str:
         """A failure message a person can act on: which ranks lack what, on which node, and where logs are."""
@@ -122,124 +289,9 @@ class Verdict:
             f"({lay.nodes} node(s) x {lay.procs_per_node} procs)"
         )
         lines = [head, *(f"  - {p}" for p in self.problems)]
-        if logs_hint and self.problems:
+        if logs_hint and self.findings:
             lines.append(f"  per-pod logs: {logs_hint}")
+        if self.root_cause is not None:
+            where = f"{RESULTS_FILE} (root_cause, errors), {RANKS_JUNIT_FILE}, {REPORT_FILE}"
+            lines.append(f"  every rank's own error: {where}")
         return "\n".join(lines)
-
-
-def assess(
-    roll: RollCall,
-    layout: Layout,
-    *,
-    min_throughput: float | None = None,
-) -> Verdict:
-    """Judge a roll call against the layout that was asked for."""
-    world = layout.world_size
-    missing = roll.missing(world)
-    unexpected = roll.unexpected(world)
-    verdict = Verdict(layout=layout, missing=missing, unexpected_ranks=unexpected)
-    failed = verdict.failed_ranks
-
-    for event in REQUIRED_EVENTS:
-        for r in missing[event]:
-            failed.setdefault(r, []).append(f"no {event}")
-        if missing[event]:
-            verdict.problems.append(
-                f"{event} missing on {len(missing[event])} rank(s): {_by_node(missing[event], roll, layout)}"
-            )
-    if unexpected:
-        verdict.problems.append(f"ranks outside 0..{world - 1} reported: {ranges(unexpected)}")
-
-    throughputs: list[float] = []
-    epoch_means: list[float] = []
-    mfus: list[float] = []
-    for r in range(world):
-        report = roll.ranks.get(r)
-        if report is None:
-            continue
-        for message in report.errors:
-            failed.setdefault(r, []).append(f"error: {message}")
-            verdict.problems.append(f"rank {r} (node {_node(r, roll, layout)}) reported an error: {message}")
-        bad = [f"throughput={report.throughput}"] if _bad(report.throughput) else []
-        bad += [f"epoch {e} seconds={s}" for e, s in sorted(report.epoch_times.items()) if _bad(s)]
-        if bad:
-            failed.setdefault(r, []).append("invalid " + ", ".join(bad))
-            verdict.problems.append(f"rank {r} reported non-finite or non-positive values: {', '.join(bad)}")
-            continue
-        if report.throughput is not None:
-            throughputs.append(report.throughput)
-            if min_throughput is not None and report.throughput < min_throughput:
-                failed.setdefault(r, []).append(f"throughput {report.throughput:.2f} < {min_throughput:g}")
-        if report.epoch_time is not None:
-            epoch_means.append(report.epoch_time)
-        mfu = report.details.get("mfu")
-        if isinstance(mfu, int | float) and math.isfinite(mfu):
-            mfus.append(float(mfu))
-        verdict.per_rank[r] = {
-            "throughput": report.throughput,
-            "epoch_time": report.epoch_time,
-            "complete": report.complete,
-            "node": _node(r, roll, layout),
-            "logs": sorted(report.sources),
-        }
-    if min_throughput is not None:
-        slow = [r for r, why in failed.items() if any(w.startswith("throughput ") for w in why)]
-        if slow:
-            verdict.problems.append(
-                f"throughput below --min-throughput {min_throughput:g} samples/s on ranks "
-                f"{_by_node(slow, roll, layout)}"
-            )
-    verdict.problems.extend(_layout_problems(roll, layout))
-    verdict.throughput = Stats.of(throughputs)
-    verdict.epoch_time_mean = math.fsum(epoch_means) / len(epoch_means) if epoch_means else None
-    verdict.mfu_mean = math.fsum(mfus) / len(mfus) if mfus else None
-    verdict.workload = _workload(roll, world)
-    return verdict
-
-
-def _workload(roll: RollCall, world: int) -> dict[str, Any]:
-    """Each of :data:`WORKLOAD_KEYS` that every rank reporting throughput gave, with one value for all."""
-    seen: dict[str, set[str | int | float | None]] = defaultdict(set)
-    for report in (roll.ranks[r] for r in range(world) if r in roll.ranks):
-        if report.throughput is None:
-            continue
-        for key in WORKLOAD_KEYS:
-            value = report.details.get(key)
-            ok = isinstance(value, str | int | float) and not isinstance(value, bool)
-            seen[key].add(value if ok else None)  # absent on one rank: no agreement
-    return {k: next(iter(v)) for k, v in seen.items() if len(v) == 1 and None not in v}
-
-
-def _bad(value: float | None) -> bool:
-    return value is not None and not (math.isfinite(value) and value > 0)
-
-
-def _node(rank: int, roll: RollCall, layout: Layout) -> int:
-    report = roll.ranks.get(rank)
-    reported = report.node_rank if report else None
-    return reported if reported is not None else layout.node_of(rank)
-
-
-def _by_node(ranks: list[int], roll: RollCall, layout: Layout) -> str:
-    """``7 (node 0); 19, 40-47 (node 1)``: ranks grouped by the node they ran (or should have run) on."""
-    groups: dict[int, list[int]] = defaultdict(list)
-    for r in ranks:
-        groups[_node(r, roll, layout)].append(r)
-    return "; ".join(f"{ranges(rs)} (node {n})" for n, rs in sorted(groups.items()))
-
-
-def _layout_problems(roll: RollCall, layout: Layout) -> list[str]:
-    """Each node that reported ``start`` events must host exactly ``procs_per_node`` ranks."""
-    per_node: dict[int, set[int]] = defaultdict(set)
-    for r, report in roll.ranks.items():
-        if report.node_rank is not None:
-            per_node[report.node_rank].add(r)
-    problems = []
-    for node, ranks in sorted(per_node.items()):
-        if not 0 <= node < layout.nodes:
-            problems.append(f"node_rank {node} is outside 0..{layout.nodes - 1} (ranks {ranges(ranks)})")
-        elif len(ranks) != layout.procs_per_node:
-            problems.append(
-                f"node {node} hosted {len(ranks)} rank(s) ({ranges(ranks)}), expected {layout.procs_per_node}"
-            )
-    return problems

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from rollcall.baseline import Baselines, ReleaseGate
+from rollcall.baseline import Baselines
+from rollcall.gate import ReleaseGate
 from rollcall.htmlreport import REPORT_FILE, write_report
 from tests.unit.test_baseline import _fields
 from tests.unit.test_htmlreport import Elements, record_of

@@ -13,6 +13,7 @@ from rollcall import procs
 from rollcall.backends import JobState
 from rollcall.backends.local import LocalBackend
 from rollcall.jobspec import JobSpec
+from rollcall.ranklog import ranges
 from rollcall.runner import run_once
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,6 +60,24 @@ def test_a_crashing_rank_fails_the_job_fast_naming_rank_and_node(tmp_path, lefto
     message = attempt.verdict.message()
     assert "rank 1 (node 1) reported an error: RuntimeError: injected failure on rank 1" in message
     assert 1 in attempt.verdict.missing["complete"]
+    assert leftovers() == {}
+
+
+def test_one_failing_rank_of_eight_is_named_first_and_its_echoes_fold_into_one_line(tmp_path, leftovers):
+    env = {"ROLLCALL_FAIL_RANK": "5"}
+    attempt = run_once(LocalBackend(), spec("root", procs_per_node=4, env=env, timeout=600), tmp_path)
+    assert attempt.status.state is JobState.FAILED
+    first, *rest = attempt.verdict.problems
+    assert first.startswith(
+        "first failure: rank 5 (node 1) reported an error: RuntimeError: injected failure on rank 5"
+    ), attempt.verdict.message()
+    root = attempt.verdict.root_cause
+    assert root is not None and root.first is not None and root.first.time is not None
+    echoed = {f.rank for f in root.failures if f.echo}
+    assert echoed and 5 not in echoed, attempt.verdict.message()
+    # every echo, whichever way gloo worded it, is on one line that names its ranks
+    (line,) = [p for p in rest if "echoes of another rank's failure" in p or "echo of another" in p]
+    assert line.startswith(f"ranks {ranges(echoed)} ("), line
     assert leftovers() == {}
 
 

@@ -7,21 +7,14 @@ from pathlib import Path
 import pytest
 
 from rollcall.backends import JobState, JobStatus
-from rollcall.baseline import (
-    BaselineError,
-    Baselines,
-    ConfigKey,
-    Entry,
-    Figures,
-    ReleaseGate,
-    find_stragglers,
-    regressions,
-    write_baseline,
-)
+from rollcall.baseline import BaselineError, Baselines, ConfigKey, Entry, regressions
+from rollcall.gate import ReleaseGate, write_baseline
 from rollcall.jobspec import JobSpec
+from rollcall.judge import assess
 from rollcall.ranklog import RollCall
 from rollcall.runner import Attempt
-from rollcall.verdict import Layout, assess
+from rollcall.stragglers import find_stragglers
+from rollcall.verdict import Figures, Layout
 from tests.unit.helpers import node_log
 from tests.unit.scripted import SCRIPTED_CONFTEST
 

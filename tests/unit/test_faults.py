@@ -9,8 +9,10 @@ from rollcall.faults import (
     pod_fault,
     started,
     terminated,
+    terminations,
     unschedulable,
 )
+from rollcall.rootcause import Termination
 
 
 def pod(
@@ -179,3 +181,14 @@ def test_a_lost_node_is_named_with_the_pod_on_it():
     assert "was deleted while the pod ran" in (node_lost(pod(), None) or "")
     assert node_lost(pod(phase="Succeeded"), None) is None, "a finished pod no longer needs its node"
     assert node_lost(pod(node=None, phase="Pending"), None) is None, "not scheduled yet"
+
+
+def test_terminations_are_read_as_typed_records():
+    oom = container(terminated={"exitCode": 137, "reason": "OOMKilled", "finishedAt": "2025-12-01T08:00:01Z"})
+    ok = container(terminated={"exitCode": 0, "reason": "Completed"})
+    pods = [
+        pod("bert-1-x", index="1", node="trn1-1", phase="Failed", containers=[oom]),
+        pod("bert-0-y", index="0", node="trn1-0", phase="Succeeded", containers=[ok]),
+        pod("bert-2-z", index="2", containers=[container(running={})]),
+    ]
+    assert terminations(pods) == [Termination("bert-1-x", 1, "trn1-1", "OOMKilled", 137, 1764576001.0)]

@@ -4,8 +4,8 @@ import json
 from datetime import UTC, datetime
 
 from rollcall import reports
-from rollcall.baseline import ReleaseGate
 from rollcall.cli import main
+from rollcall.gate import ReleaseGate
 from rollcall.runner import RunResult
 from tests.unit.test_baseline import KEY, attempt_of
 

@@ -9,12 +9,14 @@ import pytest
 
 from rollcall import reports
 from rollcall.backends import JobState, JobStatus
-from rollcall.baseline import Baselines, ReleaseGate
+from rollcall.baseline import Baselines
 from rollcall.collect import Collector
+from rollcall.gate import ReleaseGate
 from rollcall.htmlreport import REPORT_FILE, render, write_report
 from rollcall.jobspec import JobSpec
+from rollcall.judge import assess
 from rollcall.runner import Attempt, RunResult
-from rollcall.verdict import Layout, assess
+from rollcall.verdict import Layout
 from tests.unit.scripted import SCRIPTED_CONFTEST
 from tests.unit.test_baseline import KEY, ROLL_CALL, _fields, workload_log
 

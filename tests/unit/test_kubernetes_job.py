@@ -7,7 +7,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from rollcall.backends import JobState, JobStatus
-from rollcall.backends.kubernetes_job import KubernetesJob
+from rollcall.backends.kubernetes_job import JobSettings, KubernetesJob
 from rollcall.collect import Collector
 from rollcall.jobspec import JobSpec
 from rollcall.manifests import Names, render
@@ -60,10 +60,8 @@ def make(tmp_path, pods=(), job=None, accelerator="nvidia", efa=True, grace=60.0
     resources = {"nvidia.com/gpu": 8, **({"vpc.amazonaws.com/efa": 32} if efa else {})}
     spec = JobSpec("bert", 2, 8, accelerator=accelerator, image="i", resources=resources)
     names = Names("ns-1", "bert", "bert", "1")
-    backend = SimpleNamespace(
-        unschedulable_grace_s=grace, progress=None, drain_s=1.0, kube=SimpleNamespace(core=NoLogs())
-    )
-    run = KubernetesJob(backend, spec, names, render(spec, names), Collector(tmp_path))
+    settings = JobSettings(kube=SimpleNamespace(core=NoLogs()), unschedulable_grace_s=grace, drain_s=1.0)
+    run = KubernetesJob(settings, spec, names, render(spec, names), Collector(tmp_path))
     run.jobs = FakeInformer(job or job_obj())
     run.pods = FakeInformer(*pods)
     return run

@@ -163,10 +163,17 @@ def test_legacy_neuron_format():
 
 def test_legacy_record_counts_only_up_to_and_including_its_unit():
     full = LEGACY.format(r=1, tp="50.00")
+    throughput_end = full.index(" samples/s") + len(" samples/s")
     for cut in range(len(full)):
         roll = parse(full[:cut] + "\n", fmt="neuron-legacy")
-        assert 1 not in roll.ranks or roll.ranks[1].throughput is None, full[:cut]
-    assert parse(full + "\n", fmt="neuron-legacy").ranks[1].throughput == 50.0
+        rank = roll.ranks.get(1)
+        if cut < throughput_end:
+            assert rank is None or rank.throughput is None, full[:cut]
+        else:  # the throughput and its unit are whole; the epoch time after it is cut
+            assert rank is not None and rank.throughput == 50.0, full[:cut]
+            assert rank.epoch_times == {}, full[:cut]
+    whole = parse(full + "\n", fmt="neuron-legacy").ranks[1]
+    assert whole.throughput == 50.0 and whole.epoch_time == 0.4
 
 
 def test_legacy_formats_are_ignored_when_rollcall_is_asked_for_and_vice_versa():

@@ -1,7 +1,8 @@
 import math
 
+from rollcall.judge import assess
 from rollcall.ranklog import RollCall
-from rollcall.verdict import Layout, Outcome, Stats, assess
+from rollcall.verdict import Layout, Outcome, Stats
 from tests.unit.helpers import event, node_log
 
 

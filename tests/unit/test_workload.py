@@ -243,6 +243,16 @@ def test_invalid_command_line_prints_error_and_returns_2(capfd, monkeypatch):
     assert [(r["event"], r["rank"], r["world_size"]) for r in records] == [("error", 1, 2)]
 
 
+def test_an_error_is_stamped_with_the_wall_clock_time(capfd, monkeypatch):
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    before = time.time()
+    train.main(["--model", "huge"])
+    after = time.time()
+    (record,) = _events(capfd.readouterr().out)
+    assert isinstance(record["time"], float) and before - 1e-3 <= record["time"] <= after + 1e-3
+
+
 def test_fault_injection_targets_one_rank():
     assert train.injected_fault(1, {train.FAIL_RANK_ENV: "1"}) == "fail"
     assert train.injected_fault(0, {train.FAIL_RANK_ENV: "1"}) is None
@@ -370,6 +380,7 @@ def test_injected_failure_is_reported_and_fails_the_job(torchrun_runs):
     rank1 = [r for r in _events(out) if r["rank"] == 1]
     assert [r["event"] for r in rank1][:2] == ["start", "epoch_time"], out
     assert rank1[-1]["event"] == "error", out
+    assert isinstance(rank1[-1]["time"], float), out
     assert "injected failure" in rank1[-1]["message"] and train.FAIL_RANK_ENV in rank1[-1]["message"]
     assert not any(r["event"] == "complete" for r in _events(out)), out
 

@@ -1,16 +1,22 @@
 """Backends run a :class:`~rollcall.jobspec.JobSpec` somewhere and stream every node's log to a collector.
 
-Both meet :class:`Backend`; tests never care which one ran.
+Every backend meets :class:`Backend`: it discovers once what each node offers (:class:`Placement`), then
+launches jobs; tests never care which one ran.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from rollcall.collect import Collector
 from rollcall.jobspec import Accelerator, JobSpec
+from rollcall.rootcause import Termination
+
+if TYPE_CHECKING:
+    from rollcall.options import Options
 
 
 class JobState(enum.Enum):
@@ -21,13 +27,39 @@ class JobState(enum.Enum):
     TIMED_OUT = "timed_out"
 
 
+@dataclass(frozen=True)
+class EfaUse:
+    """What each pod's NCCL log showed of EFA, when the job requested it.
+
+    Attributes:
+        fell_back: pods whose NCCL fell back to TCP sockets, with the line that says so.
+        unproven: pods that never logged NCCL selecting EFA.
+        required: whether an unproven pod fails the run (NCCL on cuda logs the selection).
+    """
+
+    fell_back: Mapping[str, str] = field(default_factory=dict)
+    unproven: tuple[str, ...] = ()
+    required: bool = False
+
+    @property
+    def failed(self) -> bool:
+        """NCCL did not use EFA on some pod."""
+        return bool(self.fell_back) or (self.required and bool(self.unproven))
+
+
 @dataclass
 class JobStatus:
-    """The end of a job: its state and, unless it succeeded, why, naming the pod or node."""
+    """The end of a job: its state and, unless it succeeded, why, naming the pod or node.
+
+    ``efa`` is set when the job requested EFA: what the pods' logs showed of it. ``terminations`` are the
+    containers that ended badly, as their runtime recorded them (where the backend can read that).
+    """
 
     state: JobState
     reason: str = ""
     details: list[str] = field(default_factory=list)
+    efa: EfaUse | None = None
+    terminations: list[Termination] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -57,6 +89,10 @@ class Backend(Protocol):
     """Where jobs run."""
 
     name: str
+
+    def discover(self, options: Options) -> Placement:
+        """What each node offers the job (accelerator, ranks, requests); raises when too few are usable."""
+        ...
 
     def launch(self, spec: JobSpec, collector: Collector) -> Job:
         """Create the job and start streaming each node's log into ``collector``."""

@@ -16,16 +16,22 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from rollcall.backends import Placement
-from rollcall.backends.kubernetes_job import KubernetesJob, RollcallWarning, delete_namespace
+from rollcall.backends.kubernetes_job import (
+    CLEANUP_TIMEOUT_S,
+    DRAIN_S,
+    JobSettings,
+    KubernetesJob,
+    RollcallWarning,
+)
 from rollcall.collect import Collector
 from rollcall.discovery import Discovery, DiscoveryError, check_device_plugins, discover, report
 from rollcall.jobspec import JobSpec
-from rollcall.kube import Kube, call, connect
+from rollcall.kube import Kube, call, connect, delete_namespace
 from rollcall.manifests import MANAGED_BY, MANAGED_BY_LABEL, Names, PodExtras, job_tolerations, render
-from rollcall.options import Options
+from rollcall.options import DEFAULTS, Options
 from rollcall.reaper import Ledger
 
-__all__ = ["KubernetesBackend", "KubernetesJob", "RollcallWarning", "delete_namespace"]
+__all__ = ["JobSettings", "KubernetesBackend", "KubernetesJob", "RollcallWarning"]
 
 log = logging.getLogger(__name__)
 
@@ -46,9 +52,9 @@ class KubernetesBackend:
     options: Options
     name: str = "kubernetes"
     extras: PodExtras = field(default_factory=PodExtras)
-    unschedulable_grace_s: float = 60.0
-    cleanup_timeout_s: float = 120.0
-    drain_s: float = 60.0
+    unschedulable_grace_s: float = DEFAULTS.unschedulable_grace
+    cleanup_timeout_s: float = CLEANUP_TIMEOUT_S
+    drain_s: float = DRAIN_S
     progress: Callable[[str], None] | None = None
     discovery: Discovery | None = None
     _ledger: Ledger | None = None
@@ -101,6 +107,17 @@ class KubernetesBackend:
 
     # -- runs -------------------------------------------------------------------------------------------
 
+    def settings(self) -> JobSettings:
+        """What a run launched now needs of the session."""
+        return JobSettings(
+            kube=self.kube,
+            unschedulable_grace_s=self.unschedulable_grace_s,
+            ledger=None if self.options.keep else self.ledger,
+            cleanup_timeout_s=self.cleanup_timeout_s,
+            drain_s=self.drain_s,
+            progress=self.progress,
+        )
+
     def launch(self, spec: JobSpec, collector: Collector) -> KubernetesJob:
         """Create the run's namespace, Service and Job, and start watching them."""
         found = self.discovery
@@ -108,7 +125,7 @@ class KubernetesBackend:
             raise DiscoveryError("nothing was created: " + _too_few(found, spec.nodes))
         names = Names.new(self.options.namespace_prefix, spec.name)
         rendered = render(spec, names, extras=self.extras)
-        job = KubernetesJob(self, spec, names, rendered, collector)
+        job = KubernetesJob(self.settings(), spec, names, rendered, collector)
         try:
             job.provision()
         except BaseException:

@@ -21,13 +21,13 @@ from __future__ import annotations
 import logging
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
-from kubernetes.client.exceptions import ApiException
 
-from rollcall.backends import JobState, JobStatus
+from rollcall.backends import EfaUse, JobState, JobStatus
 from rollcall.collect import Collector
 from rollcall.faults import (
     duplicate_indexes,
@@ -38,6 +38,7 @@ from rollcall.faults import (
     pod_fault,
     started,
     terminated,
+    terminations,
     unschedulable,
     where,
 )
@@ -50,14 +51,13 @@ from rollcall.kube import (
     WatchLost,
     call,
     create,
+    delete_namespace,
     message_of,
     wait_for,
 )
 from rollcall.manifests import CONTAINER, Names, Rendered
 from rollcall.podlogs import EfaEvidence, LogFollower
-
-if TYPE_CHECKING:
-    from rollcall.backends.kubernetes import KubernetesBackend
+from rollcall.reaper import Ledger
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +66,9 @@ log = logging.getLogger(__name__)
 DRAIN_IDLE_S = 1.0
 #: Seconds past the Job's own activeDeadlineSeconds before the suite's own deadline fires.
 DEADLINE_SLACK_S = 10.0
+#: How long clean-up waits for a namespace to be gone, and how long logs are read after the job has ended.
+CLEANUP_TIMEOUT_S = 120.0
+DRAIN_S = 60.0
 _PHASES = ("Pending", "Running", "Succeeded", "Failed")
 
 
@@ -73,22 +76,32 @@ class RollcallWarning(UserWarning):
     """Something the suite could not finish (e.g. a namespace still terminating)."""
 
 
-def delete_namespace(kube: Kube, name: str) -> bool:
-    """Ask for ``name`` to be deleted (foreground propagation); False when it was already gone."""
-    try:
-        call(kube.core.delete_namespace, name, body={"propagationPolicy": "Foreground"})
-    except ApiException as exc:
-        if exc.status == 404:
-            return False
-        raise
-    return True
+@dataclass(frozen=True)
+class JobSettings:
+    """What a run needs of the session, fixed when it is launched.
+
+    Attributes:
+        kube: the API client.
+        ledger: where the run's namespace is recorded for deletion should the session die (None: ``--keep``).
+        unschedulable_grace_s: how long a pod may stay Unschedulable before the run fails.
+        cleanup_timeout_s: how long to wait for the namespace to be gone.
+        drain_s: how long to keep reading logs after the job has ended.
+        progress: where progress lines go (None for silence).
+    """
+
+    kube: Kube
+    unschedulable_grace_s: float
+    ledger: Ledger | None = None
+    cleanup_timeout_s: float = CLEANUP_TIMEOUT_S
+    drain_s: float = DRAIN_S
+    progress: Callable[[str], None] | None = None
 
 
 @dataclass
 class KubernetesJob:
     """One run on the cluster: its objects, its watches and its log followers."""
 
-    backend: KubernetesBackend
+    settings: JobSettings
     spec: JobSpec
     names: Names
     rendered: Rendered
@@ -114,9 +127,9 @@ class KubernetesJob:
 
     def provision(self) -> None:
         """Create the namespace, then (after a server-side dry run) the Service and the Job."""
-        kube, ns = self.backend.kube, self.namespace
-        if not self.backend.options.keep:
-            self.backend.ledger.add(ns)
+        kube, ns = self.settings.kube, self.namespace
+        if self.settings.ledger is not None:
+            self.settings.ledger.add(ns)
         create(kube.core.create_namespace, body=self.rendered.namespace)
         self._await_default_service_account()
         create(kube.core.create_namespaced_service, ns, body=self.rendered.service, dry_run="All")
@@ -149,7 +162,7 @@ class KubernetesJob:
     def _await_default_service_account(self) -> None:
         """Pods cannot be created before the namespace's ``default`` ServiceAccount exists (usually <1 s)."""
         accounts = Informer(
-            self.backend.kube.core.list_namespaced_service_account,
+            self.settings.kube.core.list_namespaced_service_account,
             f"service accounts of {self.namespace}",
             namespace=self.namespace,
             field_selector="metadata.name=default",
@@ -197,6 +210,7 @@ class KubernetesJob:
         status.details += self._details()
         if status.state is JobState.SUCCEEDED and self.rendered.efa:
             status = self._check_efa(status)
+        status.terminations = terminations(self.pods.objects())
         if status.state is not JobState.SUCCEEDED:
             self._save_state()
         return status
@@ -218,7 +232,7 @@ class KubernetesJob:
                 self._unschedulable_since.pop(name, None)
                 continue
             since = self._unschedulable_since.setdefault(name, now)
-            if now - since >= self.backend.unschedulable_grace_s:
+            if now - since >= self.settings.unschedulable_grace_s:
                 return JobStatus(
                     JobState.FAILED, f"{where(pod)} is Unschedulable after {now - since:.0f}s: {message}"
                 )
@@ -244,7 +258,7 @@ class KubernetesJob:
                 sink = self.collector.sink(name if container == CONTAINER else f"{name}.{container}")
                 evidence = self.evidence.setdefault(name, EfaEvidence())
                 self.followers[(name, container)] = LogFollower(
-                    self.backend.kube.core, self.namespace, name, container, sink, scan=evidence.scan
+                    self.settings.kube.core, self.namespace, name, container, sink, scan=evidence.scan
                 ).start()
         self._progress()
 
@@ -253,7 +267,7 @@ class KubernetesJob:
 
         After a failure, logs of containers still running are read for a moment, then closed.
         """
-        bound = self.backend.drain_s if not close_running else min(self.backend.drain_s, 10.0)
+        bound = self.settings.drain_s if not close_running else min(self.settings.drain_s, 10.0)
         deadline = time.monotonic() + bound
         while True:
             live = [f for f in self.followers.values() if not f.done]
@@ -278,6 +292,8 @@ class KubernetesJob:
         """With EFA requested, every pod's NCCL must have selected it (else it fell back to TCP sockets)."""
         fell_back = {p: e.fallback for p, e in sorted(self.evidence.items()) if e.fallback}
         unproven = sorted(p for p, e in self.evidence.items() if not e.efa and not e.fallback)
+        efa = EfaUse(fell_back, tuple(unproven), required=self.spec.accelerator == "nvidia")
+        status.efa = efa
         if fell_back:
             lines = [f"{p}: {line!r}" for p, line in fell_back.items()]
             return JobStatus(
@@ -285,13 +301,15 @@ class KubernetesJob:
                 f"EFA was requested but NCCL did not use it on {len(fell_back)} pod(s): it fell back to "
                 "TCP sockets",
                 status.details + lines,
+                efa,
             )
-        if unproven and self.spec.accelerator == "nvidia":
+        if efa.failed:
             return JobStatus(
                 JobState.FAILED,
                 f"EFA was requested but {len(unproven)} pod(s) never logged NCCL selecting it "
                 "('NET/OFI Selected provider is efa' with NCCL_DEBUG=INFO): " + ", ".join(unproven),
                 status.details,
+                efa,
             )
         if unproven:
             status.details.append(
@@ -321,7 +339,7 @@ class KubernetesJob:
         return f"{text} (of {self.spec.nodes})"
 
     def _progress(self, force: bool = False) -> None:
-        if self.backend.progress is None or self.pods is None:
+        if self.settings.progress is None or self.pods is None:
             return
         counts = phases(self.pods.objects())
         key = tuple(sorted(counts.items()))
@@ -334,12 +352,12 @@ class KubernetesJob:
             self._say(f"{self.namespace}/{self.names.job} {elapsed:5.0f}s: {shown} of {self.spec.nodes}")
 
     def _say(self, line: str) -> None:
-        if self.backend.progress is not None:
-            self.backend.progress(f"[rollcall] {line}")
+        if self.settings.progress is not None:
+            self.settings.progress(f"[rollcall] {line}")
 
     def _save_state(self) -> None:
         """Save the pods, the Job and the namespace's events as YAML next to the logs."""
-        kube, out = self.backend.kube, self.collector.directory
+        kube, out = self.settings.kube, self.collector.directory
         try:
             pods = sorted(self.pods.objects() if self.pods else [], key=index_of)
             job = self.jobs.get(self.names.job) if self.jobs else None
@@ -358,7 +376,7 @@ class KubernetesJob:
         if self._cleaned:
             return
         self._cleaned = True
-        kube, ns = self.backend.kube, self.namespace
+        kube, ns = self.settings.kube, self.namespace
         for f in self.followers.values():
             f.close()
         for informer in (self.jobs, self.pods, self.nodes):
@@ -375,10 +393,11 @@ class KubernetesJob:
             wait_for(
                 lambda: True if gone.get(ns) is None else None,
                 gone,
-                timeout_s=self.backend.cleanup_timeout_s,
+                timeout_s=self.settings.cleanup_timeout_s,
                 what=f"deletion of namespace {ns}",
             )
-            self.backend.ledger.remove(ns)
+            if self.settings.ledger is not None:
+                self.settings.ledger.remove(ns)
         except (WaitTimeout, WatchLost) as exc:
             message = f"namespace {ns} is not gone yet ({exc}); the sweep or the session's reaper will retry"
             log.warning(message)

@@ -18,11 +18,15 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rollcall import procs
-from rollcall.backends import JobState, JobStatus
+from rollcall.backends import JobState, JobStatus, Placement
 from rollcall.collect import Collector, LogSink
 from rollcall.jobspec import JobSpec
+
+if TYPE_CHECKING:
+    from rollcall.options import Options
 
 #: The workload script in this repository, run in place of the image's copy.
 DEFAULT_SCRIPT = Path(__file__).resolve().parents[3] / "images" / "bert-training" / "train.py"
@@ -55,6 +59,21 @@ class LocalBackend:
     python: str = sys.executable
     script: Path = DEFAULT_SCRIPT
     name: str = "local"
+
+    def discover(self, options: Options) -> Placement:
+        """Local discovery: cuda when GPUs are visible (split between the simulated nodes), else cpu."""
+        accel = options.accelerator
+        gpus = visible_gpus() if accel in ("auto", "nvidia") else []
+        if accel == "auto":
+            accel = "nvidia" if gpus else "cpu"
+        if accel == "neuron":
+            return Placement("neuron", options.procs_per_node or 1, description="local xla")
+        if accel == "nvidia":
+            if not gpus:
+                raise RuntimeError("--accelerator nvidia: no GPU is visible here (nvidia-smi -L lists none)")
+            per_node = options.procs_per_node or max(1, len(gpus) // options.nodes)
+            return Placement("nvidia", per_node, description=f"{len(gpus)} local GPU(s)")
+        return Placement("cpu", options.procs_per_node or 1, description="local cpu")
 
     def launch(self, spec: JobSpec, collector: Collector) -> LocalJob:
         """Start one agent per simulated node."""

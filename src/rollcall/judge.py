@@ -1,0 +1,354 @@
+"""One judge: a run's evidence and criteria in, a frozen :class:`~rollcall.verdict.Verdict` out.
+
+:func:`judge` gathers the :class:`Facts` once (each rank's node, the ranks whose values are sound, their
+figures), runs every check of :data:`CHECKS` over them, and builds the verdict from the problems they return.
+A check is a function ``Facts -> Iterable[Problem]``; adding one is writing it and listing it in
+:data:`CHECKS`. A run ``PASSED`` when no check found anything:
+
+- the job succeeded (when its end is known), and NCCL used EFA on every pod when EFA was requested;
+- every rank ``0..world_size-1`` reported throughput, an epoch time and completion, and no error;
+- every value is finite and positive; no rank outside the world reported;
+- each node hosts exactly ``procs_per_node`` ranks (judged from ``start`` events where they exist) and every
+  rank that said its world size said the one asked for;
+- every rank meets ``min_throughput`` when it is set, and none is a straggler when ``straggler_ratio`` is set;
+- no figure regressed against the baseline, when there is one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from functools import cached_property
+from typing import Any
+
+from rollcall.backends import JobState
+from rollcall.baseline import regressions as find_regressions
+from rollcall.ranklog import REQUIRED_EVENTS, RankReport, RollCall, ranges
+from rollcall.rootcause import Failure, analyse
+from rollcall.rootcause import lines as rootcause_lines
+from rollcall.stragglers import find_stragglers, straggler_problem
+from rollcall.verdict import (
+    WORKLOAD_KEYS,
+    Criteria,
+    Evidence,
+    Figures,
+    Kind,
+    Layout,
+    Problem,
+    RankResult,
+    Stats,
+    Verdict,
+)
+
+#: Nodes listed one by one in a problem's line; beyond, the ranks and the nodes are listed as two ranges.
+BY_NODE_GROUPS = 8
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What every check reads: the evidence, the criteria, and what follows from them."""
+
+    evidence: Evidence
+    criteria: Criteria
+
+    @property
+    def roll(self) -> RollCall:
+        """The roll call."""
+        return self.evidence.roll
+
+    @property
+    def layout(self) -> Layout:
+        """The layout asked for."""
+        return self.evidence.layout
+
+    def node(self, rank: int) -> int:
+        """The node ``rank`` said it ran on, else the one it should have run on."""
+        report = self.roll.ranks.get(rank)
+        reported = report.node_rank if report else None
+        return reported if reported is not None else self.layout.node_of(rank)
+
+    def by_node(self, ranks: Iterable[int]) -> str:
+        """``7 (node 0); 19, 40-47 (node 1)``: ranks grouped by the node they ran (or should have run) on.
+
+        Past :data:`BY_NODE_GROUPS` nodes, one list and the nodes' range: ``0-2047 (nodes 0-63)``.
+        """
+        groups: dict[int, list[int]] = defaultdict(list)
+        for r in ranks:
+            groups[self.node(r)].append(r)
+        if len(groups) > BY_NODE_GROUPS:
+            return f"{ranges(r for rs in groups.values() for r in rs)} (nodes {ranges(groups)})"
+        return "; ".join(f"{ranges(rs)} (node {n})" for n, rs in sorted(groups.items()))
+
+    @cached_property
+    def reports(self) -> dict[int, RankReport]:
+        """The reports of the ranks inside the world, by rank."""
+        return {r: rep for r in range(self.layout.world_size) if (rep := self.roll.ranks.get(r)) is not None}
+
+    @cached_property
+    def invalid(self) -> dict[int, list[str]]:
+        """Ranks that reported a non-finite or non-positive value, and which."""
+        found = {}
+        for r, report in self.reports.items():
+            bad = [f"throughput={report.throughput}"] if _bad(report.throughput) else []
+            bad += [f"epoch {e} seconds={s}" for e, s in sorted(report.epoch_times.items()) if _bad(s)]
+            if bad:
+                found[r] = bad
+        return found
+
+    @cached_property
+    def sound(self) -> dict[int, RankReport]:
+        """Reports of the ranks whose values are all sound: these are measured."""
+        return {r: rep for r, rep in self.reports.items() if r not in self.invalid}
+
+    @cached_property
+    def throughputs(self) -> dict[int, float]:
+        """Each measured rank's throughput."""
+        return {r: rep.throughput for r, rep in self.sound.items() if rep.throughput is not None}
+
+    @cached_property
+    def throughput(self) -> Stats:
+        """Throughput over the measured ranks."""
+        return Stats.of(list(self.throughputs.values()))
+
+    @cached_property
+    def epoch_time_mean(self) -> float | None:
+        """Mean of the measured ranks' mean epoch times."""
+        means = [t for rep in self.sound.values() if (t := rep.epoch_time) is not None]
+        return math.fsum(means) / len(means) if means else None
+
+    @cached_property
+    def figures(self) -> Figures:
+        """The figures the regression gate compares."""
+        return Figures(self.throughput.total, self.throughput.median, self.epoch_time_mean)
+
+
+Check = Callable[[Facts], Iterable[Problem]]
+
+
+def job_state(facts: Facts) -> Iterable[Problem]:
+    """The job must have succeeded, when its end is known (a failure of EFA is :func:`efa`'s)."""
+    status = facts.evidence.status
+    if status is None or status.state is JobState.SUCCEEDED or (status.efa and status.efa.failed):
+        return
+    yield Problem(Kind.JOB, f"job {status.state.value}: {status.reason}", detail=status)
+
+
+def efa(facts: Facts) -> Iterable[Problem]:
+    """With EFA requested, every pod's NCCL must have used it (the backend read the pods' logs)."""
+    status = facts.evidence.status
+    if status is not None and status.efa is not None and status.efa.failed:
+        yield Problem(Kind.EFA, f"job {status.state.value}: {status.reason}", detail=status.efa)
+
+
+def missing_events(facts: Facts) -> Iterable[Problem]:
+    """Every rank of the world must report each required event."""
+    missing = facts.roll.missing(facts.layout.world_size)
+    for event in REQUIRED_EVENTS:
+        ranks = missing[event]
+        if ranks:
+            yield Problem(
+                Kind.MISSING_EVENT,
+                f"{event} missing on {len(ranks)} rank(s): {facts.by_node(ranks)}",
+                {r: f"no {event}" for r in ranks},
+                detail=event,
+            )
+
+
+def unexpected_ranks(facts: Facts) -> Iterable[Problem]:
+    """No rank outside the world may report."""
+    world = facts.layout.world_size
+    unexpected = facts.roll.unexpected(world)
+    if unexpected:
+        yield Problem(Kind.UNEXPECTED_RANK, f"ranks outside 0..{world - 1} reported: {ranges(unexpected)}")
+
+
+def errors(facts: Facts) -> Iterable[Problem]:
+    """A rank that reported an error failed; the first failure is named first, echoes folded.
+
+    :mod:`rollcall.rootcause` orders the errors (and the backend's termination records) by time; the
+    first problem is the root cause (with the whole :class:`~rollcall.rootcause.Analysis` as its detail),
+    then independent failures, then the rest folded by shape. Each rank's note is its own message.
+    """
+    failures = [
+        Failure(r, facts.node(r), e.source or None, e.message, e.time)
+        for r, report in facts.reports.items()
+        for e in report.errors
+    ]
+    status = facts.evidence.status
+    ended = [  # a worker's record names its rank: place it on the rank's node
+        replace(t, node=facts.node(t.rank)) if t.rank is not None and t.node is None else t
+        for t in (status.terminations if status is not None else ())
+    ]
+    analysis = analyse(failures, ended)
+    for n, line in enumerate(rootcause_lines(analysis)):
+        notes: dict[int, str] = {}
+        for f in line.failures:  # a rank that wrote two errors keeps both
+            notes[f.rank] = (
+                f"{notes[f.rank]}; error: {f.message}" if f.rank in notes else f"error: {f.message}"
+            )
+        kind = Kind.ROOT_CAUSE if line.root else Kind.ERROR
+        yield Problem(kind, line.text, notes, detail=analysis if n == 0 else line)
+
+
+def invalid_values(facts: Facts) -> Iterable[Problem]:
+    """Every value must be finite and positive."""
+    for r, bad in facts.invalid.items():
+        shown = ", ".join(bad)
+        yield Problem(
+            Kind.INVALID_VALUE,
+            f"rank {r} reported non-finite or non-positive values: {shown}",
+            {r: f"invalid {shown}"},
+        )
+
+
+def min_throughput(facts: Facts) -> Iterable[Problem]:
+    """With ``min_throughput`` set, every measured rank must reach it."""
+    floor = facts.criteria.min_throughput
+    if floor is None:
+        return
+    slow = {r: tp for r, tp in facts.throughputs.items() if tp < floor}
+    if slow:
+        yield Problem(
+            Kind.MIN_THROUGHPUT,
+            f"throughput below --min-throughput {floor:g} samples/s on ranks {facts.by_node(slow)}",
+            {r: f"throughput {tp:.2f} < {floor:g}" for r, tp in slow.items()},
+        )
+
+
+def layout(facts: Facts) -> Iterable[Problem]:
+    """Each node that reported ``start`` events hosts ``procs_per_node`` ranks; every world size agrees."""
+    lay = facts.layout
+    per_node: dict[int, set[int]] = defaultdict(set)
+    for r, report in facts.roll.ranks.items():
+        if report.node_rank is not None:
+            per_node[report.node_rank].add(r)
+    for node, ranks in sorted(per_node.items()):
+        if not 0 <= node < lay.nodes:
+            yield Problem(
+                Kind.LAYOUT, f"node_rank {node} is outside 0..{lay.nodes - 1} (ranks {ranges(ranks)})"
+            )
+        elif len(ranks) != lay.procs_per_node:
+            yield Problem(
+                Kind.LAYOUT,
+                f"node {node} hosted {len(ranks)} rank(s) ({ranges(ranks)}), expected {lay.procs_per_node}",
+            )
+    worlds: dict[int, list[int]] = defaultdict(list)
+    for r, report in facts.reports.items():
+        if report.world_size is not None and report.world_size != lay.world_size:
+            worlds[report.world_size].append(r)
+    for size, said in sorted(worlds.items()):
+        yield Problem(
+            Kind.LAYOUT,
+            f"ranks {facts.by_node(said)} reported a world size of {size}, expected {lay.world_size}",
+        )
+
+
+def stragglers(facts: Facts) -> Iterable[Problem]:
+    """With ``straggler_ratio`` set, no measured rank may fall below that ratio of the median."""
+    ratio = facts.criteria.straggler_ratio
+    per_rank = {r: {"throughput": tp, "node": facts.node(r)} for r, tp in facts.throughputs.items()}
+    found = find_stragglers(per_rank, ratio)
+    if found:
+        yield Problem(
+            Kind.STRAGGLER, straggler_problem(found, ratio), {s.rank: s.note() for s in found}, detail=found
+        )
+
+
+def regressions(facts: Facts) -> Iterable[Problem]:
+    """With a baseline, no figure may be worse than it by more than ``max_regression_pct``."""
+    base = facts.criteria.baseline
+    if base is None:
+        return
+    for found in find_regressions(facts.figures, base, facts.criteria.max_regression_pct):
+        yield Problem(Kind.REGRESSION, str(found), detail=found)
+
+
+#: Every check, in the order their problems are listed.
+CHECKS: tuple[Check, ...] = (
+    errors,
+    job_state,
+    efa,
+    missing_events,
+    unexpected_ranks,
+    invalid_values,
+    min_throughput,
+    layout,
+    stragglers,
+    regressions,
+)
+
+
+def judge(evidence: Evidence, criteria: Criteria | None = None, checks: Iterable[Check] = CHECKS) -> Verdict:
+    """The verdict on ``evidence`` held to ``criteria``: every check's problems, rank by rank."""
+    facts = Facts(evidence, criteria or Criteria())
+    found = tuple(p for check in checks for p in check(facts))
+    world = facts.layout.world_size
+    ranks = {}
+    for r in range(world):
+        report = facts.reports.get(r)
+        sound = facts.sound.get(r)
+        ranks[r] = RankResult(
+            rank=r,
+            node=facts.node(r),
+            pods=tuple(sorted(report.sources)) if report else (),
+            reported=_reported(report),
+            throughput=sound.throughput if sound else None,
+            epoch_time=sound.epoch_time if sound else None,
+            complete=bool(report and report.complete),
+            problems=tuple(p for p in found if r in p.ranks),
+        )
+    mfus = [m for rep in facts.sound.values() if (m := _finite(rep.details.get("mfu"))) is not None]
+    return Verdict(
+        layout=facts.layout,
+        ranks=ranks,
+        findings=found,
+        missing=facts.roll.missing(world),
+        unexpected_ranks=facts.roll.unexpected(world),
+        throughput=facts.throughput,
+        epoch_time_mean=facts.epoch_time_mean,
+        mfu_mean=math.fsum(mfus) / len(mfus) if mfus else None,
+        workload=_workload(facts),
+        evidence=evidence,
+        criteria=facts.criteria,
+    )
+
+
+def assess(roll: RollCall, layout: Layout, *, min_throughput: float | None = None) -> Verdict:
+    """Judge a roll call against the layout asked for (the job's end unknown)."""
+    return judge(Evidence(roll, layout), Criteria(min_throughput=min_throughput))
+
+
+def _reported(report: RankReport | None) -> tuple[str, ...]:
+    if report is None:
+        return ()
+    said = ["start"] if report.start is not None else []
+    said += [e for e in REQUIRED_EVENTS if report.has(e)]
+    return (*said, "error") if report.errors else tuple(said)
+
+
+def _workload(facts: Facts) -> dict[str, Any]:
+    """Each of :data:`WORKLOAD_KEYS` that every rank reporting throughput gave, with one value for all."""
+    seen: dict[str, set[str | int | float | None]] = defaultdict(set)
+    for report in facts.reports.values():
+        if report.throughput is None:
+            continue
+        for key in WORKLOAD_KEYS:
+            value = report.details.get(key)
+            ok = isinstance(value, str | int | float) and not isinstance(value, bool)
+            seen[key].add(value if ok else None)  # absent on one rank: no agreement
+    return {k: next(iter(v)) for k, v in seen.items() if len(v) == 1 and None not in v}
+
+
+def _bad(value: float | None) -> bool:
+    return value is not None and not (math.isfinite(value) and value > 0)
+
+
+def _finite(value: object) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+__all__ = ["CHECKS", "Check", "Facts", "assess", "judge"]

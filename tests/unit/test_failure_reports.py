@@ -1,0 +1,89 @@
+"""The root cause and the folded errors in results.json, the per-rank junit and report.html."""
+
+import json
+import xml.etree.ElementTree as ET
+
+from rollcall import reports
+from rollcall.backends import JobState, JobStatus
+from rollcall.htmlreport import render
+from rollcall.jobspec import JobSpec
+from rollcall.runner import Attempt, RunResult
+from rollcall.verdict import Evidence, Layout
+from tests.unit.test_htmlreport import Elements
+from tests.unit.test_judge import GLOO, T0, judged
+
+
+def failed_record(tmp_path):
+    errors = {r: (GLOO.format(port=40000 + r), T0 + 2) for r in range(8)}
+    errors[5] = ("RuntimeError: injected failure on rank 5", T0 + 1)
+    status = JobStatus(JobState.FAILED, "node 1 (torchrun agent) exited with code 1")
+    verdict = judged(2, 4, errors, status)
+    attempt = Attempt(JobSpec("crash", 2, 4), status, verdict, tmp_path / "crash", 1.0)
+    return reports.TestRecord("tests/e2e/t.py::test_crash", RunResult("local", [attempt]), "cpu")
+
+
+def test_results_json_carries_the_root_cause_and_the_grouped_errors(tmp_path):
+    path = tmp_path / "results.json"
+    reports.write_results(path, [failed_record(tmp_path)], {})
+    doc = json.loads(path.read_text())
+    assert doc["schema_version"] == 1
+    (test,) = doc["tests"]
+    root = test["root_cause"]
+    assert root["first"]["rank"] == 5 and root["first"]["node"] == 1 and root["first"]["pod"] == "job-1-abcde"
+    assert (
+        root["first"]["message"] == "RuntimeError: injected failure on rank 5"
+        and root["first"]["time"] == T0 + 1
+    )
+    assert root["summary"].startswith("first failure: rank 5 (node 1)") and root["undecided"] is None
+    (echoes,) = test["errors"]
+    assert echoes["echo"] and echoes["ranks"] == [0, 1, 2, 3, 4, 6, 7] and echoes["nodes"] == [0, 1]
+    assert [f["message"] for f in echoes["failures"]][:2] == [
+        GLOO.format(port=40000),
+        GLOO.format(port=40001),
+    ]
+    assert test["problems"][0] == root["summary"] and test["findings"][0]["kind"] == "root_cause"
+
+
+def test_each_ranks_junit_case_carries_its_own_message(tmp_path):
+    path = tmp_path / "ranks.junit.xml"
+    reports.write_rank_junit(path, [failed_record(tmp_path)])
+    cases = {c.get("name"): c.find("failure") for c in ET.parse(path).iter("testcase")}
+    assert (
+        cases["rank 5 (node 1)"].get("message").startswith("error: RuntimeError: injected failure on rank 5")
+    )
+    assert cases["rank 6 (node 1)"].get("message").startswith("error: " + GLOO.format(port=40006))
+
+
+def test_the_page_puts_the_root_cause_on_top_and_draws_no_chart_when_nothing_was_measured(tmp_path):
+    text = render([failed_record(tmp_path)], {"backend": "local"}, tmp_path)
+    top = text.index('<p class="root-cause">')
+    assert top < text.index("<table class=figures>") < text.index('<pre class="failure">')
+    assert (
+        "first failure: rank 5 (node 1) reported an error: RuntimeError: injected failure on rank 5" in text
+    )
+    errors = [a for tag, a in Elements(text).tags if tag == "ul" and a.get("class") == "errors"]
+    assert len(errors) == 1 and "[7 echoes of another rank&#39;s failure" in text
+    assert "<svg" not in text and "nothing to chart" in text and "1e-09" not in text
+
+
+def test_the_page_and_the_junit_read_the_kind_of_a_problem_never_its_text(tmp_path):
+    from rollcall.judge import CHECKS, judge
+    from rollcall.verdict import Kind, Problem
+    from tests.unit.test_judge import two_by_two
+
+    def misleading(facts):
+        yield Problem(
+            Kind.STRAGGLER, "no throughput, error: invalid", {0: "no throughput; error: x; invalid y"}
+        )
+        yield Problem(Kind.LAYOUT, "straggler", {1: "straggler: 0.10 of the median throughput"})
+
+    verdict = judge(Evidence(two_by_two(), Layout(2, 2)), checks=(*CHECKS, misleading))
+    status = JobStatus(JobState.SUCCEEDED)
+    attempt = Attempt(JobSpec("kinds", 2, 2), status, verdict, tmp_path / "kinds", 1.0)
+    record = reports.TestRecord("t.py::test_kinds", RunResult("local", [attempt]), "cpu")
+    states = {r: s for r, _, s, _ in Elements(render([record], {}, tmp_path)).ranks()}
+    assert states == {0: "straggler", 1: "slow", 2: "ok", 3: "ok"}
+    path = tmp_path / "ranks.junit.xml"
+    reports.write_rank_junit(path, [record])
+    failed = [c.get("name") for c in ET.parse(path).iter("testcase") if c.find("failure") is not None]
+    assert failed == ["rank 0 (node 0)", "rank 1 (node 0)"]

@@ -1,0 +1,196 @@
+"""Root cause first: echoes told from a rank's own error, ordered by time, folded by shape."""
+
+import pytest
+
+from rollcall.rootcause import (
+    CLOCK_TOLERANCE_S,
+    MAX_GROUPS,
+    MAX_ROOTS,
+    Failure,
+    Termination,
+    analyse,
+    fold,
+    is_echo,
+    lines,
+    shape,
+    summary,
+)
+
+GLOO = "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:547] Connection closed by peer [127.0.0.1]:{port}"
+T0 = 1_764_576_000.0  # 2025-12-01T08:00:00Z
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        GLOO.format(port=40312),
+        "RuntimeError: [../gloo/transport/tcp/pair.cc:598] Connection reset by peer [10.0.3.7]:26177",
+        "DistBackendError: [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=12, "
+        "OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600041 milliseconds before timing out.",
+        "RuntimeError: NCCL communicator was aborted on rank 7.",
+        "DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, remote process exited or there was a "
+        "network error, NCCL version 2.21.5 ncclRemoteError",
+        "DistStoreError: Timed out after 301 seconds waiting for clients. 1/2 clients joined.",
+        "RuntimeError: [/pytorch/torch/csrc/distributed/c10d/TCPStore.cpp] Socket Timeout",
+        "RuntimeError: monitored barrier timed out after 30000ms",
+        "torch.distributed.elastic.multiprocessing.api.SignalException: Process 4127 got signal: 15",
+        "KeyboardInterrupt: ",
+    ],
+)
+def test_consequences_of_another_ranks_failure_are_echoes(message):
+    assert is_echo(message)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "RuntimeError: injected failure on rank 5",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        "ValueError: bad torchrun environment: RANK is not a number",
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+    ],
+)
+def test_a_ranks_own_error_is_not_an_echo(message):
+    assert not is_echo(message)
+
+
+def test_the_shape_drops_addresses_ports_ranks_and_numbers():
+    a = shape(GLOO.format(port=40312))
+    assert a == shape(GLOO.format(port=51123)) == shape(GLOO.format(port=1).replace("127.0.0.1", "10.1.2.3"))
+    assert "127.0.0.1" not in a and "40312" not in a
+    assert shape("injected failure on rank 5") == shape("injected failure on rank 6")
+    assert shape("injected failure on rank 5") != shape("CUDA out of memory")
+    assert shape("ptr 0xdeadbeef at [fe80::1]:29500") == "ptr <hex> at <addr>"
+
+
+def two_by_four(root=5, root_time=T0 + 1.0, echo_after=0.5):
+    """Rank ``root`` fails on its own; the seven others echo it."""
+    out = []
+    for r in range(8):
+        if r == root:
+            out.append(
+                Failure(r, r // 4, f"node-{r // 4}", f"RuntimeError: injected failure on rank {r}", root_time)
+            )
+        else:
+            out.append(
+                Failure(r, r // 4, f"node-{r // 4}", GLOO.format(port=40000 + r), T0 + 1.0 + echo_after)
+            )
+    return out
+
+
+def test_the_earliest_own_error_is_the_root_cause_and_the_echoes_fold_into_one_line():
+    analysis = analyse(two_by_four())
+    assert analysis.first is not None and analysis.first.rank == 5 and analysis.undecided is None
+    lines = summary(analysis)
+    assert lines[0] == (
+        "first failure: rank 5 (node 1) reported an error: RuntimeError: injected failure on rank 5 "
+        "[pod node-1, 08:00:01.000 UTC]"
+    )
+    assert len(lines) == 2
+    assert lines[1].startswith(
+        "ranks 0-4, 6-7 (nodes 0-1) [7 echoes of another rank's failure: lost the connection to a peer]: "
+    )
+    assert "Connection closed by peer" in lines[1]
+
+
+def test_an_echo_stamped_first_does_not_become_the_root_cause():
+    failures = two_by_four(echo_after=-0.2)  # the peers' clocks run 0.2 s behind: still within tolerance
+    analysis = analyse(failures)
+    assert analysis.first.rank == 5 and analysis.undecided is None
+
+
+def test_echoes_stamped_well_before_their_cause_on_another_node_say_the_clocks_may_differ():
+    failures = two_by_four(echo_after=-5.0)
+    analysis = analyse(failures)
+    assert analysis.first.rank == 5
+    assert "node(s) 0, 1" not in analysis.undecided  # only other nodes are suspect
+    assert "echoes on node(s) 0 are stamped up to 5.0 s before" in analysis.undecided
+    assert summary(analysis)[1].startswith("order uncertain: ")
+
+
+def test_two_independent_failures_are_both_named():
+    failures = two_by_four()
+    failures[2] = Failure(2, 0, "node-0", "torch.OutOfMemoryError: CUDA out of memory", T0 + 3.0)
+    analysis = analyse(failures)
+    assert [f.rank for f in analysis.roots] == [5, 2]
+    lines = summary(analysis)
+    assert lines[0].startswith("first failure: rank 5 (node 1")
+    assert lines[1] == (
+        "independent failure: rank 2 (node 0) reported an error: torch.OutOfMemoryError: CUDA out of memory "
+        "[pod node-0, 08:00:03.000 UTC]"
+    )
+    assert "[6 echoes of another rank's failure" in lines[2]
+
+
+def test_two_own_errors_within_the_clock_tolerance_are_not_ordered_by_guess():
+    failures = two_by_four()
+    failures[2] = Failure(
+        2, 0, "node-0", "torch.OutOfMemoryError: CUDA out of memory", T0 + 1.0 + CLOCK_TOLERANCE_S / 2
+    )
+    analysis = analyse(failures)
+    assert "rank 5 and rank 2 failed within 1 s of each other" in analysis.undecided
+
+
+def test_errors_without_a_time_are_ordered_by_rank_and_say_so():
+    failures = [Failure(r, 0, None, f.message) for r, f in enumerate(two_by_four())]
+    analysis = analyse(failures)
+    assert analysis.first.rank == 5
+    assert analysis.undecided == "rank 5's error carries no time, so errors were ordered by rank"
+
+
+def test_when_the_earliest_error_is_an_echo_of_a_silently_killed_pod_the_termination_is_the_root_cause():
+    # node 1's pod was OOM-killed: its ranks 4-7 printed nothing; node 0's ranks echo the lost peers.
+    failures = [Failure(r, 0, "job-0", GLOO.format(port=40000 + r), T0 + 2.0 + r / 10) for r in range(4)]
+    killed = Termination("job-1-abcde", 1, "ip-10-0-1-7", "OOMKilled", 137, T0 + 1.5)
+    finished = Termination("job-0-fghij", 0, "ip-10-0-1-6", "Error", 1, T0 + 3.0)  # the echoing pod's own end
+    analysis = analyse(failures, [finished, killed])
+    assert analysis.termination == killed
+    assert analysis.roots == ()
+    lines = summary(analysis)
+    assert lines[0] == (
+        "first failure: pod job-1-abcde (index 1) on node ip-10-0-1-7 ended OOMKilled (exit code 137) at "
+        "08:00:01.500 UTC, and none of its ranks reported an error"
+    )
+    assert lines[1].startswith("ranks 0-3 (node 0) [4 echoes of another rank's failure: lost the connection")
+    # without any termination record, the message says every error is an echo, not that one is the cause
+    alone = analyse(failures)
+    assert summary(alone)[0].startswith(
+        "first failure unknown: every error is an echo of another's; the earliest: rank 0"
+    )
+
+
+def test_2048_ranks_one_root_and_2047_echoes_stay_within_the_bound():
+    failures = [
+        Failure(r, r // 32, f"job-{r // 32}", GLOO.format(port=30000 + r), T0 + 2 + (r % 97) / 100)
+        for r in range(2048)
+        if r != 1234
+    ]
+    failures.append(
+        Failure(1234, 1234 // 32, "job-38", "RuntimeError: injected failure on rank 1234", T0 + 1)
+    )
+    lines = summary(analyse(failures))
+    assert lines[0].startswith("first failure: rank 1234 (node 38) reported an error: RuntimeError: injected")
+    assert len(lines) == 2 and lines[1].startswith("ranks 0-1233, 1235-2047 (nodes 0-63) [2047 echoes")
+    assert len(lines) <= 1 + MAX_ROOTS + 1 + MAX_GROUPS + 1
+
+
+def test_many_shapes_are_cut_off_with_a_count():
+    # 20 kinds of own error, each on two ranks: 19 independent failures and 20 groups of the rest
+    own = [Failure(r, 0, None, f"ValueError: problem number {'x' * (r // 2)}", T0 + r) for r in range(40)]
+    lines = summary(analyse(own))
+    assert len(lines) == 1 + MAX_ROOTS + 1 + MAX_GROUPS + 1
+    assert lines[MAX_ROOTS + 1] == f"and {20 - 1 - MAX_ROOTS} more independent failure(s)"
+    assert lines[-1] == f"and {20 - MAX_GROUPS} more kind(s) of error on {20 - MAX_GROUPS} rank(s)"
+
+
+def test_every_failure_is_on_exactly_one_line():
+    own = [Failure(r, 0, None, f"ValueError: problem number {'x' * (r // 2)}", T0 + r) for r in range(40)]
+    echoes = [Failure(100 + r, 1, None, GLOO.format(port=r), T0 + 60) for r in range(10)]
+    counted = [f.rank for line in lines(analyse(own + echoes)) for f in line.failures]
+    assert sorted(counted) == sorted(f.rank for f in own + echoes)
+
+
+def test_fold_keeps_own_errors_before_echoes():
+    groups = fold(two_by_four())
+    assert [g.echo for g in groups] == [False, True]
+    assert groups[0].ranks == [5] and groups[1].ranks == [0, 1, 2, 3, 4, 6, 7]

@@ -95,6 +95,18 @@ def _prefix(text: str) -> str:
     return text
 
 
+def _slurm_names(text: str) -> str:
+    if not re.match(r"^[A-Za-z0-9_.+-]+(,[A-Za-z0-9_.+-]+)*$", text):
+        raise ValueError("must be Slurm names (letters, digits, '_', '.', '+', '-') joined by ','")
+    return text
+
+
+def _word(text: str) -> str:
+    if not text or any(c.isspace() for c in text):
+        raise ValueError("must be one word, without spaces")
+    return text
+
+
 def _bool(text: str) -> bool:
     low = text.strip().lower()
     if low in ("1", "true", "yes", "on"):
@@ -131,9 +143,10 @@ OPTIONS: tuple[Spec, ...] = (
     Spec("--image", str, None, "the training image (required by the kubernetes backend)", "IMAGE"),
     Spec(
         "--backend",
-        _choice("auto", "kubernetes", "local"),
+        _choice("auto", "kubernetes", "local", "slurm"),
         "auto",
-        "where to run: auto = kubernetes when a kubeconfig or in-cluster config exists, else local",
+        "where to run: auto = kubernetes when a kubeconfig or in-cluster config exists, else local; "
+        "slurm only when asked for",
     ),
     Spec("--kubeconfig", str, None, "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)", "PATH"),
     Spec("--context", str, None, "kubeconfig context to use", "NAME"),
@@ -150,7 +163,8 @@ OPTIONS: tuple[Spec, ...] = (
         "--unschedulable-grace",
         _positive_float,
         60.0,
-        "seconds a pod may stay Unschedulable before the run fails with the scheduler's reason",
+        "seconds a pod may stay Unschedulable (slurm: a job PENDING for a reason that cannot clear) "
+        "before the run fails with the scheduler's reason",
         "SECONDS",
     ),
     Spec(
@@ -176,6 +190,15 @@ OPTIONS: tuple[Spec, ...] = (
         multiple=True,
     ),
     Spec("--workload-args", str, (), "extra arguments for train.py, one shell-quoted string", "ARGS"),
+    Spec("--slurm-partition", _slurm_names, None, "slurm: the partition(s) to submit to", "PARTITION"),
+    Spec("--slurm-account", _slurm_names, None, "slurm: the account to charge", "ACCOUNT"),
+    Spec(
+        "--container-image",
+        _word,
+        None,
+        "slurm: run each node's torchrun in this image through pyxis/enroot (srun --container-image)",
+        "IMAGE",
+    ),
     Spec("--baseline", str, None, "JSON baseline file to gate throughput and epoch time against", "FILE"),
     Spec(
         "--max-regression",
@@ -210,7 +233,7 @@ class Options:
     accelerator: Literal["auto", "nvidia", "neuron", "cpu"] = "auto"
     instance_type: str | None = None
     image: str | None = None
-    backend: Literal["auto", "kubernetes", "local"] = "auto"
+    backend: Literal["auto", "kubernetes", "local", "slurm"] = "auto"
     kubeconfig: str | None = None
     context: str | None = None
     namespace_prefix: str = "rollcall"
@@ -225,6 +248,9 @@ class Options:
     check_device_plugins: bool = False
     workload_env: dict[str, str] = field(default_factory=dict)
     workload_args: tuple[str, ...] = ()
+    slurm_partition: str | None = None
+    slurm_account: str | None = None
+    container_image: str | None = None
     baseline: str | None = None
     max_regression: float = 10.0
     write_baseline: str | None = None

@@ -93,10 +93,10 @@ def test_bad_option_is_a_usage_error_naming_the_fix(pytester):
 
 
 def test_bad_environment_value_is_a_usage_error(pytester, monkeypatch):
-    monkeypatch.setenv("ROLLCALL_BACKEND", "slurm")
+    monkeypatch.setenv("ROLLCALL_BACKEND", "lsf")
     res = pytester.runpytest()
     assert res.ret == pytest.ExitCode.USAGE_ERROR
-    res.stderr.fnmatch_lines(["*(from ROLLCALL_BACKEND): must be one of auto, kubernetes, local*"])
+    res.stderr.fnmatch_lines(["*(from ROLLCALL_BACKEND): must be one of auto, kubernetes, local, slurm*"])
 
 
 def test_help_lists_every_option_with_its_env_var(pytester):

@@ -197,6 +197,7 @@ class SlurmNode:
     gpus: int
     partitions: frozenset[str]
     reason: str = ""
+    state: str = ""
 
     @classmethod
     def parse(cls, line: str) -> SlurmNode:
@@ -206,13 +207,14 @@ class SlurmNode:
         cpus = int(r["CPUTot"]) if r.get("CPUTot", "").isdigit() else 0
         reason = "" if r.get("Reason") in (None, "(null)") else r["Reason"]
         parts = frozenset(p for p in r.get("Partitions", "").split(",") if p and p != "(null)")
-        return cls(r.get("NodeName", "?"), states, cpus, gres_gpus(r.get("Gres", "")), parts, reason)
+        gpus = gres_gpus(r.get("Gres", ""))
+        return cls(r.get("NodeName", "?"), states, cpus, gpus, parts, reason, r.get("State", "UNKNOWN"))
 
     def problem(self) -> str | None:
         """Why the node cannot take the job, or None."""
         bad = sorted(self.states & BAD_NODE_STATES)
         if bad:
-            return f"state {'+'.join(sorted(self.states))}" + (f" ({self.reason})" if self.reason else "")
+            return f"state {self.state}" + (f" ({self.reason})" if self.reason else "")
         return None
 
 
@@ -500,7 +502,15 @@ class SlurmBackend:
         path = out / "job.sbatch"
         path.write_text(script)
         job = SlurmJob(self, spec, collector, out)
-        job.job_id = self.run(["sbatch", "--parsable", str(path)], 60).strip().split(";")[0]
+        try:
+            job.job_id = self.run(["sbatch", "--parsable", str(path)], 60).strip().split(";")[0]
+        except BaseException:
+            # Interrupted (Ctrl-C, a timeout) after slurmctld took the job: cancel it by its unique name.
+            try:
+                self.run(["scancel", "--name", spec.name], 30)
+            except SlurmError as exc:
+                log.warning("could not cancel job %s by name: %s", spec.name, exc)
+            raise
         self._say(f"slurm job {job.job_id} ({spec.name}) submitted: {spec.nodes} node(s)")
         return job
 

@@ -117,7 +117,8 @@ def test_discovery_reads_the_nodes_and_names_a_drained_one(slurm):
     assert "state IDLE+DRAIN (rollcall test" in str(exc.value) and "rc2 (1)" in str(exc.value)
 
 
-def test_ctrl_c_cancels_the_job_and_leaves_squeue_empty(tmp_path, clean):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_and_sigterm_cancel_the_job_and_leave_squeue_empty(tmp_path, clean, sig):
     env = {
         **os.environ,
         "ROLLCALL_WORKLOAD_ENV": "ROLLCALL_HANG_RANK=1",
@@ -140,7 +141,7 @@ def test_ctrl_c_cancels_the_job_and_leaves_squeue_empty(tmp_path, clean):
             lambda: any(" RUNNING " in line for line in clean.queue()) and job_processes(clean.conf),
             timeout=120,
         )
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         proc.wait(timeout=120)
     finally:
         if proc.poll() is None:

@@ -490,6 +490,7 @@ class SlurmBackend:
             partition=self.settings.partition,
             procs_per_node=options.procs_per_node,
         )
+        self._say(f"slurm: {placement.description}")
         return placement
 
     def launch(self, spec: JobSpec, collector: Collector) -> SlurmJob:

@@ -39,6 +39,13 @@ def spec(name, env=None, timeout=300.0):
     )
 
 
+def environ(pid):
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return []
+
+
 def job_processes(conf):
     """Pids of live processes of any job of the cluster of ``conf``."""
     mark, found = f"SLURM_CONF={conf}".encode(), []
@@ -123,6 +130,7 @@ def test_ctrl_c_and_sigterm_cancel_the_job_and_leave_squeue_empty(tmp_path, clea
         **os.environ,
         "ROLLCALL_WORKLOAD_ENV": "ROLLCALL_HANG_RANK=1",
         "ROLLCALL_WORKLOAD_ARGS": " ".join(FAST),
+        "SUBMITTER_ONLY": "must not reach the job",
     }
     output = tmp_path / "pytest.out"
     argv = [sys.executable, "-m", "pytest", str(ROOT / "tests" / "e2e"), "--backend", "slurm"]
@@ -136,11 +144,15 @@ def test_ctrl_c_and_sigterm_cancel_the_job_and_leave_squeue_empty(tmp_path, clea
             stderr=subprocess.STDOUT,
         )
     try:
-        wait_until(
+        pids = wait_until(
             f"a running job; pytest said:\n{output.read_text()}",
             lambda: any(" RUNNING " in line for line in clean.queue()) and job_processes(clean.conf),
             timeout=120,
         )
+        # the job has the workload's environment and nothing else of the submitter's
+        environs = [environ(pid) for pid in pids]
+        assert any(b"ROLLCALL_HANG_RANK=1" in e for e in environs)
+        assert not any(v.startswith(b"SUBMITTER_ONLY=") for e in environs for v in e)
         proc.send_signal(sig)
         proc.wait(timeout=120)
     finally:

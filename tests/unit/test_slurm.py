@@ -277,3 +277,109 @@ def test_render_prints_the_script_from_the_suites_options(capsys, monkeypatch):
 def test_render_usage_errors_exit_4_naming_the_fix(capsys, args, said):
     assert main(["render", *args]) == 4
     assert said in capsys.readouterr().err
+
+
+class ScriptedSlurm:
+    """Answers the backend's Slurm commands from a list of job states, recording every command."""
+
+    def __init__(self, states, batch_log=""):
+        self.states = list(states)
+        self.batch_log = batch_log
+        self.calls = []
+        self.cancelled = False
+
+    def __call__(self, argv, timeout_s):
+        self.calls.append(list(argv))
+        if argv[0] == "sbatch":
+            Path(argv[-1]).with_name("batch.out").write_text(self.batch_log)
+            return "42\n"
+        if argv[:3] == ["scontrol", "show", "job"]:
+            state, reason, nodes = self.states.pop(0) if len(self.states) > 1 else self.states[0]
+            return JOB.format(state=state, reason=reason, exit="1:0", nodes=nodes) + "\n"
+        if argv[:3] == ["scontrol", "show", "hostnames"]:
+            return "rc1\nrc2\n"
+        if argv[0] == "scancel":
+            self.cancelled = True
+            return ""
+        if argv[0] == "squeue":
+            return "" if self.cancelled else "42\n"
+        raise AssertionError(f"unexpected command {argv}")
+
+
+def launch(tmp_path, slurm, **backend):
+    from rollcall.backends.slurm import SlurmBackend
+    from rollcall.collect import Collector
+
+    collector = Collector(tmp_path)
+    b = SlurmBackend(run=slurm, poll_s=0.01, **backend)
+    return b.launch(spec(), collector), collector
+
+
+RUNNING = ("RUNNING", "None", "rc[1-2]")
+
+
+@pytest.mark.parametrize(
+    ("end", "state", "words"),
+    [
+        ("NODE_FAIL", JobState.FAILED, "ended NODE_FAIL"),
+        ("OUT_OF_MEMORY", JobState.FAILED, "ended OUT_OF_MEMORY"),
+        ("TIMEOUT", JobState.TIMED_OUT, "ended TIMEOUT"),
+    ],
+)
+def test_an_end_state_ends_the_wait_naming_srun_s_node_and_the_node_indexes(tmp_path, end, state, words):
+    slurm = ScriptedSlurm(
+        [("PENDING", "Priority", "(null)"), RUNNING, (end, "None", "rc[1-2]")],
+        batch_log="srun: error: rc2: task 1: Killed\n",
+    )
+    job, collector = launch(tmp_path, slurm)
+    status = job.wait(60)
+    job.cleanup()
+    collector.close()
+    assert status.state is state and words in status.reason
+    assert "srun: node rc2 (task 1): Killed" in status.reason
+    assert status.details[:2] == [
+        "node 0 ran on slurm node rc1 (log rc1.log)",
+        "node 1 ran on slurm node rc2 (log rc2.log)",
+    ]
+    assert ["scancel", "42"] in slurm.calls
+    assert sorted(p.name for p in tmp_path.glob("*.log")) == ["rc1.log", "rc2.log"]
+
+
+def test_a_clearable_pending_reason_waits_until_the_timeout_and_a_stuck_one_only_the_grace(tmp_path):
+    job, _ = launch(tmp_path / "a", ScriptedSlurm([("PENDING", "Resources", "(null)")]), pending_grace_s=0.05)
+    status = job.wait(0.3)
+    assert status.state is JobState.TIMED_OUT and "was PENDING" in status.reason
+    job, _ = launch(
+        tmp_path / "b", ScriptedSlurm([("PENDING", "ReqNodeNotAvail", "(null)")]), pending_grace_s=0.05
+    )
+    status = job.wait(60)
+    assert (
+        status.state is JobState.FAILED
+        and "with reason ReqNodeNotAvail, which waiting does not clear" in status.reason
+    )
+
+
+def test_cleanup_cancels_once_and_waits_until_squeue_no_longer_lists_the_job(tmp_path):
+    slurm = ScriptedSlurm([RUNNING])
+    job, _ = launch(tmp_path, slurm)
+    job.cleanup()
+    job.cleanup()
+    assert [c for c in slurm.calls if c[0] == "scancel"] == [["scancel", "42"]]
+    assert slurm.calls[-1][0] == "squeue"
+
+
+def test_an_interrupted_submission_cancels_the_job_by_its_name(tmp_path):
+    from rollcall.backends.slurm import SlurmBackend
+    from rollcall.collect import Collector
+
+    calls = []
+
+    def interrupted(argv, timeout_s):
+        calls.append(list(argv))
+        if argv[0] == "sbatch":
+            raise KeyboardInterrupt
+        return ""
+
+    with pytest.raises(KeyboardInterrupt):
+        SlurmBackend(run=interrupted).launch(spec(), Collector(tmp_path))
+    assert calls[-1] == ["scancel", "--name", "two-nodes"]

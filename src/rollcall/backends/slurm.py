@@ -462,6 +462,7 @@ class SlurmBackend:
     settings: Settings = field(default_factory=Settings)
     pending_grace_s: float = 60.0
     cleanup_timeout_s: float = 60.0
+    poll_s: float = POLL_S
     progress: Callable[[str], None] | None = None
     run: Runner = run_command
     name: str = "slurm"
@@ -614,7 +615,7 @@ class SlurmJob:
                         f"{info.state}{where} and is cancelled",
                     )
                 )
-            time.sleep(min(POLL_S, max(0.0, deadline - now)))
+            time.sleep(min(self.backend.poll_s, max(0.0, deadline - now)))
 
     def _ended(self, info: JobInfo, state: JobState) -> JobStatus:
         if state is JobState.SUCCEEDED:
@@ -661,7 +662,7 @@ class SlurmJob:
                 if time.monotonic() > deadline:
                     log.warning("slurm job %s still listed by squeue after scancel", self.job_id)
                     break
-                time.sleep(0.5)
+                time.sleep(self.backend.poll_s)
         finally:
             self._stop_followers()
 

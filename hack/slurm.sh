@@ -135,6 +135,16 @@ nodes_idle() {
   [[ $(grep -cx idle <<<"$states") == "$NODES" ]]
 }
 
+failed_up() {
+  local rc=$?
+  if [[ ${KEEP_FAILED:-} == 1 ]]; then
+    log "KEEP_FAILED=1: leaving the half-started cluster in $STATE"
+  else
+    cmd_down || true
+  fi
+  exit "$rc"
+}
+
 cmd_up() {
   need_packages
   if [[ -f $CONF ]] && SLURM_CONF=$CONF scontrol ping >/dev/null 2>&1; then
@@ -144,9 +154,14 @@ cmd_up() {
   fi
   [[ -z $(marked_pids) ]] || die "processes of a half-started cluster remain; run hack/slurm.sh down first"
   write_config
+  # A start that fails half-way stops what it started (KEEP_FAILED=1 keeps it, with its logs).
+  trap 'failed_up' EXIT
   start_munge
   wait_until 10 munge test -S "$SOCKET" || die "munged did not start; see $STATE/log/munged.log"
-  env "$MARK" SLURM_CONF="$CONF" /usr/sbin/slurmctld -f "$CONF" -i
+  # -c: a fresh controller, no job or node state from an earlier cluster in this directory.
+  env "$MARK" SLURM_CONF="$CONF" /usr/sbin/slurmctld -f "$CONF" -c
+  wait_until 20 slurmctld env SLURM_CONF="$CONF" scontrol ping ||
+    die "slurmctld did not answer within 20s: $(tail -n 3 "$STATE/log/slurmctld.log" 2>/dev/null)"
   local n
   for n in $(node_names); do
     env "$MARK" SLURM_CONF="$CONF" /usr/sbin/slurmd -f "$CONF" -N "$n"
@@ -156,6 +171,7 @@ cmd_up() {
     tail -n 20 "$STATE"/log/*.log >&2 || true
     die "the nodes did not become idle within 60s (logs: $STATE/log)"
   fi
+  trap - EXIT
   log "up: $NODES node(s) ($(node_names | tr '\n' ' ')), state in $STATE"
   client_env
 }

@@ -13,6 +13,7 @@ from rollcall.backends.slurm import (
     JobInfo,
     Partition,
     Settings,
+    SlurmError,
     SlurmNode,
     discover,
     gres_gpus,
@@ -294,7 +295,10 @@ class ScriptedSlurm:
             Path(argv[-1]).with_name("batch.out").write_text(self.batch_log)
             return "42\n"
         if argv[:3] == ["scontrol", "show", "job"]:
-            state, reason, nodes = self.states.pop(0) if len(self.states) > 1 else self.states[0]
+            now = self.states.pop(0) if len(self.states) > 1 else self.states[0]
+            if now is None:
+                raise SlurmError("scontrol show job exited 1: Socket timed out on send/recv operation")
+            state, reason, nodes = now
             return JOB.format(state=state, reason=reason, exit="1:0", nodes=nodes) + "\n"
         if argv[:3] == ["scontrol", "show", "hostnames"]:
             return "rc1\nrc2\n"
@@ -383,3 +387,11 @@ def test_an_interrupted_submission_cancels_the_job_by_its_name(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         SlurmBackend(run=interrupted).launch(spec(), Collector(tmp_path))
     assert calls[-1] == ["scancel", "--name", "two-nodes"]
+
+
+def test_a_slurmctld_that_does_not_answer_for_a_moment_is_asked_again(tmp_path):
+    slurm = ScriptedSlurm([RUNNING, None, None, ("COMPLETED", "None", "rc[1-2]")])
+    job, collector = launch(tmp_path, slurm)
+    assert job.wait(60).state is JobState.SUCCEEDED
+    job.cleanup()
+    collector.close()

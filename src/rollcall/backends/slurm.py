@@ -51,6 +51,8 @@ log = logging.getLogger(__name__)
 REPO_SCRIPT = Path(__file__).resolve().parents[3] / "images" / "bert-training" / "train.py"
 TEMPLATE = "slurm/job.sbatch.j2"
 POLL_S = 1.0
+#: ``scontrol show job`` failures in a row that end the wait (each is retried after ``POLL_S``).
+MAX_QUERY_FAILURES = 10
 #: Seconds past ``--job-timeout`` that Slurm's own time limit allows (the suite's deadline comes first).
 TIME_LIMIT_MARGIN_S = 60.0
 #: torchrun arguments taken from Slurm on each node, not from the JobSpec.
@@ -532,24 +534,27 @@ class _Follower(threading.Thread):
 
     def run(self) -> None:
         try:
-            while not self.path.exists():
-                if self.stopping.wait(0.2):
-                    if not self.path.exists():
-                        return
-                    break
-            with self.path.open("rb") as f:
-                while True:
-                    chunk = f.read(1 << 16)
-                    if chunk:
-                        self.sink.write(chunk)
-                        continue
-                    if self.stopping.is_set():  # stopped, at the end: read what came meanwhile
-                        if rest := f.read():
-                            self.sink.write(rest)
-                        return
-                    self.stopping.wait(0.2)
+            self._copy()
+        except ValueError:  # the collector closed the sink first (a run interrupted under --keep)
+            return
         finally:
             self.sink.close()
+
+    def _copy(self) -> None:
+        while not self.path.exists():
+            if self.stopping.wait(0.2) and not self.path.exists():
+                return  # the job ended before this node wrote anything
+        with self.path.open("rb") as f:
+            while True:
+                chunk = f.read(1 << 16)
+                if chunk:
+                    self.sink.write(chunk)
+                    continue
+                if self.stopping.is_set():  # stopped, at the end: read what came meanwhile
+                    if rest := f.read():
+                        self.sink.write(rest)
+                    return
+                self.stopping.wait(0.2)
 
 
 @dataclass
@@ -580,8 +585,18 @@ class SlurmJob:
         deadline = time.monotonic() + timeout_s
         stuck_since: float | None = None
         last = ""
+        failures = 0
         while True:
-            info = self.info()
+            try:
+                info = self.info()
+                failures = 0
+            except SlurmError as exc:  # slurmctld busy or restarting: keep asking, within bounds
+                failures += 1
+                if failures >= MAX_QUERY_FAILURES or time.monotonic() >= deadline:
+                    raise
+                log.warning("%s (retrying)", exc)
+                time.sleep(self.backend.poll_s)
+                continue
             if info is None:
                 return self._status(JobStatus(JobState.FAILED, f"slurm job {self.job_id} is no longer known"))
             if info.nodes and not self.hosts and info.state != "PENDING":

@@ -75,8 +75,8 @@ CommunicationParameters=NoCtldInAddrAny,NoInAddrAny
 AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=socket=$SOCKET
-SlurmUser=root
-SlurmdUser=root
+SlurmUser=$(id -un)
+SlurmdUser=$(id -un)
 StateSaveLocation=$STATE/ctld
 SlurmdSpoolDir=$STATE/spool/%n
 SlurmctldPidFile=$STATE/run/slurmctld.pid

@@ -124,7 +124,7 @@ def test_discovery_reads_the_nodes_and_names_a_drained_one(slurm):
     assert "state IDLE+DRAIN (rollcall test" in str(exc.value) and "rc2 (1)" in str(exc.value)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_ctrl_c_and_sigterm_cancel_the_job_and_leave_squeue_empty(tmp_path, clean, sig):
     env = {
         **os.environ,

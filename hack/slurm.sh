@@ -153,6 +153,10 @@ cmd_up() {
     return 0
   fi
   [[ -z $(marked_pids) ]] || die "processes of a half-started cluster remain; run hack/slurm.sh down first"
+  if ((NODES > 1)) && ! /usr/sbin/slurmd -h 2>&1 | grep -q -- '-N node'; then
+    log "this slurmd was built without multiple-slurmd support: one node, whose CPUs the ranks share"
+    NODES=1
+  fi
   write_config
   # A start that fails half-way stops what it started (KEEP_FAILED=1 keeps it, with its logs).
   trap 'failed_up' EXIT
@@ -164,7 +168,11 @@ cmd_up() {
     die "slurmctld did not answer within 20s: $(tail -n 3 "$STATE/log/slurmctld.log" 2>/dev/null)"
   local n
   for n in $(node_names); do
-    env "$MARK" SLURM_CONF="$CONF" /usr/sbin/slurmd -f "$CONF" -N "$n"
+    if ((NODES > 1)); then
+      env "$MARK" SLURM_CONF="$CONF" /usr/sbin/slurmd -f "$CONF" -N "$n"
+    else # a single slurmd finds its node by NodeHostname
+      env "$MARK" SLURM_CONF="$CONF" /usr/sbin/slurmd -f "$CONF"
+    fi
   done
   if ! wait_until 60 nodes nodes_idle; then
     SLURM_CONF=$CONF sinfo -N -l >&2 || true

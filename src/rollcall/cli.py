@@ -166,7 +166,7 @@ def render_job(args: argparse.Namespace) -> int:
 
 
 def _render(options: Any, name: str) -> str:
-    from rollcall.backends.slurm import Settings, render
+    from rollcall.backends.slurm_script import Settings, render
     from rollcall.jobspec import JobSpec
 
     if options.backend != "slurm":

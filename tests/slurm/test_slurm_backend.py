@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from rollcall.backends import JobState
-from rollcall.backends.slurm import Settings, SlurmBackend
+from rollcall.backends.slurm import SlurmBackend
+from rollcall.backends.slurm_script import Settings
 from rollcall.discovery import DiscoveryError
 from rollcall.jobspec import JobSpec
 from rollcall.options import resolve

@@ -8,19 +8,17 @@ from pathlib import Path
 import pytest
 
 from rollcall.backends import JobState
-from rollcall.backends.slurm import (
+from rollcall.backends.slurm_script import Settings, render, time_limit
+from rollcall.backends.slurm_state import (
     STUCK_REASONS,
     JobInfo,
     Partition,
-    Settings,
     SlurmError,
     SlurmNode,
     discover,
     gres_gpus,
     parse_record,
-    render,
     srun_errors,
-    time_limit,
 )
 from rollcall.cli import main
 from rollcall.discovery import DiscoveryError

@@ -64,6 +64,7 @@ def test_cpu_script_asks_for_one_task_per_node_and_exports_nothing_of_the_caller
     d = directives(script)
     assert "--nodes=2" in d and "--ntasks-per-node=1" in d and "--export=NONE" in d
     assert "--exclusive" in d and "--mem=0" in d
+    assert "--no-requeue" in d  # a node failure fails the roll call; it is not silently run again
     assert f"--output={OUT}/batch.out" in d
     assert not any(x.startswith(("--gpus", "--partition", "--account")) for x in d)
     assert f"--output={OUT}/node-%n.out" in script

@@ -2,12 +2,12 @@
 
 render (:mod:`rollcall.backends.slurm_script`)
     ``manifests/slurm/job.sbatch.j2`` is filled from the JobSpec with typed values, each shell-quoted by the
-    template environment itself: ``--nodes``, ``--ntasks-per-node=1``, ``--gpus-per-task`` (the ranks per
-    node on nvidia), ``--exclusive --mem=0``, the time limit (``--job-timeout`` plus a margin, so a job whose
-    submitter was killed still ends), partition and account, ``--export=NONE`` and only the workload's
-    environment. Every node runs :meth:`JobSpec.torchrun_command` with Slurm's ``$SLURM_NNODES`` and
-    ``$SLURM_NODEID`` and the address of the allocation's first host; no NCCL or InfiniBand variable is set.
-    With ``--container-image`` each node's task runs in that image through pyxis/enroot.
+    template environment itself: ``--nodes``, ``--ntasks-per-node=1``, ``--gpus-per-task`` (the ranks per node
+    on nvidia), ``--exclusive --mem=0 --no-requeue``, the time limit (``--job-timeout`` plus a margin, so a
+    job whose submitter was killed still ends), partition and account, ``--export=NONE`` and only the
+    workload's environment. Every node runs :meth:`JobSpec.torchrun_command` with Slurm's ``$SLURM_NNODES``
+    and ``$SLURM_NODEID`` and the address of the allocation's first host; no NCCL or InfiniBand variable is
+    set. With ``--container-image`` each node's task runs in that image through pyxis/enroot.
 submit
     ``sbatch --parsable``. The batch log and one output file per node (``srun --output=node-%n.out``) are
     written into the run's artifacts directory, which must be visible to the nodes (a shared file system).
@@ -175,8 +175,11 @@ class _Follower(threading.Thread):
                     self.sink.write(chunk)
                     continue
                 if self.stopping.is_set():  # stopped, at the end: read what came meanwhile
-                    if rest := f.read():
-                        self.sink.write(rest)
+                    # through a fresh open, which sees what the node wrote (NFS's close-to-open consistency)
+                    with self.path.open("rb") as again:
+                        again.seek(f.tell())
+                        if rest := again.read():
+                            self.sink.write(rest)
                     return
                 self.stopping.wait(0.2)
 

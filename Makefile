@@ -15,7 +15,7 @@ PYTEST_ARGS ?=
 PROFILE ?= trn1.32xlarge
 REAL ?= 0
 .PHONY: help setup lock lock-image lint test test-unit e2e e2e-local e2e-real xla-smoke bench bench-scale clean
-.PHONY: cluster-build cluster-up cluster-down cluster-status
+.PHONY: cluster-build cluster-up cluster-down cluster-status e2e-slurm slurm-up slurm-down slurm-status
 
 help:
 	@echo "make test       lint + all tests that need no cluster or GPU"
@@ -26,6 +26,7 @@ help:
 	@echo "                and REAL=N real nodes (kubelet, containerd, CNI, CoreDNS) beside them"
 	@echo "make e2e-real   the roll call on 2 real nodes of the local cluster, 2 ranks each (starts it if needed)"
 	@echo "make cluster-down  remove it; make xla-smoke: the Neuron/XLA path on torch-xla's CPU runtime"
+	@echo "make e2e-slurm  the roll call through a real Slurm on this machine (hack/slurm.sh, 2 nodes, cpu)"
 
 # The venv is rebuilt when the lock changes; uv's cache makes a rebuild take seconds once torch is cached.
 $(VENV)/.installed: requirements.lock pyproject.toml
@@ -77,7 +78,8 @@ test-unit: setup
 # Unit tests, the local backend (real torchrun), the report in headless Chromium, and the kubernetes backend
 # against a real local control plane (hack/cluster.sh builds it once per machine, then reuses the cache).
 test: lint cluster-build
-	$(PY) -m pytest tests/unit tests/local tests/browser tests/cluster tests/k8s tests/real $(PYTEST_ARGS)
+	$(PY) -m pytest tests/unit tests/local tests/browser tests/cluster tests/k8s tests/real tests/slurm \
+	  $(PYTEST_ARGS)
 
 cluster-build:
 	hack/deps.sh
@@ -106,6 +108,25 @@ e2e-real: setup cluster-build
 	  --node-selector rollcall.test/node=real --workload-env OMP_NUM_THREADS=1 \
 	  --workload-args "--seq-len 32 --batch-size 4 --warmup-steps 1 --epochs 2 --steps-per-epoch 2" $(PYTEST_ARGS)
 	@echo "the cluster is still up: make cluster-down removes it"
+
+# The roll call through sbatch on a real slurmctld and two slurmd here (hack/slurm.sh); a cluster this target
+# started is stopped again at the end, one that was already up is left up.
+SLURM_STATE := $(CURDIR)/.slurm
+e2e-slurm: setup
+	@was_up=$$(hack/slurm.sh status >/dev/null 2>&1 && echo yes); \
+	trap '[ -n "$$was_up" ] || hack/slurm.sh down' EXIT; trap 'exit 130' INT TERM; \
+	SLURM_NODES=$(NODES) hack/slurm.sh up >/dev/null; \
+	SLURM_CONF=$(SLURM_STATE)/etc/slurm.conf $(PY) -m pytest tests/e2e --backend slurm --accelerator cpu \
+	  --nodes $(NODES) $(PYTEST_ARGS)
+
+slurm-up:
+	hack/slurm.sh up
+
+slurm-down:
+	hack/slurm.sh down
+
+slurm-status:
+	hack/slurm.sh status
 
 e2e: setup
 	$(PY) -m pytest tests/e2e --backend kubernetes --nodes $(NODES) $(PYTEST_ARGS)

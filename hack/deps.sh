@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Debian packages the tests need, installed when missing (as root): Chromium for the report's browser
-# test; runc, the CNI plugins, debootstrap, buildah, socat, iproute2 and curl for the real nodes.
+# test; runc, the CNI plugins, debootstrap, buildah, socat, iproute2 and curl for the real nodes; Slurm and
+# munge for tests/slurm.
 set -euo pipefail
-PACKAGES=(chromium runc containernetworking-plugins debootstrap buildah socat iproute2 curl)
+PACKAGES=(chromium runc containernetworking-plugins debootstrap buildah socat iproute2 curl slurm-wlm munge)
 missing=()
 for p in "${PACKAGES[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 ((${#missing[@]})) || exit 0

@@ -8,6 +8,11 @@ are listed but do not change the exit code. This interface is a contract other t
 ``rollcall history [--json] PATH...`` reads several runs' ``results.json`` (each PATH a run's artifacts
 directory or the file itself) and prints throughput over time per configuration; exit 0, or 2 when a PATH
 holds no readable results (see :mod:`rollcall.history`).
+
+``rollcall render --backend slurm [suite options]`` prints the sbatch script a run would submit, from the
+suite's own options (``--nodes``, ``--procs-per-node``, ``--accelerator``, ``--slurm-partition``, ...; each
+also read from ``ROLLCALL_<NAME>``) without contacting Slurm; exit 0, or 4 (pytest's code for a usage
+error) when an option is bad or the script cannot be rendered without discovery.
 """
 
 from __future__ import annotations
@@ -22,12 +27,16 @@ from typing import Any
 from rollcall.ranklog import FORMATS, REQUIRED_EVENTS, RollCall, ranges
 
 EXIT_OK, EXIT_MISSING, EXIT_USAGE = 0, 1, 2
+#: ``render`` takes the suite's options and answers a bad one as the suite does (pytest's usage error).
+EXIT_RENDER_USAGE = 4
 
 
 class _Parser(argparse.ArgumentParser):
+    usage_exit = EXIT_USAGE
+
     def error(self, message: str) -> Any:  # argparse exits 2 on usage errors already; keep the wording ours
         self.print_usage(sys.stderr)
-        self.exit(EXIT_USAGE, f"rollcall: error: {message}\n")
+        self.exit(self.usage_exit, f"rollcall: error: {message}\n")
 
 
 def _positive_int(text: str) -> int:
@@ -56,6 +65,22 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_argument(
         "paths", nargs="+", metavar="PATH", help="runs' artifacts directories (or their results.json files)"
     )
+    render = sub.add_parser(
+        "render", help="print the job a run would submit (--backend slurm: the sbatch script)"
+    )
+    assert isinstance(render, _Parser)
+    render.usage_exit = EXIT_RENDER_USAGE
+    render.add_argument("--name", default="rollcall", help="the job's name (a DNS label; default rollcall)")
+    from rollcall.options import OPTIONS
+
+    for spec in OPTIONS:
+        dest = "opt_" + spec.name
+        if spec.switch:
+            render.add_argument(spec.flag, action="store_true", default=False, dest=dest, help=spec.help)
+        elif spec.multiple:
+            render.add_argument(spec.flag, action="append", default=[], dest=dest, metavar=spec.metavar)
+        else:
+            render.add_argument(spec.flag, default=None, dest=dest, metavar=spec.metavar, help=spec.help)
     return parser
 
 
@@ -125,13 +150,62 @@ def show_history(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def render_job(args: argparse.Namespace) -> int:
+    """Run render; return its exit code."""
+    from rollcall.options import OptionError, resolve
+
+    cli = {k.removeprefix("opt_"): v for k, v in vars(args).items() if k.startswith("opt_")}
+    try:
+        options = resolve(cli)
+        text = _render(options, args.name)
+    except (OptionError, ValueError) as exc:
+        print(f"rollcall render: {exc}", file=sys.stderr)
+        return EXIT_RENDER_USAGE
+    sys.stdout.write(text)
+    return EXIT_OK
+
+
+def _render(options: Any, name: str) -> str:
+    from rollcall.backends.slurm_script import Settings, render
+    from rollcall.jobspec import JobSpec
+
+    if options.backend != "slurm":
+        raise ValueError(f"--backend {options.backend} cannot be rendered yet; use --backend slurm")
+    if options.accelerator == "auto":
+        raise ValueError(
+            "--accelerator auto needs discovery on the cluster; pass --accelerator nvidia|neuron|cpu"
+        )
+    if options.procs_per_node is None and options.accelerator != "cpu":
+        raise ValueError(
+            f"--accelerator {options.accelerator}: pass --procs-per-node (the devices of each node)"
+        )
+    spec = JobSpec(
+        name=name,
+        nodes=options.nodes,
+        procs_per_node=options.procs_per_node or 1,
+        accelerator=options.accelerator,
+        workload_args=options.workload_args,
+        env=options.workload_env,
+        job_timeout_s=options.job_timeout,
+    )
+    return render(spec, Settings.from_options(options), options.artifacts_dir / name / "slurm")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command == "render":
+        print(f"rollcall render: unrecognized arguments: {' '.join(extra)}", file=sys.stderr)
+        return EXIT_RENDER_USAGE
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command == "check-logs":
         return check_logs(args)
     if args.command == "history":
         return show_history(args)
+    if args.command == "render":
+        return render_job(args)
     return EXIT_USAGE  # pragma: no cover - argparse requires a known command
 
 

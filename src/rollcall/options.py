@@ -22,7 +22,7 @@ from typing import Any, Literal, get_args
 
 from rollcall.jobspec import DEFAULT_JOB_TIMEOUT_S, AcceleratorChoice, EfaChoice, check_image
 
-BackendChoice = Literal["auto", "kubernetes", "local"]
+BackendChoice = Literal["auto", "kubernetes", "local", "slurm"]
 
 
 class OptionError(ValueError):
@@ -131,6 +131,18 @@ def _env_pairs(pairs: Sequence[str]) -> dict[str, str]:
             raise ValueError(f"{pair!r} is not KEY=VALUE with KEY a variable name (e.g. A=1)")
         env[key] = value
     return env
+
+
+def _slurm_names(text: str) -> str:
+    if not re.match(r"^[A-Za-z0-9_.+-]+(,[A-Za-z0-9_.+-]+)*$", text):
+        raise ValueError("must be Slurm names (letters, digits, '_', '.', '+', '-') joined by ','")
+    return text
+
+
+def _word(text: str) -> str:
+    if not text or any(c.isspace() for c in text):
+        raise ValueError("must be one word, without spaces")
+    return text
 
 
 def _quantity(text: str) -> Decimal:
@@ -276,7 +288,8 @@ class Options:
         "--backend",
         _choice(BackendChoice),
         "auto",
-        "where to run: auto = kubernetes when a kubeconfig or in-cluster config exists, else local",
+        "where to run: auto = kubernetes when a kubeconfig or in-cluster config exists, else local; "
+        "slurm only when asked for",
     )
     kubeconfig: str | None = option(
         "--kubeconfig", str, None, "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)", "PATH"
@@ -305,7 +318,8 @@ class Options:
         "--unschedulable-grace",
         _positive_float,
         60.0,
-        "seconds a pod may stay Unschedulable before the run fails with the scheduler's reason",
+        "seconds a pod may stay Unschedulable (slurm: a job PENDING for a reason that cannot clear) "
+        "before the run fails with the scheduler's reason",
         "SECONDS",
     )
     sweep_older_than: float | None = option(
@@ -356,6 +370,19 @@ class Options:
         0.8,
         "fail ranks whose throughput is below RATIO x the median of all ranks (0: off)",
         "RATIO",
+    )
+    slurm_partition: str | None = option(
+        "--slurm-partition", _slurm_names, None, "slurm: the partition(s) to submit to", "PARTITION"
+    )
+    slurm_account: str | None = option(
+        "--slurm-account", _slurm_names, None, "slurm: the account to charge", "ACCOUNT"
+    )
+    container_image: str | None = option(
+        "--container-image",
+        _word,
+        None,
+        "slurm: run each node's torchrun in this image through pyxis/enroot (srun --container-image)",
+        "IMAGE",
     )
     #: Where each option's value came from: its flag, its environment variable, or ``default``.
     sources: dict[str, str] = field(default_factory=dict)

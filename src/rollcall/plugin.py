@@ -111,10 +111,15 @@ def rollcall_suite(pytestconfig: pytest.Config) -> Suite:
 @pytest.fixture
 def rollcall(rollcall_suite: Suite, request: pytest.FixtureRequest) -> Iterator[Callable[..., TestRecord]]:
     """Run this test's training job; its figures go to the junit properties and the reports."""
+    from rollcall.backends.slurm import SlurmError
+    from rollcall.discovery import DiscoveryError
     from rollcall.reports import junit_properties
 
     def run(**overrides: Any) -> TestRecord:
-        record = rollcall_suite.run(request.node.nodeid, request.node.name, **overrides)
+        try:
+            record = rollcall_suite.run(request.node.nodeid, request.node.name, **overrides)
+        except (DiscoveryError, SlurmError) as exc:  # the cluster cannot run the job: say why, no traceback
+            pytest.fail(f"{type(exc).__name__}: {exc}", pytrace=False)
         request.node.user_properties.extend(junit_properties(record))
         return record
 

@@ -70,6 +70,10 @@ class Suite:
             from rollcall.backends.local import LocalBackend
 
             return LocalBackend()
+        if self.backend_name == "slurm":
+            from rollcall.backends.slurm import SlurmBackend
+
+            return SlurmBackend.from_options(self.options, progress=self.progress)
         from rollcall.backends.kubernetes import KubernetesBackend
 
         return KubernetesBackend.from_options(self.options, progress=self.progress)

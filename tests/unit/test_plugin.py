@@ -93,10 +93,10 @@ def test_bad_option_is_a_usage_error_naming_the_fix(pytester):
 
 
 def test_bad_environment_value_is_a_usage_error(pytester, monkeypatch):
-    monkeypatch.setenv("ROLLCALL_BACKEND", "slurm")
+    monkeypatch.setenv("ROLLCALL_BACKEND", "lsf")
     res = pytester.runpytest()
     assert res.ret == pytest.ExitCode.USAGE_ERROR
-    res.stderr.fnmatch_lines(["*(from ROLLCALL_BACKEND): must be one of auto, kubernetes, local*"])
+    res.stderr.fnmatch_lines(["*(from ROLLCALL_BACKEND): must be one of auto, kubernetes, local, slurm*"])
 
 
 def test_help_lists_every_option_with_its_env_var(pytester):
@@ -121,3 +121,25 @@ def test_job(rollcall, n):
     doc = json.loads((project.path / "artifacts" / "results.json").read_text())
     assert len(doc["tests"]) == 4 and doc["workers"] == 2
     assert sorted(t["test_id"] for t in doc["tests"]) == [f"test_roll.py::test_job[{n}]" for n in range(1, 5)]
+
+
+REFUSING = """
+from rollcall.discovery import DiscoveryError
+
+def _refuse(self, spec, collector):
+    raise DiscoveryError("need 3 usable node(s), found 2\\n  not usable:\\n    state DOWN: rc3 (1)")
+
+ScriptedBackend.launch = _refuse
+"""
+
+
+def test_a_cluster_that_cannot_run_the_job_fails_the_test_saying_why_without_a_traceback(
+    pytester, monkeypatch, request
+):
+    monkeypatch.syspath_prepend(str(request.config.rootpath))
+    pytester.makeconftest(SCRIPTED_CONFTEST + REFUSING)
+    pytester.makepyfile(test_roll="def test_all(rollcall):\n    rollcall()\n")
+    res = pytester.runpytest("-p", "no:cacheprovider")
+    res.assert_outcomes(failed=1)
+    res.stdout.fnmatch_lines(["*DiscoveryError: need 3 usable node(s), found 2", "*state DOWN: rc3 (1)"])
+    assert "raise DiscoveryError" not in res.stdout.str()

@@ -1,0 +1,318 @@
+"""The slurm backend: one sbatch job per run, one task per node, torchrun fanning out to the node's ranks.
+
+render (:mod:`rollcall.backends.slurm_script`)
+    ``manifests/slurm/job.sbatch.j2`` is filled from the JobSpec with typed values, each shell-quoted by the
+    template environment itself: ``--nodes``, ``--ntasks-per-node=1``, ``--gpus-per-task`` (the ranks per node
+    on nvidia), ``--exclusive --mem=0 --no-requeue``, the time limit (``--job-timeout`` plus a margin, so a
+    job whose submitter was killed still ends), partition and account, ``--export=NONE`` and only the
+    workload's environment. Every node runs :meth:`JobSpec.torchrun_command` with Slurm's ``$SLURM_NNODES``
+    and ``$SLURM_NODEID`` and the address of the allocation's first host; no NCCL or InfiniBand variable is
+    set. With ``--container-image`` each node's task runs in that image through pyxis/enroot.
+submit
+    ``sbatch --parsable``. The batch log and one output file per node (``srun --output=node-%n.out``) are
+    written into the run's artifacts directory, which must be visible to the nodes (a shared file system).
+wait
+    ``scontrol show job`` once a second: fails at once on FAILED, NODE_FAIL, OUT_OF_MEMORY, TIMEOUT and the
+    other end states (naming the node and task srun reported), on a job PENDING past the grace period for a
+    reason that cannot clear by waiting (:mod:`rollcall.backends.slurm_state`), and at the job timeout.
+discover
+    ``scontrol show nodes``/``partition`` once per session (:func:`~rollcall.backends.slurm_state.discover`).
+collect
+    Each node's file is followed as it grows into the collector, under the node's Slurm name.
+clean up
+    ``scancel`` (pass, fail, timeout, Ctrl-C, SIGTERM) and a bounded wait until ``squeue`` no longer lists
+    the job.
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rollcall.backends import JobState, JobStatus, Placement
+from rollcall.backends.slurm_script import Settings, render
+from rollcall.backends.slurm_state import JobInfo, Partition, SlurmError, SlurmNode, discover, srun_errors
+from rollcall.collect import Collector, LogSink
+from rollcall.discovery import DiscoveryError
+from rollcall.jobspec import JobSpec
+from rollcall.options import Options
+
+__all__ = ["SlurmBackend", "SlurmError", "SlurmJob"]
+
+log = logging.getLogger(__name__)
+
+POLL_S = 1.0
+#: ``scontrol show job`` failures in a row that end the wait (each is retried after ``POLL_S``).
+MAX_QUERY_FAILURES = 10
+
+
+# -- running Slurm's commands ---------------------------------------------------------------------------
+
+Runner = Callable[[Sequence[str], float], str]
+
+
+def run_command(argv: Sequence[str], timeout_s: float = 60.0) -> str:
+    """Run one Slurm command; its stdout, or :class:`SlurmError` with what it said."""
+    try:
+        done = subprocess.run(
+            list(argv),
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+    except FileNotFoundError:
+        raise SlurmError(f"{argv[0]} not found: install Slurm's client commands (slurm-client)") from None
+    except subprocess.TimeoutExpired:
+        raise SlurmError(f"{shlex.join(argv)} did not answer within {timeout_s:g}s") from None
+    if done.returncode != 0:
+        said = (done.stderr or done.stdout).strip()
+        raise SlurmError(f"{shlex.join(argv)} exited {done.returncode}: {said}")
+    return done.stdout
+
+
+# -- the backend -------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SlurmBackend:
+    """Runs jobs through sbatch on the cluster that ``SLURM_CONF`` (or Slurm's default) names."""
+
+    settings: Settings = field(default_factory=Settings)
+    pending_grace_s: float = 60.0
+    cleanup_timeout_s: float = 60.0
+    poll_s: float = POLL_S
+    progress: Callable[[str], None] | None = None
+    run: Runner = run_command
+    name: str = "slurm"
+    usable: list[str] | None = None
+
+    @classmethod
+    def from_options(cls, options: Options, progress: Callable[[str], None] | None = None) -> SlurmBackend:
+        """The backend of the session's options."""
+        return cls(Settings.from_options(options), options.unschedulable_grace, progress=progress)
+
+    def discover(self, options: Options) -> Placement:
+        """Read the nodes and partitions once and choose; :class:`DiscoveryError` when too few are usable."""
+        nodes = [
+            SlurmNode.parse(x) for x in self.run(["scontrol", "show", "nodes", "-o"], 60).splitlines() if x
+        ]
+        parts = [
+            Partition.parse(x)
+            for x in self.run(["scontrol", "show", "partition", "-o"], 60).splitlines()
+            if x
+        ]
+        placement, self.usable, _ = discover(
+            nodes,
+            parts,
+            want=options.nodes,
+            accelerator=options.accelerator,
+            partition=self.settings.partition,
+            procs_per_node=options.procs_per_node,
+        )
+        self._say(f"slurm: {placement.description}")
+        return placement
+
+    def launch(self, spec: JobSpec, collector: Collector) -> SlurmJob:
+        """Render the script and submit it; each node's output is followed once the job runs."""
+        if self.usable is not None and spec.nodes > len(self.usable):
+            raise DiscoveryError(f"nothing submitted: need {spec.nodes} node(s), {len(self.usable)} usable")
+        out = collector.directory / "slurm"
+        out.mkdir(parents=True, exist_ok=True)
+        script = render(spec, self.settings, out)
+        path = out / "job.sbatch"
+        path.write_text(script)
+        job = SlurmJob(self, spec, collector, out)
+        try:
+            job.job_id = self.run(["sbatch", "--parsable", str(path)], 60).strip().split(";")[0]
+        except BaseException:
+            # Interrupted (Ctrl-C, a timeout) after slurmctld took the job: cancel it by its unique name.
+            try:
+                self.run(["scancel", "--name", spec.name], 30)
+            except SlurmError as exc:
+                log.warning("could not cancel job %s by name: %s", spec.name, exc)
+            raise
+        self._say(f"slurm job {job.job_id} ({spec.name}) submitted: {spec.nodes} node(s)")
+        return job
+
+    def _say(self, line: str) -> None:
+        log.info("%s", line)
+        if self.progress is not None:
+            self.progress(line)
+
+
+class _Follower(threading.Thread):
+    """Copies one node's output file into its sink as it grows, until stopped and read to the end."""
+
+    def __init__(self, path: Path, sink: LogSink) -> None:
+        super().__init__(daemon=True, name=f"rollcall-slurm-{path.name}")
+        self.path, self.sink = path, sink
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        try:
+            self._copy()
+        except ValueError:  # the collector closed the sink first (a run interrupted under --keep)
+            return
+        finally:
+            self.sink.close()
+
+    def _copy(self) -> None:
+        while not self.path.exists():
+            if self.stopping.wait(0.2) and not self.path.exists():
+                return  # the job ended before this node wrote anything
+        with self.path.open("rb") as f:
+            while True:
+                chunk = f.read(1 << 16)
+                if chunk:
+                    self.sink.write(chunk)
+                    continue
+                if self.stopping.is_set():  # stopped, at the end: read what came meanwhile
+                    # through a fresh open, which sees what the node wrote (NFS's close-to-open consistency)
+                    with self.path.open("rb") as again:
+                        again.seek(f.tell())
+                        if rest := again.read():
+                            self.sink.write(rest)
+                    return
+                self.stopping.wait(0.2)
+
+
+@dataclass
+class SlurmJob:
+    """One submitted job."""
+
+    backend: SlurmBackend
+    spec: JobSpec
+    collector: Collector
+    out_dir: Path
+    job_id: str = ""
+    hosts: list[str] = field(default_factory=list)
+    _followers: list[_Follower] = field(default_factory=list)
+    _cleaned: bool = False
+
+    def info(self) -> JobInfo | None:
+        """The job as slurmctld sees it now; None once it no longer knows the job."""
+        try:
+            out = self.backend.run(["scontrol", "show", "job", "-o", self.job_id], 30)
+        except SlurmError as exc:
+            if "Invalid job id" in str(exc):
+                return None
+            raise
+        return JobInfo.parse(out)
+
+    def wait(self, timeout_s: float) -> JobStatus:
+        """Poll the job until it ends, is stuck past the grace period, or ``timeout_s`` passes."""
+        deadline = time.monotonic() + timeout_s
+        stuck_since: float | None = None
+        last = ""
+        failures = 0
+        while True:
+            try:
+                info = self.info()
+                failures = 0
+            except SlurmError as exc:  # slurmctld busy or restarting: keep asking, within bounds
+                failures += 1
+                if failures >= MAX_QUERY_FAILURES or time.monotonic() >= deadline:
+                    raise
+                log.warning("%s (retrying)", exc)
+                time.sleep(self.backend.poll_s)
+                continue
+            if info is None:
+                return self._status(JobStatus(JobState.FAILED, f"slurm job {self.job_id} is no longer known"))
+            if info.nodes and not self.hosts and info.state != "PENDING":
+                self._follow(info.nodes)
+            seen = f"{info.state} ({info.reason})"
+            if seen != last:
+                self.backend._say(
+                    f"slurm job {self.job_id}: {seen}" + (f" on {info.nodes}" if info.nodes else "")
+                )
+                last = seen
+            ended = info.ended
+            if ended is not None:
+                return self._status(self._ended(info, ended))
+            now = time.monotonic()
+            stuck_since = (stuck_since or now) if info.stuck else None
+            grace = self.backend.pending_grace_s
+            if stuck_since is not None and now - stuck_since >= grace:
+                return self._status(
+                    JobStatus(
+                        JobState.FAILED,
+                        f"slurm job {self.job_id} stayed PENDING for {grace:g}s with reason "
+                        f"{info.reason}, which waiting does not clear; cancelled",
+                    )
+                )
+            if now >= deadline:
+                where = f" on {info.nodes}" if info.nodes else ""
+                return self._status(
+                    JobStatus(
+                        JobState.TIMED_OUT,
+                        f"job did not finish within {timeout_s:g}s; slurm job {self.job_id} was "
+                        f"{info.state}{where} and is cancelled",
+                    )
+                )
+            time.sleep(min(self.backend.poll_s, max(0.0, deadline - now)))
+
+    def _ended(self, info: JobInfo, state: JobState) -> JobStatus:
+        if state is JobState.SUCCEEDED:
+            return JobStatus(state)
+        self._stop_followers()
+        batch = self.out_dir / "batch.out"
+        errors = srun_errors(batch.read_text(errors="replace")) if batch.is_file() else []
+        why = f"slurm job {self.job_id} ended {info.state} (exit code {info.exit_code}, reason {info.reason})"
+        if errors:
+            why += "; srun: " + "; ".join(errors)
+        return JobStatus(state, why)
+
+    def _status(self, status: JobStatus) -> JobStatus:
+        """``status`` with where each node's log is, and which Slurm node each node index ran on."""
+        self._stop_followers()
+        for index, host in enumerate(self.hosts):
+            status.details.append(f"node {index} ran on slurm node {host} (log {host}.log)")
+        status.details.append(f"sbatch script and Slurm's own output: {self.out_dir}")
+        return status
+
+    def _follow(self, nodelist: str) -> None:
+        self.hosts = self.backend.run(["scontrol", "show", "hostnames", nodelist], 30).split()
+        for index, host in enumerate(self.hosts):
+            follower = _Follower(self.out_dir / f"node-{index}.out", self.collector.sink(host))
+            follower.start()
+            self._followers.append(follower)
+
+    def _stop_followers(self) -> None:
+        for follower in self._followers:
+            follower.stopping.set()
+        for follower in self._followers:
+            follower.join(timeout=30)
+
+    def cleanup(self) -> None:
+        """Cancel the job and wait (bounded) until squeue no longer lists it; safe to call twice."""
+        if self._cleaned or not self.job_id:
+            self._stop_followers()
+            return
+        self._cleaned = True
+        try:
+            self.backend.run(["scancel", self.job_id], 30)
+            deadline = time.monotonic() + self.backend.cleanup_timeout_s
+            while self.listed():
+                if time.monotonic() > deadline:
+                    log.warning("slurm job %s still listed by squeue after scancel", self.job_id)
+                    break
+                time.sleep(self.backend.poll_s)
+        finally:
+            self._stop_followers()
+
+    def listed(self) -> bool:
+        """Whether squeue still lists the job (pending, running or completing)."""
+        try:
+            return bool(self.backend.run(["squeue", "-h", "-j", self.job_id, "-o", "%i"], 30).strip())
+        except SlurmError as exc:
+            if "Invalid job id" in str(exc):
+                return False
+            raise

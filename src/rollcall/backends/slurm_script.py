@@ -1,0 +1,158 @@
+"""The sbatch script of a JobSpec: ``manifests/slurm/job.sbatch.j2`` filled with typed, shell-quoted values.
+
+The template environment quotes every value itself (:func:`shlex.quote`; only :class:`Shell` text goes in
+as it is), so nothing the user passes (arguments, environment, image) can change the script's structure.
+Each node runs :meth:`JobSpec.torchrun_command` with Slurm's node count, node id and the first host's
+address and port in place of the spec's (:data:`FROM_SLURM`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shlex
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from rollcall.jobspec import IMAGE_SCRIPT, POD_LOG_DIR, JobSpec
+from rollcall.options import Options
+
+#: The workload script in this repository, for clusters that run it from a shared file system.
+REPO_SCRIPT = Path(__file__).resolve().parents[3] / "images" / "bert-training" / "train.py"
+TEMPLATE = "slurm/job.sbatch.j2"
+#: Seconds past ``--job-timeout`` that Slurm's own time limit allows (the suite's deadline comes first).
+TIME_LIMIT_MARGIN_S = 60.0
+#: torchrun arguments taken from Slurm on each node, not from the JobSpec.
+FROM_SLURM = {
+    "--nnodes=": "$SLURM_NNODES",
+    "--node-rank=": "$SLURM_NODEID",
+    "--master-addr=": "$MASTER_ADDR",
+    "--master-port=": "$MASTER_PORT",
+}
+#: Each job's rendezvous port is ``PORT_BASE + job id % PORT_SPAN`` (unprivileged, below the ephemeral range).
+PORT_BASE, PORT_SPAN = 20000, 12000
+
+
+class Shell(str):
+    """Text that is already shell syntax; the template puts it in unquoted."""
+
+    __slots__ = ()
+
+
+def _shell_value(value: object) -> str:
+    if isinstance(value, Shell):
+        return str(value)
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise TypeError(f"the sbatch template takes str and int values, got {type(value).__name__}")
+    return shlex.quote(str(value))
+
+
+def shell_word(arg: str) -> str:
+    """``arg`` quoted for bash; the values :data:`FROM_SLURM` names become Slurm's variables."""
+    for prefix, var in FROM_SLURM.items():
+        if arg.startswith(prefix):
+            return f'{prefix}"{var}"'
+    return shlex.quote(arg)
+
+
+def time_limit(seconds: float) -> str:
+    """Slurm's ``--time`` as ``D-HH:MM:SS``, rounded up to a whole second."""
+    total = max(1, math.ceil(seconds))
+    days, rest = divmod(total, 86400)
+    return f"{days}-{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the script needs besides the JobSpec.
+
+    Attributes:
+        partition: ``--partition`` (one or several, comma-separated); the cluster's default when None.
+        account: ``--account``.
+        container_image: run each node's task in this image (pyxis/enroot); torchrun and the workload are
+            then the image's (``torchrun``, ``/workspace/train.py``).
+        launcher: how torchrun is started without a container image (default: this Python's torch).
+        script: the workload's path on the nodes without a container image (default: this checkout's).
+        margin_s: seconds Slurm's time limit allows past the job timeout.
+    """
+
+    partition: str | None = None
+    account: str | None = None
+    container_image: str | None = None
+    launcher: tuple[str, ...] = (sys.executable, "-m", "torch.distributed.run")
+    script: str = str(REPO_SCRIPT)
+    margin_s: float = TIME_LIMIT_MARGIN_S
+
+    @classmethod
+    def from_options(cls, options: Options) -> Settings:
+        """From ``--slurm-partition``, ``--slurm-account`` and ``--container-image``."""
+        return cls(options.slurm_partition, options.slurm_account, options.container_image)
+
+
+def _template_source(name: str) -> str:
+    from rollcall.manifests import manifests_dir
+
+    return (manifests_dir() / name).read_text()
+
+
+_ENV = jinja2.Environment(
+    loader=jinja2.FunctionLoader(_template_source),
+    undefined=jinja2.StrictUndefined,
+    finalize=_shell_value,
+    trim_blocks=True,
+    lstrip_blocks=True,
+    keep_trailing_newline=True,
+    autoescape=False,
+)
+
+
+_PATH_SAFE = re.compile(r"^[\w@%+=:,./-]+$")
+
+
+def render(spec: JobSpec, settings: Settings, out_dir: Path) -> str:
+    """The sbatch script of ``spec``; ``out_dir`` (absolute, shared with the nodes) gets its logs."""
+    out = out_dir.resolve()
+    if not _PATH_SAFE.match(str(out)):
+        raise ValueError(
+            f"the artifacts directory {out} has characters #SBATCH lines cannot carry; "
+            "use --artifacts-dir with letters, digits and / . _ - only"
+        )
+    if settings.container_image:
+        launcher: Sequence[str] = ("torchrun",)
+        script, log_dir = IMAGE_SCRIPT, POD_LOG_DIR
+    else:
+        launcher, script, log_dir = settings.launcher, settings.script, str(out / "ranks")
+    argv = spec.torchrun_command(
+        node_rank="$SLURM_NODEID",
+        master_addr="$MASTER_ADDR",
+        launcher=launcher,
+        script=script,
+        log_dir=log_dir,
+    )
+    command = "exec " + " ".join(shell_word(a) for a in argv)
+    env = spec.workload_env()
+    threads = spec.accelerator == "cpu" and "OMP_NUM_THREADS" not in env
+    values: dict[str, Any] = {
+        "name": spec.name,
+        "nodes": spec.nodes,
+        "procs_per_node": spec.procs_per_node,
+        "accelerator": spec.accelerator,
+        "gpus_per_task": spec.procs_per_node if spec.accelerator == "nvidia" else 0,
+        "time_limit": time_limit(spec.job_timeout_s + settings.margin_s),
+        "partition": settings.partition,
+        "account": settings.account,
+        "batch_log": str(out / "batch.out"),
+        "node_log": str(out / "node-%n.out"),
+        "env": sorted(env.items()),
+        "omp_threads_per": spec.procs_per_node if threads else 0,
+        "container_image": settings.container_image,
+        "command": command,
+        "port_base": PORT_BASE,
+        "port_span": PORT_SPAN,
+    }
+    return _ENV.get_template(TEMPLATE).render(values)

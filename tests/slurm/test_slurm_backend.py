@@ -1,0 +1,164 @@
+"""The slurm backend against a real slurmctld and two slurmd (hack/slurm.sh): real sbatch, srun and torchrun.
+
+Every test ends with squeue empty and no process of any job of the cluster alive. Slurm's own TIMEOUT state
+is read as a timeout by the unit tests: slurmctld checks time limits about once a minute, too slow to wait
+for here; the suite's own deadline (``--job-timeout``) comes first anyway.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rollcall.backends import JobState
+from rollcall.backends.slurm import SlurmBackend
+from rollcall.backends.slurm_script import Settings
+from rollcall.discovery import DiscoveryError
+from rollcall.jobspec import JobSpec
+from rollcall.options import resolve
+from rollcall.runner import run_once
+from tests.waiting import wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+FAST = ("--warmup-steps", "1", "--epochs", "2", "--steps-per-epoch", "2")
+
+
+def spec(name, env=None, timeout=300.0):
+    return JobSpec(
+        name=f"{name}-{os.getpid()}",
+        nodes=2,
+        procs_per_node=1,
+        accelerator="cpu",
+        workload_args=FAST,
+        env=env or {},
+        job_timeout_s=timeout,
+        rdzv_timeout_s=60,
+    )
+
+
+def environ(pid):
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return []
+
+
+def job_processes(conf):
+    """Pids of live processes of any job of the cluster of ``conf``."""
+    mark, found = f"SLURM_CONF={conf}".encode(), []
+    for entry in Path("/proc").iterdir():
+        try:
+            env = (entry / "environ").read_bytes().split(b"\0") if entry.name.isdigit() else []
+        except OSError:
+            continue
+        if mark in env and any(v.startswith(b"SLURM_JOB_ID=") for v in env):
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.fixture
+def clean(slurm):
+    """After the test: nothing in squeue, no job process left."""
+    yield slurm
+    assert slurm.queue() == []
+    assert job_processes(slurm.conf) == []
+
+
+def test_two_nodes_answer_each_in_its_own_log(tmp_path, clean):
+    started = time.monotonic()
+    attempt = run_once(SlurmBackend(), spec("pass"), tmp_path)
+    assert attempt.status.state is JobState.SUCCEEDED, attempt.status
+    assert attempt.passed, attempt.verdict.message()
+    assert attempt.verdict.answered == 2
+    assert sorted(p.name for p in tmp_path.glob("*.log")) == ["rc1.log", "rc2.log"]
+    assert "[1]:ROLLCALL" in (tmp_path / "rc2.log").read_text()
+    assert "[1]:ROLLCALL" not in (tmp_path / "rc1.log").read_text()
+    assert "node 1 ran on slurm node rc2 (log rc2.log)" in attempt.status.details
+    print(f"pass: {time.monotonic() - started:.1f}s")
+
+
+def test_a_crashing_rank_fails_the_job_naming_rank_and_node(tmp_path, clean):
+    attempt = run_once(SlurmBackend(), spec("crash", env={"ROLLCALL_FAIL_RANK": "1"}, timeout=600), tmp_path)
+    assert attempt.status.state is JobState.FAILED
+    assert "ended FAILED" in attempt.status.reason
+    assert "node rc2 (task 1): Exited with exit code 1" in attempt.status.reason
+    assert "node 1 ran on slurm node rc2 (log rc2.log)" in attempt.status.details
+    message = attempt.verdict.message()
+    assert "rank 1 (node 1) reported an error: RuntimeError: injected failure on rank 1" in message
+    assert 1 in attempt.verdict.missing["complete"]
+
+
+def test_a_job_pending_for_a_reason_that_cannot_clear_fails_after_the_grace_period(tmp_path, clean):
+    backend = SlurmBackend(Settings(partition="held"), pending_grace_s=2)
+    started = time.monotonic()
+    attempt = run_once(backend, spec("held"), tmp_path)
+    took = time.monotonic() - started
+    assert attempt.status.state is JobState.FAILED
+    assert "stayed PENDING for 2s with reason PartitionDown" in attempt.status.reason
+    assert took < 30, took  # not the job timeout of 300s
+
+
+def test_the_suites_deadline_cancels_a_hanging_job(tmp_path, clean):
+    attempt = run_once(SlurmBackend(), spec("hang", env={"ROLLCALL_HANG_RANK": "0"}, timeout=20), tmp_path)
+    assert attempt.status.state is JobState.TIMED_OUT
+    assert (
+        "did not finish within 20s" in attempt.status.reason and "RUNNING on rc[1-2]" in attempt.status.reason
+    )
+    assert 0 in attempt.verdict.missing["complete"]
+
+
+def test_discovery_reads_the_nodes_and_names_a_drained_one(slurm):
+    backend = SlurmBackend()
+    placement = backend.discover(resolve({"accelerator": "cpu", "nodes": 2}))
+    assert (placement.accelerator, placement.procs_per_node, backend.usable) == ("cpu", 1, ["rc1", "rc2"])
+    slurm.run("scontrol", "update", "nodename=rc2", "state=drain", "reason=rollcall test")
+    try:
+        with pytest.raises(DiscoveryError) as exc:
+            backend.discover(resolve({"accelerator": "cpu", "nodes": 2}))
+    finally:
+        slurm.run("scontrol", "update", "nodename=rc2", "state=resume")
+    assert "need 2 usable node(s), found 1" in str(exc.value)
+    assert "state IDLE+DRAIN (rollcall test" in str(exc.value) and "rc2 (1)" in str(exc.value)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_ctrl_c_and_sigterm_cancel_the_job_and_leave_squeue_empty(tmp_path, clean, sig):
+    env = {
+        **os.environ,
+        "ROLLCALL_WORKLOAD_ENV": "ROLLCALL_HANG_RANK=1",
+        "ROLLCALL_WORKLOAD_ARGS": " ".join(FAST),
+        "SUBMITTER_ONLY": "must not reach the job",
+    }
+    output = tmp_path / "pytest.out"
+    argv = [sys.executable, "-m", "pytest", str(ROOT / "tests" / "e2e"), "--backend", "slurm"]
+    argv += ["--accelerator", "cpu", "--nodes", "2", "--artifacts-dir", str(tmp_path / "artifacts")]
+    with open(output, "wb") as out:
+        proc = subprocess.Popen(
+            [*argv, "-p", "no:cacheprovider", "-q"],
+            cwd=tmp_path,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        pids = wait_until(
+            f"a running job; pytest said:\n{output.read_text()}",
+            lambda: any(" RUNNING " in line for line in clean.queue()) and job_processes(clean.conf),
+            timeout=120,
+        )
+        # the job has the workload's environment and nothing else of the submitter's
+        environs = [environ(pid) for pid in pids]
+        assert any(b"ROLLCALL_HANG_RANK=1" in e for e in environs)
+        assert not any(v.startswith(b"SUBMITTER_ONLY=") for e in environs for v in e)
+        proc.send_signal(sig)
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode != 0, output.read_text()
+    assert clean.queue() == [], output.read_text()

@@ -1,0 +1,396 @@
+"""The slurm backend's pure parts: the sbatch script, Slurm's records, srun's errors and discovery."""
+
+import re
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from rollcall.backends import JobState
+from rollcall.backends.slurm_script import Settings, render, time_limit
+from rollcall.backends.slurm_state import (
+    STUCK_REASONS,
+    JobInfo,
+    Partition,
+    SlurmError,
+    SlurmNode,
+    discover,
+    gres_gpus,
+    parse_record,
+    srun_errors,
+)
+from rollcall.cli import main
+from rollcall.discovery import DiscoveryError
+from rollcall.jobspec import JobSpec
+
+OUT = Path("/shared/artifacts/test_x/slurm")
+# Lines as Slurm 22.05's scontrol prints them (one record per line, -o).
+JOB = (
+    "JobId=7 JobName=crash-1a2b3c UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=4294901759 Nice=0 "
+    "Account=(null) QOS=(null) JobState={state} Reason={reason} Dependency=(null) Requeue=1 Restarts=0 "
+    "BatchFlag=1 Reboot=0 ExitCode={exit} RunTime=00:00:01 TimeLimit=00:02:00 NodeList={nodes} "
+    "BatchHost=rc1 NumNodes=2 Command=/shared/artifacts/test x/slurm/job.sbatch WorkDir=/shared "
+    "StdOut=/shared/artifacts/test_x/slurm/batch.out Power="
+)
+NODE = (
+    "NodeName={name} Arch=x86_64 CoresPerSocket=1  CPUAlloc=0 CPUEfctv=8 CPUTot=96 CPULoad=9.80 "
+    "AvailableFeatures=(null) ActiveFeatures=(null) Gres={gres} NodeAddr=10.0.0.{n} NodeHostName={name} "
+    "Version=22.05.8 OS=Linux 6.1.0 #1 SMP PREEMPT_DYNAMIC @0  RealMemory=6026 AllocMem=0 Sockets=1 "
+    "State={state} ThreadsPerCore=1 Partitions={parts}  BootTime=2026-12-01T07:30:25 CfgTRES=cpu=1{reason}"
+)
+PARTITION = "PartitionName={name} AllowGroups=ALL Default={default} MaxNodes=UNLIMITED Nodes=rc[1-2] State={state} TotalCPUs=2"
+
+
+def spec(**kw):
+    base = {"name": "two-nodes", "nodes": 2, "procs_per_node": 1, "accelerator": "cpu"}
+    return JobSpec(**{**base, **kw})
+
+
+def directives(script):
+    return [line.removeprefix("#SBATCH ") for line in script.splitlines() if line.startswith("#SBATCH ")]
+
+
+def srun_command(script):
+    """The command each node's task runs: the argument of ``bash -c`` on the srun line."""
+    joined = script.replace("\\\n", " ")
+    line = next(x for x in joined.splitlines() if x.startswith("exec srun "))
+    words = shlex.split(line)
+    return words[words.index("-c") + 1]
+
+
+def test_cpu_script_asks_for_one_task_per_node_and_exports_nothing_of_the_caller():
+    script = render(spec(workload_args=("--epochs", "1")), Settings(), OUT)
+    d = directives(script)
+    assert "--nodes=2" in d and "--ntasks-per-node=1" in d and "--export=NONE" in d
+    assert "--exclusive" in d and "--mem=0" in d
+    assert "--no-requeue" in d  # a node failure fails the roll call; it is not silently run again
+    assert f"--output={OUT}/batch.out" in d
+    assert not any(x.startswith(("--gpus", "--partition", "--account")) for x in d)
+    assert f"--output={OUT}/node-%n.out" in script
+    assert "--export=ALL --kill-on-bad-exit=1" in script  # the step gets the script's (clean) environment
+    assert "NCCL_" not in script and "FI_" not in script
+    assert "OMP_NUM_THREADS=$(( SLURM_CPUS_ON_NODE / 1" in script
+    subprocess.run(["bash", "-n"], input=script, text=True, check=True)
+
+
+def test_nvidia_script_gives_each_task_the_nodes_gpus_and_pyxis_runs_the_image():
+    settings = Settings(
+        partition="gpu,gpu-spot", account="ml", container_image="nvcr.io#nvidia/pytorch:24.01-py3"
+    )
+    script = render(spec(nodes=4, procs_per_node=8, accelerator="nvidia"), settings, OUT)
+    d = directives(script)
+    assert "--gpus-per-task=8" in d and "--partition=gpu,gpu-spot" in d and "--account=ml" in d
+    assert "--container-image='nvcr.io#nvidia/pytorch:24.01-py3'" in script
+    command = srun_command(script)
+    assert command.startswith("exec torchrun ") and "/workspace/train.py --device cuda" in command
+    assert "OMP_NUM_THREADS" not in script
+
+
+def test_the_time_limit_is_the_job_timeout_plus_the_margin():
+    script = render(spec(job_timeout_s=90.5), Settings(margin_s=60), OUT)
+    assert "--time=0-00:02:31" in directives(script)
+    assert time_limit(0.2) == "0-00:00:01"
+    assert time_limit(2 * 86400 + 3661) == "2-01:01:01"
+
+
+def test_each_node_runs_torchrun_with_slurms_node_count_rank_and_the_first_hosts_address():
+    script = render(spec(env={"ODD": "a b'c $HOME"}), Settings(), OUT)
+    command = srun_command(script).replace("exec ", "printf '%s\\n' ", 1)
+    env = {"SLURM_NNODES": "2", "SLURM_NODEID": "1", "MASTER_ADDR": "10.0.0.7", "MASTER_PORT": "20042"}
+    argv = subprocess.run(["bash", "-c", command], env=env, capture_output=True, text=True, check=True)
+    args = argv.stdout.splitlines()
+    assert {"--nnodes=2", "--node-rank=1", "--master-addr=10.0.0.7", "--master-port=20042"} <= set(args)
+    assert "--nproc-per-node=1" in args and args[-2:] == ["--device", "cpu"]
+    # the batch script's own exports, run by bash, give back the values exactly
+    exports = "\n".join(x for x in script.splitlines() if x.startswith("export ") and "$((" not in x)
+    shown = subprocess.run(
+        ["bash", "-c", exports + '\nprintf "%s" "$ODD"'], env={}, capture_output=True, text=True, check=True
+    )
+    assert shown.stdout == "a b'c $HOME"
+    assert "export TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE='[${rank}]:'" in script
+
+
+def test_the_master_is_the_first_host_of_the_allocation():
+    script = render(spec(), Settings(), OUT)
+    assert 'first=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)' in script
+    assert "export MASTER_PORT=$(( 20000 + SLURM_JOB_ID % 12000 ))" in script
+
+
+def test_an_artifacts_path_that_sbatch_lines_cannot_carry_is_refused():
+    with pytest.raises(ValueError, match="--artifacts-dir"):
+        render(spec(), Settings(), Path("/tmp/with space"))
+
+
+def test_records_split_on_keys_and_keep_values_with_spaces():
+    r = parse_record(JOB.format(state="RUNNING", reason="None", exit="0:0", nodes="rc[1-2]"))
+    assert r["Command"] == "/shared/artifacts/test x/slurm/job.sbatch"
+    assert r["Power"] == "" and r["NodeList"] == "rc[1-2]"
+
+
+@pytest.mark.parametrize(
+    ("state", "reason", "ended", "stuck"),
+    [
+        ("PENDING", "Priority", None, False),
+        ("PENDING", "Resources", None, False),
+        ("PENDING", "PartitionDown", None, True),
+        ("PENDING", "ReqNodeNotAvail,_UnavailableNodes:rc2", None, True),
+        ("PENDING", "QOSMaxNodePerJobLimit", None, True),
+        ("PENDING", "QOSGrpNodeLimit", None, False),
+        ("RUNNING", "None", None, False),
+        ("COMPLETING", "None", None, False),
+        ("COMPLETED", "None", JobState.SUCCEEDED, False),
+        ("FAILED", "NonZeroExitCode", JobState.FAILED, False),
+        ("NODE_FAIL", "None", JobState.FAILED, False),
+        ("OUT_OF_MEMORY", "OutOfMemory", JobState.FAILED, False),
+        ("TIMEOUT", "TimeLimit", JobState.TIMED_OUT, False),
+        ("CANCELLED+", "None", JobState.FAILED, False),
+    ],
+)
+def test_job_states_and_pending_reasons(state, reason, ended, stuck):
+    info = JobInfo.parse(JOB.format(state=state, reason=reason, exit="1:0", nodes="(null)"))
+    assert (info.ended, info.stuck) == (ended, stuck)
+    assert info.nodes == "" and info.job_id == "7"
+
+
+def test_the_documented_stuck_reasons_include_the_issues_examples():
+    assert {"ReqNodeNotAvail", "PartitionConfig"} <= STUCK_REASONS
+
+
+def test_a_line_that_is_not_a_job_is_an_error():
+    with pytest.raises(RuntimeError, match="not a job record"):
+        JobInfo.parse("slurm_load_jobs error: Invalid job id specified")
+
+
+def test_srun_errors_name_node_and_task():
+    text = (
+        "rollcall: job 3 on rc[1-2]\n"
+        "srun: error: rc2: task 1: Exited with exit code 1\n"
+        "srun: launch/slurm: _step_signal: Terminating StepId=3.0\n"
+        "srun: error: rc1: tasks 0,2-3: Terminated\n"
+    )
+    assert srun_errors(text) == [
+        "node rc2 (task 1): Exited with exit code 1",
+        "node rc1 (task 0,2-3): Terminated",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("gres", "gpus"),
+    [("(null)", 0), ("gpu:8", 8), ("gpu:h100:8(S:0-1)", 8), ("gpu:a100:4,gpu:v100:2", 6), ("gpu", 1)],
+)
+def test_gres_gpus(gres, gpus):
+    assert gres_gpus(gres) == gpus
+
+
+def node(name, n, state="IDLE", gres="gpu:h100:8(S:0-1)", parts="gpu", reason=""):
+    return SlurmNode.parse(
+        NODE.format(
+            name=name, n=n, state=state, gres=gres, parts=parts, reason=f" Reason={reason}" if reason else ""
+        )
+    )
+
+
+PARTS = [
+    Partition.parse(PARTITION.format(name="gpu", default="YES", state="UP")),
+    Partition.parse(PARTITION.format(name="held", default="NO", state="DOWN")),
+]
+
+
+def test_discovery_takes_the_default_partitions_usable_nodes_and_says_why_others_are_not():
+    nodes = [
+        node("a", 1),
+        node("b", 2, state="MIXED"),
+        node("c", 3, state="IDLE+DRAIN", reason="bad dimm [root@2026-12-01T07:47:57]"),
+        node("d", 4, state="DOWN*", reason="Not responding"),
+        node("e", 5, gres="gpu:h100:4"),
+        node("f", 6, parts="cpu"),
+    ]
+    placement, usable, rejected = discover(nodes, PARTS, want=2, accelerator="auto")
+    assert (placement.accelerator, placement.procs_per_node) == ("nvidia", 8)
+    assert usable == ["a", "b"]
+    assert rejected == {
+        "c": "state IDLE+DRAIN (bad dimm [root@2026-12-01T07:47:57])",
+        "d": "state DOWN* (Not responding)",
+        "e": "only 4 gpu GRES, 8 needed",
+    }
+    assert "1 idle" in placement.description
+    with pytest.raises(DiscoveryError) as exc:
+        discover(nodes, PARTS, want=3, accelerator="nvidia", procs_per_node=8)
+    message = str(exc.value)
+    assert "need 3 usable node(s), found 2 for nvidia" in message
+    assert "state DOWN* (Not responding): d (1)" in message and "only 4 gpu GRES, 8 needed: e (1)" in message
+
+
+def test_discovery_on_cpu_and_with_fewer_gpus_per_node():
+    nodes = [node("a", 1, gres="(null)"), node("b", 2, gres="(null)")]
+    placement, usable, _ = discover(nodes, PARTS, want=2, accelerator="cpu", procs_per_node=2)
+    assert (placement.accelerator, placement.procs_per_node, usable) == ("cpu", 2, ["a", "b"])
+    with pytest.raises(DiscoveryError, match="no usable node has GPU GRES"):
+        discover(nodes, PARTS, want=2, accelerator="auto")
+    placement, _, _ = discover(
+        [node("a", 1), node("b", 2, gres="gpu:4")], PARTS, want=2, accelerator="nvidia"
+    )
+    assert placement.procs_per_node == 4  # what both nodes offer
+
+
+def test_discovery_refuses_a_partition_that_is_down_or_unknown():
+    with pytest.raises(DiscoveryError, match="partition held is DOWN"):
+        discover([node("a", 1, parts="held")], PARTS, want=1, partition="held")
+    with pytest.raises(DiscoveryError, match=re.escape("partition 'nope' does not exist (have: gpu, held)")):
+        discover([], PARTS, want=1, partition="nope")
+
+
+def test_render_prints_the_script_from_the_suites_options(capsys, monkeypatch):
+    monkeypatch.setenv("ROLLCALL_SLURM_ACCOUNT", "ml")
+    args = [
+        "render",
+        "--backend",
+        "slurm",
+        "--accelerator",
+        "nvidia",
+        "--procs-per-node",
+        "8",
+        "--nodes",
+        "4",
+    ]
+    assert main([*args, "--slurm-partition", "gpu", "--job-timeout", "600"]) == 0
+    d = directives(capsys.readouterr().out)
+    assert {"--nodes=4", "--gpus-per-task=8", "--partition=gpu", "--account=ml", "--time=0-00:11:00"} <= set(
+        d
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--backend", "slurm"], "--accelerator auto needs discovery"),
+        (["--backend", "kubernetes", "--accelerator", "cpu"], "use --backend slurm"),
+        (["--backend", "slurm", "--accelerator", "nvidia"], "pass --procs-per-node"),
+        (
+            ["--backend", "slurm", "--accelerator", "cpu", "--slurm-partition", "a b"],
+            "invalid --slurm-partition",
+        ),
+        (["--backend", "slurm", "--bogus"], "unrecognized arguments: --bogus"),
+    ],
+)
+def test_render_usage_errors_exit_4_naming_the_fix(capsys, args, said):
+    assert main(["render", *args]) == 4
+    assert said in capsys.readouterr().err
+
+
+class ScriptedSlurm:
+    """Answers the backend's Slurm commands from a list of job states, recording every command."""
+
+    def __init__(self, states, batch_log=""):
+        self.states = list(states)
+        self.batch_log = batch_log
+        self.calls = []
+        self.cancelled = False
+
+    def __call__(self, argv, timeout_s):
+        self.calls.append(list(argv))
+        if argv[0] == "sbatch":
+            Path(argv[-1]).with_name("batch.out").write_text(self.batch_log)
+            return "42\n"
+        if argv[:3] == ["scontrol", "show", "job"]:
+            now = self.states.pop(0) if len(self.states) > 1 else self.states[0]
+            if now is None:
+                raise SlurmError("scontrol show job exited 1: Socket timed out on send/recv operation")
+            state, reason, nodes = now
+            return JOB.format(state=state, reason=reason, exit="1:0", nodes=nodes) + "\n"
+        if argv[:3] == ["scontrol", "show", "hostnames"]:
+            return "rc1\nrc2\n"
+        if argv[0] == "scancel":
+            self.cancelled = True
+            return ""
+        if argv[0] == "squeue":
+            return "" if self.cancelled else "42\n"
+        raise AssertionError(f"unexpected command {argv}")
+
+
+def launch(tmp_path, slurm, **backend):
+    from rollcall.backends.slurm import SlurmBackend
+    from rollcall.collect import Collector
+
+    collector = Collector(tmp_path)
+    b = SlurmBackend(run=slurm, poll_s=0.01, **backend)
+    return b.launch(spec(), collector), collector
+
+
+RUNNING = ("RUNNING", "None", "rc[1-2]")
+
+
+@pytest.mark.parametrize(
+    ("end", "state", "words"),
+    [
+        ("NODE_FAIL", JobState.FAILED, "ended NODE_FAIL"),
+        ("OUT_OF_MEMORY", JobState.FAILED, "ended OUT_OF_MEMORY"),
+        ("TIMEOUT", JobState.TIMED_OUT, "ended TIMEOUT"),
+    ],
+)
+def test_an_end_state_ends_the_wait_naming_srun_s_node_and_the_node_indexes(tmp_path, end, state, words):
+    slurm = ScriptedSlurm(
+        [("PENDING", "Priority", "(null)"), RUNNING, (end, "None", "rc[1-2]")],
+        batch_log="srun: error: rc2: task 1: Killed\n",
+    )
+    job, collector = launch(tmp_path, slurm)
+    status = job.wait(60)
+    job.cleanup()
+    collector.close()
+    assert status.state is state and words in status.reason
+    assert "srun: node rc2 (task 1): Killed" in status.reason
+    assert status.details[:2] == [
+        "node 0 ran on slurm node rc1 (log rc1.log)",
+        "node 1 ran on slurm node rc2 (log rc2.log)",
+    ]
+    assert ["scancel", "42"] in slurm.calls
+    assert sorted(p.name for p in tmp_path.glob("*.log")) == ["rc1.log", "rc2.log"]
+
+
+def test_a_clearable_pending_reason_waits_until_the_timeout_and_a_stuck_one_only_the_grace(tmp_path):
+    job, _ = launch(tmp_path / "a", ScriptedSlurm([("PENDING", "Resources", "(null)")]), pending_grace_s=0.05)
+    status = job.wait(0.3)
+    assert status.state is JobState.TIMED_OUT and "was PENDING" in status.reason
+    job, _ = launch(
+        tmp_path / "b", ScriptedSlurm([("PENDING", "ReqNodeNotAvail", "(null)")]), pending_grace_s=0.05
+    )
+    status = job.wait(60)
+    assert (
+        status.state is JobState.FAILED
+        and "with reason ReqNodeNotAvail, which waiting does not clear" in status.reason
+    )
+
+
+def test_cleanup_cancels_once_and_waits_until_squeue_no_longer_lists_the_job(tmp_path):
+    slurm = ScriptedSlurm([RUNNING])
+    job, _ = launch(tmp_path, slurm)
+    job.cleanup()
+    job.cleanup()
+    assert [c for c in slurm.calls if c[0] == "scancel"] == [["scancel", "42"]]
+    assert slurm.calls[-1][0] == "squeue"
+
+
+def test_an_interrupted_submission_cancels_the_job_by_its_name(tmp_path):
+    from rollcall.backends.slurm import SlurmBackend
+    from rollcall.collect import Collector
+
+    calls = []
+
+    def interrupted(argv, timeout_s):
+        calls.append(list(argv))
+        if argv[0] == "sbatch":
+            raise KeyboardInterrupt
+        return ""
+
+    with pytest.raises(KeyboardInterrupt):
+        SlurmBackend(run=interrupted).launch(spec(), Collector(tmp_path))
+    assert calls[-1] == ["scancel", "--name", "two-nodes"]
+
+
+def test_a_slurmctld_that_does_not_answer_for_a_moment_is_asked_again(tmp_path):
+    slurm = ScriptedSlurm([RUNNING, None, None, ("COMPLETED", "None", "rc[1-2]")])
+    job, collector = launch(tmp_path, slurm)
+    assert job.wait(60).state is JobState.SUCCEEDED
+    job.cleanup()
+    collector.close()

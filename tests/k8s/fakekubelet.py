@@ -9,10 +9,9 @@ Pod annotations steer what a pod "prints":
 
 - ``rollcall.test/log-skip``: JSON ``{"<rank>": ["throughput", "complete"], ...}``: events those ranks omit;
 - ``rollcall.test/nccl-net``: ``efa`` (default when the pod requests EFA), ``socket`` (NCCL fell back to TCP)
-  or ``none``;
-- ``rollcall.test/rotate-after``: seconds after which the log "rotates" as the kubelet's does past
-  ``containerLogMaxSize``: the first half moves to ``<file>.1`` and a new file gets the second half, so a
-  log fetched afterwards holds only the second half.
+  or ``none``.
+
+Real log rotation, image pulls, crashes and lost nodes are tested on real nodes (tests/real).
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ from __future__ import annotations
 import json
 import re
 import threading
-from pathlib import Path
 from typing import Any
 
 from kubernetes import client
@@ -29,12 +27,11 @@ from rollcall.faults import index_of
 from rollcall.jobspec import EFA_RESOURCE
 from rollcall.kube import Informer
 from rollcall.manifests import JOB_LABEL
-from tests.cluster.controlplane import ControlPlane, cri_log_line
+from tests.cluster.controlplane import ControlPlane
 from tests.unit.helpers import node_log
 
 LOG_SKIP = "rollcall.test/log-skip"
 NCCL_NET = "rollcall.test/nccl-net"
-ROTATE_AFTER = "rollcall.test/rotate-after"
 
 
 def _flag(command: list[str], name: str) -> int:
@@ -43,11 +40,6 @@ def _flag(command: list[str], name: str) -> int:
         if m:
             return int(m.group(1))
     raise ValueError(f"no --{name} in {command}")
-
-
-def _rank_of(line: str) -> int:
-    m = re.match(r"^\[(\d+)\]:", line)
-    return int(m.group(1)) if m else -1
 
 
 def pod_log(pod: dict[str, Any]) -> list[str]:
@@ -104,21 +96,9 @@ class FakeKubelet:
                 self.served.add(key)
                 self._serve(pod)
 
-    def _rotate(self, path: Path, rest: list[str]) -> None:
-        path.rename(path.with_name(path.name + ".1"))
-        path.write_text("".join(cri_log_line(line) for line in rest))
-
     def _serve(self, pod: dict[str, Any]) -> None:
         ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
-        lines = pod_log(pod)
-        rotate = (pod["metadata"].get("annotations") or {}).get(ROTATE_AFTER)
-        if rotate:  # ranks finish one after another: the first ranks' last lines go with the rotation
-            lines.sort(key=_rank_of)
-            half = len(lines) // 2
-            path = self.cp.write_log_file(lines[:half], f"{ns}/{name}.log")
-            threading.Timer(float(rotate), self._rotate, (path, lines[half:])).start()
-        else:
-            path = self.cp.write_log_file(lines, f"{ns}/{name}.log")
+        path = self.cp.write_log_file(pod_log(pod), f"{ns}/{name}.log")
         body = {
             "apiVersion": "kwok.x-k8s.io/v1alpha1",
             "kind": "Logs",

@@ -17,20 +17,16 @@ import yaml
 
 from rollcall.backends import JobState
 from rollcall.discovery import DiscoveryError
-from rollcall.faults import started
-from rollcall.kube import Informer, call
+from rollcall.kube import call
 from rollcall.manifests import JOB_LABEL, MANAGED_BY, MANAGED_BY_LABEL
-from rollcall.ranklog import RollCall
 from tests.cluster.controlplane import (
-    EXIT_CODE_ANNOTATION,
-    FAIL_LABEL,
     INSTANCE_TYPE_LABEL,
     RUN_DURATION_ANNOTATION,
 )
 from tests.waiting import wait_until
 
 from .conftest import P5, TRN1, suite_namespaces
-from .fakekubelet import LOG_SKIP, NCCL_NET, ROTATE_AFTER
+from .fakekubelet import LOG_SKIP, NCCL_NET
 
 pytestmark = pytest.mark.control_plane
 
@@ -57,33 +53,6 @@ def test_every_rank_of_every_node_answers(make_suite, ensure_nodes, request, nod
     assert not (attempt.artifacts / "events.yaml").exists(), "state is saved only on failure"
     progress = backend.progress_lines
     assert any(f"succeeded {nodes}, failed 0 of {nodes}" in line for line in progress), progress
-
-
-def test_a_followed_log_loses_nothing_when_it_rotates(make_suite, control_plane, kube, request):
-    """The kubelet serves only the newest file once a log rotates: a fetch after the job misses lines."""
-    suite, backend = make_suite(
-        nodes=2, keep=True, annotations={ROTATE_AFTER: "2", RUN_DURATION_ANNOTATION: "6s"}
-    )
-    attempt, _ = run(suite, request)
-    try:
-        assert attempt.passed, attempt.verdict.message(str(attempt.artifacts))
-        (namespace,) = [
-            n["metadata"]["name"]
-            for n in suite_namespaces(kube)
-            if n["metadata"]["annotations"].get(JOB_LABEL) == attempt.spec.name
-        ]
-        fetched_after = []
-        for log in sorted(attempt.artifacts.glob("*.log")):
-            fetched = control_plane.kubectl("logs", "-n", namespace, log.stem)
-            followed = log.read_text()
-            assert followed.endswith(fetched) and len(fetched) < len(followed) / 1.5
-            fetched_after.append(fetched)
-        late = RollCall()
-        for i, text in enumerate(fetched_after):
-            late.parser(f"pod-{i}").feed(text.encode())
-        assert any(late.missing(64).values()), "a fetch after the job would have lost ranks"
-    finally:
-        backend.sweep(0)
 
 
 def test_missing_ranks_fail_the_roll_call_by_name(make_suite, request):
@@ -158,78 +127,6 @@ def test_an_unschedulable_request_fails_fast_with_the_schedulers_reason(make_sui
     assert (
         yaml.safe_load((attempt.artifacts / "job.yaml").read_text())["metadata"]["name"] == attempt.spec.name
     )
-
-
-def test_a_failed_pod_fails_the_run_naming_pod_index_node_and_exit_code(make_suite, request):
-    suite, _ = make_suite(
-        nodes=2,
-        labels={FAIL_LABEL: "true"},
-        annotations={EXIT_CODE_ANNOTATION: "3", RUN_DURATION_ANNOTATION: "1s"},
-    )
-    attempt, _ = run(suite, request)
-
-    assert attempt.status.state is JobState.FAILED
-    assert "exited with code 3 (Error)" in attempt.status.reason
-    assert (
-        f"pod {attempt.spec.name}-" in attempt.status.reason
-        and "on node trn1-32xlarge-" in attempt.status.reason
-    )
-    assert (attempt.artifacts / "events.yaml").exists()
-
-
-class KubeletStandIn:
-    """Plays the kubelet of a node whose image pull fails: reports ErrImagePull for every started pod.
-
-    kwok has no stage for a failed pull, so the test writes the container status a kubelet would write.
-    """
-
-    def __init__(self, control_plane, image: str) -> None:
-        from kubernetes import client
-
-        self.core = client.CoreV1Api(control_plane.api_client())
-        self.image = image
-        self.done: set[str] = set()
-        self.pods = Informer(self.core.list_pod_for_all_namespaces, "pods to break", label_selector=JOB_LABEL)
-        self.pods.subscribe(self._break)
-
-    def _break(self) -> None:
-        for pod in self.pods.objects():
-            name, ns = pod["metadata"]["name"], pod["metadata"]["namespace"]
-            if name in self.done or not started(pod) or pod["spec"]["containers"][0]["image"] != self.image:
-                continue
-            self.done.add(name)
-            status = {
-                "name": "train",
-                "image": self.image,
-                "imageID": "",
-                "ready": False,
-                "restartCount": 0,
-                "state": {
-                    "waiting": {"reason": "ErrImagePull", "message": f"pull access denied for {self.image}"}
-                },
-            }
-            self.core.patch_namespaced_pod_status(
-                name,
-                ns,
-                {"status": {"containerStatuses": [status]}},
-                _content_type="application/merge-patch+json",
-            )
-
-
-def test_an_image_that_cannot_be_pulled_fails_fast(make_suite, control_plane, request):
-    image = "registry.invalid/rollcall/missing:404"
-    stand_in = KubeletStandIn(control_plane, image)
-    stand_in.pods.start()
-    try:
-        suite, _ = make_suite(nodes=2, image=image, annotations={RUN_DURATION_ANNOTATION: "120s"})
-        attempt, took = run(suite, request)
-    finally:
-        stand_in.pods.stop()
-
-    assert attempt.status.state is JobState.FAILED
-    assert "cannot start: ErrImagePull (registry.invalid/rollcall/missing:404)" in attempt.status.reason
-    assert "pull access denied" in attempt.status.reason
-    assert took < 30
 
 
 def test_the_job_timeout_ends_the_run(make_suite, request):

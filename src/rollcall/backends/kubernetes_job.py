@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
+from kubernetes.client.exceptions import ApiException
 
 from rollcall.backends import EfaUse, JobState, JobStatus
 from rollcall.collect import Collector
@@ -371,6 +372,28 @@ class KubernetesJob:
 
     # -- clean up -----------------------------------------------------------------------------------------
 
+    def _force_delete_pods_on_lost_nodes(self) -> None:
+        """Delete at once (grace 0) the pods of a lost node, as ``kubectl delete --force`` would.
+
+        No kubelet confirms their deletion, so the namespace would wait for them until the node returns. A
+        kubelet that returns ends their containers itself, since their pods are gone.
+        """
+        if self.pods is None or self.nodes is None:
+            return
+        for name in _lost_node_pods(self.pods.objects(), self.nodes):
+            try:
+                call(
+                    self.settings.kube.core.delete_namespaced_pod,
+                    name,
+                    self.namespace,
+                    body={"gracePeriodSeconds": 0},
+                    grace_period_seconds=0,
+                )
+                log.warning("force-deleted pod %s/%s: its node was lost", self.namespace, name)
+            except ApiException as exc:
+                if exc.status != 404:
+                    log.warning("could not force-delete pod %s/%s: %s", self.namespace, name, message_of(exc))
+
     def cleanup(self) -> None:
         """Stop reading, delete the namespace (foreground) and wait until it is gone; safe to call twice."""
         if self._cleaned:
@@ -382,6 +405,7 @@ class KubernetesJob:
         for informer in (self.jobs, self.pods, self.nodes):
             if informer is not None:
                 informer.stop()
+        self._force_delete_pods_on_lost_nodes()
         try:
             delete_namespace(kube, ns)
         except Exception as exc:
@@ -406,6 +430,15 @@ class KubernetesJob:
             gone.stop()
             for f in self.followers.values():
                 f.join(2)
+
+
+def _lost_node_pods(pods: list[dict[str, Any]], nodes: Informer) -> list[str]:
+    """Pods whose node is gone or not Ready: no kubelet will confirm their deletion."""
+    return [
+        p["metadata"]["name"]
+        for p in pods
+        if node_lost(p, nodes.get((p.get("spec") or {}).get("nodeName") or "")) is not None
+    ]
 
 
 def _trim(data: Any) -> Any:

@@ -36,6 +36,25 @@ def run(suite, request, **overrides):
     return record.result.last, time.monotonic() - started_at
 
 
+def e2e_command(cp, tmp_path, *args: str) -> list[str]:
+    """``pytest tests/e2e`` through the kubernetes backend against ``cp``, as a user would run it."""
+    return [
+        sys.executable,
+        "-m",
+        "pytest",
+        "tests/e2e",
+        "-p",
+        "no:cacheprovider",
+        "--backend",
+        "kubernetes",
+        "--kubeconfig",
+        str(cp.kubeconfig),
+        "--artifacts-dir",
+        str(tmp_path / "artifacts"),
+        *args,
+    ]
+
+
 def training_containers(cp) -> list[str]:
     """The suite's training containers (not sandboxes) in either runtime."""
     return [
@@ -90,22 +109,7 @@ def test_an_image_that_cannot_be_pulled_fails_fast_with_the_runtimes_reason(make
 def test_an_invalid_image_reference_is_refused_before_anything_is_created(real_cluster, kube, tmp_path):
     before = {n["metadata"]["name"] for n in suite_namespaces(kube)}
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "tests/e2e",
-            "-p",
-            "no:cacheprovider",
-            "--backend",
-            "kubernetes",
-            "--kubeconfig",
-            str(real_cluster.kubeconfig),
-            "--image",
-            "bad image name!",
-            "--artifacts-dir",
-            str(tmp_path / "artifacts"),
-        ],
+        e2e_command(real_cluster, tmp_path, "--image", "bad image name!"),
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
@@ -236,17 +240,9 @@ def test_a_rotated_log_loses_no_roll_call_line(make_suite, real_cluster, kube, r
 def test_an_interrupted_session_leaves_no_namespace_or_container(real_cluster, kube, tmp_path, sig):
     env = {**os.environ, "ROLLCALL_WORKLOAD_ENV": "OMP_NUM_THREADS=1 ROLLCALL_HANG_RANK=0"}
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "tests/e2e",
-            "-p",
-            "no:cacheprovider",
-            "--backend",
-            "kubernetes",
-            "--kubeconfig",
-            str(real_cluster.kubeconfig),
+        e2e_command(
+            real_cluster,
+            tmp_path,
             "--image",
             IMAGE,
             "--accelerator",
@@ -257,9 +253,7 @@ def test_an_interrupted_session_leaves_no_namespace_or_container(real_cluster, k
             REAL,
             "--workload-args",
             WORKLOAD_ARGS,
-            "--artifacts-dir",
-            str(tmp_path / "artifacts"),
-        ],
+        ),
         cwd=REPO_ROOT,
         env=env,
         stdout=subprocess.PIPE,

@@ -23,8 +23,13 @@ The checks, applied by :meth:`ReleaseGate.judge` to the attempt that decided a t
 a regression or a straggler is never retried away):
 
 - **Stragglers** (``--straggler-ratio R``, default 0.8; 0 turns the check off): a rank whose throughput is
-  below R times the median of all ranks fails the run, named with its node. A bad GPU, link or NeuronCore
-  shows up this way long before a job fails.
+  below R times the median of all ranks fails the run, named with its node; so does a rank whose compute
+  time per step (measured without communication) exceeds the median rank's by more than 1/R, named with
+  its node and pod (:mod:`rollcall.perf`: in synchronous DDP throughput is equal on every rank, compute
+  time is not). A bad GPU or NeuronCore shows up this way long before a job fails.
+- **Slow links** (``--min-busbw GBPS``, ``--busbw-ratio R``, default 0.5): a node whose all-reduce bus
+  bandwidth is below GBPS or below R times the median node's, or a ring pair of nodes below either against
+  the median pair, fails the run by name (:mod:`rollcall.perf`).
 - **Regressions** (``--baseline FILE``, ``--max-regression PCT``, default 10): the run fails when its total
   or per-rank median throughput is more than PCT below the baseline entry of its configuration, or its mean
   epoch time more than PCT above it; each failure names the measure, the baseline, the value and the ratio.
@@ -47,6 +52,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rollcall.perf import DEFAULT_BUSBW_RATIO, PerfReport
+from rollcall.perf import judge as judge_perf
 from rollcall.verdict import Stats, Verdict
 
 if TYPE_CHECKING:
@@ -362,6 +369,8 @@ class GateReport:
     regressions: list[Regression] = field(default_factory=list)
     #: The run was sound apart from regressions: its figures may become a baseline.
     sound: bool = False
+    #: Compute stragglers and slow links (:mod:`rollcall.perf`).
+    perf: PerfReport | None = None
 
     @property
     def gate(self) -> str:
@@ -396,6 +405,8 @@ class GateReport:
             "baseline": self.baseline.as_dict() if self.baseline else None,
             "max_regression_pct": self.max_regression_pct,
             "regressions": [r.as_dict() for r in self.regressions],
+            "compute_stragglers": len(self.perf.stragglers) if self.perf else 0,
+            "slow_links": len(self.perf.slow) if self.perf else 0,
         }
 
     def entry(self, recorded_at: datetime | None = None) -> Entry:
@@ -422,6 +433,8 @@ class ReleaseGate:
     max_regression_pct: float = DEFAULT_MAX_REGRESSION_PCT
     baselines: Baselines | None = None
     baseline_file: str | None = None
+    min_busbw: float | None = None
+    busbw_ratio: float = DEFAULT_BUSBW_RATIO
 
     @classmethod
     def from_options(cls, options: Options) -> ReleaseGate:
@@ -432,6 +445,8 @@ class ReleaseGate:
             max_regression_pct=options.max_regression,
             baselines=Baselines.load(path) if path else None,
             baseline_file=path,
+            min_busbw=options.min_busbw,
+            busbw_ratio=options.busbw_ratio,
         )
 
     def judge(self, test_id: str, attempt: Attempt) -> GateReport:
@@ -452,6 +467,15 @@ class ReleaseGate:
                     f"straggler: {s.ratio:.2f} of the median throughput"
                 )
             verdict.problems.append(straggler_problem(report.stragglers, self.straggler_ratio))
+        report.perf = judge_perf(
+            verdict.perf,
+            straggler_ratio=self.straggler_ratio,
+            min_busbw=self.min_busbw,
+            busbw_ratio=self.busbw_ratio,
+        )
+        for rank, reasons in report.perf.rank_reasons().items():
+            verdict.failed_ranks.setdefault(rank, []).extend(reasons)
+        verdict.problems.extend(report.perf.problems())
         report.sound = attempt.passed
         entry = self.baselines.get(report.key) if self.baselines is not None else None
         if entry is not None:

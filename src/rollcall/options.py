@@ -195,7 +195,22 @@ OPTIONS: tuple[Spec, ...] = (
         "--straggler-ratio",
         _fraction,
         0.8,
-        "fail ranks whose throughput is below RATIO x the median of all ranks (0: off)",
+        "fail ranks whose throughput is below RATIO x the median of all ranks, or whose compute time per "
+        "step exceeds the median rank's by more than 1/RATIO (0: off)",
+        "RATIO",
+    ),
+    Spec(
+        "--min-busbw",
+        _positive_float,
+        None,
+        "fail a node (or pair of nodes, or the world) whose all-reduce bus bandwidth is below this",
+        "GBPS",
+    ),
+    Spec(
+        "--busbw-ratio",
+        _fraction,
+        0.5,
+        "fail a node whose all-reduce bus bandwidth is below RATIO x the median node's (0: off)",
         "RATIO",
     ),
 )
@@ -229,6 +244,8 @@ class Options:
     max_regression: float = 10.0
     write_baseline: str | None = None
     straggler_ratio: float = 0.8
+    min_busbw: float | None = None
+    busbw_ratio: float = 0.5
     sources: dict[str, str] = field(default_factory=dict)
 
 

@@ -9,7 +9,8 @@
 - ``FAILED``: any of those does not hold; :attr:`Verdict.problems` says which, rank by rank.
 
 The release gate (:mod:`rollcall.baseline`) judges the verdict afterwards and adds its own problems to it:
-stragglers (named in :attr:`Verdict.failed_ranks` too) and regressions against a baseline.
+stragglers by throughput and by compute time, slow links (:mod:`rollcall.perf`; named in
+:attr:`Verdict.failed_ranks` too) and regressions against a baseline.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rollcall.perf import PerfFigures
 from rollcall.ranklog import REQUIRED_EVENTS, RollCall, ranges
 
 #: Settings of the workload, from its ``throughput`` events, that tell one configuration from another.
@@ -98,6 +100,8 @@ class Verdict:
     per_rank: dict[int, dict[str, Any]] = field(default_factory=dict)
     #: The workload's settings every rank's throughput event agreed on (see :data:`WORKLOAD_KEYS`).
     workload: dict[str, Any] = field(default_factory=dict)
+    #: Per-rank compute times and per-group bandwidth (judged by the release gate, see :mod:`rollcall.perf`).
+    perf: PerfFigures = field(default_factory=PerfFigures)
 
     @property
     def outcome(self) -> Outcome:
@@ -194,6 +198,7 @@ def assess(
     verdict.epoch_time_mean = math.fsum(epoch_means) / len(epoch_means) if epoch_means else None
     verdict.mfu_mean = math.fsum(mfus) / len(mfus) if mfus else None
     verdict.workload = _workload(roll, world)
+    verdict.perf = PerfFigures.of(roll, world, lambda r: _node(r, roll, layout))
     return verdict
 
 

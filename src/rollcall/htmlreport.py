@@ -10,8 +10,13 @@ A rank cell's ``data-state`` (and class) is one of:
 
 - ``ok``: answered the roll call (green);
 - ``missing``: missed an event, reported an error or an invalid value (red);
-- ``straggler``: answered, but below ``--straggler-ratio`` of the median throughput (amber);
-- ``slow``: answered, but below ``--min-throughput`` (orange).
+- ``straggler``: answered, but below ``--straggler-ratio`` of the median throughput, or its compute time
+  above the median rank's by more than 1 / ``--straggler-ratio`` (amber);
+- ``slow``: answered, but below ``--min-throughput``, or on a node or pair of nodes of low bus bandwidth
+  (orange).
+
+Below the throughput bars: compute time per rank (bars, with the median and the straggler line) and the bus
+bandwidth of every all-reduce group and node, when the ranks reported them.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from rollcall.perf import median
 from rollcall.ranklog import ranges
 
 if TYPE_CHECKING:
@@ -109,6 +115,8 @@ def _badge(record: TestRecord) -> str:
 def rank_states(verdict: Verdict, gate: GateReport | None) -> dict[int, str]:
     """The state of every rank in the world (see the module docstring)."""
     stragglers = {s.rank for s in gate.stragglers} if gate else set()
+    if gate and gate.perf:
+        stragglers |= {s.rank for s in gate.perf.stragglers}
     states = {}
     for rank in range(verdict.layout.world_size):
         why = verdict.failed_ranks.get(rank, [])
@@ -160,6 +168,7 @@ def _section(index: int, record: TestRecord, base: Path) -> str:
         f"<h3>Ranks by node</h3>{_grid(verdict, states, logs)}"
         f'<p class="legend">{legend}</p>{unexpected}'
         f"<h3>Throughput per rank (samples/s)</h3>{_bars(verdict, states, record.gate)}"
+        f"{_compute_bars(verdict, states, record.gate)}{_bandwidth_tables(verdict, record.gate)}"
         f"<h3>Logs</h3>{_log_list(logs)}</section>"
     )
 
@@ -281,6 +290,76 @@ def _bars(verdict: Verdict, states: Mapping[int, str], gate: GateReport | None) 
         parts.append(_hline("threshold", y(cut), left, right, f"straggler < {cut:.2f}"))
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _compute_bars(verdict: Verdict, states: Mapping[int, str], gate: GateReport | None) -> str:
+    """Compute time per rank (ms per step, no communication), with the median and the straggler line."""
+    compute = {c.rank: c for c in verdict.perf.compute}
+    if not compute:
+        return ""
+    world = verdict.layout.world_size
+    mid = median([c.compute_ms for c in compute.values()]) or 0.0
+    ratio = gate.straggler_ratio if gate else 0.0
+    cut = mid / ratio if ratio > 0 else None
+    top = max([c.compute_ms for c in compute.values()] + [(cut or 0) * 1.1, 1e-9])
+    bar_w = max(3, min(28, 900 // max(world, 1)))
+    left, plot_h, pad = 48, 160, 18
+    right = left + world * bar_w
+
+    def y(v: float) -> float:
+        return pad + plot_h * (1 - v / top)
+
+    parts = [
+        f'<svg class="bars compute" width="{right + 160}" height="{plot_h + 2 * pad}" '
+        f'viewBox="0 0 {right + 160} {plot_h + 2 * pad}" role="img" aria-label="compute time per rank">',
+        f'<line class="axis" x1="{left}" y1="{pad + plot_h}" x2="{right}" y2="{pad + plot_h}"/>',
+        f'<text x="{left - 4}" y="{pad + 4}" text-anchor="end">{top:.4g}</text>',
+        f'<text x="{left - 4}" y="{pad + plot_h}" text-anchor="end">0</text>',
+    ]
+    for rank, c in sorted(compute.items()):
+        x, p90 = left + rank * bar_w, f", p90 {c.compute_ms_p90:.2f}" if c.compute_ms_p90 else ""
+        top_y = y(c.compute_ms)
+        parts.append(
+            f'<rect class="bar {states.get(rank, "ok")}" data-rank="{rank}" x="{x}" y="{top_y:.1f}" '
+            f'width="{bar_w - 1}" height="{pad + plot_h - top_y:.1f}"><title>rank {rank} '
+            f"(node {c.node}): {c.compute_ms:.2f} ms{p90}</title></rect>"
+        )
+    parts.append(_hline("baseline median", y(mid), left, right, f"median {mid:.2f} ms"))
+    if cut is not None:
+        parts.append(_hline("threshold", y(cut), left, right, f"straggler > {cut:.2f} ms"))
+    parts.append("</svg>")
+    return f"<h3>Compute time per rank (ms per step, no communication)</h3>{''.join(parts)}"
+
+
+def _bandwidth_tables(verdict: Verdict, gate: GateReport | None) -> str:
+    """The bus bandwidth of every all-reduce group, then of every node; slow ones marked."""
+    figures = verdict.perf
+    if not figures.groups:
+        return ""
+    slow = {(s.group.scope, s.group.nodes) for s in gate.perf.slow} if gate and gate.perf else set()
+    rows = "".join(
+        f'<tr class="{"regressed" if (g.scope, g.nodes) in slow else "ok"}" data-scope="{g.scope}">'
+        f"<td>{escape(g.label)}</td><td>{escape(ranges(g.ranks))}</td>"
+        f"<td class=num>{g.bytes / 2**20:.4g} MiB</td>"
+        f"<td class=num>{g.algbw_gbps:.4g}</td><td class=num>{g.busbw_gbps:.4g}</td></tr>"
+        for g in figures.groups
+    )
+    nodes = "".join(
+        f'<tr data-node="{n.node}"><td>node {n.node}</td><td>{escape(", ".join(n.pods))}</td>'
+        f"<td class=num>{_num(n.busbw_gbps, '.4g')}</td>"
+        f"<td class=num>{_num(n.pair_busbw_gbps, '.4g')}</td></tr>"
+        for n in figures.nodes()
+    )
+    return (
+        "<h3>All-reduce bandwidth (GB/s)</h3><table class=bandwidth><tr><th>group</th><th>ranks</th>"
+        f"<th>size</th><th>algbw</th><th>busbw</th></tr>{rows}</table>"
+        + (
+            "<table class=node-bandwidth><tr><th>node</th><th>pods</th><th>busbw in the node</th>"
+            f"<th>lowest pair busbw</th></tr>{nodes}</table>"
+            if nodes
+            else ""
+        )
+    )
 
 
 def _hline(cls: str, y: float, x1: int, x2: int, label: str) -> str:

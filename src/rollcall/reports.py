@@ -62,6 +62,8 @@ class TestRecord:
             "duration_s": round(sum(a.duration_s for a in self.result.attempts), 3),
             "artifacts": str(last.artifacts),
             "release_gate": self.gate.as_dict() if self.gate else None,
+            # Per-rank compute times, per-group and per-node bus bandwidth, and what the checks found.
+            "perf": self.gate.perf.as_dict() if self.gate and self.gate.perf else verdict.perf.as_dict(),
             **self.extra,
         }
 
@@ -178,6 +180,17 @@ def summary_table(records: Iterable[TestRecord]) -> list[str]:
         )
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(header))]
     return ["  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+
+
+def perf_summary(records: Iterable[TestRecord]) -> list[str]:
+    """For each test, its slowest rank and its node of lowest bus bandwidth, whether it passed or not."""
+    lines = []
+    for record in records:
+        if record.gate is None or record.gate.perf is None:
+            continue
+        name = record.test_id.rsplit("::", 1)[-1]
+        lines += [f"{name}: {line}" for line in record.gate.perf.summary()]
+    return lines
 
 
 def merge_worker_results(directory: Path, since: float) -> Path | None:

@@ -66,7 +66,7 @@ wall clock elsewhere (on xla the timed step includes running the traced graph). 
 median over those steps, compute_ms_p90 the 90th percentile (linear interpolation).
 
 Collective bandwidth: after that (cuda and cpu; not on xla; off with ``--bandwidth-mb 0`` or one rank)
-the ranks all-reduce one float32 buffer of ``--bandwidth-mb`` MiB (64 on accelerators, 2 on cpu) in groups:
+the ranks all-reduce one float32 buffer of ``--bandwidth-mb`` MiB (64 on accelerators, 8 on cpu) in groups:
 the whole world, each node (when it has 2+ ranks), and each pair of nodes i, i+1 in a ring (3+ nodes;
 with 2 nodes the one pair is the world). Groups are made with ``new_group`` by every rank in one
 order, and a group whose members equal an earlier one's is dropped. On accelerators groups that share
@@ -139,8 +139,8 @@ RUN_DEFAULTS: dict[str, dict[str, Any]] = {
         warmup_steps=2,
         epochs=2,
         steps_per_epoch=3,
-        compute_steps=5,
-        bandwidth_mb=2.0,
+        compute_steps=10,
+        bandwidth_mb=8.0,
         bandwidth_iters=10,
     ),
     "accelerator": dict(
@@ -464,13 +464,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="masked",
         help="run the MLM head on the masked positions only (default) or on every token",
     )
-    p.add_argument(
-        "--compute-steps", type=int, help="timed steps without communication (5 cpu, 10 otherwise; 0: off)"
-    )
+    p.add_argument("--compute-steps", type=int, help="timed steps without communication (10; 0: off)")
     p.add_argument(
         "--bandwidth-mb",
         type=float,
-        help="MiB per all-reduce of the bandwidth phase (2 cpu, 64 otherwise; 0: off)",
+        help="MiB per all-reduce of the bandwidth phase (8 cpu, 64 otherwise; 0: off)",
     )
     p.add_argument("--bandwidth-iters", type=int, help="timed all-reduces per group (10 cpu, 20 otherwise)")
     return p.parse_args(argv)

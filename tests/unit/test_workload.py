@@ -214,7 +214,7 @@ def test_cli_and_device_defaults():
         args.epochs,
         args.steps_per_epoch,
     ) == ("tiny", 64, 8, 2, 2, 3)
-    assert (args.compute_steps, args.bandwidth_mb, args.bandwidth_iters) == (5, 2.0, 10)
+    assert (args.compute_steps, args.bandwidth_mb, args.bandwidth_iters) == (10, 8.0, 10)
     args = train.parse_args(["--batch-size", "4", "--model", "large", "--peak-tflops", "500", "--compile"])
     train.apply_defaults(args, "cuda")
     assert (args.model, args.seq_len, args.batch_size, args.peak_tflops, args.compile) == (
@@ -456,12 +456,12 @@ def test_two_ranks_answer_the_roll_call(torchrun_runs):
         assert (throughput["model"], throughput["seq_len"], throughput["batch_size"]) == ("tiny", 64, 8)
         epoch_seconds = sum(r["seconds"] for r in mine if r["event"] == "epoch_time")
         assert throughput["samples_per_sec"] == pytest.approx(2 * 3 * 8 / epoch_seconds, rel=1e-3)
-        assert throughput["compute_steps"] == 5
+        assert throughput["compute_steps"] == 10
         assert 0 < throughput["compute_ms"] <= throughput["compute_ms_p90"]
         # one node of two ranks: the world is the node, and the duplicate group is dropped
         bandwidth = mine[4]
         assert (bandwidth["scope"], bandwidth["ranks"], bandwidth["nodes"]) == ("world", "0-1", "0"), out
-        assert (bandwidth["bytes"], bandwidth["iters"]) == (2 * 2**20, 10)
+        assert (bandwidth["bytes"], bandwidth["iters"]) == (8 * 2**20, 10)
         assert bandwidth["algbw_gbps"] == pytest.approx(
             bandwidth["bytes"] / bandwidth["seconds"] / 1e9, rel=1e-3
         )

@@ -90,6 +90,9 @@ def junit_properties(record: TestRecord) -> list[tuple[str, object]]:
         props.append(("config", str(record.gate.key)))
         props.append(("stragglers", len(record.gate.stragglers)))
         props.append(("regression_gate", record.gate.gate))
+    if record.gate is not None and record.gate.perf is not None:
+        props.append(("compute_stragglers", len(record.gate.perf.stragglers)))
+        props.append(("slow_links", len(record.gate.perf.slow)))
     return props
 
 

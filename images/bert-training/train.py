@@ -66,16 +66,19 @@ wall clock elsewhere (on xla the timed step includes running the traced graph). 
 median over those steps, compute_ms_p90 the 90th percentile (linear interpolation).
 
 Collective bandwidth: after that (cuda and cpu; not on xla; off with ``--bandwidth-mb 0`` or one rank)
-the ranks all-reduce one float32 buffer of ``--bandwidth-mb`` MiB (64 on accelerators, 8 on cpu) in groups:
-the whole world, each node (when it has 2+ ranks), and each pair of nodes i, i+1 in a ring (3+ nodes;
-with 2 nodes the one pair is the world). Groups are made with ``new_group`` by every rank in one
-order, and a group whose members equal an earlier one's is dropped. On accelerators groups that share
-no rank run at the same time (all nodes together; the ring's pairs in two or three rounds), rounds one
-after another; on cpu, where simulated nodes share one host's cores, one group at a time. In each
-group: ``--bandwidth-iters`` // 4 + 1 untimed all-reduces, then ``--bandwidth-iters`` (10 on cpu, 20
-otherwise) timed ones, each on the wall clock from its call to the device synchronise after it;
-seconds is the median of those (robust to a rank descheduled for a moment). As nccl-tests define
-them: algbw_gbps = bytes / seconds / 1e9 and busbw_gbps = algbw_gbps * 2 * (n - 1) / n for n members.
+the ranks all-reduce one float32 buffer of ``--bandwidth-mb`` MiB (64 on accelerators, 8 on cpu) in
+groups: the whole world, each node (when it has 2+ ranks), and each pair of nodes i, i+1 in a ring
+(3+ nodes; with 2 nodes the one pair is the world). Every rank makes every group with ``new_group``
+in one order; a group whose members equal an earlier one's is dropped. On accelerators groups that
+share no rank run at the same time (all nodes together; the ring's pairs in two or three rounds); on
+cpu, where simulated nodes share one host's cores, each group is a round of its own. First each group
+runs ``--bandwidth-iters`` // 4 + 1 untimed all-reduces; then come ``--bandwidth-iters`` (10 on cpu,
+20 otherwise) passes, each visiting every round in turn with a barrier after each round, so a busy
+moment of the host falls on every group alike. A visit is an untimed all-reduce that lines the members
+up, then a timed one, on the wall clock from its call to the device synchronise after it. seconds is
+the median of a group's timed all-reduces (robust to a rank descheduled for a moment). As nccl-tests
+define them: algbw_gbps = bytes / seconds / 1e9 and busbw_gbps = algbw_gbps * 2 * (n - 1) / n for n
+members.
 """
 
 from __future__ import annotations
@@ -881,43 +884,48 @@ def measure_bandwidth(
     delay_s = link.delay_ms / 1000 if link is not None and link.node == env.node_rank else 0.0
     # Simulated nodes on one CPU share its cores: there groups take turns, elsewhere disjoint ones overlap.
     rounds = [[i] for i in range(len(groups))] if acc.kind == "cpu" else bandwidth_rounds(groups)
-    for round_ in rounds:
-        for index in round_:
-            group = groups[index]
-            if env.rank not in group.ranks:
-                continue
-            seconds = _time_all_reduce(acc, buffer, handles[index], args.bandwidth_iters, delay_s)
-            algbw, busbw = bus_bandwidth(numel * 4, seconds, len(group.ranks))
-            log.emit(
-                "bandwidth",
-                scope=group.scope,
-                ranks=compact_ranges(group.ranks),
-                nodes=compact_ranges(group.nodes),
-                bytes=numel * 4,
-                iters=args.bandwidth_iters,
-                seconds=float(f"{seconds:.6g}"),
-                algbw_gbps=float(f"{algbw:.6g}"),
-                busbw_gbps=float(f"{busbw:.6g}"),
-            )
-        acc.barrier("rollcall-bandwidth-round")
+    mine_in = {i: handles[i] for round_ in rounds for i in round_ if env.rank in groups[i].ranks}
+    for handle in mine_in.values():  # untimed: connections made, buffers warm
+        for _ in range(args.bandwidth_iters // 4 + 1):
+            dist.all_reduce(buffer, group=handle)
+    acc.synchronize()
+    acc.barrier("rollcall-bandwidth")
+    times: dict[int, list[float]] = {i: [] for i in mine_in}
+    # Interleaved: each pass visits every round once, so a busy moment of the host hits every group alike.
+    for _ in range(args.bandwidth_iters):
+        for round_ in rounds:
+            for index in round_:
+                if index in mine_in:
+                    times[index].append(_time_all_reduce(acc, buffer, mine_in[index], delay_s))
+            acc.barrier("rollcall-bandwidth-round")
+    for index, samples in times.items():
+        group, seconds = groups[index], percentile(samples, 50)
+        algbw, busbw = bus_bandwidth(numel * 4, seconds, len(group.ranks))
+        log.emit(
+            "bandwidth",
+            scope=group.scope,
+            ranks=compact_ranges(group.ranks),
+            nodes=compact_ranges(group.nodes),
+            bytes=numel * 4,
+            iters=args.bandwidth_iters,
+            seconds=float(f"{seconds:.6g}"),
+            algbw_gbps=float(f"{algbw:.6g}"),
+            busbw_gbps=float(f"{busbw:.6g}"),
+        )
 
 
-def _time_all_reduce(acc: Accelerator, buffer: Any, group: Any, iters: int, delay_s: float) -> float:
-    """Seconds of the median of ``iters`` timed all-reduces of ``buffer`` in ``group``, after untimed ones."""
+def _time_all_reduce(acc: Accelerator, buffer: Any, group: Any, delay_s: float) -> float:
+    """Seconds of one all-reduce of ``buffer`` in ``group``, after an untimed one lines the members up."""
     import torch.distributed as dist
 
-    for _ in range(iters // 4 + 1):
-        dist.all_reduce(buffer, group=group)
+    dist.all_reduce(buffer, group=group)
     acc.synchronize()
-    times = []
-    for _ in range(iters):
-        started = time.perf_counter()
-        if delay_s:
-            time.sleep(delay_s)  # ROLLCALL_SLOW_LINK: this rank posts its part late
-        dist.all_reduce(buffer, group=group)
-        acc.synchronize()
-        times.append(time.perf_counter() - started)
-    return percentile(times, 50)
+    started = time.perf_counter()
+    if delay_s:
+        time.sleep(delay_s)  # ROLLCALL_SLOW_LINK: this rank posts its part late
+    dist.all_reduce(buffer, group=group)
+    acc.synchronize()
+    return time.perf_counter() - started
 
 
 # ---------------------------------------------------------------- training

@@ -13,7 +13,8 @@ Environment read (set by torchrun; never MPI variables):
     PJRT_DEVICE                                      marks an XLA (Neuron) device as configured.
     NODE_NAME                                        the Kubernetes node, reported in ``start``.
     ROLLCALL_FAIL_RANK, ROLLCALL_HANG_RANK,
-    ROLLCALL_CHATTY                                  fault injection, see below.
+    ROLLCALL_CHATTY, ROLLCALL_SLOW_RANK,
+    ROLLCALL_SLOW_LINK                               fault injection, see below.
 
 Rank-log contract. Each event is one line, ``ROLLCALL `` + a compact JSON object + ``\n``, written
 with a single ``write(2)`` of fewer than 4096 bytes on a duplicate of file descriptor 1, so lines of
@@ -24,7 +25,14 @@ always present; other keys may be added. Events, in order:
                  -- after joining the process group
     epoch_time   epoch (from 1), seconds, steps, samples, loss   -- one per timed epoch
     throughput   samples_per_sec (this rank), tflops (achieved, this rank), mfu (null when the
-                 device peak is unknown), flops_per_sample, model, seq_len, batch_size
+                 device peak is unknown), flops_per_sample, model, seq_len, batch_size;
+                 compute_ms and compute_ms_p90 (median and 90th percentile of this rank's own
+                 compute per step, milliseconds, see "Compute time"; null with --compute-steps 0),
+                 compute_steps
+    bandwidth    scope ("world", "node" or "pair"), ranks and nodes (the group's members as
+                 compact ranges, "0-7,16"), bytes (per all-reduce), iters, seconds (per all-reduce,
+                 as this rank saw it), algbw_gbps, busbw_gbps  -- one per group this rank is in,
+                 see "Collective bandwidth"
     complete     -- then all ranks meet in a barrier and leave the process group
     error        message, time (wall clock when it was written, seconds since the epoch, float)
                  -- instead of the rest, on any failure; the suite orders failures by ``time``
@@ -40,9 +48,43 @@ a RuntimeError naming the injected failure right after printing its first ``epoc
 ``ROLLCALL_CHATTY=<rank>:<bytes>`` makes that rank print about that many bytes of plain progress lines
 after its first ``epoch_time``, spread over about five seconds (to test that log rotation loses no event).
 
+``ROLLCALL_SLOW_RANK=<rank>:<factor>`` (factor >= 1) makes that rank's device that many times slower:
+after its own work of each step (training and compute steps alike) it runs extra matmuls on its device
+for (factor - 1) times the wall-clock time that work took, so each of its steps takes factor times as
+long. It is real work sized in time, not a sleep, and never inside a collective; sizing it in time (not
+as a fixed number of repeats) keeps the factor exact on a CPU shared by all ranks, where a fixed amount
+of extra work would run faster once the other ranks wait. ``ROLLCALL_SLOW_LINK=<node>:<ms>`` is a test
+fault for the collective bandwidth phase only: every rank of that node waits <ms> milliseconds before it
+posts its part of each timed all-reduce, as a degraded link that delays the node's sends would, so every
+group holding the node measures a low bandwidth.
+
 Timing: ``--warmup-steps`` untimed steps, then ``--epochs`` epochs of ``--steps-per-epoch`` steps.
 All ranks start each epoch together (barrier); each epoch ends with a device synchronise.
 Throughput is the samples this rank processed in timed epochs over their total seconds.
+
+Compute time: in synchronous DDP every rank waits for the slowest at each gradient all-reduce, and DDP
+overlaps that all-reduce with the backward, so a training step's time is the same on every rank. After
+the timed epochs each rank therefore runs one untimed and then ``--compute-steps`` timed steps of
+forward + backward (no optimizer step; gradients are dropped after each) inside DDP's ``no_sync()``,
+so no collective runs within them. All ranks start each such step together (barrier), the device is
+synchronised before it starts and after it ends, and it is timed by CUDA events on cuda and by the
+wall clock elsewhere (on xla the timed step includes running the traced graph). compute_ms is the
+median over those steps, compute_ms_p90 the 90th percentile (linear interpolation).
+
+Collective bandwidth: after that (cuda and cpu; not on xla; off with ``--bandwidth-mb 0`` or one rank)
+the ranks all-reduce one float32 buffer of ``--bandwidth-mb`` MiB (64 on accelerators, 8 on cpu) in
+groups: the whole world, each node (when it has 2+ ranks), and each pair of nodes i, i+1 in a ring
+(3+ nodes; with 2 nodes the one pair is the world). Every rank makes every group with ``new_group``
+in one order; a group whose members equal an earlier one's is dropped. On accelerators groups that
+share no rank run at the same time (all nodes together; the ring's pairs in two or three rounds); on
+cpu, where simulated nodes share one host's cores, each group is a round of its own. First each group
+runs ``--bandwidth-iters`` // 4 + 1 untimed all-reduces; then come ``--bandwidth-iters`` (10 on cpu,
+20 otherwise) passes, each visiting every round in turn with a barrier after each round, so a busy
+moment of the host falls on every group alike. A visit is an untimed all-reduce that lines the members
+up, then a timed one, on the wall clock from its call to the device synchronise after it. seconds is
+the median of a group's timed all-reduces (robust to a rank descheduled for a moment). As nccl-tests
+define them: algbw_gbps = bytes / seconds / 1e9 and busbw_gbps = algbw_gbps * 2 * (n - 1) / n for n
+members.
 """
 
 from __future__ import annotations
@@ -59,7 +101,7 @@ import socket
 import sys
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -71,6 +113,9 @@ HANG_RANK_ENV = "ROLLCALL_HANG_RANK"
 CHATTY_ENV = "ROLLCALL_CHATTY"
 #: The Kubernetes node the pod runs on (the Job's pod spec sets it from spec.nodeName).
 NODE_NAME_ENV = "NODE_NAME"
+SLOW_RANK_ENV = "ROLLCALL_SLOW_RANK"
+SLOW_LINK_ENV = "ROLLCALL_SLOW_LINK"
+BANDWIDTH_SCOPES = ("world", "node", "pair")
 EVENT_PREFIX = "ROLLCALL "
 MAX_LINE_BYTES = 4096  # PIPE_BUF on Linux: smaller writes to a pipe are atomic
 DATA_POOL_BATCHES = 4  # batches generated once per rank, reused in turn
@@ -99,9 +144,27 @@ MODEL_PRESETS: dict[str, BertShape] = {
 
 # Defaults that fit a small accelerator / a quick CPU run; every one can be overridden.
 RUN_DEFAULTS: dict[str, dict[str, Any]] = {
-    "cpu": dict(model="tiny", seq_len=64, batch_size=8, warmup_steps=2, epochs=2, steps_per_epoch=3),
+    "cpu": dict(
+        model="tiny",
+        seq_len=64,
+        batch_size=8,
+        warmup_steps=2,
+        epochs=2,
+        steps_per_epoch=3,
+        compute_steps=10,
+        bandwidth_mb=8.0,
+        bandwidth_iters=10,
+    ),
     "accelerator": dict(
-        model="base", seq_len=128, batch_size=32, warmup_steps=10, epochs=3, steps_per_epoch=50
+        model="base",
+        seq_len=128,
+        batch_size=32,
+        warmup_steps=10,
+        epochs=3,
+        steps_per_epoch=50,
+        compute_steps=10,
+        bandwidth_mb=64.0,
+        bandwidth_iters=20,
     ),
 }
 
@@ -265,6 +328,129 @@ def injected_fault(rank: int, environ: Mapping[str, str]) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class SlowRank:
+    """``ROLLCALL_SLOW_RANK``: which rank to slow down, and by what factor."""
+
+    rank: int
+    factor: float
+
+
+@dataclass(frozen=True)
+class SlowLink:
+    """``ROLLCALL_SLOW_LINK``: whose sends to delay in the bandwidth phase, and by how much."""
+
+    node: int
+    delay_ms: float
+
+
+def _pair(name: str, environ: Mapping[str, str], what: str) -> tuple[int, float] | None:
+    value = environ.get(name, "").strip()
+    if not value:
+        return None
+    head, sep, tail = value.partition(":")
+    try:
+        index, number = int(head), float(tail)
+    except ValueError:
+        index, number = -1, math.nan
+    if not sep or index < 0 or not math.isfinite(number):
+        raise ValueError(f"{name}={value!r} is not valid; write {name}=<{what}>")
+    return index, number
+
+
+def slow_rank(environ: Mapping[str, str]) -> SlowRank | None:
+    """The rank ``ROLLCALL_SLOW_RANK=<rank>:<factor>`` slows down, or None; ValueError when malformed."""
+    pair = _pair(SLOW_RANK_ENV, environ, "rank>:<factor >= 1")
+    if pair is None:
+        return None
+    if pair[1] < 1:
+        raise ValueError(f"{SLOW_RANK_ENV}: the factor must be at least 1, not {pair[1]:g}")
+    return SlowRank(*pair)
+
+
+def slow_link(environ: Mapping[str, str]) -> SlowLink | None:
+    """The node ``ROLLCALL_SLOW_LINK=<node>:<ms>`` slows down, or None; ValueError when malformed."""
+    pair = _pair(SLOW_LINK_ENV, environ, "node>:<milliseconds >= 0")
+    if pair is None:
+        return None
+    if pair[1] < 0:
+        raise ValueError(f"{SLOW_LINK_ENV}: the delay must not be negative, not {pair[1]:g}")
+    return SlowLink(*pair)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0-100) of ``values``, interpolated linearly between the closest ranks."""
+    if not values:
+        raise ValueError("percentile of no values")
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100
+    low = math.floor(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def bus_bandwidth(nbytes: int, seconds: float, members: int) -> tuple[float, float]:
+    """All-reduce (algbw, busbw) in GB/s as nccl-tests define them: bytes / time, and algbw x 2(n-1)/n."""
+    algbw = nbytes / seconds / 1e9
+    return algbw, algbw * 2 * (members - 1) / members
+
+
+def compact_ranges(values: Iterable[int]) -> str:
+    """``[0, 1, 2, 3, 8]`` gives ``"0-3,8"``: a group's members, short enough for one line."""
+    runs: list[list[int]] = []
+    for v in sorted(set(values)):
+        if runs and v == runs[-1][1] + 1:
+            runs[-1][1] = v
+        else:
+            runs.append([v, v])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+@dataclass(frozen=True)
+class CommGroup:
+    """One group of the bandwidth phase: its scope and members."""
+
+    scope: str
+    nodes: tuple[int, ...]
+    ranks: tuple[int, ...]
+
+
+def bandwidth_groups(node_of_rank: Sequence[int]) -> list[CommGroup]:
+    """The world, each node of 2+ ranks, and (3+ nodes) each ring pair; later duplicates dropped.
+
+    ``node_of_rank[r]`` is the node rank ``r`` runs on. Groups of fewer than two ranks measure nothing.
+    """
+    nodes = sorted(set(node_of_rank))
+    members = {n: tuple(r for r, m in enumerate(node_of_rank) if m == n) for n in nodes}
+    candidates = [CommGroup("world", tuple(nodes), tuple(range(len(node_of_rank))))]
+    candidates += [CommGroup("node", (n,), members[n]) for n in nodes]
+    if len(nodes) >= 3:
+        for i, n in enumerate(nodes):
+            pair = tuple(sorted((n, nodes[(i + 1) % len(nodes)])))
+            candidates.append(CommGroup("pair", pair, tuple(sorted(members[pair[0]] + members[pair[1]]))))
+    groups: list[CommGroup] = []
+    for group in candidates:
+        if len(group.ranks) >= 2 and all(g.ranks != group.ranks for g in groups):
+            groups.append(group)
+    return groups
+
+
+def bandwidth_rounds(groups: Sequence[CommGroup]) -> list[list[int]]:
+    """Indices of ``groups`` in rounds of groups that share no rank, each group in the first that fits."""
+    rounds: list[list[int]] = []
+    used: list[set[int]] = []
+    for index, group in enumerate(groups):
+        for members, chosen in zip(used, rounds, strict=True):
+            if members.isdisjoint(group.ranks):
+                members.update(group.ranks)
+                chosen.append(index)
+                break
+        else:
+            used.append(set(group.ranks))
+            rounds.append([index])
+    return rounds
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line; sizes left unset get their device's defaults in :func:`apply_defaults`."""
     p = argparse.ArgumentParser(description="Distributed BERT pre-training roll call (run under torchrun).")
@@ -292,6 +478,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="masked",
         help="run the MLM head on the masked positions only (default) or on every token",
     )
+    p.add_argument("--compute-steps", type=int, help="timed steps without communication (10; 0: off)")
+    p.add_argument(
+        "--bandwidth-mb",
+        type=float,
+        help="MiB per all-reduce of the bandwidth phase (8 cpu, 64 otherwise; 0: off)",
+    )
+    p.add_argument("--bandwidth-iters", type=int, help="timed all-reduces per group (10 cpu, 20 otherwise)")
     return p.parse_args(argv)
 
 
@@ -304,8 +497,13 @@ def apply_defaults(args: argparse.Namespace, device: str) -> None:
     for key in ("seq_len", "batch_size", "epochs", "steps_per_epoch"):
         if getattr(args, key) < 1:
             raise ValueError(f"--{key.replace('_', '-')} must be at least 1")
-    if args.warmup_steps < 0:
-        raise ValueError("--warmup-steps must not be negative")
+    for key in ("warmup_steps", "compute_steps"):
+        if getattr(args, key) < 0:
+            raise ValueError(f"--{key.replace('_', '-')} must not be negative")
+    if not (math.isfinite(args.bandwidth_mb) and 0 <= args.bandwidth_mb <= 4096):
+        raise ValueError("--bandwidth-mb must be between 0 (off) and 4096")
+    if args.bandwidth_iters < 1:
+        raise ValueError("--bandwidth-iters must be at least 1")
     if not 5 <= args.seq_len <= 512:
         raise ValueError("--seq-len must be between 5 and 512 (BERT's position embeddings)")
 
@@ -554,6 +752,193 @@ def batch_pool(args: argparse.Namespace, rank: int, vocab: int, device: Any) -> 
     ]
 
 
+# ---------------------------------------------------------------- compute time and collective bandwidth
+
+
+def no_sync(acc: Accelerator, model: Any) -> contextlib.AbstractContextManager[Any]:
+    """DDP's ``no_sync()`` (no gradient all-reduce in the backward); on xla nothing is reduced anyway."""
+    if acc.kind != "xla" and hasattr(model, "no_sync"):
+        return model.no_sync()  # type: ignore[no-any-return]
+    return contextlib.nullcontext()
+
+
+class StepClock:
+    """Times one region in milliseconds: CUDA events on cuda, the wall clock after a synchronise elsewhere."""
+
+    def __init__(self, acc: Accelerator) -> None:
+        self.acc = acc
+        self._event: Any = None
+        self._started = 0.0
+
+    def start(self) -> None:
+        """Mark the start (the device is synchronised first)."""
+        import torch
+
+        self.acc.synchronize()
+        if self.acc.kind == "cuda":
+            self._event = torch.cuda.Event(enable_timing=True)
+            self._event.record()
+        self._started = time.perf_counter()
+
+    def stop_ms(self) -> float:
+        """Milliseconds since :meth:`start`, once the device has finished the work queued since."""
+        import torch
+
+        if self.acc.kind == "cuda":
+            end = torch.cuda.Event(enable_timing=True)
+            end.record()
+            end.synchronize()
+            return float(self._event.elapsed_time(end))
+        self.acc.synchronize()
+        return (time.perf_counter() - self._started) * 1000
+
+
+class Slowdown:
+    """``ROLLCALL_SLOW_RANK`` on this rank: each step made ``factor`` times as long by extra work.
+
+    :meth:`begin` and :meth:`end` bracket one step; ``end`` runs matmuls on the device for (factor - 1) times
+    the wall-clock time the step took. With factor 1 both do nothing (and synchronise nothing).
+    """
+
+    def __init__(self, acc: Accelerator, factor: float = 1.0) -> None:
+        self.acc = acc
+        self.factor = factor
+        self._started = 0.0
+        self._operand: Any = None
+
+    def begin(self) -> None:
+        """Start of one step."""
+        if self.factor > 1:
+            self.acc.synchronize()
+            self._started = time.perf_counter()
+
+    def end(self) -> None:
+        """End of the step: the extra work, then back to the caller."""
+        if self.factor <= 1:
+            return
+        self.acc.synchronize()
+        self.burn((self.factor - 1) * (time.perf_counter() - self._started))
+
+    def burn(self, seconds: float) -> None:
+        """Keep the device busy with matmuls for ``seconds`` of wall-clock time."""
+        import torch
+
+        if self._operand is None:
+            size = 2048 if self.acc.kind == "cuda" else 128
+            self._operand = torch.randn(size, size, device=self.acc.device)
+        per_sync = 8 if self.acc.kind == "cuda" else 1
+        deadline = time.perf_counter() + seconds
+        while time.perf_counter() < deadline:
+            for _ in range(per_sync):
+                product = self._operand @ self._operand
+            del product
+            self.acc.step_boundary()
+            self.acc.synchronize()
+
+
+def measure_compute(
+    acc: Accelerator,
+    step_model: Callable[..., Any],
+    optimizer: Any,
+    batches: Sequence[dict[str, Any]],
+    *,
+    steps: int,
+    slowdown: Slowdown,
+) -> list[float]:
+    """Milliseconds of each of ``steps`` forward + backward steps with no collective in them."""
+    clock = StepClock(acc)
+    times: list[float] = []
+    for i in range(steps + 1 if steps else 0):  # the first one is untimed
+        acc.barrier(f"rollcall-compute-{i}")
+        with no_sync(acc, step_model):
+            clock.start()
+            slowdown.begin()
+            with acc.autocast():
+                loss = step_model(batches[i % len(batches)])
+            loss.backward()
+            acc.step_boundary()
+            slowdown.end()
+            elapsed = clock.stop_ms()
+        optimizer.zero_grad(set_to_none=True)
+        if i:
+            times.append(elapsed)
+    return times
+
+
+def compute_fields(times: Sequence[float]) -> dict[str, Any]:
+    """The ``throughput`` event's compute fields for the step times ``times`` (ms)."""
+    if not times:
+        return {"compute_ms": None, "compute_ms_p90": None, "compute_steps": 0}
+    return {
+        "compute_ms": round(percentile(times, 50), 4),
+        "compute_ms_p90": round(percentile(times, 90), 4),
+        "compute_steps": len(times),
+    }
+
+
+def measure_bandwidth(
+    acc: Accelerator, env: DistEnv, log: RollcallLog, args: argparse.Namespace, link: SlowLink | None
+) -> None:
+    """The bandwidth phase (see the docstring): one ``bandwidth`` event per group this rank is in."""
+    import torch
+    import torch.distributed as dist
+
+    if acc.kind == "xla" or args.bandwidth_mb <= 0 or env.world_size < 2:
+        return
+    mine = torch.tensor([env.node_rank], dtype=torch.int64, device=acc.device)
+    gathered = [torch.zeros_like(mine) for _ in range(env.world_size)]
+    dist.all_gather(gathered, mine)
+    groups = bandwidth_groups([int(t.item()) for t in gathered])
+    handles = [dist.new_group(list(g.ranks)) for g in groups]  # every rank, every group, one order
+    numel = max(1, int(args.bandwidth_mb * 2**20) // 4)
+    buffer = torch.zeros(numel, dtype=torch.float32, device=acc.device)
+    delay_s = link.delay_ms / 1000 if link is not None and link.node == env.node_rank else 0.0
+    # Simulated nodes on one CPU share its cores: there groups take turns, elsewhere disjoint ones overlap.
+    rounds = [[i] for i in range(len(groups))] if acc.kind == "cpu" else bandwidth_rounds(groups)
+    mine_in = {i: handles[i] for round_ in rounds for i in round_ if env.rank in groups[i].ranks}
+    for handle in mine_in.values():  # untimed: connections made, buffers warm
+        for _ in range(args.bandwidth_iters // 4 + 1):
+            dist.all_reduce(buffer, group=handle)
+    acc.synchronize()
+    acc.barrier("rollcall-bandwidth")
+    times: dict[int, list[float]] = {i: [] for i in mine_in}
+    # Interleaved: each pass visits every round once, so a busy moment of the host hits every group alike.
+    for _ in range(args.bandwidth_iters):
+        for round_ in rounds:
+            for index in round_:
+                if index in mine_in:
+                    times[index].append(_time_all_reduce(acc, buffer, mine_in[index], delay_s))
+            acc.barrier("rollcall-bandwidth-round")
+    for index, samples in times.items():
+        group, seconds = groups[index], percentile(samples, 50)
+        algbw, busbw = bus_bandwidth(numel * 4, seconds, len(group.ranks))
+        log.emit(
+            "bandwidth",
+            scope=group.scope,
+            ranks=compact_ranges(group.ranks),
+            nodes=compact_ranges(group.nodes),
+            bytes=numel * 4,
+            iters=args.bandwidth_iters,
+            seconds=float(f"{seconds:.6g}"),
+            algbw_gbps=float(f"{algbw:.6g}"),
+            busbw_gbps=float(f"{busbw:.6g}"),
+        )
+
+
+def _time_all_reduce(acc: Accelerator, buffer: Any, group: Any, delay_s: float) -> float:
+    """Seconds of one all-reduce of ``buffer`` in ``group``, after an untimed one lines the members up."""
+    import torch.distributed as dist
+
+    dist.all_reduce(buffer, group=group)
+    acc.synchronize()
+    started = time.perf_counter()
+    if delay_s:
+        time.sleep(delay_s)  # ROLLCALL_SLOW_LINK: this rank posts its part late
+    dist.all_reduce(buffer, group=group)
+    acc.synchronize()
+    return time.perf_counter() - started
+
+
 # ---------------------------------------------------------------- training
 
 
@@ -567,6 +952,7 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
         args.device, torch.cuda.is_available(), xla_importable(), xla_configured(os.environ)
     )
     apply_defaults(args, device)
+    slow, link = slow_rank(os.environ), slow_link(os.environ)
     if device == "xla" and args.compile:
         raise ValueError("--compile is not supported with --device xla")
     if device == "cpu" and not os.environ.get("OMP_NUM_THREADS"):
@@ -605,16 +991,19 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, fused=True if device == "cuda" else None)
     batches = batch_pool(args, env.rank, shape.vocab, acc.device)
     steps = itertools.count()
+    slowdown = Slowdown(acc, slow.factor if slow is not None and slow.rank == env.rank else 1.0)
 
     def train_steps(count: int) -> torch.Tensor | None:
         loss = None
         for _ in range(count):
+            slowdown.begin()
             with acc.autocast():
                 loss = step_model(batches[next(steps) % len(batches)])
             loss.backward()
             acc.optimizer_step(optimizer)
             optimizer.zero_grad(set_to_none=True)
             acc.step_boundary()
+            slowdown.end()
         return loss
 
     train_steps(args.warmup_steps)
@@ -647,6 +1036,9 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
             _chatter(env.rank, os.environ)
             _maybe_inject_fault(env.rank)
 
+    compute = measure_compute(
+        acc, step_model, optimizer, batches, steps=args.compute_steps, slowdown=slowdown
+    )
     samples_per_sec = args.epochs * args.steps_per_epoch * args.batch_size / total_seconds
     mlm_tokens = mlm_predictions(args.seq_len) if args.mlm_head == "masked" else None
     fps = flops_per_sample(shape, args.seq_len, mlm_tokens)
@@ -664,7 +1056,9 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
         compiled=bool(args.compile),
         epochs=args.epochs,
         steps_per_epoch=args.steps_per_epoch,
+        **compute_fields(compute),
     )
+    measure_bandwidth(acc, env, log, args, link)
     log.emit("complete")
     acc.barrier("rollcall-complete")  # the rank hosting the store must not leave first
     dist.destroy_process_group()

@@ -9,6 +9,7 @@ optimizer), profiled after warm-up.
 import argparse
 import contextlib
 import importlib.util
+import os
 import sys
 import time
 from pathlib import Path
@@ -52,6 +53,8 @@ def main() -> None:
         ["--device", "cuda", "--model", "large", "--seq-len", "128", "--batch-size", "256", *workload]
     )
     train.apply_defaults(wargs, "cuda")
+    if wargs.compile_cache:
+        os.environ.update(train.compile_cache_env(wargs.compile_cache))
     acc = train.Accelerator("cuda", 0)
     env = train.DistEnv(rank=0, local_rank=0, world_size=1, node_rank=0, local_world_size=1, launched=False)
     t = train.build_training(wargs, acc, env)

@@ -15,29 +15,49 @@ weights and batch.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 LAYER_NORM_EPS = 1e-12  # BertConfig.layer_norm_eps
 MAX_POSITIONS = 512  # BertConfig.max_position_embeddings as the workload sets it
 TYPE_VOCAB = 2  # BertConfig.type_vocab_size
 PAD_ID = 0  # BertConfig.pad_token_id: that embedding row starts at zero and gets no gradient
 INIT_STD = 0.02  # BertConfig.initializer_range
+#: ``attention=`` names: which fused attention kernel ``scaled_dot_product_attention`` may use.
+ATTENTION_BACKENDS: dict[str, SDPBackend | None] = {
+    "auto": None,  # PyTorch's choice (cuDNN's on Hopper)
+    "flash": SDPBackend.FLASH_ATTENTION,
+    "cudnn": SDPBackend.CUDNN_ATTENTION,
+    "efficient": SDPBackend.EFFICIENT_ATTENTION,
+    "math": SDPBackend.MATH,
+}
 
 
 class EncoderLayer(nn.Module):
     """One post-LayerNorm transformer layer, as BERT's."""
 
     def __init__(
-        self, hidden: int, heads: int, intermediate: int, dropout: float, attn_dropout: float
+        self,
+        hidden: int,
+        heads: int,
+        intermediate: int,
+        *,
+        dropout: float,
+        attn_dropout: float,
+        attention: str = "auto",
     ) -> None:
         super().__init__()
         if hidden % heads:
             raise ValueError(f"hidden size {hidden} is not a multiple of {heads} heads")
+        if attention not in ATTENTION_BACKENDS:
+            raise ValueError(f"attention {attention!r} is not one of {', '.join(ATTENTION_BACKENDS)}")
         self.heads = heads
+        self.backend = ATTENTION_BACKENDS[attention]
         self.dropout = dropout
         self.attn_dropout = attn_dropout
         self.qkv = nn.Linear(hidden, 3 * hidden)  # rows: query, then key, then value
@@ -52,7 +72,9 @@ class EncoderLayer(nn.Module):
         b, s, h = x.shape
         q, k, v = self.qkv(x).view(b, s, 3, self.heads, h // self.heads).permute(2, 0, 3, 1, 4).unbind(0)
         p = self.attn_dropout if self.training else 0.0
-        a = F.scaled_dot_product_attention(q, k, v, dropout_p=p).transpose(1, 2).reshape(b, s, h)
+        with sdpa_kernel(self.backend) if self.backend is not None else contextlib.nullcontext():
+            a = F.scaled_dot_product_attention(q, k, v, dropout_p=p)
+        a = a.transpose(1, 2).reshape(b, s, h)
         x = self.attn_norm(F.dropout(self.attn_out(a), self.dropout, self.training) + x)
         y = self.ffn_out(F.gelu(self.ffn_in(x)))
         return self.ffn_norm(F.dropout(y, self.dropout, self.training) + x)  # type: ignore[no-any-return]
@@ -77,6 +99,7 @@ class CompactBertForPreTraining(nn.Module):
         dropout: float = 0.1,
         attn_dropout: float = 0.1,
         masked_head: bool = True,
+        attention: str = "auto",
     ) -> None:
         super().__init__()
         self.dropout = dropout
@@ -86,7 +109,9 @@ class CompactBertForPreTraining(nn.Module):
         self.token_type = nn.Embedding(TYPE_VOCAB, hidden)
         self.embed_norm = nn.LayerNorm(hidden, eps=LAYER_NORM_EPS)
         self.layers = nn.ModuleList(
-            EncoderLayer(hidden, heads, intermediate, dropout=dropout, attn_dropout=attn_dropout)
+            EncoderLayer(
+                hidden, heads, intermediate, dropout=dropout, attn_dropout=attn_dropout, attention=attention
+            )
             for _ in range(layers)
         )
         self.pooler = nn.Linear(hidden, hidden)

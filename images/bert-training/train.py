@@ -341,6 +341,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="hf: Hugging Face BertForPreTraining; compact: the same model in bert_compact.py",
     )
     p.add_argument(
+        "--attention",
+        choices=("auto", "flash", "cudnn", "efficient", "math"),
+        default="auto",
+        help="the compact model's attention kernel (scaled_dot_product_attention's backend)",
+    )
+    p.add_argument(
         "--precision",
         choices=PRECISIONS,
         default="autocast",
@@ -583,6 +589,7 @@ def _build_compact(args: argparse.Namespace) -> tuple[torch.nn.Module, BertShape
         intermediate=shape.intermediate,
         dropout=dropout,
         attn_dropout=attn_dropout,
+        attention=getattr(args, "attention", "auto"),
     )
     if args.pretrained:
         compact.load_hf_state_dict(model, hf.state_dict())
@@ -741,7 +748,9 @@ def build_training(args: argparse.Namespace, acc: Accelerator, env: DistEnv) -> 
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     torch.manual_seed(args.seed)  # same initial weights everywhere; DDP also broadcasts rank 0's
-    model, shape = build_model(args)
+    # On a GPU the weights are made and initialised there: seconds less start-up than on the host.
+    with torch.device(acc.device) if acc.kind == "cuda" else contextlib.nullcontext():
+        model, shape = build_model(args)
     bf16_weights = args.precision == "bf16" and acc.bf16
     model = model.to(acc.device, dtype=torch.bfloat16) if bf16_weights else model.to(acc.device)
     model.train()

@@ -36,7 +36,7 @@ reference=${REFERENCE_ARGS:---impl hf --compile}
 # Per-GPU batch and steps: large enough to fill an H200 and to time a steady state. Warm-up ends once 5
 # step times agree within 5%, after 40 steps at the most.
 common="--model large --warmup-steps 40 --warmup-settle 5 --warmup-tolerance 5 --compile-cache $cache"
-args_128="$common --seq-len 128 --batch-size ${BATCH_128:-256} --epochs 3 --steps-per-epoch 25"
+args_128="$common --seq-len 128 --batch-size ${BATCH_128:-256} --epochs 3 --steps-per-epoch 20"
 args_512="$common --seq-len 512 --batch-size ${BATCH_512:-48} --epochs 3 --steps-per-epoch 15"
 
 case_args() {  # name -> "nodes procs args"

@@ -778,6 +778,7 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
     import torch
     import torch.distributed as dist
 
+    stamps = {"python and torch imports": time.monotonic()}  # each phase of start-up, where it ended
     device = resolve_device(
         args.device, torch.cuda.is_available(), xla_importable(), xla_configured(os.environ)
     )
@@ -796,6 +797,7 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
     )
     acc = Accelerator(device, env.local_rank)
     acc.init_process_group(env)
+    stamps["device and process group"] = time.monotonic()
     log.emit(
         "start",
         local_rank=env.local_rank,
@@ -812,6 +814,7 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
     )
 
     training = build_training(args, acc, env)
+    stamps["model and optimizer"] = time.monotonic()
     step_model, optimizer, shape = training.step_model, training.optimizer, training.shape
     autocast = acc.autocast if training.autocast else contextlib.nullcontext
     batches = batch_pool(args, env.rank, shape.vocab, acc.device)
@@ -837,7 +840,12 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
         dist.all_reduce(value, op=dist.ReduceOp.MIN)
         return bool(value.item())
 
+    stamps["data"] = time.monotonic()
     startup_s = time.monotonic() - PROCESS_STARTED
+    if env.rank == 0:
+        ends = [PROCESS_STARTED, *stamps.values()]
+        parts = ", ".join(f"{k} {b - a:.1f}" for k, a, b in zip(stamps, ends, ends[1:], strict=False))
+        print(f"rollcall: start-up {startup_s:.1f}s: {parts}", flush=True)
     # Warm-up: the first step alone (it compiles), then steps one by one until their times settle on
     # every rank, or (fixed count) the rest at once.
     adaptive = args.warmup_settle > 0 and device != "xla"

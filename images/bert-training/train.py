@@ -390,6 +390,8 @@ def apply_defaults(args: argparse.Namespace, device: str) -> None:
         raise ValueError("--warmup-steps must not be negative")
     if args.warmup_settle < 0 or args.warmup_tolerance <= 0:
         raise ValueError("--warmup-settle must not be negative and --warmup-tolerance must be positive")
+    if args.attention != "auto" and args.impl != "compact":
+        raise ValueError("--attention picks the compact model's kernel: add --impl compact")
     if not 5 <= args.seq_len <= 512:
         raise ValueError("--seq-len must be between 5 and 512 (BERT's position embeddings)")
 

@@ -288,11 +288,19 @@ def test_precision_labels():
     assert train.precision_label("autocast", bf16=False) == "fp32"
 
 
-@pytest.mark.parametrize("argv", [["--warmup-settle", "-1"], ["--warmup-tolerance", "0"]])
-def test_bad_warm_up_rules_are_refused(argv):
+@pytest.mark.parametrize(
+    ("argv", "match"),
+    [
+        (["--warmup-settle", "-1"], "warmup"),
+        (["--warmup-tolerance", "0"], "warmup"),
+        (["--attention", "flash"], "--impl compact"),
+    ],
+)
+def test_bad_warm_up_rules_and_options_are_refused(argv, match):
     args = train.parse_args(argv)
-    with pytest.raises(ValueError, match="warmup"):
+    with pytest.raises(ValueError, match=match):
         train.apply_defaults(args, "cpu")
+    train.apply_defaults(train.parse_args(["--attention", "flash", "--impl", "compact"]), "cpu")
 
 
 def test_docstring_is_the_contract():

@@ -1,8 +1,10 @@
 r"""Distributed BERT pre-training roll call: every rank must train and say so.
 
 Started by torchrun, one process per accelerator (or per CPU worker). Each rank trains a randomly
-initialised ``BertForPreTraining`` on synthetic MLM + NSP batches with DDP and reports what happened
-on stdout as roll-call lines. Nothing is downloaded; the script works offline.
+initialised BERT on synthetic MLM + NSP batches with DDP (none at world size 1) and reports what happened
+on stdout as roll-call lines. Nothing is downloaded; the script works offline. ``--impl hf`` (default)
+trains Hugging Face's ``BertForPreTraining``; ``--impl compact`` the same model written for the compiler
+in ``bert_compact.py`` beside this file (fused QKV, flash attention, fusable elementwise chains).
 
 Environment read (set by torchrun; never MPI variables):
     RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE   global/local rank and sizes. Without WORLD_SIZE
@@ -25,10 +27,14 @@ always present; other keys may be added. Events, in order:
                  -- after joining the process group
     epoch_time   epoch (from 1), seconds, steps, samples, loss   -- one per timed epoch
     throughput   samples_per_sec (this rank), tflops (achieved, this rank), mfu (null when the
-                 device peak is unknown), flops_per_sample, model, seq_len, batch_size;
-                 compute_ms and compute_ms_p90 (median and 90th percentile of this rank's own
-                 compute per step, milliseconds, see "Compute time"; null with --compute-steps 0),
-                 compute_steps
+                 device peak is unknown), flops_per_sample, model, seq_len, batch_size, impl, precision,
+                 compile_mode; compute_ms and compute_ms_p90 (median and 90th percentile of this
+                 rank's own compute per step, milliseconds, see "Compute time"; null with
+                 --compute-steps 0), compute_steps; and where this rank's wall time went, in seconds:
+                 startup_s (process start to the first step: imports, process group, model, data),
+                 compile_s (the first step, which compiles the model, or in eager mode makes the first
+                 kernels), warmup_s (the other warm-up steps), warmup_steps (how many ran, the first
+                 included), timed_s (the timed epochs, barriers included)
     bandwidth    scope ("world", "node" or "pair"), ranks and nodes (the group's members as
                  compact ranges, "0-7,16"), bytes (per all-reduce), iters, seconds (per all-reduce,
                  as this rank saw it), algbw_gbps, busbw_gbps  -- one per group this rank is in,
@@ -58,15 +64,19 @@ fault for the collective bandwidth phase only: every rank of that node waits <ms
 posts its part of each timed all-reduce, as a degraded link that delays the node's sends would, so every
 group holding the node measures a low bandwidth.
 
-Timing: ``--warmup-steps`` untimed steps, then ``--epochs`` epochs of ``--steps-per-epoch`` steps.
-All ranks start each epoch together (barrier); each epoch ends with a device synchronise.
-Throughput is the samples this rank processed in timed epochs over their total seconds.
+Timing: untimed warm-up steps, then ``--epochs`` epochs of ``--steps-per-epoch`` steps. Warm-up ends
+when step times settle: once the last ``--warmup-settle`` K step times (each closed by a device
+synchronise) all lie within ``--warmup-tolerance`` percent of their median, on every rank (the ranks agree
+through one all-reduce per step), and after ``--warmup-steps`` steps at the most; K = 0 (and xla) runs
+exactly ``--warmup-steps``. All ranks start each epoch together (barrier); each epoch ends with a device
+synchronise. Throughput is the samples this rank processed in timed epochs over their total seconds.
 
 Compute time: in synchronous DDP every rank waits for the slowest at each gradient all-reduce, and DDP
 overlaps that all-reduce with the backward, so a training step's time is the same on every rank. After
 the timed epochs each rank therefore runs one untimed and then ``--compute-steps`` timed steps of
-forward + backward (no optimizer step; gradients are dropped after each) inside DDP's ``no_sync()``,
-so no collective runs within them. All ranks start each such step together (barrier), the device is
+forward + backward (no optimizer step; gradients are dropped after each) inside DDP's ``no_sync()``
+(at world size 1 there is no DDP, so nothing to hold back), under the training steps' precision, so no
+collective runs within them. All ranks start each such step together (barrier), the device is
 synchronised before it starts and after it ends, and it is timed by CUDA events on cuda and by the
 wall clock elsewhere (on xla the timed step includes running the traced graph). compute_ms is the
 median over those steps, compute_ms_p90 the 90th percentile (linear interpolation).
@@ -85,6 +95,9 @@ up, then a timed one, on the wall clock from its call to the device synchronise 
 the median of a group's timed all-reduces (robust to a rank descheduled for a moment). As nccl-tests
 define them: algbw_gbps = bytes / seconds / 1e9 and busbw_gbps = algbw_gbps * 2 * (n - 1) / n for n
 members.
+
+Compile cache: ``--compile-cache DIR`` (or ``ROLLCALL_COMPILE_CACHE``) keeps inductor's and Triton's
+caches under DIR (``TORCHINDUCTOR_CACHE_DIR``, ``TRITON_CACHE_DIR``), so a later run compiles from them.
 """
 
 from __future__ import annotations
@@ -92,17 +105,20 @@ from __future__ import annotations
 import argparse
 import contextlib
 import glob
+import importlib.util
 import itertools
 import json
 import math
 import os
 import re
 import socket
+import statistics
 import sys
 import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -123,6 +139,11 @@ MASK_PROB = 0.15
 CLS_ID, SEP_ID, MASK_ID = 101, 102, 103  # BERT's uncased vocabulary ids
 FIRST_WORD_ID = 1000  # synthetic "words" are drawn from [FIRST_WORD_ID, vocab_size)
 DEVICES = ("auto", "cuda", "xla", "cpu")
+IMPLS = ("hf", "compact")
+PRECISIONS = ("autocast", "bf16")
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune-no-cudagraphs", "max-autotune")
+COMPILE_CACHE_ENV = "ROLLCALL_COMPILE_CACHE"
+PROCESS_STARTED = time.monotonic()  # before torch is imported: start-up counts from here
 
 
 @dataclass(frozen=True)
@@ -272,6 +293,31 @@ def model_flops_utilization(flops_sample: float, samples_per_sec: float, peak: f
 def batch_seed(seed: int, rank: int, index: int) -> int:
     """Distinct generator seed for each (seed, rank, batch index)."""
     return ((seed & 0xFFFFF) << 40 | (rank & 0xFFFFF) << 20 | (index & 0xFFFFF)) & (2**63 - 1)
+
+
+def settled(step_seconds: Sequence[float], k: int, tolerance_pct: float) -> bool:
+    """Whether the last ``k`` step times all lie within ``tolerance_pct`` percent of their median."""
+    if k < 1 or len(step_seconds) < k:
+        return False
+    last = step_seconds[-k:]
+    median = statistics.median(last)
+    return median > 0 and all(abs(t - median) <= median * tolerance_pct / 100 for t in last)
+
+
+def precision_label(precision: str, bf16: bool) -> str:
+    """How a run of ``--precision`` computes on a device with (``bf16``) or without bf16 support."""
+    if not bf16:
+        return "fp32"
+    return "bf16-master-fp32" if precision == "bf16" else "bf16-autocast"
+
+
+def compile_cache_env(directory: str) -> dict[str, str]:
+    """The environment that keeps inductor's and Triton's caches under ``directory``."""
+    root = os.path.abspath(directory)
+    return {
+        "TORCHINDUCTOR_CACHE_DIR": os.path.join(root, "inductor"),
+        "TRITON_CACHE_DIR": os.path.join(root, "triton"),
+    }
 
 
 def _clean(value: Any) -> Any:
@@ -458,7 +504,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--model", choices=sorted(MODEL_PRESETS), help="tiny on cpu, base otherwise")
     p.add_argument("--seq-len", type=int, help="tokens per sample (64 on cpu, 128 otherwise)")
     p.add_argument("--batch-size", type=int, help="samples per rank per step (8 on cpu, 32 otherwise)")
-    p.add_argument("--warmup-steps", type=int, help="untimed steps before the epochs (2 cpu, 10 otherwise)")
+    p.add_argument(
+        "--warmup-steps", type=int, help="most untimed steps before the epochs (2 cpu, 10 otherwise)"
+    )
     p.add_argument("--epochs", type=int, help="timed epochs (2 cpu, 3 otherwise)")
     p.add_argument("--steps-per-epoch", type=int, help="steps per timed epoch (3 cpu, 50 otherwise)")
     p.add_argument("--seed", type=int, default=1234)
@@ -470,6 +518,51 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action=argparse.BooleanOptionalAction,
         default=False,
         help="torch.compile the model before DDP wraps it (cuda/cpu)",
+    )
+    p.add_argument(
+        "--compile-mode",
+        choices=COMPILE_MODES,
+        default="default",
+        help="torch.compile mode; reduce-overhead adds CUDA graphs (default: default)",
+    )
+    p.add_argument(
+        "--compile-cache",
+        metavar="DIR",
+        default=os.environ.get(COMPILE_CACHE_ENV) or None,
+        help=f"keep the compiler's caches under DIR between runs (default: ${COMPILE_CACHE_ENV})",
+    )
+    p.add_argument(
+        "--impl",
+        choices=IMPLS,
+        default="hf",
+        help="hf: Hugging Face BertForPreTraining; compact: the same model in bert_compact.py",
+    )
+    p.add_argument(
+        "--attention",
+        choices=("auto", "flash", "cudnn", "efficient", "math"),
+        default="auto",
+        help="the compact model's attention kernel (scaled_dot_product_attention's backend)",
+    )
+    p.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="autocast",
+        help="autocast: fp32 parameters under bf16 autocast; bf16: bf16 parameters, fp32 master weights "
+        "in the optimizer (both bf16 on GPUs that have it, fp32 elsewhere)",
+    )
+    p.add_argument(
+        "--warmup-settle",
+        type=int,
+        default=5,
+        metavar="K",
+        help="end warm-up once the last K step times agree (0: always --warmup-steps)",
+    )
+    p.add_argument(
+        "--warmup-tolerance",
+        type=float,
+        default=5.0,
+        metavar="PCT",
+        help="how close to their median, in percent, the last K step times must be",
     )
     p.add_argument("--dropout", type=float, help="dropout of hidden states and attention (BERT's 0.1)")
     p.add_argument(
@@ -504,6 +597,10 @@ def apply_defaults(args: argparse.Namespace, device: str) -> None:
         raise ValueError("--bandwidth-mb must be between 0 (off) and 4096")
     if args.bandwidth_iters < 1:
         raise ValueError("--bandwidth-iters must be at least 1")
+    if args.warmup_settle < 0 or args.warmup_tolerance <= 0:
+        raise ValueError("--warmup-settle must not be negative and --warmup-tolerance must be positive")
+    if args.attention != "auto" and args.impl != "compact":
+        raise ValueError("--attention picks the compact model's kernel: add --impl compact")
     if not 5 <= args.seq_len <= 512:
         raise ValueError("--seq-len must be between 5 and 512 (BERT's position embeddings)")
 
@@ -630,8 +727,27 @@ def xla_importable() -> bool:
 # ---------------------------------------------------------------- model and data
 
 
+def compact_module() -> Any:
+    """``bert_compact.py`` beside this file, imported once."""
+    name = "rollcall_bert_compact"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("bert_compact.py"))
+        if spec is None or spec.loader is None:
+            raise ImportError(f"bert_compact.py not found beside {__file__}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
 def build_model(args: argparse.Namespace) -> tuple[torch.nn.Module, BertShape]:
-    """A randomly initialised preset, or local weights; with its shape for the FLOPs count."""
+    """A randomly initialised preset, or local weights; with its shape for the FLOPs count.
+
+    ``args.impl`` picks Hugging Face's ``BertForPreTraining`` (``hf``) or :mod:`bert_compact`'s model
+    (``compact``; local weights are Hugging Face's, converted).
+    """
+    if getattr(args, "impl", "hf") == "compact":
+        return _build_compact(args)
     from transformers import BertConfig, BertForPreTraining
 
     if args.pretrained:
@@ -662,6 +778,32 @@ def build_model(args: argparse.Namespace) -> tuple[torch.nn.Module, BertShape]:
         intermediate=c.intermediate_size,
         vocab=c.vocab_size,
     )
+    if shape.vocab <= FIRST_WORD_ID + 1:
+        raise ValueError(f"vocabulary of {shape.vocab} is too small for the synthetic data")
+    return model, shape
+
+
+def _build_compact(args: argparse.Namespace) -> tuple[torch.nn.Module, BertShape]:
+    compact = compact_module()
+    if args.pretrained:
+        hf, shape = build_model(argparse.Namespace(**{**vars(args), "impl": "hf"}))
+        c = hf.config
+        dropout, attn_dropout = c.hidden_dropout_prob, c.attention_probs_dropout_prob
+    else:
+        shape = MODEL_PRESETS[args.model]
+        dropout = attn_dropout = 0.1 if getattr(args, "dropout", None) is None else args.dropout
+    model = compact.CompactBertForPreTraining(
+        vocab=shape.vocab,
+        hidden=shape.hidden,
+        layers=shape.layers,
+        heads=shape.heads,
+        intermediate=shape.intermediate,
+        dropout=dropout,
+        attn_dropout=attn_dropout,
+        attention=getattr(args, "attention", "auto"),
+    )
+    if args.pretrained:
+        compact.load_hf_state_dict(model, hf.state_dict())
     if shape.vocab <= FIRST_WORD_ID + 1:
         raise ValueError(f"vocabulary of {shape.vocab} is too small for the synthetic data")
     return model, shape
@@ -714,9 +856,16 @@ def pretraining_loss(model: Any, masked_head: bool) -> torch.nn.Module:
 
     With ``masked_head`` the MLM head (transform + vocabulary decoder) runs on the masked positions only,
     which is all the loss needs; otherwise on every token, as ``BertForPreTraining.forward`` does.
+    The compact model computes this loss itself: it is returned as it is, set to ``masked_head``.
     """
     import torch
     import torch.nn.functional as F
+
+    if "rollcall_bert_compact" in sys.modules and isinstance(
+        model, sys.modules["rollcall_bert_compact"].CompactBertForPreTraining
+    ):
+        model.masked_head = masked_head
+        return model  # type: ignore[no-any-return]
 
     class PreTrainingLoss(torch.nn.Module):
         def __init__(self) -> None:
@@ -844,8 +993,16 @@ def measure_compute(
     *,
     steps: int,
     slowdown: Slowdown,
+    autocast: Callable[[], contextlib.AbstractContextManager[Any]] | None = None,
+    cudagraphs: bool = False,
 ) -> list[float]:
-    """Milliseconds of each of ``steps`` forward + backward steps with no collective in them."""
+    """Milliseconds of each of ``steps`` forward + backward steps with no collective in them.
+
+    ``autocast`` is the training steps' autocast context (``acc.autocast`` when None; a null context with
+    bf16 weights); with ``cudagraphs`` each step is marked as a new CUDA-graph step, as in training.
+    """
+    import torch
+
     clock = StepClock(acc)
     times: list[float] = []
     for i in range(steps + 1 if steps else 0):  # the first one is untimed
@@ -853,7 +1010,9 @@ def measure_compute(
         with no_sync(acc, step_model):
             clock.start()
             slowdown.begin()
-            with acc.autocast():
+            if cudagraphs:
+                torch.compiler.cudagraph_mark_step_begin()
+            with (autocast or acc.autocast)():
                 loss = step_model(batches[i % len(batches)])
             loss.backward()
             acc.step_boundary()
@@ -942,12 +1101,92 @@ def _time_all_reduce(acc: Accelerator, buffer: Any, group: Any, delay_s: float) 
 # ---------------------------------------------------------------- training
 
 
+class MasterWeightAdamW:
+    """AdamW on fp32 master copies of low-precision (bf16) parameters.
+
+    Each step copies the gradients into the masters' fp32 gradients, steps the masters with a (fused)
+    AdamW and copies them back into the parameters: two foreach copies a step instead of autocast's
+    cast of every weight in every forward.
+    """
+
+    def __init__(self, params: Iterable[torch.nn.Parameter], lr: float, fused: bool | None) -> None:
+        import torch
+
+        self.params = [p for p in params if p.requires_grad]
+        self.master = [p.detach().to(torch.float32, copy=True).requires_grad_() for p in self.params]
+        for m in self.master:
+            m.grad = torch.zeros_like(m)
+        self.optimizer = torch.optim.AdamW(self.master, lr=lr, fused=fused)
+
+    def step(self) -> None:
+        """One AdamW step of the masters, written back into the parameters."""
+        import torch
+
+        with torch.no_grad():
+            grads = [p.grad for p in self.params]
+            have = [(m.grad, g) for m, g in zip(self.master, grads, strict=True) if g is not None]
+            torch._foreach_copy_([m for m, _ in have], [g for _, g in have])
+            for m, g in zip(self.master, grads, strict=True):
+                if g is None:
+                    m.grad.zero_()  # type: ignore[union-attr]
+            self.optimizer.step()
+            torch._foreach_copy_(self.params, self.master)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Drop the parameters' gradients (the masters' are overwritten each step)."""
+        for p in self.params:
+            p.grad = None
+
+
+@dataclass
+class Training:
+    """What one training step needs: the step's module, the optimizer, bf16 autocast or not."""
+
+    step_model: Callable[..., Any]
+    optimizer: Any
+    shape: BertShape
+    precision: str  # "bf16-autocast", "bf16-master-fp32" or "fp32"
+    autocast: bool
+    cudagraphs: bool  # the compiled step replays CUDA graphs: mark each step's start
+
+
+def build_training(args: argparse.Namespace, acc: Accelerator, env: DistEnv) -> Training:
+    """The model of ``--impl`` on the device in ``--precision``, compiled if asked, DDP only when needed."""
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    torch.manual_seed(args.seed)  # same initial weights everywhere; DDP also broadcasts rank 0's
+    # On a GPU the weights are made and initialised there: seconds less start-up than on the host.
+    with torch.device(acc.device) if acc.kind == "cuda" else contextlib.nullcontext():
+        model, shape = build_model(args)
+    bf16_weights = args.precision == "bf16" and acc.bf16
+    model = model.to(acc.device, dtype=torch.bfloat16) if bf16_weights else model.to(acc.device)
+    model.train()
+    loss_module = pretraining_loss(model, masked_head=args.mlm_head == "masked")
+    mode = None if args.compile_mode == "default" else args.compile_mode
+    # Compile the model itself, then let DDP wrap it: DDP's hooks stay outside the compiled graph.
+    step_module = torch.compile(loss_module, mode=mode, dynamic=False) if args.compile else loss_module
+    # One rank has no gradients to reduce: no DDP wrapper, no reducer, no bucket copies.
+    step_model: Callable[..., Any] = (
+        acc.data_parallel(step_module, DDP, env.local_rank) if env.world_size > 1 else step_module
+    )
+    fused = True if acc.kind == "cuda" else None
+    optimizer: Any = (
+        MasterWeightAdamW(model.parameters(), lr=args.lr, fused=fused)
+        if bf16_weights
+        else torch.optim.AdamW(model.parameters(), lr=args.lr, fused=fused)
+    )
+    precision = precision_label(args.precision, acc.bf16)
+    cudagraphs = bool(args.compile) and args.compile_mode in ("reduce-overhead", "max-autotune")
+    return Training(step_model, optimizer, shape, precision, not bf16_weights, cudagraphs)
+
+
 def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
     """Join the group, train, time and report; raises on any failure."""
     import torch
     import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel as DDP
 
+    stamps = {"python and torch imports": time.monotonic()}  # each phase of start-up, where it ended
     device = resolve_device(
         args.device, torch.cuda.is_available(), xla_importable(), xla_configured(os.environ)
     )
@@ -955,6 +1194,8 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
     slow, link = slow_rank(os.environ), slow_link(os.environ)
     if device == "xla" and args.compile:
         raise ValueError("--compile is not supported with --device xla")
+    if device == "xla" and args.precision == "bf16":
+        raise ValueError("--precision bf16 is not supported with --device xla (the compiler picks precision)")
     if device == "cpu" and not os.environ.get("OMP_NUM_THREADS"):
         # Without a launcher's OMP_NUM_THREADS, share this host's cores among the ranks on it.
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -965,6 +1206,7 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
     )
     acc = Accelerator(device, env.local_rank)
     acc.init_process_group(env)
+    stamps["device and process group"] = time.monotonic()
     log.emit(
         "start",
         local_rank=env.local_rank,
@@ -977,18 +1219,14 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
         model=model_label,
         seq_len=args.seq_len,
         batch_size=args.batch_size,
-        precision="bf16-autocast" if acc.bf16 else "fp32",
+        precision=precision_label(args.precision, acc.bf16),
         torch=torch.__version__,
     )
 
-    torch.manual_seed(args.seed)  # same initial weights everywhere; DDP also broadcasts rank 0's
-    model, shape = build_model(args)
-    model = model.to(acc.device).train()
-    loss_module = pretraining_loss(model, masked_head=args.mlm_head == "masked")
-    # Compile the model itself, then let DDP wrap it: DDP's hooks stay outside the compiled graph.
-    step_module = torch.compile(loss_module) if args.compile else loss_module
-    step_model: Callable[..., Any] = acc.data_parallel(step_module, DDP, env.local_rank)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, fused=True if device == "cuda" else None)
+    training = build_training(args, acc, env)
+    stamps["model and optimizer"] = time.monotonic()
+    step_model, optimizer, shape = training.step_model, training.optimizer, training.shape
+    autocast = acc.autocast if training.autocast else contextlib.nullcontext
     batches = batch_pool(args, env.rank, shape.vocab, acc.device)
     steps = itertools.count()
     slowdown = Slowdown(acc, slow.factor if slow is not None and slow.rank == env.rank else 1.0)
@@ -997,7 +1235,9 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
         loss = None
         for _ in range(count):
             slowdown.begin()
-            with acc.autocast():
+            if training.cudagraphs:
+                torch.compiler.cudagraph_mark_step_begin()
+            with autocast():
                 loss = step_model(batches[next(steps) % len(batches)])
             loss.backward()
             acc.optimizer_step(optimizer)
@@ -1006,9 +1246,37 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
             slowdown.end()
         return loss
 
-    train_steps(args.warmup_steps)
-    acc.synchronize()
+    def every_rank(flag: bool) -> bool:
+        if env.world_size == 1:
+            return flag
+        value = torch.tensor([int(flag)], device=acc.device)
+        dist.all_reduce(value, op=dist.ReduceOp.MIN)
+        return bool(value.item())
 
+    stamps["data"] = time.monotonic()
+    startup_s = time.monotonic() - PROCESS_STARTED
+    if env.rank == 0:
+        ends = [PROCESS_STARTED, *stamps.values()]
+        parts = ", ".join(f"{k} {b - a:.1f}" for k, a, b in zip(stamps, ends, ends[1:], strict=False))
+        print(f"rollcall: start-up {startup_s:.1f}s: {parts}", flush=True)
+    # Warm-up: the first step alone (it compiles), then steps one by one until their times settle on
+    # every rank, or (fixed count) the rest at once.
+    adaptive = args.warmup_settle > 0 and device != "xla"
+    step_seconds: list[float] = []
+    warmup_count = 0
+    while warmup_count < args.warmup_steps:
+        count = 1 if adaptive or not step_seconds else args.warmup_steps - 1
+        started = time.perf_counter()
+        train_steps(count)
+        acc.synchronize()
+        step_seconds.append(time.perf_counter() - started)
+        warmup_count += count
+        if adaptive and every_rank(settled(step_seconds, args.warmup_settle, args.warmup_tolerance)):
+            break
+    compile_s = step_seconds[0] if step_seconds else 0.0
+    warmup_s = sum(step_seconds[1:])
+
+    timed_started = time.perf_counter()
     total_seconds = 0.0
     for epoch in range(1, args.epochs + 1):
         acc.barrier(f"rollcall-epoch-{epoch}")  # all ranks start the epoch together
@@ -1036,8 +1304,16 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
             _chatter(env.rank, os.environ)
             _maybe_inject_fault(env.rank)
 
+    timed_s = time.perf_counter() - timed_started
     compute = measure_compute(
-        acc, step_model, optimizer, batches, steps=args.compute_steps, slowdown=slowdown
+        acc,
+        step_model,
+        optimizer,
+        batches,
+        steps=args.compute_steps,
+        slowdown=slowdown,
+        autocast=autocast,
+        cudagraphs=training.cudagraphs,
     )
     samples_per_sec = args.epochs * args.steps_per_epoch * args.batch_size / total_seconds
     mlm_tokens = mlm_predictions(args.seq_len) if args.mlm_head == "masked" else None
@@ -1054,8 +1330,16 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
         batch_size=args.batch_size,
         mlm_head=args.mlm_head,
         compiled=bool(args.compile),
+        compile_mode=args.compile_mode if args.compile else None,
+        impl=args.impl,
+        precision=training.precision,
         epochs=args.epochs,
         steps_per_epoch=args.steps_per_epoch,
+        startup_s=round(startup_s, 3),
+        compile_s=round(compile_s, 3),
+        warmup_s=round(warmup_s, 3),
+        warmup_steps=warmup_count,
+        timed_s=round(timed_s, 3),
         **compute_fields(compute),
     )
     measure_bandwidth(acc, env, log, args, link)
@@ -1109,6 +1393,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         log.emit("error", message="invalid command line")
         return 2
+    if args.compile_cache:  # before torch is imported, so that inductor and Triton see it
+        os.environ.update(compile_cache_env(args.compile_cache))
     try:
         run(args, env, log)
     except (Exception, KeyboardInterrupt) as exc:

@@ -353,6 +353,53 @@ def test_batch_seeds_differ_per_seed_rank_and_index():
     assert len(seeds) == 3 * 64 * 4
 
 
+def test_warm_up_settles_when_the_last_k_steps_agree():
+    compile_then_steady = [40.0, 0.2, 0.14, 0.137, 0.138, 0.136, 0.137]
+    assert not train.settled(compile_then_steady[:6], 5, 5.0)  # 0.2 is still in the window
+    assert train.settled(compile_then_steady, 5, 5.0)
+    assert not train.settled(compile_then_steady, 5, 0.5)  # 0.14 is 2% off the median
+    assert not train.settled([0.1] * 4, 5, 5.0)  # fewer than k times
+    assert not train.settled([0.1] * 8, 0, 5.0)  # k = 0: never (a fixed count instead)
+    assert not train.settled([0.0] * 5, 5, 5.0)
+
+
+def test_compile_cache_env_points_inductor_and_triton_under_one_directory(tmp_path):
+    env = train.compile_cache_env(str(tmp_path))
+    assert env == {
+        "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
+        "TRITON_CACHE_DIR": str(tmp_path / "triton"),
+    }
+
+
+def test_compile_cache_defaults_from_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv(train.COMPILE_CACHE_ENV, str(tmp_path))
+    assert train.parse_args([]).compile_cache == str(tmp_path)
+    monkeypatch.delenv(train.COMPILE_CACHE_ENV)
+    assert train.parse_args([]).compile_cache is None
+
+
+def test_precision_labels():
+    assert train.precision_label("autocast", bf16=True) == "bf16-autocast"
+    assert train.precision_label("bf16", bf16=True) == "bf16-master-fp32"
+    assert train.precision_label("bf16", bf16=False) == "fp32"
+    assert train.precision_label("autocast", bf16=False) == "fp32"
+
+
+@pytest.mark.parametrize(
+    ("argv", "match"),
+    [
+        (["--warmup-settle", "-1"], "warmup"),
+        (["--warmup-tolerance", "0"], "warmup"),
+        (["--attention", "flash"], "--impl compact"),
+    ],
+)
+def test_bad_warm_up_rules_and_options_are_refused(argv, match):
+    args = train.parse_args(argv)
+    with pytest.raises(ValueError, match=match):
+        train.apply_defaults(args, "cpu")
+    train.apply_defaults(train.parse_args(["--attention", "flash", "--impl", "compact"]), "cpu")
+
+
 def test_docstring_is_the_contract():
     doc = train.__doc__
     for word in (
@@ -375,6 +422,13 @@ def test_docstring_is_the_contract():
         "bandwidth",
         "busbw_gbps",
         "Exit codes",
+        "startup_s",
+        "compile_s",
+        "warmup_s",
+        "warmup_steps",
+        "timed_s",
+        "--warmup-settle",
+        "--compile-cache",
     ):
         assert word in doc
 
@@ -476,6 +530,10 @@ def test_two_ranks_answer_the_roll_call(torchrun_runs):
             bandwidth["bytes"] / bandwidth["seconds"] / 1e9, rel=1e-3
         )
         assert bandwidth["busbw_gbps"] == pytest.approx(bandwidth["algbw_gbps"], rel=1e-3)  # 2(n-1)/n = 1
+        # the split of this rank's time: the timed part holds the epochs; warm-up ran 2 steps (cpu default)
+        assert throughput["startup_s"] > 0 and throughput["compile_s"] > 0 and throughput["warmup_s"] >= 0
+        assert throughput["timed_s"] >= epoch_seconds - 1e-3 and throughput["warmup_steps"] == 2
+        assert (throughput["impl"], throughput["precision"]) == ("hf", "fp32")
 
 
 def test_injected_failure_is_reported_and_fails_the_job(torchrun_runs):

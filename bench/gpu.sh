@@ -2,11 +2,22 @@
 # The roll call on real GPUs: the e2e suite on the local backend with cuda, BERT-large bf16.
 #
 #   bench/gpu.sh [CASE...]      CASE: s128-1 (1 GPU, seq 128), s512-1, s128-2 (2 simulated nodes x 1 GPU
-#                               over NCCL), s512-2, s128-8 (1 node x 8), s128-2x4 (2 nodes x 4); default: all
-#                               that fit the GPUs here. REPEAT=3 repeats the 1-GPU seq-128 case.
+#                               over NCCL), s512-2, s128-8 (1 node x 8), s128-2x4 (2 nodes x 4); a case
+#                               ending in -hf (s128-1-hf, ...) runs plain Hugging Face + torch.compile
+#                               instead, the reference the table's "vs hf" column divides by. Default:
+#                               s128-1 s128-1-hf s512-1 s512-1-hf, and the 2-GPU cases where 2 GPUs are here.
+#                               REPEAT=3 repeats the 1-GPU seq-128 case.
+#
+# The workload runs as WORKLOAD_ARGS says (default: the compact BERT, bf16 weights with fp32 masters,
+# compiled); the reference as REFERENCE_ARGS (BertForPreTraining, bf16 autocast, compiled; both with the
+# MLM head on the masked positions only and no DDP at world size 1, so both do the same work). Both keep
+# their compiler caches in COMPILE_CACHE (default ~/.cache/rollcall/compile); FRESH_CACHE=1 empties it
+# first, so the first run of each case compiles cold.
 #
 # Uses the machine's python3 (torch, transformers, pytest); the suite itself runs from src/. Results go to
-# $OUT (or artifacts/gpu), one results.json per case, and a table is printed last.
+# $OUT (or artifacts/gpu), one results.json per case and its wall time (pytest start to verdict) in
+# wall_s, and a table is printed last: throughput, MFU, the ratio to the reference, and where each run's
+# time went (start-up, compile, warm-up, timed, the rest of the job, the whole pytest run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-artifacts/gpu}
@@ -17,35 +28,53 @@ export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0} TORCH_SYMM_MEM_DISABLE_MULTICAST=
 gpus=$(nvidia-smi -L | grep -c '^GPU ' || true)
 repeat=${REPEAT:-3}
 extra=${BENCH_ARGS:-}
-# Per-GPU batch and steps: large enough to fill an H200 and to time a steady state after warm-up.
-args_128="--compile --model large --seq-len 128 --batch-size ${BATCH_128:-256} --warmup-steps 15 --epochs 3 --steps-per-epoch 25"
-# seq 512 runs eager: compiled it measured slower (bench/NOTES.md).
-args_512="--model large --seq-len 512 --batch-size ${BATCH_512:-48} --warmup-steps 10 --epochs 3 --steps-per-epoch 15"
+cache=${COMPILE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rollcall/compile}
+[ "${FRESH_CACHE:-0}" = 1 ] && rm -rf "$cache"
+mkdir -p "$cache"
+workload=${WORKLOAD_ARGS:---impl compact --precision bf16 --compile}
+reference=${REFERENCE_ARGS:---impl hf --compile}
+# Per-GPU batch and steps: large enough to fill an H200 and to time a steady state. Warm-up ends once 5
+# step times agree within 5%, after 40 steps at the most.
+common="--model large --warmup-steps 40 --warmup-settle 5 --warmup-tolerance 5 --compile-cache $cache"
+args_128="$common --seq-len 128 --batch-size ${BATCH_128:-256} --epochs 3 --steps-per-epoch 20"
+args_512="$common --seq-len 512 --batch-size ${BATCH_512:-48} --epochs 3 --steps-per-epoch 15"
 
-case_args() {  # name -> "nodes procs seqargs"
-  case $1 in
-    s128-1) echo "1 1 $args_128" ;;
-    s512-1) echo "1 1 $args_512" ;;
-    s128-2) echo "2 1 $args_128" ;;
-    s512-2) echo "2 1 $args_512" ;;
-    s128-8) echo "1 8 $args_128" ;;
-    s128-2x4) echo "2 4 $args_128" ;;
+case_args() {  # name -> "nodes procs args"
+  local layout impl=$workload seq
+  seq=${1%%-*}
+  layout=${1#*-}
+  if [ "${layout%-hf}" != "$layout" ]; then layout=${layout%-hf}; impl=$reference; fi
+  case $seq in
+    s128) seq=$args_128 ;;
+    s512) seq=$args_512 ;;
+    *) echo "unknown case $1" >&2; exit 2 ;;
+  esac
+  case $layout in
+    1) echo "1 1 $seq $impl" ;;
+    2) echo "2 1 $seq $impl" ;;
+    8) echo "1 8 $seq $impl" ;;
+    2x4) echo "2 4 $seq $impl" ;;
     *) echo "unknown case $1" >&2; exit 2 ;;
   esac
 }
 
 cases=("$@")
 if [ ${#cases[@]} -eq 0 ]; then
-  cases=(s128-1 s512-1)
+  cases=(s128-1 s128-1-hf s512-1 s512-1-hf)
   [ "$gpus" -ge 2 ] && cases+=(s128-2 s512-2)
   [ "$gpus" -ge 8 ] && cases+=(s128-8 s128-2x4)
 fi
 
 run_case() {  # name dir
+  local started
   read -r nodes procs wargs <<<"$(case_args "$1")"
+  mkdir -p "$2"
+  started=$(date +%s.%N)
   python3 -m pytest -p rollcall.plugin -p no:cacheprovider tests/e2e -q \
     --backend local --accelerator nvidia --nodes "$nodes" --procs-per-node "$procs" \
     --workload-args "$wargs $extra" --job-timeout 900 --artifacts-dir "$2" 2>&1 | tail -n 8 || true
+  python3 -c "import sys; print(round(float(sys.argv[2]) - float(sys.argv[1]), 3))" "$started" "$(date +%s.%N)" \
+    >"$2/wall_s"
 }
 
 for c in "${cases[@]}"; do

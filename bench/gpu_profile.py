@@ -1,12 +1,15 @@
 """Where a BERT training step's GPU time goes: kernels grouped into matmul, attention and the rest.
 
-Usage (on a GPU machine): python bench/gpu_profile.py [--seq-len 128] [--batch-size 256] [--compile]
-    [--dropout F] [--steps 6]
-One process, no DDP: the workload's model, loss, bf16 autocast and fused AdamW, profiled after warm-up.
+Usage (on a GPU machine): python bench/gpu_profile.py [--steps 6] [--top 15] [train.py's arguments]
+    e.g. --seq-len 128 --batch-size 256 --impl compact --precision bf16 --compile
+One process, no DDP: the workload's own step (train.build_training: model, loss, precision, compile mode,
+optimizer), profiled after warm-up.
 """
 
 import argparse
+import contextlib
 import importlib.util
+import os
 import sys
 import time
 from pathlib import Path
@@ -39,29 +42,35 @@ def category(name: str) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--model", default="large")
-    ap.add_argument("--seq-len", type=int, default=128)
-    ap.add_argument("--batch-size", type=int, default=256)
-    ap.add_argument("--dropout", type=float)
-    ap.add_argument("--compile", action="store_true")
+    ap = argparse.ArgumentParser(
+        epilog="other arguments go to train.py (e.g. --impl compact --precision bf16 --compile-mode ...)"
+    )
     ap.add_argument("--steps", type=int, default=6)
-    args = ap.parse_args()
+    ap.add_argument("--top", type=int, default=15)
+    args, workload = ap.parse_known_args()
     train = load_train()
-    margs = argparse.Namespace(pretrained=None, model=args.model, dropout=args.dropout)
-    model, shape = train.build_model(margs)
-    model = model.cuda().train()
-    loss_fn = train.pretraining_loss(model, masked_head=True)
-    step_fn = torch.compile(loss_fn) if args.compile else loss_fn
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
-    batch = {k: v.cuda() for k, v in train.make_batch(1, args.batch_size, args.seq_len, shape.vocab).items()}
+    wargs = train.parse_args(
+        ["--device", "cuda", "--model", "large", "--seq-len", "128", "--batch-size", "256", *workload]
+    )
+    train.apply_defaults(wargs, "cuda")
+    if wargs.compile_cache:
+        os.environ.update(train.compile_cache_env(wargs.compile_cache))
+    acc = train.Accelerator("cuda", 0)
+    env = train.DistEnv(rank=0, local_rank=0, world_size=1, node_rank=0, local_world_size=1, launched=False)
+    t = train.build_training(wargs, acc, env)
+    batches = train.batch_pool(wargs, 0, t.shape.vocab, acc.device)
+    autocast = acc.autocast if t.autocast else contextlib.nullcontext
+    count = [0]
 
     def step():
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = step_fn(batch)
+        if t.cudagraphs:
+            torch.compiler.cudagraph_mark_step_begin()
+        with autocast():
+            loss = t.step_model(batches[count[0] % len(batches)])
+        count[0] += 1
         loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        t.optimizer.step()
+        t.optimizer.zero_grad(set_to_none=True)
 
     for _ in range(8):
         step()
@@ -79,21 +88,24 @@ def main() -> None:
     kernels: dict[str, float] = {}
     for evt in prof.key_averages():
         dev = getattr(evt, "self_device_time_total", None) or getattr(evt, "self_cuda_time_total", 0)
-        if dev and evt.device_type == torch.autograd.DeviceType.CUDA:
+        # "Optimizer.step#AdamW.step" and the like are the profiler's ranges over kernels, not kernels
+        if dev and evt.device_type == torch.autograd.DeviceType.CUDA and "#" not in evt.key:
             totals[category(evt.key)] = totals.get(category(evt.key), 0.0) + dev
             kernels[evt.key] = kernels.get(evt.key, 0.0) + dev
     busy = sum(totals.values()) / args.steps / 1e3
-    fps = train.flops_per_sample(shape, args.seq_len, train.mlm_predictions(args.seq_len))
-    sps = args.batch_size / wall
+    mlm = train.mlm_predictions(wargs.seq_len) if wargs.mlm_head == "masked" else None
+    fps = train.flops_per_sample(t.shape, wargs.seq_len, mlm)
+    sps = wargs.batch_size / wall
     print(
-        f"model {args.model} seq {args.seq_len} batch {args.batch_size} compile={args.compile} "
-        f"dropout={args.dropout}: step {wall * 1e3:.1f} ms wall, GPU busy {busy:.1f} ms "
-        f"({busy / (wall * 1e3):.0%}), {sps:.0f} samples/s, {fps * sps / 1e12:.0f} TFLOP/s"
+        f"model {wargs.model} seq {wargs.seq_len} batch {wargs.batch_size} impl {wargs.impl} {t.precision} "
+        f"compile={wargs.compile}/{wargs.compile_mode} dropout={wargs.dropout}: step {wall * 1e3:.1f} ms wall, "
+        f"GPU busy {busy:.1f} ms ({busy / (wall * 1e3):.0%}), {sps:.0f} samples/s, {fps * sps / 1e12:.0f} TFLOP/s, "
+        f"MFU {fps * sps / 989.4e12:.1%}"
     )
     for cat, us in sorted(totals.items(), key=lambda kv: -kv[1]):
         print(f"  {us / args.steps / 1e3:8.1f} ms/step {us / sum(totals.values()):6.1%}  {cat}")
     print("  top kernels:")
-    for name, us in sorted(kernels.items(), key=lambda kv: -kv[1])[:12]:
+    for name, us in sorted(kernels.items(), key=lambda kv: -kv[1])[: args.top]:
         print(f"  {us / args.steps / 1e3:8.2f} ms  {name[:110]}")
 
 

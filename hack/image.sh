@@ -97,7 +97,7 @@ cmd_base() {
 
 cmd_bert() {
   local dir=images/bert-training hash file
-  hash=$(hash_of "$dir/Dockerfile.cpu" "$dir/requirements.cpu.txt" "$dir/train.py")
+  hash=$(hash_of "$dir/Dockerfile.cpu" "$dir/requirements.cpu.txt" "$dir/train.py" "$dir/bert_compact.py")
   file=$IMAGES/rollcall-bert-cpu-$hash.tar
   if [[ -f $file ]]; then
     echo "$file"

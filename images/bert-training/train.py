@@ -1,8 +1,10 @@
 r"""Distributed BERT pre-training roll call: every rank must train and say so.
 
 Started by torchrun, one process per accelerator (or per CPU worker). Each rank trains a randomly
-initialised ``BertForPreTraining`` on synthetic MLM + NSP batches with DDP and reports what happened
-on stdout as roll-call lines. Nothing is downloaded; the script works offline.
+initialised BERT on synthetic MLM + NSP batches with DDP (none at world size 1) and reports what happened
+on stdout as roll-call lines. Nothing is downloaded; the script works offline. ``--impl hf`` (default)
+trains Hugging Face's ``BertForPreTraining``; ``--impl compact`` the same model written for the compiler
+in ``bert_compact.py`` beside this file (fused QKV, flash attention, fusable elementwise chains).
 
 Environment read (set by torchrun; never MPI variables):
     RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE   global/local rank and sizes. Without WORLD_SIZE
@@ -13,7 +15,8 @@ Environment read (set by torchrun; never MPI variables):
     PJRT_DEVICE                                      marks an XLA (Neuron) device as configured.
     NODE_NAME                                        the Kubernetes node, reported in ``start``.
     ROLLCALL_FAIL_RANK, ROLLCALL_HANG_RANK,
-    ROLLCALL_CHATTY                                  fault injection, see below.
+    ROLLCALL_CHATTY, ROLLCALL_SLOW_RANK,
+    ROLLCALL_SLOW_LINK                               fault injection, see below.
 
 Rank-log contract. Each event is one line, ``ROLLCALL `` + a compact JSON object + ``\n``, written
 with a single ``write(2)`` of fewer than 4096 bytes on a duplicate of file descriptor 1, so lines of
@@ -24,7 +27,18 @@ always present; other keys may be added. Events, in order:
                  -- after joining the process group
     epoch_time   epoch (from 1), seconds, steps, samples, loss   -- one per timed epoch
     throughput   samples_per_sec (this rank), tflops (achieved, this rank), mfu (null when the
-                 device peak is unknown), flops_per_sample, model, seq_len, batch_size
+                 device peak is unknown), flops_per_sample, model, seq_len, batch_size, impl, precision,
+                 compile_mode; compute_ms and compute_ms_p90 (median and 90th percentile of this
+                 rank's own compute per step, milliseconds, see "Compute time"; null with
+                 --compute-steps 0), compute_steps; and where this rank's wall time went, in seconds:
+                 startup_s (process start to the first step: imports, process group, model, data),
+                 compile_s (the first step, which compiles the model, or in eager mode makes the first
+                 kernels), warmup_s (the other warm-up steps), warmup_steps (how many ran, the first
+                 included), timed_s (the timed epochs, barriers included)
+    bandwidth    scope ("world", "node" or "pair"), ranks and nodes (the group's members as
+                 compact ranges, "0-7,16"), bytes (per all-reduce), iters, seconds (per all-reduce,
+                 as this rank saw it), algbw_gbps, busbw_gbps  -- one per group this rank is in,
+                 see "Collective bandwidth"
     complete     -- then all ranks meet in a barrier and leave the process group
     error        message, time (wall clock when it was written, seconds since the epoch, float)
                  -- instead of the rest, on any failure; the suite orders failures by ``time``
@@ -40,9 +54,50 @@ a RuntimeError naming the injected failure right after printing its first ``epoc
 ``ROLLCALL_CHATTY=<rank>:<bytes>`` makes that rank print about that many bytes of plain progress lines
 after its first ``epoch_time``, spread over about five seconds (to test that log rotation loses no event).
 
-Timing: ``--warmup-steps`` untimed steps, then ``--epochs`` epochs of ``--steps-per-epoch`` steps.
-All ranks start each epoch together (barrier); each epoch ends with a device synchronise.
-Throughput is the samples this rank processed in timed epochs over their total seconds.
+``ROLLCALL_SLOW_RANK=<rank>:<factor>`` (factor >= 1) makes that rank's device that many times slower:
+after its own work of each step (training and compute steps alike) it runs extra matmuls on its device
+for (factor - 1) times the wall-clock time that work took, so each of its steps takes factor times as
+long. It is real work sized in time, not a sleep, and never inside a collective; sizing it in time (not
+as a fixed number of repeats) keeps the factor exact on a CPU shared by all ranks, where a fixed amount
+of extra work would run faster once the other ranks wait. ``ROLLCALL_SLOW_LINK=<node>:<ms>`` is a test
+fault for the collective bandwidth phase only: every rank of that node waits <ms> milliseconds before it
+posts its part of each timed all-reduce, as a degraded link that delays the node's sends would, so every
+group holding the node measures a low bandwidth.
+
+Timing: untimed warm-up steps, then ``--epochs`` epochs of ``--steps-per-epoch`` steps. Warm-up ends
+when step times settle: once the last ``--warmup-settle`` K step times (each closed by a device
+synchronise) all lie within ``--warmup-tolerance`` percent of their median, on every rank (the ranks agree
+through one all-reduce per step), and after ``--warmup-steps`` steps at the most; K = 0 (and xla) runs
+exactly ``--warmup-steps``. All ranks start each epoch together (barrier); each epoch ends with a device
+synchronise. Throughput is the samples this rank processed in timed epochs over their total seconds.
+
+Compute time: in synchronous DDP every rank waits for the slowest at each gradient all-reduce, and DDP
+overlaps that all-reduce with the backward, so a training step's time is the same on every rank. After
+the timed epochs each rank therefore runs one untimed and then ``--compute-steps`` timed steps of
+forward + backward (no optimizer step; gradients are dropped after each) inside DDP's ``no_sync()``
+(at world size 1 there is no DDP, so nothing to hold back), under the training steps' precision, so no
+collective runs within them. All ranks start each such step together (barrier), the device is
+synchronised before it starts and after it ends, and it is timed by CUDA events on cuda and by the
+wall clock elsewhere (on xla the timed step includes running the traced graph). compute_ms is the
+median over those steps, compute_ms_p90 the 90th percentile (linear interpolation).
+
+Collective bandwidth: after that (cuda and cpu; not on xla; off with ``--bandwidth-mb 0`` or one rank)
+the ranks all-reduce one float32 buffer of ``--bandwidth-mb`` MiB (64 on accelerators, 8 on cpu) in
+groups: the whole world, each node (when it has 2+ ranks), and each pair of nodes i, i+1 in a ring
+(3+ nodes; with 2 nodes the one pair is the world). Every rank makes every group with ``new_group``
+in one order; a group whose members equal an earlier one's is dropped. On accelerators groups that
+share no rank run at the same time (all nodes together; the ring's pairs in two or three rounds); on
+cpu, where simulated nodes share one host's cores, each group is a round of its own. First each group
+runs ``--bandwidth-iters`` // 4 + 1 untimed all-reduces; then come ``--bandwidth-iters`` (10 on cpu,
+20 otherwise) passes, each visiting every round in turn with a barrier after each round, so a busy
+moment of the host falls on every group alike. A visit is an untimed all-reduce that lines the members
+up, then a timed one, on the wall clock from its call to the device synchronise after it. seconds is
+the median of a group's timed all-reduces (robust to a rank descheduled for a moment). As nccl-tests
+define them: algbw_gbps = bytes / seconds / 1e9 and busbw_gbps = algbw_gbps * 2 * (n - 1) / n for n
+members.
+
+Compile cache: ``--compile-cache DIR`` (or ``ROLLCALL_COMPILE_CACHE``) keeps inductor's and Triton's
+caches under DIR (``TORCHINDUCTOR_CACHE_DIR``, ``TRITON_CACHE_DIR``), so a later run compiles from them.
 """
 
 from __future__ import annotations
@@ -50,17 +105,20 @@ from __future__ import annotations
 import argparse
 import contextlib
 import glob
+import importlib.util
 import itertools
 import json
 import math
 import os
 import re
 import socket
+import statistics
 import sys
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -71,6 +129,9 @@ HANG_RANK_ENV = "ROLLCALL_HANG_RANK"
 CHATTY_ENV = "ROLLCALL_CHATTY"
 #: The Kubernetes node the pod runs on (the Job's pod spec sets it from spec.nodeName).
 NODE_NAME_ENV = "NODE_NAME"
+SLOW_RANK_ENV = "ROLLCALL_SLOW_RANK"
+SLOW_LINK_ENV = "ROLLCALL_SLOW_LINK"
+BANDWIDTH_SCOPES = ("world", "node", "pair")
 EVENT_PREFIX = "ROLLCALL "
 MAX_LINE_BYTES = 4096  # PIPE_BUF on Linux: smaller writes to a pipe are atomic
 DATA_POOL_BATCHES = 4  # batches generated once per rank, reused in turn
@@ -78,6 +139,11 @@ MASK_PROB = 0.15
 CLS_ID, SEP_ID, MASK_ID = 101, 102, 103  # BERT's uncased vocabulary ids
 FIRST_WORD_ID = 1000  # synthetic "words" are drawn from [FIRST_WORD_ID, vocab_size)
 DEVICES = ("auto", "cuda", "xla", "cpu")
+IMPLS = ("hf", "compact")
+PRECISIONS = ("autocast", "bf16")
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune-no-cudagraphs", "max-autotune")
+COMPILE_CACHE_ENV = "ROLLCALL_COMPILE_CACHE"
+PROCESS_STARTED = time.monotonic()  # before torch is imported: start-up counts from here
 
 
 @dataclass(frozen=True)
@@ -99,9 +165,27 @@ MODEL_PRESETS: dict[str, BertShape] = {
 
 # Defaults that fit a small accelerator / a quick CPU run; every one can be overridden.
 RUN_DEFAULTS: dict[str, dict[str, Any]] = {
-    "cpu": dict(model="tiny", seq_len=64, batch_size=8, warmup_steps=2, epochs=2, steps_per_epoch=3),
+    "cpu": dict(
+        model="tiny",
+        seq_len=64,
+        batch_size=8,
+        warmup_steps=2,
+        epochs=2,
+        steps_per_epoch=3,
+        compute_steps=10,
+        bandwidth_mb=8.0,
+        bandwidth_iters=10,
+    ),
     "accelerator": dict(
-        model="base", seq_len=128, batch_size=32, warmup_steps=10, epochs=3, steps_per_epoch=50
+        model="base",
+        seq_len=128,
+        batch_size=32,
+        warmup_steps=10,
+        epochs=3,
+        steps_per_epoch=50,
+        compute_steps=10,
+        bandwidth_mb=64.0,
+        bandwidth_iters=20,
     ),
 }
 
@@ -211,6 +295,31 @@ def batch_seed(seed: int, rank: int, index: int) -> int:
     return ((seed & 0xFFFFF) << 40 | (rank & 0xFFFFF) << 20 | (index & 0xFFFFF)) & (2**63 - 1)
 
 
+def settled(step_seconds: Sequence[float], k: int, tolerance_pct: float) -> bool:
+    """Whether the last ``k`` step times all lie within ``tolerance_pct`` percent of their median."""
+    if k < 1 or len(step_seconds) < k:
+        return False
+    last = step_seconds[-k:]
+    median = statistics.median(last)
+    return median > 0 and all(abs(t - median) <= median * tolerance_pct / 100 for t in last)
+
+
+def precision_label(precision: str, bf16: bool) -> str:
+    """How a run of ``--precision`` computes on a device with (``bf16``) or without bf16 support."""
+    if not bf16:
+        return "fp32"
+    return "bf16-master-fp32" if precision == "bf16" else "bf16-autocast"
+
+
+def compile_cache_env(directory: str) -> dict[str, str]:
+    """The environment that keeps inductor's and Triton's caches under ``directory``."""
+    root = os.path.abspath(directory)
+    return {
+        "TORCHINDUCTOR_CACHE_DIR": os.path.join(root, "inductor"),
+        "TRITON_CACHE_DIR": os.path.join(root, "triton"),
+    }
+
+
 def _clean(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
@@ -265,6 +374,129 @@ def injected_fault(rank: int, environ: Mapping[str, str]) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class SlowRank:
+    """``ROLLCALL_SLOW_RANK``: which rank to slow down, and by what factor."""
+
+    rank: int
+    factor: float
+
+
+@dataclass(frozen=True)
+class SlowLink:
+    """``ROLLCALL_SLOW_LINK``: whose sends to delay in the bandwidth phase, and by how much."""
+
+    node: int
+    delay_ms: float
+
+
+def _pair(name: str, environ: Mapping[str, str], what: str) -> tuple[int, float] | None:
+    value = environ.get(name, "").strip()
+    if not value:
+        return None
+    head, sep, tail = value.partition(":")
+    try:
+        index, number = int(head), float(tail)
+    except ValueError:
+        index, number = -1, math.nan
+    if not sep or index < 0 or not math.isfinite(number):
+        raise ValueError(f"{name}={value!r} is not valid; write {name}=<{what}>")
+    return index, number
+
+
+def slow_rank(environ: Mapping[str, str]) -> SlowRank | None:
+    """The rank ``ROLLCALL_SLOW_RANK=<rank>:<factor>`` slows down, or None; ValueError when malformed."""
+    pair = _pair(SLOW_RANK_ENV, environ, "rank>:<factor >= 1")
+    if pair is None:
+        return None
+    if pair[1] < 1:
+        raise ValueError(f"{SLOW_RANK_ENV}: the factor must be at least 1, not {pair[1]:g}")
+    return SlowRank(*pair)
+
+
+def slow_link(environ: Mapping[str, str]) -> SlowLink | None:
+    """The node ``ROLLCALL_SLOW_LINK=<node>:<ms>`` slows down, or None; ValueError when malformed."""
+    pair = _pair(SLOW_LINK_ENV, environ, "node>:<milliseconds >= 0")
+    if pair is None:
+        return None
+    if pair[1] < 0:
+        raise ValueError(f"{SLOW_LINK_ENV}: the delay must not be negative, not {pair[1]:g}")
+    return SlowLink(*pair)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0-100) of ``values``, interpolated linearly between the closest ranks."""
+    if not values:
+        raise ValueError("percentile of no values")
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100
+    low = math.floor(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def bus_bandwidth(nbytes: int, seconds: float, members: int) -> tuple[float, float]:
+    """All-reduce (algbw, busbw) in GB/s as nccl-tests define them: bytes / time, and algbw x 2(n-1)/n."""
+    algbw = nbytes / seconds / 1e9
+    return algbw, algbw * 2 * (members - 1) / members
+
+
+def compact_ranges(values: Iterable[int]) -> str:
+    """``[0, 1, 2, 3, 8]`` gives ``"0-3,8"``: a group's members, short enough for one line."""
+    runs: list[list[int]] = []
+    for v in sorted(set(values)):
+        if runs and v == runs[-1][1] + 1:
+            runs[-1][1] = v
+        else:
+            runs.append([v, v])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+@dataclass(frozen=True)
+class CommGroup:
+    """One group of the bandwidth phase: its scope and members."""
+
+    scope: str
+    nodes: tuple[int, ...]
+    ranks: tuple[int, ...]
+
+
+def bandwidth_groups(node_of_rank: Sequence[int]) -> list[CommGroup]:
+    """The world, each node of 2+ ranks, and (3+ nodes) each ring pair; later duplicates dropped.
+
+    ``node_of_rank[r]`` is the node rank ``r`` runs on. Groups of fewer than two ranks measure nothing.
+    """
+    nodes = sorted(set(node_of_rank))
+    members = {n: tuple(r for r, m in enumerate(node_of_rank) if m == n) for n in nodes}
+    candidates = [CommGroup("world", tuple(nodes), tuple(range(len(node_of_rank))))]
+    candidates += [CommGroup("node", (n,), members[n]) for n in nodes]
+    if len(nodes) >= 3:
+        for i, n in enumerate(nodes):
+            pair = tuple(sorted((n, nodes[(i + 1) % len(nodes)])))
+            candidates.append(CommGroup("pair", pair, tuple(sorted(members[pair[0]] + members[pair[1]]))))
+    groups: list[CommGroup] = []
+    for group in candidates:
+        if len(group.ranks) >= 2 and all(g.ranks != group.ranks for g in groups):
+            groups.append(group)
+    return groups
+
+
+def bandwidth_rounds(groups: Sequence[CommGroup]) -> list[list[int]]:
+    """Indices of ``groups`` in rounds of groups that share no rank, each group in the first that fits."""
+    rounds: list[list[int]] = []
+    used: list[set[int]] = []
+    for index, group in enumerate(groups):
+        for members, chosen in zip(used, rounds, strict=True):
+            if members.isdisjoint(group.ranks):
+                members.update(group.ranks)
+                chosen.append(index)
+                break
+        else:
+            used.append(set(group.ranks))
+            rounds.append([index])
+    return rounds
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line; sizes left unset get their device's defaults in :func:`apply_defaults`."""
     p = argparse.ArgumentParser(description="Distributed BERT pre-training roll call (run under torchrun).")
@@ -272,7 +504,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--model", choices=sorted(MODEL_PRESETS), help="tiny on cpu, base otherwise")
     p.add_argument("--seq-len", type=int, help="tokens per sample (64 on cpu, 128 otherwise)")
     p.add_argument("--batch-size", type=int, help="samples per rank per step (8 on cpu, 32 otherwise)")
-    p.add_argument("--warmup-steps", type=int, help="untimed steps before the epochs (2 cpu, 10 otherwise)")
+    p.add_argument(
+        "--warmup-steps", type=int, help="most untimed steps before the epochs (2 cpu, 10 otherwise)"
+    )
     p.add_argument("--epochs", type=int, help="timed epochs (2 cpu, 3 otherwise)")
     p.add_argument("--steps-per-epoch", type=int, help="steps per timed epoch (3 cpu, 50 otherwise)")
     p.add_argument("--seed", type=int, default=1234)
@@ -285,6 +519,51 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=False,
         help="torch.compile the model before DDP wraps it (cuda/cpu)",
     )
+    p.add_argument(
+        "--compile-mode",
+        choices=COMPILE_MODES,
+        default="default",
+        help="torch.compile mode; reduce-overhead adds CUDA graphs (default: default)",
+    )
+    p.add_argument(
+        "--compile-cache",
+        metavar="DIR",
+        default=os.environ.get(COMPILE_CACHE_ENV) or None,
+        help=f"keep the compiler's caches under DIR between runs (default: ${COMPILE_CACHE_ENV})",
+    )
+    p.add_argument(
+        "--impl",
+        choices=IMPLS,
+        default="hf",
+        help="hf: Hugging Face BertForPreTraining; compact: the same model in bert_compact.py",
+    )
+    p.add_argument(
+        "--attention",
+        choices=("auto", "flash", "cudnn", "efficient", "math"),
+        default="auto",
+        help="the compact model's attention kernel (scaled_dot_product_attention's backend)",
+    )
+    p.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="autocast",
+        help="autocast: fp32 parameters under bf16 autocast; bf16: bf16 parameters, fp32 master weights "
+        "in the optimizer (both bf16 on GPUs that have it, fp32 elsewhere)",
+    )
+    p.add_argument(
+        "--warmup-settle",
+        type=int,
+        default=5,
+        metavar="K",
+        help="end warm-up once the last K step times agree (0: always --warmup-steps)",
+    )
+    p.add_argument(
+        "--warmup-tolerance",
+        type=float,
+        default=5.0,
+        metavar="PCT",
+        help="how close to their median, in percent, the last K step times must be",
+    )
     p.add_argument("--dropout", type=float, help="dropout of hidden states and attention (BERT's 0.1)")
     p.add_argument(
         "--mlm-head",
@@ -292,6 +571,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="masked",
         help="run the MLM head on the masked positions only (default) or on every token",
     )
+    p.add_argument("--compute-steps", type=int, help="timed steps without communication (10; 0: off)")
+    p.add_argument(
+        "--bandwidth-mb",
+        type=float,
+        help="MiB per all-reduce of the bandwidth phase (8 cpu, 64 otherwise; 0: off)",
+    )
+    p.add_argument("--bandwidth-iters", type=int, help="timed all-reduces per group (10 cpu, 20 otherwise)")
     return p.parse_args(argv)
 
 
@@ -304,8 +590,17 @@ def apply_defaults(args: argparse.Namespace, device: str) -> None:
     for key in ("seq_len", "batch_size", "epochs", "steps_per_epoch"):
         if getattr(args, key) < 1:
             raise ValueError(f"--{key.replace('_', '-')} must be at least 1")
-    if args.warmup_steps < 0:
-        raise ValueError("--warmup-steps must not be negative")
+    for key in ("warmup_steps", "compute_steps"):
+        if getattr(args, key) < 0:
+            raise ValueError(f"--{key.replace('_', '-')} must not be negative")
+    if not (math.isfinite(args.bandwidth_mb) and 0 <= args.bandwidth_mb <= 4096):
+        raise ValueError("--bandwidth-mb must be between 0 (off) and 4096")
+    if args.bandwidth_iters < 1:
+        raise ValueError("--bandwidth-iters must be at least 1")
+    if args.warmup_settle < 0 or args.warmup_tolerance <= 0:
+        raise ValueError("--warmup-settle must not be negative and --warmup-tolerance must be positive")
+    if args.attention != "auto" and args.impl != "compact":
+        raise ValueError("--attention picks the compact model's kernel: add --impl compact")
     if not 5 <= args.seq_len <= 512:
         raise ValueError("--seq-len must be between 5 and 512 (BERT's position embeddings)")
 
@@ -432,8 +727,27 @@ def xla_importable() -> bool:
 # ---------------------------------------------------------------- model and data
 
 
+def compact_module() -> Any:
+    """``bert_compact.py`` beside this file, imported once."""
+    name = "rollcall_bert_compact"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("bert_compact.py"))
+        if spec is None or spec.loader is None:
+            raise ImportError(f"bert_compact.py not found beside {__file__}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
 def build_model(args: argparse.Namespace) -> tuple[torch.nn.Module, BertShape]:
-    """A randomly initialised preset, or local weights; with its shape for the FLOPs count."""
+    """A randomly initialised preset, or local weights; with its shape for the FLOPs count.
+
+    ``args.impl`` picks Hugging Face's ``BertForPreTraining`` (``hf``) or :mod:`bert_compact`'s model
+    (``compact``; local weights are Hugging Face's, converted).
+    """
+    if getattr(args, "impl", "hf") == "compact":
+        return _build_compact(args)
     from transformers import BertConfig, BertForPreTraining
 
     if args.pretrained:
@@ -464,6 +778,32 @@ def build_model(args: argparse.Namespace) -> tuple[torch.nn.Module, BertShape]:
         intermediate=c.intermediate_size,
         vocab=c.vocab_size,
     )
+    if shape.vocab <= FIRST_WORD_ID + 1:
+        raise ValueError(f"vocabulary of {shape.vocab} is too small for the synthetic data")
+    return model, shape
+
+
+def _build_compact(args: argparse.Namespace) -> tuple[torch.nn.Module, BertShape]:
+    compact = compact_module()
+    if args.pretrained:
+        hf, shape = build_model(argparse.Namespace(**{**vars(args), "impl": "hf"}))
+        c = hf.config
+        dropout, attn_dropout = c.hidden_dropout_prob, c.attention_probs_dropout_prob
+    else:
+        shape = MODEL_PRESETS[args.model]
+        dropout = attn_dropout = 0.1 if getattr(args, "dropout", None) is None else args.dropout
+    model = compact.CompactBertForPreTraining(
+        vocab=shape.vocab,
+        hidden=shape.hidden,
+        layers=shape.layers,
+        heads=shape.heads,
+        intermediate=shape.intermediate,
+        dropout=dropout,
+        attn_dropout=attn_dropout,
+        attention=getattr(args, "attention", "auto"),
+    )
+    if args.pretrained:
+        compact.load_hf_state_dict(model, hf.state_dict())
     if shape.vocab <= FIRST_WORD_ID + 1:
         raise ValueError(f"vocabulary of {shape.vocab} is too small for the synthetic data")
     return model, shape
@@ -516,9 +856,16 @@ def pretraining_loss(model: Any, masked_head: bool) -> torch.nn.Module:
 
     With ``masked_head`` the MLM head (transform + vocabulary decoder) runs on the masked positions only,
     which is all the loss needs; otherwise on every token, as ``BertForPreTraining.forward`` does.
+    The compact model computes this loss itself: it is returned as it is, set to ``masked_head``.
     """
     import torch
     import torch.nn.functional as F
+
+    if "rollcall_bert_compact" in sys.modules and isinstance(
+        model, sys.modules["rollcall_bert_compact"].CompactBertForPreTraining
+    ):
+        model.masked_head = masked_head
+        return model  # type: ignore[no-any-return]
 
     class PreTrainingLoss(torch.nn.Module):
         def __init__(self) -> None:
@@ -554,21 +901,301 @@ def batch_pool(args: argparse.Namespace, rank: int, vocab: int, device: Any) -> 
     ]
 
 
+# ---------------------------------------------------------------- compute time and collective bandwidth
+
+
+def no_sync(acc: Accelerator, model: Any) -> contextlib.AbstractContextManager[Any]:
+    """DDP's ``no_sync()`` (no gradient all-reduce in the backward); on xla nothing is reduced anyway."""
+    if acc.kind != "xla" and hasattr(model, "no_sync"):
+        return model.no_sync()  # type: ignore[no-any-return]
+    return contextlib.nullcontext()
+
+
+class StepClock:
+    """Times one region in milliseconds: CUDA events on cuda, the wall clock after a synchronise elsewhere."""
+
+    def __init__(self, acc: Accelerator) -> None:
+        self.acc = acc
+        self._event: Any = None
+        self._started = 0.0
+
+    def start(self) -> None:
+        """Mark the start (the device is synchronised first)."""
+        import torch
+
+        self.acc.synchronize()
+        if self.acc.kind == "cuda":
+            self._event = torch.cuda.Event(enable_timing=True)
+            self._event.record()
+        self._started = time.perf_counter()
+
+    def stop_ms(self) -> float:
+        """Milliseconds since :meth:`start`, once the device has finished the work queued since."""
+        import torch
+
+        if self.acc.kind == "cuda":
+            end = torch.cuda.Event(enable_timing=True)
+            end.record()
+            end.synchronize()
+            return float(self._event.elapsed_time(end))
+        self.acc.synchronize()
+        return (time.perf_counter() - self._started) * 1000
+
+
+class Slowdown:
+    """``ROLLCALL_SLOW_RANK`` on this rank: each step made ``factor`` times as long by extra work.
+
+    :meth:`begin` and :meth:`end` bracket one step; ``end`` runs matmuls on the device for (factor - 1) times
+    the wall-clock time the step took. With factor 1 both do nothing (and synchronise nothing).
+    """
+
+    def __init__(self, acc: Accelerator, factor: float = 1.0) -> None:
+        self.acc = acc
+        self.factor = factor
+        self._started = 0.0
+        self._operand: Any = None
+
+    def begin(self) -> None:
+        """Start of one step."""
+        if self.factor > 1:
+            self.acc.synchronize()
+            self._started = time.perf_counter()
+
+    def end(self) -> None:
+        """End of the step: the extra work, then back to the caller."""
+        if self.factor <= 1:
+            return
+        self.acc.synchronize()
+        self.burn((self.factor - 1) * (time.perf_counter() - self._started))
+
+    def burn(self, seconds: float) -> None:
+        """Keep the device busy with matmuls for ``seconds`` of wall-clock time."""
+        import torch
+
+        if self._operand is None:
+            size = 2048 if self.acc.kind == "cuda" else 128
+            self._operand = torch.randn(size, size, device=self.acc.device)
+        per_sync = 8 if self.acc.kind == "cuda" else 1
+        deadline = time.perf_counter() + seconds
+        while time.perf_counter() < deadline:
+            for _ in range(per_sync):
+                product = self._operand @ self._operand
+            del product
+            self.acc.step_boundary()
+            self.acc.synchronize()
+
+
+def measure_compute(
+    acc: Accelerator,
+    step_model: Callable[..., Any],
+    optimizer: Any,
+    batches: Sequence[dict[str, Any]],
+    *,
+    steps: int,
+    slowdown: Slowdown,
+    autocast: Callable[[], contextlib.AbstractContextManager[Any]] | None = None,
+    cudagraphs: bool = False,
+) -> list[float]:
+    """Milliseconds of each of ``steps`` forward + backward steps with no collective in them.
+
+    ``autocast`` is the training steps' autocast context (``acc.autocast`` when None; a null context with
+    bf16 weights); with ``cudagraphs`` each step is marked as a new CUDA-graph step, as in training.
+    """
+    import torch
+
+    clock = StepClock(acc)
+    times: list[float] = []
+    for i in range(steps + 1 if steps else 0):  # the first one is untimed
+        acc.barrier(f"rollcall-compute-{i}")
+        with no_sync(acc, step_model):
+            clock.start()
+            slowdown.begin()
+            if cudagraphs:
+                torch.compiler.cudagraph_mark_step_begin()
+            with (autocast or acc.autocast)():
+                loss = step_model(batches[i % len(batches)])
+            loss.backward()
+            acc.step_boundary()
+            slowdown.end()
+            elapsed = clock.stop_ms()
+        optimizer.zero_grad(set_to_none=True)
+        if i:
+            times.append(elapsed)
+    return times
+
+
+def compute_fields(times: Sequence[float]) -> dict[str, Any]:
+    """The ``throughput`` event's compute fields for the step times ``times`` (ms)."""
+    if not times:
+        return {"compute_ms": None, "compute_ms_p90": None, "compute_steps": 0}
+    return {
+        "compute_ms": round(percentile(times, 50), 4),
+        "compute_ms_p90": round(percentile(times, 90), 4),
+        "compute_steps": len(times),
+    }
+
+
+def measure_bandwidth(
+    acc: Accelerator, env: DistEnv, log: RollcallLog, args: argparse.Namespace, link: SlowLink | None
+) -> None:
+    """The bandwidth phase (see the docstring): one ``bandwidth`` event per group this rank is in."""
+    import torch
+    import torch.distributed as dist
+
+    if acc.kind == "xla" or args.bandwidth_mb <= 0 or env.world_size < 2:
+        return
+    mine = torch.tensor([env.node_rank], dtype=torch.int64, device=acc.device)
+    gathered = [torch.zeros_like(mine) for _ in range(env.world_size)]
+    dist.all_gather(gathered, mine)
+    groups = bandwidth_groups([int(t.item()) for t in gathered])
+    handles = [dist.new_group(list(g.ranks)) for g in groups]  # every rank, every group, one order
+    numel = max(1, int(args.bandwidth_mb * 2**20) // 4)
+    buffer = torch.zeros(numel, dtype=torch.float32, device=acc.device)
+    delay_s = link.delay_ms / 1000 if link is not None and link.node == env.node_rank else 0.0
+    # Simulated nodes on one CPU share its cores: there groups take turns, elsewhere disjoint ones overlap.
+    rounds = [[i] for i in range(len(groups))] if acc.kind == "cpu" else bandwidth_rounds(groups)
+    mine_in = {i: handles[i] for round_ in rounds for i in round_ if env.rank in groups[i].ranks}
+    for handle in mine_in.values():  # untimed: connections made, buffers warm
+        for _ in range(args.bandwidth_iters // 4 + 1):
+            dist.all_reduce(buffer, group=handle)
+    acc.synchronize()
+    acc.barrier("rollcall-bandwidth")
+    times: dict[int, list[float]] = {i: [] for i in mine_in}
+    # Interleaved: each pass visits every round once, so a busy moment of the host hits every group alike.
+    for _ in range(args.bandwidth_iters):
+        for round_ in rounds:
+            for index in round_:
+                if index in mine_in:
+                    times[index].append(_time_all_reduce(acc, buffer, mine_in[index], delay_s))
+            acc.barrier("rollcall-bandwidth-round")
+    for index, samples in times.items():
+        group, seconds = groups[index], percentile(samples, 50)
+        algbw, busbw = bus_bandwidth(numel * 4, seconds, len(group.ranks))
+        log.emit(
+            "bandwidth",
+            scope=group.scope,
+            ranks=compact_ranges(group.ranks),
+            nodes=compact_ranges(group.nodes),
+            bytes=numel * 4,
+            iters=args.bandwidth_iters,
+            seconds=float(f"{seconds:.6g}"),
+            algbw_gbps=float(f"{algbw:.6g}"),
+            busbw_gbps=float(f"{busbw:.6g}"),
+        )
+
+
+def _time_all_reduce(acc: Accelerator, buffer: Any, group: Any, delay_s: float) -> float:
+    """Seconds of one all-reduce of ``buffer`` in ``group``, after an untimed one lines the members up."""
+    import torch.distributed as dist
+
+    dist.all_reduce(buffer, group=group)
+    acc.synchronize()
+    started = time.perf_counter()
+    if delay_s:
+        time.sleep(delay_s)  # ROLLCALL_SLOW_LINK: this rank posts its part late
+    dist.all_reduce(buffer, group=group)
+    acc.synchronize()
+    return time.perf_counter() - started
+
+
 # ---------------------------------------------------------------- training
+
+
+class MasterWeightAdamW:
+    """AdamW on fp32 master copies of low-precision (bf16) parameters.
+
+    Each step copies the gradients into the masters' fp32 gradients, steps the masters with a (fused)
+    AdamW and copies them back into the parameters: two foreach copies a step instead of autocast's
+    cast of every weight in every forward.
+    """
+
+    def __init__(self, params: Iterable[torch.nn.Parameter], lr: float, fused: bool | None) -> None:
+        import torch
+
+        self.params = [p for p in params if p.requires_grad]
+        self.master = [p.detach().to(torch.float32, copy=True).requires_grad_() for p in self.params]
+        for m in self.master:
+            m.grad = torch.zeros_like(m)
+        self.optimizer = torch.optim.AdamW(self.master, lr=lr, fused=fused)
+
+    def step(self) -> None:
+        """One AdamW step of the masters, written back into the parameters."""
+        import torch
+
+        with torch.no_grad():
+            grads = [p.grad for p in self.params]
+            have = [(m.grad, g) for m, g in zip(self.master, grads, strict=True) if g is not None]
+            torch._foreach_copy_([m for m, _ in have], [g for _, g in have])
+            for m, g in zip(self.master, grads, strict=True):
+                if g is None:
+                    m.grad.zero_()  # type: ignore[union-attr]
+            self.optimizer.step()
+            torch._foreach_copy_(self.params, self.master)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Drop the parameters' gradients (the masters' are overwritten each step)."""
+        for p in self.params:
+            p.grad = None
+
+
+@dataclass
+class Training:
+    """What one training step needs: the step's module, the optimizer, bf16 autocast or not."""
+
+    step_model: Callable[..., Any]
+    optimizer: Any
+    shape: BertShape
+    precision: str  # "bf16-autocast", "bf16-master-fp32" or "fp32"
+    autocast: bool
+    cudagraphs: bool  # the compiled step replays CUDA graphs: mark each step's start
+
+
+def build_training(args: argparse.Namespace, acc: Accelerator, env: DistEnv) -> Training:
+    """The model of ``--impl`` on the device in ``--precision``, compiled if asked, DDP only when needed."""
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    torch.manual_seed(args.seed)  # same initial weights everywhere; DDP also broadcasts rank 0's
+    # On a GPU the weights are made and initialised there: seconds less start-up than on the host.
+    with torch.device(acc.device) if acc.kind == "cuda" else contextlib.nullcontext():
+        model, shape = build_model(args)
+    bf16_weights = args.precision == "bf16" and acc.bf16
+    model = model.to(acc.device, dtype=torch.bfloat16) if bf16_weights else model.to(acc.device)
+    model.train()
+    loss_module = pretraining_loss(model, masked_head=args.mlm_head == "masked")
+    mode = None if args.compile_mode == "default" else args.compile_mode
+    # Compile the model itself, then let DDP wrap it: DDP's hooks stay outside the compiled graph.
+    step_module = torch.compile(loss_module, mode=mode, dynamic=False) if args.compile else loss_module
+    # One rank has no gradients to reduce: no DDP wrapper, no reducer, no bucket copies.
+    step_model: Callable[..., Any] = (
+        acc.data_parallel(step_module, DDP, env.local_rank) if env.world_size > 1 else step_module
+    )
+    fused = True if acc.kind == "cuda" else None
+    optimizer: Any = (
+        MasterWeightAdamW(model.parameters(), lr=args.lr, fused=fused)
+        if bf16_weights
+        else torch.optim.AdamW(model.parameters(), lr=args.lr, fused=fused)
+    )
+    precision = precision_label(args.precision, acc.bf16)
+    cudagraphs = bool(args.compile) and args.compile_mode in ("reduce-overhead", "max-autotune")
+    return Training(step_model, optimizer, shape, precision, not bf16_weights, cudagraphs)
 
 
 def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
     """Join the group, train, time and report; raises on any failure."""
     import torch
     import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel as DDP
 
+    stamps = {"python and torch imports": time.monotonic()}  # each phase of start-up, where it ended
     device = resolve_device(
         args.device, torch.cuda.is_available(), xla_importable(), xla_configured(os.environ)
     )
     apply_defaults(args, device)
+    slow, link = slow_rank(os.environ), slow_link(os.environ)
     if device == "xla" and args.compile:
         raise ValueError("--compile is not supported with --device xla")
+    if device == "xla" and args.precision == "bf16":
+        raise ValueError("--precision bf16 is not supported with --device xla (the compiler picks precision)")
     if device == "cpu" and not os.environ.get("OMP_NUM_THREADS"):
         # Without a launcher's OMP_NUM_THREADS, share this host's cores among the ranks on it.
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -579,6 +1206,7 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
     )
     acc = Accelerator(device, env.local_rank)
     acc.init_process_group(env)
+    stamps["device and process group"] = time.monotonic()
     log.emit(
         "start",
         local_rank=env.local_rank,
@@ -591,35 +1219,64 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
         model=model_label,
         seq_len=args.seq_len,
         batch_size=args.batch_size,
-        precision="bf16-autocast" if acc.bf16 else "fp32",
+        precision=precision_label(args.precision, acc.bf16),
         torch=torch.__version__,
     )
 
-    torch.manual_seed(args.seed)  # same initial weights everywhere; DDP also broadcasts rank 0's
-    model, shape = build_model(args)
-    model = model.to(acc.device).train()
-    loss_module = pretraining_loss(model, masked_head=args.mlm_head == "masked")
-    # Compile the model itself, then let DDP wrap it: DDP's hooks stay outside the compiled graph.
-    step_module = torch.compile(loss_module) if args.compile else loss_module
-    step_model: Callable[..., Any] = acc.data_parallel(step_module, DDP, env.local_rank)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, fused=True if device == "cuda" else None)
+    training = build_training(args, acc, env)
+    stamps["model and optimizer"] = time.monotonic()
+    step_model, optimizer, shape = training.step_model, training.optimizer, training.shape
+    autocast = acc.autocast if training.autocast else contextlib.nullcontext
     batches = batch_pool(args, env.rank, shape.vocab, acc.device)
     steps = itertools.count()
+    slowdown = Slowdown(acc, slow.factor if slow is not None and slow.rank == env.rank else 1.0)
 
     def train_steps(count: int) -> torch.Tensor | None:
         loss = None
         for _ in range(count):
-            with acc.autocast():
+            slowdown.begin()
+            if training.cudagraphs:
+                torch.compiler.cudagraph_mark_step_begin()
+            with autocast():
                 loss = step_model(batches[next(steps) % len(batches)])
             loss.backward()
             acc.optimizer_step(optimizer)
             optimizer.zero_grad(set_to_none=True)
             acc.step_boundary()
+            slowdown.end()
         return loss
 
-    train_steps(args.warmup_steps)
-    acc.synchronize()
+    def every_rank(flag: bool) -> bool:
+        if env.world_size == 1:
+            return flag
+        value = torch.tensor([int(flag)], device=acc.device)
+        dist.all_reduce(value, op=dist.ReduceOp.MIN)
+        return bool(value.item())
 
+    stamps["data"] = time.monotonic()
+    startup_s = time.monotonic() - PROCESS_STARTED
+    if env.rank == 0:
+        ends = [PROCESS_STARTED, *stamps.values()]
+        parts = ", ".join(f"{k} {b - a:.1f}" for k, a, b in zip(stamps, ends, ends[1:], strict=False))
+        print(f"rollcall: start-up {startup_s:.1f}s: {parts}", flush=True)
+    # Warm-up: the first step alone (it compiles), then steps one by one until their times settle on
+    # every rank, or (fixed count) the rest at once.
+    adaptive = args.warmup_settle > 0 and device != "xla"
+    step_seconds: list[float] = []
+    warmup_count = 0
+    while warmup_count < args.warmup_steps:
+        count = 1 if adaptive or not step_seconds else args.warmup_steps - 1
+        started = time.perf_counter()
+        train_steps(count)
+        acc.synchronize()
+        step_seconds.append(time.perf_counter() - started)
+        warmup_count += count
+        if adaptive and every_rank(settled(step_seconds, args.warmup_settle, args.warmup_tolerance)):
+            break
+    compile_s = step_seconds[0] if step_seconds else 0.0
+    warmup_s = sum(step_seconds[1:])
+
+    timed_started = time.perf_counter()
     total_seconds = 0.0
     for epoch in range(1, args.epochs + 1):
         acc.barrier(f"rollcall-epoch-{epoch}")  # all ranks start the epoch together
@@ -647,6 +1304,17 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
             _chatter(env.rank, os.environ)
             _maybe_inject_fault(env.rank)
 
+    timed_s = time.perf_counter() - timed_started
+    compute = measure_compute(
+        acc,
+        step_model,
+        optimizer,
+        batches,
+        steps=args.compute_steps,
+        slowdown=slowdown,
+        autocast=autocast,
+        cudagraphs=training.cudagraphs,
+    )
     samples_per_sec = args.epochs * args.steps_per_epoch * args.batch_size / total_seconds
     mlm_tokens = mlm_predictions(args.seq_len) if args.mlm_head == "masked" else None
     fps = flops_per_sample(shape, args.seq_len, mlm_tokens)
@@ -662,9 +1330,19 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
         batch_size=args.batch_size,
         mlm_head=args.mlm_head,
         compiled=bool(args.compile),
+        compile_mode=args.compile_mode if args.compile else None,
+        impl=args.impl,
+        precision=training.precision,
         epochs=args.epochs,
         steps_per_epoch=args.steps_per_epoch,
+        startup_s=round(startup_s, 3),
+        compile_s=round(compile_s, 3),
+        warmup_s=round(warmup_s, 3),
+        warmup_steps=warmup_count,
+        timed_s=round(timed_s, 3),
+        **compute_fields(compute),
     )
+    measure_bandwidth(acc, env, log, args, link)
     log.emit("complete")
     acc.barrier("rollcall-complete")  # the rank hosting the store must not leave first
     dist.destroy_process_group()
@@ -715,6 +1393,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         log.emit("error", message="invalid command line")
         return 2
+    if args.compile_cache:  # before torch is imported, so that inductor and Triton see it
+        os.environ.update(compile_cache_env(args.compile_cache))
     try:
         run(args, env, log)
     except (Exception, KeyboardInterrupt) as exc:

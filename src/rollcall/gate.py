@@ -4,7 +4,13 @@
 straggler is never retried away) and replaces its verdict with one judged (:func:`rollcall.judge.judge`) from
 the same evidence against more criteria:
 
-- **Stragglers** (``--straggler-ratio R``; 0 turns the check off; :mod:`rollcall.stragglers`).
+- **Stragglers** (``--straggler-ratio R``; 0 turns the check off; :mod:`rollcall.stragglers`): by throughput,
+  and by compute time per step measured without communication (a rank above the median rank's by more than
+  1/R, named with its node and pod; :mod:`rollcall.perf`: in synchronous DDP throughput is equal on every
+  rank, compute time is not).
+- **Slow links** (``--min-busbw GBPS``, ``--busbw-ratio R``): a node whose all-reduce bus bandwidth is below
+  GBPS or below R times the median node's, or a ring pair of nodes below either against the median pair, or
+  the world below GBPS, fails the run by name (:mod:`rollcall.perf`).
 - **Regressions** (``--baseline FILE``, ``--max-regression PCT``): the run fails when its total or per-rank
   median throughput is more than PCT below the baseline entry of its configuration, or its mean epoch time
   more than PCT above it; each failure names the measure, the baseline, the value and the ratio. A
@@ -27,6 +33,7 @@ from rollcall.backends import JobState
 from rollcall.baseline import Baselines, ConfigKey, Entry, Regression
 from rollcall.judge import judge
 from rollcall.options import DEFAULTS
+from rollcall.perf import PerfReport
 from rollcall.stragglers import Straggler
 from rollcall.verdict import Figures, Kind, Verdict
 
@@ -51,6 +58,8 @@ class GateReport:
     regressions: list[Regression] = field(default_factory=list)
     #: The run was sound apart from regressions: its figures may become a baseline.
     sound: bool = False
+    #: Compute times and bus bandwidth, with the compute stragglers and slow links (:mod:`rollcall.perf`).
+    perf: PerfReport | None = None
 
     @property
     def gate(self) -> str:
@@ -85,6 +94,8 @@ class GateReport:
             "baseline": self.baseline.as_dict() if self.baseline else None,
             "max_regression_pct": self.max_regression_pct,
             "regressions": [r.as_dict() for r in self.regressions],
+            "compute_stragglers": len(self.perf.stragglers) if self.perf else 0,
+            "slow_links": len(self.perf.slow) if self.perf else 0,
         }
 
     def entry(self, recorded_at: datetime | None = None) -> Entry:
@@ -102,16 +113,20 @@ class ReleaseGate:
     max_regression_pct: float = DEFAULTS.max_regression
     baselines: Baselines | None = None
     baseline_file: str | None = None
+    min_busbw: float | None = DEFAULTS.min_busbw
+    busbw_ratio: float = DEFAULTS.busbw_ratio
 
     @classmethod
     def from_options(cls, options: Options) -> ReleaseGate:
-        """The gate of ``--straggler-ratio``, ``--baseline`` and ``--max-regression`` (reads the file now)."""
+        """The gate of the session's straggler, bandwidth and baseline options (reads ``--baseline`` now)."""
         path = options.baseline
         return cls(
             straggler_ratio=options.straggler_ratio,
             max_regression_pct=options.max_regression,
             baselines=Baselines.load(path) if path else None,
             baseline_file=path,
+            min_busbw=options.min_busbw,
+            busbw_ratio=options.busbw_ratio,
         )
 
     def judge(self, test_id: str, attempt: Attempt) -> GateReport:
@@ -122,6 +137,8 @@ class ReleaseGate:
         criteria = replace(
             first.criteria,
             straggler_ratio=self.straggler_ratio,
+            min_busbw=self.min_busbw,
+            busbw_ratio=self.busbw_ratio,
             baseline=entry.figures if entry else None,
             max_regression_pct=self.max_regression_pct,
         )
@@ -139,6 +156,7 @@ class ReleaseGate:
             max_regression_pct=self.max_regression_pct if entry else None,
             regressions=[p.detail for p in verdict.of_kind(Kind.REGRESSION)],
             sound=attempt.status.state is JobState.SUCCEEDED and _sound(verdict),
+            perf=verdict.perf_report,
         )
 
 

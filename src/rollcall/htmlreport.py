@@ -2,14 +2,16 @@
 
 For each test: its verdict and figures (against the baseline, when there is one), the failure summary, a grid
 of ranks by node coloured by what each rank did, per-rank throughput bars with the baseline's per-rank median
-drawn, and links to every pod's (or local node's) log. Inline CSS and SVG only: no script, no font, no image,
-no address outside the artifacts directory, so the file opens the same offline, from a CI artifact store or a
-mail attachment.
+drawn, compute time per rank (bars, with the median and the straggler line) and the bus bandwidth of every
+all-reduce group and node when the ranks reported them, and links to every pod's (or local node's) log.
+Inline CSS and SVG only: no script, no font, no image, no address outside the artifacts directory, so the
+file opens the same offline, from a CI artifact store or a mail attachment.
 
 The page is ``templates/report.html.j2`` rendered by jinja2 with autoescape on; this module only prepares
 the values it shows. A rank cell's ``data-state`` (and class) is the rank's
-:class:`~rollcall.verdict.RankState`: ``ok`` (green), ``missing`` (red), ``straggler`` (amber) or ``slow``
-(orange).
+:class:`~rollcall.verdict.RankState`: ``ok`` (green), ``missing`` (red), ``straggler`` (amber: by throughput
+or compute time) or ``slow`` (orange: below ``--min-throughput``, or on a node or pair of nodes of low bus
+bandwidth).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import jinja2
 
 from rollcall.baseline import MEASURES
 from rollcall.collect import REPORT_FILE, safe_name
+from rollcall.perf import median as median_of
 from rollcall.ranklog import ranges
 from rollcall.reports import number
 from rollcall.rootcause import lines
@@ -118,6 +121,8 @@ def _test(record: TestRecord, base: Path) -> dict[str, Any]:
         "legend": [{"state": s, "count": counts[s]} for s in STATES if counts[s] or s == "ok"],
         "unexpected": ranges(verdict.unexpected_ranks),
         "bars": _bars(verdict, states, gate),
+        "compute": _compute_bars(verdict, states),
+        "bandwidth": _bandwidth_tables(verdict),
         "logs": logs,
     }
 
@@ -237,6 +242,85 @@ def _bars(verdict: Verdict, states: Mapping[int, str], gate: GateReport | None) 
         "bars": bars,
         "lines": lines,
     }
+
+
+def _compute_bars(verdict: Verdict, states: Mapping[int, str]) -> dict[str, Any] | None:
+    """Compute time per rank (ms per step, no communication), with the median and the straggler line."""
+    report = verdict.perf_report
+    compute = {c.rank: c for c in report.figures.compute}
+    if not compute:
+        return None
+    world = verdict.layout.world_size
+    mid = median_of([c.compute_ms for c in compute.values()]) or 0.0
+    ratio = report.straggler_ratio
+    cut = mid / ratio if ratio > 0 else None
+    top = max([c.compute_ms for c in compute.values()] + [(cut or 0) * 1.1, 1e-9])
+    bar_w = max(3, min(28, 900 // max(world, 1)))
+    left, plot_h, pad = 48, 160, 18
+    bottom = pad + plot_h
+    right = left + world * bar_w
+
+    def y(v: float) -> float:
+        return pad + plot_h * (1 - v / top)
+
+    bars = []
+    for rank, c in sorted(compute.items()):
+        p90 = f", p90 {c.compute_ms_p90:.2f}" if c.compute_ms_p90 else ""
+        bars.append(
+            {
+                "rank": rank,
+                "state": states.get(rank, RankState.OK.value),
+                "x": left + rank * bar_w,
+                "y": f"{y(c.compute_ms):.1f}",
+                "h": f"{bottom - y(c.compute_ms):.1f}",
+                "title": f"rank {rank} (node {c.node}): {c.compute_ms:.2f} ms{p90}",
+            }
+        )
+    lines = [_hline("baseline median", y(mid), f"median {mid:.2f} ms")]
+    if cut is not None:
+        lines.append(_hline("threshold", y(cut), f"straggler > {cut:.2f} ms"))
+    return {
+        "width": right + 160,
+        "height": plot_h + 2 * pad,
+        "left": left,
+        "right": right,
+        "bottom": bottom,
+        "top_y": pad + 4,
+        "top_label": f"{top:.4g}",
+        "bar_w": bar_w,
+        "bars": bars,
+        "lines": lines,
+    }
+
+
+def _bandwidth_tables(verdict: Verdict) -> dict[str, Any] | None:
+    """The bus bandwidth of every all-reduce group, then of every node; the slow groups marked."""
+    report = verdict.perf_report
+    if not report.figures.groups:
+        return None
+    slow = {(s.group.scope, s.group.nodes) for s in report.slow}
+    groups = [
+        {
+            "scope": g.scope,
+            "slow": (g.scope, g.nodes) in slow,
+            "label": g.label,
+            "ranks": ranges(g.ranks),
+            "size": f"{g.bytes / 2**20:.4g} MiB",
+            "algbw": f"{g.algbw_gbps:.4g}",
+            "busbw": f"{g.busbw_gbps:.4g}",
+        }
+        for g in report.figures.groups
+    ]
+    nodes = [
+        {
+            "node": n.node,
+            "pods": ", ".join(n.pods),
+            "busbw": number(n.busbw_gbps, ".4g"),
+            "pair_busbw": number(n.pair_busbw_gbps, ".4g"),
+        }
+        for n in report.figures.nodes()
+    ]
+    return {"groups": groups, "nodes": nodes}
 
 
 def _hline(cls: str, y: float, label: str) -> dict[str, str]:

@@ -10,7 +10,10 @@ A check is a function ``Facts -> Iterable[Problem]``; adding one is writing it a
 - every value is finite and positive; no rank outside the world reported;
 - each node hosts exactly ``procs_per_node`` ranks (judged from ``start`` events where they exist) and every
   rank that said its world size said the one asked for;
-- every rank meets ``min_throughput`` when it is set, and none is a straggler when ``straggler_ratio`` is set;
+- every rank meets ``min_throughput`` when it is set, and none is a straggler when ``straggler_ratio`` is set,
+  neither by throughput nor by its compute time per step (:mod:`rollcall.perf`);
+- no node, ring pair of nodes or the world has an all-reduce bus bandwidth below ``min_busbw``, and no node
+  (pair) is below ``busbw_ratio`` times the median node's (pair's);
 - no figure regressed against the baseline, when there is one.
 """
 
@@ -25,6 +28,8 @@ from typing import Any
 
 from rollcall.backends import JobState
 from rollcall.baseline import regressions as find_regressions
+from rollcall.perf import PerfFigures, common_node, compute_straggler_problem, slow_groups
+from rollcall.perf import compute_stragglers as find_compute_stragglers
 from rollcall.ranklog import REQUIRED_EVENTS, RankReport, RollCall, ranges
 from rollcall.rootcause import Failure, analyse
 from rollcall.rootcause import lines as rootcause_lines
@@ -117,6 +122,11 @@ class Facts:
         """Mean of the measured ranks' mean epoch times."""
         means = [t for rep in self.sound.values() if (t := rep.epoch_time) is not None]
         return math.fsum(means) / len(means) if means else None
+
+    @cached_property
+    def perf(self) -> PerfFigures:
+        """The ranks' compute times and the groups' bus bandwidth."""
+        return PerfFigures.of(self.roll, self.layout.world_size, self.node)
 
     @cached_property
     def figures(self) -> Figures:
@@ -256,6 +266,36 @@ def stragglers(facts: Facts) -> Iterable[Problem]:
         )
 
 
+def compute_stragglers(facts: Facts) -> Iterable[Problem]:
+    """With ``straggler_ratio`` set, no rank's compute time may exceed the median's by more than 1/ratio."""
+    ratio = facts.criteria.straggler_ratio
+    found = find_compute_stragglers(facts.perf.compute, ratio)
+    if found:
+        yield Problem(
+            Kind.COMPUTE_STRAGGLER,
+            compute_straggler_problem(found, ratio),
+            {s.rank: s.note() for s in found},
+            detail=tuple(found),
+        )
+
+
+def slow_links(facts: Facts) -> Iterable[Problem]:
+    """No group below ``min_busbw``; no node (pair) below ``busbw_ratio`` times the median node (pair).
+
+    A slow node or pair names its ranks; the world names none (every rank is in it). When one node is in
+    every slow pair of nodes, a last line names it.
+    """
+    c, perf = facts.criteria, facts.perf
+    slow = slow_groups(perf.groups, min_busbw=c.min_busbw, busbw_ratio=c.busbw_ratio, pods=perf.pods)
+    world = facts.layout.world_size
+    for s in slow:
+        named = [r for r in s.group.ranks if 0 <= r < world] if s.group.scope != "world" else []
+        yield Problem(Kind.SLOW_LINK, f"slow link: {s}", dict.fromkeys(named, s.note()), detail=s)
+    node = common_node(slow)
+    if node is not None:
+        yield Problem(Kind.SLOW_LINK, f"slow link: node {node} is in every slow pair of nodes", detail=node)
+
+
 def regressions(facts: Facts) -> Iterable[Problem]:
     """With a baseline, no figure may be worse than it by more than ``max_regression_pct``."""
     base = facts.criteria.baseline
@@ -276,6 +316,8 @@ CHECKS: tuple[Check, ...] = (
     min_throughput,
     layout,
     stragglers,
+    compute_stragglers,
+    slow_links,
     regressions,
 )
 
@@ -310,6 +352,7 @@ def judge(evidence: Evidence, criteria: Criteria | None = None, checks: Iterable
         epoch_time_mean=facts.epoch_time_mean,
         mfu_mean=math.fsum(mfus) / len(mfus) if mfus else None,
         workload=_workload(facts),
+        perf=facts.perf,
         evidence=evidence,
         criteria=facts.criteria,
     )

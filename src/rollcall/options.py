@@ -368,7 +368,22 @@ class Options:
         "--straggler-ratio",
         _fraction,
         0.8,
-        "fail ranks whose throughput is below RATIO x the median of all ranks (0: off)",
+        "fail ranks whose throughput is below RATIO x the median of all ranks, or whose compute time per "
+        "step exceeds the median rank's by more than 1/RATIO (0: off)",
+        "RATIO",
+    )
+    min_busbw: float | None = option(
+        "--min-busbw",
+        _positive_float,
+        None,
+        "fail a node (or pair of nodes, or the world) whose all-reduce bus bandwidth is below this",
+        "GBPS",
+    )
+    busbw_ratio: float = option(
+        "--busbw-ratio",
+        _fraction,
+        0.5,
+        "fail a node whose all-reduce bus bandwidth is below RATIO x the median node's (0: off)",
         "RATIO",
     )
     slurm_partition: str | None = option(

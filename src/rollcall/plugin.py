@@ -131,10 +131,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     suite = config.stash.get(_SUITE, None)
     if not suite or not suite.records:
         return
-    from rollcall.reports import summary_table
+    from rollcall.reports import perf_summary, summary_table
 
     terminalreporter.section("rollcall")
-    for line in summary_table(suite.records):
+    for line in summary_table(suite.records) + perf_summary(suite.records):
         terminalreporter.write_line(line)
     for record in suite.records:
         analysis = record.result.last.verdict.root_cause

@@ -4,11 +4,14 @@ Every rank of the workload prints one line per event, written with a single ``wr
 
     ROLLCALL {"event":"start","rank":3,"local_rank":3,"node_rank":0,"world_size":64,"host":"h","device":"cuda:3"}
     ROLLCALL {"event":"epoch_time","rank":3,"world_size":64,"epoch":1,"seconds":0.31}
-    ROLLCALL {"event":"throughput","rank":3,"world_size":64,"samples_per_sec":49.97}
+    ROLLCALL {"event":"throughput","rank":3,"world_size":64,"samples_per_sec":49.97,"compute_ms":41.2,"compute_ms_p90":41.9}
+    ROLLCALL {"event":"bandwidth","rank":3,"world_size":64,"scope":"node","ranks":"0-7","nodes":"0","bytes":67108864,"iters":20,"seconds":0.00031,"algbw_gbps":216.5,"busbw_gbps":378.9}
     ROLLCALL {"event":"complete","rank":3,"world_size":64}
     ROLLCALL {"event":"error","rank":3,"world_size":64,"message":"...","time":1764576001.25}
 
-A rank answers the roll call when it reported ``throughput``, at least one ``epoch_time`` and ``complete``.
+A rank answers the roll call when it reported ``throughput``, at least one ``epoch_time`` and ``complete``;
+``compute_ms`` / ``compute_ms_p90`` (this rank's compute per step, without communication) and ``bandwidth``
+(one per all-reduce group the rank was in) are optional figures.
 
 Parsing rules:
 
@@ -16,6 +19,11 @@ Parsing rules:
 - one physical line may hold several markers (processes' writes interleaved): each complete object counts;
 - a record counts only when its JSON object parses completely, so a truncated number never becomes a value;
 - CRLF endings are fine; a repeated event (a restarted worker, or the same epoch again) keeps the last record;
+- an optional field of the wrong type is dropped, never the record: a ``throughput`` whose ``compute_ms`` is not
+  a number still counts (without a compute time);
+- a ``bandwidth`` record counts only when whole: ``scope`` one of world/node/pair, ``ranks`` and ``nodes``
+  compact ranges (``"0-7,16"``), ``bytes`` a positive integer and ``algbw_gbps``, ``busbw_gbps`` numbers; one is
+  kept per rank and group (scope and nodes), the last;
 - the legacy aws-k8s-tester Neuron format is read too, where one line carries both values::
 
       [Rank 12] - local_samples=100.0, total_time=2.00s, local_throughput=50.00 samples/s, local_avg_epoch_time=0.40s
@@ -41,6 +49,9 @@ from typing import IO, Any, Literal
 MARKER = b"ROLLCALL "
 LEGACY_MARKER = b"[Rank "
 REQUIRED_EVENTS: tuple[str, ...] = ("throughput", "epoch_time", "complete")
+BANDWIDTH_SCOPES: tuple[str, ...] = ("world", "node", "pair")
+#: The most members a group's compact range may expand to (a garbled record must not eat the memory).
+MAX_GROUP_MEMBERS = 1 << 20
 
 Format = Literal["auto", "rollcall", "neuron-legacy"]
 FORMATS: tuple[Format, ...] = ("auto", "rollcall", "neuron-legacy")
@@ -76,6 +87,24 @@ class RankError:
     source: str = ""
 
 
+@dataclass(frozen=True)
+class BandwidthRecord:
+    """One rank's measure of one all-reduce group (a ``bandwidth`` event)."""
+
+    scope: str
+    ranks: tuple[int, ...]
+    nodes: tuple[int, ...]
+    bytes: int
+    algbw_gbps: float
+    busbw_gbps: float
+    seconds: float | None = None
+
+    @property
+    def key(self) -> tuple[str, tuple[int, ...]]:
+        """The group: its scope and nodes."""
+        return self.scope, self.nodes
+
+
 @dataclass
 class RankReport:
     """Everything one rank said, merged over every log it appeared in."""
@@ -89,6 +118,10 @@ class RankReport:
     details: dict[str, Any] = field(default_factory=dict)
     sources: set[str] = field(default_factory=set)
     world_size: int | None = None
+    #: Median and 90th percentile of this rank's compute per step without communication (ms).
+    compute_ms: float | None = None
+    compute_ms_p90: float | None = None
+    bandwidth: dict[tuple[str, tuple[int, ...]], BandwidthRecord] = field(default_factory=dict)
 
     @property
     def epoch_time(self) -> float | None:
@@ -253,6 +286,10 @@ class LogParser:
             epoch = obj.get("epoch", 0)
             if value is None or not _is_int(epoch):
                 return
+        elif event == "bandwidth":
+            value = _bandwidth(obj)
+            if value is None:
+                return
         elif event not in ("start", "complete", "error"):
             return
         report = self._rank(rank)
@@ -263,6 +300,10 @@ class LogParser:
         if event == "throughput":
             report.throughput = value
             report.details.update({k: v for k, v in obj.items() if k not in _ENVELOPE})
+            report.compute_ms = _number(obj.get("compute_ms"))
+            report.compute_ms_p90 = _number(obj.get("compute_ms_p90"))
+        elif event == "bandwidth":
+            report.bandwidth[value.key] = value
         elif event == "epoch_time":
             report.epoch_times[epoch] = value
         elif event == "complete":
@@ -287,6 +328,38 @@ def _number(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value)
+
+
+def _bandwidth(obj: dict[str, Any]) -> BandwidthRecord | None:
+    """The record of a ``bandwidth`` event, or None unless it is whole (see the module docstring)."""
+    scope, nbytes = obj.get("scope"), obj.get("bytes")
+    ranks, nodes = parse_ranges(obj.get("ranks")), parse_ranges(obj.get("nodes"))
+    algbw, busbw = _number(obj.get("algbw_gbps")), _number(obj.get("busbw_gbps"))
+    if scope not in BANDWIDTH_SCOPES or ranks is None or nodes is None or algbw is None or busbw is None:
+        return None
+    if not isinstance(nbytes, int) or isinstance(nbytes, bool) or nbytes <= 0:
+        return None
+    return BandwidthRecord(str(scope), ranks, nodes, nbytes, algbw, busbw, _number(obj.get("seconds")))
+
+
+_RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
+
+
+def parse_ranges(text: object) -> tuple[int, ...] | None:
+    """``"0-3,8"`` gives ``(0, 1, 2, 3, 8)``; None for anything else (not text, empty, a bad or reversed run)."""
+    if not isinstance(text, str) or not text:
+        return None
+    members: set[int] = set()
+    for part in text.split(","):
+        m = _RANGE.match(part.strip())
+        if not m:
+            return None
+        first = int(m.group(1))
+        last = int(m.group(2)) if m.group(2) is not None else first
+        if last < first or len(members) + last - first >= MAX_GROUP_MEMBERS:
+            return None
+        members.update(range(first, last + 1))
+    return tuple(sorted(members))
 
 
 def parse_files(paths: Iterable[str | Path], fmt: Format = "auto") -> RollCall:

@@ -67,6 +67,8 @@ class TestRecord:
             "release_gate": self.gate.as_dict() if self.gate else None,
             "root_cause": verdict.root_cause.as_dict() if verdict.root_cause else None,
             "errors": [g.as_dict() for g in verdict.root_cause.groups] if verdict.root_cause else [],
+            # Per-rank compute times, per-group and per-node bus bandwidth, and what the checks found.
+            "perf": verdict.perf_report.as_dict(),
             **self.extra,
         }
 
@@ -93,6 +95,9 @@ def junit_properties(record: TestRecord) -> list[tuple[str, object]]:
         props.append(("config", str(record.gate.key)))
         props.append(("stragglers", len(record.gate.stragglers)))
         props.append(("regression_gate", record.gate.gate))
+    if record.gate is not None and record.gate.perf is not None:
+        props.append(("compute_stragglers", len(record.gate.perf.stragglers)))
+        props.append(("slow_links", len(record.gate.perf.slow)))
     return props
 
 
@@ -183,6 +188,17 @@ def summary_table(records: Iterable[TestRecord]) -> list[str]:
         )
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(header))]
     return ["  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+
+
+def perf_summary(records: Iterable[TestRecord]) -> list[str]:
+    """For each test, its slowest rank and its node of lowest bus bandwidth, whether it passed or not."""
+    lines = []
+    for record in records:
+        if record.gate is None or record.gate.perf is None:
+            continue
+        name = record.test_id.rsplit("::", 1)[-1]
+        lines += [f"{name}: {line}" for line in record.gate.perf.summary()]
+    return lines
 
 
 def merge_worker_results(directory: Path, since: float) -> Path | None:

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from rollcall.collect import RANKS_JUNIT_FILE, REPORT_FILE, RESULTS_FILE
+from rollcall.perf import PerfFigures, PerfReport, SlowGroup
 from rollcall.rootcause import Analysis
 
 if TYPE_CHECKING:
@@ -59,8 +60,8 @@ class RankState(enum.Enum):
 
     OK = "ok"
     MISSING = "missing"  # missed an event, reported an error or an invalid value
-    STRAGGLER = "straggler"  # answered, but below --straggler-ratio of the median throughput
-    SLOW = "slow"  # answered, but below --min-throughput (or failed another check that names it)
+    STRAGGLER = "straggler"  # answered, but below --straggler-ratio of the median throughput or compute time
+    SLOW = "slow"  # answered, but below --min-throughput, on a slow link (or failed another check naming it)
 
     @property
     def severity(self) -> int:
@@ -84,6 +85,8 @@ class Kind(enum.Enum):
     LAYOUT = "layout"
     MIN_THROUGHPUT = "min_throughput"
     STRAGGLER = "straggler"
+    COMPUTE_STRAGGLER = "compute_straggler"  # compute time per step above the median's by 1/--straggler-ratio
+    SLOW_LINK = "slow_link"  # a node, pair of nodes or the world below --min-busbw or --busbw-ratio
     REGRESSION = "regression"
 
     @property
@@ -99,6 +102,8 @@ _RANK_STATE = {
     Kind.INVALID_VALUE: RankState.MISSING,
     Kind.MIN_THROUGHPUT: RankState.SLOW,
     Kind.STRAGGLER: RankState.STRAGGLER,
+    Kind.COMPUTE_STRAGGLER: RankState.STRAGGLER,
+    Kind.SLOW_LINK: RankState.SLOW,
 }
 
 
@@ -177,13 +182,18 @@ class Criteria:
 
     Attributes:
         min_throughput: samples/s every rank must reach.
-        straggler_ratio: ranks below this times the median throughput fail (0: off).
+        straggler_ratio: ranks below this times the median throughput, or above the median compute time
+            over it, fail (0: off).
+        min_busbw: GB/s of all-reduce bus bandwidth every node, pair of nodes and the world must reach.
+        busbw_ratio: a node (pair) below this times the median node's (pair's) bus bandwidth fails (0: off).
         baseline: the figures of the run's configuration to compare against (None: no gate).
         max_regression_pct: how much worse than ``baseline`` a figure may be.
     """
 
     min_throughput: float | None = None
     straggler_ratio: float = 0.0
+    min_busbw: float | None = None
+    busbw_ratio: float = 0.0
     baseline: Figures | None = None
     max_regression_pct: float = 0.0
 
@@ -236,6 +246,8 @@ class Verdict:
     mfu_mean: float | None = None
     #: The workload's settings every rank's throughput event agreed on (see :data:`WORKLOAD_KEYS`).
     workload: Mapping[str, Any] = field(default_factory=dict)
+    #: Per-rank compute times and per-group bus bandwidth, as the ranks reported them (:mod:`rollcall.perf`).
+    perf: PerfFigures = field(default_factory=PerfFigures)
     evidence: Evidence | None = field(default=None, compare=False, repr=False)
     criteria: Criteria = field(default_factory=Criteria, compare=False)
 
@@ -276,6 +288,19 @@ class Verdict:
             if isinstance(p.detail, Analysis):
                 return p.detail
         return None
+
+    @property
+    def perf_report(self) -> PerfReport:
+        """The compute and bandwidth figures with the compute stragglers and slow links the checks found."""
+        c = self.criteria
+        return PerfReport(
+            figures=self.perf,
+            straggler_ratio=c.straggler_ratio,
+            min_busbw=c.min_busbw,
+            busbw_ratio=c.busbw_ratio,
+            stragglers=tuple(s for p in self.of_kind(Kind.COMPUTE_STRAGGLER) for s in p.detail),
+            slow=tuple(p.detail for p in self.of_kind(Kind.SLOW_LINK) if isinstance(p.detail, SlowGroup)),
+        )
 
     def of_kind(self, kind: Kind) -> list[Problem]:
         """The problems of ``kind``."""

@@ -319,6 +319,11 @@ def test_broken(rollcall):
         (("--baseline", "missing.json"), "*--baseline: cannot read baseline file missing.json*"),
         (("--max-regression", "150"), "*invalid --max-regression value '150'*must be >= 0 and < 100*"),
         (("--straggler-ratio", "1.5"), "*invalid --straggler-ratio value '1.5'*0 turns the check off*"),
+        (
+            ("--min-busbw", "0"),
+            "*invalid --min-busbw value '0'*must be a finite number > 0*--min-busbw GBPS*",
+        ),
+        (("--busbw-ratio", "2"), "*invalid --busbw-ratio value '2'*0 turns the check off*"),
     ],
 )
 def test_bad_gate_options_are_usage_errors(pytester, args, message):

@@ -162,3 +162,84 @@ def test_missing(rollcall):
     assert [s for _, _, s, _ in doc.ranks(0)] == ["ok"] * 4
     assert [s for _, _, s, _ in doc.ranks(1)] == ["ok", "ok", "ok", "missing"]
     assert Path(pytester.path / "artifacts" / "test_missing").is_dir()
+
+
+# -- compute time and bandwidth ------------------------------------------------------------------
+
+
+def perf_record(root, compute=None, node_busbw=None):
+    from tests.unit.test_perf import perf_log
+
+    collector = Collector(root / "test_perf")
+    spec = JobSpec("test-perf", 2, 2, accelerator="cpu")
+    for node in range(2):
+        sink = collector.sink(f"test-perf-{node}")
+        sink.write(perf_log(node, compute=compute, node_busbw=node_busbw).encode())
+    collector.close()
+    attempt = Attempt(spec, JobStatus(JobState.SUCCEEDED), assess(collector.roll, Layout(2, 2)), root, 2.0)
+    record = reports.TestRecord("tests/e2e/t.py::test_perf", RunResult("scripted", [attempt]), "cpu")
+    record.gate = ReleaseGate().judge(record.test_id, attempt)
+    return record
+
+
+def test_compute_bars_show_the_median_and_the_straggler_line(tmp_path):
+    record = perf_record(tmp_path, compute={3: 31.5}, node_busbw={1: 0.05})
+    text = render([record], {"backend": "scripted"}, tmp_path)
+    doc = Elements(text)
+    svg = [a for tag, a in doc.tags if tag == "svg" and "compute" in a.get("class", "")]
+    assert len(svg) == 1
+    bars = {
+        int(a["data-rank"]): a["class"]
+        for tag, a in doc.tags
+        if tag == "rect" and "data-rank" in a and float(a["height"]) > 4
+    }
+    assert "Compute time per rank (ms per step, no communication)" in text
+    assert "median 10.00 ms" in text and "straggler &gt; 12.50 ms" in text  # 10 / 0.8
+    assert "rank 3 (node 1): 31.50 ms" in text
+    states = {r: s for r, _, s, _ in doc.ranks()}
+    assert states == {0: "ok", 1: "ok", 2: "slow", 3: "straggler"}  # 2 and 3 share the slow node
+    assert bars[3] == "bar straggler"
+
+
+def test_bandwidth_tables_list_every_group_and_node_marking_the_slow_one(tmp_path):
+    record = perf_record(tmp_path, node_busbw={1: 0.05})
+    doc = Elements(render([record], {"backend": "scripted"}, tmp_path))
+    rows = [(a["data-scope"], a["class"]) for tag, a in doc.tags if tag == "tr" and "data-scope" in a]
+    assert rows == [("world", "ok"), ("node", "ok"), ("node", "regressed")]
+    assert [a["data-node"] for tag, a in doc.tags if tag == "tr" and "data-node" in a] == ["0", "1"]
+
+
+def test_without_perf_figures_there_is_no_compute_or_bandwidth_section(failed_run):
+    path, _ = failed_run
+    text = path.read_text()
+    assert "Compute time per rank" not in text and "All-reduce bandwidth" not in text
+
+
+def test_results_json_carries_compute_per_rank_and_busbw_per_node(tmp_path):
+    import json
+
+    record = perf_record(tmp_path, compute={3: 31.5}, node_busbw={1: 0.05})
+    reports.write_results(tmp_path / "results.json", [record], {})
+    test = json.loads((tmp_path / "results.json").read_text())["tests"][0]
+    perf = test["perf"]
+    assert [(f["kind"], f["ranks"]) for f in test["findings"]] == [
+        ("compute_straggler", [3]),
+        ("slow_link", [2, 3]),
+    ]
+    assert [(c["rank"], c["node"], c["pod"], c["compute_ms"]) for c in perf["compute"]] == [
+        (0, 0, "test-perf-0", 10.0),
+        (1, 0, "test-perf-0", 10.0),
+        (2, 1, "test-perf-1", 10.0),
+        (3, 1, "test-perf-1", 31.5),
+    ]
+    assert [(n["node"], n["busbw_gbps"]) for n in perf["bandwidth"]["nodes"]] == [(0, 1.0), (1, 0.05)]
+    assert [s["rank"] for s in perf["compute_stragglers"]] == [3]
+    assert [s["nodes"] for s in perf["slow_links"]] == [[1]]
+    props = dict(reports.junit_properties(record))
+    assert (props["compute_stragglers"], props["slow_links"]) == (1, 1)
+    assert reports.perf_summary([record]) == [
+        "test_perf: slowest rank: 3 (node 1, pod test-perf-1), 31.50 ms compute per step, 3.15 x the median "
+        "of 10.00 ms",
+        "test_perf: lowest bus bandwidth: node 1 (pod(s) test-perf-1), 0.05 GB/s, 0.10 x the median of "
+        "0.525 GB/s",
+    ]

@@ -1,4 +1,5 @@
-"""The workload images: each Dockerfile pins its base, adds a pinned transformers and ships the same train.py."""
+"""The workload images: each Dockerfile pins its base, adds a pinned transformers and ships the same train.py
+(with bert_compact.py beside it)."""
 
 from __future__ import annotations
 
@@ -44,7 +45,9 @@ def test_base_image_is_pinned(dockerfile):
 def test_image_ships_train_py_at_the_suite_path(dockerfile):
     instructions = _instructions(dockerfile)
     copies = [args.split() for word, args in instructions if word == "COPY"]
-    assert ["train.py", "/workspace/train.py"] in copies
+    # train.py and the compact model it imports from its own folder, side by side in /workspace
+    assert ["train.py", "bert_compact.py", "/workspace/"] in copies
+    assert (IMAGE_DIR / "bert_compact.py").is_file()
     assert ("WORKDIR", "/workspace") in instructions
     try:
         from rollcall.jobspec import IMAGE_SCRIPT

@@ -211,3 +211,107 @@ def test_ranges():
     assert ranges([]) == ""
     assert ranges([7, 19, 40, 41, 42, 43, 44, 45, 46, 47]) == "7, 19, 40-47"
     assert ranges([3, 1, 2, 2]) == "1-3"
+
+
+# -- compute time and bandwidth ------------------------------------------------------------------------
+
+
+def bw(rank, scope="node", ranks="0-1", nodes="0", world=4, **kw):
+    fields = {
+        "scope": scope,
+        "ranks": ranks,
+        "nodes": nodes,
+        "bytes": 2097152,
+        "iters": 10,
+        "seconds": 0.002,
+        "algbw_gbps": 1.05,
+        "busbw_gbps": 1.05,
+        **kw,
+    }
+    return line("bandwidth", rank, world, **{k: v for k, v in fields.items() if v is not None})
+
+
+def test_compute_time_fields_of_throughput_are_kept():
+    roll = parse(line("throughput", 1, samples_per_sec=50.0, compute_ms=12.5, compute_ms_p90=14.0) + "\n")
+    assert (roll.ranks[1].compute_ms, roll.ranks[1].compute_ms_p90) == (12.5, 14.0)
+    assert roll.ranks[1].details["compute_ms"] == 12.5
+
+
+@pytest.mark.parametrize("value", ["12.5", True, None, [1], {"ms": 1}])
+def test_a_compute_time_of_the_wrong_type_is_dropped_not_the_throughput(value):
+    roll = parse(line("throughput", 1, samples_per_sec=50.0, compute_ms=value) + "\n")
+    assert roll.ranks[1].throughput == 50.0
+    assert roll.ranks[1].compute_ms is None and roll.ranks[1].compute_ms_p90 is None
+
+
+def test_without_compute_time_a_rank_still_answers():
+    roll = parse("\n".join(full_rank(0, world=1)) + "\n")
+    assert roll.missing(1) == {"throughput": [], "epoch_time": [], "complete": []}
+    assert roll.ranks[0].compute_ms is None and roll.ranks[0].bandwidth == {}
+
+
+def test_bandwidth_records_are_kept_per_group_the_last_one_winning():
+    text = "\n".join(
+        [
+            bw(0, scope="world", ranks="0-3", nodes="0-1", busbw_gbps=0.3),
+            bw(0, busbw_gbps=0.9),
+            bw(0, busbw_gbps=1.2),  # the same group again: the last counts
+            bw(2, ranks="2-3", nodes="1", busbw_gbps=0.1),
+        ]
+    )
+    roll = parse(text + "\n", chunk=7)
+    zero = roll.ranks[0].bandwidth
+    assert sorted(zero) == [("node", (0,)), ("world", (0, 1))]
+    assert zero[("node", (0,))].busbw_gbps == 1.2
+    world = zero[("world", (0, 1))]
+    assert (world.scope, world.ranks, world.nodes, world.bytes, world.seconds) == (
+        "world",
+        (0, 1, 2, 3),
+        (0, 1),
+        2097152,
+        0.002,
+    )
+    assert roll.ranks[2].bandwidth[("node", (1,))].ranks == (2, 3)
+    assert roll.records == 4
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"scope": "rack"},
+        {"scope": None},
+        {"ranks": "0-"},
+        {"ranks": "3-1"},
+        {"ranks": ""},
+        {"ranks": [0, 1]},
+        {"nodes": "a"},
+        {"nodes": None},
+        {"bytes": 0},
+        {"bytes": 2.5},
+        {"bytes": True},
+        {"busbw_gbps": "1.0"},
+        {"busbw_gbps": None},
+        {"algbw_gbps": None},
+        {"ranks": "0-99999999999"},
+    ],
+)
+def test_a_bandwidth_record_counts_only_when_whole(changes):
+    roll = parse(bw(0, **changes) + "\n")
+    assert 0 not in roll.ranks or roll.ranks[0].bandwidth == {}
+    assert roll.records == 0
+
+
+def test_a_truncated_bandwidth_record_does_not_count():
+    whole = bw(0)
+    roll = parse(whole[: whole.index('"busbw_gbps"') + 16] + "\n" + line("complete", 0) + "\n")
+    assert roll.ranks[0].bandwidth == {} and roll.ranks[0].complete
+
+
+def test_parse_ranges():
+    from rollcall.ranklog import parse_ranges
+
+    assert parse_ranges("0-3,8") == (0, 1, 2, 3, 8)
+    assert parse_ranges("5") == (5,)
+    assert parse_ranges("2, 0-1") == (0, 1, 2)
+    for bad in ("", "-1", "1-", "a", "1,,2", None, 3):
+        assert parse_ranges(bad) is None

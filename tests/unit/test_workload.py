@@ -214,6 +214,7 @@ def test_cli_and_device_defaults():
         args.epochs,
         args.steps_per_epoch,
     ) == ("tiny", 64, 8, 2, 2, 3)
+    assert (args.compute_steps, args.bandwidth_mb, args.bandwidth_iters) == (10, 8.0, 10)
     args = train.parse_args(["--batch-size", "4", "--model", "large", "--peak-tflops", "500", "--compile"])
     train.apply_defaults(args, "cuda")
     assert (args.model, args.seq_len, args.batch_size, args.peak_tflops, args.compile) == (
@@ -227,7 +228,17 @@ def test_cli_and_device_defaults():
 
 
 @pytest.mark.parametrize(
-    "argv", [["--seq-len", "513"], ["--seq-len", "4"], ["--epochs", "0"], ["--warmup-steps", "-1"]]
+    "argv",
+    [
+        ["--seq-len", "513"],
+        ["--seq-len", "4"],
+        ["--epochs", "0"],
+        ["--warmup-steps", "-1"],
+        ["--compute-steps", "-1"],
+        ["--bandwidth-mb", "-1"],
+        ["--bandwidth-mb", "nan"],
+        ["--bandwidth-iters", "0"],
+    ],
 )
 def test_bad_sizes_are_refused(argv):
     args = train.parse_args(argv)
@@ -261,9 +272,132 @@ def test_fault_injection_targets_one_rank():
     assert train.FAIL_RANK_ENV == "ROLLCALL_FAIL_RANK" and train.HANG_RANK_ENV == "ROLLCALL_HANG_RANK"
 
 
+def test_slow_rank_and_slow_link_are_parsed_or_refused_by_name():
+    assert train.slow_rank({}) is None and train.slow_link({"ROLLCALL_SLOW_LINK": " "}) is None
+    assert train.slow_rank({"ROLLCALL_SLOW_RANK": "3:2.5"}) == train.SlowRank(rank=3, factor=2.5)
+    assert train.slow_link({"ROLLCALL_SLOW_LINK": "1:40"}) == train.SlowLink(node=1, delay_ms=40.0)
+    for bad in ("3", "3:", "x:2", "-1:2", "3:nan", "3:inf"):
+        with pytest.raises(ValueError, match=r"ROLLCALL_SLOW_RANK=.*write ROLLCALL_SLOW_RANK=<rank>:<factor"):
+            train.slow_rank({"ROLLCALL_SLOW_RANK": bad})
+    with pytest.raises(ValueError, match="factor must be at least 1"):
+        train.slow_rank({"ROLLCALL_SLOW_RANK": "3:0.5"})
+    with pytest.raises(ValueError, match="delay must not be negative"):
+        train.slow_link({"ROLLCALL_SLOW_LINK": "1:-5"})
+
+
+def test_percentile_interpolates_between_closest_ranks():
+    assert train.percentile([3.0], 90) == 3.0
+    assert train.percentile([4.0, 1.0, 3.0, 2.0], 50) == 2.5
+    assert train.percentile([1.0, 2.0, 3.0, 4.0, 5.0], 50) == 3.0
+    assert train.percentile([float(v) for v in range(11)], 90) == pytest.approx(9.0)
+    assert train.percentile([1.0, 2.0], 90) == pytest.approx(1.9)
+    with pytest.raises(ValueError):
+        train.percentile([], 50)
+
+
+def test_compute_fields():
+    assert train.compute_fields([]) == {"compute_ms": None, "compute_ms_p90": None, "compute_steps": 0}
+    fields = train.compute_fields([10.0, 12.0, 11.0, 30.0, 10.5])
+    assert fields == {"compute_ms": 11.0, "compute_ms_p90": pytest.approx(22.8), "compute_steps": 5}
+
+
+def test_bus_bandwidth_follows_nccl_tests():
+    # 1 GB in 0.1 s: algbw 10 GB/s; busbw = algbw x 2(n-1)/n
+    assert train.bus_bandwidth(10**9, 0.1, 2) == pytest.approx((10.0, 10.0))
+    assert train.bus_bandwidth(10**9, 0.1, 8) == pytest.approx((10.0, 17.5))
+    assert train.bus_bandwidth(10**9, 0.1, 1) == pytest.approx((10.0, 0.0))
+
+
+def test_compact_ranges():
+    assert train.compact_ranges([]) == ""
+    assert train.compact_ranges([3, 0, 1, 2, 8, 10, 9]) == "0-3,8-10"
+    assert train.compact_ranges([5]) == "5"
+
+
+def test_bandwidth_groups_world_nodes_and_ring_pairs():
+    G = train.CommGroup
+    # 2 nodes x 2 ranks: the world and each node; the one pair of nodes would be the world again
+    assert train.bandwidth_groups([0, 0, 1, 1]) == [
+        G("world", (0, 1), (0, 1, 2, 3)),
+        G("node", (0,), (0, 1)),
+        G("node", (1,), (2, 3)),
+    ]
+    # one rank per node: no node group measures anything; 3 nodes make a ring of 3 pairs
+    assert train.bandwidth_groups([0, 1, 2]) == [
+        G("world", (0, 1, 2), (0, 1, 2)),
+        G("pair", (0, 1), (0, 1)),
+        G("pair", (1, 2), (1, 2)),
+        G("pair", (0, 2), (0, 2)),
+    ]
+    # one node: only the node (the world is the same group)
+    assert train.bandwidth_groups([0, 0]) == [G("world", (0,), (0, 1))]
+    assert train.bandwidth_groups([0]) == []
+    groups = train.bandwidth_groups([n for n in range(4) for _ in range(2)])
+    assert [g.scope for g in groups] == ["world"] + ["node"] * 4 + ["pair"] * 4
+    assert groups[-1] == G("pair", (0, 3), (0, 1, 6, 7))
+
+
+def test_bandwidth_rounds_run_disjoint_groups_together():
+    groups = train.bandwidth_groups([n for n in range(4) for _ in range(2)])
+    rounds = train.bandwidth_rounds(groups)
+    assert rounds == [[0], [1, 2, 3, 4], [5, 7], [6, 8]]  # world; nodes; pairs (0,1)+(2,3); (1,2)+(0,3)
+    for chosen in rounds:
+        members = [r for i in chosen for r in groups[i].ranks]
+        assert len(members) == len(set(members))
+    odd = train.bandwidth_rounds(train.bandwidth_groups([0, 1, 2]))
+    assert odd == [[0], [1], [2], [3]]  # a ring of 3 pairs: every two share a node
+
+
 def test_batch_seeds_differ_per_seed_rank_and_index():
     seeds = {train.batch_seed(s, r, i) for s in range(3) for r in range(64) for i in range(4)}
     assert len(seeds) == 3 * 64 * 4
+
+
+def test_warm_up_settles_when_the_last_k_steps_agree():
+    compile_then_steady = [40.0, 0.2, 0.14, 0.137, 0.138, 0.136, 0.137]
+    assert not train.settled(compile_then_steady[:6], 5, 5.0)  # 0.2 is still in the window
+    assert train.settled(compile_then_steady, 5, 5.0)
+    assert not train.settled(compile_then_steady, 5, 0.5)  # 0.14 is 2% off the median
+    assert not train.settled([0.1] * 4, 5, 5.0)  # fewer than k times
+    assert not train.settled([0.1] * 8, 0, 5.0)  # k = 0: never (a fixed count instead)
+    assert not train.settled([0.0] * 5, 5, 5.0)
+
+
+def test_compile_cache_env_points_inductor_and_triton_under_one_directory(tmp_path):
+    env = train.compile_cache_env(str(tmp_path))
+    assert env == {
+        "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
+        "TRITON_CACHE_DIR": str(tmp_path / "triton"),
+    }
+
+
+def test_compile_cache_defaults_from_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv(train.COMPILE_CACHE_ENV, str(tmp_path))
+    assert train.parse_args([]).compile_cache == str(tmp_path)
+    monkeypatch.delenv(train.COMPILE_CACHE_ENV)
+    assert train.parse_args([]).compile_cache is None
+
+
+def test_precision_labels():
+    assert train.precision_label("autocast", bf16=True) == "bf16-autocast"
+    assert train.precision_label("bf16", bf16=True) == "bf16-master-fp32"
+    assert train.precision_label("bf16", bf16=False) == "fp32"
+    assert train.precision_label("autocast", bf16=False) == "fp32"
+
+
+@pytest.mark.parametrize(
+    ("argv", "match"),
+    [
+        (["--warmup-settle", "-1"], "warmup"),
+        (["--warmup-tolerance", "0"], "warmup"),
+        (["--attention", "flash"], "--impl compact"),
+    ],
+)
+def test_bad_warm_up_rules_and_options_are_refused(argv, match):
+    args = train.parse_args(argv)
+    with pytest.raises(ValueError, match=match):
+        train.apply_defaults(args, "cpu")
+    train.apply_defaults(train.parse_args(["--attention", "flash", "--impl", "compact"]), "cpu")
 
 
 def test_docstring_is_the_contract():
@@ -280,7 +414,21 @@ def test_docstring_is_the_contract():
         "WORLD_SIZE",
         "ROLLCALL_FAIL_RANK",
         "ROLLCALL_HANG_RANK",
+        "ROLLCALL_SLOW_RANK",
+        "ROLLCALL_SLOW_LINK",
+        "compute_ms",
+        "compute_ms_p90",
+        "no_sync()",
+        "bandwidth",
+        "busbw_gbps",
         "Exit codes",
+        "startup_s",
+        "compile_s",
+        "warmup_s",
+        "warmup_steps",
+        "timed_s",
+        "--warmup-settle",
+        "--compile-cache",
     ):
         assert word in doc
 
@@ -362,7 +510,7 @@ def test_two_ranks_answer_the_roll_call(torchrun_runs):
         mine = [r for r in records if r["rank"] == rank]
         assert all(r["world_size"] == 2 for r in mine), out
         events = [r["event"] for r in mine]
-        assert events == ["start", "epoch_time", "epoch_time", "throughput", "complete"], out
+        assert events == ["start", "epoch_time", "epoch_time", "throughput", "bandwidth", "complete"], out
         start = mine[0]
         assert (start["local_rank"], start["node_rank"], start["device"]) == (rank, 0, "cpu")
         assert [r["epoch"] for r in mine if r["event"] == "epoch_time"] == [1, 2]
@@ -372,6 +520,20 @@ def test_two_ranks_answer_the_roll_call(torchrun_runs):
         assert (throughput["model"], throughput["seq_len"], throughput["batch_size"]) == ("tiny", 64, 8)
         epoch_seconds = sum(r["seconds"] for r in mine if r["event"] == "epoch_time")
         assert throughput["samples_per_sec"] == pytest.approx(2 * 3 * 8 / epoch_seconds, rel=1e-3)
+        assert throughput["compute_steps"] == 10
+        assert 0 < throughput["compute_ms"] <= throughput["compute_ms_p90"]
+        # one node of two ranks: the world is the node, and the duplicate group is dropped
+        bandwidth = mine[4]
+        assert (bandwidth["scope"], bandwidth["ranks"], bandwidth["nodes"]) == ("world", "0-1", "0"), out
+        assert (bandwidth["bytes"], bandwidth["iters"]) == (8 * 2**20, 10)
+        assert bandwidth["algbw_gbps"] == pytest.approx(
+            bandwidth["bytes"] / bandwidth["seconds"] / 1e9, rel=1e-3
+        )
+        assert bandwidth["busbw_gbps"] == pytest.approx(bandwidth["algbw_gbps"], rel=1e-3)  # 2(n-1)/n = 1
+        # the split of this rank's time: the timed part holds the epochs; warm-up ran 2 steps (cpu default)
+        assert throughput["startup_s"] > 0 and throughput["compile_s"] > 0 and throughput["warmup_s"] >= 0
+        assert throughput["timed_s"] >= epoch_seconds - 1e-3 and throughput["warmup_steps"] == 2
+        assert (throughput["impl"], throughput["precision"]) == ("hf", "fp32")
 
 
 def test_injected_failure_is_reported_and_fails_the_job(torchrun_runs):

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,6 +31,20 @@ if TYPE_CHECKING:
 
 #: The workload script in this repository, run in place of the image's copy.
 DEFAULT_SCRIPT = Path(__file__).resolve().parents[3] / "images" / "bert-training" / "train.py"
+#: train.py keeps its compiler caches in the directory this variable names.
+COMPILE_CACHE_ENV = "ROLLCALL_COMPILE_CACHE"
+
+
+def compile_cache_dir(environ: Mapping[str, str]) -> Path:
+    """Where local runs keep the workload's compiler caches: ``compile`` under rollcall's cache directory.
+
+    That is ``$ROLLCALL_CACHE_DIR``, else ``$XDG_CACHE_HOME/rollcall``, else ``~/.cache/rollcall`` (the
+    directory ``hack/cluster.sh`` keeps its binaries in), so a second run on this machine compiles from cache.
+    """
+    root = environ.get("ROLLCALL_CACHE_DIR") or os.path.join(
+        environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "rollcall"
+    )
+    return Path(root) / "compile"
 
 
 def free_port() -> int:
@@ -97,6 +112,7 @@ class LocalBackend:
         try:
             for node in range(spec.nodes):
                 env = {**os.environ, **threads, **spec.workload_env(), procs.RUN_ID_ENV: run_id}
+                env.setdefault(COMPILE_CACHE_ENV, str(compile_cache_dir(os.environ)))  # the user's wins
                 if gpus:
                     env["CUDA_VISIBLE_DEVICES"] = ",".join(
                         gpus[node * spec.procs_per_node : (node + 1) * spec.procs_per_node]

@@ -1,0 +1,115 @@
+"""Compute time per rank and bus bandwidth per node on this machine's CPU: healthy runs and injected faults.
+
+    python bench/perf_cpu.py [--runs N] [--nodes 2] [--procs-per-node 2] [--slow-rank 3:3] [--slow-link 1:50]
+
+Runs the roll call (``pytest tests/e2e --backend local``) ``--runs`` times healthy, then once with each fault,
+reads each run's results.json and prints one row per run: the median rank's compute time, the spread of the
+ranks' compute times ((max - min) / median), the slowest rank and its ratio to the median, each node's bus
+bandwidth within the node and the lowest node's ratio to the median node, and the verdict.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(
+    nodes: int, ppn: int, env_pairs: list[str], workload_args: str, artifacts: Path
+) -> tuple[dict, float]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(ROOT / "tests" / "e2e"),
+        "--backend",
+        "local",
+        "--nodes",
+        str(nodes),
+        "--procs-per-node",
+        str(ppn),
+        "--artifacts-dir",
+        str(artifacts),
+        "-p",
+        "no:cacheprovider",
+        "-q",
+    ]
+    if workload_args:
+        cmd += ["--workload-args", workload_args]
+    for pair in env_pairs:
+        cmd += ["--workload-env", pair]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ROLLCALL_")}
+    started = time.monotonic()
+    subprocess.run(
+        cmd, check=False, cwd=artifacts.parent, env=env, capture_output=True, text=True, timeout=1200
+    )
+    return json.loads((artifacts / "results.json").read_text())["tests"][0], time.monotonic() - started
+
+
+def row(name: str, test: dict, seconds: float) -> tuple[str, ...]:
+    perf = test["perf"]
+    compute = {c["rank"]: c["compute_ms"] for c in perf["compute"]}
+    mid = statistics.median(compute.values()) if compute else float("nan")
+    slowest = max(compute, key=compute.__getitem__) if compute else None
+    nodes = {n["node"]: n["busbw_gbps"] for n in perf["bandwidth"]["nodes"] if n["busbw_gbps"]}
+    node_mid = statistics.median(nodes.values()) if nodes else float("nan")
+    low = min(nodes, key=nodes.__getitem__) if nodes else None
+    return (
+        name,
+        f"{mid:.1f}",
+        f"{100 * (max(compute.values()) - min(compute.values())) / mid:.1f}%" if compute else "-",
+        f"{slowest} ({compute[slowest] / mid:.2f}x)" if slowest is not None else "-",
+        " ".join(f"{n}:{v:.3g}" for n, v in sorted(nodes.items())) or "-",
+        f"{low} ({nodes[low] / node_mid:.2f}x)" if low is not None else "-",
+        "PASS" if test["passed"] else "FAIL",
+        f"{seconds:.0f}",
+    )
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--nodes", type=int, default=2)
+    p.add_argument("--procs-per-node", type=int, default=2)
+    p.add_argument("--slow-rank", default="3:3")
+    p.add_argument("--slow-link", default="1:50")
+    p.add_argument("--workload-args", default="--warmup-steps 1 --epochs 2 --steps-per-epoch 2")
+    a = p.parse_args()
+    cases = [(f"healthy-{i + 1}", []) for i in range(a.runs)]
+    cases += [(f"slow-rank {a.slow_rank}", [f"ROLLCALL_SLOW_RANK={a.slow_rank}"])]
+    cases += [(f"slow-link {a.slow_link}", [f"ROLLCALL_SLOW_LINK={a.slow_link}"])]
+    header = (
+        "case",
+        "compute ms (median)",
+        "spread",
+        "slowest rank",
+        "node busbw GB/s",
+        "lowest node",
+        "verdict",
+        "s",
+    )
+    rows = [header]
+    with tempfile.TemporaryDirectory(prefix="rollcall-perf-") as tmp:
+        for i, (name, env_pairs) in enumerate(cases):
+            artifacts = Path(tmp) / f"case-{i}" / "artifacts"
+            artifacts.parent.mkdir(parents=True)
+            test, seconds = run(a.nodes, a.procs_per_node, env_pairs, a.workload_args, artifacts)
+            rows.append(row(name, test, seconds))
+            print("  ".join(rows[-1]), file=sys.stderr, flush=True)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

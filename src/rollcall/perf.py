@@ -1,0 +1,377 @@
+"""The slow GPU and the slow link: per-rank compute time and per-node collective bandwidth, and their checks.
+
+In synchronous DDP every rank waits for the slowest at each gradient all-reduce, so per-rank samples/s come
+out equal by construction and a slow device or a degraded link slows every rank alike. The workload therefore
+measures apart (see its docstring): each rank's own compute per step without communication (``compute_ms``
+of its ``throughput`` event) and the bus bandwidth of all-reduces over the world, each node and ring pairs of
+nodes (``bandwidth`` events).
+
+:meth:`PerfFigures.of` turns a roll call into typed figures; the checks are pure functions of those figures
+returning typed findings; :mod:`rollcall.judge` runs them as checks (problems of kinds
+``COMPUTE_STRAGGLER`` and ``SLOW_LINK``) and :attr:`rollcall.verdict.Verdict.perf_report` gathers the figures
+and what the checks found into a :class:`PerfReport` for the reports:
+
+- :func:`compute_stragglers`: a rank whose compute time exceeds the median rank's by more than a factor of
+  1 / ``--straggler-ratio`` (the ratio means what it means for throughput: a rank running below RATIO times
+  the median rank's speed), named with its node and pod;
+- :func:`slow_groups`: a node (or ring pair of nodes) whose bus bandwidth is below ``--min-busbw`` GB/s, or
+  below ``--busbw-ratio`` times the median of its scope (the median node, the median pair); the world's
+  figure is held against ``--min-busbw`` only.
+
+The checks know nothing of the verdict: each finding says its line (``str``) and its note on each rank it
+names (``note()``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from rollcall.ranklog import RollCall, ranges
+
+
+def median(values: Sequence[float]) -> float | None:
+    """The median of ``values``, or None when there are none."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def _usable(value: float | None) -> bool:
+    return value is not None and math.isfinite(value) and value > 0
+
+
+@dataclass(frozen=True)
+class RankCompute:
+    """One rank's compute time per step, without communication."""
+
+    rank: int
+    node: int
+    pod: str | None
+    compute_ms: float
+    compute_ms_p90: float | None = None
+
+
+@dataclass(frozen=True)
+class GroupBandwidth:
+    """One all-reduce group's bandwidth: the lowest any of its members measured."""
+
+    scope: str
+    nodes: tuple[int, ...]
+    ranks: tuple[int, ...]
+    bytes: int
+    algbw_gbps: float
+    busbw_gbps: float
+    reported: int = 1
+
+    @property
+    def label(self) -> str:
+        """``world``, ``node 1`` or ``nodes 1-2``."""
+        if self.scope == "world":
+            return "world"
+        if self.scope == "node" and len(self.nodes) == 1:
+            return f"node {self.nodes[0]}"
+        return f"nodes {ranges(self.nodes)}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The group, JSON-ready."""
+        return {**asdict(self), "nodes": list(self.nodes), "ranks": ranges(self.ranks), "label": self.label}
+
+
+@dataclass(frozen=True)
+class NodeBandwidth:
+    """One node's bus bandwidth: within the node, and the lowest of the ring pairs it is in."""
+
+    node: int
+    pods: tuple[str, ...]
+    busbw_gbps: float | None
+    pair_busbw_gbps: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The node's figures, JSON-ready."""
+        return {**asdict(self), "pods": list(self.pods)}
+
+
+@dataclass(frozen=True)
+class PerfFigures:
+    """The compute times of the ranks and the bandwidth of the groups, as the ranks reported them."""
+
+    compute: tuple[RankCompute, ...] = ()
+    groups: tuple[GroupBandwidth, ...] = ()
+    #: The pods (log sources) of each node's ranks.
+    pods: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, roll: RollCall, world_size: int, node_of: Callable[[int], int]) -> PerfFigures:
+        """The figures of ranks ``0..world_size-1``; ``node_of(rank)`` is the node a rank ran on."""
+        compute = []
+        pods: dict[int, set[str]] = defaultdict(set)
+        measured: dict[tuple[str, tuple[int, ...]], list[Any]] = defaultdict(list)
+        for r in range(world_size):
+            report = roll.ranks.get(r)
+            if report is None:
+                continue
+            node = node_of(r)
+            pods[node].update(report.sources)
+            if _usable(report.compute_ms):
+                assert report.compute_ms is not None
+                p90 = report.compute_ms_p90 if _usable(report.compute_ms_p90) else None
+                pod = min(report.sources) if report.sources else None
+                compute.append(RankCompute(r, node, pod, report.compute_ms, p90))
+            for key, record in report.bandwidth.items():
+                if _usable(record.busbw_gbps) and _usable(record.algbw_gbps):
+                    measured[key].append(record)
+        groups = [
+            GroupBandwidth(
+                scope=scope,
+                nodes=nodes,
+                ranks=records[0].ranks,
+                bytes=records[0].bytes,
+                algbw_gbps=min(r.algbw_gbps for r in records),
+                busbw_gbps=min(r.busbw_gbps for r in records),
+                reported=len(records),
+            )
+            for (scope, nodes), records in measured.items()
+        ]
+        order = {"world": 0, "node": 1, "pair": 2}
+        groups.sort(key=lambda g: (order.get(g.scope, 3), g.nodes))
+        return cls(tuple(compute), tuple(groups), {n: tuple(sorted(p)) for n, p in sorted(pods.items())})
+
+    def scope(self, scope: str) -> list[GroupBandwidth]:
+        """The groups of one scope."""
+        return [g for g in self.groups if g.scope == scope]
+
+    def nodes(self) -> list[NodeBandwidth]:
+        """Each node's bandwidth figures (nodes that are in no measured group are left out)."""
+        own = {g.nodes[0]: g.busbw_gbps for g in self.scope("node")}
+        pairs: dict[int, float] = {}
+        for g in self.scope("pair"):
+            for n in g.nodes:
+                pairs[n] = min(pairs.get(n, math.inf), g.busbw_gbps)
+        return [
+            NodeBandwidth(n, self.pods.get(n, ()), own.get(n), pairs.get(n))
+            for n in sorted(set(own) | set(pairs))
+        ]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The figures, JSON-ready: per rank, per group and per node."""
+        return {
+            "compute": [asdict(c) for c in self.compute],
+            "bandwidth": {
+                "groups": [g.as_dict() for g in self.groups],
+                "nodes": [n.as_dict() for n in self.nodes()],
+            },
+        }
+
+
+@dataclass(frozen=True)
+class ComputeStraggler:
+    """A rank whose compute per step exceeds the median rank's by more than the allowed factor."""
+
+    rank: int
+    node: int
+    pod: str | None
+    compute_ms: float
+    median_ms: float
+
+    @property
+    def ratio(self) -> float:
+        """Compute time of this rank over the median."""
+        return self.compute_ms / self.median_ms
+
+    def __str__(self) -> str:
+        pod = f", pod {self.pod}" if self.pod else ""
+        return (
+            f"rank {self.rank} (node {self.node}{pod}) at {self.compute_ms:.2f} ms per step, "
+            f"{self.ratio:.2f} x the median"
+        )
+
+    def note(self) -> str:
+        """What the straggler's own junit case says."""
+        return f"compute straggler: {self.ratio:.2f} x the median compute time"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The straggler, JSON-ready."""
+        return {**asdict(self), "ratio": self.ratio, "message": str(self)}
+
+
+def compute_stragglers(ranks: Sequence[RankCompute], straggler_ratio: float) -> list[ComputeStraggler]:
+    """Ranks whose ``compute_ms`` exceeds the median rank's by more than a factor of 1 / ``straggler_ratio``.
+
+    ``straggler_ratio`` 0 turns the check off; with fewer than two ranks measured none lags behind.
+    """
+    mid = median([r.compute_ms for r in ranks])
+    if straggler_ratio <= 0 or len(ranks) < 2 or not mid:
+        return []
+    limit = mid / straggler_ratio
+    return [
+        ComputeStraggler(r.rank, r.node, r.pod, r.compute_ms, mid)
+        for r in sorted(ranks, key=lambda r: r.rank)
+        if r.compute_ms > limit
+    ]
+
+
+@dataclass(frozen=True)
+class SlowGroup:
+    """A node, ring pair or world whose bus bandwidth is below ``--min-busbw`` or the ratio of its median."""
+
+    group: GroupBandwidth
+    pods: tuple[str, ...]
+    median_gbps: float | None
+    min_busbw: float | None
+    busbw_ratio: float
+
+    @property
+    def below_min(self) -> bool:
+        """Below ``--min-busbw``."""
+        return self.min_busbw is not None and self.group.busbw_gbps < self.min_busbw
+
+    @property
+    def ratio(self) -> float | None:
+        """Bus bandwidth over the median of the scope, when there is one to compare with."""
+        return self.group.busbw_gbps / self.median_gbps if self.median_gbps else None
+
+    def __str__(self) -> str:
+        g = self.group
+        pods = f" (pod(s) {', '.join(self.pods)})" if self.pods else ""
+        why = []
+        if self.below_min:
+            why.append(f"below --min-busbw {self.min_busbw:g} GB/s")
+        ratio = self.ratio
+        if ratio is not None and ratio < self.busbw_ratio:
+            of = "node" if g.scope == "node" else "pair"
+            why.append(f"{ratio:.2f} x the median {of}'s {self.median_gbps:.4g} GB/s")
+            why[-1] += f" (--busbw-ratio {self.busbw_ratio:g})"
+        return f"{g.label}{pods}: bus bandwidth {g.busbw_gbps:.4g} GB/s, " + "; ".join(why)
+
+    def note(self) -> str:
+        """What the junit case of each rank of the group says."""
+        return f"slow link: {self.group.label} at {self.group.busbw_gbps:.4g} GB/s"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The finding, JSON-ready."""
+        return {
+            "scope": self.group.scope,
+            "nodes": list(self.group.nodes),
+            "pods": list(self.pods),
+            "busbw_gbps": self.group.busbw_gbps,
+            "median_gbps": self.median_gbps,
+            "ratio": self.ratio,
+            "message": str(self),
+        }
+
+
+def slow_groups(
+    groups: Sequence[GroupBandwidth],
+    *,
+    min_busbw: float | None = None,
+    busbw_ratio: float = 0.0,
+    pods: Mapping[int, Sequence[str]] | None = None,
+) -> list[SlowGroup]:
+    """Groups below ``min_busbw`` GB/s or ``busbw_ratio`` x the median of their scope (0: that part off).
+
+    Node groups are compared with the median node, pair groups with the median pair (each needs two groups
+    or more); the world has no peer and is held against ``min_busbw`` only.
+    """
+    pods = pods or {}
+    found = []
+    for scope in ("world", "node", "pair"):
+        members = [g for g in groups if g.scope == scope]
+        mid = median([g.busbw_gbps for g in members]) if scope != "world" and len(members) >= 2 else None
+        for g in members:
+            low = min_busbw is not None and g.busbw_gbps < min_busbw
+            low = low or (busbw_ratio > 0 and mid is not None and g.busbw_gbps < busbw_ratio * mid)
+            if low:
+                group_pods = tuple(p for n in g.nodes for p in pods.get(n, ())) if scope != "world" else ()
+                found.append(SlowGroup(g, group_pods, mid, min_busbw, busbw_ratio))
+    return found
+
+
+def compute_straggler_problem(stragglers: Sequence[ComputeStraggler], straggler_ratio: float) -> str:
+    """The verdict's line naming every compute straggler."""
+    mid = stragglers[0].median_ms
+    return (
+        f"{len(stragglers)} compute straggler(s) above {1 / straggler_ratio:.3g} x the median compute time "
+        f"of {mid:.2f} ms per step (--straggler-ratio {straggler_ratio:g}): "
+        + "; ".join(str(s) for s in stragglers)
+    )
+
+
+def common_node(slow: Sequence[SlowGroup]) -> int | None:
+    """The one node that is in every slow ring pair, when two pairs or more are slow."""
+    pairs = [set(s.group.nodes) for s in slow if s.group.scope == "pair"]
+    if len(pairs) < 2:
+        return None
+    common = set.intersection(*pairs)
+    return next(iter(common)) if len(common) == 1 else None
+
+
+@dataclass(frozen=True)
+class PerfReport:
+    """The figures of one run and what the compute and bandwidth checks found in them."""
+
+    figures: PerfFigures
+    straggler_ratio: float
+    min_busbw: float | None
+    busbw_ratio: float
+    stragglers: tuple[ComputeStraggler, ...] = ()
+    slow: tuple[SlowGroup, ...] = ()
+
+    def slowest_rank(self) -> RankCompute | None:
+        """The rank with the longest compute time."""
+        return max(self.figures.compute, key=lambda r: (r.compute_ms, -r.rank), default=None)
+
+    def lowest_group(self) -> tuple[GroupBandwidth, float | None] | None:
+        """The node (else pair, else world) group of lowest bus bandwidth, and the median of its scope."""
+        for scope in ("node", "pair", "world"):
+            groups = self.figures.scope(scope)
+            if groups:
+                low = min(groups, key=lambda g: (g.busbw_gbps, g.nodes))
+                mid = median([g.busbw_gbps for g in groups]) if len(groups) >= 2 else None
+                return low, mid
+        return None
+
+    def summary(self) -> list[str]:
+        """Where the run is slowest, failing or not: the slowest rank and the node of lowest bandwidth."""
+        lines = []
+        rank = self.slowest_rank()
+        if rank is not None:
+            mid = median([r.compute_ms for r in self.figures.compute]) or rank.compute_ms
+            pod = f", pod {rank.pod}" if rank.pod else ""
+            lines.append(
+                f"slowest rank: {rank.rank} (node {rank.node}{pod}), {rank.compute_ms:.2f} ms compute per "
+                f"step, {rank.compute_ms / mid:.2f} x the median of {mid:.2f} ms"
+            )
+        low = self.lowest_group()
+        if low is not None:
+            group, scope_mid = low
+            pods = (
+                [p for n in group.nodes for p in self.figures.pods.get(n, ())]
+                if group.scope != "world"
+                else []
+            )
+            where = f"{group.label}" + (f" (pod(s) {', '.join(pods)})" if pods else "")
+            versus = (
+                f", {group.busbw_gbps / scope_mid:.2f} x the median of {scope_mid:.4g} GB/s"
+                if scope_mid
+                else ""
+            )
+            lines.append(f"lowest bus bandwidth: {where}, {group.busbw_gbps:.4g} GB/s{versus}")
+        return lines
+
+    def as_dict(self) -> dict[str, Any]:
+        """The figures and findings, JSON-ready."""
+        return {
+            **self.figures.as_dict(),
+            "straggler_ratio": self.straggler_ratio,
+            "min_busbw": self.min_busbw,
+            "busbw_ratio": self.busbw_ratio,
+            "compute_stragglers": [s.as_dict() for s in self.stragglers],
+            "slow_links": [s.as_dict() for s in self.slow],
+            "summary": self.summary(),
+        }

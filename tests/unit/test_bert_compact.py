@@ -1,0 +1,125 @@
+"""The compact BERT (images/bert-training/bert_compact.py) is Hugging Face's BertForPreTraining, on cpu.
+
+Same parameters (count, shapes, one to one through the name map), and from the same weights and batch the
+same loss and the same gradients, in float32: within 1e-5 relative for the loss and 1e-4 relative (as a
+norm over each parameter, plus 1e-6 absolute) for the gradients.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from tests.unit.test_workload import train
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+compact = train.compact_module()
+TINY = train.MODEL_PRESETS["tiny"]
+LOSS_RTOL = 1e-5
+GRAD_RTOL = 1e-4
+GRAD_ATOL = 1e-6
+
+
+def _models(dropout: float = 0.0) -> tuple[torch.nn.Module, torch.nn.Module]:
+    torch.manual_seed(7)
+    args = argparse.Namespace(pretrained=None, model="tiny", dropout=dropout, impl="hf")
+    hf, _ = train.build_model(args)
+    mine, shape = train.build_model(argparse.Namespace(**{**vars(args), "impl": "compact"}))
+    assert shape == TINY
+    compact.load_hf_state_dict(mine, hf.state_dict())
+    return hf.train(), mine.train()
+
+
+def test_same_parameter_count_and_shapes():
+    hf, mine = _models()
+    hf_params = dict(hf.named_parameters())  # tied weights listed once
+    mine_params = dict(mine.named_parameters())
+    assert sum(p.numel() for p in hf_params.values()) == sum(p.numel() for p in mine_params.values())
+    mapping = compact.hf_parameter_map(TINY.layers)
+    assert set(mapping) == set(hf_params), set(mapping) ^ set(hf_params)
+    covered: dict[str, int] = {}
+    for hf_name, (name, first, end) in mapping.items():
+        assert compact.rows(mine_params[name], first, end).shape == hf_params[hf_name].shape, hf_name
+        covered[name] = covered.get(name, 0) + hf_params[hf_name].numel()
+    assert covered == {name: p.numel() for name, p in mine_params.items()}  # every element, once
+
+
+def test_tied_decoder_is_the_word_embedding():
+    hf, mine = _models()
+    assert hf.cls.predictions.decoder.weight is hf.bert.embeddings.word_embeddings.weight
+    assert torch.equal(mine.word.weight, hf.cls.predictions.decoder.weight)
+    assert torch.equal(mine.head_bias, hf.cls.predictions.decoder.bias)
+
+
+def _batch(seed: int, seq_len: int = 48) -> dict[str, torch.Tensor]:
+    return train.make_batch(seed, 6, seq_len, TINY.vocab)
+
+
+@pytest.mark.parametrize("masked_head", [True, False], ids=["masked-head", "head-on-all-tokens"])
+def test_same_loss_and_gradients_from_the_same_weights(masked_head):
+    hf, mine = _models()
+    batch = _batch(11)
+    hf_loss = train.pretraining_loss(hf, masked_head=masked_head)(batch)
+    mine_loss = train.pretraining_loss(mine, masked_head=masked_head)(batch)
+    assert hf_loss.item() == pytest.approx(mine_loss.item(), rel=LOSS_RTOL)
+    hf_loss.backward()
+    mine_loss.backward()
+    mine_params = dict(mine.named_parameters())
+    for hf_name, p in hf.named_parameters():
+        name, first, end = compact.hf_parameter_map(TINY.layers)[hf_name]
+        mine_grad = compact.rows(mine_params[name].grad, first, end)
+        # The key bias's gradient is zero in exact arithmetic (softmax ignores a shift shared by all
+        # keys): rounding noise there is held to an absolute bound.
+        diff, size = float((mine_grad - p.grad).norm()), float(p.grad.norm())
+        assert diff <= GRAD_RTOL * size + GRAD_ATOL, (hf_name, diff, size)
+
+
+def test_head_on_all_tokens_is_the_hugging_face_loss():
+    hf, mine = _models()
+    batch = _batch(12)
+    keys = ("input_ids", "token_type_ids", "labels", "next_sentence_label")
+    reference = hf(**{k: batch[k] for k in keys}).loss
+    mine.masked_head = False
+    assert mine(batch).item() == pytest.approx(reference.item(), rel=LOSS_RTOL)
+
+
+def test_dropout_is_applied_in_training_only():
+    _, mine = _models(dropout=0.5)
+    batch = _batch(13)
+    torch.manual_seed(0)
+    a, b = mine(batch).item(), mine(batch).item()
+    assert a != b  # fresh dropout masks
+    mine.eval()
+    assert mine(batch).item() == mine(batch).item()
+
+
+def test_loads_only_a_complete_state_dict():
+    hf, mine = _models()
+    state = hf.state_dict()
+    del state["bert.encoder.layer.1.attention.self.key.weight"]
+    with pytest.raises(KeyError, match="lacks 1 parameters"):
+        compact.load_hf_state_dict(mine, state)
+
+
+def test_master_weight_optimizer_matches_fp32_adamw():
+    """bf16 parameters stepped through fp32 masters track plain fp32 AdamW on the same gradients."""
+    torch.manual_seed(3)
+    ref = torch.nn.Linear(16, 8)
+    low = torch.nn.Linear(16, 8).to(torch.bfloat16)
+    low.load_state_dict({k: v.to(torch.bfloat16) for k, v in ref.state_dict().items()})
+    ref_opt = torch.optim.AdamW(ref.parameters(), lr=1e-2)
+    low_opt = train.MasterWeightAdamW(low.parameters(), lr=1e-2, fused=None)
+    for step in range(5):
+        x = torch.randn(4, 16, generator=torch.Generator().manual_seed(step))
+        for model, opt, inp in ((ref, ref_opt, x), (low, low_opt, x.to(torch.bfloat16))):
+            model(inp).float().square().mean().backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+    assert low.weight.dtype == torch.bfloat16 and low_opt.master[0].dtype == torch.float32
+    # the masters keep fp32 precision; the bf16 parameters are their rounding
+    assert torch.equal(low.weight, low_opt.master[0].to(torch.bfloat16))
+    assert torch.allclose(low_opt.master[0], ref.weight, atol=2e-2)
+    assert low.weight.grad is None

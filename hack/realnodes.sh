@@ -371,8 +371,9 @@ node_ready() {
   shift 3
   local name deadline=$((SECONDS + 120)) extended
   name=$(cat "$state/node-$i/name")
-  until [[ $("$@" get node "$name" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' \
-    2>/dev/null) == True ]]; do
+  # Ready, and the node lifecycle controller has lifted its not-ready taint (until then nothing schedules).
+  until [[ $("$@" get node "$name" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}/{.spec.taints[*].key}' \
+    2>/dev/null) == True/ ]]; do
     ((SECONDS < deadline)) || { tail -20 "$state/node-$i/kubelet.log" >&2; die "node $name is not Ready"; }
     sleep 0.5
   done

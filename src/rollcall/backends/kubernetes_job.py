@@ -192,7 +192,8 @@ class KubernetesJob:
         try:
             status = wait_for(
                 self._verdict,
-                *(i for i in (self.jobs, self.pods, self.nodes) if i is not None),
+                self.jobs,
+                self.pods,
                 timeout_s=timeout_s + DEADLINE_SLACK_S,
                 what=f"job {self.namespace}/{self.names.job}",
                 describe=self._describe,
@@ -223,7 +224,8 @@ class KubernetesJob:
         now = time.monotonic()
         for pod in self.pods.objects():
             fault = pod_fault(pod)
-            if fault is None and self.nodes is not None:
+            # The nodes' watch never holds the verdict up: until it has listed, nodes are not judged.
+            if fault is None and self.nodes is not None and self.nodes.synced.is_set():
                 fault = node_lost(pod, self.nodes.get((pod.get("spec") or {}).get("nodeName") or ""))
             if fault:
                 return JobStatus(JobState.FAILED, fault)
@@ -378,7 +380,7 @@ class KubernetesJob:
         No kubelet confirms their deletion, so the namespace would wait for them until the node returns. A
         kubelet that returns ends their containers itself, since their pods are gone.
         """
-        if self.pods is None or self.nodes is None:
+        if self.pods is None or self.nodes is None or not self.nodes.synced.is_set():
             return
         for name in _lost_node_pods(self.pods.objects(), self.nodes):
             try:

@@ -141,7 +141,7 @@ def test_a_crashing_rank_is_named_with_its_pod_index_and_node(make_suite, real_n
     assert f"pod {attempt.spec.name}-" in reason and "(index " in reason, reason
     assert any(f"on node {n}" in reason for n in real_nodes) and "exited with code" in reason, reason
     roll = roll_of(attempt)
-    assert any("injected failure on rank 3" in e for e in roll.ranks[3].errors), roll.ranks[3]
+    assert any("injected failure on rank 3" in e.message for e in roll.ranks[3].errors), roll.ranks[3]
     cause = attempt.verdict.root_cause
     assert cause is not None and cause.first is not None, message(attempt)
     assert (cause.first.rank, cause.first.node) == (3, 1) and "injected failure" in cause.first.message

@@ -231,16 +231,17 @@ def _bars(verdict: Verdict, states: Mapping[int, str], gate: GateReport | None) 
     right = left + world * bar_w
     return {
         "measured": bool(measured),
-        "width": right + 160,
-        "height": plot_h + 2 * pad,
-        "left": left,
-        "right": right,
-        "bottom": bottom,
-        "top_y": pad + 4,
-        "top_label": f"{top:.4g}",
-        "bar_w": bar_w,
-        "bars": bars,
-        "lines": lines,
+        **_chart(
+            left=left,
+            right=right,
+            bottom=bottom,
+            pad=pad,
+            plot_h=plot_h,
+            top=top,
+            bar_w=bar_w,
+            bars=bars,
+            lines=lines,
+        ),
     }
 
 
@@ -279,18 +280,17 @@ def _compute_bars(verdict: Verdict, states: Mapping[int, str]) -> dict[str, Any]
     lines = [_hline("baseline median", y(mid), f"median {mid:.2f} ms")]
     if cut is not None:
         lines.append(_hline("threshold", y(cut), f"straggler > {cut:.2f} ms"))
-    return {
-        "width": right + 160,
-        "height": plot_h + 2 * pad,
-        "left": left,
-        "right": right,
-        "bottom": bottom,
-        "top_y": pad + 4,
-        "top_label": f"{top:.4g}",
-        "bar_w": bar_w,
-        "bars": bars,
-        "lines": lines,
-    }
+    return _chart(
+        left=left,
+        right=right,
+        bottom=bottom,
+        pad=pad,
+        plot_h=plot_h,
+        top=top,
+        bar_w=bar_w,
+        bars=bars,
+        lines=lines,
+    )
 
 
 def _bandwidth_tables(verdict: Verdict) -> dict[str, Any] | None:
@@ -336,3 +336,30 @@ def _log_links(directory: Path, base: Path) -> dict[str, str]:
         rel = os.path.relpath(path.resolve(), base.resolve())
         links[path.relative_to(directory).as_posix()] = quote(Path(rel).as_posix())
     return links
+
+
+def _chart(
+    *,
+    left: float,
+    right: float,
+    bottom: float,
+    pad: float,
+    plot_h: float,
+    top: float,
+    bar_w: float,
+    bars: list[dict[str, Any]],
+    lines: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """The geometry a bar chart of the template draws from."""
+    return {
+        "width": right + 160,
+        "height": plot_h + 2 * pad,
+        "left": left,
+        "right": right,
+        "bottom": bottom,
+        "top_y": pad + 4,
+        "top_label": f"{top:.4g}",
+        "bar_w": bar_w,
+        "bars": bars,
+        "lines": lines,
+    }

@@ -9,6 +9,7 @@ A baseline file holds, per configuration, the figures a release manager accepted
           "accelerator": "nvidia", "instance_type": "p5.48xlarge", "nodes": 2, "procs_per_node": 8,
           "model": "base", "seq_len": 128,
           "throughput_total": 6400.0, "throughput_median": 400.0, "epoch_time_mean": 0.31,
+          "compute_ms_median": 71.5, "busbw_world": 182.4,
           "batch_size": 32, "test_id": "tests/e2e/...", "recorded_at": "2025-06-01T02:14:00Z"
         }
       }
@@ -17,7 +18,8 @@ A baseline file holds, per configuration, the figures a release manager accepted
 The key is the configuration: accelerator, instance type (``-`` when none was asked for), nodes, procs per
 node, and the workload's model and sequence length (from the ranks' ``throughput`` events; ``?`` when the
 ranks did not agree or did not say). Each entry repeats its key's fields; a key that does not match them is
-an error.
+an error. A figure an entry lacks (files written before it was measured, or a run with ``--compute-steps 0``
+or ``--bandwidth-mb 0``) is not compared.
 
 :data:`MEASURES` are the figures compared; :func:`regressions` names each that is worse than its baseline by
 more than the allowed percentage (the release gate, :mod:`rollcall.gate`, applies it).
@@ -121,6 +123,8 @@ MEASURES: tuple[Measure, ...] = (
     Measure("total throughput", "throughput_total", "samples/s", ".2f", True),
     Measure("per-rank median throughput", "throughput_median", "samples/s", ".2f", True),
     Measure("mean epoch time", "epoch_time_mean", "s", ".4f", False),
+    Measure("median compute time per step", "compute_ms_median", "ms", ".2f", False),
+    Measure("world all-reduce bus bandwidth", "busbw_world", "GB/s", ".2f", True),
 )
 
 

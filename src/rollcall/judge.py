@@ -131,7 +131,7 @@ class Facts:
     @cached_property
     def figures(self) -> Figures:
         """The figures the regression gate compares."""
-        return Figures(self.throughput.total, self.throughput.median, self.epoch_time_mean)
+        return Figures.of(self.throughput, self.epoch_time_mean, self.perf)
 
 
 Check = Callable[[Facts], Iterable[Problem]]

@@ -348,13 +348,18 @@ class Options:
         "--workload-args", _shell_words, (), "extra arguments for train.py, one shell-quoted string", "ARGS"
     )
     baseline: str | None = option(
-        "--baseline", str, None, "JSON baseline file to gate throughput and epoch time against", "FILE"
+        "--baseline",
+        str,
+        None,
+        "JSON baseline file to gate throughput, epoch time, compute time and bus bandwidth against",
+        "FILE",
     )
     max_regression: float = option(
         "--max-regression",
         _percent,
         10.0,
-        "fail when throughput falls, or epoch time rises, more than PCT percent against --baseline",
+        "fail when throughput or bus bandwidth falls, or epoch or compute time rises, more than PCT percent "
+        "against --baseline",
         "PCT",
     )
     write_baseline: str | None = option(

@@ -142,6 +142,11 @@ class PerfFigures:
         groups.sort(key=lambda g: (order.get(g.scope, 3), g.nodes))
         return cls(tuple(compute), tuple(groups), {n: tuple(sorted(p)) for n, p in sorted(pods.items())})
 
+    @property
+    def compute_median(self) -> float | None:
+        """The median of the ranks' compute times per step (ms), or None when no rank measured one."""
+        return median([c.compute_ms for c in self.compute])
+
     def scope(self, scope: str) -> list[GroupBandwidth]:
         """The groups of one scope."""
         return [g for g in self.groups if g.scope == scope]

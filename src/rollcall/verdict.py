@@ -161,6 +161,22 @@ class Figures:
     throughput_total: float | None = None
     throughput_median: float | None = None
     epoch_time_mean: float | None = None
+    #: The median rank's compute time per step without communication, in ms (:mod:`rollcall.perf`).
+    compute_ms_median: float | None = None
+    #: The all-reduce bus bandwidth of the whole world, in GB/s (the slowest rank's view of it).
+    busbw_world: float | None = None
+
+    @classmethod
+    def of(cls, throughput: Stats, epoch_time_mean: float | None, perf: PerfFigures) -> Figures:
+        """The figures of a judged run."""
+        world = perf.scope("world")
+        return cls(
+            throughput_total=throughput.total,
+            throughput_median=throughput.median,
+            epoch_time_mean=epoch_time_mean,
+            compute_ms_median=perf.compute_median,
+            busbw_world=world[0].busbw_gbps if world else None,
+        )
 
     def as_dict(self) -> dict[str, float | None]:
         """The figures, JSON-ready."""
@@ -279,7 +295,7 @@ class Verdict:
     @property
     def figures(self) -> Figures:
         """The figures the regression gate compares."""
-        return Figures(self.throughput.total, self.throughput.median, self.epoch_time_mean)
+        return Figures.of(self.throughput, self.epoch_time_mean, self.perf)
 
     @property
     def root_cause(self) -> Analysis | None:

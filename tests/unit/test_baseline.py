@@ -156,6 +156,23 @@ def test_within_the_allowed_regression_or_better_passes():
     assert regressions(Figures(None, 50.0, None), Figures(240.0, None, 0.3), 10) == []
 
 
+def test_a_slower_compute_time_or_a_lower_world_bus_bandwidth_regresses():
+    base = Figures(200.0, 50.0, 0.45, compute_ms_median=40.0, busbw_world=100.0)
+    slow = Figures(200.0, 50.0, 0.45, compute_ms_median=46.0, busbw_world=85.0)
+    found = regressions(slow, base, 10)
+    assert [r.measure.name for r in found] == [
+        "median compute time per step",
+        "world all-reduce bus bandwidth",
+    ]
+    assert str(found[0]).startswith(
+        "median compute time per step regressed: 46.00 ms against a baseline of 40.00 ms"
+    )
+    assert "85.00 GB/s against a baseline of 100.00 GB/s (ratio 0.850, 15.0% below it" in str(found[1])
+    # within the allowed 10%, or an entry written before these figures existed: not compared
+    assert regressions(Figures(200.0, 50.0, 0.45, 43.0, 92.0), base, 10) == []
+    assert regressions(slow, Figures(200.0, 50.0, 0.45), 10) == []
+
+
 def test_the_gate_adds_regressions_to_the_verdict_and_skips_an_unknown_configuration():
     high = baselines({"throughput_total": 240.0, "throughput_median": 60.0, "epoch_time_mean": 0.375})
     gate = ReleaseGate(baselines=high, baseline_file="b.json", max_regression_pct=10)

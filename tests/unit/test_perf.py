@@ -231,6 +231,12 @@ def test_figures_of_a_roll_call():
     assert [(n.node, n.busbw_gbps) for n in figures.nodes()] == [(0, 1.0), (1, 0.2)]
 
 
+def test_the_gated_figures_are_the_median_rank_compute_time_and_the_world_bus_bandwidth():
+    figures = attempt_with(compute={0: 8.0, 3: 31.5}, world_busbw=0.3).verdict.figures
+    assert figures.compute_ms_median == 10.0  # of 8, 10, 10, 31.5
+    assert figures.busbw_world == pytest.approx(0.3)  # the lowest any member measured
+
+
 def test_non_finite_or_missing_figures_are_left_out():
     roll = RollCall()
     parser = roll.parser("p")

@@ -55,6 +55,18 @@ class RankCompute:
     pod: str | None
     compute_ms: float
     compute_ms_p90: float | None = None
+    #: The Kubernetes node the rank ran on (its ``start`` event's ``node``), when it said.
+    machine: str | None = None
+
+    def where(self) -> str:
+        """``node 1 on ip-10-0-7-12, pod job-1-x7k2p``: the node index, the machine and the pod."""
+        return where(self.node, self.pod, self.machine)
+
+
+def where(node: int, pod: str | None, machine: str | None) -> str:
+    """A rank's place, as the findings name it: node index, the machine it ran on, the pod."""
+    on = f" on {machine}" if machine else ""
+    return f"node {node}{on}" + (f", pod {pod}" if pod else "")
 
 
 @dataclass(frozen=True)
@@ -122,7 +134,9 @@ class PerfFigures:
                 assert report.compute_ms is not None
                 p90 = report.compute_ms_p90 if _usable(report.compute_ms_p90) else None
                 pod = min(report.sources) if report.sources else None
-                compute.append(RankCompute(r, node, pod, report.compute_ms, p90))
+                machine = (report.start or {}).get("node")
+                machine = machine if isinstance(machine, str) and machine else None
+                compute.append(RankCompute(r, node, pod, report.compute_ms, p90, machine))
             for key, record in report.bandwidth.items():
                 if _usable(record.busbw_gbps) and _usable(record.algbw_gbps):
                     measured[key].append(record)
@@ -183,6 +197,7 @@ class ComputeStraggler:
     pod: str | None
     compute_ms: float
     median_ms: float
+    machine: str | None = None
 
     @property
     def ratio(self) -> float:
@@ -190,11 +205,8 @@ class ComputeStraggler:
         return self.compute_ms / self.median_ms
 
     def __str__(self) -> str:
-        pod = f", pod {self.pod}" if self.pod else ""
-        return (
-            f"rank {self.rank} (node {self.node}{pod}) at {self.compute_ms:.2f} ms per step, "
-            f"{self.ratio:.2f} x the median"
-        )
+        at = where(self.node, self.pod, self.machine)
+        return f"rank {self.rank} ({at}) at {self.compute_ms:.2f} ms per step, {self.ratio:.2f} x the median"
 
     def note(self) -> str:
         """What the straggler's own junit case says."""
@@ -215,7 +227,7 @@ def compute_stragglers(ranks: Sequence[RankCompute], straggler_ratio: float) -> 
         return []
     limit = mid / straggler_ratio
     return [
-        ComputeStraggler(r.rank, r.node, r.pod, r.compute_ms, mid)
+        ComputeStraggler(r.rank, r.node, r.pod, r.compute_ms, mid, r.machine)
         for r in sorted(ranks, key=lambda r: r.rank)
         if r.compute_ms > limit
     ]
@@ -347,9 +359,8 @@ class PerfReport:
         rank = self.slowest_rank()
         if rank is not None:
             mid = median([r.compute_ms for r in self.figures.compute]) or rank.compute_ms
-            pod = f", pod {rank.pod}" if rank.pod else ""
             lines.append(
-                f"slowest rank: {rank.rank} (node {rank.node}{pod}), {rank.compute_ms:.2f} ms compute per "
+                f"slowest rank: {rank.rank} ({rank.where()}), {rank.compute_ms:.2f} ms compute per "
                 f"step, {rank.compute_ms / mid:.2f} x the median of {mid:.2f} ms"
             )
         low = self.lowest_group()

@@ -92,6 +92,30 @@ def test_every_rank_answers_from_two_real_nodes(make_suite, real_nodes, request)
     assert len(logs) == 2 and all(b"ROLLCALL " in p.read_bytes() for p in logs)
 
 
+def test_a_slowed_rank_is_named_by_its_compute_time_with_its_node_pod_and_machine(
+    make_suite, real_nodes, request
+):
+    # 2 cores run all 4 ranks: --straggler-ratio 0.5 fails a rank above 2 x the median compute time, and
+    # rank 3's every step takes 4 x its own time (tests/local/test_slow_rank_and_link.py says why).
+    suite, _ = make_suite(workload_env=["ROLLCALL_SLOW_RANK=3:4"], straggler_ratio="0.5")
+    attempt, _ = run(suite, request)
+
+    assert attempt.status.state is JobState.SUCCEEDED, message(attempt)  # the job ran; the verdict fails it
+    assert not attempt.passed and attempt.verdict.failed_ranks.keys() == {3}, message(attempt)
+    (straggler,) = attempt.verdict.perf_report.stragglers
+    assert (straggler.rank, straggler.node) == (3, 1) and straggler.ratio > 2, straggler
+    assert straggler.pod and straggler.pod.startswith(f"{attempt.spec.name}-1-"), straggler
+    machine = roll_of(attempt).ranks[3].start["node"]
+    assert machine in real_nodes and straggler.machine == machine, straggler
+    assert f"rank 3 (node 1 on {machine}, pod {straggler.pod}) at " in attempt.verdict.problems[0]
+    # each node's bus bandwidth was measured through the pods' own network, and named by its pod
+    nodes = attempt.verdict.perf.nodes()
+    assert [n.node for n in nodes] == [0, 1] and all(n.busbw_gbps and n.busbw_gbps > 0 for n in nodes)
+    assert all(len(n.pods) == 1 and n.pods[0].startswith(f"{attempt.spec.name}-{n.node}-") for n in nodes), (
+        nodes
+    )
+
+
 def test_an_image_that_cannot_be_pulled_fails_fast_with_the_runtimes_reason(make_suite, real_nodes, request):
     image = "registry.invalid/rollcall/missing:404"
     suite, _ = make_suite(image=image)

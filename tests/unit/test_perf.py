@@ -160,12 +160,18 @@ def test_a_healthy_run_still_names_its_slowest_rank_and_node():
 # -- figures from a roll call ----------------------------------------------------------------------
 
 
-def perf_log(node, nodes=2, ppn=2, compute=None, node_busbw=None, world_busbw=0.3):
-    """A pod's log with compute times in throughput and bandwidth events, as the workload writes them."""
+def perf_log(node, nodes=2, ppn=2, compute=None, node_busbw=None, world_busbw=0.3, machines=None):
+    """A pod's log with compute times in throughput and bandwidth events, as the workload writes them.
+
+    ``machines`` maps a node index to the Kubernetes node its ranks' ``start`` events name.
+    """
     compute, node_busbw = compute or {}, node_busbw or {}
     world = nodes * ppn
     lines = []
-    for text in node_log(node, nodes, ppn).splitlines():
+    text_of_node = node_log(node, nodes, ppn)
+    if machines and node in machines:
+        text_of_node = text_of_node.replace('"host":', f'"node":"{machines[node]}","host":')
+    for text in text_of_node.splitlines():
         rank = next((r for r in range(world) if f'"event":"throughput","rank":{r},' in text), None)
         value = f'"compute_ms":{compute.get(rank, 10.0)},"samples_per_sec"'
         lines.append(text if rank is None else text.replace('"samples_per_sec"', value))
@@ -279,6 +285,17 @@ def test_the_gate_fails_a_compute_straggler_by_name_node_and_pod():
     ]
     assert report.as_dict()["compute_stragglers"] == 1
     assert ReleaseGate(straggler_ratio=0).judge("t::a", attempt_with(compute={3: 31.5})).sound
+
+
+def test_a_compute_straggler_names_the_machine_its_start_event_gave():
+    attempt = attempt_with(compute={3: 31.5}, machines={0: "ip-10-0-1-5", 1: "ip-10-0-7-12"})
+    ReleaseGate().judge("t::a", attempt)
+    assert attempt.verdict.problems[0].endswith(
+        "rank 3 (node 1 on ip-10-0-7-12, pod job-1) at 31.50 ms per step, 3.15 x the median"
+    )
+    summary = attempt.verdict.perf_report.summary()
+    assert summary[0].startswith("slowest rank: 3 (node 1 on ip-10-0-7-12, pod job-1), 31.50 ms")
+    assert [c.machine for c in attempt.verdict.perf.compute] == ["ip-10-0-1-5"] * 2 + ["ip-10-0-7-12"] * 2
 
 
 def test_the_gate_fails_a_slow_node_by_name():

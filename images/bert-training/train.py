@@ -4,7 +4,9 @@ Started by torchrun, one process per accelerator (or per CPU worker). Each rank 
 initialised BERT on synthetic MLM + NSP batches with DDP (none at world size 1) and reports what happened
 on stdout as roll-call lines. Nothing is downloaded; the script works offline. ``--impl hf`` (default)
 trains Hugging Face's ``BertForPreTraining``; ``--impl compact`` the same model written for the compiler
-in ``bert_compact.py`` beside this file (fused QKV, flash attention, fusable elementwise chains).
+in ``bert_compact.py`` beside this file (fused QKV, flash attention, fusable elementwise chains). The
+process group is NCCL's on cuda and gloo's on cpu; ``--dist-backend gloo`` on cuda lets ranks share one
+GPU (NCCL refuses that), at the cost of collectives through host memory.
 
 Environment read (set by torchrun; never MPI variables):
     RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE   global/local rank and sizes. Without WORLD_SIZE
@@ -119,7 +121,7 @@ import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     import torch
@@ -578,6 +580,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="MiB per all-reduce of the bandwidth phase (8 cpu, 64 otherwise; 0: off)",
     )
     p.add_argument("--bandwidth-iters", type=int, help="timed all-reduces per group (10 cpu, 20 otherwise)")
+    p.add_argument(
+        "--dist-backend",
+        choices=("nccl", "gloo"),
+        help="the process group's backend (the device's: nccl on cuda, gloo on cpu); gloo on cuda runs "
+        "the collectives through host memory, e.g. for ranks that share one GPU, which NCCL refuses",
+    )
     return p.parse_args(argv)
 
 
@@ -603,6 +611,8 @@ def apply_defaults(args: argparse.Namespace, device: str) -> None:
         raise ValueError("--attention picks the compact model's kernel: add --impl compact")
     if not 5 <= args.seq_len <= 512:
         raise ValueError("--seq-len must be between 5 and 512 (BERT's position embeddings)")
+    if args.dist_backend and args.dist_backend != Accelerator.BACKENDS[device] and device != "cuda":
+        raise ValueError(f"--dist-backend {args.dist_backend} is for --device cuda (cpu uses gloo, xla xla)")
 
 
 # ---------------------------------------------------------------- device helpers
@@ -611,10 +621,14 @@ def apply_defaults(args: argparse.Namespace, device: str) -> None:
 class Accelerator:
     """What differs between cuda, xla and cpu: device, synchronise, step boundary, barrier."""
 
-    def __init__(self, kind: str, local_rank: int) -> None:
+    #: Each device's process-group backend, unless ``--dist-backend`` says otherwise.
+    BACKENDS: ClassVar[dict[str, str]] = {"cuda": "nccl", "xla": "xla", "cpu": "gloo"}
+
+    def __init__(self, kind: str, local_rank: int, backend: str | None = None) -> None:
         import torch
 
         self.kind = kind
+        self.backend = backend or self.BACKENDS[kind]
         self._xm: Any = None
         self._sync: Callable[[], Any] = lambda: None
         if kind == "cuda":
@@ -645,11 +659,6 @@ class Accelerator:
             self.name = "cpu"
             self.bf16 = False
 
-    @property
-    def backend(self) -> str:
-        """The torch.distributed backend of this device."""
-        return {"cuda": "nccl", "xla": "xla", "cpu": "gloo"}[self.kind]
-
     def init_process_group(self, env: DistEnv) -> None:
         """Join the default process group (torchrun's env:// rendezvous, or xla://)."""
         import torch.distributed as dist
@@ -657,7 +666,7 @@ class Accelerator:
         if self.kind == "xla":
             dist.init_process_group("xla", init_method="xla://")
         elif env.launched:
-            device_id = self.device if self.kind == "cuda" else None
+            device_id = self.device if self.backend == "nccl" else None
             dist.init_process_group(self.backend, device_id=device_id)
         else:  # plain `python train.py`: a one-rank group needing no rendezvous
             dist.init_process_group(self.backend, store=dist.HashStore(), rank=0, world_size=1)
@@ -1204,7 +1213,7 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
     model_label = (
         f"pretrained:{os.path.basename(os.path.normpath(args.pretrained))}" if args.pretrained else args.model
     )
-    acc = Accelerator(device, env.local_rank)
+    acc = Accelerator(device, env.local_rank, args.dist_backend)
     acc.init_process_group(env)
     stamps["device and process group"] = time.monotonic()
     log.emit(

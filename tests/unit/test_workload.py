@@ -246,6 +246,15 @@ def test_bad_sizes_are_refused(argv):
         train.apply_defaults(args, "cpu")
 
 
+def test_dist_backend_overrides_only_cudas_nccl():
+    for device, backend in (("cuda", "gloo"), ("cuda", "nccl"), ("cpu", "gloo")):
+        train.apply_defaults(train.parse_args(["--dist-backend", backend]), device)
+    for device, backend in (("cpu", "nccl"), ("xla", "gloo")):
+        with pytest.raises(ValueError, match=f"--dist-backend {backend} is for --device cuda"):
+            train.apply_defaults(train.parse_args(["--dist-backend", backend]), device)
+    assert train.Accelerator.BACKENDS == {"cuda": "nccl", "xla": "xla", "cpu": "gloo"}
+
+
 def test_invalid_command_line_prints_error_and_returns_2(capfd, monkeypatch):
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setenv("WORLD_SIZE", "2")

@@ -23,7 +23,13 @@ DEFAULT_JOB_TIMEOUT_S = 1800.0
 GPU_RESOURCE = "nvidia.com/gpu"
 NEURON_RESOURCE = "aws.amazon.com/neuron"
 NEURONCORE_RESOURCE = "aws.amazon.com/neuroncore"
+NEURONDEVICE_RESOURCE = "aws.amazon.com/neurondevice"
+#: The Neuron resources in order of preference: one rank per NeuronCore, else per whole device (the Neuron
+#: device plugin advertises ``neurondevice``; ``neuron`` is its older name for the same devices).
+NEURON_RESOURCES = (NEURONCORE_RESOURCE, NEURONDEVICE_RESOURCE, NEURON_RESOURCE)
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
+#: Where ``--neuron-cache-pvc`` is mounted in the pods: the Neuron compiler's persistent cache.
+NEURON_CACHE_DIR = "/var/cache/neuron-compile-cache"
 
 #: train.py's ``--device`` for each accelerator.
 DEVICE_OF: dict[Accelerator, str] = {"nvidia": "cuda", "neuron": "xla", "cpu": "cpu"}
@@ -88,6 +94,7 @@ class JobSpec:
         resources: per-node resource requests and limits (accelerator and EFA devices).
         instance_type: value of ``node.kubernetes.io/instance-type`` to select nodes by.
         node_selector: more node labels the pods must land on (``--node-selector``).
+        neuron_cache_pvc: a PersistentVolumeClaim to keep the Neuron compile cache in between runs.
         requests: the container's requests of cpu, memory, ... (``--requests``), besides ``resources``.
         limits: the container's limits of cpu, memory, ... (``--limits``), besides ``resources``.
         master_port: the rendezvous port on node 0.
@@ -105,6 +112,7 @@ class JobSpec:
     resources: Mapping[str, int] = field(default_factory=dict)
     instance_type: str | None = None
     node_selector: Mapping[str, str] = field(default_factory=dict)
+    neuron_cache_pvc: str | None = None
     requests: Mapping[str, str] = field(default_factory=dict)
     limits: Mapping[str, str] = field(default_factory=dict)
     master_port: int = 29500

@@ -2,9 +2,16 @@
 
 Nodes are read once per session. A node is usable when it is Ready, schedulable (not cordoned, and every
 ``NoSchedule``/``NoExecute`` taint is tolerated by the Job's tolerations), of the chosen instance type, and
-advertises the accelerator in its allocatable resources (``nvidia.com/gpu``, or
-``aws.amazon.com/neuroncore`` / ``aws.amazon.com/neuron``). Ranks per node are the GPUs or NeuronCores
-those nodes offer; with EFA on, each pod requests all of a node's ``vpc.amazonaws.com/efa`` devices.
+advertises the accelerator in its allocatable resources (``nvidia.com/gpu``; for Neuron, in this order of
+preference, ``aws.amazon.com/neuroncore``, ``aws.amazon.com/neurondevice``, ``aws.amazon.com/neuron``).
+Ranks per node are the GPUs or NeuronCores (else whole Neuron devices) those nodes offer.
+
+EFA: each pod requests every ``vpc.amazonaws.com/efa`` interface its instance type has
+(:mod:`rollcall.instances`); a node advertising fewer is unusable, named with both numbers. For a type the
+table does not know, the pods request what the nodes advertise, and a node advertising fewer than the others
+is unusable. ``--efa on`` leaves out nodes without EFA; ``--efa auto`` uses EFA when every usable node has
+it, goes without when none has, and refuses, naming the nodes that lack it, when only some have it: EFA is
+never dropped silently.
 
 When fewer than ``--nodes`` nodes are usable, :class:`DiscoveryError` lists the usable ones and why each
 other node is not, before anything is created. :func:`check_device_plugins` optionally verifies that the
@@ -21,10 +28,11 @@ from typing import Any
 from kubernetes.utils import parse_quantity
 
 from rollcall.backends import Placement
+from rollcall.instances import lookup
 from rollcall.jobspec import (
     EFA_RESOURCE,
     GPU_RESOURCE,
-    NEURON_RESOURCE,
+    NEURON_RESOURCES,
     NEURONCORE_RESOURCE,
     Accelerator,
     AcceleratorChoice,
@@ -137,7 +145,7 @@ def accelerator_resource(node: Node, accelerator: Accelerator) -> str | None:
     if accelerator == "nvidia":
         return GPU_RESOURCE if node.offers(GPU_RESOURCE) else None
     if accelerator == "neuron":
-        for resource in (NEURONCORE_RESOURCE, NEURON_RESOURCE):
+        for resource in NEURON_RESOURCES:
             if node.offers(resource):
                 return resource
     return None
@@ -193,19 +201,21 @@ def discover(
             rejected[node.name] = f"only {node.offers(resource)} {resource} allocatable, {need} needed"
             candidates.remove(node)
 
+    kind = candidates[0].instance_type if candidates else None
+    chosen_type = instance_type or kind
+    use_efa = _use_efa(efa, candidates)
+    efa_need = _efa_need(chosen_type, candidates, rejected) if use_efa else 0
+
     if len(candidates) < nodes:
         raise DiscoveryError(report(nodes, [n.name for n in candidates], rejected, accel))
 
     requests: dict[str, int] = {resource: need} if resource else {}
-    use_efa = efa == "on" or (efa == "auto" and all(n.offers(EFA_RESOURCE) for n in candidates))
     if use_efa:
-        requests[EFA_RESOURCE] = min(n.offers(EFA_RESOURCE) for n in candidates)
-    kind = candidates[0].instance_type if candidates else None
-    chosen_type = instance_type or kind
+        requests[EFA_RESOURCE] = efa_need
     offer = ", ".join(f"{v} {k}" for k, v in requests.items()) or "cpu only"
     description = (
         f"{len(candidates)} usable node(s) of {len(all_nodes)} ({chosen_type or 'any type'}); "
-        f"each pod gets {offer}; {need} rank(s) per node"
+        f"each pod gets {offer}; {need} rank(s) per node" + _efa_note(efa, use_efa, chosen_type)
     )
     placement = Placement(accel, need, requests, chosen_type, description)
     return Discovery(placement, [n.name for n in candidates], rejected, use_efa)
@@ -232,8 +242,51 @@ def _unusable(
     return None
 
 
+def _use_efa(efa: EfaChoice, candidates: list[Node]) -> bool:
+    """``--efa on``; or ``auto`` with every usable node offering EFA (none: off; only some: refused)."""
+    if efa != "auto":
+        return efa == "on"
+    lacking = [n.name for n in candidates if not n.offers(EFA_RESOURCE)]
+    if not lacking or len(lacking) == len(candidates):
+        return bool(candidates) and not lacking
+    having = len(candidates) - len(lacking)
+    raise DiscoveryError(
+        f"--efa auto: {having} usable node(s) advertise {EFA_RESOURCE} but {len(lacking)} do not: "
+        f"{_names(lacking)}; a run across both would train without EFA on some pods. Choose: --efa on "
+        "(use only the nodes with EFA), --efa off (train without it), or --instance-type / "
+        "--node-selector to pick nodes of one kind"
+    )
+
+
+def _efa_need(instance_type: str | None, candidates: list[Node], rejected: dict[str, str]) -> int:
+    """EFA interfaces each pod requests: all its type has; nodes advertising fewer are left out."""
+    known = lookup(instance_type)
+    offers = Counter(n.offers(EFA_RESOURCE) for n in candidates)
+    if known is not None and known.efa:
+        need = known.efa
+        why = f"its type {known.name} has {need}"
+    else:
+        # most common count, the larger on a tie
+        need = max(offers.items(), key=lambda kv: (kv[1], kv[0]))[0] if offers else 0
+        why = f"the other {instance_type or 'usable'} nodes offer {need} (type not in rollcall.instances)"
+    for node in [n for n in candidates if n.offers(EFA_RESOURCE) < need]:
+        rejected[node.name] = f"offers {node.offers(EFA_RESOURCE)} {EFA_RESOURCE}, {why}"
+        candidates.remove(node)
+    return need
+
+
+def _efa_note(efa: EfaChoice, use_efa: bool, instance_type: str | None) -> str:
+    known = lookup(instance_type)
+    if efa != "auto" or use_efa or known is None or not known.efa:
+        return ""
+    return (
+        f"; EFA off although {known.name} has {known.efa} interfaces: no node advertises {EFA_RESOURCE} "
+        "(is the EFA device plugin running?)"
+    )
+
+
 def _resource_names(accel: Accelerator) -> str:
-    return GPU_RESOURCE if accel == "nvidia" else f"{NEURONCORE_RESOURCE} or {NEURON_RESOURCE}"
+    return GPU_RESOURCE if accel == "nvidia" else " or ".join(NEURON_RESOURCES)
 
 
 def _choose_accelerator(
@@ -250,8 +303,8 @@ def _choose_accelerator(
             "both NVIDIA GPU and Neuron nodes are usable; choose with --accelerator or --instance-type"
         )
     raise DiscoveryError(
-        f"--accelerator auto: no usable node advertises {GPU_RESOURCE}, {NEURONCORE_RESOURCE} or "
-        f"{NEURON_RESOURCE} (use --accelerator cpu to train on CPUs)\n"
+        f"--accelerator auto: no usable node advertises {GPU_RESOURCE} or {' or '.join(NEURON_RESOURCES)} "
+        "(use --accelerator cpu to train on CPUs)\n"
         + report(n, [], rejected | {x.name: "no accelerator allocatable" for x in candidates}, None)
     )
 

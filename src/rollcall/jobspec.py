@@ -23,7 +23,13 @@ DEFAULT_JOB_TIMEOUT_S = 1800.0
 GPU_RESOURCE = "nvidia.com/gpu"
 NEURON_RESOURCE = "aws.amazon.com/neuron"
 NEURONCORE_RESOURCE = "aws.amazon.com/neuroncore"
+NEURONDEVICE_RESOURCE = "aws.amazon.com/neurondevice"
+#: The Neuron resources in order of preference: one rank per NeuronCore, else per whole device (the Neuron
+#: device plugin advertises ``neurondevice``; ``neuron`` is its older name for the same devices).
+NEURON_RESOURCES = (NEURONCORE_RESOURCE, NEURONDEVICE_RESOURCE, NEURON_RESOURCE)
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
+#: Where ``--neuron-cache`` is mounted in the pods: the Neuron compiler's persistent cache.
+NEURON_CACHE_DIR = "/var/cache/neuron-compile-cache"
 
 #: train.py's ``--device`` for each accelerator.
 DEVICE_OF: dict[Accelerator, str] = {"nvidia": "cuda", "neuron": "xla", "cpu": "cpu"}
@@ -74,6 +80,44 @@ def check_image(reference: str) -> str:
 
 
 @dataclass(frozen=True)
+class NeuronCache:
+    """Where the Neuron compile cache lives outside the pod, so that a run reuses the last run's graphs.
+
+    Each run has a namespace of its own, so the volume is one a pod can name without a claim in it: a
+    directory of the node (``host``; each node keeps its own cache) or an NFS export such as an Amazon EFS
+    file system (``nfs``; shared by every node).
+    """
+
+    kind: Literal["host", "nfs"]
+    path: str
+    server: str | None = None
+
+    def __str__(self) -> str:
+        return f"nfs:{self.server}:{self.path}" if self.kind == "nfs" else f"host:{self.path}"
+
+
+_HOSTNAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$")
+
+
+def parse_neuron_cache(text: str) -> NeuronCache:
+    """``host:/PATH`` or ``nfs:SERVER:/PATH`` as a :class:`NeuronCache`; ValueError saying what is wrong."""
+    kind, _, rest = text.partition(":")
+    server = None
+    if kind == "nfs":
+        server, _, rest = rest.partition(":")
+        if not _HOSTNAME.match(server):
+            raise ValueError(f"{server!r} is not an NFS server name or address")
+    elif kind != "host":
+        raise ValueError(
+            "expected host:/PATH (a directory of each node) or nfs:SERVER:/PATH (e.g. Amazon EFS)"
+        )
+    path = rest
+    if not path.startswith("/") or "/../" in f"{path}/" or any(c.isspace() for c in path):
+        raise ValueError(f"{path!r} is not an absolute path without '..' or spaces")
+    return NeuronCache("nfs" if server is not None else "host", path.rstrip("/") or "/", server)
+
+
+@dataclass(frozen=True)
 class JobSpec:
     """What to run: the layout, the image, the workload and what each node needs.
 
@@ -88,6 +132,7 @@ class JobSpec:
         resources: per-node resource requests and limits (accelerator and EFA devices).
         instance_type: value of ``node.kubernetes.io/instance-type`` to select nodes by.
         node_selector: more node labels the pods must land on (``--node-selector``).
+        neuron_cache: a volume that keeps the Neuron compile cache between runs (``--neuron-cache``).
         requests: the container's requests of cpu, memory, ... (``--requests``), besides ``resources``.
         limits: the container's limits of cpu, memory, ... (``--limits``), besides ``resources``.
         master_port: the rendezvous port on node 0.
@@ -105,6 +150,7 @@ class JobSpec:
     resources: Mapping[str, int] = field(default_factory=dict)
     instance_type: str | None = None
     node_selector: Mapping[str, str] = field(default_factory=dict)
+    neuron_cache: NeuronCache | None = None
     requests: Mapping[str, str] = field(default_factory=dict)
     limits: Mapping[str, str] = field(default_factory=dict)
     master_port: int = 29500

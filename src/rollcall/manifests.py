@@ -26,7 +26,8 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from rollcall.jobspec import EFA_RESOURCE, JobSpec
+from rollcall.instances import lookup
+from rollcall.jobspec import EFA_RESOURCE, NEURON_CACHE_DIR, JobSpec
 
 #: Where the manifests are read from: ``$ROLLCALL_MANIFESTS_DIR``, else the checkout's ``manifests/``.
 MANIFESTS_ENV = "ROLLCALL_MANIFESTS_DIR"
@@ -38,8 +39,21 @@ RUN_ID_LABEL = "rollcall/run-id"
 JOB_LABEL = "rollcall/job"
 #: The training container's name.
 CONTAINER = "train"
-#: Environment that makes NCCL say which network it chose (checked when EFA is on), unless the user sets it.
-EFA_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET", "FI_EFA_FORK_SAFE": "1"}
+#: With EFA requested: NCCL says which network it chose (the EFA check reads it), libfabric is held to its
+#: EFA provider, and fork() stays safe with registered memory. The aws-ofi-nccl plugin tunes NCCL for the
+#: platform itself ("NET/OFI Configuring AWS-specific options"), so no NCCL tunable is forced here.
+EFA_ENV = {
+    "NCCL_DEBUG": "INFO",
+    "NCCL_DEBUG_SUBSYS": "INIT,NET",
+    "FI_PROVIDER": "efa",
+    "FI_EFA_FORK_SAFE": "1",
+}
+#: Added where the instance type's EFA does RDMA (:mod:`rollcall.instances`): GPUDirect / device RDMA.
+EFA_RDMA_ENV = {"FI_EFA_USE_DEVICE_RDMA": "1"}
+#: On Neuron: the interface the collectives bootstrap over, the pod's own (the Neuron EKS samples set it).
+NEURON_ENV = {"CCOM_SOCKET_IFNAME": "eth0"}
+#: The volume of ``--neuron-cache``.
+NEURON_CACHE_VOLUME = "neuron-cache"
 
 Obj = dict[str, Any]
 _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -161,14 +175,16 @@ def render(spec: JobSpec, names: Names, *, extras: PodExtras | None = None) -> R
     if selector:
         pod["nodeSelector"] = selector
 
-    efa = EFA_RESOURCE in spec.resources
     container = pod["containers"][0]
     container["image"] = spec.image
     container["command"] = spec.torchrun_command(
         node_rank="$(JOB_COMPLETION_INDEX)", master_addr=f"{names.job}-0.{names.service}"
     )
-    env = {**(EFA_ENV if efa else {}), **spec.workload_env()}
+    env = {**fabric_env(spec), **spec.workload_env()}
     container["env"] += [{"name": k, "value": v} for k, v in env.items()]
+    if spec.neuron_cache is not None:
+        pod["volumes"].append(neuron_cache_volume(spec))
+        container["volumeMounts"].append({"name": NEURON_CACHE_VOLUME, "mountPath": NEURON_CACHE_DIR})
     container["ports"][0]["containerPort"] = spec.master_port
     devices = {k: str(v) for k, v in spec.resources.items()}
     requests = {**spec.requests, **devices}
@@ -184,6 +200,31 @@ def render(spec: JobSpec, names: Names, *, extras: PodExtras | None = None) -> R
                 + "\n  ".join(problems)
             )
     return rendered
+
+
+def fabric_env(spec: JobSpec) -> dict[str, str]:
+    """The EFA and Neuron settings of ``spec``'s pods (the user's ``--workload-env`` goes on top)."""
+    env: dict[str, str] = {}
+    if EFA_RESOURCE in spec.resources:
+        env.update(EFA_ENV)
+        known = lookup(spec.instance_type)
+        if known is not None and known.efa_rdma:
+            env.update(EFA_RDMA_ENV)
+    if spec.accelerator == "neuron":
+        env.update(NEURON_ENV)
+    if spec.neuron_cache is not None:
+        # torch-neuronx's persistent cache; a --cache_dir in the user's NEURON_CC_FLAGS still wins
+        env["NEURON_COMPILE_CACHE_URL"] = NEURON_CACHE_DIR
+    return env
+
+
+def neuron_cache_volume(spec: JobSpec) -> Obj:
+    """The pod volume of ``--neuron-cache``: a directory of the node, or an NFS export."""
+    cache = spec.neuron_cache
+    assert cache is not None
+    if cache.kind == "nfs":
+        return {"name": NEURON_CACHE_VOLUME, "nfs": {"server": cache.server, "path": cache.path}}
+    return {"name": NEURON_CACHE_VOLUME, "hostPath": {"path": cache.path, "type": "DirectoryOrCreate"}}
 
 
 # -- offline schema validation ------------------------------------------------------------------------------

@@ -20,7 +20,14 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from rollcall.jobspec import DEFAULT_JOB_TIMEOUT_S, AcceleratorChoice, EfaChoice, check_image
+from rollcall.jobspec import (
+    DEFAULT_JOB_TIMEOUT_S,
+    AcceleratorChoice,
+    EfaChoice,
+    NeuronCache,
+    check_image,
+    parse_neuron_cache,
+)
 
 BackendChoice = Literal["auto", "kubernetes", "local", "slurm"]
 
@@ -301,7 +308,17 @@ class Options:
     job_timeout: float = option(
         "--job-timeout", _positive_float, DEFAULT_JOB_TIMEOUT_S, "seconds the training job may run", "SECONDS"
     )
-    efa: EfaChoice = option("--efa", _choice(EfaChoice), "auto", "request the nodes' EFA devices")
+    efa: EfaChoice = option(
+        "--efa", _choice(EfaChoice), "auto", "request every EFA interface of the nodes' instance type"
+    )
+    neuron_cache: NeuronCache | None = option(
+        "--neuron-cache",
+        parse_neuron_cache,
+        None,
+        "keep the Neuron compile cache between runs in this volume: host:/PATH (a directory of each node) "
+        "or nfs:SERVER:/PATH (e.g. an Amazon EFS file system, shared by all nodes)",
+        "host:/PATH|nfs:SERVER:/PATH",
+    )
     min_throughput: float | None = option(
         "--min-throughput", _positive_float, None, "fail ranks below this many samples/s", "SAMPLES_PER_S"
     )

@@ -104,6 +104,7 @@ class Suite:
             resources=p.resources,
             instance_type=p.instance_type,
             node_selector=o.node_selector,
+            neuron_cache=o.neuron_cache,
             requests=o.requests or {},
             limits=o.limits or {},
             job_timeout_s=o.job_timeout,

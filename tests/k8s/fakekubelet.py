@@ -8,8 +8,8 @@ node would print (one torchrun agent's interleaved, prefixed rank lines, for the
 Pod annotations steer what a pod "prints":
 
 - ``rollcall.test/log-skip``: JSON ``{"<rank>": ["throughput", "complete"], ...}``: events those ranks omit;
-- ``rollcall.test/nccl-net``: ``efa`` (default when the pod requests EFA), ``socket`` (NCCL fell back to TCP)
-  or ``none``.
+- ``rollcall.test/nccl-net``: ``efa`` (default when the pod requests EFA), ``socket`` (NCCL found no
+  network plugin and fell back to TCP) or ``none``.
 
 Real log rotation, image pulls, crashes and lost nodes are tested on real nodes (tests/real).
 """
@@ -60,6 +60,7 @@ def pod_log(pod: dict[str, Any]) -> list[str]:
             lines.append(f"{prefix} NET/OFI Selected provider is efa, fabric is efa-direct (found 32 nics)")
             lines.append(f"{prefix} Using network Libfabric")
         elif net == "socket":
+            lines.append(f"{prefix} NET/Plugin: Could not find: libnccl-net.so. Using internal net plugin.")
             lines.append(f"{prefix} NET/Socket : Using [0]eth0:10.244.0.{node}<0>")
             lines.append(f"{prefix} Using network Socket")
     return lines + node_log(node, nodes, procs, skip=skip).splitlines()

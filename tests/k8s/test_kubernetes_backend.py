@@ -183,6 +183,12 @@ def test_efa_that_nccl_did_not_use_fails_the_run(make_suite, ensure_nodes, reque
 
     assert attempt.status.state is JobState.FAILED
     assert "EFA was requested but NCCL did not use it on 2 pod(s)" in attempt.status.reason
+    # the pods' own NCCL lines say what was missing, and the fix
+    assert "missing the aws-ofi-nccl network plugin (libnccl-net.so)" in attempt.status.reason
+    assert "/opt/amazon/ofi-nccl/lib" in attempt.status.reason
+    assert attempt.status.efa is not None and set(attempt.status.efa.causes) == set(
+        attempt.status.efa.fell_back
+    )
     assert any("Using network Socket" in d for d in attempt.status.details)
     assert attempt.verdict.missing == {"throughput": [], "epoch_time": [], "complete": []} or not any(
         attempt.verdict.missing.values()

@@ -171,3 +171,71 @@ def test_device_plugins_ready_missing_and_not_ready():
         "efa-device-plugin in every namespace)",
     ]
     assert check_device_plugins([], "cpu", efa=False) == []
+
+
+def efa_nodes(counts, kind="p5"):
+    alloc = TYPES[kind][1]
+    return [
+        node(f"n{i}", kind, allocatable={**alloc, "vpc.amazonaws.com/efa": str(c)})
+        for i, c in enumerate(counts)
+    ]
+
+
+def test_a_node_offering_fewer_efa_devices_than_its_type_has_is_unusable():
+    found = run(efa_nodes([32, 16, 32]))
+    assert found.placement.resources == {"nvidia.com/gpu": 8, "vpc.amazonaws.com/efa": 32}
+    assert found.usable == ["n0", "n2"] and found.efa
+    assert found.rejected == {"n1": "offers 16 vpc.amazonaws.com/efa, its type p5.48xlarge has 32"}
+
+
+def test_nodes_all_short_of_their_types_efa_count_fail_naming_both_numbers():
+    with pytest.raises(DiscoveryError) as err:
+        run(efa_nodes([16, 16]), efa="on")
+    text = str(err.value)
+    assert text.startswith("need 2 usable node(s), found 0 for nvidia")
+    assert "offers 16 vpc.amazonaws.com/efa, its type p5.48xlarge has 32: n0, n1 (2)" in text
+
+
+def test_efa_auto_refuses_when_only_some_nodes_have_it():
+    with pytest.raises(DiscoveryError) as err:
+        run(efa_nodes([32, 0, 32, 0]))
+    text = str(err.value)
+    assert "--efa auto: 2 usable node(s) advertise vpc.amazonaws.com/efa but 2 do not: n1, n3 (2)" in text
+    assert "--efa off" in text and "--efa on" in text and "--instance-type" in text
+
+
+def test_efa_on_leaves_out_the_nodes_without_it():
+    found = run(efa_nodes([32, 0, 32]), efa="on")
+    assert found.usable == ["n0", "n2"] and found.placement.resources["vpc.amazonaws.com/efa"] == 32
+    assert found.rejected == {"n1": "no vpc.amazonaws.com/efa allocatable (--efa on)"}
+
+
+def test_efa_auto_without_any_efa_says_so_when_the_type_has_it():
+    found = run(efa_nodes([0, 0]))
+    assert not found.efa and "vpc.amazonaws.com/efa" not in found.placement.resources
+    assert "EFA off although p5.48xlarge has 32 interfaces" in found.placement.description
+    assert "EFA off" not in run(efa_nodes([32, 32]), efa="off").placement.description
+
+
+def test_an_unknown_type_requests_what_its_nodes_offer_and_names_the_odd_one():
+    alloc = {"nvidia.com/gpu": "4"}
+    labels = {"node.kubernetes.io/instance-type": "x9.big"}
+    nodes = [
+        node(f"n{i}", "g5", allocatable={**alloc, "vpc.amazonaws.com/efa": str(c)}, labels=labels)
+        for i, c in enumerate([4, 2, 4])
+    ]
+    found = run(nodes)
+    assert found.placement.resources == {"nvidia.com/gpu": 4, "vpc.amazonaws.com/efa": 4}
+    assert found.rejected == {
+        "n1": "offers 2 vpc.amazonaws.com/efa, the other x9.big nodes offer 4 "
+        "(type not in rollcall.instances)"
+    }
+
+
+def test_neurondevice_is_accepted_after_neuroncores():
+    alloc = {"aws.amazon.com/neurondevice": "16", "vpc.amazonaws.com/efa": "8"}
+    found = run([node("a", allocatable=alloc), node("b", allocatable=alloc)])
+    assert found.placement.resources == {"aws.amazon.com/neurondevice": 16, "vpc.amazonaws.com/efa": 8}
+    both = {"aws.amazon.com/neuroncore": "32", **alloc}
+    found = run([node("a", allocatable=both), node("b", allocatable=both)])
+    assert found.placement.resources["aws.amazon.com/neuroncore"] == 32

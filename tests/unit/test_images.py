@@ -81,3 +81,35 @@ def test_cpu_image_pins_match_the_suite_lock():
     for package in ("torch", "transformers", "numpy"):
         pin = re.search(rf"^{package}==\S+", lock, re.M)
         assert pin and re.search(rf"^{re.escape(pin.group(0))}$", image, re.M), package
+
+
+def _runs(dockerfile: Path) -> str:
+    return " ".join(args for word, args in _instructions(dockerfile) if word == "RUN")
+
+
+def test_the_nvidia_image_installs_efa_as_aws_documents_for_containers():
+    dockerfile = IMAGE_DIR / "Dockerfile.nvidia"
+    runs = _runs(dockerfile)
+    assert "./efa_installer.sh -y --skip-kmod --skip-limit-conf --no-verify" in runs
+    args = dict(a.partition("=")[::2] for word, a in _instructions(dockerfile) if word == "ARG")
+    version = args["EFA_INSTALLER_VERSION"]
+    assert re.fullmatch(r"\d+\.\d+\.\d+", version), "the EFA installer is pinned to a release"
+    assert "aws-efa-installer-${EFA_INSTALLER_VERSION}.tar.gz" in runs
+    # the plugin under the name NCCL loads, first on the library path; the build fails without one
+    assert 'ln -s "$plugin" /opt/nccl-net/libnccl-net.so' in runs and "exit 1" in runs
+    env = " ".join(a for word, a in _instructions(dockerfile) if word == "ENV")
+    assert re.search(r"LD_LIBRARY_PATH=/opt/nccl-net:/opt/amazon/efa/lib\b", env), env
+
+
+def test_the_image_readme_documents_the_efa_pin_and_the_fix_rollcall_names():
+    dockerfile = IMAGE_DIR / "Dockerfile.nvidia"
+    pin = re.search(r"^ARG (EFA_INSTALLER_VERSION=\S+)$", dockerfile.read_text(), re.M)
+    assert pin and f"`ARG {pin.group(1)}`" in (IMAGE_DIR / "README.md").read_text()
+    try:
+        from rollcall.podlogs import NET_CLUES
+    except ImportError:
+        return
+    # the fix the EFA check prints is the command this image runs
+    libfabric = next(c for c in NET_CLUES if c.missing.startswith("libfabric"))
+    command = re.search(r"efa_installer\.sh[^,)]*", libfabric.fix)
+    assert command and command.group(0) in _runs(dockerfile)

@@ -160,6 +160,26 @@ def test_efa_must_have_been_used(tmp_path, accelerator, evidence, state, says):
     assert says is None or says in text
 
 
+def test_the_efa_failure_names_what_was_missing_from_the_pods_nccl_lines(tmp_path):
+    run = make(tmp_path)
+    lines = {
+        "bert-0": b"h:1:2 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so. Using internal net plugin.\n",
+        "bert-1": b"h:1:2 [0] NCCL INFO NET/OFI No eligible providers were found\n",
+    }
+    for pod_name, line in lines.items():
+        run.evidence[pod_name] = EfaEvidence()
+        run.evidence[pod_name].scan(line + b"h:1:2 [0] NCCL INFO Using network Socket\n")
+    status = run._check_efa(JobStatus(JobState.SUCCEEDED))
+    assert status.state is JobState.FAILED
+    assert (
+        "missing the aws-ofi-nccl network plugin (libnccl-net.so) ('NET/Plugin: Could not find: "
+        in status.reason
+    )
+    assert "/opt/amazon/ofi-nccl/lib" in status.reason and "[bert-0]" in status.reason
+    assert "missing an EFA device in the container" in status.reason and "[bert-1]" in status.reason
+    assert status.efa is not None and set(status.efa.causes) == {"bert-0", "bert-1"}
+
+
 def test_details_name_duplicate_indexes_and_pods_without_logs(tmp_path):
     started = [{"name": "train", "state": {"terminated": {"exitCode": 0}}}]
     run = make(

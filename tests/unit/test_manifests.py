@@ -7,7 +7,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from rollcall.jobspec import JobSpec
+from rollcall.jobspec import JobSpec, NeuronCache
 from rollcall.manifests import MANIFESTS_DIR, ManifestError, Names, PodExtras, render, validate
 
 SPEC = JobSpec(
@@ -235,3 +235,75 @@ def test_a_cpu_job_without_requests_is_best_effort():
     spec = dataclasses.replace(SPEC, accelerator="cpu", resources={}, instance_type=None)
     pod = pod_of(render(spec, NAMES))
     assert pod["containers"][0]["resources"] == {} and "nodeSelector" not in pod
+
+
+def env_of(rendered):
+    return {e["name"]: e.get("value") for e in pod_of(rendered)["containers"][0]["env"]}
+
+
+P5_SPEC = JobSpec(
+    name="j",
+    nodes=2,
+    procs_per_node=8,
+    accelerator="nvidia",
+    image="i",
+    resources={"nvidia.com/gpu": 8, "vpc.amazonaws.com/efa": 32},
+    instance_type="p5.48xlarge",
+)
+
+
+def test_efa_selects_the_efa_provider_and_rdma_where_the_type_has_it():
+    env = env_of(render(P5_SPEC, NAMES))
+    assert env["FI_PROVIDER"] == "efa" and env["FI_EFA_USE_DEVICE_RDMA"] == "1"
+    assert (env["NCCL_DEBUG"], env["NCCL_DEBUG_SUBSYS"]) == ("INFO", "INIT,NET")
+    assert "CCOM_SOCKET_IFNAME" not in env
+    unknown = dataclasses.replace(P5_SPEC, instance_type="x9.big")
+    env = env_of(render(unknown, NAMES))
+    assert env["FI_PROVIDER"] == "efa" and "FI_EFA_USE_DEVICE_RDMA" not in env
+    mine = dataclasses.replace(P5_SPEC, env={"FI_PROVIDER": "efa;ofi_rxd", "FI_EFA_USE_DEVICE_RDMA": "0"})
+    env = env_of(render(mine, NAMES))
+    assert (env["FI_PROVIDER"], env["FI_EFA_USE_DEVICE_RDMA"]) == ("efa;ofi_rxd", "0")
+
+
+def test_neuron_pods_bootstrap_collectives_over_their_own_interface_unless_told_otherwise():
+    assert env_of(render(SPEC, NAMES))["CCOM_SOCKET_IFNAME"] == "eth0"
+    mine = dataclasses.replace(SPEC, env={"CCOM_SOCKET_IFNAME": "ens5"})
+    assert env_of(render(mine, NAMES))["CCOM_SOCKET_IFNAME"] == "ens5"
+    assert env_of(render(SPEC, NAMES))["FI_EFA_USE_DEVICE_RDMA"] == "1"  # trn1.32xlarge
+
+
+@pytest.mark.parametrize(
+    ("cache", "volume"),
+    [
+        (
+            NeuronCache("host", "/var/tmp/neuron"),
+            {"hostPath": {"path": "/var/tmp/neuron", "type": "DirectoryOrCreate"}},
+        ),
+        (
+            NeuronCache("nfs", "/neuron", "fs-1.efs.us-east-1.amazonaws.com"),
+            {"nfs": {"server": "fs-1.efs.us-east-1.amazonaws.com", "path": "/neuron"}},
+        ),
+    ],
+)
+def test_the_neuron_cache_volume_is_mounted_and_named_to_the_compiler(cache, volume):
+    r = render(dataclasses.replace(SPEC, neuron_cache=cache), NAMES)  # validated offline by render
+    pod = pod_of(r)
+    assert {"name": "neuron-cache", **volume} in pod["volumes"]
+    mount = {"name": "neuron-cache", "mountPath": "/var/cache/neuron-compile-cache"}
+    assert mount in pod["containers"][0]["volumeMounts"]
+    assert env_of(r)["NEURON_COMPILE_CACHE_URL"] == "/var/cache/neuron-compile-cache"
+    no_cache = pod_of(render(SPEC, NAMES))
+    assert [v["name"] for v in no_cache["volumes"]] == ["dshm"]
+    assert "NEURON_COMPILE_CACHE_URL" not in env_of(render(SPEC, NAMES))
+
+
+def test_the_job_tolerates_every_accelerator_and_efa_taint():
+    keys = {t["key"] for t in pod_of(render(SPEC, NAMES))["tolerations"]}
+    assert keys >= {
+        "nvidia.com/gpu",
+        "aws.amazon.com/neuron",
+        "aws.amazon.com/neuroncore",
+        "aws.amazon.com/neurondevice",
+        "vpc.amazonaws.com/efa",
+        "aws.amazon.com/efa",
+    }

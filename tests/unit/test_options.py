@@ -1,5 +1,6 @@
 import pytest
 
+from rollcall.jobspec import NeuronCache
 from rollcall.options import OptionError, env_name, resolve
 from rollcall.suite import choose_backend
 
@@ -101,3 +102,30 @@ def test_node_selectors_requests_and_limits():
         resolve({"limits": "memory=lots"}, {})
     with pytest.raises(OptionError, match="--node-selector"):
         resolve({"node_selector": ["no-equals"]}, {})
+
+
+def test_neuron_cache_is_a_node_directory_or_an_nfs_export():
+    o = resolve({"neuron_cache": "nfs:fs-0123.efs.us-east-1.amazonaws.com:/neuron/"}, {})
+    assert o.neuron_cache == NeuronCache("nfs", "/neuron", "fs-0123.efs.us-east-1.amazonaws.com")
+    o = resolve({}, {"ROLLCALL_NEURON_CACHE": "host:/var/tmp/neuron-compile-cache"})
+    assert o.neuron_cache == NeuronCache("host", "/var/tmp/neuron-compile-cache")
+    assert str(o.neuron_cache) == "host:/var/tmp/neuron-compile-cache"
+    assert resolve({}, {}).neuron_cache is None
+
+
+@pytest.mark.parametrize(
+    ("value", "fragment"),
+    [
+        ("my-pvc", "expected host:/PATH (a directory of each node) or nfs:SERVER:/PATH"),
+        ("host:relative/dir", "'relative/dir' is not an absolute path"),
+        ("host:/a/../etc", "without '..'"),
+        ("nfs::/export", "'' is not an NFS server name"),
+        ("nfs:server/x:/export", "'server/x' is not an NFS server name"),
+    ],
+)
+def test_a_bad_neuron_cache_names_the_option_and_the_forms(value, fragment):
+    with pytest.raises(OptionError) as exc:
+        resolve({"neuron_cache": value}, {})
+    text = str(exc.value)
+    assert text.startswith(f"invalid --neuron-cache value {value!r} (from --neuron-cache): ")
+    assert fragment in text and text.endswith("use --neuron-cache host:/PATH|nfs:SERVER:/PATH")

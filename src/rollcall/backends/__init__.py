@@ -35,11 +35,13 @@ class EfaUse:
         fell_back: pods whose NCCL fell back to TCP sockets, with the line that says so.
         unproven: pods that never logged NCCL selecting EFA.
         required: whether an unproven pod fails the run (NCCL on cuda logs the selection).
+        causes: per pod, what its log said was missing and the fix (:data:`rollcall.podlogs.NET_CLUES`).
     """
 
     fell_back: Mapping[str, str] = field(default_factory=dict)
     unproven: tuple[str, ...] = ()
     required: bool = False
+    causes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def failed(self) -> bool:

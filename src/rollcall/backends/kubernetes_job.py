@@ -57,7 +57,7 @@ from rollcall.kube import (
     wait_for,
 )
 from rollcall.manifests import CONTAINER, Names, Rendered
-from rollcall.podlogs import EfaEvidence, LogFollower
+from rollcall.podlogs import EfaEvidence, LogFollower, explain
 from rollcall.reaper import Ledger
 
 log = logging.getLogger(__name__)
@@ -292,17 +292,24 @@ class KubernetesJob:
             f.join(5)
 
     def _check_efa(self, status: JobStatus) -> JobStatus:
-        """With EFA requested, every pod's NCCL must have selected it (else it fell back to TCP sockets)."""
+        """With EFA requested, every pod's NCCL must have selected it (else it fell back to TCP sockets).
+
+        The failure says what was missing and the fix, read from the pods' NCCL lines
+        (:data:`rollcall.podlogs.NET_CLUES`).
+        """
         fell_back = {p: e.fallback for p, e in sorted(self.evidence.items()) if e.fallback}
         unproven = sorted(p for p, e in self.evidence.items() if not e.efa and not e.fallback)
-        efa = EfaUse(fell_back, tuple(unproven), required=self.spec.accelerator == "nvidia")
+        causes = {
+            p: tuple(map(str, e.causes)) for p, e in sorted(self.evidence.items()) if e.causes and not e.efa
+        }
+        efa = EfaUse(fell_back, tuple(unproven), required=self.spec.accelerator == "nvidia", causes=causes)
         status.efa = efa
         if fell_back:
             lines = [f"{p}: {line!r}" for p, line in fell_back.items()]
             return JobStatus(
                 JobState.FAILED,
                 f"EFA was requested but NCCL did not use it on {len(fell_back)} pod(s): it fell back to "
-                "TCP sockets",
+                "TCP sockets" + explain(causes),
                 status.details + lines,
                 efa,
             )
@@ -310,7 +317,9 @@ class KubernetesJob:
             return JobStatus(
                 JobState.FAILED,
                 f"EFA was requested but {len(unproven)} pod(s) never logged NCCL selecting it "
-                "('NET/OFI Selected provider is efa' with NCCL_DEBUG=INFO): " + ", ".join(unproven),
+                "('NET/OFI Selected provider is efa' with NCCL_DEBUG=INFO): "
+                + ", ".join(unproven)
+                + explain(causes),
                 status.details,
                 efa,
             )

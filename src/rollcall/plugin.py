@@ -120,6 +120,8 @@ def rollcall(rollcall_suite: Suite, request: pytest.FixtureRequest) -> Iterator[
             record = rollcall_suite.run(request.node.nodeid, request.node.name, **overrides)
         except (DiscoveryError, SlurmError) as exc:  # the cluster cannot run the job: say why, no traceback
             pytest.fail(f"{type(exc).__name__}: {exc}", pytrace=False)
+        except OptionError as exc:  # an option the cluster refutes (--namespace): a usage error, as at start
+            pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)
         request.node.user_properties.extend(junit_properties(record))
         return record
 

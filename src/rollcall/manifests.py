@@ -134,7 +134,10 @@ def load(name: str) -> Obj:
 def job_tolerations(extra: Sequence[Toleration] = ()) -> list[Obj]:
     """The tolerations of the Job's pods: the manifest's, then ``extra`` (discovery judges taints by them)."""
     tolerations: list[Obj] = load("job.yaml")["spec"]["template"]["spec"].get("tolerations", [])
-    return tolerations + [t.manifest() for t in extra if t.manifest() not in tolerations]
+    for toleration in extra:
+        if toleration.manifest() not in tolerations:
+            tolerations.append(toleration.manifest())
+    return tolerations
 
 
 def render(spec: JobSpec, names: Names, *, extras: PodExtras | None = None) -> Rendered:

@@ -10,20 +10,19 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 import yaml
 
 from rollcall.cli import main
 from rollcall.discovery import DiscoveryError
-from rollcall.kube import Kube, call
-from rollcall.manifests import MANAGED_BY, MANAGED_BY_LABEL, RUN_ID_LABEL
+from rollcall.kube import call
+from rollcall.manifests import RUN_ID_LABEL
 from rollcall.options import OptionError
 from tests.cluster.controlplane import INSTANCE_TYPE_LABEL, ControlPlane
 from tests.waiting import wait_until
 
-from .conftest import IMAGE, TRN1, suite_namespaces
+from .conftest import IMAGE, TRN1, suite_namespaces, suite_objects
 
 pytestmark = pytest.mark.control_plane
 
@@ -145,7 +144,7 @@ def test_a_run_in_an_existing_namespace_leaves_it_and_nothing_of_the_runs(
     assert {n["metadata"]["name"] for n in suite_namespaces(kube)} == before, "no namespace was created"
     namespace = control_plane.get("namespace", team_namespace)
     assert namespace["status"]["phase"] == "Active" and "deletionTimestamp" not in namespace["metadata"]
-    assert own_objects(kube, team_namespace) == {}, "the run's Job, Service and pods are gone"
+    assert suite_objects(kube, team_namespace) == {}, "the run's Job, Service and pods are gone"
     assert control_plane.get("serviceaccount", ACCOUNT, "-n", team_namespace)["metadata"]["name"] == ACCOUNT
     assert backend.ledger.pending() == []
 
@@ -156,7 +155,7 @@ def test_the_sweep_clears_old_runs_from_an_existing_namespace_but_never_the_name
     suite, backend = make_suite(nodes=2, namespace=team_namespace, keep=True)
     record = suite.run(request.node.nodeid, request.node.name)
     assert record.result.passed
-    kept = own_objects(kube, team_namespace)
+    kept = suite_objects(kube, team_namespace)
     assert {k for k in kept if not k.startswith("pod/")} == {
         f"job/{record.result.last.spec.name}",
         f"service/{record.result.last.spec.name}",
@@ -167,7 +166,7 @@ def test_the_sweep_clears_old_runs_from_an_existing_namespace_but_never_the_name
     }
     assert backend.sweep(3600) == [], "nothing is that old"
     assert backend.sweep(0) == [f"{team_namespace}/{run_id}"]
-    wait_until("the swept run to go", lambda: own_objects(kube, team_namespace) == {}, timeout=60)
+    wait_until("the swept run to go", lambda: suite_objects(kube, team_namespace) == {}, timeout=60)
     assert control_plane.get("namespace", team_namespace)["status"]["phase"] == "Active"
 
 
@@ -186,17 +185,3 @@ def test_a_service_account_that_does_not_exist_is_refused(make_suite, team_names
 def nodes_of(control_plane: ControlPlane, instance_type: str) -> list[str]:
     items = control_plane.get("nodes", "-l", f"{INSTANCE_TYPE_LABEL}={instance_type}")["items"]
     return sorted(n["metadata"]["name"] for n in items)
-
-
-def own_objects(kube: Kube, namespace: str) -> dict[str, Any]:
-    """The suite's Jobs, Services and pods in ``namespace``, by ``kind/name``."""
-    selector = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
-    found: dict[str, Any] = {}
-    for kind, list_fn in (
-        ("job", kube.batch.list_namespaced_job),
-        ("service", kube.core.list_namespaced_service),
-        ("pod", kube.core.list_namespaced_pod),
-    ):
-        for obj in call(list_fn, namespace, label_selector=selector)["items"]:
-            found[f"{kind}/{obj['metadata']['name']}"] = obj
-    return found

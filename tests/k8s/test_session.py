@@ -157,6 +157,19 @@ def test_a_session_killed_outright_in_an_existing_namespace_leaves_it_and_nothin
         control_plane.kubectl("delete", "namespace", "team-reaped", "--wait=false")
 
 
+def test_a_namespace_that_does_not_exist_stops_the_session_as_a_usage_error(pytester, control_plane, kube):
+    pytester.makeconftest(CONFTEST.format(duration="1s"))
+    pytester.makepyfile(test_job=ONE_TEST.format(marker=""))
+    before = {n["metadata"]["name"] for n in suite_namespaces(kube)}
+    child = start(pytester, args(control_plane.kubeconfig, pytester, "--namespace", "team-nowhere"))
+    out, _ = child.communicate(timeout=120)
+
+    assert child.returncode == 4, out
+    assert "--namespace team-nowhere: there is no such namespace" in out, out
+    assert "Traceback" not in out
+    assert not new_namespaces(kube, before)
+
+
 def test_two_runs_in_parallel_never_collide(pytester, control_plane, kube, kubelet, ensure_nodes):
     ensure_nodes(4)
     pytester.makeconftest(CONFTEST.format(duration="3s"))

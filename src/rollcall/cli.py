@@ -14,9 +14,10 @@ suite's own options (``--nodes``, ``--procs-per-node``, ``--accelerator``, ``--t
 read from ``ROLLCALL_<NAME>``). For kubernetes (the default) that is the run's Namespace (none with
 ``--namespace``), Service and Job as a multi-document YAML stream, as ``kubectl create --dry-run=client -o
 yaml`` prints objects; with the layout given (``--accelerator`` and ``--procs-per-node``, or ``--accelerator
-cpu``) no cluster is contacted, else discovery reads the nodes of the kubeconfig's cluster. For slurm it is
-the sbatch script, without contacting Slurm (the layout must be given). Exit 0, or 4 (pytest's code for a
-usage error) when an option is bad or the objects cannot be rendered.
+cpu``) no cluster is contacted (and no EFA device requested: ``--efa on`` needs discovery), else discovery
+reads the nodes of the kubeconfig's cluster. For slurm it is the sbatch script, without contacting Slurm
+(the layout must be given). Exit 0, or 4 (pytest's code for a usage error) when an option is bad or the
+objects cannot be rendered.
 """
 
 from __future__ import annotations
@@ -162,18 +163,23 @@ def show_history(args: argparse.Namespace) -> int:
 
 def render_job(args: argparse.Namespace) -> int:
     """Run render; return its exit code."""
+    from kubernetes.client.exceptions import ApiException
     from kubernetes.config import ConfigException
+    from urllib3.exceptions import HTTPError
 
     from rollcall.discovery import DiscoveryError
-    from rollcall.kube import KubeError
+    from rollcall.kube import KubeError, message_of
     from rollcall.options import OptionError, resolve
 
     cli = {k.removeprefix("opt_"): v for k, v in vars(args).items() if k.startswith("opt_")}
     try:
         options = resolve(cli)
         text = _render(options, args.name)
-    except (OptionError, ValueError, DiscoveryError, KubeError, ConfigException) as exc:
+    except (OptionError, ValueError, DiscoveryError, ConfigException) as exc:
         print(f"rollcall render: {exc}", file=sys.stderr)
+        return EXIT_RENDER_USAGE
+    except (KubeError, ApiException, HTTPError, OSError) as exc:  # discovery could not read the cluster
+        print(f"rollcall render: cannot read the cluster's nodes: {message_of(exc)}", file=sys.stderr)
         return EXIT_RENDER_USAGE
     sys.stdout.write(text)
     return EXIT_OK

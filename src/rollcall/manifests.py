@@ -133,7 +133,11 @@ def load(name: str) -> Obj:
 
 def job_tolerations(extra: Sequence[Toleration] = ()) -> list[Obj]:
     """The tolerations of the Job's pods: the manifest's, then ``extra`` (discovery judges taints by them)."""
-    tolerations: list[Obj] = load("job.yaml")["spec"]["template"]["spec"].get("tolerations", [])
+    return _tolerating(load("job.yaml")["spec"]["template"]["spec"].get("tolerations", []), extra)
+
+
+def _tolerating(tolerations: list[Obj], extra: Sequence[Toleration]) -> list[Obj]:
+    """``tolerations``, then each of ``extra`` that is not among them yet."""
     for toleration in extra:
         if toleration.manifest() not in tolerations:
             tolerations.append(toleration.manifest())
@@ -218,7 +222,8 @@ def render(spec: JobSpec, names: Names, *, extras: PodExtras | None = None) -> R
 def _schedule(job: Obj, scheduling: Scheduling) -> None:
     """Set what ``scheduling`` asks of the Job and its pods."""
     pod = job["spec"]["template"]["spec"]
-    pod["tolerations"] = job_tolerations(scheduling.tolerations)
+    if scheduling.tolerations:
+        pod["tolerations"] = _tolerating(pod.get("tolerations", []), scheduling.tolerations)
     if scheduling.priority_class:
         pod["priorityClassName"] = scheduling.priority_class
     if scheduling.image_pull_secrets:

@@ -9,10 +9,15 @@ are listed but do not change the exit code. This interface is a contract other t
 directory or the file itself) and prints throughput over time per configuration; exit 0, or 2 when a PATH
 holds no readable results (see :mod:`rollcall.history`).
 
-``rollcall render --backend slurm [suite options]`` prints the sbatch script a run would submit, from the
-suite's own options (``--nodes``, ``--procs-per-node``, ``--accelerator``, ``--slurm-partition``, ...; each
-also read from ``ROLLCALL_<NAME>``) without contacting Slurm; exit 0, or 4 (pytest's code for a usage
-error) when an option is bad or the script cannot be rendered without discovery.
+``rollcall render [--backend kubernetes|slurm] [suite options]`` prints what a run would submit, from the
+suite's own options (``--nodes``, ``--procs-per-node``, ``--accelerator``, ``--toleration``, ...; each also
+read from ``ROLLCALL_<NAME>``). For kubernetes (the default) that is the run's Namespace (none with
+``--namespace``), Service and Job as a multi-document YAML stream, as ``kubectl create --dry-run=client -o
+yaml`` prints objects; with the layout given (``--accelerator`` and ``--procs-per-node``, or ``--accelerator
+cpu``) no cluster is contacted (and no EFA device requested: ``--efa on`` needs discovery), else discovery
+reads the nodes of the kubeconfig's cluster. For slurm it is the sbatch script, without contacting Slurm
+(the layout must be given). Exit 0, or 4 (pytest's code for a usage error) when an option is bad or the
+objects cannot be rendered.
 """
 
 from __future__ import annotations
@@ -22,9 +27,13 @@ import json
 import math
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rollcall.ranklog import FORMATS, REQUIRED_EVENTS, RollCall, ranges
+
+if TYPE_CHECKING:
+    from rollcall.backends import Placement
+    from rollcall.options import Options
 
 EXIT_OK, EXIT_MISSING, EXIT_USAGE = 0, 1, 2
 #: ``render`` takes the suite's options and answers a bad one as the suite does (pytest's usage error).
@@ -66,7 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
         "paths", nargs="+", metavar="PATH", help="runs' artifacts directories (or their results.json files)"
     )
     render = sub.add_parser(
-        "render", help="print the job a run would submit (--backend slurm: the sbatch script)"
+        "render",
+        help="print what a run would submit: its Namespace, Service and Job as YAML (--backend slurm: "
+        "the sbatch script)",
     )
     assert isinstance(render, _Parser)
     render.usage_exit = EXIT_RENDER_USAGE
@@ -152,25 +163,90 @@ def show_history(args: argparse.Namespace) -> int:
 
 def render_job(args: argparse.Namespace) -> int:
     """Run render; return its exit code."""
+    from kubernetes.client.exceptions import ApiException
+    from kubernetes.config import ConfigException
+    from urllib3.exceptions import HTTPError
+
+    from rollcall.discovery import DiscoveryError
+    from rollcall.kube import KubeError, message_of
     from rollcall.options import OptionError, resolve
 
     cli = {k.removeprefix("opt_"): v for k, v in vars(args).items() if k.startswith("opt_")}
     try:
         options = resolve(cli)
         text = _render(options, args.name)
-    except (OptionError, ValueError) as exc:
+    except (OptionError, ValueError, DiscoveryError, ConfigException) as exc:
         print(f"rollcall render: {exc}", file=sys.stderr)
+        return EXIT_RENDER_USAGE
+    except (KubeError, ApiException, HTTPError, OSError) as exc:  # discovery could not read the cluster
+        print(f"rollcall render: cannot read the cluster's nodes: {message_of(exc)}", file=sys.stderr)
         return EXIT_RENDER_USAGE
     sys.stdout.write(text)
     return EXIT_OK
 
 
-def _render(options: Any, name: str) -> str:
+def _render(options: Options, name: str) -> str:
+    if options.backend == "slurm":
+        return _render_slurm(options, name)
+    if options.backend == "local":
+        raise ValueError("--backend local submits nothing to render; use --backend kubernetes or slurm")
+    return _render_kubernetes(options, name)
+
+
+def _layout(options: Options) -> Placement | None:
+    """What each node offers when the options say so (``--accelerator`` and ``--procs-per-node``), else None.
+
+    The accelerator's resource is requested per rank; EFA devices only discovery can count.
+    """
+    from rollcall.backends import Placement
+    from rollcall.jobspec import GPU_RESOURCE, NEURONCORE_RESOURCE
+
+    accelerator = options.accelerator
+    if accelerator == "auto" or (options.procs_per_node is None and accelerator != "cpu"):
+        return None
+    procs = options.procs_per_node or 1
+    resource = {"nvidia": GPU_RESOURCE, "neuron": NEURONCORE_RESOURCE}.get(accelerator)
+    resources = {resource: procs} if resource else {}
+    return Placement(accelerator, procs, resources, options.instance_type)
+
+
+def _render_kubernetes(options: Options, name: str) -> str:
+    import yaml
+
+    from rollcall.manifests import Names, render
+    from rollcall.suite import job_spec
+
+    placement = _layout(options)
+    if placement is None:
+        placement = _discover(options)
+    elif options.efa == "on":
+        raise ValueError(
+            "--efa on: the nodes' EFA devices are counted by discovery; leave --procs-per-node out to "
+            "discover them on the cluster, or pass --efa off"
+        )
+    rendered = render(
+        job_spec(options, placement, name), Names.new(options.namespace_prefix, name, options.namespace)
+    )
+    return yaml.safe_dump_all(rendered.objects(), sort_keys=False)
+
+
+def _discover(options: Options) -> Placement:
+    """What the nodes of the kubeconfig's cluster offer (and, with ``--namespace``, that it exists)."""
+    from rollcall.backends.kubernetes import KubernetesBackend
+    from rollcall.kube import connect
+
+    backend = KubernetesBackend(connect(options.kubeconfig, options.context), options)
+    try:
+        backend.check_namespace()
+        return backend.discover(options)
+    finally:
+        backend.kube.close()
+
+
+def _render_slurm(options: Options, name: str) -> str:
     from rollcall.backends.slurm_script import Settings, render
     from rollcall.jobspec import JobSpec
 
-    if options.backend != "slurm":
-        raise ValueError(f"--backend {options.backend} cannot be rendered yet; use --backend slurm")
     if options.accelerator == "auto":
         raise ValueError(
             "--accelerator auto needs discovery on the cluster; pass --accelerator nvidia|neuron|cpu"

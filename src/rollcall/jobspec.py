@@ -16,6 +16,8 @@ Accelerator = Literal["nvidia", "neuron", "cpu"]
 #: What ``--accelerator`` and ``--efa`` accept (``auto``: let discovery choose).
 AcceleratorChoice = Literal["auto", Accelerator]
 EfaChoice = Literal["auto", "on", "off"]
+#: The effects a taint (and so a toleration) may have.
+TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 #: How long a job may run unless told otherwise (``--job-timeout``).
 DEFAULT_JOB_TIMEOUT_S = 1800.0
 
@@ -118,6 +120,49 @@ def parse_neuron_cache(text: str) -> NeuronCache:
 
 
 @dataclass(frozen=True)
+class Toleration:
+    """A toleration of the pods, as ``--toleration KEY[=VALUE]:EFFECT`` gives it (kubectl's taint syntax).
+
+    Without a value it tolerates the key whatever its value (``operator: Exists``).
+    """
+
+    key: str
+    effect: TaintEffect
+    value: str | None = None
+
+    def manifest(self) -> dict[str, str]:
+        """The toleration as a pod spec holds it."""
+        if self.value is None:
+            return {"key": self.key, "operator": "Exists", "effect": self.effect}
+        return {"key": self.key, "operator": "Equal", "value": self.value, "effect": self.effect}
+
+    def __str__(self) -> str:
+        value = "" if self.value is None else f"={self.value}"
+        return f"{self.key}{value}:{self.effect}"
+
+
+@dataclass(frozen=True)
+class Scheduling:
+    """How the user shapes where and when the pods run (the kubernetes backend).
+
+    Attributes:
+        tolerations: taints the pods tolerate besides the accelerators' (``--toleration``).
+        priority_class: the pods' PriorityClass (``--priority-class``).
+        queue: the Kueue LocalQueue the Job is submitted to (``--queue``); the Job is created suspended, for
+            Kueue to admit it.
+        image_pull_secrets: Secrets the kubelet pulls the image with (``--image-pull-secret``).
+        service_account: the pods' ServiceAccount (``--service-account``); its Kubernetes API token is still
+            not mounted (the workload never calls the API; IRSA and EKS Pod Identity project their own).
+    """
+
+    tolerations: tuple[Toleration, ...] = ()
+    priority_class: str | None = None
+    queue: str | None = None
+    image_pull_secrets: tuple[str, ...] = ()
+    service_account: str | None = None
+
+
+@dataclass(frozen=True)
 class JobSpec:
     """What to run: the layout, the image, the workload and what each node needs.
 
@@ -135,6 +180,7 @@ class JobSpec:
         neuron_cache: a volume that keeps the Neuron compile cache between runs (``--neuron-cache``).
         requests: the container's requests of cpu, memory, ... (``--requests``), besides ``resources``.
         limits: the container's limits of cpu, memory, ... (``--limits``), besides ``resources``.
+        scheduling: tolerations, priority, queue, pull secrets and service account (the kubernetes backend).
         master_port: the rendezvous port on node 0.
         rdzv_timeout_s: how long a node waits for the others at rendezvous.
         job_timeout_s: how long the whole job may run.
@@ -153,6 +199,7 @@ class JobSpec:
     neuron_cache: NeuronCache | None = None
     requests: Mapping[str, str] = field(default_factory=dict)
     limits: Mapping[str, str] = field(default_factory=dict)
+    scheduling: Scheduling = field(default_factory=Scheduling)
     master_port: int = 29500
     rdzv_timeout_s: int = 300
     job_timeout_s: float = DEFAULT_JOB_TIMEOUT_S

@@ -115,6 +115,30 @@ def delete_namespace(kube: Kube, name: str) -> bool:
     return True
 
 
+def delete_labelled(kube: Kube, namespace: str, selector: str) -> list[str]:
+    """Ask for the Jobs and Services in ``namespace`` matching the label ``selector`` to be deleted.
+
+    Jobs go with foreground propagation (their pods first). Returns those asked, as ``job/<name>`` and
+    ``service/<name>``.
+    """
+    kinds = (
+        ("job", kube.batch.list_namespaced_job, kube.batch.delete_namespaced_job),
+        ("service", kube.core.list_namespaced_service, kube.core.delete_namespaced_service),
+    )
+    asked = []
+    for kind, list_fn, delete_fn in kinds:
+        for obj in call(list_fn, namespace, label_selector=selector).get("items", []):
+            name = obj["metadata"]["name"]
+            try:
+                call(delete_fn, name, namespace, body={"propagationPolicy": "Foreground"})
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+                continue
+            asked.append(f"{kind}/{name}")
+    return asked
+
+
 # -- errors and retries ---------------------------------------------------------------------------------
 
 _TRANSIENT_ERRORS = (

@@ -16,7 +16,7 @@ import math
 import os
 import re
 import secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cache
@@ -27,7 +27,7 @@ import yaml
 from kubernetes import client
 
 from rollcall.instances import lookup
-from rollcall.jobspec import EFA_RESOURCE, NEURON_CACHE_DIR, JobSpec
+from rollcall.jobspec import EFA_RESOURCE, NEURON_CACHE_DIR, JobSpec, Scheduling, Toleration
 
 #: Where the manifests are read from: ``$ROLLCALL_MANIFESTS_DIR``, else the checkout's ``manifests/``.
 MANIFESTS_ENV = "ROLLCALL_MANIFESTS_DIR"
@@ -54,9 +54,12 @@ EFA_RDMA_ENV = {"FI_EFA_USE_DEVICE_RDMA": "1"}
 NEURON_ENV = {"CCOM_SOCKET_IFNAME": "eth0"}
 #: The volume of ``--neuron-cache``.
 NEURON_CACHE_VOLUME = "neuron-cache"
+#: The label that submits a Job to a Kueue LocalQueue (``--queue``).
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
 Obj = dict[str, Any]
 _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 class ManifestError(ValueError):
@@ -65,27 +68,43 @@ class ManifestError(ValueError):
 
 @dataclass(frozen=True)
 class Names:
-    """One run's object names; the namespace is ``<prefix>-<random>``, so parallel runs never collide."""
+    """One run's object names; the namespace is ``<prefix>-<random>``, so parallel runs never collide.
+
+    With ``own_namespace`` False the run lives in an existing namespace (``--namespace``), which it neither
+    creates nor deletes; its Job and Service are told apart from others' by their names and run-id label.
+    """
 
     namespace: str
     job: str
     service: str
     run_id: str
+    own_namespace: bool = True
 
     @classmethod
-    def new(cls, prefix: str, job: str) -> Names:
-        """Fresh names for a run of ``job``."""
+    def new(cls, prefix: str, job: str, namespace: str | None = None) -> Names:
+        """Fresh names for a run of ``job``, in ``namespace`` when given, else in one of its own."""
         run_id = secrets.token_hex(4)
+        if namespace is not None:
+            return cls(namespace=namespace, job=job, service=job, run_id=run_id, own_namespace=False)
         return cls(namespace=f"{prefix}-{run_id}", job=job, service=job, run_id=run_id)
+
+    @property
+    def selector(self) -> str:
+        """The label selector of the run's objects."""
+        return f"{RUN_ID_LABEL}={self.run_id}"
 
 
 @dataclass(frozen=True)
 class Rendered:
-    """A run's namespace, headless Service and Indexed Job."""
+    """A run's namespace (None in an existing one), headless Service and Indexed Job."""
 
-    namespace: Obj
+    namespace: Obj | None
     service: Obj
     job: Obj
+
+    def objects(self) -> list[Obj]:
+        """The objects to create, in order."""
+        return [o for o in (self.namespace, self.service, self.job) if o is not None]
 
     @property
     def efa(self) -> bool:
@@ -126,9 +145,16 @@ def load(name: str) -> Obj:
     return copy.deepcopy(_load(manifests_dir(), name))
 
 
-def job_tolerations() -> list[Obj]:
-    """The tolerations of the Job's pods (discovery uses them to judge tainted nodes)."""
-    tolerations: list[Obj] = load("job.yaml")["spec"]["template"]["spec"].get("tolerations", [])
+def job_tolerations(extra: Sequence[Toleration] = ()) -> list[Obj]:
+    """The tolerations of the Job's pods: the manifest's, then ``extra`` (discovery judges taints by them)."""
+    return _tolerating(load("job.yaml")["spec"]["template"]["spec"].get("tolerations", []), extra)
+
+
+def _tolerating(tolerations: list[Obj], extra: Sequence[Toleration]) -> list[Obj]:
+    """``tolerations``, then each of ``extra`` that is not among them yet."""
+    for toleration in extra:
+        if toleration.manifest() not in tolerations:
+            tolerations.append(toleration.manifest())
     return tolerations
 
 
@@ -136,15 +162,19 @@ def render(spec: JobSpec, names: Names, *, extras: PodExtras | None = None) -> R
     """The run's objects for ``spec``, validated offline; EFA is on when ``spec.resources`` asks for it."""
     if not spec.image:
         raise ManifestError("the kubernetes backend needs --image (the training image)")
-    for what, value in (("namespace", names.namespace), ("job", names.job), ("service", names.service)):
+    if not _NAMESPACE.match(names.namespace):
+        raise ManifestError(f"namespace name {names.namespace!r} is not a DNS label")
+    for what, value in (("job", names.job), ("service", names.service)):
         if not _DNS_LABEL.match(value):
             raise ManifestError(f"{what} name {value!r} is not a DNS label")
     labels = {MANAGED_BY_LABEL: MANAGED_BY, RUN_ID_LABEL: names.run_id}
 
-    namespace = load("namespace.yaml")
-    namespace["metadata"]["name"] = names.namespace
-    namespace["metadata"]["labels"].update(labels)
-    namespace["metadata"]["annotations"] = {JOB_LABEL: names.job}
+    namespace = None
+    if names.own_namespace:
+        namespace = load("namespace.yaml")
+        namespace["metadata"]["name"] = names.namespace
+        namespace["metadata"]["labels"].update(labels)
+        namespace["metadata"]["annotations"] = {JOB_LABEL: names.job}
 
     service = load("service.yaml")
     service["metadata"].update(name=names.service, namespace=names.namespace)
@@ -174,6 +204,7 @@ def render(spec: JobSpec, names: Names, *, extras: PodExtras | None = None) -> R
         selector["node.kubernetes.io/instance-type"] = spec.instance_type
     if selector:
         pod["nodeSelector"] = selector
+    _schedule(job, spec.scheduling)
 
     container = pod["containers"][0]
     container["image"] = spec.image
@@ -193,6 +224,8 @@ def render(spec: JobSpec, names: Names, *, extras: PodExtras | None = None) -> R
 
     rendered = Rendered(namespace, service, job)
     for obj, model in ((namespace, client.V1Namespace), (service, client.V1Service), (job, client.V1Job)):
+        if obj is None:
+            continue
         problems = validate(obj, model)
         if problems:
             raise ManifestError(
@@ -225,6 +258,23 @@ def neuron_cache_volume(spec: JobSpec) -> Obj:
     if cache.kind == "nfs":
         return {"name": NEURON_CACHE_VOLUME, "nfs": {"server": cache.server, "path": cache.path}}
     return {"name": NEURON_CACHE_VOLUME, "hostPath": {"path": cache.path, "type": "DirectoryOrCreate"}}
+
+
+def _schedule(job: Obj, scheduling: Scheduling) -> None:
+    """Set what ``scheduling`` asks of the Job and its pods."""
+    pod = job["spec"]["template"]["spec"]
+    if scheduling.tolerations:
+        pod["tolerations"] = _tolerating(pod.get("tolerations", []), scheduling.tolerations)
+    if scheduling.priority_class:
+        pod["priorityClassName"] = scheduling.priority_class
+    if scheduling.image_pull_secrets:
+        pod["imagePullSecrets"] = [{"name": name} for name in scheduling.image_pull_secrets]
+    if scheduling.service_account:
+        pod["serviceAccountName"] = scheduling.service_account
+    if scheduling.queue:
+        # Kueue admits a Job created suspended: it unsuspends it once the queue's quota allows.
+        job["metadata"]["labels"][QUEUE_LABEL] = scheduling.queue
+        job["spec"]["suspend"] = True
 
 
 # -- offline schema validation ------------------------------------------------------------------------------

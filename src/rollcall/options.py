@@ -18,13 +18,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, cast, get_args
 
 from rollcall.jobspec import (
     DEFAULT_JOB_TIMEOUT_S,
     AcceleratorChoice,
     EfaChoice,
     NeuronCache,
+    Scheduling,
+    TaintEffect,
+    Toleration,
     check_image,
     parse_neuron_cache,
 )
@@ -202,6 +205,71 @@ def _labels(pairs: Sequence[str]) -> dict[str, str]:
     return labels
 
 
+def _is_label_key(key: str) -> bool:
+    """A qualified name: ``[prefix/]name``, the prefix a DNS subdomain, the name at most 63 characters."""
+    prefix, _, name = key.rpartition("/")
+    return (
+        bool(_LABEL_KEY.match(key))
+        and len(name) <= 63
+        and len(prefix) <= 253
+        and (not prefix or bool(_DNS_SUBDOMAIN.match(prefix)))
+    )
+
+
+def _tolerations(words: Sequence[str]) -> tuple[Toleration, ...]:
+    """``["nvidia.com/gpu=present:NoSchedule", "dedicated:NoExecute"]`` as tolerations (kubectl's syntax)."""
+    effects: tuple[str, ...] = get_args(TaintEffect)
+    found: dict[Toleration, None] = {}
+    for word in words:
+        body, sep, effect = word.rpartition(":")
+        if not sep:
+            raise ValueError(f"{word!r} has no :EFFECT, e.g. dedicated=ml:NoSchedule or dedicated:NoSchedule")
+        if effect not in effects:
+            raise ValueError(f"{effect!r} (in {word!r}) is not a taint effect: one of {', '.join(effects)}")
+        key, eq, value = body.partition("=")
+        if not _is_label_key(key):
+            raise ValueError(f"{key!r} (in {word!r}) is not a taint key (a label name, e.g. nvidia.com/gpu)")
+        if eq and not _LABEL_VALUE.match(value):
+            raise ValueError(
+                f"{value!r} (in {word!r}) is not a taint value "
+                "(63 characters at most: letters, digits, '-_.')"
+            )
+        found[Toleration(key, cast(TaintEffect, effect), value if eq else None)] = None
+    return tuple(found)
+
+
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def _object_name(limit: int = 253) -> Callable[[str], str]:
+    """A parser of object names: DNS subdomains (lower-case letters, digits, '-' and '.') of ``limit``."""
+
+    def parse(text: str) -> str:
+        if not _DNS_SUBDOMAIN.match(text) or len(text) > limit:
+            raise ValueError(
+                f"must be an object name: at most {limit} lower-case letters, digits, '-' or '.', "
+                "starting and ending with a letter or digit"
+            )
+        return text
+
+    return parse
+
+
+def _object_names(words: Sequence[str]) -> tuple[str, ...]:
+    parse = _object_name()
+    return tuple(dict.fromkeys(parse(w) for w in words))
+
+
+def _namespace(text: str) -> str:
+    if not _DNS_LABEL.match(text) or len(text) > 63:
+        raise ValueError(
+            "must be a namespace name: at most 63 lower-case letters, digits or '-', "
+            "starting and ending with a letter or digit"
+        )
+    return text
+
+
 @dataclass(frozen=True)
 class Spec:
     """One option: its flag, how to parse it, its default and its help.
@@ -290,6 +358,48 @@ class Options:
         None,
         "each pod's limits besides the accelerator, e.g. memory=32Gi (a container over it is OOMKilled)",
         "cpu=N,memory=Q",
+    )
+    toleration: tuple[Toleration, ...] = option(
+        "--toleration",
+        _tolerations,
+        (),
+        "the pods tolerate this taint, in kubectl's syntax; without =VALUE any value (repeatable)",
+        "KEY[=VALUE]:EFFECT",
+        multiple=True,
+    )
+    priority_class: str | None = option(
+        "--priority-class", _object_name(), None, "the pods' PriorityClass", "NAME"
+    )
+    queue: str | None = option(
+        "--queue",
+        _object_name(63),
+        None,
+        "submit the Job to this Kueue LocalQueue (label kueue.x-k8s.io/queue-name; created suspended, "
+        "for Kueue to admit)",
+        "NAME",
+    )
+    image_pull_secret: tuple[str, ...] = option(
+        "--image-pull-secret",
+        _object_names,
+        (),
+        "a Secret in the run's namespace to pull the image with (repeatable)",
+        "NAME",
+        multiple=True,
+    )
+    service_account: str | None = option(
+        "--service-account",
+        _object_name(),
+        None,
+        "the pods' ServiceAccount (e.g. one bound to an IAM role)",
+        "NAME",
+    )
+    namespace: str | None = option(
+        "--namespace",
+        _namespace,
+        None,
+        "run inside this existing namespace (never created nor deleted; each run's Job and Service are) "
+        "instead of a namespace per run",
+        "NAME",
     )
     backend: BackendChoice = option(
         "--backend",
@@ -424,6 +534,17 @@ class Options:
     #: Where each option's value came from: its flag, its environment variable, or ``default``.
     sources: dict[str, str] = field(default_factory=dict)
 
+    @property
+    def scheduling(self) -> Scheduling:
+        """The scheduling options, as the Job's pods carry them."""
+        return Scheduling(
+            tolerations=self.toleration,
+            priority_class=self.priority_class,
+            queue=self.queue,
+            image_pull_secrets=self.image_pull_secret,
+            service_account=self.service_account,
+        )
+
 
 #: Every option, in declaration order (what the plugin registers).
 OPTIONS: tuple[Spec, ...] = tuple(f.metadata["option"] for f in fields(Options) if "option" in f.metadata)
@@ -453,6 +574,11 @@ def resolve(cli: Mapping[str, Any], environ: Mapping[str, str] | None = None) ->
         sources[spec.name] = source
         values[spec.name] = _convert(spec, raw, source)
     _check_requests_within_limits(values.get("requests") or {}, values.get("limits") or {})
+    if values.get("service_account") not in (None, "default") and values.get("namespace") is None:
+        raise OptionError(
+            f"--service-account {values['service_account']}: a run's own namespace holds no ServiceAccount "
+            "but default; pass --namespace NAME, the existing namespace that holds it"
+        )
     return Options(**values, sources=sources)
 
 

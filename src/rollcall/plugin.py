@@ -67,6 +67,25 @@ def pytest_configure(config: pytest.Config) -> None:
         _raise_on_sigterm()
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    """An option only the cluster can refute (``--namespace``) stops the session as a usage error."""
+    return (yield from _usage_error_on_option_error())
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """As :func:`pytest_runtest_setup`: the backend is created on first use, in a fixture or a test."""
+    return (yield from _usage_error_on_option_error())
+
+
+def _usage_error_on_option_error() -> Iterator[None]:
+    try:
+        return (yield)
+    except OptionError as exc:
+        pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)
+
+
 def _terminal_writer(config: pytest.Config) -> Callable[[str], None]:
     """Write a progress line to the terminal now, past output capturing (as live logging does)."""
 

@@ -1,15 +1,17 @@
-"""Last-resort clean-up: namespaces a session created are deleted even if the session dies without doing so.
+"""Last-resort clean-up: what a session created is deleted even if the session dies without doing so.
 
 The runner deletes each run's namespace in ``finally`` (pass, fail, timeout, Ctrl-C, and SIGTERM, which
 the plugin turns into KeyboardInterrupt). Two ways of dying skip ``finally`` and ``atexit`` alike:
 pytest-timeout's ``thread`` method ends the process with ``os._exit``, and SIGKILL (or the OOM killer) ends
 it outright.
 
-So the kubernetes backend keeps a :class:`Ledger`: each namespace is written to a small state file before it
-is created and crossed out once it is gone, and one watcher process per session (``python -m
-rollcall.reaper``, in its own session so Ctrl-C to the terminal does not reach it) sleeps until its parent
-goes away, then deletes whatever is still listed. An ``atexit`` hook does the same in-process on an ordinary
-exit. The session sweep (``--sweep-older-than``) covers anything these miss, such as a killed machine.
+So the kubernetes backend keeps a :class:`Ledger`: each run's :class:`Claim` (its namespace, or, in an
+existing namespace given with ``--namespace``, its Jobs and Services there by run-id label, never that
+namespace) is written to a small state file before anything is created and crossed out once it is gone,
+and one watcher process per session (``python -m rollcall.reaper``, in its own session so Ctrl-C to the
+terminal does not reach it) sleeps until its parent goes away, then deletes whatever is still listed. An
+``atexit`` hook does the same in-process on an ordinary exit. The session sweep (``--sweep-older-than``)
+covers anything these miss, such as a killed machine.
 """
 
 from __future__ import annotations
@@ -25,76 +27,112 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rollcall.kube import Kube
 
 log = logging.getLogger(__name__)
 
 POLL_S = 0.5
 
 
-def pending(state: Path) -> list[str]:
-    """Namespaces listed in ``state`` (``+name`` lines) and not crossed out since (``-name`` lines)."""
-    names: dict[str, None] = {}
+@dataclass(frozen=True)
+class Claim:
+    """What a run leaves to delete: its namespace, or (``run_id`` set) its objects in a namespace not its own.
+
+    In the state file it is one word: ``<namespace>`` or ``<namespace>/<run-id>`` (neither holds a ``/``).
+    """
+
+    namespace: str
+    run_id: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.run_id}" if self.run_id else self.namespace
+
+    @classmethod
+    def parse(cls, word: str) -> Claim:
+        """The claim a state file's word names."""
+        namespace, _, run_id = word.partition("/")
+        return cls(namespace, run_id or None)
+
+
+def release(kube: Kube, claim: Claim) -> None:
+    """Delete what ``claim`` names: the namespace, or the run's Jobs and Services in it (by run-id label)."""
+    from rollcall.kube import delete_labelled, delete_namespace
+    from rollcall.manifests import RUN_ID_LABEL
+
+    if claim.run_id is None:
+        delete_namespace(kube, claim.namespace)
+    else:
+        delete_labelled(kube, claim.namespace, f"{RUN_ID_LABEL}={claim.run_id}")
+
+
+def pending(state: Path) -> list[Claim]:
+    """Claims listed in ``state`` (``+word`` lines) and not crossed out since (``-word`` lines)."""
+    words: dict[str, None] = {}
     try:
         text = state.read_text()
     except OSError:
         return []
     for line in text.splitlines():
-        op, name = line[:1], line[1:].strip()
-        if op == "+" and name:
-            names[name] = None
+        op, word = line[:1], line[1:].strip()
+        if op == "+" and word:
+            words[word] = None
         elif op == "-":
-            names.pop(name, None)
-    return list(names)
+            words.pop(word, None)
+    return [Claim.parse(w) for w in words]
 
 
 class Ledger:
-    """The namespaces this process created and has not yet seen deleted; see the module docstring.
+    """What this process created and has not yet seen deleted; see the module docstring.
 
     Args:
-        delete: deletes one namespace (used by the in-process ``atexit`` hook).
+        delete: deletes what one claim names (used by the in-process ``atexit`` hook).
         connect_args: ``--kubeconfig``/``--context`` arguments the watcher process connects with.
-        watcher: whether to start the watcher process (on the first namespace).
+        watcher: whether to start the watcher process (on the first claim).
     """
 
     def __init__(
-        self, delete: Callable[[str], object], connect_args: Sequence[str] = (), *, watcher: bool = True
+        self, delete: Callable[[Claim], object], connect_args: Sequence[str] = (), *, watcher: bool = True
     ) -> None:
         self._delete = delete
         self._connect_args = list(connect_args)
         self._watcher = watcher
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
-        fd, name = tempfile.mkstemp(prefix="rollcall-namespaces-", suffix=".txt")
+        fd, name = tempfile.mkstemp(prefix="rollcall-claims-", suffix=".txt")
         os.close(fd)
         self.state = Path(name)
         atexit.register(self._at_exit)
 
-    def add(self, namespace: str) -> None:
-        """Record ``namespace`` before it is created."""
+    def add(self, claim: Claim) -> None:
+        """Record ``claim`` before anything it names is created."""
         with self._lock:
-            self._append(f"+{namespace}")
+            self._append(f"+{claim}")
             if self._watcher and self._proc is None:
                 self._proc = self._spawn()
 
-    def remove(self, namespace: str) -> None:
-        """Cross ``namespace`` out (it is gone, or kept on purpose with ``--keep``)."""
+    def remove(self, claim: Claim) -> None:
+        """Cross ``claim`` out (what it names is gone, or kept on purpose with ``--keep``)."""
         with self._lock:
-            self._append(f"-{namespace}")
+            self._append(f"-{claim}")
 
-    def pending(self) -> list[str]:
+    def pending(self) -> list[Claim]:
         """What is still listed."""
         return pending(self.state)
 
     def delete_pending(self) -> None:
-        """Delete every namespace still listed (the ``atexit`` hook; errors are logged)."""
-        for namespace in self.pending():
+        """Delete what every claim still listed names (the ``atexit`` hook; errors are logged)."""
+        for claim in self.pending():
             try:
-                self._delete(namespace)
-                self.remove(namespace)
+                self._delete(claim)
+                self.remove(claim)
             except Exception as exc:  # last resort: report and go on
-                log.warning("could not delete namespace %s at exit: %s", namespace, exc)
+                what = f"namespace {claim}" if claim.run_id is None else f"the objects of run {claim}"
+                log.warning("could not delete %s at exit: %s", what, exc)
 
     def _at_exit(self) -> None:
         self.delete_pending()
@@ -127,17 +165,17 @@ class Ledger:
         )
 
 
-def watch(parent: int, state: Path, delete: Callable[[str], None] | None = None) -> list[str]:
+def watch(parent: int, state: Path, delete: Callable[[Claim], None] | None = None) -> list[Claim]:
     """Sleep while ``parent`` lives, then delete what ``state`` still lists; returns what was deleted."""
     while os.getppid() == parent:
         time.sleep(POLL_S)
-    names = pending(state)
+    claims = pending(state)
     done = []
-    if names and delete is not None:
-        for name in names:
+    if claims and delete is not None:
+        for claim in claims:
             with contextlib.suppress(Exception):
-                delete(name)
-                done.append(name)
+                delete(claim)
+                done.append(claim)
     with contextlib.suppress(OSError):
         state.unlink()
     return done
@@ -154,12 +192,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     kube: Any = None
 
-    def delete(namespace: str) -> None:
+    def delete(claim: Claim) -> None:
         nonlocal kube
-        from rollcall.kube import connect, delete_namespace
+        from rollcall.kube import connect
 
         kube = kube or connect(args.kubeconfig, args.context)
-        delete_namespace(kube, namespace)
+        release(kube, claim)
 
     watch(args.parent, args.state, delete)
     return 0

@@ -46,6 +46,28 @@ def slug(text: str, limit: int = 30) -> str:
     return s if s[0].isalpha() else f"t{s}"[:limit]
 
 
+def job_spec(options: Options, placement: Placement, name: str) -> JobSpec:
+    """The job named ``name`` that ``options`` ask for, on nodes offering ``placement``."""
+    o, p = options, placement
+    return JobSpec(
+        name=name,
+        nodes=o.nodes,
+        procs_per_node=p.procs_per_node,
+        accelerator=p.accelerator,
+        image=o.image,
+        workload_args=o.workload_args,
+        env=o.workload_env,
+        resources=p.resources,
+        instance_type=p.instance_type,
+        node_selector=o.node_selector,
+        neuron_cache=o.neuron_cache,
+        requests=o.requests or {},
+        limits=o.limits or {},
+        scheduling=o.scheduling,
+        job_timeout_s=o.job_timeout,
+    )
+
+
 @dataclass
 class Suite:
     """One pytest session's view of where and how jobs run."""
@@ -92,23 +114,7 @@ class Suite:
 
     def spec(self, test_name: str, **overrides: Any) -> JobSpec:
         """The job of ``test_name``: options and discovery, then the test's own overrides."""
-        o, p = self.options, self.placement
-        spec = JobSpec(
-            name=f"{slug(test_name)}-{secrets.token_hex(3)}",
-            nodes=o.nodes,
-            procs_per_node=p.procs_per_node,
-            accelerator=p.accelerator,
-            image=o.image,
-            workload_args=o.workload_args,
-            env=o.workload_env,
-            resources=p.resources,
-            instance_type=p.instance_type,
-            node_selector=o.node_selector,
-            neuron_cache=o.neuron_cache,
-            requests=o.requests or {},
-            limits=o.limits or {},
-            job_timeout_s=o.job_timeout,
-        )
+        spec = job_spec(self.options, self.placement, f"{slug(test_name)}-{secrets.token_hex(3)}")
         return replace(spec, **overrides) if overrides else spec
 
     def run(self, test_id: str, test_name: str, **overrides: Any) -> TestRecord:

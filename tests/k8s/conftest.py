@@ -53,6 +53,21 @@ def suite_namespaces(kube: Kube) -> list[dict[str, Any]]:
     return items
 
 
+def suite_objects(kube: Kube, namespace: str) -> dict[str, dict[str, Any]]:
+    """The suite's Jobs, Services and pods in ``namespace``, by ``kind/name``."""
+    kinds = (
+        ("job", kube.batch.list_namespaced_job),
+        ("service", kube.core.list_namespaced_service),
+        ("pod", kube.core.list_namespaced_pod),
+    )
+    selector = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
+    return {
+        f"{kind}/{obj['metadata']['name']}": obj
+        for kind, list_fn in kinds
+        for obj in call(list_fn, namespace, label_selector=selector)["items"]
+    }
+
+
 @pytest.fixture(autouse=True)
 def nothing_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
     """Every test must leave no namespace of the suite behind (terminating ones get a short grace)."""

@@ -18,7 +18,7 @@ import yaml
 from rollcall.backends import JobState
 from rollcall.discovery import DiscoveryError
 from rollcall.kube import call
-from rollcall.manifests import JOB_LABEL, MANAGED_BY, MANAGED_BY_LABEL
+from rollcall.manifests import JOB_LABEL, MANAGED_BY, MANAGED_BY_LABEL, RUN_ID_LABEL
 from tests.cluster.controlplane import (
     INSTANCE_TYPE_LABEL,
     RUN_DURATION_ANNOTATION,
@@ -252,14 +252,15 @@ def plugins_ready(control_plane, names) -> bool:
 
 
 def test_the_sweep_removes_only_old_namespaces_of_the_suite(make_suite, control_plane, kube):
-    labels = {MANAGED_BY_LABEL: MANAGED_BY}
-    for name in ("rollcall-left-behind", "other-team"):
+    labels = {
+        "rollcall-left-behind": {MANAGED_BY_LABEL: MANAGED_BY, RUN_ID_LABEL: "0a1b2c3d"},
+        # labelled as the suite's by its owner, but no run created it: never swept
+        "rollcall-users-own": {MANAGED_BY_LABEL: MANAGED_BY},
+        "other-team": {},
+    }
+    for name, its in labels.items():
         control_plane.apply(
-            {
-                "apiVersion": "v1",
-                "kind": "Namespace",
-                "metadata": {"name": name, "labels": labels if name.startswith("rollcall") else {}},
-            }
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": its}}
         )
     try:
         _, backend = make_suite(nodes=2)
@@ -274,8 +275,7 @@ def test_the_sweep_removes_only_old_namespaces_of_the_suite(make_suite, control_
             ),
             timeout=60,
         )
-        assert "namespace/other-team" in control_plane.kubectl("get", "ns", "-o", "name")
+        left = control_plane.kubectl("get", "ns", "-o", "name")
+        assert "namespace/other-team" in left and "namespace/rollcall-users-own" in left
     finally:
-        control_plane.kubectl(
-            "delete", "ns", "other-team", "rollcall-left-behind", "--ignore-not-found", "--wait=false"
-        )
+        control_plane.kubectl("delete", "ns", *labels, "--ignore-not-found", "--wait=false")

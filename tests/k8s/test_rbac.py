@@ -106,6 +106,28 @@ def test_the_suite_passes_with_exactly_those_rights(pytester, control_plane, kub
     result.assert_outcomes(passed=2)
 
 
+def test_the_suite_runs_in_a_namespace_opened_to_it_with_those_rights(
+    pytester, control_plane, kubelet, sa_kubeconfig, kube
+):
+    control_plane.create_namespace("team-rbac-runs")
+    control_plane.kubectl("label", "namespace", "team-rbac-runs", "rollcall/runs-allowed=true")
+    try:
+        pytester.makepyfile(test_child=CHILD_TESTS)
+        result = pytester.runpytest_subprocess(
+            *("-p", "no:cacheprovider", "--backend", "kubernetes", "--kubeconfig", str(sa_kubeconfig)),
+            *("--image", IMAGE, "--instance-type", TRN1, "--nodes", "2", "--namespace", "team-rbac-runs"),
+            *("--sweep-older-than", "1d", "--artifacts-dir", str(pytester.path / "artifacts")),
+            timeout=300,
+        )
+        result.assert_outcomes(passed=2)
+        assert control_plane.get("namespace", "team-rbac-runs")["status"]["phase"] == "Active"
+        selector = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
+        for list_fn in (kube.batch.list_namespaced_job, kube.core.list_namespaced_service):
+            assert call(list_fn, "team-rbac-runs", label_selector=selector)["items"] == []
+    finally:
+        control_plane.kubectl("delete", "namespace", "team-rbac-runs", "--wait=false")
+
+
 def test_what_the_suite_reads(as_suite):
     assert call(as_suite.core.list_node)["items"]
     call(as_suite.apps.list_daemon_set_for_all_namespaces)  # --check-device-plugins
@@ -159,3 +181,42 @@ def test_its_own_namespaces_can_be_created_and_deleted(as_suite):
     }
     call(as_suite.core.create_namespace, body=own)
     call(as_suite.core.delete_namespace, "rollcall-rbac-own")
+
+
+def test_in_a_namespace_opened_to_the_suite_only_its_own_objects_are_written(as_suite, control_plane):
+    control_plane.create_namespace("team-opened")
+    control_plane.kubectl("label", "namespace", "team-opened", "rollcall/runs-allowed=true")
+
+    def service(name: str, labels: dict[str, str]) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {"clusterIP": "None", "ports": [{"port": 29500}]},
+        }
+
+    try:
+        own = service("rollcall-run", {MANAGED_BY_LABEL: MANAGED_BY})
+        wait_until(
+            "the suite's Service to be admitted",
+            lambda: _admitted(as_suite.core.create_namespaced_service, "team-opened", own),
+            timeout=20,
+            every=0.5,
+        )
+        call(as_suite.core.list_namespaced_service, "team-opened")
+        call(as_suite.core.delete_namespaced_service, "rollcall-run", "team-opened")
+        message = denied(as_suite.core.create_namespaced_service, "team-opened", body=service("theirs", {}))
+        assert "or its own (labelled so) in namespaces labelled rollcall/runs-allowed=true" in message
+        assert "may only delete namespaces labelled" in denied(as_suite.core.delete_namespace, "team-opened")
+    finally:
+        control_plane.kubectl("delete", "namespace", "team-opened", "--wait=false")
+
+
+def _admitted(create: Callable[..., Any], namespace: str, body: dict[str, Any]) -> bool | None:
+    """True once ``create`` succeeds (a just-labelled namespace may take a moment to be seen)."""
+    try:
+        call(create, namespace, body=body, retry_s=5)
+    except ApiException as exc:
+        assert exc.status == 403, exc
+        return None
+    return True

@@ -20,7 +20,7 @@ from rollcall.kube import call
 from rollcall.manifests import JOB_LABEL
 from tests.waiting import wait_until
 
-from .conftest import IMAGE, TRN1, suite_namespaces
+from .conftest import IMAGE, TRN1, suite_namespaces, suite_objects
 
 pytestmark = pytest.mark.control_plane
 pytest_plugins = ["pytester"]
@@ -133,6 +133,41 @@ def test_pytest_timeouts_thread_method_still_leaves_nothing_behind(pytester, con
         lambda: not (created & {n["metadata"]["name"] for n in suite_namespaces(kube)}),
         timeout=30,
     )
+
+
+def test_a_session_killed_outright_in_an_existing_namespace_leaves_it_and_nothing_of_its_run(
+    pytester, control_plane, kube, kubelet
+):
+    control_plane.create_namespace("team-reaped")
+    try:
+        pytester.makeconftest(CONFTEST.format(duration="120s"))
+        pytester.makepyfile(test_job=ONE_TEST.format(marker='@pytest.mark.timeout(8, method="thread")'))
+        child = start(pytester, args(control_plane.kubeconfig, pytester, "--namespace", "team-reaped"))
+        out, _ = child.communicate(timeout=120)
+
+        assert child.returncode == 1 and "Timeout" in out, out  # os._exit: no teardown, no atexit
+        assert any(ns == "team-reaped" for ns, _pod in kubelet.served), "the run's pods ran there"
+        wait_until(
+            "the session's watcher process to delete the run's objects",
+            lambda: not suite_objects(kube, "team-reaped"),
+            timeout=60,
+        )
+        assert control_plane.get("namespace", "team-reaped")["status"]["phase"] == "Active"
+    finally:
+        control_plane.kubectl("delete", "namespace", "team-reaped", "--wait=false")
+
+
+def test_a_namespace_that_does_not_exist_stops_the_session_as_a_usage_error(pytester, control_plane, kube):
+    pytester.makeconftest(CONFTEST.format(duration="1s"))
+    pytester.makepyfile(test_job=ONE_TEST.format(marker=""))
+    before = {n["metadata"]["name"] for n in suite_namespaces(kube)}
+    child = start(pytester, args(control_plane.kubeconfig, pytester, "--namespace", "team-nowhere"))
+    out, _ = child.communicate(timeout=120)
+
+    assert child.returncode == 4, out
+    assert "--namespace team-nowhere: there is no such namespace" in out, out
+    assert "Traceback" not in out
+    assert not new_namespaces(kube, before)
 
 
 def test_two_runs_in_parallel_never_collide(pytester, control_plane, kube, kubelet, ensure_nodes):

@@ -1,8 +1,10 @@
 import json
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
+import yaml
 
 from rollcall.cli import main
 from tests.unit.helpers import node_log
@@ -70,3 +72,113 @@ def test_console_script_is_installed(logs):
     )
     assert proc.returncode == 1
     assert "complete    3/4 ranks; missing on ranks 3" in proc.stdout
+
+
+SCHEDULING_ARGS = [
+    *("--toleration", "dedicated=ml:NoSchedule", "--toleration", "spot:NoExecute"),
+    *("--priority-class", "training-high", "--queue", "team-ml", "--image-pull-secret", "regcred"),
+    *("--service-account", "trainer", "--node-selector", "karpenter.sh/nodepool=trn1"),
+]
+LAYOUT = ["--accelerator", "neuron", "--procs-per-node", "32", "--instance-type", "trn1.32xlarge"]
+
+
+@pytest.fixture
+def no_cluster(monkeypatch, tmp_path):
+    """Any attempt to reach a cluster fails the test."""
+    from rollcall import kube
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("render contacted a cluster")
+
+    monkeypatch.setattr(kube, "connect", refuse)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))
+
+
+def render_docs(capsys, args):
+    assert main(["render", *args]) == 0, capsys.readouterr().err
+    return list(yaml.safe_load_all(capsys.readouterr().out))
+
+
+def test_render_prints_the_runs_objects_with_every_scheduling_option(no_cluster, capsys):
+    args = [*LAYOUT, "--image", "registry.example/bert:1", "--nodes", "4", "--name", "bert"]
+    docs = render_docs(capsys, [*args, *SCHEDULING_ARGS, "--namespace", "ml-team"])
+    assert [d["kind"] for d in docs] == ["Service", "Job"], "no Namespace: --namespace exists already"
+    job = docs[1]
+    assert job["metadata"] == {**job["metadata"], "name": "bert", "namespace": "ml-team"}
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-ml"
+    assert job["spec"]["suspend"] is True and job["spec"]["completions"] == 4
+    pod = job["spec"]["template"]["spec"]
+    assert {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"} in pod[
+        "tolerations"
+    ]
+    assert {"key": "spot", "operator": "Exists", "effect": "NoExecute"} in pod["tolerations"]
+    assert pod["priorityClassName"] == "training-high"
+    assert pod["imagePullSecrets"] == [{"name": "regcred"}]
+    assert pod["serviceAccountName"] == "trainer"
+    assert pod["nodeSelector"] == {
+        "karpenter.sh/nodepool": "trn1",
+        "node.kubernetes.io/instance-type": "trn1.32xlarge",
+    }
+    resources = pod["containers"][0]["resources"]
+    assert resources["limits"] == {"aws.amazon.com/neuroncore": "32"}
+
+
+def test_render_reads_the_options_environment_and_gives_each_run_its_namespace(
+    no_cluster, capsys, monkeypatch
+):
+    monkeypatch.setenv("ROLLCALL_IMAGE", "registry.example/bert:1")
+    monkeypatch.setenv("ROLLCALL_TOLERATION", "dedicated=ml:NoSchedule")
+    monkeypatch.setenv("ROLLCALL_NAMESPACE_PREFIX", "nightly")
+    ns, service, job = render_docs(capsys, ["--accelerator", "cpu"])
+    assert ns["kind"] == "Namespace" and ns["metadata"]["name"].startswith("nightly-")
+    assert service["metadata"]["namespace"] == job["metadata"]["namespace"] == ns["metadata"]["name"]
+    pod = job["spec"]["template"]["spec"]
+    assert pod["tolerations"][-1] == {
+        "key": "dedicated",
+        "operator": "Equal",
+        "value": "ml",
+        "effect": "NoSchedule",
+    }
+    assert pod["containers"][0]["resources"] == {} and "suspend" not in job["spec"]
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        ([*LAYOUT], "the kubernetes backend needs --image"),
+        ([*LAYOUT, "--image", "r/x:1", "--toleration", "gpu"], "invalid --toleration value 'gpu'"),
+        ([*LAYOUT, "--image", "r/x:1", "--namespace", "Team"], "invalid --namespace value 'Team'"),
+        ([*LAYOUT, "--image", "r/x:1", "--service-account", "sa"], "pass --namespace NAME"),
+        ([*LAYOUT, "--image", "r/x:1", "--efa", "on"], "--efa on: the nodes' EFA devices are counted"),
+        (["--backend", "local"], "submits nothing to render"),
+    ],
+)
+def test_render_refuses_bad_values_with_exit_4(no_cluster, capsys, args, said):
+    assert main(["render", *args]) == 4
+    assert said in capsys.readouterr().err
+
+
+def test_render_without_the_layout_discovers_it_on_the_cluster(capsys, monkeypatch):
+    from rollcall import kube
+
+    node = {
+        "metadata": {"name": "trn1-0", "labels": {"node.kubernetes.io/instance-type": "trn1.32xlarge"}},
+        "spec": {"taints": [{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]},
+        "status": {
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "allocatable": {"aws.amazon.com/neuroncore": "32", "vpc.amazonaws.com/efa": "8"},
+        },
+    }
+
+    class Core:
+        def list_node(self, **kwargs):
+            return SimpleNamespace(data=json.dumps({"items": [node]}).encode())
+
+    fake = SimpleNamespace(core=Core(), source="fake", close=lambda: None)
+    monkeypatch.setattr(kube, "connect", lambda kubeconfig, context: fake)
+    args = ["--nodes", "1", "--image", "r/x:1"]
+    assert main(["render", *args]) == 4
+    assert "tainted dedicated=ml:NoSchedule (not tolerated)" in capsys.readouterr().err
+    *_, job = render_docs(capsys, [*args, "--toleration", "dedicated=ml:NoSchedule"])
+    resources = job["spec"]["template"]["spec"]["containers"][0]["resources"]
+    assert resources["limits"] == {"aws.amazon.com/neuroncore": "32", "vpc.amazonaws.com/efa": "8"}

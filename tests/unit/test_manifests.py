@@ -7,8 +7,17 @@ import pytest
 import yaml
 from kubernetes import client
 
-from rollcall.jobspec import JobSpec, NeuronCache
-from rollcall.manifests import MANIFESTS_DIR, ManifestError, Names, PodExtras, render, validate
+from rollcall.discovery import DiscoveryError, discover
+from rollcall.jobspec import JobSpec, NeuronCache, Scheduling, Toleration
+from rollcall.manifests import (
+    MANIFESTS_DIR,
+    ManifestError,
+    Names,
+    PodExtras,
+    job_tolerations,
+    render,
+    validate,
+)
 
 SPEC = JobSpec(
     name="bert-abc123",
@@ -307,3 +316,76 @@ def test_the_job_tolerates_every_accelerator_and_efa_taint():
         "vpc.amazonaws.com/efa",
         "aws.amazon.com/efa",
     }
+
+
+SCHEDULING = Scheduling(
+    tolerations=(Toleration("dedicated", "NoSchedule", "ml"), Toleration("spot", "NoExecute")),
+    priority_class="training-high",
+    queue="team-ml",
+    image_pull_secrets=("regcred", "ecr"),
+    service_account="trainer",
+)
+
+
+def test_the_scheduling_a_user_shapes_reaches_the_job_and_its_pods():
+    rendered = render(dataclasses.replace(SPEC, scheduling=SCHEDULING), NAMES)
+    job, pod = rendered.job, pod_of(rendered)
+    assert pod["tolerations"][-2:] == [
+        {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"},
+        {"key": "spot", "operator": "Exists", "effect": "NoExecute"},
+    ]
+    assert pod["tolerations"][:-2] == job_tolerations(), "the accelerators' tolerations stay"
+    assert pod["priorityClassName"] == "training-high"
+    assert pod["imagePullSecrets"] == [{"name": "regcred"}, {"name": "ecr"}]
+    assert pod["serviceAccountName"] == "trainer"
+    assert pod["automountServiceAccountToken"] is False, "the workload never calls the API"
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-ml"
+    assert job["spec"]["suspend"] is True, "Kueue admits a Job created suspended"
+
+
+def test_without_scheduling_options_the_pods_are_as_the_manifest_says():
+    rendered = render(SPEC, NAMES)
+    pod = pod_of(rendered)
+    assert pod["tolerations"] == job_tolerations()
+    assert not {"priorityClassName", "imagePullSecrets", "serviceAccountName"} & pod.keys()
+    assert "suspend" not in rendered.job["spec"]
+    assert "kueue.x-k8s.io/queue-name" not in rendered.job["metadata"]["labels"]
+
+
+def test_efa_and_accelerator_taints_are_tolerated_and_the_users_are_added_once():
+    keys = {t["key"] for t in job_tolerations()}
+    assert {"aws.amazon.com/efa", "vpc.amazonaws.com/efa", "nvidia.com/gpu", "aws.amazon.com/neuron"} <= keys
+    spot = Toleration("spot", "NoSchedule")
+    assert job_tolerations((spot, spot)) == [*job_tolerations(), spot.manifest()]
+
+
+def test_user_tolerations_make_tainted_nodes_usable_in_discovery():
+    taint = {"key": "dedicated", "value": "ml", "effect": "NoSchedule"}
+    nodes = [
+        {
+            "metadata": {"name": name, "labels": {}},
+            "spec": {"taints": [taint]},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}], "allocatable": {"cpu": "8"}},
+        }
+        for name in ("a", "b")
+    ]
+    with pytest.raises(DiscoveryError, match="tainted dedicated=ml:NoSchedule"):
+        discover(nodes, nodes=2, accelerator="cpu", tolerations=job_tolerations())
+    tolerated = job_tolerations((Toleration("dedicated", "NoSchedule", "ml"),))
+    assert discover(nodes, nodes=2, accelerator="cpu", tolerations=tolerated).usable == ["a", "b"]
+
+
+def test_in_an_existing_namespace_no_namespace_is_rendered_and_the_run_keeps_its_labels():
+    names = Names.new("rollcall", "bert-abc123", namespace="ml-team")
+    assert not names.own_namespace and names.namespace == "ml-team"
+    assert names.selector == f"rollcall/run-id={names.run_id}"
+    rendered = render(SPEC, names)
+    assert rendered.namespace is None
+    assert [o["kind"] for o in rendered.objects()] == ["Service", "Job"]
+    for obj in rendered.objects():
+        assert obj["metadata"]["namespace"] == "ml-team"
+        assert obj["metadata"]["labels"]["rollcall/run-id"] == names.run_id
+    assert pod_of(rendered)["subdomain"] == "bert-abc123"
+    own = Names.new("rollcall", "bert-abc123")
+    assert own.own_namespace and own.namespace == f"rollcall-{own.run_id}"
+    assert [o["kind"] for o in render(SPEC, own).objects()] == ["Namespace", "Service", "Job"]

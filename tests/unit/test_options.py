@@ -1,6 +1,8 @@
+import re
+
 import pytest
 
-from rollcall.jobspec import NeuronCache
+from rollcall.jobspec import NeuronCache, Scheduling, Toleration
 from rollcall.options import OptionError, env_name, resolve
 from rollcall.suite import choose_backend
 
@@ -129,3 +131,86 @@ def test_a_bad_neuron_cache_names_the_option_and_the_forms(value, fragment):
     text = str(exc.value)
     assert text.startswith(f"invalid --neuron-cache value {value!r} (from --neuron-cache): ")
     assert fragment in text and text.endswith("use --neuron-cache host:/PATH|nfs:SERVER:/PATH")
+
+
+def test_tolerations_take_kubectls_taint_syntax():
+    o = resolve(
+        {"toleration": ["dedicated=ml:NoSchedule", "spot:NoExecute", "dedicated=ml:NoSchedule"]},
+        {},
+    )
+    assert o.toleration == (
+        Toleration("dedicated", "NoSchedule", "ml"),
+        Toleration("spot", "NoExecute"),
+    ), "a repeated toleration counts once"
+    assert [t.manifest() for t in o.toleration] == [
+        {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"},
+        {"key": "spot", "operator": "Exists", "effect": "NoExecute"},
+    ]
+    env = {"ROLLCALL_TOLERATION": "nvidia.com/gpu=present:PreferNoSchedule example.com/empty=:NoSchedule"}
+    assert [str(t) for t in resolve({}, env).toleration] == [
+        "nvidia.com/gpu=present:PreferNoSchedule",
+        "example.com/empty=:NoSchedule",
+    ]
+    assert resolve({}, env).sources["toleration"] == "ROLLCALL_TOLERATION"
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("dedicated=ml", "has no :EFFECT"),
+        ("dedicated:NoRun", "'NoRun' (in 'dedicated:NoRun') is not a taint effect: one of NoSchedule"),
+        ("Bad_Prefix/key:NoSchedule", "is not a taint key"),
+        (f"{'k' * 64}:NoSchedule", "is not a taint key"),
+        ("key=two words:NoSchedule", "is not a taint value"),
+        (":NoSchedule", "is not a taint key"),
+    ],
+)
+def test_a_bad_toleration_names_the_option_and_the_syntax(value, said):
+    with pytest.raises(OptionError) as exc:
+        resolve({"toleration": [value]}, {})
+    message = str(exc.value)
+    assert message.startswith("invalid --toleration value") and said in message
+    assert message.endswith("use --toleration KEY[=VALUE]:EFFECT")
+
+
+def test_the_scheduling_options_are_carried_together():
+    o = resolve(
+        {
+            "priority_class": "training-high",
+            "queue": "team-ml",
+            "image_pull_secret": ["regcred", "ecr.creds", "regcred"],
+            "service_account": "trainer",
+            "namespace": "ml-team",
+        },
+        {"ROLLCALL_TOLERATION": "spot:NoSchedule"},
+    )
+    assert o.scheduling == Scheduling(
+        tolerations=(Toleration("spot", "NoSchedule"),),
+        priority_class="training-high",
+        queue="team-ml",
+        image_pull_secrets=("regcred", "ecr.creds"),
+        service_account="trainer",
+    )
+    assert o.namespace == "ml-team"
+    assert resolve({}, {}).scheduling == Scheduling()
+
+
+@pytest.mark.parametrize(
+    ("cli", "said"),
+    [
+        ({"priority_class": "High"}, "invalid --priority-class value 'High'"),
+        ({"queue": "q" * 64}, "at most 63 lower-case letters"),
+        ({"image_pull_secret": ["reg_cred"]}, "invalid --image-pull-secret value 'reg_cred'"),
+        ({"service_account": "-sa", "namespace": "ml"}, "invalid --service-account value '-sa'"),
+        ({"namespace": "ml.team"}, "must be a namespace name"),
+        ({"namespace": "n" * 64}, "must be a namespace name"),
+        ({"service_account": "trainer"}, "pass --namespace NAME, the existing namespace that holds it"),
+    ],
+)
+def test_bad_scheduling_values_name_the_option(cli, said):
+    with pytest.raises(OptionError, match=re.escape(said)):
+        resolve(cli, {})
+
+
+def test_the_default_service_account_needs_no_namespace():
+    assert resolve({"service_account": "default"}, {}).service_account == "default"

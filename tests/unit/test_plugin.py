@@ -143,3 +143,25 @@ def test_a_cluster_that_cannot_run_the_job_fails_the_test_saying_why_without_a_t
     res.assert_outcomes(failed=1)
     res.stdout.fnmatch_lines(["*DiscoveryError: need 3 usable node(s), found 2", "*state DOWN: rc3 (1)"])
     assert "raise DiscoveryError" not in res.stdout.str()
+
+
+MISSING_NAMESPACE = """
+from rollcall.options import OptionError
+
+def _missing(self, spec, collector):
+    raise OptionError("--namespace team-ml: there is no such namespace (kubeconfig); create it first")
+
+ScriptedBackend.launch = _missing
+"""
+
+
+def test_an_option_the_cluster_refutes_stops_the_session_as_a_usage_error(pytester, monkeypatch, request):
+    monkeypatch.syspath_prepend(str(request.config.rootpath))
+    pytester.makeconftest(SCRIPTED_CONFTEST + MISSING_NAMESPACE)
+    pytester.makepyfile(
+        test_roll="def test_a(rollcall):\n    rollcall()\n\ndef test_b(rollcall):\n    rollcall()\n"
+    )
+    res = pytester.runpytest("-p", "no:cacheprovider")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR == 4
+    res.stdout.fnmatch_lines(["*--namespace team-ml: there is no such namespace*"])
+    assert "test_b" not in res.stdout.str(), "the session stops at the first"

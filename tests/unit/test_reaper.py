@@ -1,55 +1,73 @@
-"""The last-resort ledger of namespaces, and the watcher process that deletes what a dead session left."""
+"""The last-resort ledger of claims, and the watcher process that deletes what a dead session left."""
 
 import os
 import subprocess
 import sys
 import time
 
-from rollcall import reaper
-from rollcall.reaper import Ledger, pending, watch
+from rollcall import kube, reaper
+from rollcall.reaper import Claim, Ledger, pending, release, watch
 
 
 def test_pending_lists_what_was_added_and_not_crossed_out(tmp_path):
     state = tmp_path / "state"
-    state.write_text("+a\n+b\n-a\n+c\n+c\n-x\n")
-    assert pending(state) == ["b", "c"]
+    state.write_text("+a\n+b\n-a\n+c\n+c\n-x\n+team/0a1b\n")
+    assert pending(state) == [Claim("b"), Claim("c"), Claim("team", "0a1b")]
     assert pending(tmp_path / "missing") == []
+
+
+def test_a_claim_is_a_namespace_or_a_runs_objects_in_one():
+    assert str(Claim("rollcall-0a1b")) == "rollcall-0a1b" and Claim.parse("rollcall-0a1b").run_id is None
+    claim = Claim("team-ml", "0a1b")
+    assert str(claim) == "team-ml/0a1b" and Claim.parse(str(claim)) == claim
+
+
+def test_release_deletes_a_namespace_only_when_the_run_owns_it(monkeypatch):
+    done = []
+    monkeypatch.setattr(kube, "delete_namespace", lambda k, ns: done.append(("namespace", ns)))
+    monkeypatch.setattr(kube, "delete_labelled", lambda k, ns, sel: done.append(("labelled", ns, sel)))
+    release(None, Claim("rollcall-0a1b"))
+    release(None, Claim("team-ml", "0a1b"))
+    assert done == [("namespace", "rollcall-0a1b"), ("labelled", "team-ml", "rollcall/run-id=0a1b")]
 
 
 def test_ledger_records_and_deletes_at_exit(tmp_path):
     deleted = []
     ledger = Ledger(deleted.append, watcher=False)
     try:
-        ledger.add("ns-1")
-        ledger.add("ns-2")
-        ledger.remove("ns-1")
-        assert ledger.pending() == ["ns-2"]
+        ledger.add(Claim("ns-1"))
+        ledger.add(Claim("ns-2"))
+        ledger.add(Claim("team", "0a1b"))
+        ledger.remove(Claim("ns-1"))
+        assert ledger.pending() == [Claim("ns-2"), Claim("team", "0a1b")]
         ledger.delete_pending()
-        assert deleted == ["ns-2"] and ledger.pending() == []
+        assert deleted == [Claim("ns-2"), Claim("team", "0a1b")] and ledger.pending() == []
     finally:
         ledger.state.unlink()
 
 
 def test_a_failed_delete_at_exit_is_logged_and_kept(caplog):
-    def refuse(ns):
+    def refuse(claim):
         raise RuntimeError("API server gone")
 
     ledger = Ledger(refuse, watcher=False)
     try:
-        ledger.add("ns-1")
+        ledger.add(Claim("ns-1"))
+        ledger.add(Claim("team", "0a1b"))
         ledger.delete_pending()
-        assert ledger.pending() == ["ns-1"]
+        assert ledger.pending() == [Claim("ns-1"), Claim("team", "0a1b")]
         assert "could not delete namespace ns-1 at exit: API server gone" in caplog.text
+        assert "could not delete the objects of run team/0a1b at exit" in caplog.text
     finally:
         ledger.state.unlink()
 
 
 def test_watch_deletes_what_is_pending_once_the_parent_is_gone(tmp_path):
     state = tmp_path / "state"
-    state.write_text("+left-1\n+done\n-done\n+left-2\n")
+    state.write_text("+left-1\n+done\n-done\n+team/0a1b\n")
     deleted = []
-    assert watch(parent=-1, state=state, delete=deleted.append) == ["left-1", "left-2"]
-    assert deleted == ["left-1", "left-2"] and not state.exists()
+    assert watch(parent=-1, state=state, delete=deleted.append) == [Claim("left-1"), Claim("team", "0a1b")]
+    assert deleted == [Claim("left-1"), Claim("team", "0a1b")] and not state.exists()
 
 
 def test_the_watcher_outlives_a_parent_killed_outright(tmp_path, monkeypatch):
@@ -62,7 +80,7 @@ from rollcall import reaper
 reaper.POLL_S = 0.05
 def fake_delete(ns):
     with open({str(out)!r}, "a") as f:
-        f.write(ns + "\\n")
+        f.write(str(ns) + "\\n")
 if os.fork() == 0:  # the watcher, as Ledger would start it, but with a fake delete
     parent = os.getppid()
     reaper.watch(parent, __import__("pathlib").Path({str(tmp_path / "state")!r}), fake_delete)
@@ -88,10 +106,10 @@ def test_the_watcher_process_is_started_once_in_its_own_session(monkeypatch):
             started.append((cmd, kw))
 
     monkeypatch.setattr(reaper.subprocess, "Popen", Popen)
-    ledger = Ledger(lambda ns: None, ["--kubeconfig", "/k"])
+    ledger = Ledger(lambda claim: None, ["--kubeconfig", "/k"])
     try:
-        ledger.add("a")
-        ledger.add("b")
+        ledger.add(Claim("a"))
+        ledger.add(Claim("b"))
     finally:
         ledger.state.unlink()
     ((cmd, kw),) = started

@@ -265,7 +265,7 @@ def test_render_prints_the_script_from_the_suites_options(capsys, monkeypatch):
     ("args", "said"),
     [
         (["--backend", "slurm"], "--accelerator auto needs discovery"),
-        (["--backend", "kubernetes", "--accelerator", "cpu"], "use --backend slurm"),
+        (["--backend", "local", "--accelerator", "cpu"], "use --backend kubernetes or slurm"),
         (["--backend", "slurm", "--accelerator", "nvidia"], "pass --procs-per-node"),
         (
             ["--backend", "slurm", "--accelerator", "cpu", "--slurm-partition", "a b"],

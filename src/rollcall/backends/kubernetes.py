@@ -5,6 +5,10 @@ runs killed outright (``--sweep-older-than``), discovers once which nodes are us
 (:mod:`rollcall.discovery`), and launches runs. A run renders ``manifests/`` from the JobSpec, validated
 offline (:mod:`rollcall.manifests`), in a namespace ``<prefix>-<random>``; its lifecycle (provision, wait,
 collect, clean up) is :class:`~rollcall.backends.kubernetes_job.KubernetesJob`.
+
+With ``--namespace`` every run lives in that existing namespace, checked at connection (with the
+``--service-account`` it names); the namespace is never created, swept nor deleted, only the runs' own
+Jobs and Services in it (by their run-id label).
 """
 
 from __future__ import annotations
@@ -14,6 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
 
 from rollcall.backends import Placement
 from rollcall.backends.kubernetes_job import (
@@ -26,10 +33,18 @@ from rollcall.backends.kubernetes_job import (
 from rollcall.collect import Collector
 from rollcall.discovery import Discovery, DiscoveryError, check_device_plugins, discover, report
 from rollcall.jobspec import JobSpec
-from rollcall.kube import Kube, call, connect, delete_namespace
-from rollcall.manifests import MANAGED_BY, MANAGED_BY_LABEL, Names, PodExtras, job_tolerations, render
-from rollcall.options import DEFAULTS, Options
-from rollcall.reaper import Ledger
+from rollcall.kube import Kube, call, connect, delete_labelled, delete_namespace
+from rollcall.manifests import (
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    RUN_ID_LABEL,
+    Names,
+    PodExtras,
+    job_tolerations,
+    render,
+)
+from rollcall.options import DEFAULTS, OptionError, Options
+from rollcall.reaper import Claim, Ledger, release
 
 __all__ = ["JobSettings", "KubernetesBackend", "KubernetesJob", "RollcallWarning"]
 
@@ -63,9 +78,13 @@ class KubernetesBackend:
     def from_options(
         cls, options: Options, progress: Callable[[str], None] | None = None
     ) -> KubernetesBackend:
-        """Connect, and sweep old namespaces when ``--sweep-older-than`` is set."""
+        """Connect, check ``--namespace``, and sweep old namespaces when ``--sweep-older-than`` is set.
+
+        Raises :class:`OptionError` when ``--namespace`` (or its ``--service-account``) does not exist.
+        """
         kube = connect(options.kubeconfig, options.context)
         backend = cls(kube, options, progress=progress, unschedulable_grace_s=options.unschedulable_grace)
+        backend.check_namespace()
         if options.sweep_older_than is not None:
             backend.sweep(options.sweep_older_than)
         return backend
@@ -79,8 +98,24 @@ class KubernetesBackend:
                 args += ["--kubeconfig", str(Path(self.options.kubeconfig).resolve())]
             if self.options.context:
                 args += ["--context", self.options.context]
-            self._ledger = Ledger(lambda ns: delete_namespace(self.kube, ns) and None, args)
+            self._ledger = Ledger(lambda claim: release(self.kube, claim), args)
         return self._ledger
+
+    def check_namespace(self) -> None:
+        """With ``--namespace``: it exists, and so does the ``--service-account`` the pods run as."""
+        ns, account = self.options.namespace, self.options.service_account
+        if ns is None:
+            return
+        if not _exists(self.kube.core.read_namespace, ns):
+            raise OptionError(
+                f"--namespace {ns}: there is no such namespace ({self.kube.source}); create it first, or "
+                "leave --namespace out to give each run a namespace of its own"
+            )
+        if account is not None and not _exists(self.kube.core.read_namespaced_service_account, account, ns):
+            raise OptionError(
+                f"--service-account {account}: there is no such ServiceAccount in namespace {ns} "
+                f"({self.kube.source}); create it first"
+            )
 
     # -- discovery --------------------------------------------------------------------------------------
 
@@ -94,7 +129,7 @@ class KubernetesBackend:
             instance_type=options.instance_type,
             procs_per_node=options.procs_per_node,
             efa=options.efa,
-            tolerations=job_tolerations(),
+            tolerations=job_tolerations(options.toleration),
             node_selector=options.node_selector,
         )
         if options.check_device_plugins:
@@ -123,38 +158,73 @@ class KubernetesBackend:
         found = self.discovery
         if found is not None and spec.nodes > len(found.usable):
             raise DiscoveryError("nothing was created: " + _too_few(found, spec.nodes))
-        names = Names.new(self.options.namespace_prefix, spec.name)
+        names = Names.new(self.options.namespace_prefix, spec.name, self.options.namespace)
         rendered = render(spec, names, extras=self.extras)
         job = KubernetesJob(self.settings(), spec, names, rendered, collector)
         try:
             job.provision()
         except BaseException:
             if self.options.keep:
-                log.warning("--keep: leaving namespace %s after a failed launch", names.namespace)
+                log.warning("--keep: leaving %s after a failed launch", job.claim)
             else:
                 try:
                     job.cleanup()
                 except Exception:  # the launch's own error is the one to report
-                    log.exception("clean-up after the failed launch of %s failed", names.namespace)
+                    log.exception("clean-up after the failed launch of %s failed", job.claim)
             raise
         return job
 
     def sweep(self, older_than_s: float) -> list[str]:
-        """Delete the suite's namespaces created more than ``older_than_s`` ago; returns their names."""
+        """Delete what the suite's runs left, created more than ``older_than_s`` ago; returns what went.
+
+        That is every namespace a run created (labelled as the suite's, with a run id), never ``--namespace``;
+        in ``--namespace``, the runs' Jobs and Services there (as ``<namespace>/<run-id>``).
+        """
         cutoff = datetime.now(UTC) - timedelta(seconds=older_than_s)
-        body = call(self.kube.core.list_namespace, label_selector=f"{MANAGED_BY_LABEL}={MANAGED_BY}")
+        selector = f"{MANAGED_BY_LABEL}={MANAGED_BY},{RUN_ID_LABEL}"
         swept = []
-        for ns in body.get("items", []):
-            meta = ns["metadata"]
-            created = datetime.fromisoformat(meta["creationTimestamp"].replace("Z", "+00:00"))
-            old = created < cutoff and not meta.get("deletionTimestamp")
-            if old and delete_namespace(self.kube, meta["name"]):
-                swept.append(meta["name"])
+        for ns in call(self.kube.core.list_namespace, label_selector=selector).get("items", []):
+            name = ns["metadata"]["name"]
+            if _older(ns, cutoff) and name != self.options.namespace and delete_namespace(self.kube, name):
+                swept.append(name)
+        if self.options.namespace is not None:
+            swept += self._sweep_runs(self.options.namespace, selector, cutoff)
         if swept:
-            log.warning(
-                "swept %d namespace(s) older than %gs: %s", len(swept), older_than_s, ", ".join(swept)
-            )
+            log.warning("swept %d run(s) older than %gs: %s", len(swept), older_than_s, ", ".join(swept))
         return swept
+
+    def _sweep_runs(self, namespace: str, selector: str, cutoff: datetime) -> list[str]:
+        """The runs whose Jobs or Services in ``namespace`` are older than ``cutoff``, deleted."""
+        kinds = (self.kube.batch.list_namespaced_job, self.kube.core.list_namespaced_service)
+        runs = {
+            obj["metadata"]["labels"][RUN_ID_LABEL]
+            for list_fn in kinds
+            for obj in call(list_fn, namespace, label_selector=selector).get("items", [])
+            if _older(obj, cutoff)
+        }
+        swept = []
+        for run_id in sorted(runs):
+            if delete_labelled(self.kube, namespace, f"{RUN_ID_LABEL}={run_id}"):
+                swept.append(str(Claim(namespace, run_id)))
+        return swept
+
+
+def _exists(read: Callable[..., Any], *args: str) -> bool:
+    """Whether the object ``read(*args)`` reads exists (any error but 404 is raised)."""
+    try:
+        call(read, *args)
+    except ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True
+
+
+def _older(obj: dict[str, Any], cutoff: datetime) -> bool:
+    """Whether ``obj`` was created before ``cutoff`` and is not being deleted already."""
+    meta = obj["metadata"]
+    created = datetime.fromisoformat(meta["creationTimestamp"].replace("Z", "+00:00"))
+    return created < cutoff and not meta.get("deletionTimestamp")
 
 
 def _too_few(found: Discovery, nodes: int) -> str:

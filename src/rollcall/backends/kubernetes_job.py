@@ -3,7 +3,8 @@
 provision
     Creates the namespace (written to the session's :class:`~rollcall.reaper.Ledger` first), then, after a
     server-side dry run, the headless Service and the Indexed Job, and starts watching the Job and its pods
-    (selected by the Job's controller uid).
+    (selected by the Job's controller uid). In an existing namespace (``--namespace``) no namespace is
+    created: the ledger holds the run's claim on its own objects there (by run-id label).
 wait
     Fails at once, naming the pod, its index and its node, on a Failed Job, a pod Unschedulable past the
     grace period (with the scheduler's message), an image that cannot be pulled, an OOMKilled or non-zero
@@ -14,6 +15,8 @@ collect
     pods, the Job and the namespace's events are saved as YAML next to the logs.
 clean up
     The namespace is deleted with foreground propagation and awaited within a bound (a warning otherwise).
+    In an existing namespace, the run's Job (foreground, so its pods go first) and Service are deleted
+    instead, and awaited likewise; the namespace stays.
 """
 
 from __future__ import annotations
@@ -52,13 +55,14 @@ from rollcall.kube import (
     WatchLost,
     call,
     create,
+    delete_labelled,
     delete_namespace,
     message_of,
     wait_for,
 )
 from rollcall.manifests import CONTAINER, Names, Rendered
 from rollcall.podlogs import EfaEvidence, LogFollower, explain
-from rollcall.reaper import Ledger
+from rollcall.reaper import Claim, Ledger
 
 log = logging.getLogger(__name__)
 
@@ -124,15 +128,28 @@ class KubernetesJob:
         """The run's namespace."""
         return self.names.namespace
 
+    @property
+    def claim(self) -> Claim:
+        """What clean-up deletes: the run's namespace, or its own objects in one it does not own."""
+        return Claim(self.namespace) if self.names.own_namespace else Claim(self.namespace, self.names.run_id)
+
+    @property
+    def _owned(self) -> str:
+        """What clean-up deletes, for messages."""
+        if self.names.own_namespace:
+            return f"namespace {self.namespace}"
+        return f"the Job and Service of run {self.names.run_id} in namespace {self.namespace}"
+
     # -- provision ----------------------------------------------------------------------------------------
 
     def provision(self) -> None:
-        """Create the namespace, then (after a server-side dry run) the Service and the Job."""
+        """Create the namespace (unless it exists), then (after a server-side dry run) the Service and Job."""
         kube, ns = self.settings.kube, self.namespace
         if self.settings.ledger is not None:
-            self.settings.ledger.add(ns)
-        create(kube.core.create_namespace, body=self.rendered.namespace)
-        self._await_default_service_account()
+            self.settings.ledger.add(self.claim)
+        if self.rendered.namespace is not None:
+            create(kube.core.create_namespace, body=self.rendered.namespace)
+            self._await_default_service_account()
         create(kube.core.create_namespaced_service, ns, body=self.rendered.service, dry_run="All")
         create(kube.batch.create_namespaced_job, ns, body=self.rendered.job, dry_run="All")
         create(kube.core.create_namespaced_service, ns, body=self.rendered.service)
@@ -374,6 +391,9 @@ class KubernetesJob:
             pods = sorted(self.pods.objects() if self.pods else [], key=index_of)
             job = self.jobs.get(self.names.job) if self.jobs else None
             events = call(kube.core.list_namespaced_event, self.namespace, retry_s=10).get("items", [])
+            if not self.names.own_namespace:  # only the run's own, of all in a shared namespace
+                own = {self.names.job, self.names.service, *(p["metadata"]["name"] for p in pods)}
+                events = [e for e in events if (e.get("involvedObject") or {}).get("name") in own]
             events.sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
             for name, data in (("pods.yaml", pods), ("job.yaml", job), ("events.yaml", events)):
                 if data is not None:
@@ -406,7 +426,10 @@ class KubernetesJob:
                     log.warning("could not force-delete pod %s/%s: %s", self.namespace, name, message_of(exc))
 
     def cleanup(self) -> None:
-        """Stop reading, delete the namespace (foreground) and wait until it is gone; safe to call twice."""
+        """Stop reading, delete the namespace (foreground) and wait until it is gone; safe to call twice.
+
+        In an existing namespace, the run's Job (foreground) and Service go instead, and the namespace stays.
+        """
         if self._cleaned:
             return
         self._cleaned = True
@@ -418,29 +441,59 @@ class KubernetesJob:
                 informer.stop()
         self._force_delete_pods_on_lost_nodes()
         try:
-            delete_namespace(kube, ns)
+            if self.names.own_namespace:
+                delete_namespace(kube, ns)
+            else:
+                delete_labelled(kube, ns, self.names.selector)
         except Exception as exc:
-            raise KubeError(f"could not delete namespace {ns}: {message_of(exc)}") from exc
-        gone = Informer(
-            kube.core.list_namespace, f"namespace {ns}", field_selector=f"metadata.name={ns}", retry_s=30
-        ).start()
+            raise KubeError(f"could not delete {self._owned}: {message_of(exc)}") from exc
+        watches = [w.start() for w in self._leftovers()]
         try:
             wait_for(
-                lambda: True if gone.get(ns) is None else None,
-                gone,
+                lambda: True if not any(w.objects() for w in watches) else None,
+                *watches,
                 timeout_s=self.settings.cleanup_timeout_s,
-                what=f"deletion of namespace {ns}",
+                what=f"deletion of {self._owned}",
             )
             if self.settings.ledger is not None:
-                self.settings.ledger.remove(ns)
+                self.settings.ledger.remove(self.claim)
         except (WaitTimeout, WatchLost) as exc:
-            message = f"namespace {ns} is not gone yet ({exc}); the sweep or the session's reaper will retry"
+            message = f"{self._owned} is not gone yet ({exc}); the sweep or the session's reaper will retry"
             log.warning(message)
             warnings.warn(message, RollcallWarning, stacklevel=2)
         finally:
-            gone.stop()
+            for w in watches:
+                w.stop()
             for f in self.followers.values():
                 f.join(2)
+
+    def _leftovers(self) -> list[Informer]:
+        """Watches of what clean-up waits to see gone: the namespace, or the run's own objects in it."""
+        kube, ns = self.settings.kube, self.namespace
+        if self.names.own_namespace:
+            return [
+                Informer(
+                    kube.core.list_namespace,
+                    f"namespace {ns}",
+                    field_selector=f"metadata.name={ns}",
+                    retry_s=30,
+                )
+            ]
+        lists = (
+            ("jobs", kube.batch.list_namespaced_job),
+            ("services", kube.core.list_namespaced_service),
+            ("pods", kube.core.list_namespaced_pod),
+        )
+        return [
+            Informer(
+                fn,
+                f"{kind} of run {self.names.run_id}",
+                namespace=ns,
+                label_selector=self.names.selector,
+                retry_s=30,
+            )
+            for kind, fn in lists
+        ]
 
 
 def _lost_node_pods(pods: list[dict[str, Any]], nodes: Informer) -> list[str]:

@@ -67,6 +67,25 @@ def pytest_configure(config: pytest.Config) -> None:
         _raise_on_sigterm()
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """With a test that runs a job on a cluster, connect now: bad input stops the session before any run.
+
+    A missing ``--image``, a kubeconfig that is missing, unreadable or malformed, an unknown ``--context``, an
+    unreachable API server or a right it refuses is a usage error naming the option and the fix (exit 4).
+    """
+    suite = session.config.stash.get(_SUITE, None)
+    if suite is None or suite.backend_name != "kubernetes" or session.config.option.collectonly:
+        return
+    if not any(
+        {"rollcall", "rollcall_suite"} & set(getattr(item, "fixturenames", ())) for item in session.items
+    ):
+        return
+    try:
+        suite.backend  # noqa: B018 - connects and checks access on first use
+    except OptionError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
 def _terminal_writer(config: pytest.Config) -> Callable[[str], None]:
     """Write a progress line to the terminal now, past output capturing (as live logging does)."""
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from rollcall.access import check as check_access
 from rollcall.backends import Placement
 from rollcall.backends.kubernetes_job import (
     CLEANUP_TIMEOUT_S,
@@ -28,7 +29,7 @@ from rollcall.discovery import Discovery, DiscoveryError, check_device_plugins, 
 from rollcall.jobspec import JobSpec
 from rollcall.kube import Kube, call, connect, delete_namespace
 from rollcall.manifests import MANAGED_BY, MANAGED_BY_LABEL, Names, PodExtras, job_tolerations, render
-from rollcall.options import DEFAULTS, Options
+from rollcall.options import DEFAULTS, OptionError, Options
 from rollcall.reaper import Ledger
 
 __all__ = ["JobSettings", "KubernetesBackend", "KubernetesJob", "RollcallWarning"]
@@ -63,8 +64,22 @@ class KubernetesBackend:
     def from_options(
         cls, options: Options, progress: Callable[[str], None] | None = None
     ) -> KubernetesBackend:
-        """Connect, and sweep old namespaces when ``--sweep-older-than`` is set."""
-        kube = connect(options.kubeconfig, options.context)
+        """Connect, check access, and sweep old namespaces when ``--sweep-older-than`` is set.
+
+        Before anything is created, a missing ``--image``, a bad kubeconfig or context, an unreachable API
+        server and a right the server refuses each raise :class:`~rollcall.options.OptionError` naming the
+        option and the fix (:mod:`rollcall.kubeconfig`, :mod:`rollcall.access`).
+        """
+        if not options.image:
+            raise OptionError(
+                "the kubernetes backend needs --image IMAGE, the training image (see images/bert-training/); "
+                "or choose another with --backend"
+            )
+        source = options.sources.get("kubeconfig", "default")
+        kube = connect(
+            options.kubeconfig, options.context, flag="--kubeconfig" if source == "default" else source
+        )
+        check_access(kube, Names.new(options.namespace_prefix, "check").namespace, options)
         backend = cls(kube, options, progress=progress, unschedulable_grace_s=options.unschedulable_grace)
         if options.sweep_older_than is not None:
             backend.sweep(options.sweep_older_than)

@@ -129,7 +129,30 @@ def connect(
 
 
 def delete_namespace(kube: Kube, name: str) -> bool:
-    """Ask for ``name`` to be deleted (foreground propagation); False when it was already gone."""
+    """Ask for ``name`` to be deleted (foreground propagation); False when it was already gone.
+
+    Its Jobs are deleted first, their pods in the background, so that the pods lose the Jobs' tracking
+    finalizer at once. A Job with a ``podFailurePolicy`` keeps that finalizer on a pod being deleted until the
+    pod reaches a terminal phase, which no kubelet reports for a pod of a lost node; and the namespace's own
+    deletion removes pods before the Jobs that hold them.
+    """
+    try:
+        jobs = call(kube.batch.list_namespaced_job, name, retry_s=10).get("items", [])
+    except ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+    for job in jobs:
+        try:
+            call(
+                kube.batch.delete_namespaced_job,
+                job["metadata"]["name"],
+                name,
+                body={"propagationPolicy": "Background"},
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
     try:
         call(kube.core.delete_namespace, name, body={"propagationPolicy": "Foreground"})
     except ApiException as exc:

@@ -16,8 +16,8 @@ collect
     as it arrives (:mod:`rollcall.podlogs`). With EFA requested, NCCL must have selected it. On failure the
     pods, the Job and the namespace's events are saved as YAML next to the logs.
 clean up
-    The Job is deleted (its pods in the background), then the namespace with foreground propagation, awaited
-    within a bound (a warning otherwise).
+    The namespace is deleted with foreground propagation, its Jobs first
+    (:func:`rollcall.kube.delete_namespace`), and awaited within a bound (a warning otherwise).
 """
 
 from __future__ import annotations
@@ -420,25 +420,6 @@ class KubernetesJob:
                 if exc.status != 404:
                     log.warning("could not force-delete pod %s/%s: %s", self.namespace, name, message_of(exc))
 
-    def _delete_job(self) -> None:
-        """Delete the Job first, its pods in the background: they lose its tracking finalizer at once.
-
-        With a ``podFailurePolicy`` the Job controller keeps that finalizer on a pod being deleted until the
-        pod reaches a terminal phase, which no kubelet reports for a pod of a lost node (and which a Job
-        deleted in the foreground, as the namespace's deletion would, waits for).
-        """
-        try:
-            call(
-                self.settings.kube.batch.delete_namespaced_job,
-                self.names.job,
-                self.namespace,
-                body={"propagationPolicy": "Background"},
-                retry_s=10,
-            )
-        except Exception as exc:  # the namespace's deletion still takes the Job with it
-            if not (isinstance(exc, ApiException) and exc.status == 404):
-                log.warning("could not delete job %s/%s: %s", self.namespace, self.names.job, message_of(exc))
-
     def cleanup(self) -> None:
         """Stop reading, delete the namespace (foreground) and wait until it is gone; safe to call twice."""
         if self._cleaned:
@@ -450,7 +431,6 @@ class KubernetesJob:
         for informer in (self.jobs, self.pods, self.nodes):
             if informer is not None:
                 informer.stop()
-        self._delete_job()
         self._force_delete_pods_on_lost_nodes()
         try:
             delete_namespace(kube, ns)

@@ -8,7 +8,7 @@ import yaml
 from kubernetes import client
 
 from rollcall.jobspec import JobSpec
-from rollcall.manifests import MANIFESTS_DIR, ManifestError, Names, PodExtras, render, validate
+from rollcall.manifests import CONTAINER, MANIFESTS_DIR, ManifestError, Names, PodExtras, render, validate
 
 SPEC = JobSpec(
     name="bert-abc123",
@@ -235,3 +235,17 @@ def test_a_cpu_job_without_requests_is_best_effort():
     spec = dataclasses.replace(SPEC, accelerator="cpu", resources={}, instance_type=None)
     pod = pod_of(render(spec, NAMES))
     assert pod["containers"][0]["resources"] == {} and "nodeSelector" not in pod
+
+
+def test_the_jobs_pod_failure_policy_fails_it_on_a_disruption_and_on_a_failed_rank():
+    from rollcall.faults import DISRUPTION_TARGET
+
+    job = render(JobSpec("bert", 2, 8, image="registry.example/bert:1"), Names.new("rollcall", "bert")).job
+    disruption, rank = job["spec"]["podFailurePolicy"]["rules"]
+    assert disruption == {
+        "action": "FailJob",
+        "onPodConditions": [{"type": DISRUPTION_TARGET, "status": "True"}],
+    }
+    assert rank["action"] == "FailJob"
+    assert rank["onExitCodes"] == {"containerName": CONTAINER, "operator": "NotIn", "values": [0]}
+    assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never", "a podFailurePolicy requires it"

@@ -86,6 +86,27 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         raise pytest.UsageError(str(exc)) from None
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Under pytest-xdist the controller collects nothing: with ``--backend kubernetes`` it checks first.
+
+    The same checks as :func:`pytest_collection_finish`, before any worker starts (a worker's usage error
+    would read as its crash).
+    """
+    config = session.config
+    suite = config.stash.get(_SUITE, None)
+    if suite is None or hasattr(config, "workerinput") or not config.pluginmanager.hasplugin("dsession"):
+        return
+    if suite.backend_name != "kubernetes" or suite.options.sources.get("backend") == "default":
+        return
+    from rollcall.backends.kubernetes import KubernetesBackend
+
+    try:
+        KubernetesBackend.check(suite.options).close()
+    except OptionError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
 def _terminal_writer(config: pytest.Config) -> Callable[[str], None]:
     """Write a progress line to the terminal now, past output capturing (as live logging does)."""
 

@@ -138,6 +138,18 @@ def test_no_image_with_the_kubernetes_backend(pytester, tmp_path):
     assert "ERROR: the kubernetes backend needs --image IMAGE" in err
 
 
+def test_under_xdist_the_controller_stops_the_session_before_any_worker_starts(pytester):
+    pytester.makepyfile(test_roll=ROLL_CALL)
+    res = pytester.runpytest_subprocess(
+        *("-p", "no:cacheprovider", "-n", "2", "--backend", "kubernetes"),
+        *("--kubeconfig", "/nonexistent", "--image", IMAGE),
+        timeout=120,
+    )
+    assert res.ret == pytest.ExitCode.USAGE_ERROR, res.stdout.str() + res.stderr.str()
+    assert "ERROR: --kubeconfig /nonexistent: no such file" in res.stderr.str()
+    assert "INTERNALERROR" not in res.stdout.str() + res.stderr.str()
+
+
 def test_sessions_without_a_roll_call_do_not_connect(pytester, tmp_path):
     pytester.makepyfile(test_plain="def test_plain():\n    pass\n")
     res = pytester.runpytest(

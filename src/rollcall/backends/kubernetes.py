@@ -60,15 +60,13 @@ class KubernetesBackend:
     discovery: Discovery | None = None
     _ledger: Ledger | None = None
 
-    @classmethod
-    def from_options(
-        cls, options: Options, progress: Callable[[str], None] | None = None
-    ) -> KubernetesBackend:
-        """Connect, check access, and sweep old namespaces when ``--sweep-older-than`` is set.
+    @staticmethod
+    def check(options: Options) -> Kube:
+        """Connect and check access, before anything is created; the client.
 
-        Before anything is created, a missing ``--image``, a bad kubeconfig or context, an unreachable API
-        server and a right the server refuses each raise :class:`~rollcall.options.OptionError` naming the
-        option and the fix (:mod:`rollcall.kubeconfig`, :mod:`rollcall.access`).
+        A missing ``--image``, a bad kubeconfig or context, an unreachable API server and a right the server
+        refuses each raise :class:`~rollcall.options.OptionError` naming the option and the fix
+        (:mod:`rollcall.kubeconfig`, :mod:`rollcall.access`).
         """
         if not options.image:
             raise OptionError(
@@ -80,6 +78,14 @@ class KubernetesBackend:
             options.kubeconfig, options.context, flag="--kubeconfig" if source == "default" else source
         )
         check_access(kube, Names.new(options.namespace_prefix, "check").namespace, options)
+        return kube
+
+    @classmethod
+    def from_options(
+        cls, options: Options, progress: Callable[[str], None] | None = None
+    ) -> KubernetesBackend:
+        """Connect and check access (:meth:`check`); sweep old namespaces with ``--sweep-older-than``."""
+        kube = cls.check(options)
         backend = cls(kube, options, progress=progress, unschedulable_grace_s=options.unschedulable_grace)
         if options.sweep_older_than is not None:
             backend.sweep(options.sweep_older_than)

@@ -160,6 +160,8 @@ def rollcall(rollcall_suite: Suite, request: pytest.FixtureRequest) -> Iterator[
             record = rollcall_suite.run(request.node.nodeid, request.node.name, **overrides)
         except (DiscoveryError, SlurmError) as exc:  # the cluster cannot run the job: say why, no traceback
             pytest.fail(f"{type(exc).__name__}: {exc}", pytrace=False)
+        except OptionError as exc:  # bad input met first here (the session's check did not run): no traceback
+            pytest.fail(f"usage error: {exc}", pytrace=False)
         request.node.user_properties.extend(junit_properties(record))
         return record
 

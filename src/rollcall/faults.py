@@ -9,7 +9,7 @@ A pod is broken when:
 - a container cannot start: its image cannot be pulled (``ErrImagePull``, ``ImagePullBackOff``,
   ``InvalidImageName``, ...) or its configuration is unusable (``CreateContainerConfigError``, ...);
 - a container terminated ``OOMKilled`` or with a non-zero exit code;
-- the pod itself failed (evicted, rejected by the kubelet, ...);
+- the pod itself failed (rejected by the kubelet, ...).
 
 Pods being deleted are left to the Job's own verdict: a deleted pod's containers exit non-zero too.
 

@@ -18,7 +18,8 @@ it away, no rank failed) when, judged before any fault of any pod:
 
 - it has the ``DisruptionTarget`` condition (``True``): evicted through the Eviction API (``kubectl drain``,
   Karpenter, the AWS Node Termination Handler), preempted, deleted by the taint manager or pod GC, or
-  terminated by the kubelet (node pressure, graceful node shutdown);
+  terminated by the kubelet (node pressure, graceful node shutdown; without the condition, the failed
+  pod's reason of :data:`KUBELET_DISRUPTIONS` says so);
 - its node was lost (:func:`node_lost`): deleted, or its ``Ready`` condition is no longer ``True`` (the node
   controller marks it ``Unknown`` once the kubelet has not renewed its lease for the node-monitor grace
   period);
@@ -64,6 +65,9 @@ JOB_SUCCESS = ("Complete", "SuccessCriteriaMet")
 JOB_FAILURE = ("Failed", "FailureTarget")
 #: The pod condition the API server, scheduler, taint manager, pod GC and kubelet set on a pod they take away.
 DISRUPTION_TARGET = "DisruptionTarget"
+#: A failed pod's reason when its kubelet took it away, for clusters that set no ``DisruptionTarget``: node
+#: pressure, a critical pod's admission, a graceful node shutdown.
+KUBELET_DISRUPTIONS = frozenset({"Evicted", "Preempting", "Terminated"})
 #: The Job's ``Failed`` reason when a rule of its ``podFailurePolicy`` ended it (manifests/job.yaml).
 POD_FAILURE_POLICY = "PodFailurePolicy"
 #: Node taints that say the node is going away, and why (set before its pods are evicted).
@@ -234,6 +238,9 @@ def disruption(pod: Obj, node: Obj | None, *, nodes_known: bool = True) -> Disru
         return _disruption(
             pod, str(cond.get("reason") or DISRUPTION_TARGET), message, node, cond.get("lastTransitionTime")
         )
+    status = pod.get("status") or {}
+    if status.get("phase") == "Failed" and status.get("reason") in KUBELET_DISRUPTIONS:
+        return _disruption(pod, str(status["reason"]), str(status.get("message") or ""), node)
     if not nodes_known:
         return None
     lost = node_lost(pod, node)

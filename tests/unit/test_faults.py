@@ -239,6 +239,14 @@ def test_a_false_disruption_target_or_none_is_no_disruption():
     assert disruption(failed, node()) is None, "a rank that failed on a healthy node failed on its own"
 
 
+@pytest.mark.parametrize("reason", ["Evicted", "Preempting", "Terminated"])
+def test_a_pod_its_kubelet_took_away_is_a_disruption_without_the_condition(reason):
+    message = "The node was low on resource: memory."
+    found = disruption(pod(phase="Failed", reason=reason, message=message), node(), nodes_known=False)
+    assert found is not None and (found.reason, found.message) == (reason, message)
+    assert disruption(pod(phase="Failed", reason="UnexpectedAdmissionError"), node()) is None
+
+
 def test_a_deleted_or_lost_node_is_a_disruption():
     assert (disruption(pod(), None) or Disruption("", None, None, "")).reason == "NodeDeleted"
     lost = disruption(pod(), node(ready="Unknown", reason="NodeStatusUnknown"))

@@ -1,9 +1,11 @@
 """Disruptions against a real API server, scheduler, Job, pod GC and taint controllers, with kwok nodes.
 
 A pod evicted through the Eviction API (the API server sets its ``DisruptionTarget`` condition), a node deleted
-under a running pod, and a ``kubectl drain`` (cordon, then evict) each fail the run as an infrastructure
-disruption naming the pod's node and the reason, never as a failed rank; with ``--retries 1`` a disruption then
-a pass passes, reported as passed after a disruption.
+under a running pod, a ``kubectl drain`` (cordon, then evict), a ``NoExecute`` taint (the taint manager
+evicts), a preemption by the scheduler, and a node reclaimed as Karpenter and the AWS Node Termination Handler
+do it (taint, cordon, evict) each fail the run as an infrastructure disruption naming the pod's node and the
+reason, never as a failed rank; with ``--retries 1`` a disruption then a pass passes, reported as passed after
+a disruption.
 """
 
 from __future__ import annotations
@@ -165,6 +167,100 @@ def test_a_drained_node_is_a_disruption(make_suite, kube, control_plane, ensure_
     assert_disrupted(result.last, pod, ("EvictionByEvictionAPI",))
     found = result.last.status.disruption
     assert found is not None and found.message.endswith(f"node {node} is cordoned"), found
+
+
+@pytest.fixture
+def untaint(control_plane) -> Iterator[Callable[[str, str], None]]:
+    """``untaint(node, key)``: remove the taint at the end of the test."""
+    taints: list[tuple[str, str]] = []
+    yield lambda node, key: taints.append((node, key))
+    for node, key in taints:
+        control_plane.kubectl("taint", "node", node, f"{key}-")
+
+
+def test_a_noexecute_taint_evicts_through_the_taint_manager(
+    make_suite, kube, control_plane, ensure_nodes, untaint, request
+):
+    ensure_nodes(3)
+    suite, _ = make_suite(nodes=2, annotations=RUNS_UNTIL_DISRUPTED)
+    run = Run(suite, request, kube)
+    pod = run.running_pods(2)[1]
+    node = pod["spec"]["nodeName"]
+    untaint(node, "rollcall.test/maintenance")
+    control_plane.kubectl("taint", "node", node, "rollcall.test/maintenance=now:NoExecute")
+    result = run.finish()
+
+    assert_disrupted(result.last, pod, ("DeletionByTaintManager",))
+
+
+def test_a_pod_preempted_by_the_scheduler_is_a_disruption(
+    make_suite, kube, control_plane, ensure_nodes, request
+):
+    ensure_nodes(3)
+    suite, _ = make_suite(nodes=2, annotations=RUNS_UNTIL_DISRUPTED)
+    run = Run(suite, request, kube)
+    pod = run.running_pods(2)[1]
+    node = pod["spec"]["nodeName"]
+    urgent = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": "rollcall-test-urgent"},
+        "value": 1000000,
+    }
+    preemptor = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "rollcall-test-preemptor", "namespace": "default"},
+        "spec": {
+            "priorityClassName": "rollcall-test-urgent",
+            "nodeSelector": {"kubernetes.io/hostname": node},
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "registry.invalid/urgent:1",
+                    "resources": {"limits": dict(pod["spec"]["containers"][0]["resources"]["limits"])},
+                }
+            ],
+        },
+    }
+    control_plane.apply(urgent, preemptor)
+    try:
+        result = run.finish()
+    finally:
+        control_plane.kubectl(
+            "delete", "pod", "rollcall-test-preemptor", "-n", "default", "--grace-period=0", "--force"
+        )
+        control_plane.kubectl("delete", "priorityclass", "rollcall-test-urgent")
+
+    assert_disrupted(result.last, pod, ("PreemptionByScheduler",))
+
+
+@pytest.mark.parametrize(
+    ("taint", "says"),
+    [
+        ("karpenter.sh/disrupted", "Karpenter is disrupting the node"),
+        ("aws-node-termination-handler/spot-itn", "spot interruption notice"),
+    ],
+)
+def test_a_node_reclaimed_says_why_in_the_disruption(
+    make_suite, kube, control_plane, ensure_nodes, untaint, uncordon, request, taint, says
+):
+    # what Karpenter and the AWS Node Termination Handler do: taint the node NoSchedule, cordon it, evict
+    ensure_nodes(3)
+    suite, _ = make_suite(nodes=2, annotations=RUNS_UNTIL_DISRUPTED)
+    run = Run(suite, request, kube)
+    pod = run.running_pods(2)[0]
+    node = pod["spec"]["nodeName"]
+    untaint(node, taint)
+    uncordon(node)
+    control_plane.kubectl("taint", "node", node, f"{taint}=1:NoSchedule")
+    control_plane.kubectl("cordon", node)
+    evict(kube, pod)
+    result = run.finish()
+
+    assert_disrupted(result.last, pod, ("EvictionByEvictionAPI",))
+    found = result.last.status.disruption
+    assert found is not None and f"{says}" in found.message and f"(taint {taint})" in found.message, found
 
 
 def test_with_retries_a_disruption_then_a_pass_passes_as_such(make_suite, kube, request):

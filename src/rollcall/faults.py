@@ -9,11 +9,26 @@ A pod is broken when:
 - a container cannot start: its image cannot be pulled (``ErrImagePull``, ``ImagePullBackOff``,
   ``InvalidImageName``, ...) or its configuration is unusable (``CreateContainerConfigError``, ...);
 - a container terminated ``OOMKilled`` or with a non-zero exit code;
-- the pod itself failed (evicted, rejected by the kubelet, ...);
-- its node was lost: deleted, or its ``Ready`` condition is no longer ``True`` (the node controller marks
-  it ``Unknown`` once the kubelet has not renewed its lease for the cluster's node-monitor grace period).
+- the pod itself failed (rejected by the kubelet, ...).
 
 Pods being deleted are left to the Job's own verdict: a deleted pod's containers exit non-zero too.
+
+A pod is *disrupted* (:func:`disruption`, a :class:`~rollcall.rootcause.Disruption`: the infrastructure took
+it away, no rank failed) when, judged before any fault of any pod:
+
+- it has the ``DisruptionTarget`` condition (``True``): evicted through the Eviction API (``kubectl drain``,
+  Karpenter, the AWS Node Termination Handler), preempted, deleted by the taint manager or pod GC, or
+  terminated by the kubelet (node pressure, graceful node shutdown; without the condition, the failed
+  pod's reason of :data:`KUBELET_DISRUPTIONS` says so);
+- its node was lost (:func:`node_lost`): deleted, or its ``Ready`` condition is no longer ``True`` (the node
+  controller marks it ``Unknown`` once the kubelet has not renewed its lease for the node-monitor grace
+  period);
+- it is being deleted on a node that is cordoned (a drain without the Eviction API), or is being deleted or
+  has failed on a node with a taint of :data:`GOING_AWAY` (a spot interruption, Karpenter's disruption, a
+  scale-down).
+
+The node's taints of :data:`GOING_AWAY` name why in the disruption's message. A Job failed by its
+``podFailurePolicy`` for a pod's ``DisruptionTarget`` condition reads the same (:func:`job_disruption`).
 
 :func:`terminations` reads every container that ended badly as a typed
 :class:`~rollcall.rootcause.Termination`: the root cause of a run whose pod was killed without a word.
@@ -26,7 +41,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from rollcall.rootcause import Termination
+from rollcall.rootcause import Disruption, Termination
 
 Obj = dict[str, Any]
 
@@ -48,6 +63,24 @@ FATAL_WAITING = frozenset(
 #: Job conditions that end it.
 JOB_SUCCESS = ("Complete", "SuccessCriteriaMet")
 JOB_FAILURE = ("Failed", "FailureTarget")
+#: The pod condition the API server, scheduler, taint manager, pod GC and kubelet set on a pod they take away.
+DISRUPTION_TARGET = "DisruptionTarget"
+#: A failed pod's reason when its kubelet took it away, for clusters that set no ``DisruptionTarget``: node
+#: pressure, a critical pod's admission, a graceful node shutdown.
+KUBELET_DISRUPTIONS = frozenset({"Evicted", "Preempting", "Terminated"})
+#: The Job's ``Failed`` reason when a rule of its ``podFailurePolicy`` ended it (manifests/job.yaml).
+POD_FAILURE_POLICY = "PodFailurePolicy"
+#: Node taints that say the node is going away, and why (set before its pods are evicted).
+GOING_AWAY: dict[str, str] = {
+    "karpenter.sh/disrupted": "Karpenter is disrupting the node (consolidation, drift, expiry, interruption)",
+    "karpenter.sh/disruption": "Karpenter is disrupting the node",  # before Karpenter v1
+    "aws-node-termination-handler/spot-itn": "spot interruption notice",
+    "aws-node-termination-handler/rebalance-recommendation": "spot rebalance recommendation",
+    "aws-node-termination-handler/scheduled-maintenance": "scheduled maintenance",
+    "aws-node-termination-handler/asg-lifecycle-termination": "Auto Scaling group termination",
+    "ToBeDeletedByClusterAutoscaler": "scale-down by the cluster autoscaler",
+    "cloud.google.com/impending-node-termination": "impending node termination",
+}
 
 
 def index_of(pod: Obj) -> str:
@@ -168,8 +201,8 @@ def duplicate_indexes(pods: Iterable[Obj]) -> dict[str, list[str]]:
     return {i: sorted(names) for i, names in by_index.items() if len(names) > 1}
 
 
-def node_lost(pod: Obj, node: Obj | None) -> str | None:
-    """Why the node that ``pod`` runs on is gone or not Ready, naming the pod; else None.
+def node_lost(pod: Obj, node: Obj | None) -> Disruption | None:
+    """The pod's node is gone or not Ready; else None.
 
     ``node`` is the Node as the API returns it, None when it was deleted. A pod with no node yet, or that
     has finished or is being deleted, needs no node.
@@ -180,15 +213,93 @@ def node_lost(pod: Obj, node: Obj | None) -> str | None:
     if (pod.get("metadata") or {}).get("deletionTimestamp"):
         return None
     if node is None:
-        return f"{where(pod)}: node {name} was deleted while the pod ran"
+        return _disruption(pod, "NodeDeleted", f"node {name} was deleted while the pod ran")
     ready = _condition(node, "Ready")
     if ready is not None and ready.get("status") == "True":
         return None
     if ready is None:
-        return f"{where(pod)}: node {name} has no Ready condition"
+        return _disruption(pod, "NodeLost", f"node {name} has no Ready condition", node)
     reason, message = ready.get("reason") or "NotReady", ready.get("message") or ""
-    return f"{where(pod)}: node {name} was lost (Ready={ready.get('status')}, {reason}" + (
+    text = f"node {name} was lost (Ready={ready.get('status')}, {reason}" + (
         f": {message})" if message else ")"
+    )
+    return _disruption(pod, "NodeLost", text, node, ready.get("lastTransitionTime"))
+
+
+def disruption(pod: Obj, node: Obj | None, *, nodes_known: bool = True) -> Disruption | None:
+    """Why the infrastructure took the pod away (see the module docstring), or None.
+
+    ``node`` is the pod's Node (None when deleted); with ``nodes_known`` False (the nodes not listed yet)
+    only the pod's own condition is read.
+    """
+    cond = _condition(pod, DISRUPTION_TARGET)
+    if cond is not None and cond.get("status") == "True":
+        message = str(cond.get("message") or "")
+        return _disruption(
+            pod, str(cond.get("reason") or DISRUPTION_TARGET), message, node, cond.get("lastTransitionTime")
+        )
+    status = pod.get("status") or {}
+    if status.get("phase") == "Failed" and status.get("reason") in KUBELET_DISRUPTIONS:
+        return _disruption(pod, str(status["reason"]), str(status.get("message") or ""), node)
+    if not nodes_known:
+        return None
+    lost = node_lost(pod, node)
+    if lost is not None or node is None:
+        return lost
+    deleted = bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+    failed = (pod.get("status") or {}).get("phase") == "Failed"
+    cordoned = bool((node.get("spec") or {}).get("unschedulable"))
+    leaving = going_away(node)
+    if (deleted and (cordoned or leaving)) or (failed and leaving):
+        reason = "NodeGoingAway" if leaving else "NodeDrained"
+        return _disruption(pod, reason, "the pod was deleted" if deleted else "the pod failed", node)
+    return None
+
+
+def going_away(node: Obj) -> list[str]:
+    """What the node's taints of :data:`GOING_AWAY` say: ``spot interruption notice (taint ...)``."""
+    taints = (node.get("spec") or {}).get("taints") or []
+    keys = [str(t.get("key")) for t in taints]
+    return [f"{GOING_AWAY[k]} (taint {k})" for k in keys if k in GOING_AWAY]
+
+
+def job_disruption(job: Obj, pods: Iterable[Obj]) -> Disruption | None:
+    """The disruption that made the Job's ``podFailurePolicy`` fail it, when it did; else None.
+
+    The Job controller's message names the pod (``Pod ns/p has condition DisruptionTarget matching FailJob
+    rule at index 0``); the pod, when still seen, gives its index, node and the condition's reason.
+    """
+    cond = _condition(job, "Failed") or _condition(job, "FailureTarget")
+    if cond is None or cond.get("status") != "True" or cond.get("reason") != POD_FAILURE_POLICY:
+        return None
+    message = str(cond.get("message") or "")
+    if f"condition {DISRUPTION_TARGET}" not in message:
+        return None
+    named = message.split()[1].rpartition("/")[2] if message.startswith("Pod ") else ""
+    for pod in pods:
+        if pod["metadata"]["name"] == named:
+            found = disruption(pod, None, nodes_known=False)
+            if found is not None:
+                return found
+    return Disruption(named or "?", None, None, DISRUPTION_TARGET, f"the Job's podFailurePolicy: {message}")
+
+
+def _disruption(
+    pod: Obj, reason: str, message: str, node: Obj | None = None, stamp: object = None
+) -> Disruption:
+    """The pod's disruption, the node's going-away taints and cordon added to ``message``."""
+    host = (pod.get("spec") or {}).get("nodeName")
+    notes = going_away(node) if node is not None else []
+    if node is not None and (node.get("spec") or {}).get("unschedulable"):
+        notes.append(f"node {host} is cordoned")
+    index = index_of(pod)
+    return Disruption(
+        pod=str(pod["metadata"]["name"]),
+        node=int(index) if index.isdigit() else None,
+        host=host,
+        reason=reason,
+        message="; ".join(m for m in (message, *notes) if m),
+        time=_epoch(stamp),
     )
 
 

@@ -34,6 +34,7 @@ from rollcall.perf import median as median_of
 from rollcall.ranklog import ranges
 from rollcall.reports import number
 from rollcall.rootcause import lines
+from rollcall.runner import PASSED_AFTER_DISRUPTION
 from rollcall.verdict import RankState
 
 if TYPE_CHECKING:
@@ -104,6 +105,7 @@ def _test(record: TestRecord, base: Path) -> dict[str, Any]:
         "test_id": record.test_id,
         "passed": record.result.passed,
         "flaky": record.result.flaky,
+        "after_disruption": record.result.outcome == PASSED_AFTER_DISRUPTION,
         "outcome": "passed" if record.result.passed else "failed",
         "meta": meta,
         "config": f"configuration {gate.key}" if gate else "",

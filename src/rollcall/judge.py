@@ -5,7 +5,8 @@ figures), runs every check of :data:`CHECKS` over them, and builds the verdict f
 A check is a function ``Facts -> Iterable[Problem]``; adding one is writing it and listing it in
 :data:`CHECKS`. A run ``PASSED`` when no check found anything:
 
-- the job succeeded (when its end is known), and NCCL used EFA on every pod when EFA was requested;
+- the job succeeded (when its end is known), and NCCL used EFA on every pod when EFA was requested; a job
+  the infrastructure disrupted fails with that disruption first, its ranks' errors as consequences;
 - every rank ``0..world_size-1`` reported throughput, an epoch time and completion, and no error;
 - every value is finite and positive; no rank outside the world reported;
 - each node hosts exactly ``procs_per_node`` ranks (judged from ``start`` events where they exist) and every
@@ -142,6 +143,8 @@ def job_state(facts: Facts) -> Iterable[Problem]:
     status = facts.evidence.status
     if status is None or status.state is JobState.SUCCEEDED or (status.efa and status.efa.failed):
         return
+    if status.disruption is not None:  # named first, by :func:`errors`
+        return
     yield Problem(Kind.JOB, f"job {status.state.value}: {status.reason}", detail=status)
 
 
@@ -179,7 +182,9 @@ def errors(facts: Facts) -> Iterable[Problem]:
 
     :mod:`rollcall.rootcause` orders the errors (and the backend's termination records) by time; the
     first problem is the root cause (with the whole :class:`~rollcall.rootcause.Analysis` as its detail),
-    then independent failures, then the rest folded by shape. Each rank's note is its own message.
+    then independent failures, then the rest folded by shape. Each rank's note is its own message. When the
+    infrastructure disrupted the job, the disruption is the first problem (``DISRUPTION``) and every error
+    is folded as its consequence.
     """
     failures = [
         Failure(r, facts.node(r), e.source or None, e.message, e.time)
@@ -191,14 +196,16 @@ def errors(facts: Facts) -> Iterable[Problem]:
         replace(t, node=facts.node(t.rank)) if t.rank is not None and t.node is None else t
         for t in (status.terminations if status is not None else ())
     ]
-    analysis = analyse(failures, ended)
+    analysis = analyse(failures, ended, status.disruption if status is not None else None)
     for n, line in enumerate(rootcause_lines(analysis)):
         notes: dict[int, str] = {}
         for f in line.failures:  # a rank that wrote two errors keeps both
             notes[f.rank] = (
                 f"{notes[f.rank]}; error: {f.message}" if f.rank in notes else f"error: {f.message}"
             )
-        kind = Kind.ROOT_CAUSE if line.root else Kind.ERROR
+        kind = Kind.ERROR
+        if line.root:
+            kind = Kind.DISRUPTION if analysis.disruption is not None else Kind.ROOT_CAUSE
         yield Problem(kind, line.text, notes, detail=analysis if n == 0 else line)
 
 

@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
 from tenacity import (
     RetryCallState,
     Retrying,
@@ -35,7 +36,7 @@ from tenacity import (
     wait_random,
 )
 
-from rollcall.kubeconfig import cluster_config
+from rollcall.kubeconfig import KubeconfigError, check, cluster_config, given
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,11 @@ class Kube:
     source: str
 
     @property
+    def server(self) -> str:
+        """The API server's URL."""
+        return str(self.api.configuration.host)
+
+    @property
     def core(self) -> Any:
         """The core/v1 API."""
         return client.CoreV1Api(self.api)
@@ -83,11 +89,19 @@ class Kube:
         self.api.close()  # type: ignore[no-untyped-call]
 
 
-def connect(kubeconfig: str | None = None, context: str | None = None, *, pool_size: int = 256) -> Kube:
+def connect(
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    *,
+    pool_size: int = 256,
+    flag: str = "--kubeconfig",
+) -> Kube:
     """A client from the configuration :func:`rollcall.kubeconfig.cluster_config` chooses.
 
-    With none found, the client's own kubeconfig default is tried (and its error names what is missing).
-    ``pool_size`` bounds the connections kept open: every followed log holds one.
+    The kubeconfig and the context are checked first (:func:`rollcall.kubeconfig.check`): a bad one raises
+    :class:`~rollcall.kubeconfig.KubeconfigError` naming ``flag`` (where ``kubeconfig`` came from) and the
+    fix, as does one the client cannot load. ``pool_size`` bounds the connections kept open: every followed
+    log holds one. Nothing is sent to the server.
     """
     cfg = client.Configuration()
     found = cluster_config(kubeconfig)
@@ -95,17 +109,50 @@ def connect(kubeconfig: str | None = None, context: str | None = None, *, pool_s
         config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
         source = found.reason
     else:
-        path = found.kubeconfig if found else None
-        config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=path, context=context, client_configuration=cfg, persist_config=False
-        )
-        source = (found.reason if found else "kubeconfig") + (f", context {context}" if context else "")
+        checked = check(kubeconfig, context, flag=flag)
+        where = given(flag, kubeconfig) if kubeconfig else (found.reason if found else "kubeconfig")
+        source = where + (f", context {checked.context}" if checked else "")
+        try:
+            config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=found.kubeconfig if found else None,
+                context=context,
+                client_configuration=cfg,
+                persist_config=False,
+            )
+        except (ConfigException, OSError, ValueError, TypeError) as exc:
+            raise KubeconfigError(
+                f"{source}: the client cannot use it: {exc}; fix the kubeconfig's credentials or pass "
+                "--context NAME of another context"
+            ) from None
     cfg.connection_pool_maxsize = pool_size
     return Kube(client.ApiClient(cfg), source)
 
 
 def delete_namespace(kube: Kube, name: str) -> bool:
-    """Ask for ``name`` to be deleted (foreground propagation); False when it was already gone."""
+    """Ask for ``name`` to be deleted (foreground propagation); False when it was already gone.
+
+    Its Jobs are deleted first, their pods in the background, so that the pods lose the Jobs' tracking
+    finalizer at once. A Job with a ``podFailurePolicy`` keeps that finalizer on a pod being deleted until the
+    pod reaches a terminal phase, which no kubelet reports for a pod of a lost node; and the namespace's own
+    deletion removes pods before the Jobs that hold them.
+    """
+    try:
+        jobs = call(kube.batch.list_namespaced_job, name, retry_s=10).get("items", [])
+    except ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+    for job in jobs:
+        try:
+            call(
+                kube.batch.delete_namespaced_job,
+                job["metadata"]["name"],
+                name,
+                body={"propagationPolicy": "Background"},
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
     try:
         call(kube.core.delete_namespace, name, body={"propagationPolicy": "Foreground"})
     except ApiException as exc:
@@ -199,11 +246,19 @@ def retrying(bound_s: float = API_RETRY_S) -> Retrying:
     )
 
 
-def call(fn: Callable[..., Any], *args: Any, retry_s: float = API_RETRY_S, **kwargs: Any) -> Obj:
-    """Call an API method with retries and return its JSON body as a dict (``{}`` when empty)."""
+def call(
+    fn: Callable[..., Any],
+    *args: Any,
+    retry_s: float = API_RETRY_S,
+    timeout: tuple[float, float] = (CONNECT_TIMEOUT_S, REQUEST_TIMEOUT_S),
+    **kwargs: Any,
+) -> Obj:
+    """Call an API method with retries and return its JSON body as a dict (``{}`` when empty).
+
+    ``timeout`` is the connect and read timeout of each request.
+    """
     for attempt in retrying(retry_s):
         with attempt:
-            timeout = (CONNECT_TIMEOUT_S, REQUEST_TIMEOUT_S)
             resp = fn(*args, _preload_content=False, _request_timeout=timeout, **kwargs)
             data = resp.data
             body: Obj = json.loads(data) if data else {}

@@ -433,7 +433,12 @@ class Options:
         "--min-throughput", _positive_float, None, "fail ranks below this many samples/s", "SAMPLES_PER_S"
     )
     retries: int = option(
-        "--retries", _int(0), 0, "re-run a failed job this many times (a pass after a retry is flaky)", "N"
+        "--retries",
+        _int(0),
+        0,
+        "re-run a failed job this many times (a pass after a retry is flaky; after infrastructure "
+        "disruptions only, it is passed after a disruption)",
+        "N",
     )
     keep: bool = option(
         "--keep", _bool, False, "leave namespaces, Jobs and processes in place for debugging", switch=True

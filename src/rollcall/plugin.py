@@ -86,6 +86,46 @@ def _usage_error_on_option_error() -> Iterator[None]:
         pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """With a test that runs a job on a cluster, connect now: bad input stops the session before any run.
+
+    A missing ``--image``, a kubeconfig that is missing, unreadable or malformed, an unknown ``--context``, an
+    unreachable API server or a right it refuses is a usage error naming the option and the fix (exit 4).
+    """
+    suite = session.config.stash.get(_SUITE, None)
+    if suite is None or suite.backend_name != "kubernetes" or session.config.option.collectonly:
+        return
+    if not any(
+        {"rollcall", "rollcall_suite"} & set(getattr(item, "fixturenames", ())) for item in session.items
+    ):
+        return
+    try:
+        suite.backend  # noqa: B018 - connects and checks access on first use
+    except OptionError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Under pytest-xdist the controller collects nothing: with ``--backend kubernetes`` it checks first.
+
+    The same checks as :func:`pytest_collection_finish`, before any worker starts (a worker's usage error
+    would read as its crash).
+    """
+    config = session.config
+    suite = config.stash.get(_SUITE, None)
+    if suite is None or hasattr(config, "workerinput") or not config.pluginmanager.hasplugin("dsession"):
+        return
+    if suite.backend_name != "kubernetes" or suite.options.sources.get("backend") == "default":
+        return
+    from rollcall.backends.kubernetes import KubernetesBackend
+
+    try:
+        KubernetesBackend.check(suite.options).close()
+    except OptionError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
 def _terminal_writer(config: pytest.Config) -> Callable[[str], None]:
     """Write a progress line to the terminal now, past output capturing (as live logging does)."""
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
 from rollcall.collect import RESULTS_FILE
-from rollcall.runner import RunResult
+from rollcall.runner import RunOutcome, RunResult
 
 if TYPE_CHECKING:
     from rollcall.gate import GateReport
@@ -61,6 +61,9 @@ class TestRecord:
             "findings": [p.as_dict() for p in verdict.findings],
             "passed": self.result.passed,
             "flaky": self.result.flaky,
+            # passed, passed_after_disruption, flaky, failed or disrupted; each disrupted attempt's disruption
+            "outcome": self.result.outcome,
+            "disruptions": [{"attempt": n, **d.as_dict()} for n, d in self.result.disruptions],
             "attempts": len(self.result.attempts),
             "duration_s": round(sum(a.duration_s for a in self.result.attempts), 3),
             "artifacts": str(last.artifacts),
@@ -88,6 +91,7 @@ def junit_properties(record: TestRecord) -> list[tuple[str, object]]:
         ("throughput_max", tp["max"]),
         ("epoch_time_mean", d["epoch_time_mean"]),
         ("flaky", d["flaky"]),
+        ("outcome", d["outcome"]),
     ]
     if d["mfu_mean"] is not None:
         props.append(("mfu_mean", d["mfu_mean"]))
@@ -152,6 +156,16 @@ def _rank_stdout(result: RankResult) -> str | None:
     return f"throughput={result.throughput} samples/s epoch_time={result.epoch_time} s"
 
 
+#: The summary table's verdict of each outcome.
+VERDICT_LABELS: dict[RunOutcome, str] = {
+    "passed": "PASS",
+    "passed_after_disruption": "PASS (after disruption)",
+    "flaky": "PASS (flaky)",
+    "failed": "FAIL",
+    "disrupted": "FAIL (disrupted)",
+}
+
+
 def number(value: float | None, spec: str = ".1f") -> str:
     """``value`` formatted by ``spec``, or ``-`` when there is none (or it is not finite)."""
     return "-" if value is None or not math.isfinite(value) else format(value, spec)
@@ -173,7 +187,7 @@ def summary_table(records: Iterable[TestRecord]) -> list[str]:
     for record in records:
         d = record.as_dict()
         tp = d["throughput"]
-        verdict = "PASS" + (" (flaky)" if d["flaky"] else "") if d["passed"] else "FAIL"
+        verdict = VERDICT_LABELS[d["outcome"]]
         rows.append(
             (
                 d["test_id"].rsplit("::", 1)[-1],

@@ -9,6 +9,9 @@ Pure functions over typed failures, so every rule is unit-tested without a run:
   errors with other messages are named too, as independent failures. Without any own error, the root cause is
   the earliest :class:`Termination` the runtime recorded (a container OOM-killed or killed by a signal, which
   leaves no error line); without that either, the earliest echo, said to be one.
+- **Disruptions.** When the infrastructure took a pod away (a :class:`Disruption`: evicted, preempted, its
+  node deleted, lost, drained or reclaimed), that is the root cause, whatever the ranks said: every rank's
+  error is a consequence, and all of them are folded.
 - **Clocks.** When the root cause and the next own error are stamped within :data:`CLOCK_TOLERANCE_S` of each
   other, when a candidate carries no time, or when echoes on another node are stamped well before the error
   they echo, :attr:`Analysis.undecided` says why the order is uncertain rather than guess.
@@ -185,6 +188,51 @@ class Termination:
 
 
 @dataclass(frozen=True)
+class Disruption:
+    """The infrastructure took a pod away: evicted, preempted, its node deleted, lost, drained or reclaimed.
+
+    Attributes:
+        pod: the pod's name.
+        node: its completion index (the node rank), None when unknown.
+        host: the Kubernetes node it ran on.
+        reason: what did it, in one word: the ``DisruptionTarget`` condition's reason
+            (``EvictionByEvictionAPI``, ``PreemptionByScheduler``, ``DeletionByTaintManager``,
+            ``DeletionByPodGC``, ``TerminationByKubelet``), else ``NodeDeleted``, ``NodeLost``,
+            ``NodeDrained`` (deleted off a cordoned node) or ``NodeGoingAway`` (off a node tainted as going
+            away).
+        message: what a person reads: the condition's message, the node's state, and what the node's taints
+            say of why it is going away (a spot interruption, Karpenter, ...).
+        time: when (epoch seconds), where the API recorded it.
+    """
+
+    pod: str
+    node: int | None
+    host: str | None
+    reason: str
+    message: str = ""
+    time: float | None = None
+
+    def describe(self) -> str:
+        """``pod p (index 1) on node n was disrupted (EvictionByEvictionAPI): message``."""
+        index = f" (index {self.node})" if self.node is not None else ""
+        host = f" on node {self.host}" if self.host else ""
+        return f"pod {self.pod}{index}{host} was disrupted ({self.reason})" + (
+            f": {self.message}" if self.message else ""
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """The disruption, JSON-ready."""
+        return {
+            "pod": self.pod,
+            "node": self.node,
+            "host": self.host,
+            "reason": self.reason,
+            "message": self.message,
+            "time": self.time,
+        }
+
+
+@dataclass(frozen=True)
 class Group:
     """Failures of one shape (:func:`shape`), earliest first."""
 
@@ -243,6 +291,8 @@ class Analysis:
         first: the earliest own error, else the earliest echo (when no termination explains them).
         independent: own errors of other shapes than the first's, earliest of each shape first.
         termination: the root cause when no rank said why it failed (a silently killed container).
+        disruption: the root cause when the infrastructure took a pod away: every rank's error then
+            follows from it, and all of them are folded.
         groups: every failure but those named above, folded by shape, own errors before echoes.
         undecided: why the clocks cannot order the failures, when they cannot.
     """
@@ -250,6 +300,7 @@ class Analysis:
     first: Failure | None = None
     independent: tuple[Failure, ...] = ()
     termination: Termination | None = None
+    disruption: Disruption | None = None
     groups: tuple[Group, ...] = ()
     undecided: str | None = None
     failures: tuple[Failure, ...] = field(default=(), repr=False)
@@ -257,10 +308,16 @@ class Analysis:
     @property
     def roots(self) -> tuple[Failure, ...]:
         """The failures named as causes (the first, then the independent ones)."""
-        return () if self.first is None or self.first.echo else (self.first, *self.independent)
+        if self.disruption is not None or self.first is None or self.first.echo:
+            return ()
+        return (self.first, *self.independent)
 
     def headline(self) -> str | None:
         """The root cause in one line."""
+        if self.disruption is not None:
+            n = len(self.failures)
+            follow = f"; the {n} rank error(s) follow from it" if n else ""
+            return f"first failure: infrastructure disruption: {self.disruption.describe()}{follow}"
         if self.termination is not None:
             who = (
                 "it reported no error"
@@ -281,14 +338,24 @@ class Analysis:
             "summary": self.headline(),
             "first": self.first.as_dict() if self.first else None,
             "termination": self.termination.as_dict() if self.termination else None,
+            "disruption": self.disruption.as_dict() if self.disruption else None,
             "independent": [f.as_dict() for f in self.independent],
             "undecided": self.undecided,
         }
 
 
-def analyse(failures: Iterable[Failure], terminations: Iterable[Termination] = ()) -> Analysis:
-    """Order ``failures``, name the root cause, and fold the rest (see the module docstring)."""
+def analyse(
+    failures: Iterable[Failure],
+    terminations: Iterable[Termination] = (),
+    disruption: Disruption | None = None,
+) -> Analysis:
+    """Order ``failures``, name the root cause, and fold the rest (see the module docstring).
+
+    A ``disruption`` is the root cause whatever the ranks said: their errors are its consequences.
+    """
     ordered = tuple(sorted(failures, key=_when))
+    if disruption is not None:
+        return Analysis(disruption=disruption, groups=fold(ordered), failures=ordered)
     if not ordered:
         return Analysis()
     own = [f for f in ordered if not f.echo]
@@ -335,7 +402,8 @@ def lines(analysis: Analysis, *, max_roots: int = MAX_ROOTS, max_groups: int = M
     head = analysis.headline()
     if head is None:
         return []
-    first = (analysis.first,) if analysis.first is not None and analysis.termination is None else ()
+    named = analysis.first is not None and analysis.termination is None and analysis.disruption is None
+    first = (analysis.first,) if named and analysis.first is not None else ()
     out = [Line(head, first, root=True)]
     shown, hidden = analysis.independent[:max_roots], analysis.independent[max_roots:]
     out += [Line(f"independent failure: {f.describe()}", (f,), root=True) for f in shown]

@@ -1,7 +1,11 @@
-"""One run, in plain steps: provision -> wait -> collect -> assess -> clean up.
+"""One run, in plain steps: provision -> wait -> collect -> assess -> clean up; and its retries.
 
 Clean-up runs in ``finally`` (pass, fail, timeout, Ctrl-C, SIGTERM turned into an exception) unless
 ``keep`` is set; its own errors are logged, never raised over the real failure.
+
+With ``--retries N`` a failed attempt is run again, up to N times. An attempt the infrastructure disrupted
+(a pod evicted, preempted, its node deleted, lost, drained or reclaimed) is *disrupted, retried*: a pass
+after disruptions only is :data:`PASSED_AFTER_DISRUPTION`, not flaky; a pass after a failed rank is flaky.
 """
 
 from __future__ import annotations
@@ -11,15 +15,21 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from rollcall.backends import Backend, JobState, JobStatus
 from rollcall.collect import Collector
 from rollcall.jobspec import JobSpec
 from rollcall.judge import judge
+from rollcall.rootcause import Disruption
 from rollcall.torchrun import read_terminations
 from rollcall.verdict import Criteria, Evidence, Layout, Verdict
 
 log = logging.getLogger(__name__)
+
+#: How a test's attempts ended, in one word (``results.json``'s ``outcome``).
+RunOutcome = Literal["passed", "passed_after_disruption", "flaky", "failed", "disrupted"]
+PASSED_AFTER_DISRUPTION: RunOutcome = "passed_after_disruption"
 
 
 @dataclass
@@ -36,6 +46,11 @@ class Attempt:
     def passed(self) -> bool:
         """The job succeeded and every rank answered."""
         return self.status.state is JobState.SUCCEEDED and self.verdict.passed
+
+    @property
+    def disruption(self) -> Disruption | None:
+        """What the infrastructure took away, when it disrupted this attempt."""
+        return None if self.passed else self.status.disruption
 
 
 @dataclass
@@ -57,14 +72,29 @@ class RunResult:
 
     @property
     def flaky(self) -> bool:
-        """Passed, but only after a retry."""
-        return self.passed and len(self.attempts) > 1
+        """Passed, but only after an attempt that failed on its own (not disrupted)."""
+        return self.passed and any(a.disruption is None for a in self.attempts[:-1])
+
+    @property
+    def disruptions(self) -> list[tuple[int, Disruption]]:
+        """Each disrupted attempt (numbered from 1) and its disruption."""
+        return [(n, a.disruption) for n, a in enumerate(self.attempts, 1) if a.disruption is not None]
+
+    @property
+    def outcome(self) -> RunOutcome:
+        """``passed``, ``passed_after_disruption``, ``flaky``, ``failed`` or ``disrupted`` (the last one)."""
+        if self.passed:
+            if self.flaky:
+                return "flaky"
+            return PASSED_AFTER_DISRUPTION if len(self.attempts) > 1 else "passed"
+        return "disrupted" if self.last.disruption is not None else "failed"
 
     def message(self) -> str:
         """What went wrong, attempt by attempt, with where the logs are."""
         parts = []
         for n, attempt in enumerate(self.attempts, 1):
-            head = f"attempt {n}/{len(self.attempts)}: " if len(self.attempts) > 1 else ""
+            retried = " (disrupted, retried)" if attempt.disruption and n < len(self.attempts) else ""
+            head = f"attempt {n}/{len(self.attempts)}{retried}: " if len(self.attempts) > 1 else ""
             lines = [head + attempt.verdict.message(str(attempt.artifacts))]
             lines += [f"  {d}" for d in attempt.status.details]
             parts.append("\n".join(lines))
@@ -112,7 +142,10 @@ def run_with_retries(
     keep: bool = False,
     min_throughput: float | None = None,
 ) -> RunResult:
-    """Run up to ``retries + 1`` attempts, each with fresh names; stop at the first pass."""
+    """Run up to ``retries + 1`` attempts, each with fresh names; stop at the first pass.
+
+    A disrupted attempt is retried like a failed one; the result tells them apart (:attr:`RunResult.outcome`).
+    """
     result = RunResult(backend.name)
     for attempt in range(retries + 1):
         spec = make_spec(attempt)

@@ -9,6 +9,9 @@ message, ``results.json``, the per-rank junit, ``report.html``) reads the verdic
 - A :class:`RankResult` is one rank: what it reported, its node and pod, its :class:`RankState` (the worst of
   what its problems' kinds mean) and its problems.
 - :attr:`Verdict.outcome` is ``PASSED`` when there is no problem at all.
+- A run the infrastructure disrupted (a pod evicted, preempted, its node deleted, lost, drained or reclaimed)
+  has a ``DISRUPTION`` problem first, naming the pod, its node and the reason; the ranks' errors follow as
+  its consequences (:attr:`Verdict.disruption`).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from rollcall.collect import RANKS_JUNIT_FILE, REPORT_FILE, RESULTS_FILE
 from rollcall.perf import PerfFigures, PerfReport, SlowGroup
-from rollcall.rootcause import Analysis
+from rollcall.rootcause import Analysis, Disruption
 
 if TYPE_CHECKING:
     from rollcall.backends import JobStatus
@@ -76,6 +79,7 @@ class Kind(enum.Enum):
     """What sort of problem; the rank state it puts the ranks it names in is :attr:`rank_state`."""
 
     ROOT_CAUSE = "root_cause"  # the first failure (and independent ones), named first
+    DISRUPTION = "disruption"  # the infrastructure took a pod away (the root cause): no rank failed
     JOB = "job"  # the job did not succeed
     EFA = "efa"  # EFA was requested and NCCL did not use it
     MISSING_EVENT = "missing_event"
@@ -304,6 +308,12 @@ class Verdict:
             if isinstance(p.detail, Analysis):
                 return p.detail
         return None
+
+    @property
+    def disruption(self) -> Disruption | None:
+        """The infrastructure disruption that ended the run, if one did."""
+        analysis = self.root_cause
+        return analysis.disruption if analysis is not None else None
 
     @property
     def perf_report(self) -> PerfReport:

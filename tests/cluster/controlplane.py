@@ -183,14 +183,20 @@ class ControlPlane:
 
     def add_nodes(self, count: int, profile: str = "trn1.32xlarge", timeout: float = 300) -> list[str]:
         """Add ``count`` Ready fake nodes of a hack/profiles/<profile>.yaml; returns their names."""
-        template = (PROFILES_DIR / f"{profile}.yaml").read_text()
         existing = self.kubectl(
             "get", "nodes", "-l", f"{INSTANCE_TYPE_LABEL}={profile}", "-o", "name"
         ).split()
         prefix = profile.replace(".", "-")
         names = [f"{prefix}-{i}" for i in range(len(existing), len(existing) + count)]
+        return self.add_named_nodes(names, profile, timeout)
+
+    def add_named_nodes(
+        self, names: list[str], profile: str = "trn1.32xlarge", timeout: float = 300
+    ) -> list[str]:
+        """Add (or restore, after a test deleted them) the fake nodes ``names`` of a profile; wait until Ready."""
         if not names:
             return []
+        template = (PROFILES_DIR / f"{profile}.yaml").read_text()
         docs = "".join("---\n" + template.replace("__NODE_NAME__", n) for n in names)
         self.kubectl("apply", "-f", "-", input=docs)
         self.kubectl(

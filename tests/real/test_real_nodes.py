@@ -223,7 +223,11 @@ def test_a_node_lost_mid_run_fails_the_run_naming_it(make_suite, real_cluster, k
     assert "stopped" in seen and "cleanup" in seen, seen
     reason = attempt.status.reason
     assert attempt.status.state is JobState.FAILED, message(attempt)
-    assert f"on node {real_nodes[1]}: node {real_nodes[1]} was lost" in reason and "(index " in reason, reason
+    lost = attempt.status.disruption
+    assert lost is not None and lost.reason == "NodeLost" and lost.host == real_nodes[1], reason
+    assert f"on node {real_nodes[1]} was disrupted (NodeLost): node {real_nodes[1]} was lost" in reason, (
+        reason
+    )
     assert seen["cleanup"] - seen["stopped"] < 20 + 25, seen["cleanup"] - seen["stopped"]
     wait_until(
         f"{real_nodes[1]} to be Ready again",

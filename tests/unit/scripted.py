@@ -1,7 +1,7 @@
 """A scripted backend for driving the plugin end to end through pytester.
 
 ``SCRIPTED_CONFTEST`` is a conftest for pytester projects: each launch pops a step from ``PLAN``
-(``{"skip": {rank: events}, "tp": {rank: samples_per_sec}, "state": JobState}``) and writes that step's
+(``{"skip": {rank: events}, "tp": {rank: samples_per_sec}, "state": JobState, "disruption": Disruption}``) and writes that step's
 rank logs, one per node, as the workload would print them; ``CLEANED`` records the jobs cleaned up.
 """
 
@@ -22,8 +22,11 @@ class ScriptedJob:
             sink.write(text.encode())
             sink.close()
         self.state = step.get("state", JobState.SUCCEEDED)
+        self.disruption = step.get("disruption")
         self.name = spec.name
     def wait(self, timeout_s):
+        if self.disruption is not None:
+            return JobStatus.disrupted(self.disruption)
         return JobStatus(self.state, "" if self.state is JobState.SUCCEEDED else "pod job-1 failed")
     def cleanup(self):
         CLEANED.append(self.name)

@@ -3,7 +3,11 @@
 import pytest
 
 from rollcall.faults import (
+    GOING_AWAY,
+    disruption,
     duplicate_indexes,
+    going_away,
+    job_disruption,
     job_result,
     phases,
     pod_fault,
@@ -12,7 +16,7 @@ from rollcall.faults import (
     terminations,
     unschedulable,
 )
-from rollcall.rootcause import Termination
+from rollcall.rootcause import Disruption, Termination
 
 
 def pod(
@@ -174,13 +178,137 @@ def test_a_lost_node_is_named_with_the_pod_on_it():
     lost = node_lost(
         pod(), node(ready="Unknown", reason="NodeStatusUnknown", message="Kubelet stopped posting")
     )
-    assert lost == (
-        "pod bert-0-abcde (index 0) on node trn1-0: node trn1-0 was lost "
+    assert lost == Disruption(
+        "bert-0-abcde",
+        0,
+        "trn1-0",
+        "NodeLost",
+        "node trn1-0 was lost (Ready=Unknown, NodeStatusUnknown: Kubelet stopped posting)",
+    )
+    assert lost.describe() == (
+        "pod bert-0-abcde (index 0) on node trn1-0 was disrupted (NodeLost): node trn1-0 was lost "
         "(Ready=Unknown, NodeStatusUnknown: Kubelet stopped posting)"
     )
-    assert "was deleted while the pod ran" in (node_lost(pod(), None) or "")
+    deleted = node_lost(pod(), None)
+    assert deleted is not None and deleted.reason == "NodeDeleted"
+    assert deleted.message == "node trn1-0 was deleted while the pod ran"
     assert node_lost(pod(phase="Succeeded"), None) is None, "a finished pod no longer needs its node"
     assert node_lost(pod(node=None, phase="Pending"), None) is None, "not scheduled yet"
+
+
+def disruption_target(reason, message="", status="True"):
+    return {
+        "type": "DisruptionTarget",
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": "2025-12-01T08:00:01Z",
+    }
+
+
+@pytest.mark.parametrize(
+    "reason",
+    [
+        "PreemptionByScheduler",
+        "DeletionByTaintManager",
+        "EvictionByEvictionAPI",
+        "DeletionByPodGC",
+        "TerminationByKubelet",
+    ],
+)
+def test_a_pod_with_the_disruption_target_condition_is_disrupted(reason):
+    evicted = pod(conditions=[disruption_target(reason, "Eviction API: evicting")])
+    evicted["metadata"]["deletionTimestamp"] = "2025-12-01T08:00:02Z"
+
+    found = disruption(evicted, node())
+    assert found == Disruption(
+        "bert-0-abcde", 0, "trn1-0", reason, "Eviction API: evicting", time=1764576001.0
+    )
+    assert found.describe().startswith(f"pod bert-0-abcde (index 0) on node trn1-0 was disrupted ({reason})")
+    assert disruption(evicted, None, nodes_known=False) == found, "the pod's own condition needs no node"
+
+
+def test_a_false_disruption_target_or_none_is_no_disruption():
+    assert (
+        disruption(pod(conditions=[disruption_target("EvictionByEvictionAPI", status="False")]), node())
+        is None
+    )
+    assert disruption(pod(), node()) is None
+    assert disruption(pod(), None, nodes_known=False) is None, "an unknown node is not a deleted one"
+    failed = pod(phase="Failed", containers=[container(terminated={"exitCode": 1, "reason": "Error"})])
+    assert disruption(failed, node()) is None, "a rank that failed on a healthy node failed on its own"
+
+
+@pytest.mark.parametrize("reason", ["Evicted", "Preempting", "Terminated"])
+def test_a_pod_its_kubelet_took_away_is_a_disruption_without_the_condition(reason):
+    message = "The node was low on resource: memory."
+    found = disruption(pod(phase="Failed", reason=reason, message=message), node(), nodes_known=False)
+    assert found is not None and (found.reason, found.message) == (reason, message)
+    assert disruption(pod(phase="Failed", reason="UnexpectedAdmissionError"), node()) is None
+
+
+def test_a_deleted_or_lost_node_is_a_disruption():
+    assert (disruption(pod(), None) or Disruption("", None, None, "")).reason == "NodeDeleted"
+    lost = disruption(pod(), node(ready="Unknown", reason="NodeStatusUnknown"))
+    assert lost is not None and lost.reason == "NodeLost" and lost.host == "trn1-0"
+
+
+def tainted(*keys, cordoned=False):
+    n = node()
+    n["spec"] = {"taints": [{"key": k, "effect": "NoSchedule"} for k in keys], "unschedulable": cordoned}
+    return n
+
+
+def test_a_pod_deleted_on_a_cordoned_node_was_drained():
+    deleting = pod()
+    deleting["metadata"]["deletionTimestamp"] = "2025-12-01T08:00:02Z"
+    found = disruption(deleting, tainted(cordoned=True))
+    assert found is not None and found.reason == "NodeDrained"
+    assert found.message == "the pod was deleted; node trn1-0 is cordoned"
+    assert disruption(deleting, node()) is None, "deleted on a healthy node: the Job's own doing"
+    assert disruption(pod(), tainted(cordoned=True)) is None, "cordoned, but the pod still runs"
+
+
+@pytest.mark.parametrize(
+    ("taint", "says"),
+    [
+        ("karpenter.sh/disrupted", "Karpenter is disrupting the node"),
+        ("aws-node-termination-handler/spot-itn", "spot interruption notice"),
+        ("aws-node-termination-handler/scheduled-maintenance", "scheduled maintenance"),
+        ("ToBeDeletedByClusterAutoscaler", "scale-down by the cluster autoscaler"),
+    ],
+)
+def test_the_nodes_taints_say_why_it_is_going_away(taint, says):
+    evicted = pod(conditions=[disruption_target("EvictionByEvictionAPI", "Eviction API: evicting")])
+    found = disruption(evicted, tainted(taint, cordoned=True))
+    assert found is not None and found.reason == "EvictionByEvictionAPI"
+    assert f"{says}" in found.message and f"(taint {taint})" in found.message
+    assert found.message.endswith("node trn1-0 is cordoned")
+
+    killed = pod(phase="Failed", containers=[container(terminated={"exitCode": 137, "reason": "Error"})])
+    reclaimed = disruption(killed, tainted(taint))
+    assert reclaimed is not None and reclaimed.reason == "NodeGoingAway" and says in reclaimed.message
+    assert going_away(tainted(taint, "dedicated")) == [f"{GOING_AWAY[taint]} (taint {taint})"]
+
+
+def test_a_job_failed_by_its_pod_failure_policy_for_a_disruption_names_the_pod():
+    message = "Pod ns/bert-0-abcde has condition DisruptionTarget matching FailJob rule at index 0"
+    failed = job({"type": "Failed", "status": "True", "reason": "PodFailurePolicy", "message": message})
+    evicted = pod(conditions=[disruption_target("EvictionByEvictionAPI", "Eviction API: evicting")])
+
+    found = job_disruption(failed, [evicted])
+    assert found is not None and found.reason == "EvictionByEvictionAPI" and found.host == "trn1-0"
+    gone = job_disruption(failed, [])
+    assert gone is not None and gone.pod == "bert-0-abcde" and gone.reason == "DisruptionTarget"
+    assert "matching FailJob rule" in gone.message
+
+    exit_code = (
+        "Container train for pod ns/bert-0-abcde failed with exit code 1 matching FailJob rule at index 1"
+    )
+    by_rank = job({"type": "Failed", "status": "True", "reason": "PodFailurePolicy", "message": exit_code})
+    assert job_disruption(by_rank, [evicted]) is None, "a rank's exit code is its own failure"
+    backoff = job({"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"})
+    assert job_disruption(backoff, [evicted]) is None
 
 
 def test_terminations_are_read_as_typed_records():

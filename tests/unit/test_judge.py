@@ -7,7 +7,7 @@ import pytest
 from rollcall.backends import EfaUse, JobState, JobStatus
 from rollcall.judge import CHECKS, Facts, judge
 from rollcall.ranklog import RollCall
-from rollcall.rootcause import Termination
+from rollcall.rootcause import Disruption, Termination
 from rollcall.verdict import Criteria, Evidence, Kind, Layout, Problem, RankState
 from tests.unit.helpers import event, node_log
 
@@ -186,3 +186,29 @@ def test_an_echo_of_a_silently_killed_pod_names_the_pod_from_its_termination_rec
     assert v.problems[1].startswith(
         "ranks 0-3 (node 0) [4 echoes of another rank's failure: lost the connection"
     )
+
+
+def test_a_disruption_comes_first_and_the_ranks_errors_are_its_consequences():
+    # node 1's pod was evicted; every rank, its own too, then lost its peers or was signalled.
+    errors = {r: (GLOO.format(port=40000 + r), T0 + 2) for r in range(8)}
+    errors[5] = ("RuntimeError: injected failure on rank 5", T0 + 3)
+    evicted = Disruption("job-1-abcde", 1, "ip-10-0-1-7", "EvictionByEvictionAPI", "Eviction API: evicting")
+    v = judged(2, 4, errors, JobStatus.disrupted(evicted))
+
+    assert v.findings[0].kind is Kind.DISRUPTION and v.findings[0].ranks == {}
+    assert v.problems[0] == (
+        "first failure: infrastructure disruption: pod job-1-abcde (index 1) on node ip-10-0-1-7 was disrupted "
+        "(EvictionByEvictionAPI): Eviction API: evicting; the 8 rank error(s) follow from it"
+    )
+    assert Kind.ROOT_CAUSE not in {p.kind for p in v.findings}, "no rank's error is a root cause"
+    assert Kind.JOB not in {p.kind for p in v.findings}, "the disruption is the job's end, named once"
+    assert {p.kind for p in v.findings[1:3]} == {Kind.ERROR}
+    assert v.disruption == evicted and v.root_cause is not None and v.root_cause.roots == ()
+    assert v.root_cause.as_dict()["disruption"]["host"] == "ip-10-0-1-7"
+
+
+def test_a_disruption_without_any_rank_error_is_still_named_first():
+    lost = Disruption("job-0-abcde", 0, "n0", "NodeDeleted", "node n0 was deleted while the pod ran")
+    v = judge(Evidence(two_by_two(skip={0: ("complete",)}), Layout(2, 2), JobStatus.disrupted(lost)))
+    assert [p.kind for p in v.findings] == [Kind.DISRUPTION, Kind.MISSING_EVENT]
+    assert v.problems[0].startswith("first failure: infrastructure disruption: pod job-0-abcde (index 0)")

@@ -121,6 +121,59 @@ def test_the_first_broken_pod_fails_the_run(tmp_path):
     assert "OOMKilled" in status.reason
 
 
+def node_obj(name, ready="True", **spec):
+    return {
+        "metadata": {"name": name},
+        "spec": spec,
+        "status": {"conditions": [{"type": "Ready", "status": ready}]},
+    }
+
+
+def test_a_disruption_is_judged_before_the_ranks_it_brought_down(tmp_path):
+    # pod a's peer b was evicted; a's ranks then failed (exit 1): the eviction is the run's end, not a's exit
+    crashed = {"name": "train", "state": {"terminated": {"exitCode": 1, "reason": "Error"}}}
+    evicted = {
+        "type": "DisruptionTarget",
+        "status": "True",
+        "reason": "EvictionByEvictionAPI",
+        "message": "m",
+    }
+    run = make(
+        tmp_path,
+        [pod("a", 0, "Failed", containerStatuses=[crashed]), pod("b", 1, conditions=[evicted])],
+    )
+    status = run._verdict()
+    assert status.state is JobState.FAILED and status.disruption is not None
+    assert (status.disruption.pod, status.disruption.host) == ("b", "node-1")
+    assert (
+        status.reason
+        == "infrastructure disruption: pod b (index 1) on node node-1 was disrupted (EvictionByEvictionAPI): m"
+    )
+
+
+def test_a_lost_node_is_a_disruption_once_the_nodes_are_listed(tmp_path):
+    run = make(tmp_path, [pod("a", 0), pod("b", 1)])
+    run.nodes = FakeInformer(node_obj("node-0"))
+    run.nodes.synced.clear()
+    assert run._verdict() is None, "the nodes' watch has not listed yet: node-1 is not known to be gone"
+    run.nodes.synced.set()
+    status = run._verdict()
+    assert status.disruption is not None and status.disruption.reason == "NodeDeleted"
+    assert status.disruption.host == "node-1"
+
+
+def test_a_job_failed_by_its_pod_failure_policy_for_a_disruption_reads_as_one(tmp_path):
+    failed = {
+        "type": "Failed",
+        "status": "True",
+        "reason": "PodFailurePolicy",
+        "message": "Pod ns-1/b has condition DisruptionTarget matching FailJob rule at index 0",
+    }
+    status = make(tmp_path, [pod("a", 0)], job_obj(failed))._verdict()
+    assert status.state is JobState.FAILED and status.disruption is not None
+    assert status.disruption.pod == "b" and status.disruption.reason == "DisruptionTarget"
+
+
 @pytest.mark.parametrize(
     ("accelerator", "evidence", "state", "says"),
     [

@@ -10,6 +10,7 @@ from kubernetes import client
 from rollcall.discovery import DiscoveryError, discover
 from rollcall.jobspec import JobSpec, NeuronCache, Scheduling, Toleration
 from rollcall.manifests import (
+    CONTAINER,
     MANIFESTS_DIR,
     ManifestError,
     Names,
@@ -389,3 +390,17 @@ def test_in_an_existing_namespace_no_namespace_is_rendered_and_the_run_keeps_its
     own = Names.new("rollcall", "bert-abc123")
     assert own.own_namespace and own.namespace == f"rollcall-{own.run_id}"
     assert [o["kind"] for o in render(SPEC, own).objects()] == ["Namespace", "Service", "Job"]
+
+
+def test_the_jobs_pod_failure_policy_fails_it_on_a_disruption_and_on_a_failed_rank():
+    from rollcall.faults import DISRUPTION_TARGET
+
+    job = render(JobSpec("bert", 2, 8, image="registry.example/bert:1"), Names.new("rollcall", "bert")).job
+    disruption, rank = job["spec"]["podFailurePolicy"]["rules"]
+    assert disruption == {
+        "action": "FailJob",
+        "onPodConditions": [{"type": DISRUPTION_TARGET, "status": "True"}],
+    }
+    assert rank["action"] == "FailJob"
+    assert rank["onExitCodes"] == {"containerName": CONTAINER, "operator": "NotIn", "values": [0]}
+    assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never", "a podFailurePolicy requires it"

@@ -86,6 +86,65 @@ def test_flaky(rollcall):
     assert doc["tests"][0]["attempts"] == 2 and doc["tests"][0]["flaky"]
 
 
+def test_a_pass_after_a_disruption_is_reported_as_such_not_as_flaky(project):
+    project.makepyfile(
+        test_roll="""
+from conftest import PLAN
+from rollcall.rootcause import Disruption
+
+def test_disrupted(rollcall):
+    evicted = Disruption("job-1", 1, "trn1-1", "EvictionByEvictionAPI", "Eviction API: evicting")
+    PLAN.append({"skip": {2: ("complete",)}, "disruption": evicted})
+    r = rollcall()
+    assert r.result.passed and not r.result.flaky
+    assert r.result.outcome == "passed_after_disruption"
+    assert r.result.attempts[0].verdict.disruption == evicted
+"""
+    )
+    res = project.runpytest("--retries", "1", "-p", "no:cacheprovider")
+    res.assert_outcomes(passed=1)
+    res.stdout.fnmatch_lines(["*PASS (after disruption)"])
+    (test,) = json.loads((project.path / "artifacts" / "results.json").read_text())["tests"]
+    assert test["attempts"] == 2 and not test["flaky"] and test["outcome"] == "passed_after_disruption"
+    assert test["disruptions"] == [
+        {
+            "attempt": 1,
+            "pod": "job-1",
+            "node": 1,
+            "host": "trn1-1",
+            "reason": "EvictionByEvictionAPI",
+            "message": "Eviction API: evicting",
+            "time": None,
+        }
+    ]
+
+
+def test_a_disruption_on_the_last_attempt_fails_as_one(project):
+    project.makepyfile(
+        test_roll="""
+from conftest import PLAN
+from rollcall.rootcause import Disruption
+
+def test_disrupted(rollcall):
+    PLAN.append({"disruption": Disruption("job-0", 0, "trn1-0", "DeletionByPodGC", "node gone")})
+    r = rollcall()
+    assert r.result.passed, r.result.message()
+"""
+    )
+    res = project.runpytest("-p", "no:cacheprovider")
+    res.assert_outcomes(failed=1)
+    res.stdout.fnmatch_lines(
+        [
+            "*first failure: infrastructure disruption: pod job-0 (index 0) on node trn1-0 was disrupted "
+            "(DeletionByPodGC): node gone",
+            "*FAIL (disrupted)",
+        ]
+    )
+    (test,) = json.loads((project.path / "artifacts" / "results.json").read_text())["tests"]
+    assert test["outcome"] == "disrupted" and test["findings"][0]["kind"] == "disruption"
+    assert test["root_cause"]["disruption"]["reason"] == "DeletionByPodGC"
+
+
 def test_bad_option_is_a_usage_error_naming_the_fix(pytester):
     res = pytester.runpytest("--nodes", "0")
     assert res.ret == pytest.ExitCode.USAGE_ERROR

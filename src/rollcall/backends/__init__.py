@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from rollcall.collect import Collector
 from rollcall.jobspec import Accelerator, JobSpec
-from rollcall.rootcause import Termination
+from rollcall.rootcause import Disruption, Termination
 
 if TYPE_CHECKING:
     from rollcall.options import Options
@@ -55,6 +55,8 @@ class JobStatus:
 
     ``efa`` is set when the job requested EFA: what the pods' logs showed of it. ``terminations`` are the
     containers that ended badly, as their runtime recorded them (where the backend can read that).
+    ``disruption`` is set when the infrastructure took a pod away (evicted, preempted, its node deleted, lost,
+    drained or reclaimed): the job failed, but no rank did.
     """
 
     state: JobState
@@ -62,6 +64,13 @@ class JobStatus:
     details: list[str] = field(default_factory=list)
     efa: EfaUse | None = None
     terminations: list[Termination] = field(default_factory=list)
+    disruption: Disruption | None = None
+
+    @classmethod
+    def disrupted(cls, disruption: Disruption) -> JobStatus:
+        """A job that failed because the infrastructure took ``disruption``'s pod away."""
+        reason = f"infrastructure disruption: {disruption.describe()}"
+        return cls(JobState.FAILED, reason, disruption=disruption)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from rollcall.access import check as check_access
 from rollcall.backends import Placement
 from rollcall.backends.kubernetes_job import (
     CLEANUP_TIMEOUT_S,
@@ -74,15 +75,38 @@ class KubernetesBackend:
     discovery: Discovery | None = None
     _ledger: Ledger | None = None
 
+    @staticmethod
+    def check(options: Options) -> Kube:
+        """Connect and check access, before anything is created; the client.
+
+        A missing ``--image``, a bad kubeconfig or context, an unreachable API server and a right the server
+        refuses each raise :class:`~rollcall.options.OptionError` naming the option and the fix
+        (:mod:`rollcall.kubeconfig`, :mod:`rollcall.access`).
+        """
+        if not options.image:
+            raise OptionError(
+                "the kubernetes backend needs --image IMAGE, the training image (see images/bert-training/); "
+                "or choose another with --backend"
+            )
+        source = options.sources.get("kubeconfig", "default")
+        kube = connect(
+            options.kubeconfig, options.context, flag="--kubeconfig" if source == "default" else source
+        )
+        check_access(
+            kube, options.namespace or Names.new(options.namespace_prefix, "check").namespace, options
+        )
+        return kube
+
     @classmethod
     def from_options(
         cls, options: Options, progress: Callable[[str], None] | None = None
     ) -> KubernetesBackend:
-        """Connect, check ``--namespace``, and sweep old namespaces when ``--sweep-older-than`` is set.
+        """Connect and check access (:meth:`check`), check ``--namespace``, sweep (``--sweep-older-than``).
 
-        Raises :class:`OptionError` when ``--namespace`` (or its ``--service-account``) does not exist.
+        Raises :class:`OptionError` on bad input, and when ``--namespace`` (or its ``--service-account``)
+        does not exist.
         """
-        kube = connect(options.kubeconfig, options.context)
+        kube = cls.check(options)
         backend = cls(kube, options, progress=progress, unschedulable_grace_s=options.unschedulable_grace)
         backend.check_namespace()
         if options.sweep_older_than is not None:

@@ -8,13 +8,17 @@ provision
 wait
     Fails at once, naming the pod, its index and its node, on a Failed Job, a pod Unschedulable past the
     grace period (with the scheduler's message), an image that cannot be pulled, an OOMKilled or non-zero
-    container, or the job timeout (:mod:`rollcall.faults`). Progress goes to the terminal meanwhile.
+    container, or the job timeout (:mod:`rollcall.faults`). A pod the infrastructure took away (evicted,
+    preempted, its node deleted, lost, drained or reclaimed) is judged first, as a disruption
+    (:attr:`~rollcall.backends.JobStatus.disruption`), not as a failed rank. Progress goes to the
+    terminal meanwhile.
 collect
     Every container's log is followed from the moment it starts into ``<artifacts>/<pod>.log`` and parsed
     as it arrives (:mod:`rollcall.podlogs`). With EFA requested, NCCL must have selected it. On failure the
     pods, the Job and the namespace's events are saved as YAML next to the logs.
 clean up
-    The namespace is deleted with foreground propagation and awaited within a bound (a warning otherwise).
+    The namespace is deleted with foreground propagation, its Jobs first
+    (:func:`rollcall.kube.delete_namespace`), and awaited within a bound (a warning otherwise).
     In an existing namespace, the run's Job (foreground, so its pods go first) and Service are deleted
     instead, and awaited likewise; the namespace stays.
 """
@@ -34,8 +38,10 @@ from kubernetes.client.exceptions import ApiException
 from rollcall.backends import EfaUse, JobState, JobStatus
 from rollcall.collect import Collector
 from rollcall.faults import (
+    disruption,
     duplicate_indexes,
     index_of,
+    job_disruption,
     job_result,
     node_lost,
     phases,
@@ -63,6 +69,7 @@ from rollcall.kube import (
 from rollcall.manifests import CONTAINER, Names, Rendered
 from rollcall.podlogs import EfaEvidence, LogFollower, explain
 from rollcall.reaper import Claim, Ledger
+from rollcall.rootcause import Disruption
 
 log = logging.getLogger(__name__)
 
@@ -239,11 +246,12 @@ class KubernetesJob:
         assert self.jobs is not None and self.pods is not None
         self._observe()
         now = time.monotonic()
-        for pod in self.pods.objects():
+        pods = self.pods.objects()
+        found = self._disruption(pods)
+        if found is not None:  # before any fault: ranks dying because a peer was taken away are consequences
+            return JobStatus.disrupted(found)
+        for pod in pods:
             fault = pod_fault(pod)
-            # The nodes' watch never holds the verdict up: until it has listed, nodes are not judged.
-            if fault is None and self.nodes is not None and self.nodes.synced.is_set():
-                fault = node_lost(pod, self.nodes.get((pod.get("spec") or {}).get("nodeName") or ""))
             if fault:
                 return JobStatus(JobState.FAILED, fault)
             name = pod["metadata"]["name"]
@@ -265,7 +273,23 @@ class KubernetesJob:
         kind, why = result
         if kind == "complete":
             return JobStatus(JobState.SUCCEEDED)
+        found = job_disruption(job, pods)
+        if found is not None:
+            return JobStatus.disrupted(found)
         return JobStatus(JobState.TIMED_OUT if kind == "timed_out" else JobState.FAILED, why)
+
+    def _disruption(self, pods: list[dict[str, Any]]) -> Disruption | None:
+        """The first pod the infrastructure took away (:func:`rollcall.faults.disruption`), if any.
+
+        The nodes' watch never holds the verdict up: until it has listed, only the pods' own conditions count.
+        """
+        known = self.nodes is not None and self.nodes.synced.is_set()
+        for pod in sorted(pods, key=index_of):
+            node = self.nodes.get((pod.get("spec") or {}).get("nodeName") or "") if self.nodes else None
+            found = disruption(pod, node, nodes_known=known)
+            if found is not None:
+                return found
+        return None
 
     def _observe(self) -> None:
         """Start following the log of every container that has started; show progress."""

@@ -1,0 +1,282 @@
+"""Disruptions against a real API server, scheduler, Job, pod GC and taint controllers, with kwok nodes.
+
+A pod evicted through the Eviction API (the API server sets its ``DisruptionTarget`` condition), a node deleted
+under a running pod, a ``kubectl drain`` (cordon, then evict), a ``NoExecute`` taint (the taint manager
+evicts), a preemption by the scheduler, and a node reclaimed as Karpenter and the AWS Node Termination Handler
+do it (taint, cordon, evict) each fail the run as an infrastructure disruption naming the pod's node and the
+reason, never as a failed rank; with ``--retries 1`` a disruption then a pass passes, reported as passed after
+a disruption.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from rollcall.backends import JobState
+from rollcall.faults import index_of
+from rollcall.kube import call
+from rollcall.manifests import JOB_LABEL, PodExtras
+from rollcall.runner import Attempt, RunResult
+from rollcall.verdict import Kind
+from tests.cluster.controlplane import RUN_DURATION_ANNOTATION
+from tests.waiting import wait_until
+
+from .conftest import TRN1, suite_namespaces
+
+pytestmark = pytest.mark.control_plane
+
+#: Long enough that only the disruption can end the run.
+RUNS_UNTIL_DISRUPTED = {RUN_DURATION_ANNOTATION: "300s"}
+
+
+class Run:
+    """A Suite.run in a thread, and the pods of its first attempt once they all run."""
+
+    def __init__(self, suite: Any, request: pytest.FixtureRequest, kube: Any) -> None:
+        self.kube = kube
+        self.before = {n["metadata"]["name"] for n in suite_namespaces(kube)}
+        self.result: RunResult | None = None
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._go, args=(suite, request), daemon=True)
+        self._thread.start()
+
+    def _go(self, suite: Any, request: pytest.FixtureRequest) -> None:
+        try:
+            self.result = suite.run(request.node.nodeid, request.node.name).result
+        except BaseException as exc:  # re-raised by finish()
+            self.error = exc
+
+    def running_pods(self, count: int) -> list[dict[str, Any]]:
+        """The first attempt's pods, by index, once ``count`` of them run."""
+
+        def probe() -> list[dict[str, Any]] | None:
+            pods = [
+                p
+                for p in call(self.kube.core.list_pod_for_all_namespaces, label_selector=JOB_LABEL)["items"]
+                if p["metadata"]["namespace"] not in self.before and p["status"].get("phase") == "Running"
+            ]
+            return sorted(pods, key=index_of) if len(pods) >= count else None
+
+        found: list[dict[str, Any]] = wait_until("the run's pods to run", probe, timeout=120)
+        return found
+
+    def finish(self) -> RunResult:
+        self._thread.join(300)
+        assert not self._thread.is_alive(), "the run did not end"
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result
+
+
+def evict(kube: Any, pod: dict[str, Any]) -> None:
+    meta = pod["metadata"]
+    body = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+    }
+    call(kube.core.create_namespaced_pod_eviction, meta["name"], meta["namespace"], body=body)
+
+
+def assert_disrupted(attempt: Attempt, pod: dict[str, Any], reasons: tuple[str, ...]) -> None:
+    """The attempt failed as a disruption of ``pod`` on its node, for one of ``reasons``; no rank failed."""
+    node, name = pod["spec"]["nodeName"], pod["metadata"]["name"]
+    message = attempt.verdict.message(str(attempt.artifacts))
+    found = attempt.status.disruption
+    assert attempt.status.state is JobState.FAILED and found is not None, message
+    assert (found.pod, found.host, found.node) == (name, node, int(index_of(pod))), found
+    assert found.reason in reasons, found
+    assert attempt.verdict.findings[0].kind is Kind.DISRUPTION, message
+    assert attempt.verdict.problems[0].startswith(
+        f"first failure: infrastructure disruption: pod {name} (index {index_of(pod)}) on node {node} was "
+        f"disrupted ({found.reason})"
+    ), message
+    assert not attempt.verdict.of_kind(Kind.ROOT_CAUSE) and not attempt.verdict.of_kind(Kind.JOB), message
+    assert attempt.disruption == found
+
+
+@pytest.fixture
+def uncordon(control_plane) -> Iterator[Callable[[str], None]]:
+    """``uncordon(node)`` at the end of the test."""
+    nodes: list[str] = []
+    yield nodes.append
+    for node in nodes:
+        control_plane.kubectl("uncordon", node)
+
+
+def test_a_pod_evicted_through_the_eviction_api_is_a_disruption(make_suite, kube, request):
+    suite, _ = make_suite(nodes=2, annotations=RUNS_UNTIL_DISRUPTED)
+    run = Run(suite, request, kube)
+    pod = run.running_pods(2)[1]
+    evict(kube, pod)
+    result = run.finish()
+
+    assert result.outcome == "disrupted" and not result.passed
+    assert_disrupted(result.last, pod, ("EvictionByEvictionAPI",))
+    assert "Eviction API" in (result.last.status.disruption.message if result.last.status.disruption else "")
+
+
+def test_a_node_deleted_under_a_running_pod_is_a_disruption(
+    make_suite, kube, control_plane, ensure_nodes, request
+):
+    ensure_nodes(3)
+    suite, _ = make_suite(nodes=2, annotations=RUNS_UNTIL_DISRUPTED)
+    run = Run(suite, request, kube)
+    pod = run.running_pods(2)[1]
+    node = pod["spec"]["nodeName"]
+    control_plane.kubectl("delete", "node", node, "--wait=false")
+    try:
+        result = run.finish()
+    finally:
+        control_plane.add_named_nodes([node], TRN1)
+
+    # the nodes' watch sees the node go at once; pod GC would mark the pod DeletionByPodGC later
+    assert_disrupted(result.last, pod, ("NodeDeleted", "DeletionByPodGC"))
+
+
+def test_a_drained_node_is_a_disruption(make_suite, kube, control_plane, ensure_nodes, uncordon, request):
+    ensure_nodes(3)
+    suite, _ = make_suite(nodes=2, annotations=RUNS_UNTIL_DISRUPTED)
+    run = Run(suite, request, kube)
+    pod = run.running_pods(2)[1]
+    node = pod["spec"]["nodeName"]
+    uncordon(node)
+    drain = subprocess.Popen(
+        [
+            str(control_plane.bin_dir / "kubectl"),
+            *("--kubeconfig", str(control_plane.kubeconfig), "drain", node),
+            *("--ignore-daemonsets", "--delete-emptydir-data", "--timeout=120s"),
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        result = run.finish()
+    finally:
+        out, _ = drain.communicate(timeout=180)
+    assert "evicting pod" in out, out
+
+    assert_disrupted(result.last, pod, ("EvictionByEvictionAPI",))
+    found = result.last.status.disruption
+    assert found is not None and found.message.endswith(f"node {node} is cordoned"), found
+
+
+@pytest.fixture
+def untaint(control_plane) -> Iterator[Callable[[str, str], None]]:
+    """``untaint(node, key)``: remove the taint at the end of the test."""
+    taints: list[tuple[str, str]] = []
+    yield lambda node, key: taints.append((node, key))
+    for node, key in taints:
+        control_plane.kubectl("taint", "node", node, f"{key}-")
+
+
+def test_a_noexecute_taint_evicts_through_the_taint_manager(
+    make_suite, kube, control_plane, ensure_nodes, untaint, request
+):
+    ensure_nodes(3)
+    suite, _ = make_suite(nodes=2, annotations=RUNS_UNTIL_DISRUPTED)
+    run = Run(suite, request, kube)
+    pod = run.running_pods(2)[1]
+    node = pod["spec"]["nodeName"]
+    untaint(node, "rollcall.test/maintenance")
+    control_plane.kubectl("taint", "node", node, "rollcall.test/maintenance=now:NoExecute")
+    result = run.finish()
+
+    assert_disrupted(result.last, pod, ("DeletionByTaintManager",))
+
+
+def test_a_pod_preempted_by_the_scheduler_is_a_disruption(
+    make_suite, kube, control_plane, ensure_nodes, request
+):
+    ensure_nodes(3)
+    suite, _ = make_suite(nodes=2, annotations=RUNS_UNTIL_DISRUPTED)
+    run = Run(suite, request, kube)
+    pod = run.running_pods(2)[1]
+    node = pod["spec"]["nodeName"]
+    urgent = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": "rollcall-test-urgent"},
+        "value": 1000000,
+    }
+    preemptor = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "rollcall-test-preemptor", "namespace": "default"},
+        "spec": {
+            "priorityClassName": "rollcall-test-urgent",
+            "nodeSelector": {"kubernetes.io/hostname": node},
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "registry.invalid/urgent:1",
+                    "resources": {"limits": dict(pod["spec"]["containers"][0]["resources"]["limits"])},
+                }
+            ],
+        },
+    }
+    control_plane.apply(urgent, preemptor)
+    try:
+        result = run.finish()
+    finally:
+        control_plane.kubectl(
+            "delete", "pod", "rollcall-test-preemptor", "-n", "default", "--grace-period=0", "--force"
+        )
+        control_plane.kubectl("delete", "priorityclass", "rollcall-test-urgent")
+
+    assert_disrupted(result.last, pod, ("PreemptionByScheduler",))
+
+
+@pytest.mark.parametrize(
+    ("taint", "says"),
+    [
+        ("karpenter.sh/disrupted", "Karpenter is disrupting the node"),
+        ("aws-node-termination-handler/spot-itn", "spot interruption notice"),
+    ],
+)
+def test_a_node_reclaimed_says_why_in_the_disruption(
+    make_suite, kube, control_plane, ensure_nodes, untaint, uncordon, request, taint, says
+):
+    # what Karpenter and the AWS Node Termination Handler do: taint the node NoSchedule, cordon it, evict
+    ensure_nodes(3)
+    suite, _ = make_suite(nodes=2, annotations=RUNS_UNTIL_DISRUPTED)
+    run = Run(suite, request, kube)
+    pod = run.running_pods(2)[0]
+    node = pod["spec"]["nodeName"]
+    untaint(node, taint)
+    uncordon(node)
+    control_plane.kubectl("taint", "node", node, f"{taint}=1:NoSchedule")
+    control_plane.kubectl("cordon", node)
+    evict(kube, pod)
+    result = run.finish()
+
+    assert_disrupted(result.last, pod, ("EvictionByEvictionAPI",))
+    found = result.last.status.disruption
+    assert found is not None and f"{says}" in found.message and f"(taint {taint})" in found.message, found
+
+
+def test_with_retries_a_disruption_then_a_pass_passes_as_such(make_suite, kube, request):
+    suite, backend = make_suite(nodes=2, retries=1, annotations=RUNS_UNTIL_DISRUPTED)
+    run = Run(suite, request, kube)
+    pod = run.running_pods(2)[0]
+    backend.extras = PodExtras(annotations={RUN_DURATION_ANNOTATION: "1s"})  # the retry runs to its end
+    evict(kube, pod)
+    result = run.finish()
+
+    assert result.passed and not result.flaky, result.message()
+    assert result.outcome == "passed_after_disruption" and len(result.attempts) == 2
+    assert_disrupted(result.attempts[0], pod, ("EvictionByEvictionAPI",))
+    assert [n for n, _ in result.disruptions] == [1]
+    (record,) = suite.records
+    entry = record.as_dict()
+    assert entry["outcome"] == "passed_after_disruption" and not entry["flaky"]
+    assert entry["disruptions"][0]["pod"] == pod["metadata"]["name"]
+    assert entry["disruptions"][0]["reason"] == "EvictionByEvictionAPI"

@@ -19,7 +19,7 @@ from rollcall.backends import JobState
 from rollcall.discovery import DiscoveryError
 from rollcall.kube import call
 from tests.cluster.conftest import _unavailable
-from tests.cluster.controlplane import ControlPlane, ControlPlaneError
+from tests.cluster.controlplane import INSTANCE_TYPE_LABEL, ControlPlane, ControlPlaneError
 from tests.waiting import wait_until
 
 from .conftest import TRN1, suite_namespaces
@@ -27,6 +27,7 @@ from .conftest import TRN1, suite_namespaces
 pytestmark = pytest.mark.control_plane
 
 POOL_LABEL = "rollcall.test/pool"
+AUTO_MODE = "eks.amazonaws.com/compute-type"
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +113,8 @@ def test_two_trn1_nodes_arrive_while_the_run_waits(make_suite, nodepool, slow_la
     pool = nodepool(node_class=slow_launch)
     assert not _pool_nodes(control_plane, pool), "the cluster has none of the pool's nodes yet"
     suite, backend = make_suite(nodes=2, node_selector=f"{POOL_LABEL}={pool}", efa="off")
-    attempt = run(suite, request)
+    record = suite.run(request.node.nodeid, request.node.name)
+    attempt = record.result.last
 
     assert attempt.passed, attempt.verdict.message(str(attempt.artifacts))
     assert attempt.spec.procs_per_node == 32, "planned from trn1.32xlarge before any node existed"
@@ -123,6 +125,10 @@ def test_two_trn1_nodes_arrive_while_the_run_waits(make_suite, nodepool, slow_la
     assert f"too few nodes (0 of 2); 2 can arrive from Karpenter NodePool {pool}" in progress
     assert f"waiting for capacity from Karpenter NodePool {pool}: NodeClaims {pool}-" in progress, progress
     assert "every pod scheduled after" in progress and "--job-timeout" in progress
+    reported = record.as_dict()["job"]["waits"]
+    assert reported["waited_for"] == waits.waited_for and reported["scheduled_s"] == round(
+        waits.scheduled_s, 1
+    )
     nodes = _pool_nodes(control_plane, pool)
     assert len(nodes) == 2 and all(n["metadata"]["labels"]["karpenter.sh/nodepool"] == pool for n in nodes)
 
@@ -137,7 +143,7 @@ def test_with_nothing_to_provision_it_fails_before_creating_anything(
     with pytest.raises(DiscoveryError) as err:
         run(suite, request)
     text = str(err.value)
-    assert text.startswith("need 2 usable node(s), found 0"), text
+    assert "need 2 usable node(s), found 0" in text, text
     assert "no capacity can arrive; looked for:" in text
     assert f"{pool}: its template sets {POOL_LABEL}={pool}, not nowhere" in text, text
     assert "cluster-autoscaler: no kube-system/cluster-autoscaler-status ConfigMap" in text
@@ -219,3 +225,22 @@ def test_a_job_never_admitted_fails_naming_the_quota(make_suite, ensure_nodes, s
 
     assert attempt.status.state is JobState.NO_CAPACITY
     assert attempt.status.reason.startswith("quota (Kueue) did not arrive within 5s (--capacity-timeout)")
+
+
+def test_device_plugins_on_eks_auto_mode_rest_on_allocatable(make_suite, ensure_nodes, control_plane):
+    ensure_nodes(2)
+    names = [
+        n["metadata"]["name"]
+        for n in control_plane.get("nodes", "-l", f"{INSTANCE_TYPE_LABEL}={TRN1}")["items"]
+    ]
+    control_plane.kubectl("label", "node", *names[:2], f"{AUTO_MODE}=auto")
+    try:
+        suite, backend = make_suite(nodes=2, check_device_plugins=True, node_selector=f"{AUTO_MODE}=auto")
+        assert suite.placement.accelerator == "neuron", (
+            "no device-plugin DaemonSet exists, yet discovery passes"
+        )
+        assert any(
+            "EKS Auto Mode nodes run no device-plugin DaemonSets" in line for line in backend.progress_lines
+        )
+    finally:
+        control_plane.kubectl("label", "node", *names[:2], f"{AUTO_MODE}-")

@@ -171,3 +171,9 @@ def test_device_plugins_ready_missing_and_not_ready():
         "efa-device-plugin in every namespace)",
     ]
     assert check_device_plugins([], "cpu", efa=False) == []
+
+
+def test_eks_auto_mode_nodes_are_recognised():
+    auto = {"eks.amazonaws.com/compute-type": "auto"}
+    assert run([node("a", labels=auto), node("b", labels=auto)]).auto_mode
+    assert not run([node("a", labels=auto), node("b")]).auto_mode

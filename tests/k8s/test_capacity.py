@@ -244,3 +244,74 @@ def test_device_plugins_on_eks_auto_mode_rest_on_allocatable(make_suite, ensure_
         )
     finally:
         control_plane.kubectl("label", "node", *names[:2], f"{AUTO_MODE}-")
+
+
+@pytest.fixture
+def autoscaler_status(control_plane: ControlPlane) -> Iterator[None]:
+    """A cluster-autoscaler's status ConfigMap: the sign that one runs."""
+    control_plane.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "cluster-autoscaler-status", "namespace": "kube-system"},
+            "data": {"status": "Cluster-autoscaler status at 2026-12-01: Health: Healthy"},
+        }
+    )
+    yield
+    control_plane.kubectl("delete", "configmap", "cluster-autoscaler-status", "-n", "kube-system")
+
+
+def _scale_up_when_waiting(
+    cp: ControlPlane, kube: Any, lines: list[str], group: str, added: list[str]
+) -> None:
+    """Play the autoscaler: once the run waits, report a scale-up and add two nodes of the group."""
+    wait_until("the run waiting for capacity", lambda: any("waiting for capacity" in x for x in lines), 120)
+    ns = next(n["metadata"]["name"] for n in suite_namespaces(kube))
+    pod = call(kube.core.list_namespaced_pod, ns)["items"][0]["metadata"]["name"]
+    cp.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{pod}.scale-up", "namespace": ns},
+            "involvedObject": {"kind": "Pod", "name": pod, "namespace": ns},
+            "reason": "TriggeredScaleUp",
+            "message": f"pod triggered scale-up: [{{{group} 0->2 (max: 4)}}]",
+            "type": "Normal",
+            "source": {"component": "cluster-autoscaler"},
+        }
+    )
+    wait_until("the scale-up shown", lambda: any("TriggeredScaleUp: pod triggered" in x for x in lines), 60)
+    added += cp.add_nodes(2, TRN1)
+    cp.kubectl("label", "node", *added, f"{POOL_LABEL}={group}")
+
+
+def test_a_trusted_autoscaler_brings_nodes_the_test_adds(
+    make_suite, control_plane, kube, autoscaler_status, request
+):
+    group = f"asg-{uuid.uuid4().hex[:6]}"
+    suite, backend = make_suite(
+        nodes=2, node_selector=f"{POOL_LABEL}={group}", efa="off", capacity_timeout="10m"
+    )
+    added: list[str] = []
+    scaler = threading.Thread(
+        target=_scale_up_when_waiting, args=(control_plane, kube, backend.progress_lines, group, added)
+    )
+    scaler.start()
+    try:
+        attempt = run(suite, request)
+        scaler.join(30)
+        assert attempt.passed, attempt.verdict.message(str(attempt.artifacts))
+        assert attempt.status.waits.waited_for == "cluster-autoscaler (kube-system/cluster-autoscaler-status)"
+        assert any("TriggeredScaleUp: pod triggered scale-up" in line for line in backend.progress_lines)
+    finally:
+        scaler.join(30)
+        if added:
+            control_plane.kubectl("delete", "node", *added)
+
+
+def test_an_untrusted_autoscaler_is_named_but_not_waited_for(make_suite, autoscaler_status, request):
+    suite, _ = make_suite(nodes=2, node_selector=f"{POOL_LABEL}=nowhere")
+    with pytest.raises(DiscoveryError) as err:
+        run(suite, request)
+    assert "cluster-autoscaler: it runs, but its status does not say which labels" in str(err.value)
+    assert "give --capacity-timeout to wait for it to scale up" in str(err.value)

@@ -126,17 +126,14 @@ class KubernetesBackend:
         except TooFewNodes as short:
             found = self._arriving(options, short)
         if found.auto_mode and options.check_device_plugins:
-            log.info(
-                "EKS Auto Mode nodes: device plugins are built in, not DaemonSets; relying on allocatable"
-            )
             self._say(
                 "--check-device-plugins: EKS Auto Mode nodes run no device-plugin DaemonSets; "
                 "relying on the resources they advertise"
             )
         elif self.arriving is not None and options.check_device_plugins:
             self._say(
-                "--check-device-plugins: the nodes do not exist yet; their resources are checked when "
-                "they are scheduled on"
+                "--check-device-plugins: the nodes do not exist yet, so their device plugins cannot be "
+                "checked; the pods are scheduled only where the resources they request are advertised"
             )
         elif options.check_device_plugins:
             daemonsets = call(self.kube.apps.list_daemon_set_for_all_namespaces)["items"]

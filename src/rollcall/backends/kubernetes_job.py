@@ -65,6 +65,7 @@ from rollcall.kube import (
     wait_for,
 )
 from rollcall.manifests import CONTAINER, Names, Rendered
+from rollcall.options import DEFAULTS
 from rollcall.podlogs import EfaEvidence, LogFollower
 from rollcall.reaper import Ledger
 from rollcall.waits import Waits
@@ -79,8 +80,6 @@ DEADLINE_SLACK_S = 10.0
 #: How long clean-up waits for a namespace to be gone, and how long logs are read after the job has ended.
 CLEANUP_TIMEOUT_S = 120.0
 DRAIN_S = 60.0
-#: How long pods may wait to be scheduled (for quota or capacity) unless told otherwise.
-CAPACITY_TIMEOUT_S = 900.0
 #: How often NodeClaims and scale-up events are read while the pods wait for capacity.
 CAPACITY_POLL_S = 5.0
 _PHASES = ("Pending", "Running", "Succeeded", "Failed")
@@ -111,7 +110,7 @@ class JobSettings:
     cleanup_timeout_s: float = CLEANUP_TIMEOUT_S
     drain_s: float = DRAIN_S
     progress: Callable[[str], None] | None = None
-    capacity_timeout_s: float = CAPACITY_TIMEOUT_S
+    capacity_timeout_s: float = DEFAULTS.capacity_timeout
     arriving: Lookup | None = None
 
 
@@ -139,7 +138,7 @@ class KubernetesJob:
     _timeout_s: float = 0.0
     _waiting: str = ""
     _waiting_read_at: float = -CAPACITY_POLL_S
-    _shown: tuple[tuple[str, int], ...] = ()
+    _shown: tuple[tuple[tuple[str, int], ...], str] = ((), "")
     _shown_at: float = 0.0
     _cleaned: bool = False
 
@@ -466,7 +465,7 @@ class KubernetesJob:
             return
         counts = phases(self.pods.objects())
         note = self._waiting_note()
-        key = (*sorted(counts.items()), ("", len(note)), (note, 0))
+        key = (tuple(sorted(counts.items())), note)
         now = time.monotonic()
         changed = key != self._shown
         if (force and changed) or (changed and now - self._shown_at >= 2.0) or now - self._shown_at >= 30.0:

@@ -112,7 +112,8 @@ def run(suite: Any, request: pytest.FixtureRequest) -> Any:
 def test_two_trn1_nodes_arrive_while_the_run_waits(make_suite, nodepool, slow_launch, control_plane, request):
     pool = nodepool(node_class=slow_launch)
     assert not _pool_nodes(control_plane, pool), "the cluster has none of the pool's nodes yet"
-    suite, backend = make_suite(nodes=2, node_selector=f"{POOL_LABEL}={pool}", efa="off")
+    # The launch takes 15 s; a 10 s job timeout passes only because it counts from when the pods are scheduled.
+    suite, backend = make_suite(nodes=2, node_selector=f"{POOL_LABEL}={pool}", efa="off", job_timeout=10)
     record = suite.run(request.node.nodeid, request.node.name)
     attempt = record.result.last
 

@@ -9,7 +9,8 @@ anything is created, naming what it looked for. Pods of such a run plan their re
 type (:data:`rollcall.capacity.CATALOGUE`) or ``--procs-per-node``; ``--efa auto`` requests EFA only from
 nodes that exist, so ask with ``--efa on``. The Job's own ``activeDeadlineSeconds`` then counts the
 capacity wait too (``--job-timeout`` plus ``--capacity-timeout``): it starts with the Job, while the
-suite's own deadline, ``--job-timeout`` from when every pod is scheduled, stays in charge.
+suite's own deadline, ``--job-timeout`` from when every pod is scheduled, stays in charge. (A Job that
+Kueue suspends needs no such allowance: resuming a Job resets its start time, and so its deadline.)
 
 A run renders ``manifests/`` from the JobSpec, validated offline (:mod:`rollcall.manifests`), in a
 namespace ``<prefix>-<random>``; its lifecycle (provision, wait, collect, clean up) is

@@ -4,6 +4,10 @@ Karpenter runs as a local process against the session's control plane (hack/karp
 only. Each test's NodePool labels its nodes ``rollcall.test/pool=<name>`` and the run selects on that label,
 so no existing node is usable: the cluster has none of them until Karpenter creates them. The pool is
 deleted after each test and its nodes are awaited gone, so other tests never see them.
+
+Without Karpenter: a cluster-autoscaler (its status ConfigMap; the test plays it, adding nodes and a
+``TriggeredScaleUp`` event while the run waits), a Job created suspended as Kueue would hold it (the test
+admits it by unsuspending), and EKS Auto Mode nodes under ``--check-device-plugins``.
 """
 
 from __future__ import annotations

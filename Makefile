@@ -84,6 +84,7 @@ test: lint cluster-build
 cluster-build:
 	hack/deps.sh
 	hack/cluster.sh build
+	hack/karpenter.sh build
 
 cluster-up:
 	hack/cluster.sh up --nodes $(NODES) --profile $(PROFILE) --real-nodes $(REAL)

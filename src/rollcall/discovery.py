@@ -13,9 +13,12 @@ is unusable. ``--efa on`` leaves out nodes without EFA; ``--efa auto`` uses EFA 
 it, goes without when none has, and refuses, naming the nodes that lack it, when only some have it: EFA is
 never dropped silently.
 
-When fewer than ``--nodes`` nodes are usable, :class:`DiscoveryError` lists the usable ones and why each
-other node is not, before anything is created. :func:`check_device_plugins` optionally verifies that the
-device-plugin DaemonSets serving those resources are ready.
+When fewer than ``--nodes`` nodes are usable, :class:`TooFewNodes` (a :class:`DiscoveryError`) lists the
+usable ones and why each other node is not, before anything is created; the kubernetes backend then looks
+for capacity that can arrive (:mod:`rollcall.capacity`). :func:`check_device_plugins` optionally verifies
+that the device-plugin DaemonSets serving those resources are ready; on EKS Auto Mode nodes (label
+``eks.amazonaws.com/compute-type=auto``) the plugins are part of the node, not DaemonSets, so the check
+rests on the allocatable resources read above.
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ from rollcall.jobspec import (
 from rollcall.options import DEFAULTS
 
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+#: EKS Auto Mode nodes: their device plugins are part of the node, not DaemonSets.
+AUTO_MODE_LABEL = ("eks.amazonaws.com/compute-type", "auto")
 #: Taint effects that keep a pod off a node unless tolerated.
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 #: Substrings of the names of the device-plugin DaemonSets (upstream manifests, Helm charts, GPU operator).
@@ -56,6 +61,21 @@ Obj = dict[str, Any]
 
 class DiscoveryError(RuntimeError):
     """The cluster cannot run the job as asked; the message lists what was found and why."""
+
+
+class TooFewNodes(DiscoveryError):
+    """Fewer nodes are usable than asked for; capacity that can arrive may still make up for them.
+
+    Attributes:
+        usable: the usable nodes; ``rejected``: why each other node is not.
+        accelerator: the accelerator chosen (None when ``auto`` found no node offering one).
+    """
+
+    def __init__(
+        self, message: str, usable: list[str], rejected: dict[str, str], accelerator: Accelerator | None
+    ) -> None:
+        super().__init__(message)
+        self.usable, self.rejected, self.accelerator = usable, rejected, accelerator
 
 
 @dataclass(frozen=True)
@@ -105,6 +125,7 @@ class Discovery:
     usable: list[str]
     rejected: dict[str, str] = field(default_factory=dict)
     efa: bool = False
+    auto_mode: bool = False
 
 
 def count(quantity: object) -> int:
@@ -207,7 +228,8 @@ def discover(
     efa_need = _efa_need(chosen_type, candidates, rejected) if use_efa else 0
 
     if len(candidates) < nodes:
-        raise DiscoveryError(report(nodes, [n.name for n in candidates], rejected, accel))
+        usable = [n.name for n in candidates]
+        raise TooFewNodes(report(nodes, usable, rejected, accel), usable, rejected, accel)
 
     requests: dict[str, int] = {resource: need} if resource else {}
     if use_efa:
@@ -218,7 +240,9 @@ def discover(
         f"each pod gets {offer}; {need} rank(s) per node" + _efa_note(efa, use_efa, chosen_type)
     )
     placement = Placement(accel, need, requests, chosen_type, description)
-    return Discovery(placement, [n.name for n in candidates], rejected, use_efa)
+    key, value = AUTO_MODE_LABEL
+    auto_mode = bool(candidates) and all(n.labels.get(key) == value for n in candidates)
+    return Discovery(placement, [n.name for n in candidates], rejected, use_efa, auto_mode)
 
 
 def _unusable(
@@ -302,10 +326,13 @@ def _choose_accelerator(
         raise DiscoveryError(
             "both NVIDIA GPU and Neuron nodes are usable; choose with --accelerator or --instance-type"
         )
-    raise DiscoveryError(
+    rejected |= {x.name: "no accelerator allocatable" for x in candidates}
+    raise TooFewNodes(
         f"--accelerator auto: no usable node advertises {GPU_RESOURCE} or {' or '.join(NEURON_RESOURCES)} "
-        "(use --accelerator cpu to train on CPUs)\n"
-        + report(n, [], rejected | {x.name: "no accelerator allocatable" for x in candidates}, None)
+        "(use --accelerator cpu to train on CPUs)\n" + report(n, [], rejected, None),
+        [],
+        rejected,
+        None,
     )
 
 

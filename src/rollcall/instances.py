@@ -35,8 +35,9 @@ class InstanceType:
         efa: EFA interfaces the type can attach (its maximum); 0 when it has none.
         gpus: NVIDIA GPUs.
         neuron_devices: Trainium / Inferentia chips.
-        neuron_cores: physical NeuronCores (the device plugin advertises logical ones, which on Trn2 are
-            two physical cores each by default).
+        neuron_cores: physical NeuronCores.
+        logical_core_size: physical NeuronCores per logical one, the unit the Neuron device plugin advertises
+            (``aws.amazon.com/neuroncore``): 2 on Trn2 by default (LNC=2), 1 elsewhere.
         efa_rdma: whether the type's EFA does RDMA (``FI_EFA_USE_DEVICE_RDMA=1``).
     """
 
@@ -46,6 +47,12 @@ class InstanceType:
     neuron_devices: int = 0
     neuron_cores: int = 0
     efa_rdma: bool = False
+    logical_core_size: int = 1
+
+    @property
+    def advertised_neuron_cores(self) -> int:
+        """The NeuronCores its nodes advertise, with the device plugin's defaults."""
+        return self.neuron_cores // self.logical_core_size
 
 
 INSTANCE_TYPES: dict[str, InstanceType] = {
@@ -61,10 +68,16 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
         InstanceType("p6-b300.48xlarge", efa=16, gpus=8, efa_rdma=True),
         InstanceType("g5.xlarge", efa=0, gpus=1),
         InstanceType("g5.48xlarge", efa=1, gpus=8),
+        InstanceType("g6.xlarge", efa=0, gpus=1),
+        InstanceType("trn1.2xlarge", efa=0, neuron_devices=1, neuron_cores=2),
         InstanceType("trn1.32xlarge", efa=8, neuron_devices=16, neuron_cores=32, efa_rdma=True),
         InstanceType("trn1n.32xlarge", efa=16, neuron_devices=16, neuron_cores=32, efa_rdma=True),
-        InstanceType("trn2.48xlarge", efa=16, neuron_devices=16, neuron_cores=128, efa_rdma=True),
-        InstanceType("trn2u.48xlarge", efa=16, neuron_devices=16, neuron_cores=128, efa_rdma=True),
+        InstanceType(
+            "trn2.48xlarge", efa=16, neuron_devices=16, neuron_cores=128, efa_rdma=True, logical_core_size=2
+        ),
+        InstanceType(
+            "trn2u.48xlarge", efa=16, neuron_devices=16, neuron_cores=128, efa_rdma=True, logical_core_size=2
+        ),
     )
 }
 

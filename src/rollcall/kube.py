@@ -84,6 +84,11 @@ class Kube:
         """The apps/v1 API."""
         return client.AppsV1Api(self.api)
 
+    @property
+    def custom(self) -> Any:
+        """Custom resources (Karpenter's NodePools and NodeClaims)."""
+        return client.CustomObjectsApi(self.api)
+
     def close(self) -> None:
         """Close the connection pool."""
         self.api.close()  # type: ignore[no-untyped-call]

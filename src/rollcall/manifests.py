@@ -194,7 +194,10 @@ def render(spec: JobSpec, names: Names, *, extras: PodExtras | None = None) -> R
     extras = extras or PodExtras()
     template["metadata"]["labels"].update({**extras.labels, **labels, JOB_LABEL: names.job})
     if extras.annotations:
-        template["metadata"]["annotations"] = dict(extras.annotations)
+        template["metadata"]["annotations"] = {
+            **template["metadata"].get("annotations", {}),
+            **extras.annotations,
+        }
     pod = template["spec"]
     pod["subdomain"] = names.service
     anti = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]

@@ -454,6 +454,15 @@ class Options:
         "before the run fails with the scheduler's reason",
         "SECONDS",
     )
+    capacity_timeout: float = option(
+        "--capacity-timeout",
+        _duration,
+        900.0,
+        "how long pods may wait for nodes that a Karpenter NodePool or cluster-autoscaler provisions, or for "
+        "Kueue quota, before the run fails (given explicitly, a running cluster-autoscaler is trusted to "
+        "provide nodes); the job timeout counts from when every pod is scheduled",
+        "DURATION",
+    )
     sweep_older_than: float | None = option(
         "--sweep-older-than",
         _duration,

@@ -56,7 +56,13 @@ class TestRecord:
             "throughput": verdict.throughput.as_dict(),
             "epoch_time_mean": verdict.epoch_time_mean,
             "mfu_mean": verdict.mfu_mean,
-            "job": {"name": spec.name, "state": last.status.state.value, "reason": last.status.reason},
+            "job": {
+                "name": spec.name,
+                "state": last.status.state.value,
+                "reason": last.status.reason,
+                # What the job waited for before training: quota, nodes, image pulls (kubernetes).
+                "waits": last.status.waits.as_dict() if last.status.waits else None,
+            },
             "problems": verdict.problems,
             "findings": [p.as_dict() for p in verdict.findings],
             "passed": self.result.passed,

@@ -25,6 +25,7 @@ from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CLUSTER_SH = REPO_ROOT / "hack" / "cluster.sh"
+KARPENTER_SH = REPO_ROOT / "hack" / "karpenter.sh"
 PROFILES_DIR = REPO_ROOT / "hack" / "profiles"
 
 FAIL_LABEL = "rollcall.test/fail"
@@ -139,6 +140,14 @@ class ControlPlane:
     def restart_apiserver(self) -> None:
         """Kill kube-apiserver and start it again on the same port and etcd data."""
         cluster_sh("restart-apiserver", "--name", self.name, timeout=300)
+
+    def start_karpenter(self) -> None:
+        """Run Karpenter with its kwok provider against this cluster (hack/karpenter.sh; builds it once)."""
+        _run([str(KARPENTER_SH), "up", "--name", self.name], timeout=1800)
+
+    def stop_karpenter(self) -> None:
+        """Delete Karpenter's NodePools and NodeClaims (so its nodes) and stop it."""
+        _run([str(KARPENTER_SH), "down", "--name", self.name], timeout=300)
 
     # -- API access ------------------------------------------------------------------------
 

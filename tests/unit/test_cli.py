@@ -5,6 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
+from kubernetes.client.exceptions import ApiException
 
 from rollcall.cli import main
 from tests.unit.helpers import node_log
@@ -174,7 +175,14 @@ def test_render_without_the_layout_discovers_it_on_the_cluster(capsys, monkeypat
         def list_node(self, **kwargs):
             return SimpleNamespace(data=json.dumps({"items": [node]}).encode())
 
-    fake = SimpleNamespace(core=Core(), source="fake", close=lambda: None)
+        def read_namespaced_config_map(self, *args, **kwargs):
+            raise ApiException(status=404, reason="Not Found")
+
+    class Custom:  # no Karpenter: its NodePools are not a resource here
+        def list_cluster_custom_object(self, *args, **kwargs):
+            raise ApiException(status=404, reason="Not Found")
+
+    fake = SimpleNamespace(core=Core(), custom=Custom(), source="fake", close=lambda: None)
     monkeypatch.setattr(kube, "connect", lambda kubeconfig, context: fake)
     args = ["--nodes", "1", "--image", "r/x:1"]
     assert main(["render", *args]) == 4

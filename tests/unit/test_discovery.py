@@ -239,3 +239,9 @@ def test_neurondevice_is_accepted_after_neuroncores():
     both = {"aws.amazon.com/neuroncore": "32", **alloc}
     found = run([node("a", allocatable=both), node("b", allocatable=both)])
     assert found.placement.resources["aws.amazon.com/neuroncore"] == 32
+
+
+def test_eks_auto_mode_nodes_are_recognised():
+    auto = {"eks.amazonaws.com/compute-type": "auto"}
+    assert run([node("a", labels=auto), node("b", labels=auto)]).auto_mode
+    assert not run([node("a", labels=auto), node("b")]).auto_mode

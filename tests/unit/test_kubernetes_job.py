@@ -8,10 +8,12 @@ from kubernetes.client.exceptions import ApiException
 
 from rollcall.backends import JobState, JobStatus
 from rollcall.backends.kubernetes_job import JobSettings, KubernetesJob
+from rollcall.capacity import Lookup, Provisioner
 from rollcall.collect import Collector
 from rollcall.jobspec import JobSpec
 from rollcall.manifests import Names, render
 from rollcall.podlogs import EfaEvidence
+from rollcall.waits import Waits
 
 INDEX = "batch.kubernetes.io/job-completion-index"
 
@@ -56,12 +58,14 @@ def job_obj(*conditions):
     return {"metadata": {"name": "bert"}, "status": {"conditions": list(conditions)}}
 
 
-def make(tmp_path, pods=(), job=None, accelerator="nvidia", efa=True, grace=60.0):
+def make(tmp_path, pods=(), job=None, accelerator="nvidia", efa=True, grace=60.0, **settings):
     resources = {"nvidia.com/gpu": 8, **({"vpc.amazonaws.com/efa": 32} if efa else {})}
     spec = JobSpec("bert", 2, 8, accelerator=accelerator, image="i", resources=resources)
     names = Names("ns-1", "bert", "bert", "1")
-    settings = JobSettings(kube=SimpleNamespace(core=NoLogs()), unschedulable_grace_s=grace, drain_s=1.0)
-    run = KubernetesJob(settings, spec, names, render(spec, names), Collector(tmp_path))
+    config = JobSettings(
+        kube=SimpleNamespace(core=NoLogs()), unschedulable_grace_s=grace, drain_s=1.0, **settings
+    )
+    run = KubernetesJob(config, spec, names, render(spec, names), Collector(tmp_path))
     run.jobs = FakeInformer(job or job_obj())
     run.pods = FakeInformer(*pods)
     return run
@@ -111,6 +115,65 @@ def test_a_pod_that_schedules_resets_its_grace(tmp_path, monkeypatch):
     assert run._verdict() is None
     run.pods.items["a"] = pod("a", 0, "Pending", conditions=[cond])
     assert run._verdict() is None and run._verdict() is None
+
+
+UNSCHEDULABLE = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/2 fit"}
+KARPENTER = Lookup((Provisioner("karpenter", "trn"),), ())
+
+
+def waiting(name, index):
+    return {
+        "metadata": {"name": name, "labels": {INDEX: str(index)}},
+        "spec": {},
+        "status": {"phase": "Pending", "conditions": [UNSCHEDULABLE]},
+    }
+
+
+def clocked(run, monkeypatch, *times):
+    clock = iter(times)
+    monkeypatch.setattr("rollcall.backends.kubernetes_job.time.monotonic", lambda: next(clock))
+    run.started, run._timeout_s = 0.0, 600.0
+    return run
+
+
+def test_while_capacity_arrives_unschedulable_is_no_fault_until_the_capacity_timeout(tmp_path, monkeypatch):
+    run = make(
+        tmp_path, [waiting("a", 0), waiting("b", 1)], grace=30, capacity_timeout_s=300, arriving=KARPENTER
+    )
+    clocked(run, monkeypatch, 10.0, 299.0, 301.0)
+    assert run._verdict() is None and run._verdict() is None
+    status = run._verdict()
+    assert status.state is JobState.NO_CAPACITY
+    assert status.reason.startswith("Karpenter NodePool trn did not arrive within 300s (--capacity-timeout)")
+    assert "the scheduler says: 0/2 fit" in status.reason
+    assert run.waited() == Waits("Karpenter NodePool trn", None, None)
+
+
+def test_the_job_timeout_counts_from_when_every_pod_is_scheduled(tmp_path, monkeypatch):
+    run = make(tmp_path, [waiting("a", 0), waiting("b", 1)], capacity_timeout_s=900, arriving=KARPENTER)
+    clocked(run, monkeypatch, 100.0, 500.0, 500.0 + 600 + 9, 500.0 + 600 + 10)
+    assert run._verdict() is None
+    run.pods.items = {p["metadata"]["name"]: p for p in (pod("a", 0), pod("b", 1))}
+    assert run._verdict() is None, "scheduled after 500 s: --job-timeout starts now"
+    assert run._verdict() is None
+    status = run._verdict()
+    assert (
+        status.state is JobState.TIMED_OUT
+        and "600s (--job-timeout) of its pods being scheduled" in status.reason
+    )
+    assert run.waited().scheduled_s == 500.0
+
+
+def test_a_suspended_job_waits_for_quota_under_the_capacity_timeout(tmp_path, monkeypatch):
+    job = job_obj() | {"spec": {"suspend": True}}
+    run = make(tmp_path, [], job, capacity_timeout_s=60)
+    clocked(run, monkeypatch, 59.0, 60.0)
+    assert run._verdict() is None and run._waiting_note() == "waiting for quota (Kueue): the Job is suspended"
+    status = run._verdict()
+    assert status.state is JobState.NO_CAPACITY
+    assert status.reason.startswith(
+        "quota (Kueue) did not arrive within 60s (--capacity-timeout): no pods yet"
+    )
 
 
 def test_the_first_broken_pod_fails_the_run(tmp_path):

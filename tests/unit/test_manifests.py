@@ -127,7 +127,7 @@ def test_extras_reach_the_pods_but_never_replace_the_suites_labels():
     extras = PodExtras(labels={"rollcall/job": "other", "team": "ml"}, annotations={"a": "b"})
     meta = render(SPEC, NAMES, extras=extras).job["spec"]["template"]["metadata"]
     assert meta["labels"]["rollcall/job"] == "bert-abc123" and meta["labels"]["team"] == "ml"
-    assert meta["annotations"] == {"a": "b"}
+    assert meta["annotations"] == {"karpenter.sh/do-not-disrupt": "true", "a": "b"}
 
 
 def test_names_are_unique_per_run():

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 from rollcall.collect import Collector
 from rollcall.jobspec import Accelerator, JobSpec
 from rollcall.rootcause import Disruption, Termination
+from rollcall.waits import Waits
 
 if TYPE_CHECKING:
     from rollcall.options import Options
@@ -25,6 +26,8 @@ class JobState(enum.Enum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     TIMED_OUT = "timed_out"
+    #: The pods were never all scheduled within ``--capacity-timeout`` (no nodes, or no Kueue quota).
+    NO_CAPACITY = "no_capacity"
 
 
 @dataclass(frozen=True)
@@ -56,7 +59,8 @@ class JobStatus:
     ``efa`` is set when the job requested EFA: what the pods' logs showed of it. ``terminations`` are the
     containers that ended badly, as their runtime recorded them (where the backend can read that).
     ``disruption`` is set when the infrastructure took a pod away (evicted, preempted, its node deleted, lost,
-    drained or reclaimed): the job failed, but no rank did.
+    drained or reclaimed): the job failed, but no rank did. ``waits`` is what the job waited for before
+    training (quota, nodes, image pulls), where known.
     """
 
     state: JobState
@@ -65,6 +69,7 @@ class JobStatus:
     efa: EfaUse | None = None
     terminations: list[Termination] = field(default_factory=list)
     disruption: Disruption | None = None
+    waits: Waits | None = None
 
     @classmethod
     def disrupted(cls, disruption: Disruption) -> JobStatus:

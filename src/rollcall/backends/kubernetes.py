@@ -2,9 +2,19 @@
 
 The backend is the session's part: it connects (kubeconfig or in-cluster config), sweeps namespaces left by
 runs killed outright (``--sweep-older-than``), discovers once which nodes are usable and what each pod gets
-(:mod:`rollcall.discovery`), and launches runs. A run renders ``manifests/`` from the JobSpec, validated
-offline (:mod:`rollcall.manifests`), in a namespace ``<prefix>-<random>``; its lifecycle (provision, wait,
-collect, clean up) is :class:`~rollcall.backends.kubernetes_job.KubernetesJob`.
+(:mod:`rollcall.discovery`), and launches runs. When too few nodes are usable it looks for capacity that
+can arrive (:mod:`rollcall.capacity`: Karpenter or EKS Auto Mode NodePools, a cluster-autoscaler); with
+some, the run is created and waits for its nodes under ``--capacity-timeout``, else discovery fails before
+anything is created, naming what it looked for. Pods of such a run plan their resources from the instance
+type (:mod:`rollcall.instances`) or ``--procs-per-node``; ``--efa auto`` requests EFA only from
+nodes that exist, so ask with ``--efa on``. The Job's own ``activeDeadlineSeconds`` then counts the
+capacity wait too (``--job-timeout`` plus ``--capacity-timeout``): it starts with the Job, while the
+suite's own deadline, ``--job-timeout`` from when every pod is scheduled, stays in charge. (A Job that
+Kueue suspends needs no such allowance: resuming a Job resets its start time, and so its deadline.)
+
+A run renders ``manifests/`` from the JobSpec, validated offline (:mod:`rollcall.manifests`), in a
+namespace ``<prefix>-<random>``; its lifecycle (provision, wait, collect, clean up) is
+:class:`~rollcall.backends.kubernetes_job.KubernetesJob`.
 
 With ``--namespace`` every run lives in that existing namespace, checked at connection (with the
 ``--service-account`` it names); the namespace is never created, swept nor deleted, only the runs' own
@@ -14,7 +24,8 @@ Jobs and Services in it (by their run-id label).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,6 +33,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from rollcall import capacity
 from rollcall.access import check as check_access
 from rollcall.backends import Placement
 from rollcall.backends.kubernetes_job import (
@@ -31,10 +43,19 @@ from rollcall.backends.kubernetes_job import (
     KubernetesJob,
     RollcallWarning,
 )
+from rollcall.capacity import AUTOSCALER_STATUS, INSTANCE_TYPE_LABEL, Lookup
 from rollcall.collect import Collector
-from rollcall.discovery import Discovery, DiscoveryError, check_device_plugins, discover, report
-from rollcall.jobspec import JobSpec
-from rollcall.kube import Kube, call, connect, delete_labelled, delete_namespace
+from rollcall.discovery import (
+    Discovery,
+    DiscoveryError,
+    TooFewNodes,
+    check_device_plugins,
+    discover,
+    report,
+    tolerates,
+)
+from rollcall.jobspec import EFA_RESOURCE, GPU_RESOURCE, NEURONCORE_RESOURCE, JobSpec
+from rollcall.kube import Kube, call, connect, delete_labelled, delete_namespace, message_of
 from rollcall.manifests import (
     MANAGED_BY,
     MANAGED_BY_LABEL,
@@ -73,6 +94,8 @@ class KubernetesBackend:
     drain_s: float = DRAIN_S
     progress: Callable[[str], None] | None = None
     discovery: Discovery | None = None
+    #: Capacity that can arrive, when too few nodes exist (set by :meth:`discover`).
+    arriving: Lookup | None = None
     _ledger: Ledger | None = None
 
     @staticmethod
@@ -146,23 +169,114 @@ class KubernetesBackend:
     def discover(self, options: Options) -> Placement:
         """Read the nodes once and choose; raises :class:`DiscoveryError` when too few are usable."""
         nodes = call(self.kube.core.list_node)["items"]
-        found = discover(
-            nodes,
-            nodes=options.nodes,
-            accelerator=options.accelerator,
-            instance_type=options.instance_type,
-            procs_per_node=options.procs_per_node,
-            efa=options.efa,
-            tolerations=job_tolerations(options.toleration),
-            node_selector=options.node_selector,
-        )
-        if options.check_device_plugins:
+        try:
+            found = discover(
+                nodes,
+                nodes=options.nodes,
+                accelerator=options.accelerator,
+                instance_type=options.instance_type,
+                procs_per_node=options.procs_per_node,
+                efa=options.efa,
+                tolerations=job_tolerations(options.toleration),
+                node_selector=options.node_selector,
+            )
+        except TooFewNodes as short:
+            found = self._arriving(options, short)
+        if found.auto_mode and options.check_device_plugins:
+            self._say(
+                "--check-device-plugins: EKS Auto Mode nodes run no device-plugin DaemonSets; "
+                "relying on the resources they advertise"
+            )
+        elif self.arriving is not None and options.check_device_plugins:
+            self._say(
+                "--check-device-plugins: the nodes do not exist yet, so their device plugins cannot be "
+                "checked; the pods are scheduled only where the resources they request are advertised"
+            )
+        elif options.check_device_plugins:
             daemonsets = call(self.kube.apps.list_daemon_set_for_all_namespaces)["items"]
             problems = check_device_plugins(daemonsets, found.placement.accelerator, found.efa)
             if problems:
                 raise DiscoveryError("device plugins are not ready:\n  " + "\n  ".join(problems))
         self.discovery = found
         return found.placement
+
+    def _arriving(self, options: Options, short: TooFewNodes) -> Discovery:
+        """Capacity that can make up for the missing nodes, else ``short`` with what was looked for."""
+        need = options.nodes - len(short.usable)
+        shape = capacity.shape(options.instance_type)
+        accel = short.accelerator or (
+            options.accelerator if options.accelerator != "auto" else (shape.accelerator if shape else None)
+        )
+        resource = None if accel in (None, "cpu") else (shape.resource if shape else None)
+        if resource is None and accel == "nvidia":
+            resource = GPU_RESOURCE
+        elif resource is None and accel == "neuron":
+            resource = NEURONCORE_RESOURCE
+        procs = options.procs_per_node or (shape.count if shape and shape.accelerator == accel else None)
+        if accel == "cpu":
+            procs = procs or 1
+        labels = dict(options.node_selector)
+        if options.instance_type:
+            labels[INSTANCE_TYPE_LABEL] = options.instance_type
+        amounts = {"nodes": need} | ({resource: need * procs} if resource and procs else {})
+        lookup = self._lookup(options, labels, amounts)
+        if not lookup.provisioners:
+            raise DiscoveryError(f"{short}\n{lookup.report()}") from None
+        if accel is None or procs is None:
+            raise DiscoveryError(
+                f"{short}\n  capacity can arrive ({lookup.describe()}), but what its nodes offer is unknown: "
+                f"give --accelerator and --procs-per-node, or an --instance-type rollcall knows "
+                f"({', '.join(capacity.plannable())})"
+            ) from None
+        requests: dict[str, int] = {resource: procs} if resource else {}
+        if options.efa == "on":
+            requests[EFA_RESOURCE] = shape.efa if shape and shape.efa else 1
+        offer = ", ".join(f"{v} {k}" for k, v in requests.items()) or "cpu only"
+        description = (
+            f"{len(short.usable)} usable node(s); {need} more can arrive from {lookup.describe()}; "
+            f"each pod gets {offer}; {procs} rank(s) per node"
+        )
+        self.arriving = lookup
+        self._say(
+            f"too few nodes ({len(short.usable)} of {options.nodes}); {need} can arrive from "
+            f"{lookup.describe()}: the run will wait up to {options.capacity_timeout:g}s for them"
+        )
+        placement = Placement(accel, procs, requests, options.instance_type, description)
+        return Discovery(placement, short.usable, short.rejected, EFA_RESOURCE in requests)
+
+    def _lookup(self, options: Options, labels: Mapping[str, str], amounts: Mapping[str, int]) -> Lookup:
+        """Read the NodePools and the cluster-autoscaler's status, and match them (404: not there)."""
+        errors: dict[str, str] = {}
+        pools: list[dict[str, object]] | None = None
+        try:
+            pools = call(self.kube.custom.list_cluster_custom_object, "karpenter.sh", "v1", "nodepools").get(
+                "items", []
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                errors["nodepools"] = message_of(exc)
+        status = None
+        try:
+            status = call(
+                self.kube.core.read_namespaced_config_map, AUTOSCALER_STATUS[1], AUTOSCALER_STATUS[0]
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                errors["autoscaler"] = message_of(exc)
+        tolerations = job_tolerations(self.options.toleration)
+        return capacity.find(
+            pools,
+            status,
+            labels=labels,
+            tolerates=lambda taint: tolerates(tolerations, taint),
+            need=amounts,
+            trust_autoscaler=options.sources.get("capacity_timeout", "default") != "default",
+            errors=errors,
+        )
+
+    def _say(self, line: str) -> None:
+        if self.progress is not None:
+            self.progress(f"[rollcall] {line}")
 
     # -- runs -------------------------------------------------------------------------------------------
 
@@ -172,6 +286,8 @@ class KubernetesBackend:
             kube=self.kube,
             unschedulable_grace_s=self.unschedulable_grace_s,
             ledger=None if self.options.keep else self.ledger,
+            capacity_timeout_s=self.options.capacity_timeout,
+            arriving=self.arriving,
             cleanup_timeout_s=self.cleanup_timeout_s,
             drain_s=self.drain_s,
             progress=self.progress,
@@ -180,10 +296,13 @@ class KubernetesBackend:
     def launch(self, spec: JobSpec, collector: Collector) -> KubernetesJob:
         """Create the run's namespace, Service and Job, and start watching them."""
         found = self.discovery
-        if found is not None and spec.nodes > len(found.usable):
+        if found is not None and spec.nodes > len(found.usable) and self.arriving is None:
             raise DiscoveryError("nothing was created: " + _too_few(found, spec.nodes))
         names = Names.new(self.options.namespace_prefix, spec.name, self.options.namespace)
         rendered = render(spec, names, extras=self.extras)
+        if self.arriving is not None:  # the Job's deadline starts with it, before the nodes arrive
+            job_spec = rendered.job["spec"]
+            job_spec["activeDeadlineSeconds"] += math.ceil(self.options.capacity_timeout)
         job = KubernetesJob(self.settings(), spec, names, rendered, collector)
         try:
             job.provision()

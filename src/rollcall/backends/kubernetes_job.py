@@ -12,6 +12,11 @@ wait
     preempted, its node deleted, lost, drained or reclaimed) is judged first, as a disruption
     (:attr:`~rollcall.backends.JobStatus.disruption`), not as a failed rank. Progress goes to the
     terminal meanwhile.
+    Until every pod is scheduled the run is bounded by ``--capacity-timeout`` instead: a Job suspended by
+    Kueue waits for quota, pods wait for nodes that a provisioner brings (the Unschedulable grace does not
+    apply; NodeClaims or scale-up events are shown), and past the bound the run ends ``NO_CAPACITY``,
+    naming what it waited for. The job timeout counts from when every pod is scheduled; image pulls are
+    shown and timed apart (:class:`~rollcall.waits.Waits`).
 collect
     Every container's log is followed from the moment it starts into ``<artifacts>/<pod>.log`` and parsed
     as it arrives (:mod:`rollcall.podlogs`). With EFA requested, NCCL must have selected it. On failure the
@@ -35,7 +40,9 @@ from typing import Any
 import yaml
 from kubernetes.client.exceptions import ApiException
 
+from rollcall import waits
 from rollcall.backends import EfaUse, JobState, JobStatus
+from rollcall.capacity import Lookup
 from rollcall.collect import Collector
 from rollcall.faults import (
     disruption,
@@ -67,9 +74,11 @@ from rollcall.kube import (
     wait_for,
 )
 from rollcall.manifests import CONTAINER, Names, Rendered
+from rollcall.options import DEFAULTS
 from rollcall.podlogs import EfaEvidence, LogFollower, explain
 from rollcall.reaper import Claim, Ledger
 from rollcall.rootcause import Disruption
+from rollcall.waits import Waits
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +90,8 @@ DEADLINE_SLACK_S = 10.0
 #: How long clean-up waits for a namespace to be gone, and how long logs are read after the job has ended.
 CLEANUP_TIMEOUT_S = 120.0
 DRAIN_S = 60.0
+#: How often NodeClaims and scale-up events are read while the pods wait for capacity.
+CAPACITY_POLL_S = 5.0
 _PHASES = ("Pending", "Running", "Succeeded", "Failed")
 
 
@@ -99,6 +110,8 @@ class JobSettings:
         cleanup_timeout_s: how long to wait for the namespace to be gone.
         drain_s: how long to keep reading logs after the job has ended.
         progress: where progress lines go (None for silence).
+        capacity_timeout_s: how long pods may wait to be scheduled (quota, capacity that arrives).
+        arriving: the provisioners expected to bring the missing nodes (None: the nodes exist).
     """
 
     kube: Kube
@@ -107,6 +120,8 @@ class JobSettings:
     cleanup_timeout_s: float = CLEANUP_TIMEOUT_S
     drain_s: float = DRAIN_S
     progress: Callable[[str], None] | None = None
+    capacity_timeout_s: float = DEFAULTS.capacity_timeout
+    arriving: Lookup | None = None
 
 
 @dataclass
@@ -126,7 +141,14 @@ class KubernetesJob:
     evidence: dict[str, EfaEvidence] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
     _unschedulable_since: dict[str, float] = field(default_factory=dict)
-    _shown: tuple[tuple[str, int], ...] = ()
+    _created_at: str = ""
+    _scheduled_at: float | None = None
+    _scheduled_s: float | None = None
+    _waited_for: str = ""
+    _timeout_s: float = 0.0
+    _waiting: str = ""
+    _waiting_read_at: float = -CAPACITY_POLL_S
+    _shown: tuple[tuple[tuple[str, int], ...], str] = ((), "")
     _shown_at: float = 0.0
     _cleaned: bool = False
 
@@ -161,10 +183,10 @@ class KubernetesJob:
         create(kube.batch.create_namespaced_job, ns, body=self.rendered.job, dry_run="All")
         create(kube.core.create_namespaced_service, ns, body=self.rendered.service)
         job = create(kube.batch.create_namespaced_job, ns, body=self.rendered.job)
-        self.uid = (
-            job.get("metadata", {}).get("uid")
-            or call(kube.batch.read_namespaced_job, self.names.job, ns)["metadata"]["uid"]
-        )
+        if not job.get("metadata", {}).get("uid"):
+            job = call(kube.batch.read_namespaced_job, self.names.job, ns)
+        self.uid = job["metadata"]["uid"]
+        self._created_at = job["metadata"].get("creationTimestamp") or ""
         self.jobs = Informer(
             kube.batch.list_namespaced_job,
             f"job {ns}/{self.names.job}",
@@ -213,12 +235,14 @@ class KubernetesJob:
 
     def _wait(self, timeout_s: float) -> JobStatus:
         assert self.jobs is not None and self.pods is not None
+        self._timeout_s = timeout_s
         try:
+            # A backstop: _verdict ends the wait for capacity and the job timeout itself.
             status = wait_for(
                 self._verdict,
                 self.jobs,
                 self.pods,
-                timeout_s=timeout_s + DEADLINE_SLACK_S,
+                timeout_s=self.settings.capacity_timeout_s + timeout_s + 2 * DEADLINE_SLACK_S,
                 what=f"job {self.namespace}/{self.names.job}",
                 describe=self._describe,
             )
@@ -237,6 +261,9 @@ class KubernetesJob:
         if status.state is JobState.SUCCEEDED and self.rendered.efa:
             status = self._check_efa(status)
         status.terminations = terminations(self.pods.objects())
+        status.waits = self.waited()
+        if status.waits.scheduled_s is not None and (status.waits.waited_for or status.waits.image_pull_s):
+            self._say(status.waits.line())
         if status.state is not JobState.SUCCEEDED:
             self._save_state()
         return status
@@ -246,6 +273,10 @@ class KubernetesJob:
         assert self.jobs is not None and self.pods is not None
         self._observe()
         now = time.monotonic()
+        job = self.jobs.get(self.names.job)
+        ended = self._scheduling(job, now)
+        if ended is not None:
+            return ended
         pods = self.pods.objects()
         found = self._disruption(pods)
         if found is not None:  # before any fault: ranks dying because a peer was taken away are consequences
@@ -256,7 +287,7 @@ class KubernetesJob:
                 return JobStatus(JobState.FAILED, fault)
             name = pod["metadata"]["name"]
             message = unschedulable(pod)
-            if message is None:
+            if message is None or self.settings.arriving is not None:  # capacity is coming: not a fault
                 self._unschedulable_since.pop(name, None)
                 continue
             since = self._unschedulable_since.setdefault(name, now)
@@ -264,11 +295,19 @@ class KubernetesJob:
                 return JobStatus(
                     JobState.FAILED, f"{where(pod)} is Unschedulable after {now - since:.0f}s: {message}"
                 )
-        job = self.jobs.get(self.names.job)
         if job is None:
             return JobStatus(JobState.FAILED, f"Job {self.namespace}/{self.names.job} was deleted")
         result = job_result(job)
         if result is None:
+            if (
+                self._scheduled_at is not None
+                and now - self._scheduled_at >= self._timeout_s + DEADLINE_SLACK_S
+            ):
+                return JobStatus(
+                    JobState.TIMED_OUT,
+                    f"job {self.namespace}/{self.names.job} did not finish within {self._timeout_s:g}s "
+                    f"(--job-timeout) of its pods being scheduled; pods: {self._describe()}",
+                )
             return None
         kind, why = result
         if kind == "complete":
@@ -290,6 +329,84 @@ class KubernetesJob:
             if found is not None:
                 return found
         return None
+
+    def _scheduling(self, job: dict[str, Any] | None, now: float) -> JobStatus | None:
+        """Until every pod is scheduled: note what they wait for; past ``--capacity-timeout``, the verdict."""
+        if self._scheduled_at is not None or job is None:
+            return None
+        assert self.pods is not None
+        pods = self.pods.objects()
+        if waits.suspended(job):
+            self._waited_for = waits.QUOTA
+        elif self.settings.arriving is not None:
+            self._waited_for = self.settings.arriving.describe()
+        if not waits.suspended(job) and waits.all_scheduled(pods, self.spec.nodes):
+            self._scheduled_at = now
+            self._scheduled_s = now - self.started
+            self._waiting = ""
+            if self._waited_for:
+                self._say(
+                    f"every pod scheduled after {self._scheduled_s:.0f}s (waited for {self._waited_for}); "
+                    f"--job-timeout {self._timeout_s:g}s counts from now"
+                )
+            return None
+        bound = self.settings.capacity_timeout_s
+        if now - self.started < bound:
+            return None
+        what = self._waited_for or "nodes to schedule them on"
+        seen = f"; last seen: {self._waiting}" if self._waiting else ""
+        unscheduled = [p for p in pods if not (p.get("spec") or {}).get("nodeName")]
+        message = next((m for m in map(unschedulable, unscheduled) if m), None)
+        scheduler = f"; the scheduler says: {message}" if message else ""
+        return JobStatus(
+            JobState.NO_CAPACITY,
+            f"{what} did not arrive within {bound:g}s (--capacity-timeout): "
+            f"{self._describe()}{seen}{scheduler}",
+        )
+
+    def _waiting_note(self) -> str:
+        """What the pods wait for now, for progress: quota, NodeClaims or scale-up events, image pulls."""
+        if self.pods is None or self.jobs is None:
+            return ""
+        pods = self.pods.objects()
+        if self._scheduled_at is not None:
+            pulling = waits.pulling(pods)
+            return f"pulling images: {len(pulling)} pod(s)" if pulling else ""
+        if waits.suspended(self.jobs.get(self.names.job)):
+            return f"waiting for {waits.QUOTA}: the Job is suspended"
+        if self.settings.arriving is None:
+            return ""
+        now = time.monotonic()
+        if now - self._waiting_read_at >= CAPACITY_POLL_S:
+            self._waiting_read_at = now
+            self._waiting = f"waiting for capacity from {self.settings.arriving.describe()}"
+            seen = self._capacity_seen()
+            if seen:
+                self._waiting += ": " + "; ".join(seen)
+        return self._waiting
+
+    def _capacity_seen(self) -> list[str]:
+        """The run's NodeClaims (Karpenter) and scale-up events, best effort."""
+        kube, seen = self.settings.kube, []
+        try:
+            if self.settings.arriving is not None and self.settings.arriving.karpenter:
+                claims = call(
+                    kube.custom.list_cluster_custom_object, "karpenter.sh", "v1", "nodeclaims", retry_s=5
+                )
+                since = waits.parse_time(self._created_at)
+                lines = waits.claims_since(claims.get("items", []), since)
+                if lines:
+                    seen.append("NodeClaims " + ", ".join(lines))
+            events = call(kube.core.list_namespaced_event, self.namespace, retry_s=5).get("items", [])
+            seen += waits.scale_up_events(events)
+        except Exception as exc:  # progress only
+            log.debug("could not read the capacity's progress: %s", message_of(exc))
+        return seen
+
+    def waited(self) -> Waits:
+        """What the run waited for, so far."""
+        pods = self.pods.objects() if self.pods else []
+        return Waits(self._waited_for, self._scheduled_s, waits.image_pull_s(pods))
 
     def _observe(self) -> None:
         """Start following the log of every container that has started; show progress."""
@@ -395,14 +512,18 @@ class KubernetesJob:
         if self.settings.progress is None or self.pods is None:
             return
         counts = phases(self.pods.objects())
-        key = tuple(sorted(counts.items()))
+        note = self._waiting_note()
+        key = (tuple(sorted(counts.items())), note)
         now = time.monotonic()
         changed = key != self._shown
         if (force and changed) or (changed and now - self._shown_at >= 2.0) or now - self._shown_at >= 30.0:
             self._shown, self._shown_at = key, now
             shown = ", ".join(f"{k.lower()} {counts.get(k, 0)}" for k in _PHASES)
             elapsed = now - self.started
-            self._say(f"{self.namespace}/{self.names.job} {elapsed:5.0f}s: {shown} of {self.spec.nodes}")
+            note = f"; {note}" if note else ""
+            self._say(
+                f"{self.namespace}/{self.names.job} {elapsed:5.0f}s: {shown} of {self.spec.nodes}{note}"
+            )
 
     def _say(self, line: str) -> None:
         if self.settings.progress is not None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -222,14 +222,7 @@ class Disruption:
 
     def as_dict(self) -> dict[str, Any]:
         """The disruption, JSON-ready."""
-        return {
-            "pod": self.pod,
-            "node": self.node,
-            "host": self.host,
-            "reason": self.reason,
-            "message": self.message,
-            "time": self.time,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ Real log rotation, image pulls, crashes and lost nodes are tested on real nodes 
 from __future__ import annotations
 
 import json
+import logging
 import re
 import threading
 from typing import Any
@@ -30,6 +31,10 @@ from rollcall.manifests import JOB_LABEL
 from tests.cluster.controlplane import ControlPlane
 from tests.unit.helpers import node_log
 
+log = logging.getLogger(__name__)
+
+#: How long the fake kubelets' watch retries a lost API server (the whole session, in practice).
+RETRY_S = 3600.0
 LOG_SKIP = "rollcall.test/log-skip"
 NCCL_NET = "rollcall.test/nccl-net"
 
@@ -75,8 +80,13 @@ class FakeKubelet:
         self.custom = client.CustomObjectsApi(self.api)
         self.served: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
+        # A kubelet never gives up on its API server: the watch outlasts any restart of it (the suite's own
+        # watches give up after API_RETRY_S; this one would take every later test's logs with it).
         self.pods = Informer(
-            client.CoreV1Api(self.api).list_pod_for_all_namespaces, "rollcall pods", label_selector=JOB_LABEL
+            client.CoreV1Api(self.api).list_pod_for_all_namespaces,
+            "rollcall pods",
+            retry_s=RETRY_S,
+            label_selector=JOB_LABEL,
         )
         self.pods.subscribe(self._serve_new)
 
@@ -94,8 +104,12 @@ class FakeKubelet:
                 key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
                 if key in self.served:
                     continue
+                try:
+                    self._serve(pod)
+                except Exception as exc:  # the API server away for a moment: the next change retries
+                    log.warning("could not serve the log of %s/%s yet: %s", *key, exc)
+                    continue
                 self.served.add(key)
-                self._serve(pod)
 
     def _serve(self, pod: dict[str, Any]) -> None:
         ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
@@ -109,5 +123,17 @@ class FakeKubelet:
         try:
             self.custom.create_namespaced_custom_object("kwok.x-k8s.io", "v1alpha1", ns, "logs", body)
         except client.exceptions.ApiException as exc:
-            if exc.status not in (403, 404, 409):  # namespace terminating or gone, or served twice
-                raise
+            if exc.status == 409:  # served twice
+                return
+            if exc.status in (403, 404) and not self._namespace_active(ns):  # terminating or gone
+                return
+            raise  # e.g. the Logs resource not served yet by an API server that just restarted
+
+    def _namespace_active(self, ns: str) -> bool:
+        try:
+            namespace = client.CoreV1Api(self.api).read_namespace(ns)
+        except client.exceptions.ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return namespace.status.phase == "Active"

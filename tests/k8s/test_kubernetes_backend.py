@@ -167,7 +167,7 @@ def test_keep_leaves_the_namespace_for_debugging(make_suite, kube, request):
     before = {n["metadata"]["name"] for n in suite_namespaces(kube)}
     suite, backend = make_suite(nodes=2, keep=True)
     attempt, _ = run(suite, request)
-    assert attempt.passed
+    assert attempt.passed, (attempt.status.reason, attempt.verdict.problems)
     (kept,) = {n["metadata"]["name"] for n in suite_namespaces(kube)} - before
     assert kept not in backend.ledger.pending(), "a kept namespace is not deleted at exit either"
     pods = call(kube.core.list_namespaced_pod, kept)["items"]

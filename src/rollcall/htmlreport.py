@@ -191,60 +191,21 @@ def _bars(verdict: Verdict, states: Mapping[int, str], gate: GateReport | None) 
     measured = [v for v in values.values() if isinstance(v, int | float) and math.isfinite(v)]
     baseline = gate.baseline.throughput_median if gate and gate.baseline else None
     median = verdict.throughput.median
-    top = max([*measured, (baseline or 0) * 1.1, 1e-9])
-    bar_w = max(3, min(28, 900 // max(world, 1)))
-    left, plot_h, pad = 48, 160, 18
-    bottom = pad + plot_h
-
-    def y(v: float) -> float:
-        return pad + plot_h * (1 - v / top)
-
+    plot = _Plot(world, max([*measured, (baseline or 0) * 1.1, 1e-9]))
     bars = []
     for rank in range(world):
-        v, x = values[rank], left + rank * bar_w
+        v = values[rank]
         if isinstance(v, int | float) and math.isfinite(v) and v > 0:
-            bars.append(
-                {
-                    "rank": rank,
-                    "state": states[rank],
-                    "x": x,
-                    "y": f"{y(v):.1f}",
-                    "h": f"{bottom - y(v):.1f}",
-                    "title": f"rank {rank}: {v:.2f} samples/s",
-                }
-            )
+            bars.append(plot.bar(rank, states[rank], v, f"rank {rank}: {v:.2f} samples/s"))
         else:
-            bars.append(
-                {
-                    "rank": rank,
-                    "state": RankState.MISSING.value,
-                    "x": x,
-                    "y": bottom - 4,
-                    "h": 4,
-                    "title": f"rank {rank}: no throughput",
-                }
-            )
+            bars.append(plot.stub(rank, RankState.MISSING.value, f"rank {rank}: no throughput"))
     lines = []
     if baseline:
-        lines.append(_hline("baseline", y(baseline), f"baseline median {baseline:.2f}"))
+        lines.append(_hline("baseline", plot.y(baseline), f"baseline median {baseline:.2f}"))
     if median and gate and gate.straggler_ratio > 0:
         cut = median * gate.straggler_ratio
-        lines.append(_hline("threshold", y(cut), f"straggler < {cut:.2f}"))
-    right = left + world * bar_w
-    return {
-        "measured": bool(measured),
-        **_chart(
-            left=left,
-            right=right,
-            bottom=bottom,
-            pad=pad,
-            plot_h=plot_h,
-            top=top,
-            bar_w=bar_w,
-            bars=bars,
-            lines=lines,
-        ),
-    }
+        lines.append(_hline("threshold", plot.y(cut), f"straggler < {cut:.2f}"))
+    return {"measured": bool(measured), **plot.chart(bars, lines)}
 
 
 def _compute_bars(verdict: Verdict, states: Mapping[int, str]) -> dict[str, Any] | None:
@@ -253,46 +214,20 @@ def _compute_bars(verdict: Verdict, states: Mapping[int, str]) -> dict[str, Any]
     compute = {c.rank: c for c in report.figures.compute}
     if not compute:
         return None
-    world = verdict.layout.world_size
     mid = median_of([c.compute_ms for c in compute.values()]) or 0.0
     ratio = report.straggler_ratio
     cut = mid / ratio if ratio > 0 else None
     top = max([c.compute_ms for c in compute.values()] + [(cut or 0) * 1.1, 1e-9])
-    bar_w = max(3, min(28, 900 // max(world, 1)))
-    left, plot_h, pad = 48, 160, 18
-    bottom = pad + plot_h
-    right = left + world * bar_w
-
-    def y(v: float) -> float:
-        return pad + plot_h * (1 - v / top)
-
+    plot = _Plot(verdict.layout.world_size, top)
     bars = []
     for rank, c in sorted(compute.items()):
         p90 = f", p90 {c.compute_ms_p90:.2f}" if c.compute_ms_p90 else ""
-        bars.append(
-            {
-                "rank": rank,
-                "state": states.get(rank, RankState.OK.value),
-                "x": left + rank * bar_w,
-                "y": f"{y(c.compute_ms):.1f}",
-                "h": f"{bottom - y(c.compute_ms):.1f}",
-                "title": f"rank {rank} (node {c.node}): {c.compute_ms:.2f} ms{p90}",
-            }
-        )
-    lines = [_hline("baseline median", y(mid), f"median {mid:.2f} ms")]
+        title = f"rank {rank} (node {c.node}): {c.compute_ms:.2f} ms{p90}"
+        bars.append(plot.bar(rank, states.get(rank, RankState.OK.value), c.compute_ms, title))
+    lines = [_hline("baseline median", plot.y(mid), f"median {mid:.2f} ms")]
     if cut is not None:
-        lines.append(_hline("threshold", y(cut), f"straggler > {cut:.2f} ms"))
-    return _chart(
-        left=left,
-        right=right,
-        bottom=bottom,
-        pad=pad,
-        plot_h=plot_h,
-        top=top,
-        bar_w=bar_w,
-        bars=bars,
-        lines=lines,
-    )
+        lines.append(_hline("threshold", plot.y(cut), f"straggler > {cut:.2f} ms"))
+    return plot.chart(bars, lines)
 
 
 def _bandwidth_tables(verdict: Verdict) -> dict[str, Any] | None:
@@ -340,28 +275,50 @@ def _log_links(directory: Path, base: Path) -> dict[str, str]:
     return links
 
 
-def _chart(
-    *,
-    left: float,
-    right: float,
-    bottom: float,
-    pad: float,
-    plot_h: float,
-    top: float,
-    bar_w: float,
-    bars: list[dict[str, Any]],
-    lines: list[dict[str, Any]],
-) -> dict[str, Any]:
-    """The geometry a bar chart of the template draws from."""
-    return {
-        "width": right + 160,
-        "height": plot_h + 2 * pad,
-        "left": left,
-        "right": right,
-        "bottom": bottom,
-        "top_y": pad + 4,
-        "top_label": f"{top:.4g}",
-        "bar_w": bar_w,
-        "bars": bars,
-        "lines": lines,
-    }
+class _Plot:
+    """The geometry of a chart of one bar per rank; ``top`` is the value at the top of the plot."""
+
+    LEFT, PLOT_H, PAD = 48, 160, 18
+
+    def __init__(self, world: int, top: float) -> None:
+        self.top = top
+        self.bar_w = max(3, min(28, 900 // max(world, 1)))
+        self.bottom = self.PAD + self.PLOT_H
+        self.right = self.LEFT + world * self.bar_w
+
+    def y(self, value: float) -> float:
+        """Where ``value`` lies on the plot."""
+        return self.PAD + self.PLOT_H * (1 - value / self.top)
+
+    def bar(self, rank: int, state: str, value: float, title: str) -> dict[str, Any]:
+        """Rank ``rank``'s bar, up to ``value``."""
+        y = self.y(value)
+        x = self.LEFT + rank * self.bar_w
+        return {
+            "rank": rank,
+            "state": state,
+            "x": x,
+            "y": f"{y:.1f}",
+            "h": f"{self.bottom - y:.1f}",
+            "title": title,
+        }
+
+    def stub(self, rank: int, state: str, title: str) -> dict[str, Any]:
+        """A rank without a value: a low mark at the bottom."""
+        x = self.LEFT + rank * self.bar_w
+        return {"rank": rank, "state": state, "x": x, "y": self.bottom - 4, "h": 4, "title": title}
+
+    def chart(self, bars: list[dict[str, Any]], lines: list[dict[str, Any]]) -> dict[str, Any]:
+        """The geometry a bar chart of the template draws from."""
+        return {
+            "width": self.right + 160,
+            "height": self.PLOT_H + 2 * self.PAD,
+            "left": self.LEFT,
+            "right": self.right,
+            "bottom": self.bottom,
+            "top_y": self.PAD + 4,
+            "top_label": f"{self.top:.4g}",
+            "bar_w": self.bar_w,
+            "bars": bars,
+            "lines": lines,
+        }

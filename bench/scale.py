@@ -28,8 +28,8 @@ sys.path.insert(0, str(ROOT))
 
 from kubernetes import client  # noqa: E402
 
-from rollcall.kube import Informer  # noqa: E402
-from rollcall.manifests import JOB_LABEL  # noqa: E402
+from rollcall.backends.kubernetes.kube import Informer  # noqa: E402
+from rollcall.backends.kubernetes.manifests import JOB_LABEL  # noqa: E402
 from tests.cluster.controlplane import ControlPlane  # noqa: E402
 from tests.k8s.fakekubelet import FakeKubelet  # noqa: E402
 
@@ -38,7 +38,7 @@ TRN1 = "trn1.32xlarge"
 
 CONFTEST = """
 import pytest
-from rollcall.manifests import PodExtras
+from rollcall.backends.kubernetes.manifests import PodExtras
 
 @pytest.fixture(scope="session", autouse=True)
 def steer_fake_nodes(rollcall_suite):

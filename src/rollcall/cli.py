@@ -167,8 +167,8 @@ def render_job(args: argparse.Namespace) -> int:
     from kubernetes.config import ConfigException
     from urllib3.exceptions import HTTPError
 
-    from rollcall.discovery import DiscoveryError
-    from rollcall.kube import KubeError, message_of
+    from rollcall.backends import DiscoveryError
+    from rollcall.backends.kubernetes.kube import KubeError, message_of
     from rollcall.options import OptionError, resolve
 
     cli = {k.removeprefix("opt_"): v for k, v in vars(args).items() if k.startswith("opt_")}
@@ -213,7 +213,7 @@ def _layout(options: Options) -> Placement | None:
 def _render_kubernetes(options: Options, name: str) -> str:
     import yaml
 
-    from rollcall.manifests import Names, render
+    from rollcall.backends.kubernetes.manifests import Names, render
     from rollcall.suite import job_spec
 
     placement = _layout(options)
@@ -232,8 +232,8 @@ def _render_kubernetes(options: Options, name: str) -> str:
 
 def _discover(options: Options) -> Placement:
     """What the nodes of the kubeconfig's cluster offer (and, with ``--namespace``, that it exists)."""
-    from rollcall.backends.kubernetes import KubernetesBackend
-    from rollcall.kube import connect
+    from rollcall.backends.kubernetes.backend import KubernetesBackend
+    from rollcall.backends.kubernetes.kube import connect
 
     backend = KubernetesBackend(connect(options.kubeconfig, options.context), options)
     try:
@@ -244,7 +244,7 @@ def _discover(options: Options) -> Placement:
 
 
 def _render_slurm(options: Options, name: str) -> str:
-    from rollcall.backends.slurm_script import Settings, render
+    from rollcall.backends.slurm.script import Settings, render
     from rollcall.jobspec import JobSpec
 
     if options.accelerator == "auto":

@@ -7,9 +7,11 @@ Both backends start the very same command: the kubernetes backend as each pod's 
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 Accelerator = Literal["nvidia", "neuron", "cpu"]
@@ -42,6 +44,27 @@ LOG_PREFIX_TEMPLATE = "[${rank}]:"
 POD_LOG_DIR = "/tmp/rollcall-logs"
 #: The workload's path inside the images.
 IMAGE_SCRIPT = "/workspace/train.py"
+#: The workload in this checkout, for backends that run it from here (local; slurm without a container).
+REPO_SCRIPT = Path(__file__).resolve().parents[2] / "images" / "bert-training" / "train.py"
+#: Where the manifests and batch templates are read from: ``$ROLLCALL_MANIFESTS_DIR``, else the checkout's.
+MANIFESTS_ENV = "ROLLCALL_MANIFESTS_DIR"
+MANIFESTS_DIR = Path(__file__).resolve().parents[2] / "manifests"
+
+
+def manifests_dir() -> Path:
+    """The directory holding job.yaml, service.yaml, namespace.yaml and the batch templates.
+
+    Raises FileNotFoundError, saying how to point rollcall at a copy, when it holds no job.yaml.
+    """
+    chosen = os.environ.get(MANIFESTS_ENV)
+    directory = Path(chosen) if chosen else MANIFESTS_DIR
+    if not (directory / "job.yaml").is_file():
+        raise FileNotFoundError(
+            f"no job.yaml in {directory}: run from a rollcall checkout, or set {MANIFESTS_ENV} to a copy of "
+            "its manifests/ directory"
+        )
+    return directory
+
 
 _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 

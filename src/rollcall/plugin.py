@@ -118,7 +118,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         return
     if suite.backend_name != "kubernetes" or suite.options.sources.get("backend") == "default":
         return
-    from rollcall.backends.kubernetes import KubernetesBackend
+    from rollcall.backends.kubernetes.backend import KubernetesBackend
 
     try:
         KubernetesBackend.check(suite.options).close()
@@ -170,8 +170,8 @@ def rollcall_suite(pytestconfig: pytest.Config) -> Suite:
 @pytest.fixture
 def rollcall(rollcall_suite: Suite, request: pytest.FixtureRequest) -> Iterator[Callable[..., TestRecord]]:
     """Run this test's training job; its figures go to the junit properties and the reports."""
-    from rollcall.backends.slurm import SlurmError
-    from rollcall.discovery import DiscoveryError
+    from rollcall.backends import DiscoveryError
+    from rollcall.backends.slurm.backend import SlurmError
     from rollcall.reports import junit_properties
 
     def run(**overrides: Any) -> TestRecord:

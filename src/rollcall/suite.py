@@ -18,9 +18,9 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from rollcall.backends import Backend, Placement
+from rollcall.backends.kubernetes.kubeconfig import cluster_config
 from rollcall.collect import safe_name
 from rollcall.jobspec import JobSpec
-from rollcall.kubeconfig import cluster_config
 from rollcall.options import Options
 from rollcall.reports import TestRecord
 from rollcall.runner import RunResult, run_with_retries
@@ -93,10 +93,10 @@ class Suite:
 
             return LocalBackend()
         if self.backend_name == "slurm":
-            from rollcall.backends.slurm import SlurmBackend
+            from rollcall.backends.slurm.backend import SlurmBackend
 
             return SlurmBackend.from_options(self.options, progress=self.progress)
-        from rollcall.backends.kubernetes import KubernetesBackend
+        from rollcall.backends.kubernetes.backend import KubernetesBackend
 
         return KubernetesBackend.from_options(self.options, progress=self.progress)
 

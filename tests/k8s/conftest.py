@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from rollcall.backends.kubernetes import KubernetesBackend
-from rollcall.kube import Kube, call, connect
-from rollcall.manifests import MANAGED_BY, MANAGED_BY_LABEL, PodExtras
+from rollcall.backends.kubernetes.backend import KubernetesBackend
+from rollcall.backends.kubernetes.kube import Kube, call, connect
+from rollcall.backends.kubernetes.manifests import MANAGED_BY, MANAGED_BY_LABEL, PodExtras
 from rollcall.options import resolve
 from rollcall.suite import Suite
 from tests.cluster import conftest as cluster

@@ -24,10 +24,10 @@ from typing import Any
 
 from kubernetes import client
 
-from rollcall.faults import index_of
+from rollcall.backends.kubernetes.faults import index_of
+from rollcall.backends.kubernetes.kube import Informer
+from rollcall.backends.kubernetes.manifests import JOB_LABEL
 from rollcall.jobspec import EFA_RESOURCE
-from rollcall.kube import Informer
-from rollcall.manifests import JOB_LABEL
 from tests.cluster.controlplane import ControlPlane
 from tests.unit.helpers import node_log
 

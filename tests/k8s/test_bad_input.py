@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rollcall.manifests import MANIFESTS_DIR
+from rollcall.jobspec import MANIFESTS_DIR
 
 from .conftest import IMAGE, TRN1, suite_namespaces
 

@@ -19,9 +19,8 @@ from typing import Any
 
 import pytest
 
-from rollcall.backends import JobState
-from rollcall.discovery import DiscoveryError
-from rollcall.kube import call
+from rollcall.backends import DiscoveryError, JobState
+from rollcall.backends.kubernetes.kube import call
 from tests.cluster.conftest import _unavailable
 from tests.cluster.controlplane import INSTANCE_TYPE_LABEL, ControlPlane, ControlPlaneError
 from tests.waiting import wait_until

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from rollcall.backends import JobState
-from rollcall.faults import index_of
-from rollcall.kube import call
-from rollcall.manifests import JOB_LABEL, PodExtras
+from rollcall.backends.kubernetes.faults import index_of
+from rollcall.backends.kubernetes.kube import call
+from rollcall.backends.kubernetes.manifests import JOB_LABEL, PodExtras
 from rollcall.runner import Attempt, RunResult
 from rollcall.verdict import Kind
 from tests.cluster.controlplane import RUN_DURATION_ANNOTATION

@@ -15,10 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
-from rollcall.backends import JobState
-from rollcall.discovery import DiscoveryError
-from rollcall.kube import call
-from rollcall.manifests import JOB_LABEL, MANAGED_BY, MANAGED_BY_LABEL, RUN_ID_LABEL
+from rollcall.backends import DiscoveryError, JobState
+from rollcall.backends.kubernetes.kube import call
+from rollcall.backends.kubernetes.manifests import JOB_LABEL, MANAGED_BY, MANAGED_BY_LABEL, RUN_ID_LABEL
 from tests.cluster.controlplane import (
     INSTANCE_TYPE_LABEL,
     RUN_DURATION_ANNOTATION,
@@ -139,7 +138,7 @@ def test_the_job_timeout_ends_the_run(make_suite, request):
 
 
 def test_the_suite_reconnects_when_the_api_server_restarts(make_suite, control_plane, kube, request, caplog):
-    caplog.set_level(logging.INFO, logger="rollcall.kube")
+    caplog.set_level(logging.INFO, logger="rollcall.backends.kubernetes.kube")
     suite, _ = make_suite(nodes=2, annotations={RUN_DURATION_ANNOTATION: "25s"})
     result: dict[str, Any] = {}
 

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from rollcall.manifests import MANIFESTS_DIR
+from rollcall.jobspec import MANIFESTS_DIR
 from rollcall.options import resolve
 from tests.cluster.controlplane import ControlPlane, ControlPlaneError
 

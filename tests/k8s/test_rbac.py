@@ -15,8 +15,9 @@ import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from rollcall.kube import Kube, call, connect
-from rollcall.manifests import MANAGED_BY, MANAGED_BY_LABEL, MANIFESTS_DIR
+from rollcall.backends.kubernetes.kube import Kube, call, connect
+from rollcall.backends.kubernetes.manifests import MANAGED_BY, MANAGED_BY_LABEL
+from rollcall.jobspec import MANIFESTS_DIR
 from tests.waiting import wait_until
 
 from .conftest import IMAGE, TRN1
@@ -27,7 +28,7 @@ pytest_plugins = ["pytester"]
 RBAC_DIR = MANIFESTS_DIR / "rbac"
 
 CHILD_TESTS = """
-from rollcall.manifests import PodExtras
+from rollcall.backends.kubernetes.manifests import PodExtras
 
 
 def test_roll_call(rollcall):

@@ -14,10 +14,10 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
+from rollcall.backends import DiscoveryError
+from rollcall.backends.kubernetes.kube import call
+from rollcall.backends.kubernetes.manifests import RUN_ID_LABEL
 from rollcall.cli import main
-from rollcall.discovery import DiscoveryError
-from rollcall.kube import call
-from rollcall.manifests import RUN_ID_LABEL
 from rollcall.options import OptionError
 from tests.cluster.controlplane import INSTANCE_TYPE_LABEL, ControlPlane
 from tests.waiting import wait_until

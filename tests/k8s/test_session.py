@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from rollcall.kube import call
-from rollcall.manifests import JOB_LABEL
+from rollcall.backends.kubernetes.kube import call
+from rollcall.backends.kubernetes.manifests import JOB_LABEL
 from tests.waiting import wait_until
 
 from .conftest import IMAGE, TRN1, suite_namespaces, suite_objects
@@ -27,7 +27,7 @@ pytest_plugins = ["pytester"]
 
 CONFTEST = """
 import pytest
-from rollcall.manifests import PodExtras
+from rollcall.backends.kubernetes.manifests import PodExtras
 
 @pytest.fixture(scope="session", autouse=True)
 def steer_fake_nodes(rollcall_suite):

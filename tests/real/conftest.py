@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from rollcall.backends.kubernetes import KubernetesBackend
-from rollcall.kube import Kube, connect
+from rollcall.backends.kubernetes.backend import KubernetesBackend
+from rollcall.backends.kubernetes.kube import Kube, connect
 from rollcall.options import resolve
 from rollcall.suite import Suite
 from tests.cluster.controlplane import ControlPlane, ControlPlaneError, ci, cluster_sh

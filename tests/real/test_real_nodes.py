@@ -18,8 +18,8 @@ import time
 import pytest
 
 from rollcall.backends import JobState
-from rollcall.kube import call
-from rollcall.manifests import JOB_LABEL, MANAGED_BY, MANAGED_BY_LABEL
+from rollcall.backends.kubernetes.kube import call
+from rollcall.backends.kubernetes.manifests import JOB_LABEL, MANAGED_BY, MANAGED_BY_LABEL
 from rollcall.ranklog import RollCall
 from tests.cluster.controlplane import REPO_ROOT
 from tests.k8s.conftest import suite_namespaces

@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from rollcall.backends import JobState
-from rollcall.backends.slurm import SlurmBackend
-from rollcall.backends.slurm_script import Settings
-from rollcall.discovery import DiscoveryError
+from rollcall.backends import DiscoveryError, JobState
+from rollcall.backends.slurm.backend import SlurmBackend
+from rollcall.backends.slurm.script import Settings
 from rollcall.jobspec import JobSpec
 from rollcall.options import resolve
 from rollcall.runner import run_once

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rollcall.access import Right, rights
-from rollcall.kubeconfig import KUBECONFIG_FIX, KubeconfigError, check
+from rollcall.backends.kubernetes.access import Right, rights
+from rollcall.backends.kubernetes.kubeconfig import KUBECONFIG_FIX, KubeconfigError, check
 
 pytest_plugins = ["pytester"]
 

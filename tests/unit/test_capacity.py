@@ -6,10 +6,11 @@ from typing import Any
 
 import pytest
 
-from rollcall import capacity, waits
-from rollcall.capacity import find, nodepool_mismatch
-from rollcall.discovery import TooFewNodes, discover, tolerates
-from rollcall.manifests import job_tolerations
+from rollcall.backends import Waits
+from rollcall.backends.kubernetes import capacity, waits
+from rollcall.backends.kubernetes.capacity import find, nodepool_mismatch
+from rollcall.backends.kubernetes.discovery import TooFewNodes, discover, tolerates
+from rollcall.backends.kubernetes.manifests import job_tolerations
 
 TRN1 = {"node.kubernetes.io/instance-type": "trn1.32xlarge"}
 TOLERATES = lambda taint: tolerates(job_tolerations(), taint)  # noqa: E731
@@ -197,11 +198,11 @@ def test_waits_over_pods():
     assert waits.image_pull_s(pods[1:]) is None
     assert not waits.all_scheduled([_pod("p-0", None, None, None)], 1)
     assert waits.suspended({"spec": {"suspend": True}}) and not waits.suspended({"spec": {}})
-    line = waits.Waits("Karpenter NodePool trn", 312.4, 90.0).line()
+    line = Waits("Karpenter NodePool trn", 312.4, 90.0).line()
     assert line == (
         "every pod scheduled after 312s (waited for Karpenter NodePool trn); image pulls took up to 90s"
     )
-    assert waits.Waits("quota (Kueue)", None, None).as_dict() == {
+    assert Waits("quota (Kueue)", None, None).as_dict() == {
         "waited_for": "quota (Kueue)",
         "scheduled_s": None,
         "image_pull_s": None,

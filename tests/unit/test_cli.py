@@ -86,7 +86,7 @@ LAYOUT = ["--accelerator", "neuron", "--procs-per-node", "32", "--instance-type"
 @pytest.fixture
 def no_cluster(monkeypatch, tmp_path):
     """Any attempt to reach a cluster fails the test."""
-    from rollcall import kube
+    from rollcall.backends.kubernetes import kube
 
     def refuse(*args, **kwargs):
         raise AssertionError("render contacted a cluster")
@@ -160,7 +160,7 @@ def test_render_refuses_bad_values_with_exit_4(no_cluster, capsys, args, said):
 
 
 def test_render_without_the_layout_discovers_it_on_the_cluster(capsys, monkeypatch):
-    from rollcall import kube
+    from rollcall.backends.kubernetes import kube
 
     node = {
         "metadata": {"name": "trn1-0", "labels": {"node.kubernetes.io/instance-type": "trn1.32xlarge"}},

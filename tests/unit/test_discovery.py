@@ -2,8 +2,9 @@
 
 import pytest
 
-from rollcall.discovery import DiscoveryError, check_device_plugins, count, discover, tolerates
-from rollcall.manifests import job_tolerations
+from rollcall.backends import DiscoveryError
+from rollcall.backends.kubernetes.discovery import check_device_plugins, count, discover, tolerates
+from rollcall.backends.kubernetes.manifests import job_tolerations
 
 TRN1 = {"aws.amazon.com/neuron": "16", "aws.amazon.com/neuroncore": "32", "vpc.amazonaws.com/efa": "8"}
 P5 = {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "32"}
@@ -228,7 +229,7 @@ def test_an_unknown_type_requests_what_its_nodes_offer_and_names_the_odd_one():
     assert found.placement.resources == {"nvidia.com/gpu": 4, "vpc.amazonaws.com/efa": 4}
     assert found.rejected == {
         "n1": "offers 2 vpc.amazonaws.com/efa, the other x9.big nodes offer 4 "
-        "(type not in rollcall.instances)"
+        "(type not in the instance table)"
     }
 
 

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rollcall.instances import INSTANCE_TYPES, lookup
+from rollcall.backends.kubernetes.instances import INSTANCE_TYPES, lookup
 
 PROFILES = sorted((Path(__file__).resolve().parents[2] / "hack" / "profiles").glob("*.yaml"))
 
@@ -40,7 +40,7 @@ def test_efa_interfaces_of_the_types_most_used_for_training(name, efa):
 def test_fake_node_profiles_advertise_what_their_type_has(profile):
     node = yaml.safe_load(profile.read_text())
     t = lookup(node["metadata"]["labels"]["node.kubernetes.io/instance-type"])
-    assert t is not None, f"{profile.name}: type not in rollcall.instances"
+    assert t is not None, f"{profile.name}: type not in rollcall.backends.kubernetes.instances"
     for section in ("capacity", "allocatable"):
         have = {k: int(v) for k, v in node["status"][section].items() if "/" in k}
         expected = {

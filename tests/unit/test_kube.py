@@ -11,8 +11,8 @@ import pytest
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
-from rollcall import kube
-from rollcall.kube import (
+from rollcall.backends.kubernetes import kube
+from rollcall.backends.kubernetes.kube import (
     Informer,
     WaitTimeout,
     WatchLost,

@@ -6,14 +6,13 @@ from types import SimpleNamespace
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from rollcall.backends import JobState, JobStatus
-from rollcall.backends.kubernetes_job import JobSettings, KubernetesJob
-from rollcall.capacity import Lookup, Provisioner
+from rollcall.backends import JobState, JobStatus, Waits
+from rollcall.backends.kubernetes.capacity import Lookup, Provisioner
+from rollcall.backends.kubernetes.job import JobSettings, KubernetesJob
+from rollcall.backends.kubernetes.manifests import Names, render
+from rollcall.backends.kubernetes.podlogs import EfaEvidence
 from rollcall.collect import Collector
 from rollcall.jobspec import JobSpec
-from rollcall.manifests import Names, render
-from rollcall.podlogs import EfaEvidence
-from rollcall.waits import Waits
 
 INDEX = "batch.kubernetes.io/job-completion-index"
 
@@ -97,7 +96,7 @@ def test_unschedulable_fails_only_after_the_grace_period(tmp_path, monkeypatch):
     cond = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/2 nodes fit"}
     run = make(tmp_path, [pod("a", 0, "Pending", conditions=[cond])], grace=30)
     clock = iter([100.0, 110.0, 131.0])
-    monkeypatch.setattr("rollcall.backends.kubernetes_job.time.monotonic", lambda: next(clock))
+    monkeypatch.setattr("rollcall.backends.kubernetes.job.time.monotonic", lambda: next(clock))
     assert run._verdict() is None
     assert run._verdict() is None
     status = run._verdict()
@@ -109,7 +108,7 @@ def test_a_pod_that_schedules_resets_its_grace(tmp_path, monkeypatch):
     cond = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "m"}
     run = make(tmp_path, [pod("a", 0, "Pending", conditions=[cond])], grace=30)
     clock = iter([100.0, 120.0, 140.0, 160.0])
-    monkeypatch.setattr("rollcall.backends.kubernetes_job.time.monotonic", lambda: next(clock))
+    monkeypatch.setattr("rollcall.backends.kubernetes.job.time.monotonic", lambda: next(clock))
     assert run._verdict() is None
     run.pods.items["a"] = pod("a", 0)
     assert run._verdict() is None
@@ -131,7 +130,7 @@ def waiting(name, index):
 
 def clocked(run, monkeypatch, *times):
     clock = iter(times)
-    monkeypatch.setattr("rollcall.backends.kubernetes_job.time.monotonic", lambda: next(clock))
+    monkeypatch.setattr("rollcall.backends.kubernetes.job.time.monotonic", lambda: next(clock))
     run.started, run._timeout_s = 0.0, 600.0
     return run
 

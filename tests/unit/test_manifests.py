@@ -7,11 +7,10 @@ import pytest
 import yaml
 from kubernetes import client
 
-from rollcall.discovery import DiscoveryError, discover
-from rollcall.jobspec import JobSpec, NeuronCache, Scheduling, Toleration
-from rollcall.manifests import (
+from rollcall.backends import DiscoveryError
+from rollcall.backends.kubernetes.discovery import discover
+from rollcall.backends.kubernetes.manifests import (
     CONTAINER,
-    MANIFESTS_DIR,
     ManifestError,
     Names,
     PodExtras,
@@ -19,6 +18,7 @@ from rollcall.manifests import (
     render,
     validate,
 )
+from rollcall.jobspec import MANIFESTS_DIR, JobSpec, NeuronCache, Scheduling, Toleration
 
 SPEC = JobSpec(
     name="bert-abc123",
@@ -180,7 +180,7 @@ def test_snake_case_names_are_unknown_fields():
 
 
 def test_render_refuses_a_manifest_that_departs_from_the_schema(monkeypatch):
-    from rollcall import manifests
+    from rollcall.backends.kubernetes import manifests
 
     real = manifests.load
 
@@ -393,7 +393,7 @@ def test_in_an_existing_namespace_no_namespace_is_rendered_and_the_run_keeps_its
 
 
 def test_the_jobs_pod_failure_policy_fails_it_on_a_disruption_and_on_a_failed_rank():
-    from rollcall.faults import DISRUPTION_TARGET
+    from rollcall.backends.kubernetes.faults import DISRUPTION_TARGET
 
     job = render(JobSpec("bert", 2, 8, image="registry.example/bert:1"), Names.new("rollcall", "bert")).job
     disruption, rank = job["spec"]["podFailurePolicy"]["rules"]

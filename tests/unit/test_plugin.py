@@ -183,7 +183,7 @@ def test_job(rollcall, n):
 
 
 REFUSING = """
-from rollcall.discovery import DiscoveryError
+from rollcall.backends import DiscoveryError
 
 def _refuse(self, spec, collector):
     raise DiscoveryError("need 3 usable node(s), found 2\\n  not usable:\\n    state DOWN: rc3 (1)")

@@ -10,8 +10,8 @@ import pytest
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
+from rollcall.backends.kubernetes.podlogs import NET_CLUES, EfaEvidence, LogFollower, explain, timestamp_key
 from rollcall.collect import Collector
-from rollcall.podlogs import NET_CLUES, EfaEvidence, LogFollower, explain, timestamp_key
 
 
 class Response:

@@ -5,8 +5,8 @@ import subprocess
 import sys
 import time
 
-from rollcall import kube, reaper
-from rollcall.reaper import Claim, Ledger, pending, release, watch
+from rollcall.backends.kubernetes import kube, reaper
+from rollcall.backends.kubernetes.reaper import Claim, Ledger, pending, release, watch
 
 
 def test_pending_lists_what_was_added_and_not_crossed_out(tmp_path):
@@ -76,7 +76,7 @@ def test_the_watcher_outlives_a_parent_killed_outright(tmp_path, monkeypatch):
     script = f"""
 import os, sys, time
 sys.argv = ["x"]
-from rollcall import reaper
+from rollcall.backends.kubernetes import reaper
 reaper.POLL_S = 0.05
 def fake_delete(ns):
     with open({str(out)!r}, "a") as f:
@@ -113,6 +113,6 @@ def test_the_watcher_process_is_started_once_in_its_own_session(monkeypatch):
     finally:
         ledger.state.unlink()
     ((cmd, kw),) = started
-    assert cmd[1:5] == ["-m", "rollcall.reaper", "--parent", str(os.getpid())]
+    assert cmd[1:5] == ["-m", "rollcall.backends.kubernetes.reaper", "--parent", str(os.getpid())]
     assert cmd[-2:] == ["--kubeconfig", "/k"]
     assert kw["start_new_session"] is True

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from rollcall.backends import JobState
-from rollcall.backends.slurm_script import Settings, render, time_limit
-from rollcall.backends.slurm_state import (
+from rollcall.backends import DiscoveryError, JobState
+from rollcall.backends.slurm.script import Settings, render, time_limit
+from rollcall.backends.slurm.state import (
     STUCK_REASONS,
     JobInfo,
     Partition,
@@ -21,7 +21,6 @@ from rollcall.backends.slurm_state import (
     srun_errors,
 )
 from rollcall.cli import main
-from rollcall.discovery import DiscoveryError
 from rollcall.jobspec import JobSpec
 
 OUT = Path("/shared/artifacts/test_x/slurm")
@@ -310,7 +309,7 @@ class ScriptedSlurm:
 
 
 def launch(tmp_path, slurm, **backend):
-    from rollcall.backends.slurm import SlurmBackend
+    from rollcall.backends.slurm.backend import SlurmBackend
     from rollcall.collect import Collector
 
     collector = Collector(tmp_path)
@@ -372,7 +371,7 @@ def test_cleanup_cancels_once_and_waits_until_squeue_no_longer_lists_the_job(tmp
 
 
 def test_an_interrupted_submission_cancels_the_job_by_its_name(tmp_path):
-    from rollcall.backends.slurm import SlurmBackend
+    from rollcall.backends.slurm.backend import SlurmBackend
     from rollcall.collect import Collector
 
     calls = []

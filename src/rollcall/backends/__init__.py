@@ -1,23 +1,30 @@
 """Backends run a :class:`~rollcall.jobspec.JobSpec` somewhere and stream every node's log to a collector.
 
 Every backend meets :class:`Backend`: it discovers once what each node offers (:class:`Placement`), then
-launches jobs; tests never care which one ran.
+launches jobs; tests never care which one ran. This module is the neutral contract: it imports no wing
+(:mod:`rollcall.backends.local`, :mod:`rollcall.backends.kubernetes`, :mod:`rollcall.backends.slurm`), and no
+wing imports another. A backend reports what it observed (:class:`JobStatus`: the job's end, terminations,
+disruptions, what EFA did, what it waited for); :func:`rollcall.judge.judge` alone decides the verdict.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rollcall.collect import Collector
 from rollcall.jobspec import Accelerator, JobSpec
 from rollcall.rootcause import Disruption, Termination
-from rollcall.waits import Waits
 
 if TYPE_CHECKING:
     from rollcall.options import Options
+
+
+class DiscoveryError(RuntimeError):
+    """The cluster cannot run the job as asked; the message lists what was found and why."""
 
 
 class JobState(enum.Enum):
@@ -38,7 +45,7 @@ class EfaUse:
         fell_back: pods whose NCCL fell back to TCP sockets, with the line that says so.
         unproven: pods that never logged NCCL selecting EFA.
         required: whether an unproven pod fails the run (NCCL on cuda logs the selection).
-        causes: per pod, what its log said was missing and the fix (:data:`rollcall.podlogs.NET_CLUES`).
+        causes: per pod, what its log said was missing and the fix (the kubernetes wing's EFA clues).
     """
 
     fell_back: Mapping[str, str] = field(default_factory=dict)
@@ -50,6 +57,45 @@ class EfaUse:
     def failed(self) -> bool:
         """NCCL did not use EFA on some pod."""
         return bool(self.fell_back) or (self.required and bool(self.unproven))
+
+
+@dataclass(frozen=True)
+class Waits:
+    """How long a run waited before its pods trained.
+
+    Attributes:
+        waited_for: what scheduling waited for (e.g. ``Karpenter NodePool trn``, ``quota (Kueue)``); empty
+            when the nodes were there.
+        scheduled_s: from the Job's creation until every pod was scheduled (None: they never were).
+        image_pull_s: the longest time a pod took from being scheduled to its container starting (image
+            pull and container creation); None when no pod started.
+    """
+
+    waited_for: str = ""
+    scheduled_s: float | None = None
+    image_pull_s: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The ``results.json`` form."""
+        return {
+            "waited_for": self.waited_for,
+            "scheduled_s": _round(self.scheduled_s),
+            "image_pull_s": _round(self.image_pull_s),
+        }
+
+    def line(self) -> str:
+        """One line for a report."""
+        parts = []
+        if self.scheduled_s is not None:
+            waited = f" (waited for {self.waited_for})" if self.waited_for else ""
+            parts.append(f"every pod scheduled after {self.scheduled_s:.0f}s{waited}")
+        if self.image_pull_s is not None:
+            parts.append(f"image pulls took up to {self.image_pull_s:.0f}s")
+        return "; ".join(parts)
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
 
 
 @dataclass
@@ -113,3 +159,35 @@ class Backend(Protocol):
     def launch(self, spec: JobSpec, collector: Collector) -> Job:
         """Create the job and start streaming each node's log into ``collector``."""
         ...
+
+
+#: Node names shown per reason when discovery fails.
+_SHOW_NODES = 8
+
+
+def unusable_nodes(
+    wanted: int, usable: Sequence[str], rejected: Mapping[str, str], accel: Accelerator | None
+) -> str:
+    """The message of a failed discovery: how many were needed and found, and why each other node is out."""
+    lines = [f"need {wanted} usable node(s), found {len(usable)}" + (f" for {accel}" if accel else "")]
+    if usable:
+        lines.append(f"  usable: {shown_names(list(usable))}")
+    by_reason: dict[str, list[str]] = defaultdict(list)
+    for name, reason in rejected.items():
+        by_reason[reason].append(name)
+    if by_reason:
+        lines.append("  not usable:")
+        lines += [f"    {reason}: {shown_names(names)}" for reason, names in sorted(by_reason.items())]
+    elif not usable:
+        lines.append("  the cluster has no nodes")
+    return "\n".join(lines)
+
+
+def shown_names(names: list[str]) -> str:
+    """Up to 8 names, then how many more, then the count: ``a, b and 3 more (5)``."""
+    shown = ", ".join(names[:_SHOW_NODES])
+    return (
+        shown
+        + (f" and {len(names) - _SHOW_NODES} more" if len(names) > _SHOW_NODES else "")
+        + f" ({len(names)})"
+    )

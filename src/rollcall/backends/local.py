@@ -24,13 +24,12 @@ from typing import TYPE_CHECKING
 from rollcall import procs
 from rollcall.backends import JobState, JobStatus, Placement
 from rollcall.collect import Collector, LogSink
-from rollcall.jobspec import JobSpec
+from rollcall.jobspec import REPO_SCRIPT, JobSpec
 
 if TYPE_CHECKING:
     from rollcall.options import Options
 
 #: The workload script in this repository, run in place of the image's copy.
-DEFAULT_SCRIPT = Path(__file__).resolve().parents[3] / "images" / "bert-training" / "train.py"
 #: train.py keeps its compiler caches in the directory this variable names.
 COMPILE_CACHE_ENV = "ROLLCALL_COMPILE_CACHE"
 
@@ -72,7 +71,7 @@ class LocalBackend:
     """Runs jobs as local torchrun agents."""
 
     python: str = sys.executable
-    script: Path = DEFAULT_SCRIPT
+    script: Path = REPO_SCRIPT
     name: str = "local"
 
     def discover(self, options: Options) -> Placement:

@@ -7,7 +7,7 @@ preference, ``aws.amazon.com/neuroncore``, ``aws.amazon.com/neurondevice``, ``aw
 Ranks per node are the GPUs or NeuronCores (else whole Neuron devices) those nodes offer.
 
 EFA: each pod requests every ``vpc.amazonaws.com/efa`` interface its instance type has
-(:mod:`rollcall.instances`); a node advertising fewer is unusable, named with both numbers. For a type the
+(:mod:`.instances`); a node advertising fewer is unusable, named with both numbers. For a type the
 table does not know, the pods request what the nodes advertise, and a node advertising fewer than the others
 is unusable. ``--efa on`` leaves out nodes without EFA; ``--efa auto`` uses EFA when every usable node has
 it, goes without when none has, and refuses, naming the nodes that lack it, when only some have it: EFA is
@@ -15,7 +15,7 @@ never dropped silently.
 
 When fewer than ``--nodes`` nodes are usable, :class:`TooFewNodes` (a :class:`DiscoveryError`) lists the
 usable ones and why each other node is not, before anything is created; the kubernetes backend then looks
-for capacity that can arrive (:mod:`rollcall.capacity`). :func:`check_device_plugins` optionally verifies
+for capacity that can arrive (:mod:`.capacity`). :func:`check_device_plugins` optionally verifies
 that the device-plugin DaemonSets serving those resources are ready; on EKS Auto Mode nodes (label
 ``eks.amazonaws.com/compute-type=auto``) the plugins are part of the node, not DaemonSets, so the check
 rests on the allocatable resources read above.
@@ -30,8 +30,8 @@ from typing import Any
 
 from kubernetes.utils import parse_quantity
 
-from rollcall.backends import Placement
-from rollcall.instances import lookup
+from rollcall.backends import DiscoveryError, Placement, shown_names, unusable_nodes
+from rollcall.backends.kubernetes.instances import lookup
 from rollcall.jobspec import (
     EFA_RESOURCE,
     GPU_RESOURCE,
@@ -54,13 +54,8 @@ DEVICE_PLUGINS: dict[str, tuple[str, ...]] = {
     "neuron": ("neuron-device-plugin",),
     "efa": ("efa-k8s-device-plugin", "efa-device-plugin"),
 }
-_SHOW = 8  # node names shown per reason
 
 Obj = dict[str, Any]
-
-
-class DiscoveryError(RuntimeError):
-    """The cluster cannot run the job as asked; the message lists what was found and why."""
 
 
 class TooFewNodes(DiscoveryError):
@@ -229,7 +224,7 @@ def discover(
 
     if len(candidates) < nodes:
         usable = [n.name for n in candidates]
-        raise TooFewNodes(report(nodes, usable, rejected, accel), usable, rejected, accel)
+        raise TooFewNodes(unusable_nodes(nodes, usable, rejected, accel), usable, rejected, accel)
 
     requests: dict[str, int] = {resource: need} if resource else {}
     if use_efa:
@@ -276,7 +271,7 @@ def _use_efa(efa: EfaChoice, candidates: list[Node]) -> bool:
     having = len(candidates) - len(lacking)
     raise DiscoveryError(
         f"--efa auto: {having} usable node(s) advertise {EFA_RESOURCE} but {len(lacking)} do not: "
-        f"{_names(lacking)}; a run across both would train without EFA on some pods. Choose: --efa on "
+        f"{shown_names(lacking)}; a run across both would train without EFA on some pods. Choose: --efa on "
         "(use only the nodes with EFA), --efa off (train without it), or --instance-type / "
         "--node-selector to pick nodes of one kind"
     )
@@ -292,7 +287,7 @@ def _efa_need(instance_type: str | None, candidates: list[Node], rejected: dict[
     else:
         # most common count, the larger on a tie
         need = max(offers.items(), key=lambda kv: (kv[1], kv[0]))[0] if offers else 0
-        why = f"the other {instance_type or 'usable'} nodes offer {need} (type not in rollcall.instances)"
+        why = f"the other {instance_type or 'usable'} nodes offer {need} (type not in the instance table)"
     for node in [n for n in candidates if n.offers(EFA_RESOURCE) < need]:
         rejected[node.name] = f"offers {node.offers(EFA_RESOURCE)} {EFA_RESOURCE}, {why}"
         candidates.remove(node)
@@ -329,7 +324,7 @@ def _choose_accelerator(
     rejected |= {x.name: "no accelerator allocatable" for x in candidates}
     raise TooFewNodes(
         f"--accelerator auto: no usable node advertises {GPU_RESOURCE} or {' or '.join(NEURON_RESOURCES)} "
-        "(use --accelerator cpu to train on CPUs)\n" + report(n, [], rejected, None),
+        "(use --accelerator cpu to train on CPUs)\n" + unusable_nodes(n, [], rejected, None),
         [],
         rejected,
         None,
@@ -350,27 +345,6 @@ def _procs(
         return resource, procs_per_node
     offers = sorted((n.offers(resource) for n in candidates), reverse=True)
     return resource, offers[min(nodes, len(offers)) - 1] if offers else 1
-
-
-def report(wanted: int, usable: Sequence[str], rejected: Mapping[str, str], accel: Accelerator | None) -> str:
-    """The message of a failed discovery: how many were needed and found, and why each other node is out."""
-    lines = [f"need {wanted} usable node(s), found {len(usable)}" + (f" for {accel}" if accel else "")]
-    if usable:
-        lines.append(f"  usable: {_names(list(usable))}")
-    by_reason: dict[str, list[str]] = defaultdict(list)
-    for name, reason in rejected.items():
-        by_reason[reason].append(name)
-    if by_reason:
-        lines.append("  not usable:")
-        lines += [f"    {reason}: {_names(names)}" for reason, names in sorted(by_reason.items())]
-    elif not usable:
-        lines.append("  the cluster has no nodes")
-    return "\n".join(lines)
-
-
-def _names(names: list[str]) -> str:
-    shown = ", ".join(names[:_SHOW])
-    return shown + (f" and {len(names) - _SHOW} more" if len(names) > _SHOW else "") + f" ({len(names)})"
 
 
 def check_device_plugins(daemonsets: Iterable[Obj], accelerator: Accelerator, efa: bool) -> list[str]:

@@ -16,7 +16,7 @@ start if the cluster can provision them:
 
 :func:`find` gives a :class:`Lookup`: the matching :class:`Provisioner` records and a line for each thing
 looked at, which the failure message shows when none matches. :func:`shape` says what a node of a known
-instance type offers (from :mod:`rollcall.instances`), since no such node exists to read it from.
+instance type offers (from :mod:`.instances`), since no such node exists to read it from.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from kubernetes.utils import parse_quantity
 
-from rollcall.instances import INSTANCE_TYPES, lookup
+from rollcall.backends.kubernetes.instances import INSTANCE_TYPES, lookup
 from rollcall.jobspec import GPU_RESOURCE, NEURONCORE_RESOURCE, Accelerator
 
 Obj = dict[str, Any]
@@ -103,7 +103,7 @@ class Shape:
 
 
 def shape(instance_type: str | None) -> Shape | None:
-    """What a node of ``instance_type`` offers a pod, when :mod:`rollcall.instances` knows its devices."""
+    """What a node of ``instance_type`` offers a pod, when :mod:`.instances` knows its devices."""
     known = lookup(instance_type)
     if known is None:
         return None

@@ -2,19 +2,19 @@
 
 The backend is the session's part: it connects (kubeconfig or in-cluster config), sweeps namespaces left by
 runs killed outright (``--sweep-older-than``), discovers once which nodes are usable and what each pod gets
-(:mod:`rollcall.discovery`), and launches runs. When too few nodes are usable it looks for capacity that
-can arrive (:mod:`rollcall.capacity`: Karpenter or EKS Auto Mode NodePools, a cluster-autoscaler); with
+(:mod:`.discovery`), and launches runs. When too few nodes are usable it looks for capacity that
+can arrive (:mod:`.capacity`: Karpenter or EKS Auto Mode NodePools, a cluster-autoscaler); with
 some, the run is created and waits for its nodes under ``--capacity-timeout``, else discovery fails before
 anything is created, naming what it looked for. Pods of such a run plan their resources from the instance
-type (:mod:`rollcall.instances`) or ``--procs-per-node``; ``--efa auto`` requests EFA only from
+type (:mod:`.instances`) or ``--procs-per-node``; ``--efa auto`` requests EFA only from
 nodes that exist, so ask with ``--efa on``. The Job's own ``activeDeadlineSeconds`` then counts the
 capacity wait too (``--job-timeout`` plus ``--capacity-timeout``): it starts with the Job, while the
 suite's own deadline, ``--job-timeout`` from when every pod is scheduled, stays in charge. (A Job that
 Kueue suspends needs no such allowance: resuming a Job resets its start time, and so its deadline.)
 
-A run renders ``manifests/`` from the JobSpec, validated offline (:mod:`rollcall.manifests`), in a
+A run renders ``manifests/`` from the JobSpec, validated offline (:mod:`.manifests`), in a
 namespace ``<prefix>-<random>``; its lifecycle (provision, wait, collect, clean up) is
-:class:`~rollcall.backends.kubernetes_job.KubernetesJob`.
+:class:`~.job.KubernetesJob`.
 
 With ``--namespace`` every run lives in that existing namespace, checked at connection (with the
 ``--service-account`` it names); the namespace is never created, swept nor deleted, only the runs' own
@@ -33,30 +33,33 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from rollcall import capacity
-from rollcall.access import check as check_access
-from rollcall.backends import Placement
-from rollcall.backends.kubernetes_job import (
+from rollcall.backends import DiscoveryError, Placement, unusable_nodes
+from rollcall.backends.kubernetes import capacity
+from rollcall.backends.kubernetes.access import check as check_access
+from rollcall.backends.kubernetes.capacity import AUTOSCALER_STATUS, INSTANCE_TYPE_LABEL, Lookup
+from rollcall.backends.kubernetes.discovery import (
+    Discovery,
+    TooFewNodes,
+    check_device_plugins,
+    discover,
+    tolerates,
+)
+from rollcall.backends.kubernetes.job import (
     CLEANUP_TIMEOUT_S,
     DRAIN_S,
     JobSettings,
     KubernetesJob,
     RollcallWarning,
 )
-from rollcall.capacity import AUTOSCALER_STATUS, INSTANCE_TYPE_LABEL, Lookup
-from rollcall.collect import Collector
-from rollcall.discovery import (
-    Discovery,
-    DiscoveryError,
-    TooFewNodes,
-    check_device_plugins,
-    discover,
-    report,
-    tolerates,
+from rollcall.backends.kubernetes.kube import (
+    Kube,
+    call,
+    connect,
+    delete_labelled,
+    delete_namespace,
+    message_of,
 )
-from rollcall.jobspec import EFA_RESOURCE, GPU_RESOURCE, NEURONCORE_RESOURCE, JobSpec
-from rollcall.kube import Kube, call, connect, delete_labelled, delete_namespace, message_of
-from rollcall.manifests import (
+from rollcall.backends.kubernetes.manifests import (
     MANAGED_BY,
     MANAGED_BY_LABEL,
     RUN_ID_LABEL,
@@ -65,8 +68,10 @@ from rollcall.manifests import (
     job_tolerations,
     render,
 )
+from rollcall.backends.kubernetes.reaper import Claim, Ledger, release
+from rollcall.collect import Collector
+from rollcall.jobspec import EFA_RESOURCE, GPU_RESOURCE, NEURONCORE_RESOURCE, JobSpec
 from rollcall.options import DEFAULTS, OptionError, Options
-from rollcall.reaper import Claim, Ledger, release
 
 __all__ = ["JobSettings", "KubernetesBackend", "KubernetesJob", "RollcallWarning"]
 
@@ -104,7 +109,7 @@ class KubernetesBackend:
 
         A missing ``--image``, a bad kubeconfig or context, an unreachable API server and a right the server
         refuses each raise :class:`~rollcall.options.OptionError` naming the option and the fix
-        (:mod:`rollcall.kubeconfig`, :mod:`rollcall.access`).
+        (:mod:`.kubeconfig`, :mod:`.access`).
         """
         if not options.image:
             raise OptionError(
@@ -371,4 +376,4 @@ def _older(obj: dict[str, Any], cutoff: datetime) -> bool:
 
 
 def _too_few(found: Discovery, nodes: int) -> str:
-    return report(nodes, found.usable, found.rejected, found.placement.accelerator)
+    return unusable_nodes(nodes, found.usable, found.rejected, found.placement.accelerator)

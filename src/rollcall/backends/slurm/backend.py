@@ -1,6 +1,6 @@
 """The slurm backend: one sbatch job per run, one task per node, torchrun fanning out to the node's ranks.
 
-render (:mod:`rollcall.backends.slurm_script`)
+render (:mod:`rollcall.backends.slurm.script`)
     ``manifests/slurm/job.sbatch.j2`` is filled from the JobSpec with typed values, each shell-quoted by the
     template environment itself: ``--nodes``, ``--ntasks-per-node=1``, ``--gpus-per-task`` (the ranks per node
     on nvidia), ``--exclusive --mem=0 --no-requeue``, the time limit (``--job-timeout`` plus a margin, so a
@@ -14,9 +14,9 @@ submit
 wait
     ``scontrol show job`` once a second: fails at once on FAILED, NODE_FAIL, OUT_OF_MEMORY, TIMEOUT and the
     other end states (naming the node and task srun reported), on a job PENDING past the grace period for a
-    reason that cannot clear by waiting (:mod:`rollcall.backends.slurm_state`), and at the job timeout.
+    reason that cannot clear by waiting (:mod:`rollcall.backends.slurm.state`), and at the job timeout.
 discover
-    ``scontrol show nodes``/``partition`` once per session (:func:`~rollcall.backends.slurm_state.discover`).
+    ``scontrol show nodes``/``partition`` once per session (:func:`~rollcall.backends.slurm.state.discover`).
 collect
     Each node's file is followed as it grows into the collector, under the node's Slurm name.
 clean up
@@ -35,11 +35,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rollcall.backends import JobState, JobStatus, Placement
-from rollcall.backends.slurm_script import Settings, render
-from rollcall.backends.slurm_state import JobInfo, Partition, SlurmError, SlurmNode, discover, srun_errors
+from rollcall.backends import DiscoveryError, JobState, JobStatus, Placement
+from rollcall.backends.slurm.script import Settings, render
+from rollcall.backends.slurm.state import JobInfo, Partition, SlurmError, SlurmNode, discover, srun_errors
 from rollcall.collect import Collector, LogSink
-from rollcall.discovery import DiscoveryError
 from rollcall.jobspec import JobSpec
 from rollcall.options import Options
 

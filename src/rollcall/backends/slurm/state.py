@@ -11,8 +11,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rollcall.backends import JobState, Placement
-from rollcall.discovery import DiscoveryError, report
+from rollcall.backends import DiscoveryError, JobState, Placement, unusable_nodes
 from rollcall.jobspec import Accelerator
 
 #: Job states in which the job is over, and how the suite reads each.
@@ -229,7 +228,7 @@ def discover(
         if not any(n.gpus for n in usable):
             raise DiscoveryError(
                 "--accelerator auto: no usable node has GPU GRES (use --accelerator cpu to train on CPUs)\n"
-                + report(want, [], rejected | {n.name: "no gpu GRES" for n in usable}, None)
+                + unusable_nodes(want, [], rejected | {n.name: "no gpu GRES" for n in usable}, None)
             )
         accel = "nvidia"
     else:
@@ -243,7 +242,7 @@ def discover(
             rejected[node.name] = f"only {node.gpus} gpu GRES, {need} needed"
             usable.remove(node)
     if len(usable) < want:
-        raise DiscoveryError(report(want, [n.name for n in usable], rejected, accel))
+        raise DiscoveryError(unusable_nodes(want, [n.name for n in usable], rejected, accel))
     idle = sum(1 for n in usable if "IDLE" in n.states)
     offer = f"{need} GPU(s)" if accel == "nvidia" else f"{usable[0].cpus} CPU(s)"
     description = (

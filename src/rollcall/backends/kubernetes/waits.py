@@ -9,56 +9,16 @@ results and the report; the job timeout counts from when every pod is scheduled.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from rollcall.faults import index_of
+from rollcall.backends.kubernetes.faults import index_of
 
 Obj = dict[str, Any]
 QUOTA = "quota (Kueue)"
 #: Events that say capacity is on its way: cluster-autoscaler's and Karpenter's.
 SCALE_UP_REASONS = ("TriggeredScaleUp", "NotTriggerScaleUp", "Nominated")
 _CLAIM_CONDITIONS = ("Launched", "Registered", "Initialized")
-
-
-@dataclass(frozen=True)
-class Waits:
-    """How long a run waited before its pods trained.
-
-    Attributes:
-        waited_for: what scheduling waited for (e.g. ``Karpenter NodePool trn``, ``quota (Kueue)``); empty
-            when the nodes were there.
-        scheduled_s: from the Job's creation until every pod was scheduled (None: they never were).
-        image_pull_s: the longest time a pod took from being scheduled to its container starting (image
-            pull and container creation); None when no pod started.
-    """
-
-    waited_for: str = ""
-    scheduled_s: float | None = None
-    image_pull_s: float | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        """The ``results.json`` form."""
-        return {
-            "waited_for": self.waited_for,
-            "scheduled_s": _round(self.scheduled_s),
-            "image_pull_s": _round(self.image_pull_s),
-        }
-
-    def line(self) -> str:
-        """One line for a report."""
-        parts = []
-        if self.scheduled_s is not None:
-            waited = f" (waited for {self.waited_for})" if self.waited_for else ""
-            parts.append(f"every pod scheduled after {self.scheduled_s:.0f}s{waited}")
-        if self.image_pull_s is not None:
-            parts.append(f"image pulls took up to {self.image_pull_s:.0f}s")
-        return "; ".join(parts)
-
-
-def _round(value: float | None) -> float | None:
-    return None if value is None else round(value, 1)
 
 
 def parse_time(text: object) -> datetime | None:

@@ -8,10 +8,10 @@ it outright.
 So the kubernetes backend keeps a :class:`Ledger`: each run's :class:`Claim` (its namespace, or, in an
 existing namespace given with ``--namespace``, its Jobs and Services there by run-id label, never that
 namespace) is written to a small state file before anything is created and crossed out once it is gone,
-and one watcher process per session (``python -m rollcall.reaper``, in its own session so Ctrl-C to the
-terminal does not reach it) sleeps until its parent goes away, then deletes whatever is still listed. An
-``atexit`` hook does the same in-process on an ordinary exit. The session sweep (``--sweep-older-than``)
-covers anything these miss, such as a killed machine.
+and one watcher process per session (``python -m rollcall.backends.kubernetes.reaper``, in its own
+session so Ctrl-C to the terminal does not reach it) sleeps until its parent goes away, then deletes
+whatever is still listed. An ``atexit`` hook does the same in-process on an ordinary exit. The session
+sweep (``--sweep-older-than``) covers anything these miss, such as a killed machine.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from rollcall.kube import Kube
+    from rollcall.backends.kubernetes.kube import Kube
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +61,8 @@ class Claim:
 
 def release(kube: Kube, claim: Claim) -> None:
     """Delete what ``claim`` names: the namespace, or the run's Jobs and Services in it (by run-id label)."""
-    from rollcall.kube import delete_labelled, delete_namespace
-    from rollcall.manifests import RUN_ID_LABEL
+    from rollcall.backends.kubernetes.kube import delete_labelled, delete_namespace
+    from rollcall.backends.kubernetes.manifests import RUN_ID_LABEL
 
     if claim.run_id is None:
         delete_namespace(kube, claim.namespace)
@@ -148,7 +148,7 @@ class Ledger:
         cmd = [
             sys.executable,
             "-m",
-            "rollcall.reaper",
+            "rollcall.backends.kubernetes.reaper",
             "--parent",
             str(os.getpid()),
             "--state",
@@ -182,8 +182,11 @@ def watch(parent: int, state: Path, delete: Callable[[Claim], None] | None = Non
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The watcher process: ``python -m rollcall.reaper --parent PID --state FILE [--kubeconfig P]``."""
-    parser = argparse.ArgumentParser(prog="python -m rollcall.reaper")
+    """The watcher process: ``python -m rollcall.backends.kubernetes.reaper --parent PID --state FILE``.
+
+    ``--kubeconfig P`` names the cluster's configuration.
+    """
+    parser = argparse.ArgumentParser(prog="python -m rollcall.backends.kubernetes.reaper")
     parser.add_argument("--parent", type=int, required=True)
     parser.add_argument("--state", type=Path, required=True)
     parser.add_argument("--kubeconfig")
@@ -194,7 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def delete(claim: Claim) -> None:
         nonlocal kube
-        from rollcall.kube import connect
+        from rollcall.backends.kubernetes.kube import connect
 
         kube = kube or connect(args.kubeconfig, args.context)
         release(kube, claim)

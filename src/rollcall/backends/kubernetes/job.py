@@ -1,14 +1,14 @@
 """One run on the cluster: its namespace, Service and Indexed Job, from creation to deletion.
 
 provision
-    Creates the namespace (written to the session's :class:`~rollcall.reaper.Ledger` first), then, after a
+    Creates the namespace (written to the session's :class:`~.reaper.Ledger` first), then, after a
     server-side dry run, the headless Service and the Indexed Job, and starts watching the Job and its pods
     (selected by the Job's controller uid). In an existing namespace (``--namespace``) no namespace is
     created: the ledger holds the run's claim on its own objects there (by run-id label).
 wait
     Fails at once, naming the pod, its index and its node, on a Failed Job, a pod Unschedulable past the
     grace period (with the scheduler's message), an image that cannot be pulled, an OOMKilled or non-zero
-    container, or the job timeout (:mod:`rollcall.faults`). A pod the infrastructure took away (evicted,
+    container, or the job timeout (:mod:`.faults`). A pod the infrastructure took away (evicted,
     preempted, its node deleted, lost, drained or reclaimed) is judged first, as a disruption
     (:attr:`~rollcall.backends.JobStatus.disruption`), not as a failed rank. Progress goes to the
     terminal meanwhile.
@@ -16,14 +16,14 @@ wait
     Kueue waits for quota, pods wait for nodes that a provisioner brings (the Unschedulable grace does not
     apply; NodeClaims or scale-up events are shown), and past the bound the run ends ``NO_CAPACITY``,
     naming what it waited for. The job timeout counts from when every pod is scheduled; image pulls are
-    shown and timed apart (:class:`~rollcall.waits.Waits`).
+    shown and timed apart (:class:`~.waits.Waits`).
 collect
     Every container's log is followed from the moment it starts into ``<artifacts>/<pod>.log`` and parsed
-    as it arrives (:mod:`rollcall.podlogs`). With EFA requested, NCCL must have selected it. On failure the
+    as it arrives (:mod:`.podlogs`). With EFA requested, NCCL must have selected it. On failure the
     pods, the Job and the namespace's events are saved as YAML next to the logs.
 clean up
     The namespace is deleted with foreground propagation, its Jobs first
-    (:func:`rollcall.kube.delete_namespace`), and awaited within a bound (a warning otherwise).
+    (:func:`.kube.delete_namespace`), and awaited within a bound (a warning otherwise).
     In an existing namespace, the run's Job (foreground, so its pods go first) and Service are deleted
     instead, and awaited likewise; the namespace stays.
 """
@@ -40,11 +40,10 @@ from typing import Any
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from rollcall import waits
-from rollcall.backends import EfaUse, JobState, JobStatus
-from rollcall.capacity import Lookup
-from rollcall.collect import Collector
-from rollcall.faults import (
+from rollcall.backends import EfaUse, JobState, JobStatus, Waits
+from rollcall.backends.kubernetes import waits
+from rollcall.backends.kubernetes.capacity import Lookup
+from rollcall.backends.kubernetes.faults import (
     disruption,
     duplicate_indexes,
     index_of,
@@ -59,8 +58,7 @@ from rollcall.faults import (
     unschedulable,
     where,
 )
-from rollcall.jobspec import JobSpec
-from rollcall.kube import (
+from rollcall.backends.kubernetes.kube import (
     Informer,
     Kube,
     KubeError,
@@ -73,12 +71,13 @@ from rollcall.kube import (
     message_of,
     wait_for,
 )
-from rollcall.manifests import CONTAINER, Names, Rendered
+from rollcall.backends.kubernetes.manifests import CONTAINER, Names, Rendered
+from rollcall.backends.kubernetes.podlogs import EfaEvidence, LogFollower, explain
+from rollcall.backends.kubernetes.reaper import Claim, Ledger
+from rollcall.collect import Collector
+from rollcall.jobspec import JobSpec
 from rollcall.options import DEFAULTS
-from rollcall.podlogs import EfaEvidence, LogFollower, explain
-from rollcall.reaper import Claim, Ledger
 from rollcall.rootcause import Disruption
-from rollcall.waits import Waits
 
 log = logging.getLogger(__name__)
 
@@ -318,7 +317,7 @@ class KubernetesJob:
         return JobStatus(JobState.TIMED_OUT if kind == "timed_out" else JobState.FAILED, why)
 
     def _disruption(self, pods: list[dict[str, Any]]) -> Disruption | None:
-        """The first pod the infrastructure took away (:func:`rollcall.faults.disruption`), if any.
+        """The first pod the infrastructure took away (:func:`.faults.disruption`), if any.
 
         The nodes' watch never holds the verdict up: until it has listed, only the pods' own conditions count.
         """
@@ -453,7 +452,7 @@ class KubernetesJob:
         """With EFA requested, every pod's NCCL must have selected it (else it fell back to TCP sockets).
 
         The failure says what was missing and the fix, read from the pods' NCCL lines
-        (:data:`rollcall.podlogs.NET_CLUES`).
+        (:data:`.podlogs.NET_CLUES`).
         """
         fell_back = {p: e.fallback for p, e in sorted(self.evidence.items()) if e.fallback}
         unproven = sorted(p for p, e in self.evidence.items() if not e.efa and not e.fallback)

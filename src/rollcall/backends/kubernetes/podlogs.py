@@ -28,8 +28,14 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from rollcall.backends.kubernetes.kube import (
+    API_RETRY_S,
+    CONNECT_TIMEOUT_S,
+    is_transient,
+    message_of,
+    shutdown,
+)
 from rollcall.collect import LogSink
-from rollcall.kube import API_RETRY_S, CONNECT_TIMEOUT_S, is_transient, message_of, shutdown
 
 log = logging.getLogger(__name__)
 

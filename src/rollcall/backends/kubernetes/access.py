@@ -23,8 +23,8 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from rollcall.kube import Kube, call, message_of
-from rollcall.manifests import load
+from rollcall.backends.kubernetes.kube import Kube, call, message_of
+from rollcall.backends.kubernetes.manifests import load
 from rollcall.options import OptionError, Options
 
 log = logging.getLogger(__name__)

@@ -36,7 +36,7 @@ from tenacity import (
     wait_random,
 )
 
-from rollcall.kubeconfig import KubeconfigError, check, cluster_config, given
+from rollcall.backends.kubernetes.kubeconfig import KubeconfigError, check, cluster_config, given
 
 log = logging.getLogger(__name__)
 
@@ -101,10 +101,10 @@ def connect(
     pool_size: int = 256,
     flag: str = "--kubeconfig",
 ) -> Kube:
-    """A client from the configuration :func:`rollcall.kubeconfig.cluster_config` chooses.
+    """A client from the configuration :func:`.kubeconfig.cluster_config` chooses.
 
-    The kubeconfig and the context are checked first (:func:`rollcall.kubeconfig.check`): a bad one raises
-    :class:`~rollcall.kubeconfig.KubeconfigError` naming ``flag`` (where ``kubeconfig`` came from) and the
+    The kubeconfig and the context are checked first (:func:`.kubeconfig.check`): a bad one raises
+    :class:`~.kubeconfig.KubeconfigError` naming ``flag`` (where ``kubeconfig`` came from) and the
     fix, as does one the client cannot load. ``pool_size`` bounds the connections kept open: every followed
     log holds one. Nothing is sent to the server.
     """

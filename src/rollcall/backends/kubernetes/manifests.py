@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import copy
 import math
-import os
 import re
 import secrets
 from collections.abc import Mapping, Sequence
@@ -26,12 +25,15 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from rollcall.instances import lookup
-from rollcall.jobspec import EFA_RESOURCE, NEURON_CACHE_DIR, JobSpec, Scheduling, Toleration
-
-#: Where the manifests are read from: ``$ROLLCALL_MANIFESTS_DIR``, else the checkout's ``manifests/``.
-MANIFESTS_ENV = "ROLLCALL_MANIFESTS_DIR"
-MANIFESTS_DIR = Path(__file__).resolve().parents[2] / "manifests"
+from rollcall.backends.kubernetes.instances import lookup
+from rollcall.jobspec import (
+    EFA_RESOURCE,
+    NEURON_CACHE_DIR,
+    JobSpec,
+    Scheduling,
+    Toleration,
+    manifests_dir,
+)
 
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "rollcall"
@@ -48,7 +50,7 @@ EFA_ENV = {
     "FI_PROVIDER": "efa",
     "FI_EFA_FORK_SAFE": "1",
 }
-#: Added where the instance type's EFA does RDMA (:mod:`rollcall.instances`): GPUDirect / device RDMA.
+#: Added where the instance type's EFA does RDMA (:mod:`.instances`): GPUDirect / device RDMA.
 EFA_RDMA_ENV = {"FI_EFA_USE_DEVICE_RDMA": "1"}
 #: On Neuron: the interface the collectives bootstrap over, the pod's own (the Neuron EKS samples set it).
 NEURON_ENV = {"CCOM_SOCKET_IFNAME": "eth0"}
@@ -121,18 +123,6 @@ class PodExtras:
     annotations: dict[str, str] = field(default_factory=dict)
 
 
-def manifests_dir() -> Path:
-    """The directory holding job.yaml, service.yaml and namespace.yaml."""
-    chosen = os.environ.get(MANIFESTS_ENV)
-    directory = Path(chosen) if chosen else MANIFESTS_DIR
-    if not (directory / "job.yaml").is_file():
-        raise ManifestError(
-            f"no job.yaml in {directory}: run from a rollcall checkout, or set {MANIFESTS_ENV} to a copy of "
-            "its manifests/ directory"
-        )
-    return directory
-
-
 @cache
 def _load(directory: Path, name: str) -> Obj:
     with (directory / name).open() as f:
@@ -142,7 +132,11 @@ def _load(directory: Path, name: str) -> Obj:
 
 def load(name: str) -> Obj:
     """A fresh copy of ``manifests/<name>``."""
-    return copy.deepcopy(_load(manifests_dir(), name))
+    try:
+        directory = manifests_dir()
+    except FileNotFoundError as e:
+        raise ManifestError(str(e)) from None
+    return copy.deepcopy(_load(directory, name))
 
 
 def job_tolerations(extra: Sequence[Toleration] = ()) -> list[Obj]:

@@ -19,11 +19,10 @@ from typing import Any
 
 import jinja2
 
-from rollcall.jobspec import IMAGE_SCRIPT, POD_LOG_DIR, JobSpec
+from rollcall.jobspec import IMAGE_SCRIPT, POD_LOG_DIR, REPO_SCRIPT, JobSpec, manifests_dir
 from rollcall.options import Options
 
 #: The workload script in this repository, for clusters that run it from a shared file system.
-REPO_SCRIPT = Path(__file__).resolve().parents[3] / "images" / "bert-training" / "train.py"
 TEMPLATE = "slurm/job.sbatch.j2"
 #: Seconds past ``--job-timeout`` that Slurm's own time limit allows (the suite's deadline comes first).
 TIME_LIMIT_MARGIN_S = 60.0
@@ -95,8 +94,6 @@ class Settings:
 
 
 def _template_source(name: str) -> str:
-    from rollcall.manifests import manifests_dir
-
     return (manifests_dir() / name).read_text()
 
 

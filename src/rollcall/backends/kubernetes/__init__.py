@@ -1,0 +1,21 @@
+"""The kubernetes backend: an Indexed Job and its headless Service, through the official client.
+
+Everything only Kubernetes needs lives in this wing, and nothing outside it but the session's choice of
+backend (:mod:`rollcall.suite`, :mod:`rollcall.cli`) imports it:
+
+- :mod:`.backend`: :class:`~.backend.KubernetesBackend` (connect, discover, launch; the session's sweep).
+- :mod:`.job`: one launched Job: its wait over informers, fail-fast on broken pods, clean-up.
+- :mod:`.kube`: the API client, :class:`~.kube.Informer` and :func:`~.kube.wait_for`.
+- :mod:`.views`: small read-only views of pods, nodes and Jobs over the API's JSON.
+- :mod:`.kubeconfig`: which cluster configuration is used, and why.
+- :mod:`.access`: the rights the run needs, checked before anything is created.
+- :mod:`.discovery`: what each node offers (accelerators, EFA, taints, device plugins).
+- :mod:`.capacity`: capacity that can arrive (Karpenter NodePools, cluster-autoscaler).
+- :mod:`.instances`: EC2 instance types: GPUs, Neuron devices and cores, EFA interfaces.
+- :mod:`.faults`: pure predicates over pods: broken, disrupted, ended.
+- :mod:`.waits`: what a run waited for before training (quota, nodes, image pulls).
+- :mod:`.manifests`: the Namespace, Service and Job rendered from ``manifests/``.
+- :mod:`.podlogs`: each pod's log followed into the collector.
+- :mod:`.efa`: what NCCL's log says of EFA: the clues, each pod's evidence, and the check over them.
+- :mod:`.reaper`: a watchdog process that deletes the run's objects if the session dies.
+"""

@@ -36,14 +36,48 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rollcall.verdict import Figures
-
 if TYPE_CHECKING:
     from rollcall.jobspec import JobSpec
+    from rollcall.perf import PerfFigures
 
 BASELINE_VERSION = 1
 UNKNOWN = "?"
 NO_INSTANCE_TYPE = "-"
+
+
+@dataclass(frozen=True)
+class Figures:
+    """The figures a baseline holds and the regression gate compares."""
+
+    throughput_total: float | None = None
+    throughput_median: float | None = None
+    epoch_time_mean: float | None = None
+    #: The median rank's compute time per step without communication, in ms (:mod:`rollcall.perf`).
+    compute_ms_median: float | None = None
+    #: The all-reduce bus bandwidth of the whole world, in GB/s (the slowest rank's view of it).
+    busbw_world: float | None = None
+
+    @classmethod
+    def of(
+        cls,
+        throughput_total: float | None,
+        throughput_median: float | None,
+        epoch_time_mean: float | None,
+        perf: PerfFigures,
+    ) -> Figures:
+        """The figures of a judged run."""
+        world = perf.scope("world")
+        return cls(
+            throughput_total=throughput_total,
+            throughput_median=throughput_median,
+            epoch_time_mean=epoch_time_mean,
+            compute_ms_median=perf.compute_median,
+            busbw_world=world[0].busbw_gbps if world else None,
+        )
+
+    def as_dict(self) -> dict[str, float | None]:
+        """The figures, JSON-ready."""
+        return asdict(self)
 
 
 class BaselineError(ValueError):

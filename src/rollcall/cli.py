@@ -96,7 +96,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def summary(roll: RollCall, world_size: int) -> dict[str, Any]:
-    """The ``--json`` object of check-logs."""
+    """The ``--json`` object of check-logs: the roll call judged once against the checks that need no job."""
+    from rollcall.judge import LOG_CHECKS, judge
+    from rollcall.verdict import Evidence, Layout
+
+    verdict = judge(Evidence(roll, Layout(1, world_size)), checks=LOG_CHECKS)
     ranks: dict[str, dict[str, Any]] = {}
     total = 0.0
     for r in range(world_size):
@@ -111,8 +115,8 @@ def summary(roll: RollCall, world_size: int) -> dict[str, Any]:
         }
     return {
         "world_size": world_size,
-        "missing": roll.missing(world_size),
-        "unexpected_ranks": roll.unexpected(world_size),
+        "missing": verdict.missing,
+        "unexpected_ranks": verdict.unexpected_ranks,
         "ranks": ranks,
         "throughput_total": total,
     }

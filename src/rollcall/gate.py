@@ -1,8 +1,10 @@
-"""The release gate: the deciding attempt of each test judged again, with stragglers and the baseline.
+"""The release gate: the session's criteria, and what each test's deciding verdict says of them.
 
-:meth:`ReleaseGate.judge` applies to the attempt that decided a test (after ``--retries``: a regression or a
-straggler is never retried away) and replaces its verdict with one judged (:func:`rollcall.judge.judge`) from
-the same evidence against more criteria:
+:func:`criteria_of` builds the one :class:`~rollcall.verdict.Criteria` of a session from its options (it reads
+``--baseline`` then, so a bad file stops the session before any job runs); every attempt is judged once
+against it (:func:`rollcall.judge.judge`, in :func:`rollcall.runner.run_once`). A failure of the release gate
+alone is never retried away (:func:`rollcall.runner.retriable`). :meth:`GateReport.of` reads what the
+deciding verdict found of the gate's criteria, for the reports; nothing here judges. The criteria:
 
 - **Stragglers** (``--straggler-ratio R``; 0 turns the check off; :mod:`rollcall.stragglers`): by throughput,
   and by compute time per step measured without communication (a rank above the median rank's by more than
@@ -24,18 +26,16 @@ already holds, so a release manager accepts a new normal deliberately.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rollcall.backends import JobState
-from rollcall.baseline import Baselines, ConfigKey, Entry, Regression
-from rollcall.judge import judge
-from rollcall.options import DEFAULTS
+from rollcall.baseline import Baselines, ConfigKey, Entry, Figures, Regression
 from rollcall.perf import PerfReport
 from rollcall.stragglers import Straggler
-from rollcall.verdict import Figures, Kind, Verdict
+from rollcall.verdict import Criteria, Kind, Verdict
 
 if TYPE_CHECKING:
     from rollcall.options import Options
@@ -98,6 +98,25 @@ class GateReport:
             "slow_links": len(self.perf.slow) if self.perf else 0,
         }
 
+    @classmethod
+    def of(cls, test_id: str, attempt: Attempt) -> GateReport:
+        """What the attempt that decided a test found of the release gate's criteria."""
+        verdict, criteria = attempt.verdict, attempt.verdict.criteria
+        return cls(
+            test_id=test_id,
+            key=verdict.config or ConfigKey.of(attempt.spec, verdict.workload),
+            figures=verdict.figures,
+            workload=dict(verdict.workload),
+            straggler_ratio=criteria.straggler_ratio,
+            stragglers=[s for p in verdict.of_kind(Kind.STRAGGLER) for s in p.detail],
+            baseline_file=criteria.baseline_file,
+            baseline=verdict.baseline,
+            max_regression_pct=criteria.max_regression_pct if verdict.baseline else None,
+            regressions=[p.detail for p in verdict.of_kind(Kind.REGRESSION)],
+            sound=attempt.status.state is JobState.SUCCEEDED and _sound(verdict),
+            perf=verdict.perf_report,
+        )
+
     def entry(self, recorded_at: datetime | None = None) -> Entry:
         """The figures of this run as a baseline entry."""
         when = (recorded_at or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -105,59 +124,18 @@ class GateReport:
         return Entry(self.key, self.figures, info)
 
 
-@dataclass(frozen=True)
-class ReleaseGate:
-    """The session's straggler check and regression gate."""
-
-    straggler_ratio: float = DEFAULTS.straggler_ratio
-    max_regression_pct: float = DEFAULTS.max_regression
-    baselines: Baselines | None = None
-    baseline_file: str | None = None
-    min_busbw: float | None = DEFAULTS.min_busbw
-    busbw_ratio: float = DEFAULTS.busbw_ratio
-
-    @classmethod
-    def from_options(cls, options: Options) -> ReleaseGate:
-        """The gate of the session's straggler, bandwidth and baseline options (reads ``--baseline`` now)."""
-        path = options.baseline
-        return cls(
-            straggler_ratio=options.straggler_ratio,
-            max_regression_pct=options.max_regression,
-            baselines=Baselines.load(path) if path else None,
-            baseline_file=path,
-            min_busbw=options.min_busbw,
-            busbw_ratio=options.busbw_ratio,
-        )
-
-    def judge(self, test_id: str, attempt: Attempt) -> GateReport:
-        """Judge the attempt that decided a test again with the gate's criteria; say what was found."""
-        first = attempt.verdict
-        key = ConfigKey.of(attempt.spec, first.workload)
-        entry = self.baselines.get(key) if self.baselines is not None else None
-        criteria = replace(
-            first.criteria,
-            straggler_ratio=self.straggler_ratio,
-            min_busbw=self.min_busbw,
-            busbw_ratio=self.busbw_ratio,
-            baseline=entry.figures if entry else None,
-            max_regression_pct=self.max_regression_pct,
-        )
-        verdict = judge(first.evidence, criteria) if first.evidence is not None else first
-        attempt.verdict = verdict
-        return GateReport(
-            test_id=test_id,
-            key=key,
-            figures=verdict.figures,
-            workload=dict(verdict.workload),
-            straggler_ratio=self.straggler_ratio,
-            stragglers=[s for p in verdict.of_kind(Kind.STRAGGLER) for s in p.detail],
-            baseline_file=self.baseline_file,
-            baseline=entry.figures if entry else None,
-            max_regression_pct=self.max_regression_pct if entry else None,
-            regressions=[p.detail for p in verdict.of_kind(Kind.REGRESSION)],
-            sound=attempt.status.state is JobState.SUCCEEDED and _sound(verdict),
-            perf=verdict.perf_report,
-        )
+def criteria_of(options: Options) -> Criteria:
+    """The session's criteria from its options; reads ``--baseline`` now (a bad file raises BaselineError)."""
+    path = options.baseline
+    return Criteria(
+        min_throughput=options.min_throughput,
+        straggler_ratio=options.straggler_ratio,
+        min_busbw=options.min_busbw,
+        busbw_ratio=options.busbw_ratio,
+        baselines=Baselines.load(path) if path else None,
+        baseline_file=path,
+        max_regression_pct=options.max_regression,
+    )
 
 
 def _sound(verdict: Verdict) -> bool:

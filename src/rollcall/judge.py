@@ -28,6 +28,7 @@ from functools import cached_property
 from typing import Any
 
 from rollcall.backends import JobState
+from rollcall.baseline import ConfigKey, Figures
 from rollcall.baseline import regressions as find_regressions
 from rollcall.perf import PerfFigures, common_node, compute_straggler_problem, slow_groups
 from rollcall.perf import compute_stragglers as find_compute_stragglers
@@ -39,7 +40,6 @@ from rollcall.verdict import (
     WORKLOAD_KEYS,
     Criteria,
     Evidence,
-    Figures,
     Kind,
     Layout,
     Problem,
@@ -132,7 +132,25 @@ class Facts:
     @cached_property
     def figures(self) -> Figures:
         """The figures the regression gate compares."""
-        return Figures.of(self.throughput, self.epoch_time_mean, self.perf)
+        return Figures.of(self.throughput.total, self.throughput.median, self.epoch_time_mean, self.perf)
+
+    @cached_property
+    def workload(self) -> dict[str, Any]:
+        """The workload settings every rank reporting throughput agreed on."""
+        return _workload(self)
+
+    @cached_property
+    def config(self) -> ConfigKey | None:
+        """The run's configuration, when the job asked for is known."""
+        spec = self.evidence.spec
+        return ConfigKey.of(spec, self.workload) if spec is not None else None
+
+    @cached_property
+    def baseline(self) -> Figures | None:
+        """The accepted figures of the run's configuration, when the criteria hold baselines."""
+        baselines, config = self.criteria.baselines, self.config
+        entry = baselines.get(config) if baselines is not None and config is not None else None
+        return entry.figures if entry is not None else None
 
 
 Check = Callable[[Facts], Iterable[Problem]]
@@ -305,7 +323,7 @@ def slow_links(facts: Facts) -> Iterable[Problem]:
 
 def regressions(facts: Facts) -> Iterable[Problem]:
     """With a baseline, no figure may be worse than it by more than ``max_regression_pct``."""
-    base = facts.criteria.baseline
+    base = facts.baseline
     if base is None:
         return
     for found in find_regressions(facts.figures, base, facts.criteria.max_regression_pct):
@@ -327,6 +345,9 @@ CHECKS: tuple[Check, ...] = (
     slow_links,
     regressions,
 )
+
+#: The checks that need no job, only logs: what ``rollcall check-logs`` holds saved logs to.
+LOG_CHECKS: tuple[Check, ...] = (errors, missing_events, unexpected_ranks, invalid_values)
 
 
 def judge(evidence: Evidence, criteria: Criteria | None = None, checks: Iterable[Check] = CHECKS) -> Verdict:
@@ -358,10 +379,11 @@ def judge(evidence: Evidence, criteria: Criteria | None = None, checks: Iterable
         throughput=facts.throughput,
         epoch_time_mean=facts.epoch_time_mean,
         mfu_mean=math.fsum(mfus) / len(mfus) if mfus else None,
-        workload=_workload(facts),
+        workload=facts.workload,
         perf=facts.perf,
-        evidence=evidence,
         criteria=facts.criteria,
+        config=facts.config,
+        baseline=facts.baseline,
     )
 
 
@@ -401,4 +423,4 @@ def _finite(value: object) -> float | None:
     return None
 
 
-__all__ = ["CHECKS", "Check", "Facts", "assess", "judge"]
+__all__ = ["CHECKS", "LOG_CHECKS", "Check", "Facts", "assess", "judge"]

@@ -57,7 +57,7 @@ def pytest_configure(config: pytest.Config) -> None:
     from rollcall.baseline import BaselineError
 
     try:
-        suite.gate  # noqa: B018 - reads --baseline now: a bad file stops the session before any job runs
+        suite.criteria  # noqa: B018 - reads --baseline now: a bad file stops the session before any job runs
     except BaselineError as exc:
         raise pytest.UsageError(f"--baseline: {exc}") from None
     suite.progress = _terminal_writer(config)

@@ -1,11 +1,17 @@
-"""One run, in plain steps: provision -> wait -> collect -> assess -> clean up; and its retries.
+"""One run, in plain steps: provision -> wait -> collect -> judge -> clean up; and its retries.
+
+Each attempt is judged exactly once (:func:`rollcall.judge.judge`), against the session's one
+:class:`~rollcall.verdict.Criteria`. Whether to run it again is a separate decision over that verdict
+(:func:`retriable`).
 
 Clean-up runs in ``finally`` (pass, fail, timeout, Ctrl-C, SIGTERM turned into an exception) unless
 ``keep`` is set; its own errors are logged, never raised over the real failure.
 
-With ``--retries N`` a failed attempt is run again, up to N times. An attempt the infrastructure disrupted
-(a pod evicted, preempted, its node deleted, lost, drained or reclaimed) is *disrupted, retried*: a pass
-after disruptions only is :data:`PASSED_AFTER_DISRUPTION`, not flaky; a pass after a failed rank is flaky.
+With ``--retries N`` a failed attempt is run again, up to N times, unless only the release gate failed it
+(a straggler, a slow link, a regression: running again would hide them). An attempt the infrastructure
+disrupted (a pod evicted, preempted, its node deleted, lost, drained or reclaimed) is *disrupted, retried*:
+a pass after disruptions only is :data:`PASSED_AFTER_DISRUPTION`, not flaky; a pass after a failed rank is
+flaky.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from rollcall.jobspec import JobSpec
 from rollcall.judge import judge
 from rollcall.rootcause import Disruption
 from rollcall.torchrun import read_terminations
-from rollcall.verdict import Criteria, Evidence, Layout, Verdict
+from rollcall.verdict import Criteria, Evidence, Kind, Layout, Verdict
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +40,7 @@ PASSED_AFTER_DISRUPTION: RunOutcome = "passed_after_disruption"
 
 @dataclass
 class Attempt:
-    """One try of the job; the release gate may replace its verdict with one judged against more criteria."""
+    """One try of the job and its verdict, judged once."""
 
     spec: JobSpec
     status: JobStatus
@@ -106,10 +112,10 @@ def run_once(
     spec: JobSpec,
     artifacts: Path,
     *,
+    criteria: Criteria | None = None,
     keep: bool = False,
-    min_throughput: float | None = None,
 ) -> Attempt:
-    """Provision the job, wait for it, collect every node's log, assess, and clean up."""
+    """Provision the job, wait for it, collect every node's log, judge it against ``criteria``, clean up."""
     started = time.monotonic()
     collector = Collector(artifacts)
     job = None
@@ -128,8 +134,8 @@ def run_once(
     if status.state is not JobState.SUCCEEDED:  # the launcher's own records of the workers that failed
         for sink in collector.sinks:
             status.terminations += read_terminations(sink.path, sink.name)
-    evidence = Evidence(collector.roll, Layout(spec.nodes, spec.procs_per_node), status)
-    verdict = judge(evidence, Criteria(min_throughput=min_throughput))
+    evidence = Evidence(collector.roll, Layout(spec.nodes, spec.procs_per_node), status, spec)
+    verdict = judge(evidence, criteria)
     return Attempt(spec, status, verdict, artifacts, time.monotonic() - started)
 
 
@@ -138,11 +144,11 @@ def run_with_retries(
     make_spec: Callable[[int], JobSpec],
     artifacts: Path,
     *,
+    criteria: Criteria | None = None,
     retries: int = 0,
     keep: bool = False,
-    min_throughput: float | None = None,
 ) -> RunResult:
-    """Run up to ``retries + 1`` attempts, each with fresh names; stop at the first pass.
+    """Run up to ``retries + 1`` attempts, each with fresh names, while :func:`retriable` says so.
 
     A disrupted attempt is retried like a failed one; the result tells them apart (:attr:`RunResult.outcome`).
     """
@@ -150,7 +156,24 @@ def run_with_retries(
     for attempt in range(retries + 1):
         spec = make_spec(attempt)
         where = artifacts if retries == 0 else artifacts / f"attempt-{attempt + 1}"
-        result.attempts.append(run_once(backend, spec, where, keep=keep, min_throughput=min_throughput))
-        if result.passed:
+        result.attempts.append(run_once(backend, spec, where, criteria=criteria, keep=keep))
+        if not retriable(result.last):
             break
     return result
+
+
+#: What only the release gate finds: a run that failed on these alone is not run again.
+GATE_KINDS = frozenset({Kind.STRAGGLER, Kind.COMPUTE_STRAGGLER, Kind.SLOW_LINK, Kind.REGRESSION})
+
+
+def retriable(attempt: Attempt) -> bool:
+    """Whether another attempt may help: this one failed, and not only the release gate (a retry hides that).
+
+    A job that did not succeed, or any problem outside :data:`GATE_KINDS` (a missing event, an error, a
+    disruption, a throughput below ``--min-throughput``), is worth another attempt.
+    """
+    if attempt.passed:
+        return False
+    if attempt.status.state is not JobState.SUCCEEDED:
+        return True
+    return any(p.kind not in GATE_KINDS for p in attempt.verdict.findings)

@@ -1,9 +1,9 @@
 """The session: which backend runs, what each node offers, and one :meth:`Suite.run` per test.
 
 The pytest plugin builds one :class:`Suite` per session from the validated options; tests call
-:meth:`Suite.run`, which builds the :class:`~rollcall.jobspec.JobSpec`, runs it with retries, has the
-release gate (:mod:`rollcall.gate`: stragglers, regressions) judge the deciding attempt, and records the
-result for the reports.
+:meth:`Suite.run`, which builds the :class:`~rollcall.jobspec.JobSpec`, runs it with retries (each attempt
+judged once against the session's :attr:`Suite.criteria`), and records the result and what the deciding
+verdict says of the release gate (:mod:`rollcall.gate`) for the reports.
 """
 
 from __future__ import annotations
@@ -20,13 +20,14 @@ from typing import TYPE_CHECKING, Any
 from rollcall.backends import Backend, Placement
 from rollcall.backends.kubernetes.kubeconfig import cluster_config
 from rollcall.collect import safe_name
+from rollcall.gate import GateReport
 from rollcall.jobspec import JobSpec
 from rollcall.options import Options
 from rollcall.reports import TestRecord
 from rollcall.runner import RunResult, run_with_retries
 
 if TYPE_CHECKING:
-    from rollcall.gate import ReleaseGate
+    from rollcall.verdict import Criteria
 
 
 def choose_backend(options: Options, environ: Mapping[str, str] | None = None) -> tuple[str, str]:
@@ -101,11 +102,11 @@ class Suite:
         return KubernetesBackend.from_options(self.options, progress=self.progress)
 
     @cached_property
-    def gate(self) -> ReleaseGate:
-        """Stragglers and the regression gate; reads ``--baseline`` (a bad file raises BaselineError)."""
-        from rollcall.gate import ReleaseGate
+    def criteria(self) -> Criteria:
+        """What every run is held to, built once; reads ``--baseline`` (a bad file raises BaselineError)."""
+        from rollcall.gate import criteria_of
 
-        return ReleaseGate.from_options(self.options)
+        return criteria_of(self.options)
 
     @cached_property
     def placement(self) -> Placement:
@@ -129,12 +130,12 @@ class Suite:
             self.backend,
             make_spec,
             artifacts,
+            criteria=self.criteria,
             retries=self.options.retries,
             keep=self.options.keep,
-            min_throughput=self.options.min_throughput,
         )
         record = TestRecord(test_id, result, base.accelerator)
-        record.gate = self.gate.judge(test_id, result.last)
+        record.gate = GateReport.of(test_id, result.last)
         note = record.gate.note()
         if note and self.progress:
             self.progress(note)

@@ -22,12 +22,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from rollcall.baseline import Baselines, ConfigKey, Figures
 from rollcall.collect import RANKS_JUNIT_FILE, REPORT_FILE, RESULTS_FILE
 from rollcall.perf import PerfFigures, PerfReport, SlowGroup
 from rollcall.rootcause import Analysis, Disruption
 
 if TYPE_CHECKING:
     from rollcall.backends import JobStatus
+    from rollcall.jobspec import JobSpec
     from rollcall.ranklog import RollCall
 
 #: Settings of the workload, from its ``throughput`` events, that tell one configuration from another.
@@ -159,41 +161,17 @@ class Stats:
 
 
 @dataclass(frozen=True)
-class Figures:
-    """The figures a baseline holds and the regression gate compares."""
-
-    throughput_total: float | None = None
-    throughput_median: float | None = None
-    epoch_time_mean: float | None = None
-    #: The median rank's compute time per step without communication, in ms (:mod:`rollcall.perf`).
-    compute_ms_median: float | None = None
-    #: The all-reduce bus bandwidth of the whole world, in GB/s (the slowest rank's view of it).
-    busbw_world: float | None = None
-
-    @classmethod
-    def of(cls, throughput: Stats, epoch_time_mean: float | None, perf: PerfFigures) -> Figures:
-        """The figures of a judged run."""
-        world = perf.scope("world")
-        return cls(
-            throughput_total=throughput.total,
-            throughput_median=throughput.median,
-            epoch_time_mean=epoch_time_mean,
-            compute_ms_median=perf.compute_median,
-            busbw_world=world[0].busbw_gbps if world else None,
-        )
-
-    def as_dict(self) -> dict[str, float | None]:
-        """The figures, JSON-ready."""
-        return asdict(self)
-
-
-@dataclass(frozen=True)
 class Evidence:
-    """What a run left to judge: the roll call, the layout asked for, and how the job ended (if known)."""
+    """What a run left to judge: the roll call, the layout asked for, how the job ended and the job asked for.
+
+    ``status`` and ``spec`` are unknown (None) when only logs are judged (``rollcall check-logs``); without a
+    spec the run has no configuration, so no baseline applies.
+    """
 
     roll: RollCall
     layout: Layout
     status: JobStatus | None = None
+    spec: JobSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -206,15 +184,21 @@ class Criteria:
             over it, fail (0: off).
         min_busbw: GB/s of all-reduce bus bandwidth every node, pair of nodes and the world must reach.
         busbw_ratio: a node (pair) below this times the median node's (pair's) bus bandwidth fails (0: off).
-        baseline: the figures of the run's configuration to compare against (None: no gate).
-        max_regression_pct: how much worse than ``baseline`` a figure may be.
+        baselines: each configuration's accepted figures (None: no regression gate); a run is compared
+            with the entry of its own configuration (:class:`~rollcall.baseline.ConfigKey`), if there is one.
+        baseline_file: where ``baselines`` were read from, for the reports.
+        max_regression_pct: how much worse than its baseline a figure may be.
+
+    One value per session (:func:`rollcall.gate.criteria_of` builds it from the options); every attempt is
+    judged once against all of it.
     """
 
     min_throughput: float | None = None
     straggler_ratio: float = 0.0
     min_busbw: float | None = None
     busbw_ratio: float = 0.0
-    baseline: Figures | None = None
+    baselines: Baselines | None = None
+    baseline_file: str | None = None
     max_regression_pct: float = 0.0
 
 
@@ -268,8 +252,11 @@ class Verdict:
     workload: Mapping[str, Any] = field(default_factory=dict)
     #: Per-rank compute times and per-group bus bandwidth, as the ranks reported them (:mod:`rollcall.perf`).
     perf: PerfFigures = field(default_factory=PerfFigures)
-    evidence: Evidence | None = field(default=None, compare=False, repr=False)
+    #: What the run was held to.
     criteria: Criteria = field(default_factory=Criteria, compare=False)
+    #: The run's configuration (None when the job asked for is unknown) and its baseline, if there is one.
+    config: ConfigKey | None = None
+    baseline: Figures | None = None
 
     @property
     def outcome(self) -> Outcome:
@@ -299,7 +286,7 @@ class Verdict:
     @property
     def figures(self) -> Figures:
         """The figures the regression gate compares."""
-        return Figures.of(self.throughput, self.epoch_time_mean, self.perf)
+        return Figures.of(self.throughput.total, self.throughput.median, self.epoch_time_mean, self.perf)
 
     @property
     def root_cause(self) -> Analysis | None:

@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 
 from rollcall.baseline import Baselines
-from rollcall.gate import ReleaseGate
 from rollcall.htmlreport import REPORT_FILE, write_report
 from tests.unit.test_baseline import _fields
 from tests.unit.test_htmlreport import Elements, record_of
@@ -85,10 +84,13 @@ def failed_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     key = "accelerator=cpu,instance_type=-,nodes=2,procs_per_node=8,model=tiny,seq_len=64"
     figures = {"throughput_total": 880.0, "throughput_median": 55.0, "epoch_time_mean": 0.44}
     entry = {**_fields(key), **figures}
-    gate = ReleaseGate(
-        baselines=Baselines.from_dict({"version": 1, "entries": {key: entry}}), baseline_file="b.json"
+    criteria = {
+        "baselines": Baselines.from_dict({"version": 1, "entries": {key: entry}}),
+        "baseline_file": "b.json",
+    }
+    record = record_of(
+        root, "test_every_rank_answers", nodes=2, ppn=8, tp={9: 21.0}, skip=skip, criteria=criteria
     )
-    record = record_of(root, "test_every_rank_answers", nodes=2, ppn=8, tp={9: 21.0}, skip=skip, gate=gate)
     write_report(root / REPORT_FILE, [record], {"backend": "scripted", "started": 0})
     return root / REPORT_FILE
 

@@ -40,3 +40,22 @@ def node_log(node, nodes, procs_per_node, skip=None, tp=None):
     for i in range(max(map(len, per_rank))):
         lines += [lines_of[i] for lines_of in per_rank if i < len(lines_of)]
     return "\n".join(lines) + "\n"
+
+
+def judged(roll, spec, status=None, artifacts="a", duration=1.0, **criteria):
+    """An attempt of ``spec`` whose roll call is judged once, against the session's default criteria
+    (the options' defaults) with ``criteria`` replacing some of them."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    from rollcall.backends import JobState, JobStatus
+    from rollcall.gate import criteria_of
+    from rollcall.judge import judge
+    from rollcall.options import DEFAULTS
+    from rollcall.runner import Attempt
+    from rollcall.verdict import Evidence, Layout
+
+    status = status or JobStatus(JobState.SUCCEEDED)
+    evidence = Evidence(roll, Layout(spec.nodes, spec.procs_per_node), status, spec)
+    verdict = judge(evidence, replace(criteria_of(DEFAULTS), **criteria))
+    return Attempt(spec, status, verdict, Path(artifacts), duration)

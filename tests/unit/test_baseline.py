@@ -2,20 +2,18 @@
 
 import json
 import math
-from pathlib import Path
 
 import pytest
 
 from rollcall.backends import JobState, JobStatus
 from rollcall.baseline import BaselineError, Baselines, ConfigKey, Entry, regressions
-from rollcall.gate import ReleaseGate, write_baseline
+from rollcall.gate import GateReport, write_baseline
 from rollcall.jobspec import JobSpec
 from rollcall.judge import assess
 from rollcall.ranklog import RollCall
-from rollcall.runner import Attempt
 from rollcall.stragglers import find_stragglers
 from rollcall.verdict import Figures, Layout
-from tests.unit.helpers import node_log
+from tests.unit.helpers import judged, node_log
 from tests.unit.scripted import SCRIPTED_CONFTEST
 
 pytest_plugins = ["pytester"]
@@ -30,14 +28,14 @@ def workload_log(node, nodes, procs_per_node, skip=None, tp=None):
     return text.replace('"samples_per_sec":', WORKLOAD + '"samples_per_sec":')
 
 
-def attempt_of(nodes=2, ppn=2, tp=None, skip=None, state=JobState.SUCCEEDED):
+def attempt_of(nodes=2, ppn=2, tp=None, skip=None, state=JobState.SUCCEEDED, **criteria):
     roll = RollCall()
     for node in range(nodes):
         parser = roll.parser(f"job-{node}")
         parser.feed(workload_log(node, nodes, ppn, skip=skip, tp=tp).encode())
         parser.close()
     spec = JobSpec("job", nodes, ppn, accelerator="cpu")
-    return Attempt(spec, JobStatus(state), assess(roll, Layout(nodes, ppn)), Path("artifacts/x"), 1.0)
+    return judged(roll, spec, JobStatus(state), "artifacts/x", 1.0, **criteria)
 
 
 def baselines(figures, key=KEY):
@@ -75,7 +73,7 @@ def test_ranks_that_disagree_on_the_model_give_no_model():
 
 def test_a_baseline_file_round_trips_and_merges_by_key(tmp_path):
     path = tmp_path / "baseline.json"
-    write_baseline(path, [ReleaseGate().judge("t::a", attempt_of())])
+    write_baseline(path, [GateReport.of("t::a", attempt_of())])
     doc = json.loads(path.read_text())
     assert list(doc["entries"]) == [KEY]
     entry = doc["entries"][KEY]
@@ -87,8 +85,8 @@ def test_a_baseline_file_round_trips_and_merges_by_key(tmp_path):
     lines = write_baseline(
         path,
         [
-            ReleaseGate().judge("t::b", attempt_of(nodes=1, ppn=4)),
-            ReleaseGate().judge("t::a", attempt_of(tp={0: 45.0, 1: 45.0, 2: 45.0, 3: 45.0})),
+            GateReport.of("t::b", attempt_of(nodes=1, ppn=4)),
+            GateReport.of("t::a", attempt_of(tp={0: 45.0, 1: 45.0, 2: 45.0, 3: 45.0})),
         ],
     )
     assert len(lines) == 2 and all("recorded" in line for line in lines)
@@ -99,7 +97,7 @@ def test_a_baseline_file_round_trips_and_merges_by_key(tmp_path):
 
 def test_failed_runs_are_not_recorded(tmp_path):
     path = tmp_path / "baseline.json"
-    lines = write_baseline(path, [ReleaseGate().judge("t::a", attempt_of(skip={3: ("complete",)}))])
+    lines = write_baseline(path, [GateReport.of("t::a", attempt_of(skip={3: ("complete",)}))])
     assert lines == [f"baseline {path}: not recorded from t::a: its run failed"]
     assert not path.exists()
 
@@ -175,21 +173,20 @@ def test_a_slower_compute_time_or_a_lower_world_bus_bandwidth_regresses():
 
 def test_the_gate_adds_regressions_to_the_verdict_and_skips_an_unknown_configuration():
     high = baselines({"throughput_total": 240.0, "throughput_median": 60.0, "epoch_time_mean": 0.375})
-    gate = ReleaseGate(baselines=high, baseline_file="b.json", max_regression_pct=10)
-    attempt = attempt_of()
-    report = gate.judge("t::a", attempt)
+    attempt = attempt_of(baselines=high, baseline_file="b.json", max_regression_pct=10)
+    report = GateReport.of("t::a", attempt)
     assert report.gate == "failed" and not attempt.passed
     assert report.sound  # the roll call itself was sound: --write-baseline may record it
     assert any(p.startswith("total throughput regressed: 200.00") for p in attempt.verdict.problems)
     assert "regression gate failed" in report.note()
 
-    other = ReleaseGate(baselines=high, baseline_file="b.json").judge("t::b", attempt_of(nodes=1, ppn=4))
+    other = GateReport.of("t::b", attempt_of(nodes=1, ppn=4, baselines=high, baseline_file="b.json"))
     assert other.gate == "skipped" and other.regressions == []
     assert other.note() == (
         "rollcall: no baseline for accelerator=cpu,instance_type=-,nodes=1,procs_per_node=4,model=tiny,"
         "seq_len=64 in b.json: regression gate skipped for t::b (record one with --write-baseline)"
     )
-    assert ReleaseGate().judge("t::c", attempt_of()).gate == "off"
+    assert GateReport.of("t::c", attempt_of()).gate == "off"
 
 
 # -- stragglers --------------------------------------------------------------------------------
@@ -208,14 +205,14 @@ def test_a_rank_below_the_ratio_of_the_median_is_a_straggler():
 
 def test_a_straggler_fails_the_verdict_naming_rank_and_node():
     attempt = attempt_of(tp={2: 20.0})
-    report = ReleaseGate().judge("t::a", attempt)
+    report = GateReport.of("t::a", attempt)
     assert not attempt.passed and not report.sound
     assert attempt.verdict.failed_ranks == {2: ["straggler: 0.40 of the median throughput"]}
     assert attempt.verdict.problems == [
         "1 straggler(s) below 0.8 x the median throughput of 50.00 samples/s (--straggler-ratio): "
         "rank 2 (node 1) at 20.00 samples/s, 0.40 of the median"
     ]
-    assert ReleaseGate(straggler_ratio=0).judge("t::a", attempt_of(tp={2: 20.0})).stragglers == []
+    assert GateReport.of("t::a", attempt_of(tp={2: 20.0}, straggler_ratio=0)).stragglers == []
 
 
 # -- the plugin, end to end with a scripted backend ----------------------------------------------

@@ -5,7 +5,7 @@ from datetime import UTC, datetime
 
 from rollcall import reports
 from rollcall.cli import main
-from rollcall.gate import ReleaseGate
+from rollcall.gate import GateReport
 from rollcall.runner import RunResult
 from tests.unit.test_baseline import KEY, attempt_of
 
@@ -20,7 +20,7 @@ def nightly(root, name, started, *attempts):
         record = reports.TestRecord(
             f"tests/e2e/test_bert_training.py::{test}", RunResult("kubernetes", [attempt]), "cpu"
         )
-        record.gate = ReleaseGate().judge(record.test_id, attempt)
+        record.gate = GateReport.of(record.test_id, attempt)
         records.append(record)
     reports.write_results(
         root / name / "results.json", records, {"started": started, "backend": "kubernetes"}

@@ -11,12 +11,11 @@ from rollcall import reports
 from rollcall.backends import JobState, JobStatus
 from rollcall.baseline import Baselines
 from rollcall.collect import Collector
-from rollcall.gate import ReleaseGate
+from rollcall.gate import GateReport
 from rollcall.htmlreport import REPORT_FILE, render, write_report
 from rollcall.jobspec import JobSpec
-from rollcall.judge import assess
-from rollcall.runner import Attempt, RunResult
-from rollcall.verdict import Layout
+from rollcall.runner import RunResult
+from tests.unit.helpers import judged
 from tests.unit.scripted import SCRIPTED_CONFTEST
 from tests.unit.test_baseline import KEY, ROLL_CALL, _fields, workload_log
 
@@ -48,7 +47,7 @@ class Elements(HTMLParser):
         return cells
 
 
-def record_of(root, name, nodes=2, ppn=4, tp=None, skip=None, gate=None, state=JobState.SUCCEEDED):
+def record_of(root, name, nodes=2, ppn=4, tp=None, skip=None, criteria=None, state=JobState.SUCCEEDED):
     """A test's record whose pods' logs really are in ``root/name``."""
     collector = Collector(root / name)
     spec = JobSpec(name.replace("_", "-"), nodes, ppn, accelerator="cpu")
@@ -57,9 +56,9 @@ def record_of(root, name, nodes=2, ppn=4, tp=None, skip=None, gate=None, state=J
         sink.write(workload_log(node, nodes, ppn, skip=skip, tp=tp).encode())
     collector.close()
     status = JobStatus(state, "" if state is JobState.SUCCEEDED else f"pod {spec.name}-1 failed")
-    attempt = Attempt(spec, status, assess(collector.roll, Layout(nodes, ppn)), root / name, 2.0)
+    attempt = judged(collector.roll, spec, status, root / name, 2.0, **(criteria or {}))
     record = reports.TestRecord(f"tests/e2e/t.py::{name}", RunResult("scripted", [attempt]), "cpu")
-    record.gate = (gate or ReleaseGate()).judge(record.test_id, attempt)
+    record.gate = GateReport.of(record.test_id, attempt)
     return record
 
 
@@ -112,8 +111,8 @@ def test_bars_draw_each_rank_and_the_baseline(tmp_path):
     figures = {"throughput_total": 240.0, "throughput_median": 60.0, "epoch_time_mean": 0.375}
     entry = {**_fields(KEY), **figures}
     base = Baselines.from_dict({"version": 1, "entries": {KEY: entry}})
-    gate = ReleaseGate(baselines=base, baseline_file="baseline.json")
-    record = record_of(tmp_path, "test_gated", nodes=2, ppn=2, gate=gate)
+    criteria = {"baselines": base, "baseline_file": "baseline.json"}
+    record = record_of(tmp_path, "test_gated", nodes=2, ppn=2, criteria=criteria)
     text = render([record], {}, tmp_path)
     bars = [a for tag, a in Elements(text).tags if tag == "rect" and "bar" in a.get("class", "")]
     assert [int(b["data-rank"]) for b in bars] == [0, 1, 2, 3]
@@ -176,9 +175,9 @@ def perf_record(root, compute=None, node_busbw=None):
         sink = collector.sink(f"test-perf-{node}")
         sink.write(perf_log(node, compute=compute, node_busbw=node_busbw).encode())
     collector.close()
-    attempt = Attempt(spec, JobStatus(JobState.SUCCEEDED), assess(collector.roll, Layout(2, 2)), root, 2.0)
+    attempt = judged(collector.roll, spec, JobStatus(JobState.SUCCEEDED), root, 2.0)
     record = reports.TestRecord("tests/e2e/t.py::test_perf", RunResult("scripted", [attempt]), "cpu")
-    record.gate = ReleaseGate().judge(record.test_id, attempt)
+    record.gate = GateReport.of(record.test_id, attempt)
     return record
 
 

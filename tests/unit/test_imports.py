@@ -69,3 +69,74 @@ def test_the_graph_sees_lazy_and_type_checking_imports():
 def test_src_rollcall_has_no_import_circle():
     found = cycle(graph())
     assert found is None, "import circle: " + " -> ".join(found or [])
+
+
+#: The backends' wings: each a module or a package under rollcall.backends.
+WINGS = ("rollcall.backends.local", "rollcall.backends.kubernetes", "rollcall.backends.slurm")
+
+#: The layers of the package, bottom first: a module imports only from its own layer or those below it.
+#: The wings sit above the neutral contract and below everything that judges and reports a run.
+LAYERS: tuple[frozenset[str], ...] = tuple(
+    frozenset(m if m == "rollcall" else f"rollcall.{m}" for m in layer.split())
+    for layer in (
+        "rollcall ranklog procs jobspec",  # rollcall: the package itself (``from rollcall import procs``)
+        "rootcause perf collect options baseline",
+        "backends",
+        "torchrun verdict stragglers",
+        "WINGS",
+        "judge",
+        "runner gate",
+        "reports history htmlreport",
+        "suite",
+        "cli plugin",
+    )
+)
+
+
+def wing_of(module: str) -> str | None:
+    return next((w for w in WINGS if module == w or module.startswith(w + ".")), None)
+
+
+def layer_of(module: str) -> int:
+    if wing_of(module):
+        return next(i for i, layer in enumerate(LAYERS) if "rollcall.WINGS" in layer)
+    found = [i for i, layer in enumerate(LAYERS) if module in layer]
+    assert found, f"{module} is in no layer of LAYERS: place it there"
+    return found[0]
+
+
+def test_no_wing_imports_another_and_the_contract_imports_none():
+    edges = graph()
+    for module, imported in sorted(edges.items()):
+        mine = wing_of(module)
+        if mine is None:
+            continue
+        others = sorted(m for m in imported if wing_of(m) not in (None, mine))
+        assert not others, f"{module} (wing {mine}) imports another wing: {others}"
+    assert edges["rollcall.backends"] & {m for m in edges if wing_of(m)} == set()
+
+
+def test_only_the_session_chooses_a_wing():
+    edges = graph()
+    choosers = {m for m, imported in edges.items() if not wing_of(m) and any(map(wing_of, imported))}
+    assert choosers == {"rollcall.suite", "rollcall.cli", "rollcall.plugin"}
+
+
+def test_no_import_runs_from_a_lower_layer_up():
+    edges = graph()
+    up = [
+        f"{m} (layer {layer_of(m)}) imports {i} (layer {layer_of(i)})"
+        for m, imported in sorted(edges.items())
+        for i in sorted(imported)
+        if layer_of(i) > layer_of(m)
+    ]
+    assert up == []
+
+
+def test_the_package_root_holds_at_most_22_modules():
+    root = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(root) <= 22, root
+    assert {p.name for p in (PACKAGE / "backends").iterdir() if p.is_dir() and p.name != "__pycache__"} == {
+        "kubernetes",
+        "slurm",
+    }

@@ -83,9 +83,10 @@ def test_adding_a_check_is_one_function():
 
 
 def test_the_verdict_is_frozen_and_judging_again_adds_criteria_without_touching_it():
-    first = judge(Evidence(two_by_two(tp={0: 10.0}), Layout(2, 2)))
+    evidence = Evidence(two_by_two(tp={0: 10.0}), Layout(2, 2))
+    first = judge(evidence)
     assert first.passed
-    again = judge(first.evidence, Criteria(straggler_ratio=0.8))
+    again = judge(evidence, Criteria(straggler_ratio=0.8))
     assert first.passed and [p.kind for p in again.findings] == [Kind.STRAGGLER]
     with pytest.raises(FrozenInstanceError):
         first.findings = ()  # type: ignore[misc]

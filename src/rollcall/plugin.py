@@ -6,6 +6,17 @@ It is thin glue: everything real lives in the library modules (:mod:`rollcall.su
 Fixtures:
     rollcall_suite: the session's :class:`~rollcall.suite.Suite` (backend, discovery, records).
     rollcall: a function ``rollcall(**overrides) -> TestRecord`` that runs this test's training job.
+
+Marker:
+    ``@pytest.mark.rollcall(**overrides)``: this test's job settings (fields of
+    :class:`~rollcall.jobspec.JobSpec`, e.g. ``nodes=1``, ``workload_args=("--epochs", "1")``) over the
+    session's options; the ``rollcall`` fixture's own keyword arguments override the marker's. An unknown
+    setting, in the marker or the call, stops the session as a usage error (exit 4).
+
+Bad input is a usage error (exit 4, no traceback) wherever it is found: the options and ``--baseline`` at
+configure time, the markers at collection, the cluster (``Suite.prepare``) once collection shows that a
+test runs a job (on the xdist controller: at session start), and what only a running test can find (a
+``--namespace`` that does not exist, an override) through :func:`_usage_errors`.
 """
 
 from __future__ import annotations
@@ -54,36 +65,64 @@ def pytest_configure(config: pytest.Config) -> None:
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
     suite = Suite.from_options(options)
-    from rollcall.baseline import BaselineError
-
-    try:
-        suite.criteria  # noqa: B018 - reads --baseline now: a bad file stops the session before any job runs
-    except BaselineError as exc:
-        raise pytest.UsageError(f"--baseline: {exc}") from None
+    _prepare(suite, connect=False)
     suite.progress = _terminal_writer(config)
     config.stash[_SUITE] = suite
-    config.addinivalue_line("markers", "rollcall: a test that runs a distributed training job")
+    config.addinivalue_line(
+        "markers",
+        "rollcall(**overrides): this test's job settings over the options (rollcall.jobspec.JobSpec fields)",
+    )
     if not hasattr(config, "workerinput"):
         _raise_on_sigterm()
 
 
+def _prepare(suite: Suite, *, connect: bool) -> None:
+    """:meth:`Suite.prepare`, its refusals turned into usage errors naming the option and the fix."""
+    from rollcall.baseline import BaselineError
+
+    try:
+        suite.prepare(connect=connect)
+    except BaselineError as exc:
+        raise pytest.UsageError(f"--baseline: {exc}") from None
+    except OptionError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
-    """An option only the cluster can refute (``--namespace``) stops the session as a usage error."""
-    return (yield from _usage_error_on_option_error())
+    """What only a running test can refute (``--namespace``, an override) is a usage error, exit 4."""
+    return (yield from _usage_errors())
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     """As :func:`pytest_runtest_setup`: the backend is created on first use, in a fixture or a test."""
-    return (yield from _usage_error_on_option_error())
+    return (yield from _usage_errors())
 
 
-def _usage_error_on_option_error() -> Iterator[None]:
+def _usage_errors() -> Iterator[None]:
     try:
         return (yield)
     except OptionError as exc:
         pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every ``rollcall`` marker's settings are checked now: a typo stops the session before any run."""
+    from rollcall.suite import check_overrides
+
+    for item in items:
+        for mark in item.iter_markers("rollcall"):
+            try:
+                if mark.args:
+                    raise OptionError(f"{item.nodeid}: @pytest.mark.rollcall takes keyword arguments only")
+                check_overrides(mark.kwargs, f"{item.nodeid}: @pytest.mark.rollcall")
+            except OptionError as exc:
+                raise pytest.UsageError(str(exc)) from None
+
+
+def _runs_jobs(items: list[pytest.Item]) -> bool:
+    return any({"rollcall", "rollcall_suite"} & set(getattr(item, "fixturenames", ())) for item in items)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -93,16 +132,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     unreachable API server or a right it refuses is a usage error naming the option and the fix (exit 4).
     """
     suite = session.config.stash.get(_SUITE, None)
-    if suite is None or suite.backend_name != "kubernetes" or session.config.option.collectonly:
+    if suite is None or session.config.option.collectonly or not _runs_jobs(session.items):
         return
-    if not any(
-        {"rollcall", "rollcall_suite"} & set(getattr(item, "fixturenames", ())) for item in session.items
-    ):
-        return
-    try:
-        suite.backend  # noqa: B018 - connects and checks access on first use
-    except OptionError as exc:
-        raise pytest.UsageError(str(exc)) from None
+    _prepare(suite, connect=True)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -174,9 +206,13 @@ def rollcall(rollcall_suite: Suite, request: pytest.FixtureRequest) -> Iterator[
     from rollcall.backends.slurm.backend import SlurmError
     from rollcall.reports import junit_properties
 
+    marked: dict[str, Any] = {}
+    for mark in reversed(list(request.node.iter_markers("rollcall"))):  # the closest marker wins
+        marked.update(mark.kwargs)
+
     def run(**overrides: Any) -> TestRecord:
         try:
-            record = rollcall_suite.run(request.node.nodeid, request.node.name, **overrides)
+            record = rollcall_suite.run(request.node.nodeid, request.node.name, **{**marked, **overrides})
         except (DiscoveryError, SlurmError) as exc:  # the cluster cannot run the job: say why, no traceback
             pytest.fail(f"{type(exc).__name__}: {exc}", pytrace=False)
         request.node.user_properties.extend(junit_properties(record))

@@ -13,7 +13,7 @@ import re
 import secrets
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +22,7 @@ from rollcall.backends.kubernetes.kubeconfig import cluster_config
 from rollcall.collect import safe_name
 from rollcall.gate import GateReport
 from rollcall.jobspec import JobSpec
-from rollcall.options import Options
+from rollcall.options import OptionError, Options
 from rollcall.reports import TestRecord
 from rollcall.runner import RunResult, run_with_retries
 
@@ -38,6 +38,21 @@ def choose_backend(options: Options, environ: Mapping[str, str] | None = None) -
     if found is not None:
         return "kubernetes", found.reason
     return "local", "no kubeconfig or in-cluster config found"
+
+
+#: What one test may change of its job (``rollcall(**overrides)``, ``@pytest.mark.rollcall(**overrides)``):
+#: every field of :class:`~rollcall.jobspec.JobSpec` but its name, which each run draws afresh.
+OVERRIDABLE: frozenset[str] = frozenset(f.name for f in fields(JobSpec)) - {"name"}
+
+
+def check_overrides(overrides: Mapping[str, Any], where: str) -> None:
+    """OptionError naming ``where`` and the fix when ``overrides`` holds a key no job has."""
+    unknown = sorted(set(overrides) - OVERRIDABLE)
+    if unknown:
+        raise OptionError(
+            f"{where}: no such job setting {', '.join(map(repr, unknown))}; a test may override "
+            + ", ".join(sorted(OVERRIDABLE))
+        )
 
 
 def slug(text: str, limit: int = 30) -> str:
@@ -114,7 +129,8 @@ class Suite:
         return self.backend.discover(self.options)
 
     def spec(self, test_name: str, **overrides: Any) -> JobSpec:
-        """The job of ``test_name``: options and discovery, then the test's own overrides."""
+        """The job of ``test_name``: options and discovery, then the test's own overrides (checked)."""
+        check_overrides(overrides, f"rollcall({', '.join(f'{k}=...' for k in overrides)})")
         spec = job_spec(self.options, self.placement, f"{slug(test_name)}-{secrets.token_hex(3)}")
         return replace(spec, **overrides) if overrides else spec
 
@@ -141,6 +157,16 @@ class Suite:
             self.progress(note)
         self.records.append(record)
         return record
+
+    def prepare(self, *, connect: bool) -> None:
+        """Everything that can refute the options before a job runs; OptionError or BaselineError if so.
+
+        Reads ``--baseline`` (:attr:`criteria`), and with ``connect`` (a test will run a job) creates the
+        backend: for kubernetes that connects and checks the kubeconfig, context, server and rights.
+        """
+        self.criteria  # noqa: B018 - reads --baseline
+        if connect and self.backend_name == "kubernetes":
+            self.backend  # noqa: B018 - connects and checks access
 
     def header(self) -> str:
         """The pytest header line."""

@@ -224,3 +224,53 @@ def test_an_option_the_cluster_refutes_stops_the_session_as_a_usage_error(pytest
     assert res.ret == pytest.ExitCode.USAGE_ERROR == 4
     res.stdout.fnmatch_lines(["*--namespace team-ml: there is no such namespace*"])
     assert "test_b" not in res.stdout.str(), "the session stops at the first"
+
+
+MARKED = """
+import pytest
+
+@pytest.mark.rollcall(nodes=1, procs_per_node=4)
+def test_marked(rollcall):
+    r = rollcall()
+    assert (r.result.last.spec.nodes, r.result.last.spec.procs_per_node) == (1, 4)
+
+@pytest.mark.rollcall(nodes=1)
+def test_the_call_overrides_the_marker(rollcall):
+    assert rollcall(nodes=3).result.last.spec.nodes == 3
+"""
+
+
+def test_the_marker_sets_the_tests_job_and_the_call_overrides_it(project):
+    project.makepyfile(test_marked=MARKED)
+    res = project.runpytest("test_marked.py", "--nodes", "2", "-p", "no:cacheprovider")
+    res.assert_outcomes(passed=2)
+
+
+def test_a_typo_in_the_marker_is_a_usage_error_before_any_run(project):
+    project.makepyfile(
+        test_typo="""
+import pytest
+from conftest import CLEANED
+
+def test_first(rollcall):
+    rollcall()
+
+@pytest.mark.rollcall(nodez=2)
+def test_typo(rollcall):
+    rollcall()
+"""
+    )
+    res = project.runpytest("test_typo.py", "-p", "no:cacheprovider")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stderr.fnmatch_lines(
+        ["*test_typo.py::test_typo: @pytest.mark.rollcall: no such job setting 'nodez'*"]
+    )
+    assert "procs_per_node" in res.stderr.str() and "Traceback" not in res.stderr.str()
+    assert not (project.path / "artifacts" / "results.json").exists()  # nothing ran
+
+
+def test_a_typo_in_the_call_is_a_usage_error(project):
+    project.makepyfile(test_call="def test_call(rollcall):\n    rollcall(nodez=2)\n")
+    res = project.runpytest("test_call.py", "-p", "no:cacheprovider")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stdout.fnmatch_lines(["*rollcall(nodez=...): no such job setting 'nodez'; a test may override*"])

@@ -19,7 +19,8 @@ wait
     shown and timed apart (:class:`~.waits.Waits`).
 collect
     Every container's log is followed from the moment it starts into ``<artifacts>/<pod>.log`` and parsed
-    as it arrives (:mod:`.podlogs`). With EFA requested, NCCL must have selected it. On failure the
+    as it arrives (:mod:`.podlogs`). With EFA requested, what each pod's NCCL said of it is reported
+    (:mod:`.efa`); the judge, not the job, decides whether that fails the run. On failure the
     pods, the Job and the namespace's events are saved as YAML next to the logs.
 clean up
     The namespace is deleted with foreground propagation, its Jobs first
@@ -40,9 +41,10 @@ from typing import Any
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from rollcall.backends import EfaUse, JobState, JobStatus, Waits
-from rollcall.backends.kubernetes import waits
+from rollcall.backends import JobState, JobStatus, Waits
+from rollcall.backends.kubernetes import efa, waits
 from rollcall.backends.kubernetes.capacity import Lookup
+from rollcall.backends.kubernetes.efa import EfaEvidence
 from rollcall.backends.kubernetes.faults import (
     disruption,
     duplicate_indexes,
@@ -72,7 +74,7 @@ from rollcall.backends.kubernetes.kube import (
     wait_for,
 )
 from rollcall.backends.kubernetes.manifests import CONTAINER, Names, Rendered
-from rollcall.backends.kubernetes.podlogs import EfaEvidence, LogFollower, explain
+from rollcall.backends.kubernetes.podlogs import LogFollower
 from rollcall.backends.kubernetes.reaper import Claim, Ledger
 from rollcall.collect import Collector
 from rollcall.jobspec import JobSpec
@@ -258,7 +260,7 @@ class KubernetesJob:
         self._progress(force=True)
         status.details += self._details()
         if status.state is JobState.SUCCEEDED and self.rendered.efa:
-            status = self._check_efa(status)
+            self._report_efa(status)
         status.terminations = terminations(self.pods.objects())
         status.waits = self.waited()
         if status.waits.scheduled_s is not None and (status.waits.waited_for or status.waits.image_pull_s):
@@ -448,43 +450,13 @@ class KubernetesJob:
         for f in self.followers.values():
             f.join(5)
 
-    def _check_efa(self, status: JobStatus) -> JobStatus:
-        """With EFA requested, every pod's NCCL must have selected it (else it fell back to TCP sockets).
+    def _report_efa(self, status: JobStatus) -> None:
+        """Into ``status``: what the pods' NCCL lines showed of the EFA requested (:func:`.efa.check`).
 
-        The failure says what was missing and the fix, read from the pods' NCCL lines
-        (:data:`.podlogs.NET_CLUES`).
+        The job's state stays as it is: whether that fails the run is :func:`rollcall.judge.efa`'s.
         """
-        fell_back = {p: e.fallback for p, e in sorted(self.evidence.items()) if e.fallback}
-        unproven = sorted(p for p, e in self.evidence.items() if not e.efa and not e.fallback)
-        causes = {
-            p: tuple(map(str, e.causes)) for p, e in sorted(self.evidence.items()) if e.causes and not e.efa
-        }
-        efa = EfaUse(fell_back, tuple(unproven), required=self.spec.accelerator == "nvidia", causes=causes)
-        status.efa = efa
-        if fell_back:
-            lines = [f"{p}: {line!r}" for p, line in fell_back.items()]
-            return JobStatus(
-                JobState.FAILED,
-                f"EFA was requested but NCCL did not use it on {len(fell_back)} pod(s): it fell back to "
-                "TCP sockets" + explain(causes),
-                status.details + lines,
-                efa,
-            )
-        if efa.failed:
-            return JobStatus(
-                JobState.FAILED,
-                f"EFA was requested but {len(unproven)} pod(s) never logged NCCL selecting it "
-                "('NET/OFI Selected provider is efa' with NCCL_DEBUG=INFO): "
-                + ", ".join(unproven)
-                + explain(causes),
-                status.details,
-                efa,
-            )
-        if unproven:
-            status.details.append(
-                f"EFA use not proven on {len(unproven)} pod(s): no 'NET/OFI Selected provider is efa' line"
-            )
-        return status
+        status.efa = efa.check(self.evidence, required=self.spec.accelerator == "nvidia")
+        status.details += efa.details(status.efa)
 
     def _details(self) -> list[str]:
         assert self.pods is not None

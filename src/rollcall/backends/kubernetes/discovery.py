@@ -31,6 +31,7 @@ from typing import Any
 from kubernetes.utils import parse_quantity
 
 from rollcall.backends import DiscoveryError, Placement, shown_names, unusable_nodes
+from rollcall.backends.kubernetes import views
 from rollcall.backends.kubernetes.instances import lookup
 from rollcall.jobspec import (
     EFA_RESOURCE,
@@ -43,7 +44,6 @@ from rollcall.jobspec import (
 )
 from rollcall.options import DEFAULTS
 
-INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 #: EKS Auto Mode nodes: their device plugins are part of the node, not DaemonSets.
 AUTO_MODE_LABEL = ("eks.amazonaws.com/compute-type", "auto")
 #: Taint effects that keep a pod off a node unless tolerated.
@@ -89,22 +89,22 @@ class Node:
     @classmethod
     def of(cls, obj: Obj) -> Node:
         """From a Node object as the API returns it (JSON)."""
-        meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
-        ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
+        node = views.Node(obj)
+        ready = node.condition("Ready")
         reason = "no Ready condition"
         if ready is not None:
-            reason = ready.get("reason") or f"Ready={ready.get('status')}"
-            if ready.get("message"):
-                reason += f": {ready['message']}"
+            reason = ready.reason or f"Ready={ready.status or None}"
+            if ready.message:
+                reason += f": {ready.message}"
         return cls(
-            name=meta["name"],
-            instance_type=(meta.get("labels") or {}).get(INSTANCE_TYPE_LABEL),
-            ready=ready is not None and ready.get("status") == "True",
+            name=node.name,
+            instance_type=node.instance_type,
+            ready=ready is not None and ready.true,
             ready_reason=reason,
-            cordoned=bool(spec.get("unschedulable")),
-            taints=tuple(spec.get("taints") or ()),
-            allocatable={k: count(v) for k, v in (status.get("allocatable") or {}).items()},
-            labels=dict(meta.get("labels") or {}),
+            cordoned=node.cordoned,
+            taints=node.taints,
+            allocatable={k: count(v) for k, v in node.allocatable.items()},
+            labels=dict(node.labels),
         )
 
     def offers(self, resource: str) -> int:
@@ -352,7 +352,7 @@ def check_device_plugins(daemonsets: Iterable[Obj], accelerator: Accelerator, ef
     needed = ([accelerator] if accelerator in ("nvidia", "neuron") else []) + (["efa"] if efa else [])
     found: dict[str, list[Obj]] = defaultdict(list)
     for ds in daemonsets:
-        name = ds["metadata"]["name"]
+        name = views.DaemonSet(ds).name
         for plugin in needed:
             if any(part in name for part in DEVICE_PLUGINS[plugin]):
                 found[plugin].append(ds)
@@ -364,11 +364,9 @@ def check_device_plugins(daemonsets: Iterable[Obj], accelerator: Accelerator, ef
                 f"{' or '.join(DEVICE_PLUGINS[plugin])} in every namespace)"
             )
             continue
-        for ds in found[plugin]:
-            status = ds.get("status") or {}
-            desired, ready = status.get("desiredNumberScheduled", 0), status.get("numberReady", 0)
+        for daemonset in map(views.DaemonSet, found[plugin]):
+            desired, ready = daemonset.desired, daemonset.ready
             if desired == 0 or ready < desired:
-                meta = ds["metadata"]
-                name = f"{meta.get('namespace')}/{meta['name']}"
+                name = f"{daemonset.namespace or None}/{daemonset.name}"
                 problems.append(f"{plugin} device plugin {name}: {ready} of {desired} pod(s) ready")
     return problems

@@ -36,6 +36,7 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import yaml
@@ -76,6 +77,7 @@ from rollcall.backends.kubernetes.kube import (
 from rollcall.backends.kubernetes.manifests import CONTAINER, Names, Rendered
 from rollcall.backends.kubernetes.podlogs import LogFollower
 from rollcall.backends.kubernetes.reaper import Claim, Ledger
+from rollcall.backends.kubernetes.views import Job, Pod
 from rollcall.collect import Collector
 from rollcall.jobspec import JobSpec
 from rollcall.options import DEFAULTS
@@ -142,7 +144,7 @@ class KubernetesJob:
     evidence: dict[str, EfaEvidence] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
     _unschedulable_since: dict[str, float] = field(default_factory=dict)
-    _created_at: str = ""
+    _created_at: datetime | None = None
     _scheduled_at: float | None = None
     _scheduled_s: float | None = None
     _waited_for: str = ""
@@ -184,10 +186,10 @@ class KubernetesJob:
         create(kube.batch.create_namespaced_job, ns, body=self.rendered.job, dry_run="All")
         create(kube.core.create_namespaced_service, ns, body=self.rendered.service)
         job = create(kube.batch.create_namespaced_job, ns, body=self.rendered.job)
-        if not job.get("metadata", {}).get("uid"):
+        if not Job(job).uid:
             job = call(kube.batch.read_namespaced_job, self.names.job, ns)
-        self.uid = job["metadata"]["uid"]
-        self._created_at = job["metadata"].get("creationTimestamp") or ""
+        self.uid = Job(job).uid
+        self._created_at = Job(job).created
         self.jobs = Informer(
             kube.batch.list_namespaced_job,
             f"job {ns}/{self.names.job}",
@@ -286,7 +288,7 @@ class KubernetesJob:
             fault = pod_fault(pod)
             if fault:
                 return JobStatus(JobState.FAILED, fault)
-            name = pod["metadata"]["name"]
+            name = Pod(pod).name
             message = unschedulable(pod)
             if message is None or self.settings.arriving is not None:  # capacity is coming: not a fault
                 self._unschedulable_since.pop(name, None)
@@ -325,7 +327,7 @@ class KubernetesJob:
         """
         known = self.nodes is not None and self.nodes.synced.is_set()
         for pod in sorted(pods, key=index_of):
-            node = self.nodes.get((pod.get("spec") or {}).get("nodeName") or "") if self.nodes else None
+            node = self.nodes.get(Pod(pod).node_name or "") if self.nodes else None
             found = disruption(pod, node, nodes_known=known)
             if found is not None:
                 return found
@@ -356,7 +358,7 @@ class KubernetesJob:
             return None
         what = self._waited_for or "nodes to schedule them on"
         seen = f"; last seen: {self._waiting}" if self._waiting else ""
-        unscheduled = [p for p in pods if not (p.get("spec") or {}).get("nodeName")]
+        unscheduled = [p for p in pods if not Pod(p).node_name]
         message = next((m for m in map(unschedulable, unscheduled) if m), None)
         scheduler = f"; the scheduler says: {message}" if message else ""
         return JobStatus(
@@ -394,8 +396,7 @@ class KubernetesJob:
                 claims = call(
                     kube.custom.list_cluster_custom_object, "karpenter.sh", "v1", "nodeclaims", retry_s=5
                 )
-                since = waits.parse_time(self._created_at)
-                lines = waits.claims_since(claims.get("items", []), since)
+                lines = waits.claims_since(claims.get("items", []), self._created_at)
                 if lines:
                     seen.append("NodeClaims " + ", ".join(lines))
             events = call(kube.core.list_namespaced_event, self.namespace, retry_s=5).get("items", [])
@@ -413,7 +414,7 @@ class KubernetesJob:
         """Start following the log of every container that has started; show progress."""
         assert self.pods is not None
         for pod in self.pods.objects():
-            name = pod["metadata"]["name"]
+            name = Pod(pod).name
             for container in started(pod):
                 if (name, container) in self.followers:
                     continue
@@ -466,9 +467,7 @@ class KubernetesJob:
         for (pod, _container), f in sorted(self.followers.items()):
             if f.error:
                 details.append(f"log of {pod}: {f.error}")
-        never = sorted(
-            p["metadata"]["name"] for p in self.pods.objects() if not started(p) and p["metadata"]["name"]
-        )
+        never = sorted(p.name for p in map(Pod, self.pods.objects()) if not started(p.obj) and p.name)
         if never:
             details.append(f"pod(s) that never started, so left no log: {', '.join(never)}")
         return details
@@ -508,8 +507,8 @@ class KubernetesJob:
             job = self.jobs.get(self.names.job) if self.jobs else None
             events = call(kube.core.list_namespaced_event, self.namespace, retry_s=10).get("items", [])
             if not self.names.own_namespace:  # only the run's own, of all in a shared namespace
-                own = {self.names.job, self.names.service, *(p["metadata"]["name"] for p in pods)}
-                events = [e for e in events if (e.get("involvedObject") or {}).get("name") in own]
+                own = {self.names.job, self.names.service, *(Pod(p).name for p in pods)}
+                events = [e for e in events if _involved(e) in own]
             events.sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
             for name, data in (("pods.yaml", pods), ("job.yaml", job), ("events.yaml", events)):
                 if data is not None:
@@ -614,11 +613,13 @@ class KubernetesJob:
 
 def _lost_node_pods(pods: list[dict[str, Any]], nodes: Informer) -> list[str]:
     """Pods whose node is gone or not Ready: no kubelet will confirm their deletion."""
-    return [
-        p["metadata"]["name"]
-        for p in pods
-        if node_lost(p, nodes.get((p.get("spec") or {}).get("nodeName") or "")) is not None
-    ]
+    return [Pod(p).name for p in pods if node_lost(p, nodes.get(Pod(p).node_name or "")) is not None]
+
+
+def _involved(event: dict[str, Any]) -> str | None:
+    """The name of the object an event is about."""
+    involved = event.get("involvedObject")
+    return involved.get("name") if isinstance(involved, dict) else None
 
 
 def _trim(data: Any) -> Any:

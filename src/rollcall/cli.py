@@ -199,13 +199,13 @@ def _layout(options: Options) -> Placement | None:
     The accelerator's resource is requested per rank; EFA devices only discovery can count.
     """
     from rollcall.backends import Placement
-    from rollcall.jobspec import GPU_RESOURCE, NEURONCORE_RESOURCE
+    from rollcall.backends.kubernetes.discovery import requested_resource
 
     accelerator = options.accelerator
     if accelerator == "auto" or (options.procs_per_node is None and accelerator != "cpu"):
         return None
     procs = options.procs_per_node or 1
-    resource = {"nvidia": GPU_RESOURCE, "neuron": NEURONCORE_RESOURCE}.get(accelerator)
+    resource = requested_resource(accelerator)
     resources = {resource: procs} if resource else {}
     return Placement(accelerator, procs, resources, options.instance_type)
 

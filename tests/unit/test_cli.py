@@ -144,6 +144,17 @@ def test_render_reads_the_options_environment_and_gives_each_run_its_namespace(
 
 
 @pytest.mark.parametrize(
+    ("accelerator", "limits"),
+    [("nvidia", {"nvidia.com/gpu": "8"}), ("neuron", {"aws.amazon.com/neuroncore": "8"}), ("cpu", {})],
+)
+def test_render_requests_the_accelerators_resource_per_rank(no_cluster, capsys, accelerator, limits):
+    args = ["--accelerator", accelerator, "--procs-per-node", "8", "--image", "r/x:1"]
+    *_, job = render_docs(capsys, args)
+    resources = job["spec"]["template"]["spec"]["containers"][0]["resources"]
+    assert resources.get("limits", {}) == limits
+
+
+@pytest.mark.parametrize(
     ("args", "said"),
     [
         ([*LAYOUT], "the kubernetes backend needs --image"),

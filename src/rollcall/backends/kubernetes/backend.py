@@ -42,6 +42,7 @@ from rollcall.backends.kubernetes.discovery import (
     TooFewNodes,
     check_device_plugins,
     discover,
+    requested_resource,
     tolerates,
 )
 from rollcall.backends.kubernetes.job import (
@@ -71,7 +72,7 @@ from rollcall.backends.kubernetes.manifests import (
 from rollcall.backends.kubernetes.reaper import Claim, Ledger, release
 from rollcall.backends.kubernetes.views import INSTANCE_TYPE_LABEL, View
 from rollcall.collect import Collector
-from rollcall.jobspec import EFA_RESOURCE, GPU_RESOURCE, NEURONCORE_RESOURCE, JobSpec
+from rollcall.jobspec import EFA_RESOURCE, JobSpec
 from rollcall.options import DEFAULTS, OptionError, Options
 
 __all__ = ["JobSettings", "KubernetesBackend", "KubernetesJob", "RollcallWarning"]
@@ -213,11 +214,9 @@ class KubernetesBackend:
         accel = short.accelerator or (
             options.accelerator if options.accelerator != "auto" else (shape.accelerator if shape else None)
         )
-        resource = None if accel in (None, "cpu") else (shape.resource if shape else None)
-        if resource is None and accel == "nvidia":
-            resource = GPU_RESOURCE
-        elif resource is None and accel == "neuron":
-            resource = NEURONCORE_RESOURCE
+        resource = None
+        if accel is not None:
+            resource = (shape.resource if shape and accel != "cpu" else None) or requested_resource(accel)
         procs = options.procs_per_node or (shape.count if shape and shape.accelerator == accel else None)
         if accel == "cpu":
             procs = procs or 1

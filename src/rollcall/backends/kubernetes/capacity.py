@@ -28,9 +28,10 @@ from typing import Any, Literal
 
 from kubernetes.utils import parse_quantity
 
+from rollcall.backends.kubernetes.discovery import requested_resource
 from rollcall.backends.kubernetes.instances import INSTANCE_TYPES, lookup
 from rollcall.backends.kubernetes.views import INSTANCE_TYPE_LABEL, NodePool
-from rollcall.jobspec import GPU_RESOURCE, NEURONCORE_RESOURCE, Accelerator
+from rollcall.jobspec import Accelerator
 
 Obj = dict[str, Any]
 ProvisionerKind = Literal["karpenter", "eks-auto-mode", "cluster-autoscaler"]
@@ -108,9 +109,9 @@ def shape(instance_type: str | None) -> Shape | None:
     if known is None:
         return None
     if known.gpus:
-        return Shape("nvidia", GPU_RESOURCE, known.gpus, known.efa)
+        return Shape("nvidia", requested_resource("nvidia"), known.gpus, known.efa)
     if known.neuron_cores:
-        return Shape("neuron", NEURONCORE_RESOURCE, known.advertised_neuron_cores, known.efa)
+        return Shape("neuron", requested_resource("neuron"), known.advertised_neuron_cores, known.efa)
     return None
 
 

@@ -37,7 +37,6 @@ from rollcall.jobspec import (
     EFA_RESOURCE,
     GPU_RESOURCE,
     NEURON_RESOURCES,
-    NEURONCORE_RESOURCE,
     Accelerator,
     AcceleratorChoice,
     EfaChoice,
@@ -56,6 +55,18 @@ DEVICE_PLUGINS: dict[str, tuple[str, ...]] = {
 }
 
 Obj = dict[str, Any]
+#: The resources each accelerator's device plugins advertise, in order of preference: a pod requests the
+#: first its nodes offer, and the first of all when no node is there yet to say.
+ACCELERATOR_RESOURCES: dict[Accelerator, tuple[str, ...]] = {
+    "nvidia": (GPU_RESOURCE,),
+    "neuron": NEURON_RESOURCES,
+    "cpu": (),
+}
+
+
+def requested_resource(accelerator: Accelerator) -> str | None:
+    """The resource a pod requests per rank of ``accelerator`` when no node says which; None on cpu."""
+    return next(iter(ACCELERATOR_RESOURCES[accelerator]), None)
 
 
 class TooFewNodes(DiscoveryError):
@@ -158,13 +169,7 @@ def _blocking_taint(node: Node, tolerations: Sequence[Mapping[str, Any]]) -> str
 
 def accelerator_resource(node: Node, accelerator: Accelerator) -> str | None:
     """The resource a node advertises for ``accelerator`` (NeuronCores before whole Neuron devices)."""
-    if accelerator == "nvidia":
-        return GPU_RESOURCE if node.offers(GPU_RESOURCE) else None
-    if accelerator == "neuron":
-        for resource in NEURON_RESOURCES:
-            if node.offers(resource):
-                return resource
-    return None
+    return next((r for r in ACCELERATOR_RESOURCES[accelerator] if node.offers(r)), None)
 
 
 def discover(
@@ -305,7 +310,7 @@ def _efa_note(efa: EfaChoice, use_efa: bool, instance_type: str | None) -> str:
 
 
 def _resource_names(accel: Accelerator) -> str:
-    return GPU_RESOURCE if accel == "nvidia" else " or ".join(NEURON_RESOURCES)
+    return " or ".join(ACCELERATOR_RESOURCES[accel])
 
 
 def _choose_accelerator(
@@ -323,7 +328,8 @@ def _choose_accelerator(
         )
     rejected |= {x.name: "no accelerator allocatable" for x in candidates}
     raise TooFewNodes(
-        f"--accelerator auto: no usable node advertises {GPU_RESOURCE} or {' or '.join(NEURON_RESOURCES)} "
+        f"--accelerator auto: no usable node advertises {_resource_names('nvidia')} or "
+        f"{_resource_names('neuron')} "
         "(use --accelerator cpu to train on CPUs)\n" + unusable_nodes(n, [], rejected, None),
         [],
         rejected,
@@ -340,7 +346,7 @@ def _procs(
     resources = Counter(accelerator_resource(n, accel) for n in candidates)
     resource = resources.most_common(1)[0][0] if resources else None
     if resource is None:
-        return (GPU_RESOURCE if accel == "nvidia" else NEURONCORE_RESOURCE), procs_per_node or 1
+        return requested_resource(accel), procs_per_node or 1
     if procs_per_node is not None:
         return resource, procs_per_node
     offers = sorted((n.offers(resource) for n in candidates), reverse=True)

@@ -1,7 +1,7 @@
 """Small read-only views of the API's objects (pods, nodes, Jobs, ...) over the JSON the API returns.
 
 The code reads a handful of fields of each object; a view names them once, so that no caller walks
-``(obj.get("status") or {}).get(...)`` chains: a field that is absent (or ``null``) reads as empty, never
+``.get("status") or {}`` chains: a field that is absent (or ``null``) reads as empty, never
 raises. A view wraps the object as it is (:attr:`View.obj`), copies nothing and never writes.
 
 :func:`parse_time` is the one reader of the API's timestamps (RFC 3339, ``2026-12-01T10:00:00Z``). The

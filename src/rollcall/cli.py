@@ -244,8 +244,9 @@ def _discover(options: Options) -> Placement:
 
 
 def _render_slurm(options: Options, name: str) -> str:
+    from rollcall.backends import Placement
     from rollcall.backends.slurm.script import Settings, render
-    from rollcall.jobspec import JobSpec
+    from rollcall.suite import job_spec
 
     if options.accelerator == "auto":
         raise ValueError(
@@ -255,15 +256,8 @@ def _render_slurm(options: Options, name: str) -> str:
         raise ValueError(
             f"--accelerator {options.accelerator}: pass --procs-per-node (the devices of each node)"
         )
-    spec = JobSpec(
-        name=name,
-        nodes=options.nodes,
-        procs_per_node=options.procs_per_node or 1,
-        accelerator=options.accelerator,
-        workload_args=options.workload_args,
-        env=options.workload_env,
-        job_timeout_s=options.job_timeout,
-    )
+    placement = Placement(options.accelerator, options.procs_per_node or 1)  # as slurm's discovery gives it
+    spec = job_spec(options, placement, name)
     return render(spec, Settings.from_options(options), options.artifacts_dir / name / "slurm")
 
 

@@ -45,7 +45,11 @@ _MAX_PENDING = 16 << 20
 
 
 def timestamp_key(ts: bytes) -> tuple[int, int] | None:
-    """``2026-01-02T03:04:05.123456789Z`` as (seconds since the epoch, nanoseconds), or None."""
+    """``2026-01-02T03:04:05.123456789Z`` as (seconds since the epoch, nanoseconds), or None.
+
+    The kubelet's timestamp of a log line, to the nanosecond, read from bytes on the hot path; an API
+    object's timestamps are :func:`.views.parse_time`'s.
+    """
     m = _TS.match(ts)
     if not m:
         return None

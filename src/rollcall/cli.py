@@ -203,13 +203,13 @@ def _layout(options: Options) -> Placement | None:
     The accelerator's resource is requested per rank; EFA devices only discovery can count.
     """
     from rollcall.backends import Placement
-    from rollcall.jobspec import GPU_RESOURCE, NEURONCORE_RESOURCE
+    from rollcall.backends.kubernetes.discovery import requested_resource
 
     accelerator = options.accelerator
     if accelerator == "auto" or (options.procs_per_node is None and accelerator != "cpu"):
         return None
     procs = options.procs_per_node or 1
-    resource = {"nvidia": GPU_RESOURCE, "neuron": NEURONCORE_RESOURCE}.get(accelerator)
+    resource = requested_resource(accelerator)
     resources = {resource: procs} if resource else {}
     return Placement(accelerator, procs, resources, options.instance_type)
 
@@ -248,8 +248,9 @@ def _discover(options: Options) -> Placement:
 
 
 def _render_slurm(options: Options, name: str) -> str:
+    from rollcall.backends import Placement
     from rollcall.backends.slurm.script import Settings, render
-    from rollcall.jobspec import JobSpec
+    from rollcall.suite import job_spec
 
     if options.accelerator == "auto":
         raise ValueError(
@@ -259,15 +260,8 @@ def _render_slurm(options: Options, name: str) -> str:
         raise ValueError(
             f"--accelerator {options.accelerator}: pass --procs-per-node (the devices of each node)"
         )
-    spec = JobSpec(
-        name=name,
-        nodes=options.nodes,
-        procs_per_node=options.procs_per_node or 1,
-        accelerator=options.accelerator,
-        workload_args=options.workload_args,
-        env=options.workload_env,
-        job_timeout_s=options.job_timeout,
-    )
+    placement = Placement(options.accelerator, options.procs_per_node or 1)  # as slurm's discovery gives it
+    spec = job_spec(options, placement, name)
     return render(spec, Settings.from_options(options), options.artifacts_dir / name / "slurm")
 
 

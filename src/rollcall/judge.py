@@ -157,9 +157,9 @@ Check = Callable[[Facts], Iterable[Problem]]
 
 
 def job_state(facts: Facts) -> Iterable[Problem]:
-    """The job must have succeeded, when its end is known (a failure of EFA is :func:`efa`'s)."""
+    """The job must have succeeded, when its end is known."""
     status = facts.evidence.status
-    if status is None or status.state is JobState.SUCCEEDED or (status.efa and status.efa.failed):
+    if status is None or status.state is JobState.SUCCEEDED:
         return
     if status.disruption is not None:  # named first, by :func:`errors`
         return
@@ -170,7 +170,7 @@ def efa(facts: Facts) -> Iterable[Problem]:
     """With EFA requested, every pod's NCCL must have used it (the backend read the pods' logs)."""
     status = facts.evidence.status
     if status is not None and status.efa is not None and status.efa.failed:
-        yield Problem(Kind.EFA, f"job {status.state.value}: {status.reason}", detail=status.efa)
+        yield Problem(Kind.EFA, status.efa.reason, detail=status.efa)
 
 
 def missing_events(facts: Facts) -> Iterable[Problem]:

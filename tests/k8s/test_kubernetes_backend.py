@@ -18,6 +18,7 @@ import yaml
 from rollcall.backends import DiscoveryError, JobState
 from rollcall.backends.kubernetes.kube import call
 from rollcall.backends.kubernetes.manifests import JOB_LABEL, MANAGED_BY, MANAGED_BY_LABEL, RUN_ID_LABEL
+from rollcall.verdict import Kind
 from tests.cluster.controlplane import (
     INSTANCE_TYPE_LABEL,
     RUN_DURATION_ANNOTATION,
@@ -180,14 +181,16 @@ def test_efa_that_nccl_did_not_use_fails_the_run(make_suite, ensure_nodes, reque
     attempt, _ = run(suite, request)
     assert suite.placement.resources == {"nvidia.com/gpu": 8, "vpc.amazonaws.com/efa": 32}
 
-    assert attempt.status.state is JobState.FAILED
-    assert "EFA was requested but NCCL did not use it on 2 pod(s)" in attempt.status.reason
+    # the job itself succeeded: the backend reports what NCCL did, the judge's efa check fails the run
+    assert attempt.status.state is JobState.SUCCEEDED and not attempt.passed
+    assert attempt.status.efa is not None and attempt.status.efa.failed
+    assert [p.kind for p in attempt.verdict.findings] == [Kind.EFA]
+    reason = attempt.verdict.problems[0]
+    assert "EFA was requested but NCCL did not use it on 2 pod(s)" in reason
     # the pods' own NCCL lines say what was missing, and the fix
-    assert "missing the aws-ofi-nccl network plugin (libnccl-net.so)" in attempt.status.reason
-    assert "/opt/amazon/ofi-nccl/lib" in attempt.status.reason
-    assert attempt.status.efa is not None and set(attempt.status.efa.causes) == set(
-        attempt.status.efa.fell_back
-    )
+    assert "missing the aws-ofi-nccl network plugin (libnccl-net.so)" in reason
+    assert "/opt/amazon/ofi-nccl/lib" in reason
+    assert set(attempt.status.efa.causes) == set(attempt.status.efa.fell_back)
     assert any("Using network Socket" in d for d in attempt.status.details)
     assert attempt.verdict.missing == {"throughput": [], "epoch_time": [], "complete": []} or not any(
         attempt.verdict.missing.values()

@@ -11,6 +11,7 @@ from rollcall.backends.kubernetes import capacity, waits
 from rollcall.backends.kubernetes.capacity import find, nodepool_mismatch
 from rollcall.backends.kubernetes.discovery import TooFewNodes, discover, tolerates
 from rollcall.backends.kubernetes.manifests import job_tolerations
+from rollcall.backends.kubernetes.views import parse_time
 
 TRN1 = {"node.kubernetes.io/instance-type": "trn1.32xlarge"}
 TOLERATES = lambda taint: tolerates(job_tolerations(), taint)  # noqa: E731
@@ -221,7 +222,7 @@ def test_nodeclaims_and_scale_up_events_as_progress():
         },
     }
     older = {"metadata": {"name": "old", "creationTimestamp": "2026-12-01T09:00:00Z"}, "status": {}}
-    since = waits.parse_time("2026-12-01T10:00:00Z")
+    since = parse_time("2026-12-01T10:00:00Z")
     assert waits.claims_since([older, claim], since) == ["trn-x1 (trn1.32xlarge: Launched)"]
     assert waits.claim_line(older) == "old (instance type not chosen yet: launching)"
     events = [

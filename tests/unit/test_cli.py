@@ -143,6 +143,35 @@ def test_render_reads_the_options_environment_and_gives_each_run_its_namespace(
     assert pod["containers"][0]["resources"] == {} and "suspend" not in job["spec"]
 
 
+@pytest.mark.parametrize("backend", ["kubernetes", "slurm"])
+def test_render_builds_its_job_with_the_suites_own_job_spec(no_cluster, capsys, monkeypatch, backend):
+    from rollcall import suite
+
+    built = []
+
+    def recording(options, placement, name):
+        built.append((options.backend, placement.accelerator, placement.procs_per_node, name))
+        return job_spec(options, placement, name)
+
+    job_spec = suite.job_spec
+    monkeypatch.setattr(suite, "job_spec", recording)
+    args = ["--backend", backend, "--accelerator", "cpu", "--name", "probe", "--image", "r/x:1"]
+    assert main(["render", *args, "--workload-env", "PROBE=1"]) == 0, capsys.readouterr().err
+    assert built == [(backend, "cpu", 1, "probe")]
+    assert "PROBE" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("accelerator", "limits"),
+    [("nvidia", {"nvidia.com/gpu": "8"}), ("neuron", {"aws.amazon.com/neuroncore": "8"}), ("cpu", {})],
+)
+def test_render_requests_the_accelerators_resource_per_rank(no_cluster, capsys, accelerator, limits):
+    args = ["--accelerator", accelerator, "--procs-per-node", "8", "--image", "r/x:1"]
+    *_, job = render_docs(capsys, args)
+    resources = job["spec"]["template"]["spec"]["containers"][0]["resources"]
+    assert resources.get("limits", {}) == limits
+
+
 @pytest.mark.parametrize(
     ("args", "said"),
     [

@@ -3,7 +3,17 @@
 import pytest
 
 from rollcall.backends import DiscoveryError
-from rollcall.backends.kubernetes.discovery import check_device_plugins, count, discover, tolerates
+from rollcall.backends.kubernetes.capacity import shape
+from rollcall.backends.kubernetes.discovery import (
+    ACCELERATOR_RESOURCES,
+    Node,
+    accelerator_resource,
+    check_device_plugins,
+    count,
+    discover,
+    requested_resource,
+    tolerates,
+)
 from rollcall.backends.kubernetes.manifests import job_tolerations
 
 TRN1 = {"aws.amazon.com/neuron": "16", "aws.amazon.com/neuroncore": "32", "vpc.amazonaws.com/efa": "8"}
@@ -246,3 +256,26 @@ def test_eks_auto_mode_nodes_are_recognised():
     auto = {"eks.amazonaws.com/compute-type": "auto"}
     assert run([node("a", labels=auto), node("b", labels=auto)]).auto_mode
     assert not run([node("a", labels=auto), node("b")]).auto_mode
+
+
+def test_one_table_maps_each_accelerator_to_its_resources():
+    assert ACCELERATOR_RESOURCES == {
+        "nvidia": ("nvidia.com/gpu",),
+        "neuron": ("aws.amazon.com/neuroncore", "aws.amazon.com/neurondevice", "aws.amazon.com/neuron"),
+        "cpu": (),
+    }
+    assert [requested_resource(a) for a in ("nvidia", "neuron", "cpu")] == [
+        "nvidia.com/gpu",
+        "aws.amazon.com/neuroncore",
+        None,
+    ]
+    devices_only = Node.of(
+        {"metadata": {"name": "n"}, "status": {"allocatable": {"aws.amazon.com/neurondevice": "16"}}}
+    )
+    assert accelerator_resource(devices_only, "neuron") == "aws.amazon.com/neurondevice"
+    assert accelerator_resource(devices_only, "nvidia") is None
+    assert accelerator_resource(devices_only, "cpu") is None
+    # capacity plans a node that does not exist yet with the same table
+    p5, trn1 = shape("p5.48xlarge"), shape("trn1.32xlarge")
+    assert p5 is not None and p5.resource == requested_resource("nvidia")
+    assert trn1 is not None and trn1.resource == requested_resource("neuron")

@@ -15,6 +15,7 @@ from rollcall.backends.kubernetes.faults import (
     terminated,
     terminations,
     unschedulable,
+    where,
 )
 from rollcall.rootcause import Disruption, Termination
 
@@ -320,3 +321,27 @@ def test_terminations_are_read_as_typed_records():
         pod("bert-2-z", index="2", containers=[container(running={})]),
     ]
     assert terminations(pods) == [Termination("bert-1-x", 1, "trn1-1", "OOMKilled", 137, 1764576001.0)]
+
+
+def test_a_restarted_container_is_read_from_its_last_state_and_init_containers_count():
+    restarted = {
+        "name": "train",
+        "state": {"running": {}},
+        "lastState": {
+            "terminated": {"exitCode": 1, "reason": "Error", "finishedAt": "2025-12-01T08:00:01+01:00"}
+        },
+    }
+    init = container(name="setup", terminated={"exitCode": 2})
+    p = pod("bert-3-w", index="3", node="trn1-3", containers=[restarted], initContainerStatuses=[init])
+    assert terminations([p]) == [
+        Termination("bert-3-w", 3, "trn1-3", "Error", 2, None),  # init containers first; no finish time
+        Termination("bert-3-w", 3, "trn1-3", "Error", 1, 1764572401.0),  # +01:00 is an hour before Z
+    ]
+
+
+def test_fields_that_are_null_read_as_absent():
+    bare = {"metadata": {"name": "bert-0-n", "labels": None}, "spec": None, "status": None}
+    assert pod_fault(bare) is None and unschedulable(bare) is None and started(bare) == []
+    assert where(bare) == "pod bert-0-n (index ?) on node no node yet"
+    assert phases([bare]) == {"Pending": 1} and terminations([bare]) == []
+    assert disruption(bare, None) is None, "a pod with no node yet needs none"

@@ -106,7 +106,7 @@ def test_the_image_readme_documents_the_efa_pin_and_the_fix_rollcall_names():
     pin = re.search(r"^ARG (EFA_INSTALLER_VERSION=\S+)$", dockerfile.read_text(), re.M)
     assert pin and f"`ARG {pin.group(1)}`" in (IMAGE_DIR / "README.md").read_text()
     try:
-        from rollcall.backends.kubernetes.podlogs import NET_CLUES
+        from rollcall.backends.kubernetes.efa import NET_CLUES
     except ImportError:
         return
     # the fix the EFA check prints is the command this image runs

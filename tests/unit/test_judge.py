@@ -42,13 +42,22 @@ def test_a_failed_job_comes_first_and_names_no_rank():
 
 
 def test_efa_not_used_is_its_own_kind_not_a_job_failure():
-    efa = EfaUse(fell_back={"x-0": "NET/Socket : Using [0]eth0"}, required=True)
-    status = JobStatus(JobState.FAILED, "EFA was requested but NCCL did not use it on 1 pod(s)", efa=efa)
+    reason = "EFA was requested but NCCL did not use it on 1 pod(s): it fell back to TCP sockets"
+    efa = EfaUse(fell_back={"x-0": "NET/Socket : Using [0]eth0"}, required=True, reason=reason)
+    status = JobStatus(JobState.SUCCEEDED, efa=efa)  # the backend reports EFA; the job itself succeeded
     v = judge(Evidence(two_by_two(), Layout(2, 2), status))
     assert [p.kind for p in v.findings] == [Kind.EFA]
-    assert v.findings[0].detail is efa
+    assert v.findings[0].detail is efa and v.problems == [reason]
     unproven = EfaUse(unproven=("x-0",), required=False)  # Neuron: not proven is only a detail
     assert judge(Evidence(two_by_two(), Layout(2, 2), JobStatus(JobState.SUCCEEDED, efa=unproven))).passed
+
+
+def test_a_job_that_failed_besides_efa_says_both_once_each():
+    efa = EfaUse(fell_back={"x-0": "Using network Socket"}, required=True, reason="EFA was requested but ...")
+    status = JobStatus(JobState.FAILED, "pod x-1 (index 1) on node n1: OOMKilled", efa=efa)
+    v = judge(Evidence(two_by_two(), Layout(2, 2), status))
+    assert [p.kind for p in v.findings] == [Kind.JOB, Kind.EFA]
+    assert v.problems == ["job failed: pod x-1 (index 1) on node n1: OOMKilled", "EFA was requested but ..."]
 
 
 def test_the_state_is_the_worst_kind_naming_the_rank():

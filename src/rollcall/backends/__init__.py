@@ -46,12 +46,14 @@ class EfaUse:
         unproven: pods that never logged NCCL selecting EFA.
         required: whether an unproven pod fails the run (NCCL on cuda logs the selection).
         causes: per pod, what its log said was missing and the fix (the kubernetes wing's EFA clues).
+        reason: when :attr:`failed`, what went wrong, naming what was missing and the fix; else empty.
     """
 
     fell_back: Mapping[str, str] = field(default_factory=dict)
     unproven: tuple[str, ...] = ()
     required: bool = False
     causes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    reason: str = ""
 
     @property
     def failed(self) -> bool:
@@ -102,8 +104,10 @@ def _round(value: float | None) -> float | None:
 class JobStatus:
     """The end of a job: its state and, unless it succeeded, why, naming the pod or node.
 
-    ``efa`` is set when the job requested EFA: what the pods' logs showed of it. ``terminations`` are the
-    containers that ended badly, as their runtime recorded them (where the backend can read that).
+    ``efa`` is set when the job requested EFA and succeeded: what the pods' logs showed of it (the job's
+    state never says whether NCCL used EFA; :func:`rollcall.judge.judge` reads ``efa`` for that).
+    ``terminations`` are the containers that ended badly, as their runtime recorded them (where the backend
+    can read that).
     ``disruption`` is set when the infrastructure took a pod away (evicted, preempted, its node deleted, lost,
     drained or reclaimed): the job failed, but no rank did. ``waits`` is what the job waited for before
     training (quota, nodes, image pulls), where known.

@@ -25,6 +25,7 @@ from kubernetes.client.exceptions import ApiException
 
 from rollcall.backends.kubernetes.kube import Kube, call, message_of
 from rollcall.backends.kubernetes.manifests import load
+from rollcall.backends.kubernetes.views import AccessReview
 from rollcall.options import OptionError, Options
 
 log = logging.getLogger(__name__)
@@ -153,7 +154,7 @@ def _review(kube: Kube, right: Right, run: str) -> bool | None:
     except ApiException as exc:
         log.warning("could not review the suite's rights (%s): %s", right, message_of(exc))
         return None
-    return bool((answer.get("status") or {}).get("allowed"))
+    return AccessReview(answer).allowed
 
 
 def _forbidden(kube: Kube, run: str, refused: list[Right]) -> str:

@@ -36,12 +36,13 @@ from kubernetes.client.exceptions import ApiException
 from rollcall.backends import DiscoveryError, Placement, unusable_nodes
 from rollcall.backends.kubernetes import capacity
 from rollcall.backends.kubernetes.access import check as check_access
-from rollcall.backends.kubernetes.capacity import AUTOSCALER_STATUS, INSTANCE_TYPE_LABEL, Lookup
+from rollcall.backends.kubernetes.capacity import AUTOSCALER_STATUS, Lookup
 from rollcall.backends.kubernetes.discovery import (
     Discovery,
     TooFewNodes,
     check_device_plugins,
     discover,
+    requested_resource,
     tolerates,
 )
 from rollcall.backends.kubernetes.job import (
@@ -69,8 +70,9 @@ from rollcall.backends.kubernetes.manifests import (
     render,
 )
 from rollcall.backends.kubernetes.reaper import Claim, Ledger, release
+from rollcall.backends.kubernetes.views import INSTANCE_TYPE_LABEL, View
 from rollcall.collect import Collector
-from rollcall.jobspec import EFA_RESOURCE, GPU_RESOURCE, NEURONCORE_RESOURCE, JobSpec
+from rollcall.jobspec import EFA_RESOURCE, JobSpec
 from rollcall.options import DEFAULTS, OptionError, Options
 
 __all__ = ["JobSettings", "KubernetesBackend", "KubernetesJob", "RollcallWarning"]
@@ -212,11 +214,9 @@ class KubernetesBackend:
         accel = short.accelerator or (
             options.accelerator if options.accelerator != "auto" else (shape.accelerator if shape else None)
         )
-        resource = None if accel in (None, "cpu") else (shape.resource if shape else None)
-        if resource is None and accel == "nvidia":
-            resource = GPU_RESOURCE
-        elif resource is None and accel == "neuron":
-            resource = NEURONCORE_RESOURCE
+        resource = None
+        if accel is not None:
+            resource = (shape.resource if shape and accel != "cpu" else None) or requested_resource(accel)
         procs = options.procs_per_node or (shape.count if shape and shape.accelerator == accel else None)
         if accel == "cpu":
             procs = procs or 1
@@ -332,7 +332,7 @@ class KubernetesBackend:
         selector = f"{MANAGED_BY_LABEL}={MANAGED_BY},{RUN_ID_LABEL}"
         swept = []
         for ns in call(self.kube.core.list_namespace, label_selector=selector).get("items", []):
-            name = ns["metadata"]["name"]
+            name = View(ns).name
             if _older(ns, cutoff) and name != self.options.namespace and delete_namespace(self.kube, name):
                 swept.append(name)
         if self.options.namespace is not None:
@@ -345,7 +345,7 @@ class KubernetesBackend:
         """The runs whose Jobs or Services in ``namespace`` are older than ``cutoff``, deleted."""
         kinds = (self.kube.batch.list_namespaced_job, self.kube.core.list_namespaced_service)
         runs = {
-            obj["metadata"]["labels"][RUN_ID_LABEL]
+            View(obj).labels[RUN_ID_LABEL]
             for list_fn in kinds
             for obj in call(list_fn, namespace, label_selector=selector).get("items", [])
             if _older(obj, cutoff)
@@ -370,9 +370,8 @@ def _exists(read: Callable[..., Any], *args: str) -> bool:
 
 def _older(obj: dict[str, Any], cutoff: datetime) -> bool:
     """Whether ``obj`` was created before ``cutoff`` and is not being deleted already."""
-    meta = obj["metadata"]
-    created = datetime.fromisoformat(meta["creationTimestamp"].replace("Z", "+00:00"))
-    return created < cutoff and not meta.get("deletionTimestamp")
+    view = View(obj)
+    return view.created is not None and view.created < cutoff and not view.deleting
 
 
 def _too_few(found: Discovery, nodes: int) -> str:

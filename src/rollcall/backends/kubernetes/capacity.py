@@ -28,14 +28,15 @@ from typing import Any, Literal
 
 from kubernetes.utils import parse_quantity
 
+from rollcall.backends.kubernetes.discovery import requested_resource
 from rollcall.backends.kubernetes.instances import INSTANCE_TYPES, lookup
-from rollcall.jobspec import GPU_RESOURCE, NEURONCORE_RESOURCE, Accelerator
+from rollcall.backends.kubernetes.views import INSTANCE_TYPE_LABEL, NodePool
+from rollcall.jobspec import Accelerator
 
 Obj = dict[str, Any]
 ProvisionerKind = Literal["karpenter", "eks-auto-mode", "cluster-autoscaler"]
 
 NODEPOOL_LABEL = "karpenter.sh/nodepool"
-INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 AUTOSCALER_STATUS = ("kube-system", "cluster-autoscaler-status")
 #: Labels Karpenter sets on a node from the instance type and offering it picks, without the pool naming them.
 _DERIVED = frozenset(
@@ -108,9 +109,9 @@ def shape(instance_type: str | None) -> Shape | None:
     if known is None:
         return None
     if known.gpus:
-        return Shape("nvidia", GPU_RESOURCE, known.gpus, known.efa)
+        return Shape("nvidia", requested_resource("nvidia"), known.gpus, known.efa)
     if known.neuron_cores:
-        return Shape("neuron", NEURONCORE_RESOURCE, known.advertised_neuron_cores, known.efa)
+        return Shape("neuron", requested_resource("neuron"), known.advertised_neuron_cores, known.efa)
     return None
 
 
@@ -164,17 +165,11 @@ def nodepool_mismatch(
     ``tolerates(taint)`` says whether the Job tolerates a taint; ``need`` is the total the run asks of the
     pool (the accelerator resource and ``nodes``), checked against its limits.
     """
-    meta, spec = pool.get("metadata") or {}, pool.get("spec") or {}
-    name = meta.get("name", "")
-    template = spec.get("template") or {}
-    set_labels = (template.get("metadata") or {}).get("labels") or {}
-    tspec = template.get("spec") or {}
-    requirements = tspec.get("requirements") or []
-    ready = next(
-        (c for c in (pool.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), None
-    )
-    if ready is not None and ready.get("status") == "False":
-        return f"not Ready ({ready.get('reason') or ready.get('message') or 'Ready=False'})"
+    view = NodePool(pool)
+    name, set_labels, requirements = view.name, view.template_labels, view.requirements
+    ready = view.condition("Ready")
+    if ready is not None and ready.status == "False":
+        return f"not Ready ({ready.reason or ready.message or 'Ready=False'})"
     derived = derived_labels(labels.get(INSTANCE_TYPE_LABEL, ""))
     for key, value in labels.items():
         if key == NODEPOOL_LABEL:
@@ -193,11 +188,10 @@ def nodepool_mismatch(
         key = r.get("key", "")
         if key in derived and not allows(r, derived[key]):
             return f"it requires {key} {r.get('operator')} {r.get('values') or []}, not {derived[key]}"
-    for taint in tspec.get("taints") or []:
+    for taint in view.taints:
         if taint.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(taint):
             return f"its nodes are tainted {taint.get('key')}:{taint.get('effect')} (not tolerated)"
-    limits = spec.get("limits") or {}
-    used = (pool.get("status") or {}).get("resources") or {}
+    limits, used = view.limits, view.used
     for resource, amount in need.items():
         if resource in limits:
             room = _number(limits[resource]) - _number(used.get(resource, 0))
@@ -233,9 +227,9 @@ def find(
         looked.append("Karpenter NodePools (karpenter.sh/v1): none exist")
     else:
         out = []
-        for pool in sorted(nodepools, key=lambda p: p["metadata"]["name"]):
+        for pool in sorted(nodepools, key=lambda p: NodePool(p).name):
             why = nodepool_mismatch(pool, labels, tolerates, need)
-            name = pool["metadata"]["name"]
+            name = NodePool(pool).name
             if why is None:
                 found.append(Provisioner(_pool_kind(pool), name))
             else:
@@ -260,8 +254,7 @@ def find(
 
 
 def _pool_kind(pool: Obj) -> ProvisionerKind:
-    ref = ((pool.get("spec") or {}).get("template") or {}).get("spec", {}).get("nodeClassRef") or {}
-    return "eks-auto-mode" if ref.get("group") == "eks.amazonaws.com" else "karpenter"
+    return "eks-auto-mode" if NodePool(pool).node_class_group == "eks.amazonaws.com" else "karpenter"
 
 
 def _number(quantity: object) -> float:

@@ -31,19 +31,18 @@ from typing import Any
 from kubernetes.utils import parse_quantity
 
 from rollcall.backends import DiscoveryError, Placement, shown_names, unusable_nodes
+from rollcall.backends.kubernetes import views
 from rollcall.backends.kubernetes.instances import lookup
 from rollcall.jobspec import (
     EFA_RESOURCE,
     GPU_RESOURCE,
     NEURON_RESOURCES,
-    NEURONCORE_RESOURCE,
     Accelerator,
     AcceleratorChoice,
     EfaChoice,
 )
 from rollcall.options import DEFAULTS
 
-INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 #: EKS Auto Mode nodes: their device plugins are part of the node, not DaemonSets.
 AUTO_MODE_LABEL = ("eks.amazonaws.com/compute-type", "auto")
 #: Taint effects that keep a pod off a node unless tolerated.
@@ -56,6 +55,18 @@ DEVICE_PLUGINS: dict[str, tuple[str, ...]] = {
 }
 
 Obj = dict[str, Any]
+#: The resources each accelerator's device plugins advertise, in order of preference: a pod requests the
+#: first its nodes offer, and the first of all when no node is there yet to say.
+ACCELERATOR_RESOURCES: dict[Accelerator, tuple[str, ...]] = {
+    "nvidia": (GPU_RESOURCE,),
+    "neuron": NEURON_RESOURCES,
+    "cpu": (),
+}
+
+
+def requested_resource(accelerator: Accelerator) -> str | None:
+    """The resource a pod requests per rank of ``accelerator`` when no node says which; None on cpu."""
+    return next(iter(ACCELERATOR_RESOURCES[accelerator]), None)
 
 
 class TooFewNodes(DiscoveryError):
@@ -89,22 +100,22 @@ class Node:
     @classmethod
     def of(cls, obj: Obj) -> Node:
         """From a Node object as the API returns it (JSON)."""
-        meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
-        ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
+        node = views.Node(obj)
+        ready = node.condition("Ready")
         reason = "no Ready condition"
         if ready is not None:
-            reason = ready.get("reason") or f"Ready={ready.get('status')}"
-            if ready.get("message"):
-                reason += f": {ready['message']}"
+            reason = ready.reason or f"Ready={ready.status or None}"
+            if ready.message:
+                reason += f": {ready.message}"
         return cls(
-            name=meta["name"],
-            instance_type=(meta.get("labels") or {}).get(INSTANCE_TYPE_LABEL),
-            ready=ready is not None and ready.get("status") == "True",
+            name=node.name,
+            instance_type=node.instance_type,
+            ready=ready is not None and ready.true,
             ready_reason=reason,
-            cordoned=bool(spec.get("unschedulable")),
-            taints=tuple(spec.get("taints") or ()),
-            allocatable={k: count(v) for k, v in (status.get("allocatable") or {}).items()},
-            labels=dict(meta.get("labels") or {}),
+            cordoned=node.cordoned,
+            taints=node.taints,
+            allocatable={k: count(v) for k, v in node.allocatable.items()},
+            labels=dict(node.labels),
         )
 
     def offers(self, resource: str) -> int:
@@ -158,13 +169,7 @@ def _blocking_taint(node: Node, tolerations: Sequence[Mapping[str, Any]]) -> str
 
 def accelerator_resource(node: Node, accelerator: Accelerator) -> str | None:
     """The resource a node advertises for ``accelerator`` (NeuronCores before whole Neuron devices)."""
-    if accelerator == "nvidia":
-        return GPU_RESOURCE if node.offers(GPU_RESOURCE) else None
-    if accelerator == "neuron":
-        for resource in NEURON_RESOURCES:
-            if node.offers(resource):
-                return resource
-    return None
+    return next((r for r in ACCELERATOR_RESOURCES[accelerator] if node.offers(r)), None)
 
 
 def discover(
@@ -305,7 +310,7 @@ def _efa_note(efa: EfaChoice, use_efa: bool, instance_type: str | None) -> str:
 
 
 def _resource_names(accel: Accelerator) -> str:
-    return GPU_RESOURCE if accel == "nvidia" else " or ".join(NEURON_RESOURCES)
+    return " or ".join(ACCELERATOR_RESOURCES[accel])
 
 
 def _choose_accelerator(
@@ -323,7 +328,8 @@ def _choose_accelerator(
         )
     rejected |= {x.name: "no accelerator allocatable" for x in candidates}
     raise TooFewNodes(
-        f"--accelerator auto: no usable node advertises {GPU_RESOURCE} or {' or '.join(NEURON_RESOURCES)} "
+        f"--accelerator auto: no usable node advertises {_resource_names('nvidia')} or "
+        f"{_resource_names('neuron')} "
         "(use --accelerator cpu to train on CPUs)\n" + unusable_nodes(n, [], rejected, None),
         [],
         rejected,
@@ -340,7 +346,7 @@ def _procs(
     resources = Counter(accelerator_resource(n, accel) for n in candidates)
     resource = resources.most_common(1)[0][0] if resources else None
     if resource is None:
-        return (GPU_RESOURCE if accel == "nvidia" else NEURONCORE_RESOURCE), procs_per_node or 1
+        return requested_resource(accel), procs_per_node or 1
     if procs_per_node is not None:
         return resource, procs_per_node
     offers = sorted((n.offers(resource) for n in candidates), reverse=True)
@@ -352,7 +358,7 @@ def check_device_plugins(daemonsets: Iterable[Obj], accelerator: Accelerator, ef
     needed = ([accelerator] if accelerator in ("nvidia", "neuron") else []) + (["efa"] if efa else [])
     found: dict[str, list[Obj]] = defaultdict(list)
     for ds in daemonsets:
-        name = ds["metadata"]["name"]
+        name = views.DaemonSet(ds).name
         for plugin in needed:
             if any(part in name for part in DEVICE_PLUGINS[plugin]):
                 found[plugin].append(ds)
@@ -364,11 +370,9 @@ def check_device_plugins(daemonsets: Iterable[Obj], accelerator: Accelerator, ef
                 f"{' or '.join(DEVICE_PLUGINS[plugin])} in every namespace)"
             )
             continue
-        for ds in found[plugin]:
-            status = ds.get("status") or {}
-            desired, ready = status.get("desiredNumberScheduled", 0), status.get("numberReady", 0)
+        for daemonset in map(views.DaemonSet, found[plugin]):
+            desired, ready = daemonset.desired, daemonset.ready
             if desired == 0 or ready < desired:
-                meta = ds["metadata"]
-                name = f"{meta.get('namespace')}/{meta['name']}"
+                name = f"{daemonset.namespace or None}/{daemonset.name}"
                 problems.append(f"{plugin} device plugin {name}: {ready} of {desired} pod(s) ready")
     return problems

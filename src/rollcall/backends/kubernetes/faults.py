@@ -1,7 +1,8 @@
 """What a Job's and its pods' status say: finished, broken (and how), or still going.
 
-Pure functions over the objects as the API returns them (JSON dicts), so every rule is unit-tested without a
-cluster. A fault names the pod, its completion index (the node rank) and its node.
+Pure functions over the objects as the API returns them (JSON dicts, read through :mod:`.views`), so
+every rule is unit-tested without a cluster. A fault names the pod, its completion index (the node rank)
+and its node.
 
 A pod is broken when:
 
@@ -38,14 +39,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from datetime import datetime
-from typing import Any
 
+from rollcall.backends.kubernetes.views import Condition, Job, Node, Obj, Pod, View, epoch
 from rollcall.rootcause import Disruption, Termination
 
-Obj = dict[str, Any]
-
-INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 #: Waiting reasons from which a container will not recover without someone changing something.
 FATAL_WAITING = frozenset(
     {
@@ -85,119 +82,96 @@ GOING_AWAY: dict[str, str] = {
 
 def index_of(pod: Obj) -> str:
     """The pod's completion index (its node rank), or ``?``."""
-    meta = pod.get("metadata") or {}
-    labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
-    return str(labels.get(INDEX_LABEL) or annotations.get(INDEX_LABEL) or "?")
+    return Pod(pod).index
 
 
 def where(pod: Obj) -> str:
     """``pod <name> (index <i>) on node <node>``."""
-    node = (pod.get("spec") or {}).get("nodeName") or "no node yet"
-    return f"pod {pod['metadata']['name']} (index {index_of(pod)}) on node {node}"
+    p = Pod(pod)
+    return f"pod {p.name} (index {p.index}) on node {p.node_name or 'no node yet'}"
 
 
-def _condition(obj: Obj, kind: str) -> Obj | None:
-    for cond in (obj.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == kind:
-            found: Obj = cond
-            return found
-    return None
+def _holding(obj: View, kind: str) -> Condition | None:
+    """The condition ``kind`` when it holds (``True``), else None."""
+    cond = obj.condition(kind)
+    return cond if cond is not None and cond.true else None
 
 
 def job_result(job: Obj) -> tuple[str, str] | None:
     """``("complete", "")``, ``("failed", why)``, ``("timed_out", why)``, or None while the Job runs."""
-    for kind in JOB_SUCCESS:
-        cond = _condition(job, kind)
-        if cond and cond.get("status") == "True":
-            return "complete", ""
+    j = Job(job)
+    if any(j.holds(kind) for kind in JOB_SUCCESS):
+        return "complete", ""
     for kind in JOB_FAILURE:
-        cond = _condition(job, kind)
-        if cond and cond.get("status") == "True":
-            reason, message = cond.get("reason") or kind, cond.get("message") or ""
-            text = f"Job {job['metadata']['name']} {kind}: {reason}" + (f": {message}" if message else "")
+        cond = _holding(j, kind)
+        if cond is not None:
+            reason, message = cond.reason or kind, cond.message
+            text = f"Job {j.name} {kind}: {reason}" + (f": {message}" if message else "")
             return ("timed_out" if reason == "DeadlineExceeded" else "failed"), text
     return None
 
 
 def unschedulable(pod: Obj) -> str | None:
     """The scheduler's message while the pod is ``Unschedulable``, else None."""
-    cond = _condition(pod, "PodScheduled")
-    if cond and cond.get("status") == "False" and cond.get("reason") == "Unschedulable":
-        return str(cond.get("message") or "no message from the scheduler")
+    cond = Pod(pod).condition("PodScheduled")
+    if cond is not None and cond.status == "False" and cond.reason == "Unschedulable":
+        return cond.message or "no message from the scheduler"
     return None
-
-
-def _statuses(pod: Obj) -> Iterable[Obj]:
-    status = pod.get("status") or {}
-    yield from status.get("initContainerStatuses") or []
-    yield from status.get("containerStatuses") or []
 
 
 def pod_fault(pod: Obj) -> str | None:
     """Why the pod is broken for good, naming where, or None (unschedulable pods are judged by the caller)."""
-    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+    p = Pod(pod)
+    if p.deleting:
         return None
-    status = pod.get("status") or {}
-    for cs in _statuses(pod):
-        state, name = cs.get("state") or {}, cs.get("name")
-        waiting = state.get("waiting") or {}
-        if waiting.get("reason") in FATAL_WAITING:
-            message = waiting.get("message") or ""
-            image = cs.get("image") or ""
+    for cs in p.all_containers:
+        waiting = cs.waiting
+        if waiting is not None and waiting[0] in FATAL_WAITING:
+            reason, message = waiting
             return (
-                f"{where(pod)}: container {name} cannot start: {waiting['reason']}"
-                + (f" ({image})" if image else "")
+                f"{where(pod)}: container {cs.name} cannot start: {reason}"
+                + (f" ({cs.image})" if cs.image else "")
                 + (f": {message}" if message else "")
             )
-        term = state.get("terminated")
-        if term is not None and (term.get("reason") == "OOMKilled" or term.get("exitCode", 0) != 0):
-            reason = term.get("reason") or "Error"
-            text = f"{where(pod)}: container {name} "
-            if reason == "OOMKilled":
-                text += f"was OOMKilled (exit code {term.get('exitCode')}): it ran out of memory"
+        term = cs.terminated
+        if term is not None and term.failed:
+            text = f"{where(pod)}: container {cs.name} "
+            if term.reason == "OOMKilled":
+                text += f"was OOMKilled (exit code {term.exit_code}): it ran out of memory"
             else:
-                text += f"exited with code {term.get('exitCode')} ({reason})"
-            if term.get("message"):
-                text += f": {term['message'].strip()}"
+                text += f"exited with code {term.exit_code} ({term.reason or 'Error'})"
+            if term.message:
+                text += f": {term.message.strip()}"
             return text
-    if status.get("phase") == "Failed":
-        reason = status.get("reason") or "Failed"
-        message = status.get("message") or ""
-        return f"{where(pod)} failed: {reason}" + (f": {message}" if message else "")
+    if p.phase == "Failed":
+        return f"{where(pod)} failed: {p.reason or 'Failed'}" + (f": {p.message}" if p.message else "")
     return None
 
 
 def started(pod: Obj) -> list[str]:
     """Names of the pod's containers that have started (running or terminated): their logs can be read."""
-    names = []
-    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
-        state = cs.get("state") or {}
-        if "running" in state or "terminated" in state or cs.get("started"):
-            names.append(str(cs["name"]))
-    return names
+    return [cs.name for cs in Pod(pod).containers if cs.started]
 
 
 def terminated(pod: Obj, container: str) -> bool:
     """Whether ``container`` of the pod has terminated (or the pod is finished or gone)."""
-    status = pod.get("status") or {}
-    if status.get("phase") in ("Succeeded", "Failed"):
+    p = Pod(pod)
+    if p.finished:
         return True
-    for cs in status.get("containerStatuses") or []:
-        if cs.get("name") == container:
-            return "terminated" in (cs.get("state") or {})
-    return False
+    cs = p.container(container)
+    return cs is not None and cs.terminated is not None
 
 
 def phases(pods: Iterable[Obj]) -> Counter[str]:
     """How many pods are in each phase (Pending, Running, Succeeded, Failed, Unknown)."""
-    return Counter(str((p.get("status") or {}).get("phase") or "Pending") for p in pods)
+    return Counter(Pod(p).phase for p in pods)
 
 
 def duplicate_indexes(pods: Iterable[Obj]) -> dict[str, list[str]]:
     """Completion indexes that more than one pod ran under, with those pods' names."""
     by_index: dict[str, list[str]] = {}
-    for pod in pods:
-        by_index.setdefault(index_of(pod), []).append(pod["metadata"]["name"])
+    for pod in map(Pod, pods):
+        by_index.setdefault(pod.index, []).append(pod.name)
     return {i: sorted(names) for i, names in by_index.items() if len(names) > 1}
 
 
@@ -207,23 +181,22 @@ def node_lost(pod: Obj, node: Obj | None) -> Disruption | None:
     ``node`` is the Node as the API returns it, None when it was deleted. A pod with no node yet, or that
     has finished or is being deleted, needs no node.
     """
-    name = (pod.get("spec") or {}).get("nodeName")
-    if not name or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-        return None
-    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+    p = Pod(pod)
+    name = p.node_name
+    if not name or p.finished or p.deleting:
         return None
     if node is None:
         return _disruption(pod, "NodeDeleted", f"node {name} was deleted while the pod ran")
-    ready = _condition(node, "Ready")
-    if ready is not None and ready.get("status") == "True":
+    ready = Node(node).condition("Ready")
+    if ready is not None and ready.true:
         return None
     if ready is None:
         return _disruption(pod, "NodeLost", f"node {name} has no Ready condition", node)
-    reason, message = ready.get("reason") or "NotReady", ready.get("message") or ""
-    text = f"node {name} was lost (Ready={ready.get('status')}, {reason}" + (
+    reason, message = ready.reason or "NotReady", ready.message
+    text = f"node {name} was lost (Ready={ready.status or None}, {reason}" + (
         f": {message})" if message else ")"
     )
-    return _disruption(pod, "NodeLost", text, node, ready.get("lastTransitionTime"))
+    return _disruption(pod, "NodeLost", text, node, ready.last_transition)
 
 
 def disruption(pod: Obj, node: Obj | None, *, nodes_known: bool = True) -> Disruption | None:
@@ -232,23 +205,19 @@ def disruption(pod: Obj, node: Obj | None, *, nodes_known: bool = True) -> Disru
     ``node`` is the pod's Node (None when deleted); with ``nodes_known`` False (the nodes not listed yet)
     only the pod's own condition is read.
     """
-    cond = _condition(pod, DISRUPTION_TARGET)
-    if cond is not None and cond.get("status") == "True":
-        message = str(cond.get("message") or "")
-        return _disruption(
-            pod, str(cond.get("reason") or DISRUPTION_TARGET), message, node, cond.get("lastTransitionTime")
-        )
-    status = pod.get("status") or {}
-    if status.get("phase") == "Failed" and status.get("reason") in KUBELET_DISRUPTIONS:
-        return _disruption(pod, str(status["reason"]), str(status.get("message") or ""), node)
+    p = Pod(pod)
+    cond = _holding(p, DISRUPTION_TARGET)
+    if cond is not None:
+        return _disruption(pod, cond.reason or DISRUPTION_TARGET, cond.message, node, cond.last_transition)
+    if p.phase == "Failed" and p.reason in KUBELET_DISRUPTIONS:
+        return _disruption(pod, p.reason, p.message, node)
     if not nodes_known:
         return None
     lost = node_lost(pod, node)
     if lost is not None or node is None:
         return lost
-    deleted = bool((pod.get("metadata") or {}).get("deletionTimestamp"))
-    failed = (pod.get("status") or {}).get("phase") == "Failed"
-    cordoned = bool((node.get("spec") or {}).get("unschedulable"))
+    deleted, failed = p.deleting, p.phase == "Failed"
+    cordoned = Node(node).cordoned
     leaving = going_away(node)
     if (deleted and (cordoned or leaving)) or (failed and leaving):
         reason = "NodeGoingAway" if leaving else "NodeDrained"
@@ -258,8 +227,7 @@ def disruption(pod: Obj, node: Obj | None, *, nodes_known: bool = True) -> Disru
 
 def going_away(node: Obj) -> list[str]:
     """What the node's taints of :data:`GOING_AWAY` say: ``spot interruption notice (taint ...)``."""
-    taints = (node.get("spec") or {}).get("taints") or []
-    keys = [str(t.get("key")) for t in taints]
+    keys = [str(t.get("key")) for t in Node(node).taints]
     return [f"{GOING_AWAY[k]} (taint {k})" for k in keys if k in GOING_AWAY]
 
 
@@ -269,15 +237,16 @@ def job_disruption(job: Obj, pods: Iterable[Obj]) -> Disruption | None:
     The Job controller's message names the pod (``Pod ns/p has condition DisruptionTarget matching FailJob
     rule at index 0``); the pod, when still seen, gives its index, node and the condition's reason.
     """
-    cond = _condition(job, "Failed") or _condition(job, "FailureTarget")
-    if cond is None or cond.get("status") != "True" or cond.get("reason") != POD_FAILURE_POLICY:
+    j = Job(job)
+    cond = j.condition("Failed") or j.condition("FailureTarget")
+    if cond is None or not cond.true or cond.reason != POD_FAILURE_POLICY:
         return None
-    message = str(cond.get("message") or "")
+    message = cond.message
     if f"condition {DISRUPTION_TARGET}" not in message:
         return None
     named = message.split()[1].rpartition("/")[2] if message.startswith("Pod ") else ""
     for pod in pods:
-        if pod["metadata"]["name"] == named:
+        if Pod(pod).name == named:
             found = disruption(pod, None, nodes_known=False)
             if found is not None:
                 return found
@@ -288,49 +257,36 @@ def _disruption(
     pod: Obj, reason: str, message: str, node: Obj | None = None, stamp: object = None
 ) -> Disruption:
     """The pod's disruption, the node's going-away taints and cordon added to ``message``."""
-    host = (pod.get("spec") or {}).get("nodeName")
+    p = Pod(pod)
     notes = going_away(node) if node is not None else []
-    if node is not None and (node.get("spec") or {}).get("unschedulable"):
-        notes.append(f"node {host} is cordoned")
-    index = index_of(pod)
+    if node is not None and Node(node).cordoned:
+        notes.append(f"node {p.node_name} is cordoned")
     return Disruption(
-        pod=str(pod["metadata"]["name"]),
-        node=int(index) if index.isdigit() else None,
-        host=host,
+        pod=p.name,
+        node=p.node_rank,
+        host=p.node_name,
         reason=reason,
         message="; ".join(m for m in (message, *notes) if m),
-        time=_epoch(stamp),
+        time=epoch(stamp),
     )
 
 
 def terminations(pods: Iterable[Obj]) -> list[Termination]:
     """Every container that ended badly (non-zero exit or OOMKilled), as its pod's status recorded it."""
     found = []
-    for pod in pods:
-        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
-        index = index_of(pod)
-        for cs in _statuses(pod):
-            term = (cs.get("state") or {}).get("terminated") or (cs.get("lastState") or {}).get("terminated")
-            if not term or (term.get("exitCode", 0) == 0 and term.get("reason") != "OOMKilled"):
+    for p in map(Pod, pods):
+        for cs in p.all_containers:
+            term = cs.terminated if cs.terminated is not None and cs.terminated.obj else cs.last_terminated
+            if term is None or not term.failed:
                 continue
             found.append(
                 Termination(
-                    pod=str(meta.get("name")),
-                    node=int(index) if index.isdigit() else None,
-                    host=spec.get("nodeName"),
-                    reason=str(term.get("reason") or "Error"),
-                    exit_code=term.get("exitCode"),
-                    time=_epoch(term.get("finishedAt")),
+                    pod=p.name,
+                    node=p.node_rank,
+                    host=p.node_name,
+                    reason=term.reason or "Error",
+                    exit_code=term.exit_code,
+                    time=epoch(term.finished_at),
                 )
             )
     return found
-
-
-def _epoch(stamp: object) -> float | None:
-    """An RFC 3339 time of the API (``2025-12-01T08:00:01Z``) in seconds since the epoch."""
-    if not isinstance(stamp, str):
-        return None
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None

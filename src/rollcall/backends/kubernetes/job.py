@@ -19,7 +19,8 @@ wait
     shown and timed apart (:class:`~.waits.Waits`).
 collect
     Every container's log is followed from the moment it starts into ``<artifacts>/<pod>.log`` and parsed
-    as it arrives (:mod:`.podlogs`). With EFA requested, NCCL must have selected it. On failure the
+    as it arrives (:mod:`.podlogs`). With EFA requested, what each pod's NCCL said of it is reported
+    (:mod:`.efa`); the judge, not the job, decides whether that fails the run. On failure the
     pods, the Job and the namespace's events are saved as YAML next to the logs.
 clean up
     The namespace is deleted with foreground propagation, its Jobs first
@@ -35,14 +36,16 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from rollcall.backends import EfaUse, JobState, JobStatus, Waits
-from rollcall.backends.kubernetes import waits
+from rollcall.backends import JobState, JobStatus, Waits
+from rollcall.backends.kubernetes import efa, waits
 from rollcall.backends.kubernetes.capacity import Lookup
+from rollcall.backends.kubernetes.efa import EfaEvidence
 from rollcall.backends.kubernetes.faults import (
     disruption,
     duplicate_indexes,
@@ -72,8 +75,9 @@ from rollcall.backends.kubernetes.kube import (
     wait_for,
 )
 from rollcall.backends.kubernetes.manifests import CONTAINER, Names, Rendered
-from rollcall.backends.kubernetes.podlogs import EfaEvidence, LogFollower, explain
+from rollcall.backends.kubernetes.podlogs import LogFollower
 from rollcall.backends.kubernetes.reaper import Claim, Ledger
+from rollcall.backends.kubernetes.views import Job, Pod
 from rollcall.collect import Collector
 from rollcall.jobspec import JobSpec
 from rollcall.options import DEFAULTS
@@ -140,7 +144,7 @@ class KubernetesJob:
     evidence: dict[str, EfaEvidence] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
     _unschedulable_since: dict[str, float] = field(default_factory=dict)
-    _created_at: str = ""
+    _created_at: datetime | None = None
     _scheduled_at: float | None = None
     _scheduled_s: float | None = None
     _waited_for: str = ""
@@ -182,10 +186,10 @@ class KubernetesJob:
         create(kube.batch.create_namespaced_job, ns, body=self.rendered.job, dry_run="All")
         create(kube.core.create_namespaced_service, ns, body=self.rendered.service)
         job = create(kube.batch.create_namespaced_job, ns, body=self.rendered.job)
-        if not job.get("metadata", {}).get("uid"):
+        if not Job(job).uid:
             job = call(kube.batch.read_namespaced_job, self.names.job, ns)
-        self.uid = job["metadata"]["uid"]
-        self._created_at = job["metadata"].get("creationTimestamp") or ""
+        self.uid = Job(job).uid
+        self._created_at = Job(job).created
         self.jobs = Informer(
             kube.batch.list_namespaced_job,
             f"job {ns}/{self.names.job}",
@@ -258,7 +262,7 @@ class KubernetesJob:
         self._progress(force=True)
         status.details += self._details()
         if status.state is JobState.SUCCEEDED and self.rendered.efa:
-            status = self._check_efa(status)
+            self._report_efa(status)
         status.terminations = terminations(self.pods.objects())
         status.waits = self.waited()
         if status.waits.scheduled_s is not None and (status.waits.waited_for or status.waits.image_pull_s):
@@ -284,7 +288,7 @@ class KubernetesJob:
             fault = pod_fault(pod)
             if fault:
                 return JobStatus(JobState.FAILED, fault)
-            name = pod["metadata"]["name"]
+            name = Pod(pod).name
             message = unschedulable(pod)
             if message is None or self.settings.arriving is not None:  # capacity is coming: not a fault
                 self._unschedulable_since.pop(name, None)
@@ -323,7 +327,7 @@ class KubernetesJob:
         """
         known = self.nodes is not None and self.nodes.synced.is_set()
         for pod in sorted(pods, key=index_of):
-            node = self.nodes.get((pod.get("spec") or {}).get("nodeName") or "") if self.nodes else None
+            node = self.nodes.get(Pod(pod).node_name or "") if self.nodes else None
             found = disruption(pod, node, nodes_known=known)
             if found is not None:
                 return found
@@ -354,7 +358,7 @@ class KubernetesJob:
             return None
         what = self._waited_for or "nodes to schedule them on"
         seen = f"; last seen: {self._waiting}" if self._waiting else ""
-        unscheduled = [p for p in pods if not (p.get("spec") or {}).get("nodeName")]
+        unscheduled = [p for p in pods if not Pod(p).node_name]
         message = next((m for m in map(unschedulable, unscheduled) if m), None)
         scheduler = f"; the scheduler says: {message}" if message else ""
         return JobStatus(
@@ -392,8 +396,7 @@ class KubernetesJob:
                 claims = call(
                     kube.custom.list_cluster_custom_object, "karpenter.sh", "v1", "nodeclaims", retry_s=5
                 )
-                since = waits.parse_time(self._created_at)
-                lines = waits.claims_since(claims.get("items", []), since)
+                lines = waits.claims_since(claims.get("items", []), self._created_at)
                 if lines:
                     seen.append("NodeClaims " + ", ".join(lines))
             events = call(kube.core.list_namespaced_event, self.namespace, retry_s=5).get("items", [])
@@ -411,7 +414,7 @@ class KubernetesJob:
         """Start following the log of every container that has started; show progress."""
         assert self.pods is not None
         for pod in self.pods.objects():
-            name = pod["metadata"]["name"]
+            name = Pod(pod).name
             for container in started(pod):
                 if (name, container) in self.followers:
                     continue
@@ -448,43 +451,13 @@ class KubernetesJob:
         for f in self.followers.values():
             f.join(5)
 
-    def _check_efa(self, status: JobStatus) -> JobStatus:
-        """With EFA requested, every pod's NCCL must have selected it (else it fell back to TCP sockets).
+    def _report_efa(self, status: JobStatus) -> None:
+        """Into ``status``: what the pods' NCCL lines showed of the EFA requested (:func:`.efa.check`).
 
-        The failure says what was missing and the fix, read from the pods' NCCL lines
-        (:data:`.podlogs.NET_CLUES`).
+        The job's state stays as it is: whether that fails the run is :func:`rollcall.judge.efa`'s.
         """
-        fell_back = {p: e.fallback for p, e in sorted(self.evidence.items()) if e.fallback}
-        unproven = sorted(p for p, e in self.evidence.items() if not e.efa and not e.fallback)
-        causes = {
-            p: tuple(map(str, e.causes)) for p, e in sorted(self.evidence.items()) if e.causes and not e.efa
-        }
-        efa = EfaUse(fell_back, tuple(unproven), required=self.spec.accelerator == "nvidia", causes=causes)
-        status.efa = efa
-        if fell_back:
-            lines = [f"{p}: {line!r}" for p, line in fell_back.items()]
-            return JobStatus(
-                JobState.FAILED,
-                f"EFA was requested but NCCL did not use it on {len(fell_back)} pod(s): it fell back to "
-                "TCP sockets" + explain(causes),
-                status.details + lines,
-                efa,
-            )
-        if efa.failed:
-            return JobStatus(
-                JobState.FAILED,
-                f"EFA was requested but {len(unproven)} pod(s) never logged NCCL selecting it "
-                "('NET/OFI Selected provider is efa' with NCCL_DEBUG=INFO): "
-                + ", ".join(unproven)
-                + explain(causes),
-                status.details,
-                efa,
-            )
-        if unproven:
-            status.details.append(
-                f"EFA use not proven on {len(unproven)} pod(s): no 'NET/OFI Selected provider is efa' line"
-            )
-        return status
+        status.efa = efa.check(self.evidence, required=self.spec.accelerator == "nvidia")
+        status.details += efa.details(status.efa)
 
     def _details(self) -> list[str]:
         assert self.pods is not None
@@ -494,9 +467,7 @@ class KubernetesJob:
         for (pod, _container), f in sorted(self.followers.items()):
             if f.error:
                 details.append(f"log of {pod}: {f.error}")
-        never = sorted(
-            p["metadata"]["name"] for p in self.pods.objects() if not started(p) and p["metadata"]["name"]
-        )
+        never = sorted(p.name for p in map(Pod, self.pods.objects()) if not started(p.obj) and p.name)
         if never:
             details.append(f"pod(s) that never started, so left no log: {', '.join(never)}")
         return details
@@ -536,8 +507,8 @@ class KubernetesJob:
             job = self.jobs.get(self.names.job) if self.jobs else None
             events = call(kube.core.list_namespaced_event, self.namespace, retry_s=10).get("items", [])
             if not self.names.own_namespace:  # only the run's own, of all in a shared namespace
-                own = {self.names.job, self.names.service, *(p["metadata"]["name"] for p in pods)}
-                events = [e for e in events if (e.get("involvedObject") or {}).get("name") in own]
+                own = {self.names.job, self.names.service, *(Pod(p).name for p in pods)}
+                events = [e for e in events if _involved(e) in own]
             events.sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
             for name, data in (("pods.yaml", pods), ("job.yaml", job), ("events.yaml", events)):
                 if data is not None:
@@ -642,11 +613,13 @@ class KubernetesJob:
 
 def _lost_node_pods(pods: list[dict[str, Any]], nodes: Informer) -> list[str]:
     """Pods whose node is gone or not Ready: no kubelet will confirm their deletion."""
-    return [
-        p["metadata"]["name"]
-        for p in pods
-        if node_lost(p, nodes.get((p.get("spec") or {}).get("nodeName") or "")) is not None
-    ]
+    return [Pod(p).name for p in pods if node_lost(p, nodes.get(Pod(p).node_name or "")) is not None]
+
+
+def _involved(event: dict[str, Any]) -> str | None:
+    """The name of the object an event is about."""
+    involved = event.get("involvedObject")
+    return involved.get("name") if isinstance(involved, dict) else None
 
 
 def _trim(data: Any) -> Any:

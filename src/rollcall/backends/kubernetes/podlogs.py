@@ -9,10 +9,8 @@ timestamps are stripped before the sink sees a line; they serve to resume: when 
 API server restart, a reset), the follower asks for the log again and skips every line up to and including
 the last one it kept, so nothing is lost and nothing is counted twice.
 
-:class:`EfaEvidence` reads NCCL's ``NCCL_DEBUG=INFO`` lines on the way: with EFA requested, NCCL must say it
-selected the OFI plugin's ``efa`` provider, because it silently falls back to TCP sockets when the plugin
-does not load. :data:`NET_CLUES` turns the lines that say why (the plugin not found, libfabric missing, no
-EFA device in the container, another provider chosen) into what was missing and the fix.
+Each complete chunk of lines is also handed to ``scan`` on the way (the job's
+:class:`~.efa.EfaEvidence` reads NCCL's lines about EFA there).
 """
 
 from __future__ import annotations
@@ -21,7 +19,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -47,132 +45,17 @@ _MAX_PENDING = 16 << 20
 
 
 def timestamp_key(ts: bytes) -> tuple[int, int] | None:
-    """``2026-01-02T03:04:05.123456789Z`` as (seconds since the epoch, nanoseconds), or None."""
+    """``2026-01-02T03:04:05.123456789Z`` as (seconds since the epoch, nanoseconds), or None.
+
+    The kubelet's timestamp of a log line, to the nanosecond, read from bytes on the hot path; an API
+    object's timestamps are :func:`.views.parse_time`'s.
+    """
     m = _TS.match(ts)
     if not m:
         return None
     zone = m[3].decode()
     when = datetime.fromisoformat(m[1].decode() + ("+00:00" if zone == "Z" else zone))
     return int(when.timestamp()), int((m[2] or b"0").ljust(9, b"0"))
-
-
-@dataclass(frozen=True)
-class NetClue:
-    """A kind of NCCL, aws-ofi-nccl or libfabric log line that says why NCCL did not get EFA.
-
-    Attributes:
-        pattern: matches the line (the wordings of NCCL 2.4 to 2.27 and aws-ofi-nccl 1.x).
-        missing: what was missing.
-        fix: what to do about it.
-    """
-
-    pattern: re.Pattern[bytes]
-    missing: str
-    fix: str
-
-
-_EFA_SOFTWARE = (
-    "install the EFA software in the image (efa_installer.sh -y --skip-kmod --skip-limit-conf --no-verify, "
-    "as images/bert-training/Dockerfile.nvidia does)"
-)
-#: The clues, most specific first: a line is taken by the first clue that matches it.
-NET_CLUES: tuple[NetClue, ...] = (
-    NetClue(
-        # the plugin is there but its dependency is not: "NET/Plugin : dlerror=libfabric.so.1: cannot open..."
-        re.compile(rb"libfabric\.so[.\d]*: cannot open shared object file"),
-        "libfabric (libfabric.so.1), which the aws-ofi-nccl plugin links",
-        _EFA_SOFTWARE + " and keep /opt/amazon/efa/lib on LD_LIBRARY_PATH",
-    ),
-    NetClue(
-        # 2.26: "NET/Plugin: Could not find: libnccl-net.so. Using internal net plugin."
-        # 2.19: "NET/Plugin : dlerror=libnccl-net.so: cannot open shared object file: ... No plugin found"
-        # 2.18: "NET/Plugin : Plugin load (libnccl-net.so) returned 2 : libnccl-net.so: cannot open ..."
-        # 2.4:  "NET/Plugin : No plugin found (libnccl-net.so)."
-        re.compile(
-            rb"NET/Plugin ?: ?(?:Could not find: libnccl-net\S*?\.so|No plugin found|"
-            rb"Plugin load \(libnccl-net\S*?\.so\) returned|dlerror=libnccl-net\S*?\.so: cannot open)"
-        ),
-        "the aws-ofi-nccl network plugin (libnccl-net.so)",
-        _EFA_SOFTWARE + ", which puts aws-ofi-nccl in /opt/amazon/ofi-nccl/lib; keep that directory on "
-        "LD_LIBRARY_PATH, or set NCCL_NET_PLUGIN=ofi where the plugin is named libnccl-net-ofi.so",
-    ),
-    NetClue(
-        # aws-ofi-nccl: "NET/OFI No eligible providers were found", then "NET/OFI Unable to find a protocol
-        # that worked.  Failing initialization."; libfabric: "fi_getinfo: provider efa output empty list"
-        re.compile(
-            rb"NET/OFI No eligible providers were found|NET/OFI Unable to find a protocol that worked|"
-            rb"fi_getinfo: provider efa output empty list"
-        ),
-        "an EFA device in the container (libfabric's efa provider found none)",
-        "request the node's EFA interfaces (vpc.amazonaws.com/efa, --efa on) and check that the EFA device "
-        "plugin is running and puts /dev/infiniband/uverbs* into the pod; the image's libfabric must be the "
-        "EFA installer's (/opt/amazon/efa)",
-    ),
-    NetClue(
-        re.compile(rb"NET/OFI Selected [Pp]rovider is (?!efa\b)[\w;]+"),
-        "libfabric's efa provider (the plugin chose another)",
-        "leave FI_PROVIDER=efa as rollcall sets it (check --workload-env)",
-    ),
-    NetClue(
-        re.compile(rb"Failed to initialize any NET plugin"),
-        "any network NCCL may use: NCCL_NET names one that did not load",
-        "see the clues before it, or unset NCCL_NET to let NCCL choose",
-    ),
-)
-
-
-@dataclass(frozen=True)
-class NetCause:
-    """One clue found in a pod's log, with the words of the line that matched it."""
-
-    clue: NetClue
-    line: str
-
-    def __str__(self) -> str:
-        return f"{self.clue.missing} ({self.line!r}): {self.clue.fix}"
-
-
-@dataclass
-class EfaEvidence:
-    """What one pod's NCCL lines said about the network it chose, and why it did not get EFA."""
-
-    efa: bool = False
-    fallback: str | None = None
-    causes: list[NetCause] = field(default_factory=list)
-
-    USED = re.compile(rb"NET/OFI Selected [Pp]rovider is efa\b")
-    FELL_BACK = re.compile(rb"Using network Socket|NET/OFI Selected [Pp]rovider is (?!efa\b)\S+")
-
-    def scan(self, data: bytes) -> None:
-        """Read complete lines of the pod's log."""
-        if b"NCCL" not in data and b"NET/" not in data and b"fi_getinfo" not in data:
-            return
-        if not self.efa and self.USED.search(data):
-            self.efa = True
-        if self.fallback is None:
-            m = self.FELL_BACK.search(data)
-            if m:
-                self.fallback = m.group(0).decode(errors="replace")
-        for line in data.splitlines():
-            if b"NET" not in line and b"fi_getinfo" not in line and b"libfabric" not in line:
-                continue
-            for clue in NET_CLUES:
-                m = clue.pattern.search(line)
-                if m:
-                    if all(c.clue is not clue for c in self.causes):
-                        self.causes.append(NetCause(clue, m.group(0).decode(errors="replace")))
-                    break
-
-
-def explain(causes: Mapping[str, Sequence[str]]) -> str:
-    """The tail of an EFA failure: each cause once, with the pods that logged it (``causes``: per pod)."""
-    if not any(causes.values()):
-        return "; no NCCL line said why (NCCL_DEBUG=INFO with NCCL_DEBUG_SUBSYS=INIT,NET shows the plugin's)"
-    pods: dict[str, list[str]] = {}
-    for pod, texts in causes.items():
-        for text in texts:
-            pods.setdefault(text, []).append(pod)
-    return "".join(f"; missing {text} [{', '.join(names)}]" for text, names in pods.items())
 
 
 @dataclass

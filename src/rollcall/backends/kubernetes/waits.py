@@ -10,74 +10,38 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any
 
-from rollcall.backends.kubernetes.faults import index_of
+from rollcall.backends.kubernetes.views import INSTANCE_TYPE_LABEL, Job, Obj, Pod, View
 
-Obj = dict[str, Any]
 QUOTA = "quota (Kueue)"
 #: Events that say capacity is on its way: cluster-autoscaler's and Karpenter's.
 SCALE_UP_REASONS = ("TriggeredScaleUp", "NotTriggerScaleUp", "Nominated")
 _CLAIM_CONDITIONS = ("Launched", "Registered", "Initialized")
 
 
-def parse_time(text: object) -> datetime | None:
-    """An API timestamp (``2026-12-01T10:00:00Z``) as a datetime; None when absent or unreadable."""
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 def suspended(job: Obj | None) -> bool:
     """Whether a Job is suspended (``spec.suspend``: Kueue holds it until its queue admits it)."""
-    return bool(((job or {}).get("spec") or {}).get("suspend"))
-
-
-def scheduled_at(pod: Obj) -> datetime | None:
-    """When the pod was bound to a node (its PodScheduled condition turned True)."""
-    for cond in (pod.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "PodScheduled" and cond.get("status") == "True":
-            return parse_time(cond.get("lastTransitionTime"))
-    return None
-
-
-def started_at(pod: Obj) -> datetime | None:
-    """When the pod's first container started (running or already ended)."""
-    times = []
-    for status in (pod.get("status") or {}).get("containerStatuses") or []:
-        state = status.get("state") or {}
-        for key in ("running", "terminated"):
-            found = parse_time((state.get(key) or {}).get("startedAt"))
-            if found is not None:
-                times.append(found)
-    return min(times) if times else None
+    return job is not None and Job(job).suspended
 
 
 def all_scheduled(pods: Iterable[Obj], nodes: int) -> bool:
     """Whether a pod of every completion index is bound to a node."""
-    indexes = {index_of(p) for p in pods if (p.get("spec") or {}).get("nodeName")}
+    indexes = {p.index for p in map(Pod, pods) if p.node_name}
     return len(indexes) >= nodes
 
 
 def pulling(pods: Iterable[Obj]) -> list[str]:
     """Pods bound to a node whose container has not started yet (pulling images, creating containers)."""
     return sorted(
-        p["metadata"]["name"]
-        for p in pods
-        if (p.get("spec") or {}).get("nodeName")
-        and started_at(p) is None
-        and (p.get("status") or {}).get("phase") == "Pending"
+        p.name for p in map(Pod, pods) if p.node_name and p.started_at is None and p.phase == "Pending"
     )
 
 
 def image_pull_s(pods: Iterable[Obj]) -> float | None:
     """The longest scheduled-to-started time over the pods (None when no pod has both)."""
     spans = []
-    for pod in pods:
-        scheduled, started = scheduled_at(pod), started_at(pod)
+    for pod in map(Pod, pods):
+        scheduled, started = pod.scheduled_at, pod.started_at
         if scheduled is not None and started is not None:
             spans.append(max(0.0, (started - scheduled).total_seconds()))
     return max(spans) if spans else None
@@ -85,25 +49,19 @@ def image_pull_s(pods: Iterable[Obj]) -> float | None:
 
 def claim_line(claim: Obj) -> str:
     """A NodeClaim in one phrase: ``name (instance type: Launched, Registered)``."""
-    meta = claim.get("metadata") or {}
-    labels = meta.get("labels") or {}
-    kind = labels.get("node.kubernetes.io/instance-type") or "instance type not chosen yet"
-    true = {
-        c.get("type")
-        for c in (claim.get("status") or {}).get("conditions") or []
-        if c.get("status") == "True"
-    }
-    done = [c for c in _CLAIM_CONDITIONS if c in true]
-    return f"{meta.get('name')} ({kind}: {', '.join(done) or 'launching'})"
+    view = View(claim)
+    kind = view.labels.get(INSTANCE_TYPE_LABEL) or "instance type not chosen yet"
+    done = [c for c in _CLAIM_CONDITIONS if view.holds(c)]
+    return f"{view.name} ({kind}: {', '.join(done) or 'launching'})"
 
 
 def claims_since(claims: Sequence[Obj], since: datetime | None) -> list[str]:
     """The NodeClaims created at or after ``since`` (a run's own), as :func:`claim_line` phrases."""
     shown = []
-    for claim in sorted(claims, key=lambda c: c["metadata"].get("creationTimestamp") or ""):
-        created = parse_time(claim["metadata"].get("creationTimestamp"))
+    for claim in sorted(map(View, claims), key=lambda c: c.creation_timestamp):
+        created = claim.created
         if since is None or (created is not None and created >= since):
-            shown.append(claim_line(claim))
+            shown.append(claim_line(claim.obj))
     return shown
 
 

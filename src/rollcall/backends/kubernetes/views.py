@@ -1,0 +1,430 @@
+"""Small read-only views of the API's objects (pods, nodes, Jobs, ...) over the JSON the API returns.
+
+The code reads a handful of fields of each object; a view names them once, so that no caller walks
+``.get("status") or {}`` chains: a field that is absent (or ``null``) reads as empty, never
+raises. A view wraps the object as it is (:attr:`View.obj`), copies nothing and never writes.
+
+:func:`parse_time` is the one reader of the API's timestamps (RFC 3339, ``2026-12-01T10:00:00Z``). The
+log lines' timestamps (``timestamps=true``, nanoseconds) are another format, read by
+:func:`.podlogs.timestamp_key` on its fast bytes path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+Obj = dict[str, Any]
+
+#: The label (and annotation) the Job controller gives each pod of an Indexed Job: its completion index.
+INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+
+
+def parse_time(text: object) -> datetime | None:
+    """An API timestamp (``2026-12-01T10:00:00Z``) as an aware datetime; None when absent or unreadable."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else None
+
+
+def epoch(text: object) -> float | None:
+    """An API timestamp in seconds since the epoch; None when absent or unreadable."""
+    when = parse_time(text)
+    return None if when is None else when.timestamp()
+
+
+def _dict(value: object) -> Obj:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: object) -> list[Obj]:
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _str(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One condition of an object's status (``Ready``, ``PodScheduled``, ``Complete``, ...)."""
+
+    obj: Obj
+
+    @property
+    def type(self) -> str:
+        """The condition's type."""
+        return _str(self.obj.get("type"))
+
+    @property
+    def status(self) -> str:
+        """``True``, ``False`` or ``Unknown`` (empty when absent)."""
+        return _str(self.obj.get("status"))
+
+    @property
+    def true(self) -> bool:
+        """Whether the condition holds."""
+        return self.status == "True"
+
+    @property
+    def reason(self) -> str:
+        """The condition's reason, in one word (empty when absent)."""
+        return _str(self.obj.get("reason"))
+
+    @property
+    def message(self) -> str:
+        """The condition's message (empty when absent)."""
+        return _str(self.obj.get("message"))
+
+    @property
+    def last_transition(self) -> str | None:
+        """When the condition last changed, as the API wrote it."""
+        return self.obj.get("lastTransitionTime")
+
+
+@dataclass(frozen=True)
+class View:
+    """What every object has: its metadata, and its status's conditions."""
+
+    obj: Obj
+
+    @property
+    def _meta(self) -> Obj:
+        return _dict(self.obj.get("metadata"))
+
+    @property
+    def _spec(self) -> Obj:
+        return _dict(self.obj.get("spec"))
+
+    @property
+    def _status(self) -> Obj:
+        return _dict(self.obj.get("status"))
+
+    @property
+    def name(self) -> str:
+        """The object's name."""
+        return _str(self._meta.get("name"))
+
+    @property
+    def uid(self) -> str:
+        """The object's uid (empty before the API server assigned one, as in a dry run's answer)."""
+        return _str(self._meta.get("uid"))
+
+    @property
+    def namespace(self) -> str:
+        """The object's namespace (empty for a cluster-scoped one)."""
+        return _str(self._meta.get("namespace"))
+
+    @property
+    def labels(self) -> Mapping[str, str]:
+        """The object's labels."""
+        return _dict(self._meta.get("labels"))
+
+    @property
+    def annotations(self) -> Mapping[str, str]:
+        """The object's annotations."""
+        return _dict(self._meta.get("annotations"))
+
+    @property
+    def created(self) -> datetime | None:
+        """When the object was created."""
+        return parse_time(self.creation_timestamp)
+
+    @property
+    def creation_timestamp(self) -> str:
+        """When the object was created, as the API wrote it (empty when absent); sorts as time does."""
+        return _str(self._meta.get("creationTimestamp"))
+
+    @property
+    def deleting(self) -> bool:
+        """Whether the object is being deleted (it has a deletion timestamp)."""
+        return bool(self._meta.get("deletionTimestamp"))
+
+    @property
+    def conditions(self) -> list[Condition]:
+        """The status's conditions, in the API's order."""
+        return [Condition(c) for c in _list(self._status.get("conditions"))]
+
+    def condition(self, kind: str) -> Condition | None:
+        """The condition of type ``kind``, if the status has one."""
+        return next((c for c in self.conditions if c.type == kind), None)
+
+    def holds(self, kind: str) -> bool:
+        """Whether the condition ``kind`` is there and ``True``."""
+        found = self.condition(kind)
+        return found is not None and found.true
+
+
+@dataclass(frozen=True)
+class Terminated:
+    """A container's ``terminated`` state."""
+
+    obj: Obj
+
+    @property
+    def reason(self) -> str:
+        """``Completed``, ``Error``, ``OOMKilled``, ... (empty when absent)."""
+        return _str(self.obj.get("reason"))
+
+    @property
+    def exit_code(self) -> int | None:
+        """The container's exit code, when recorded."""
+        code = self.obj.get("exitCode")
+        return code if isinstance(code, int) else None
+
+    @property
+    def message(self) -> str:
+        """The termination message (empty when absent)."""
+        return _str(self.obj.get("message"))
+
+    @property
+    def failed(self) -> bool:
+        """The container ended badly: a non-zero exit code, or killed for memory."""
+        return self.reason == "OOMKilled" or (self.exit_code or 0) != 0
+
+    @property
+    def started_at(self) -> datetime | None:
+        """When the container had started."""
+        return parse_time(self.obj.get("startedAt"))
+
+    @property
+    def finished_at(self) -> str | None:
+        """When the container ended, as the API wrote it."""
+        return self.obj.get("finishedAt")
+
+
+@dataclass(frozen=True)
+class ContainerStatus:
+    """One entry of a pod's ``containerStatuses`` (or ``initContainerStatuses``)."""
+
+    obj: Obj
+
+    @property
+    def name(self) -> str:
+        """The container's name."""
+        return _str(self.obj.get("name"))
+
+    @property
+    def image(self) -> str:
+        """The container's image (empty when absent)."""
+        return _str(self.obj.get("image"))
+
+    @property
+    def _state(self) -> Obj:
+        return _dict(self.obj.get("state"))
+
+    @property
+    def waiting(self) -> tuple[str, str] | None:
+        """While the container waits: its reason and message; else None."""
+        if "waiting" not in self._state:
+            return None
+        waiting = _dict(self._state["waiting"])
+        return _str(waiting.get("reason")), _str(waiting.get("message"))
+
+    @property
+    def running(self) -> bool:
+        """Whether the container runs now."""
+        return "running" in self._state
+
+    @property
+    def terminated(self) -> Terminated | None:
+        """The container's termination, once it has ended."""
+        return Terminated(_dict(self._state["terminated"])) if "terminated" in self._state else None
+
+    @property
+    def last_terminated(self) -> Terminated | None:
+        """How the container's previous run ended (before a restart), if it did."""
+        last = _dict(self.obj.get("lastState"))
+        return Terminated(_dict(last["terminated"])) if last.get("terminated") else None
+
+    @property
+    def started(self) -> bool:
+        """Whether the container has started (running, ended, or marked started): its log can be read."""
+        return self.running or self.terminated is not None or bool(self.obj.get("started"))
+
+    @property
+    def started_at(self) -> datetime | None:
+        """When the container started (running or already ended)."""
+        running = _dict(self._state.get("running"))
+        if running:
+            return parse_time(running.get("startedAt"))
+        term = self.terminated
+        return term.started_at if term is not None else None
+
+
+@dataclass(frozen=True)
+class Pod(View):
+    """A Pod."""
+
+    @property
+    def node_name(self) -> str | None:
+        """The node the pod is bound to, None before it is scheduled."""
+        return _str(self._spec.get("nodeName")) or None
+
+    @property
+    def phase(self) -> str:
+        """``Pending``, ``Running``, ``Succeeded``, ``Failed`` or ``Unknown`` (``Pending`` when absent)."""
+        return _str(self._status.get("phase")) or "Pending"
+
+    @property
+    def finished(self) -> bool:
+        """Whether the pod has ended (``Succeeded`` or ``Failed``)."""
+        return self.phase in ("Succeeded", "Failed")
+
+    @property
+    def reason(self) -> str:
+        """The status's reason (``Evicted``, ...; empty when absent)."""
+        return _str(self._status.get("reason"))
+
+    @property
+    def message(self) -> str:
+        """The status's message (empty when absent)."""
+        return _str(self._status.get("message"))
+
+    @property
+    def index(self) -> str:
+        """The pod's completion index (its node rank), from its label or annotation, or ``?``."""
+        return str(self.labels.get(INDEX_LABEL) or self.annotations.get(INDEX_LABEL) or "?")
+
+    @property
+    def node_rank(self) -> int | None:
+        """The completion index as a number, None when unknown."""
+        return int(self.index) if self.index.isdigit() else None
+
+    @property
+    def containers(self) -> list[ContainerStatus]:
+        """The statuses of the pod's containers (not its init containers)."""
+        return [ContainerStatus(c) for c in _list(self._status.get("containerStatuses"))]
+
+    @property
+    def all_containers(self) -> Iterator[ContainerStatus]:
+        """The statuses of its init containers, then of its containers."""
+        for c in _list(self._status.get("initContainerStatuses")):
+            yield ContainerStatus(c)
+        yield from self.containers
+
+    def container(self, name: str) -> ContainerStatus | None:
+        """The status of the container ``name``, once the kubelet reported one."""
+        return next((c for c in self.containers if c.name == name), None)
+
+    @property
+    def scheduled_at(self) -> datetime | None:
+        """When the pod was bound to a node (its ``PodScheduled`` condition turned ``True``)."""
+        cond = self.condition("PodScheduled")
+        return parse_time(cond.last_transition) if cond is not None and cond.true else None
+
+    @property
+    def started_at(self) -> datetime | None:
+        """When the pod's first container started (running or already ended)."""
+        times = [t for t in (c.started_at for c in self.containers) if t is not None]
+        return min(times) if times else None
+
+
+@dataclass(frozen=True)
+class Node(View):
+    """A Node."""
+
+    @property
+    def cordoned(self) -> bool:
+        """Whether the node is cordoned (``spec.unschedulable``)."""
+        return bool(self._spec.get("unschedulable"))
+
+    @property
+    def taints(self) -> tuple[Mapping[str, str], ...]:
+        """The node's taints (``key``, ``value``, ``effect``)."""
+        return tuple(_list(self._spec.get("taints")))
+
+    @property
+    def allocatable(self) -> Mapping[str, object]:
+        """What the node can allocate, as the API's quantities (``"8"``, ``"2048Gi"``)."""
+        return _dict(self._status.get("allocatable"))
+
+    @property
+    def instance_type(self) -> str | None:
+        """The node's ``node.kubernetes.io/instance-type`` label."""
+        return self.labels.get(INSTANCE_TYPE_LABEL)
+
+
+@dataclass(frozen=True)
+class Job(View):
+    """A batch Job."""
+
+    @property
+    def suspended(self) -> bool:
+        """Whether the Job is suspended (``spec.suspend``: Kueue holds it until its queue admits it)."""
+        return bool(self._spec.get("suspend"))
+
+
+@dataclass(frozen=True)
+class DaemonSet(View):
+    """A DaemonSet (a device plugin's)."""
+
+    @property
+    def desired(self) -> int:
+        """How many of its pods should run (``desiredNumberScheduled``)."""
+        return int(self._status.get("desiredNumberScheduled") or 0)
+
+    @property
+    def ready(self) -> int:
+        """How many of its pods are ready (``numberReady``)."""
+        return int(self._status.get("numberReady") or 0)
+
+
+@dataclass(frozen=True)
+class NodePool(View):
+    """A Karpenter (or EKS Auto Mode) NodePool: the nodes it makes and how many it may."""
+
+    @property
+    def _template(self) -> Obj:
+        return _dict(self._spec.get("template"))
+
+    @property
+    def _template_spec(self) -> Obj:
+        return _dict(self._template.get("spec"))
+
+    @property
+    def template_labels(self) -> Mapping[str, str]:
+        """The labels its template sets on each node."""
+        return _dict(_dict(self._template.get("metadata")).get("labels"))
+
+    @property
+    def requirements(self) -> list[Obj]:
+        """Its node selector requirements (``key``, ``operator``, ``values``)."""
+        return _list(self._template_spec.get("requirements"))
+
+    @property
+    def taints(self) -> list[Obj]:
+        """The taints its nodes get."""
+        return _list(self._template_spec.get("taints"))
+
+    @property
+    def node_class_group(self) -> str:
+        """The API group of its node class (``eks.amazonaws.com`` for EKS Auto Mode)."""
+        return _str(_dict(self._template_spec.get("nodeClassRef")).get("group"))
+
+    @property
+    def limits(self) -> Mapping[str, object]:
+        """The most of each resource its nodes may add up to."""
+        return _dict(self._spec.get("limits"))
+
+    @property
+    def used(self) -> Mapping[str, object]:
+        """What its nodes hold now."""
+        return _dict(self._status.get("resources"))
+
+
+@dataclass(frozen=True)
+class AccessReview(View):
+    """The API server's answer to a SelfSubjectAccessReview."""
+
+    @property
+    def allowed(self) -> bool:
+        """Whether the right asked about is granted."""
+        return bool(self._status.get("allowed"))

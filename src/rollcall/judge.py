@@ -33,7 +33,7 @@ from rollcall.baseline import regressions as find_regressions
 from rollcall.perf import PerfFigures, common_node, compute_straggler_problem, slow_groups
 from rollcall.perf import compute_stragglers as find_compute_stragglers
 from rollcall.ranklog import REQUIRED_EVENTS, RankReport, RollCall, ranges
-from rollcall.rootcause import Analysis, Failure, Termination, analyse
+from rollcall.rootcause import LAUNCHER_SIGNALS, Analysis, Failure, Termination, analyse
 from rollcall.rootcause import lines as rootcause_lines
 from rollcall.stragglers import find_stragglers, straggler_problem
 from rollcall.verdict import (
@@ -214,6 +214,8 @@ def exited_nonzero(facts: Facts) -> Iterable[Problem]:
     """A rank that answered the whole roll call and then exited non-zero (or by a signal) failed.
 
     The exit codes are the launcher's own records of its workers (:mod:`rollcall.torchrun`), by global rank.
+    A rank the launcher itself stopped (SIGTERM, SIGINT) once another failed is named only when no rank
+    ended any other way.
     When no rank reported an error and the infrastructure disrupted nothing, the earliest such exit is the
     root cause (its problem's detail the :class:`~rollcall.rootcause.Analysis` naming it); otherwise each is
     named after :func:`errors`' root cause.
@@ -228,6 +230,8 @@ def exited_nonzero(facts: Facts) -> Iterable[Problem]:
             report = facts.reports[t.rank]
             pod = min(report.sources) if report.sources else t.pod
             ended[t.rank] = replace(t, node=facts.node(t.rank), pod=pod, answered=True)
+    own = {r: t for r, t in ended.items() if t.signal not in LAUNCHER_SIGNALS}
+    ended = own or ended  # the launcher stops the others once one fails: their ends echo that one's
     if not ended:
         return
     root = status.disruption is None and not any(rep.errors for rep in facts.reports.values())

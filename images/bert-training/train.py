@@ -18,7 +18,9 @@ Environment read (set by torchrun; never MPI variables):
     NODE_NAME                                        the Kubernetes node, reported in ``start``.
     ROLLCALL_FAIL_RANK, ROLLCALL_HANG_RANK,
     ROLLCALL_CHATTY, ROLLCALL_SLOW_RANK,
-    ROLLCALL_SLOW_LINK                               fault injection, see below.
+    ROLLCALL_SLOW_LINK, ROLLCALL_EXIT_RANK           fault injection, see below.
+    TORCHELASTIC_ERROR_FILE                          set by torchrun per rank: where an uncaught
+                                                     exception is recorded (see "Exit codes").
 
 Rank-log contract. Each event is one line, ``ROLLCALL `` + a compact JSON object + ``\n``, written
 with a single ``write(2)`` of fewer than 4096 bytes on a duplicate of file descriptor 1, so lines of
@@ -48,13 +50,19 @@ Plain progress lines without the prefix may appear in between.
 
 Exit codes: 0 after ``complete``; 1 after ``error`` (the process ends at once, without tearing
 down the process group); 2 for an invalid command line (also after ``error``). A rank killed by a
-signal (torchrun stops the others once one fails) prints nothing more.
+signal (torchrun stops the others once one fails) prints nothing more. The training itself runs under
+torch.distributed.elastic's ``record``: an exception that fails a rank is also written, as torchelastic's
+JSON error record (message, traceback, timestamp), to the file ``TORCHELASTIC_ERROR_FILE`` names, which
+torchrun sets for each rank; the agent reports each failed rank's exit code (or signal) by global rank.
 
 Fault injection (for testing the suite itself): ``ROLLCALL_FAIL_RANK=<rank>`` makes that rank raise
 a RuntimeError naming the injected failure right after printing its first ``epoch_time``;
 ``ROLLCALL_HANG_RANK=<rank>`` makes that rank sleep forever at the same point;
 ``ROLLCALL_CHATTY=<rank>:<bytes>`` makes that rank print about that many bytes of plain progress lines
 after its first ``epoch_time``, spread over about five seconds (to test that log rotation loses no event).
+``ROLLCALL_EXIT_RANK=<rank>:<code>`` makes that rank answer the whole roll call (``complete`` and the
+barrier after it, the process group left) and then exit with status <code> (1-255); with
+``<rank>:<SIGNAL>`` (a signal's name, e.g. ``SIGKILL``) it kills itself with that signal instead.
 
 ``ROLLCALL_SLOW_RANK=<rank>:<factor>`` (factor >= 1) makes that rank's device that many times slower:
 after its own work of each step (training and compute steps alike) it runs extra matmuls on its device
@@ -113,6 +121,7 @@ import json
 import math
 import os
 import re
+import signal
 import socket
 import statistics
 import sys
@@ -133,6 +142,7 @@ CHATTY_ENV = "ROLLCALL_CHATTY"
 NODE_NAME_ENV = "NODE_NAME"
 SLOW_RANK_ENV = "ROLLCALL_SLOW_RANK"
 SLOW_LINK_ENV = "ROLLCALL_SLOW_LINK"
+EXIT_RANK_ENV = "ROLLCALL_EXIT_RANK"
 BANDWIDTH_SCOPES = ("world", "node", "pair")
 EVENT_PREFIX = "ROLLCALL "
 MAX_LINE_BYTES = 4096  # PIPE_BUF on Linux: smaller writes to a pipe are atomic
@@ -424,6 +434,32 @@ def slow_link(environ: Mapping[str, str]) -> SlowLink | None:
     if pair[1] < 0:
         raise ValueError(f"{SLOW_LINK_ENV}: the delay must not be negative, not {pair[1]:g}")
     return SlowLink(*pair)
+
+
+@dataclass(frozen=True)
+class ExitRank:
+    """``ROLLCALL_EXIT_RANK``: which rank ends badly after its roll call, with which status or signal."""
+
+    rank: int
+    code: int = 0
+    signal: str | None = None
+
+
+def exit_rank(environ: Mapping[str, str]) -> ExitRank | None:
+    """The rank ``ROLLCALL_EXIT_RANK=<rank>:<code|SIGNAL>`` ends badly, or None; ValueError when malformed."""
+    value = environ.get(EXIT_RANK_ENV, "").strip()
+    if not value:
+        return None
+    head, _, tail = value.partition(":")
+    names = {s.name for s in signal.Signals}
+    if head.isdigit() and tail.upper() in names:
+        return ExitRank(int(head), signal=tail.upper())
+    if head.isdigit() and tail.isdigit() and 1 <= int(tail) <= 255:
+        return ExitRank(int(head), code=int(tail))
+    raise ValueError(
+        f"{EXIT_RANK_ENV}={value!r} is not valid; write {EXIT_RANK_ENV}=<rank>:<exit code 1-255> "
+        f"or {EXIT_RANK_ENV}=<rank>:<signal name, e.g. SIGKILL>"
+    )
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -1405,13 +1441,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.compile_cache:  # before torch is imported, so that inductor and Triton see it
         os.environ.update(compile_cache_env(args.compile_cache))
     try:
-        run(args, env, log)
+        ending = exit_rank(os.environ)
+        from torch.distributed.elastic.multiprocessing.errors import record
+
+        record(run)(args, env, log)  # an exception is also written to TORCHELASTIC_ERROR_FILE
     except (Exception, KeyboardInterrupt) as exc:
         traceback.print_exc()
         log.emit("error", message=f"{type(exc).__name__}: {exc}")
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(1)  # skip process-group teardown and atexit hooks, which can hang after a failure
+    if ending is not None and ending.rank == env.rank:
+        print(f"rollcall: rank {env.rank} ends badly as asked by {EXIT_RANK_ENV}", flush=True)
+        if ending.signal is not None:
+            os.kill(os.getpid(), signal.Signals[ending.signal])
+        return ending.code
     return 0
 
 

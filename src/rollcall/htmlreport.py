@@ -9,9 +9,11 @@ file opens the same offline, from a CI artifact store or a mail attachment.
 
 The page is ``templates/report.html.j2`` rendered by jinja2 with autoescape on; this module only prepares
 the values it shows. A rank cell's ``data-state`` (and class) is the rank's
-:class:`~rollcall.verdict.RankState`: ``ok`` (green), ``missing`` (red), ``straggler`` (amber: by throughput
-or compute time) or ``slow`` (orange: below ``--min-throughput``, or on a node or pair of nodes of low bus
-bandwidth).
+:class:`~rollcall.verdict.RankState`: ``ok`` (green), ``missing`` (red), ``failed`` (red: answered, then
+exited non-zero), ``straggler`` (amber: by throughput or compute time) or ``slow`` (orange: below
+``--min-throughput``, or on a node or pair of nodes of low bus bandwidth). A rank any problem names is never
+``ok``: its cell is also outlined in red, its ``data-kinds`` lists the kinds of those problems
+(:class:`~rollcall.verdict.Kind` values, e.g. ``exited_nonzero``), and its title says them.
 """
 
 from __future__ import annotations
@@ -163,11 +165,15 @@ def _grid(verdict: Verdict, states: Mapping[int, str], logs: Mapping[str, str]) 
             result = verdict.ranks[rank]
             why = "; ".join(result.notes) or "answered"
             tp = result.throughput
+            kinds = list(dict.fromkeys(p.kind.value for p in result.problems))
             cells.append(
                 {
                     "rank": rank,
                     "state": states[rank],
-                    "title": f"rank {rank} (node {node}): {why}" + (f"; {tp:.2f} samples/s" if tp else ""),
+                    "kinds": " ".join(kinds),
+                    "title": f"rank {rank} (node {node}): {why}"
+                    + (f" [{', '.join(kinds)}]" if kinds else "")
+                    + (f"; {tp:.2f} samples/s" if tp else ""),
                     "href": _rank_log(verdict, [rank], logs) or node_log,
                 }
             )

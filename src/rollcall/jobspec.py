@@ -42,6 +42,8 @@ DEVICE_OF: dict[Accelerator, str] = {"nvidia": "cuda", "neuron": "xla", "cpu": "
 LOG_PREFIX_TEMPLATE = "[${rank}]:"
 #: Where ranks' own log files go inside a pod (torchrun ``--log-dir``).
 POD_LOG_DIR = "/tmp/rollcall-logs"
+#: The agent's own error file, in its log directory: the agent copies its first failed worker's error there.
+AGENT_ERROR_FILE = "agent-error.json"
 #: The workload's path inside the images.
 IMAGE_SCRIPT = "/workspace/train.py"
 #: The workload in this checkout, for backends that run it from here (local; slurm without a container).
@@ -260,7 +262,10 @@ class JobSpec:
         """The command every node runs: static rendezvous, bounded, per-rank logs multiplexed by the agent.
 
         torchrun writes each rank's output to its own file under ``log_dir`` and tees it to the agent's
-        stdout with the prefix of :data:`LOG_PREFIX_TEMPLATE`, so ranks never race on one pipe.
+        stdout with the prefix of :data:`LOG_PREFIX_TEMPLATE`, so ranks never race on one pipe. Each rank's
+        error file lies there too; the agent writes a JSON event per worker to its own output when the
+        workers end (``--event-log-handler=console``): every failed worker's exit code or signal, by global
+        rank, with its error file's record (:mod:`rollcall.torchrun` reads them).
         """
         return [
             *launcher,
@@ -274,15 +279,21 @@ class JobSpec:
             f"--log-dir={log_dir}",
             "--redirects=3",
             "--tee=3",
+            "--event-log-handler=console",
             script,
             *self.workload_argv(),
         ]
 
-    def workload_env(self) -> dict[str, str]:
-        """Environment every node's agent gets, the user's own on top."""
+    def workload_env(self, log_dir: str = POD_LOG_DIR) -> dict[str, str]:
+        """Environment every node's agent gets, the user's own on top.
+
+        ``TORCHELASTIC_ERROR_FILE`` is the agent's own error file (:data:`AGENT_ERROR_FILE` in ``log_dir``,
+        the agent's ``--log-dir``); torchrun gives each worker one of its own beside its logs.
+        """
         return {
             "PYTHONUNBUFFERED": "1",
             "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": LOG_PREFIX_TEMPLATE,
+            "TORCHELASTIC_ERROR_FILE": f"{log_dir.rstrip('/')}/{AGENT_ERROR_FILE}",
             "HF_HUB_OFFLINE": "1",
             **self.env,
         }

@@ -7,7 +7,8 @@ A check is a function ``Facts -> Iterable[Problem]``; adding one is writing it a
 
 - the job succeeded (when its end is known), and NCCL used EFA on every pod when EFA was requested; a job
   the infrastructure disrupted fails with that disruption first, its ranks' errors as consequences;
-- every rank ``0..world_size-1`` reported throughput, an epoch time and completion, and no error;
+- every rank ``0..world_size-1`` reported throughput, an epoch time and completion, and no error, and none
+  of them then exited non-zero or by a signal (as the launcher recorded its workers' ends);
 - every value is finite and positive; no rank outside the world reported;
 - each node hosts exactly ``procs_per_node`` ranks (judged from ``start`` events where they exist) and every
   rank that said its world size said the one asked for;
@@ -33,7 +34,7 @@ from rollcall.baseline import regressions as find_regressions
 from rollcall.perf import PerfFigures, common_node, compute_straggler_problem, slow_groups
 from rollcall.perf import compute_stragglers as find_compute_stragglers
 from rollcall.ranklog import REQUIRED_EVENTS, RankReport, RollCall, ranges
-from rollcall.rootcause import Failure, analyse
+from rollcall.rootcause import LAUNCHER_SIGNALS, Analysis, Failure, Termination, analyse
 from rollcall.rootcause import lines as rootcause_lines
 from rollcall.stragglers import find_stragglers, straggler_problem
 from rollcall.verdict import (
@@ -227,6 +228,42 @@ def errors(facts: Facts) -> Iterable[Problem]:
         yield Problem(kind, line.text, notes, detail=analysis if n == 0 else line)
 
 
+def exited_nonzero(facts: Facts) -> Iterable[Problem]:
+    """A rank that answered the whole roll call and then exited non-zero (or by a signal) failed.
+
+    The exit codes are the launcher's own records of its workers (:mod:`rollcall.torchrun`), by global rank.
+    A rank the launcher itself stopped (SIGTERM, SIGINT) once another failed is named only when no rank
+    ended any other way.
+    When no rank reported an error and the infrastructure disrupted nothing, the earliest such exit is the
+    root cause (its problem's detail the :class:`~rollcall.rootcause.Analysis` naming it); otherwise each is
+    named after :func:`errors`' root cause.
+    """
+    status = facts.evidence.status
+    if status is None:
+        return
+    answered = {r for r, report in facts.reports.items() if _answered(report)}
+    ended: dict[int, Termination] = {}
+    for t in status.terminations:
+        if t.rank in answered and t.exit_code not in (None, 0) and t.rank not in ended:
+            report = facts.reports[t.rank]
+            pod = min(report.sources) if report.sources else t.pod
+            ended[t.rank] = replace(t, node=facts.node(t.rank), pod=pod, answered=True)
+    own = {r: t for r, t in ended.items() if t.signal not in LAUNCHER_SIGNALS}
+    ended = own or ended  # the launcher stops the others once one fails: their ends echo that one's
+    if not ended:
+        return
+    root = status.disruption is None and not any(rep.errors for rep in facts.reports.values())
+    first = min(ended.values(), key=lambda t: (t.time is None, t.time or 0.0, t.rank))
+    for rank, t in sorted(ended.items()):
+        how = f"killed by {t.signal}" if t.signal else f"exited with code {t.exit_code}"
+        note = f"{how} after answering the roll call"
+        if root and t is first:
+            analysis = Analysis(termination=t)
+            yield Problem(Kind.EXITED_NONZERO, analysis.headline() or t.describe(), {rank: note}, analysis)
+        else:
+            yield Problem(Kind.EXITED_NONZERO, t.describe(), {rank: note}, detail=t)
+
+
 def invalid_values(facts: Facts) -> Iterable[Problem]:
     """Every value must be finite and positive."""
     for r, bad in facts.invalid.items():
@@ -333,6 +370,7 @@ def regressions(facts: Facts) -> Iterable[Problem]:
 #: Every check, in the order their problems are listed.
 CHECKS: tuple[Check, ...] = (
     errors,
+    exited_nonzero,
     job_state,
     efa,
     missing_events,
@@ -390,6 +428,11 @@ def judge(evidence: Evidence, criteria: Criteria | None = None, checks: Iterable
 def assess(roll: RollCall, layout: Layout, *, min_throughput: float | None = None) -> Verdict:
     """Judge a roll call against the layout asked for (the job's end unknown)."""
     return judge(Evidence(roll, layout), Criteria(min_throughput=min_throughput))
+
+
+def _answered(report: RankReport) -> bool:
+    """Reported every required event and no error."""
+    return all(report.has(e) for e in REQUIRED_EVENTS) and not report.errors
 
 
 def _reported(report: RankReport | None) -> tuple[str, ...]:

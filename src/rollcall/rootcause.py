@@ -141,8 +141,10 @@ LAUNCHER_SIGNALS = frozenset({"SIGTERM", "SIGINT"})
 class Termination:
     """A container or a worker that ended badly, as its runtime recorded it.
 
-    A pod's container status gives one per container (``rank`` None); torchrun's failure report one per
-    worker (:mod:`rollcall.torchrun`; ``exit_code`` negative for a signal, ``reason`` its name).
+    A pod's container status gives one per container (``rank`` None); torchrun's records one per worker
+    (:mod:`rollcall.torchrun`; ``exit_code`` negative for a signal, ``reason`` its name; ``message`` the
+    exception the worker recorded in its error file, if it did). ``answered`` marks a worker that had
+    answered the whole roll call before it ended so (set by the judge).
     """
 
     pod: str
@@ -152,6 +154,13 @@ class Termination:
     exit_code: int | None = None
     time: float | None = None
     rank: int | None = None
+    message: str | None = None
+    answered: bool = False
+
+    @property
+    def signal(self) -> str | None:
+        """The signal that ended it (``SIGKILL``), when one did."""
+        return self.reason if self.exit_code is not None and self.exit_code < 0 else None
 
     @property
     def silent_kill(self) -> bool:
@@ -165,7 +174,15 @@ class Termination:
         return self.exit_code > 128
 
     def describe(self) -> str:
-        """``pod p (index 1) on node n ended OOMKilled (exit code 137) at ...``, or the worker's rank."""
+        """``pod p (index 1) on node n ended OOMKilled (exit code 137) at ...``, or the worker's rank.
+
+        A worker that had answered the roll call: ``rank 0 (node 0, pod p) exited with code 1 after
+        answering the roll call`` (``was killed by SIGKILL`` for a signal).
+        """
+        if self.answered and self.rank is not None:
+            how = f"was killed by {self.signal}" if self.signal else f"exited with code {self.exit_code}"
+            node = f"node {self.node}, " if self.node is not None else ""
+            return f"rank {self.rank} ({node}pod {self.pod}) {how} after answering the roll call"
         index = f" (index {self.node})" if self.node is not None else ""
         host = f" on node {self.host}" if self.host else ""
         code = f" (exit code {self.exit_code})" if self.exit_code is not None else ""
@@ -184,6 +201,8 @@ class Termination:
             "exit_code": self.exit_code,
             "time": self.time,
             "rank": self.rank,
+            "message": self.message,
+            "answered": self.answered,
         }
 
 
@@ -311,6 +330,8 @@ class Analysis:
             n = len(self.failures)
             follow = f"; the {n} rank error(s) follow from it" if n else ""
             return f"first failure: infrastructure disruption: {self.disruption.describe()}{follow}"
+        if self.termination is not None and self.termination.answered:
+            return f"first failure: {self.termination.describe()}"
         if self.termination is not None:
             who = (
                 "it reported no error"

@@ -67,6 +67,7 @@ class RankState(enum.Enum):
     MISSING = "missing"  # missed an event, reported an error or an invalid value
     STRAGGLER = "straggler"  # answered, but below --straggler-ratio of the median throughput or compute time
     SLOW = "slow"  # answered, but below --min-throughput, on a slow link (or failed another check naming it)
+    FAILED = "failed"  # answered the roll call, then exited non-zero or was killed by a signal
 
     @property
     def severity(self) -> int:
@@ -74,7 +75,13 @@ class RankState(enum.Enum):
         return _SEVERITY[self]
 
 
-_SEVERITY = {RankState.OK: 0, RankState.SLOW: 1, RankState.STRAGGLER: 2, RankState.MISSING: 3}
+_SEVERITY = {
+    RankState.OK: 0,
+    RankState.SLOW: 1,
+    RankState.STRAGGLER: 2,
+    RankState.FAILED: 3,
+    RankState.MISSING: 4,
+}
 
 
 class Kind(enum.Enum):
@@ -94,6 +101,7 @@ class Kind(enum.Enum):
     COMPUTE_STRAGGLER = "compute_straggler"  # compute time per step above the median's by 1/--straggler-ratio
     SLOW_LINK = "slow_link"  # a node, pair of nodes or the world below --min-busbw or --busbw-ratio
     REGRESSION = "regression"
+    EXITED_NONZERO = "exited_nonzero"  # a rank answered the roll call, then exited non-zero (or by a signal)
 
     @property
     def rank_state(self) -> RankState:
@@ -110,6 +118,7 @@ _RANK_STATE = {
     Kind.STRAGGLER: RankState.STRAGGLER,
     Kind.COMPUTE_STRAGGLER: RankState.STRAGGLER,
     Kind.SLOW_LINK: RankState.SLOW,
+    Kind.EXITED_NONZERO: RankState.FAILED,
 }
 
 

@@ -1,9 +1,24 @@
-"""torchrun's failure report read as termination records: a worker killed outright is still named."""
+"""torchrun's records of its workers read as termination records: a worker killed outright is still named."""
 
+import os
+import subprocess
+import sys
 from datetime import datetime
+from pathlib import Path
 
+from rollcall.backends.local import free_port
+from rollcall.jobspec import AGENT_ERROR_FILE, JobSpec
 from rollcall.rootcause import Failure, Termination, analyse, summary
-from rollcall.torchrun import read_terminations, worker_terminations
+from rollcall.torchrun import (
+    FAILED_EVENT,
+    ErrorRecord,
+    error_record,
+    read_error_file,
+    read_terminations,
+    terminations,
+    worker_events,
+    worker_terminations,
+)
 
 REPORT = """\
 torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
@@ -66,3 +81,96 @@ def test_a_worker_killed_without_a_word_is_the_root_cause_of_its_peers_echoes():
         "first failure: rank 5 (pod job-1-abcde (index 1) on node ip-10-0-1-7) was ended by SIGKILL "
         "(exit code -9) at 08:00:15.000 UTC, and it reported no error"
     )
+
+
+# What a real torchrun writes: the very command the backends start (events on, an error file for the agent),
+# of a tiny worker under torchelastic's ``record``, in one of three ways to end.
+WORKER = """\
+import os, signal, sys, time
+from torch.distributed.elastic.multiprocessing.errors import record
+
+
+@record
+def main():
+    rank, how = int(os.environ["RANK"]), os.environ["END_HOW"]
+    if rank == int(os.environ["END_RANK"]):
+        if how == "raise":
+            raise RuntimeError(f"worker {rank} failed on purpose")
+        if how == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        sys.exit(int(how))
+    while True:  # the other worker lives until the agent stops it
+        time.sleep(1)
+
+
+main()
+"""
+
+
+def torchrun(tmp_path: Path, end_rank: int, how: str) -> tuple[str, Path]:
+    """Run 2 workers under torchrun as the backends do; the agent's output and its log directory."""
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    spec = JobSpec(name="tiny", nodes=1, procs_per_node=2, rdzv_timeout_s=60)
+    log_dir = tmp_path / "ranks"
+    cmd = spec.torchrun_command(
+        node_rank="0",
+        master_addr="127.0.0.1",
+        master_port=free_port(),
+        launcher=(sys.executable, "-m", "torch.distributed.run"),
+        script=str(script),
+        log_dir=str(log_dir),
+    )
+    env = {**os.environ, **spec.workload_env(str(log_dir)), "END_RANK": str(end_rank), "END_HOW": how}
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    return proc.stdout + proc.stderr, log_dir
+
+
+def test_a_real_agents_events_name_each_failed_worker_with_its_code_and_record(tmp_path):
+    output, log_dir = torchrun(tmp_path, 0, "raise")
+    ended = worker_events(output, "node-0")
+    assert [(t.rank, t.exit_code, t.reason, t.pod) for t in ended] == [
+        (0, 1, "Error", "node-0"),
+        (1, -15, "SIGTERM", "node-0"),  # stopped by the agent once worker 0 failed
+    ]
+    assert ended[0].message == "RuntimeError: worker 0 failed on purpose"
+    assert ended[0].time is not None and ended[1].message is None
+    assert terminations(output, "node-0") == ended  # the events win over the printed table
+    # the worker's own error file and the agent's copy of it, with the exit code the agent added
+    (own,) = log_dir.glob("*/attempt_0/0/error.json")
+    worker = read_error_file(own)
+    assert worker is not None and worker.message == ended[0].message and worker.exit_code is None
+    assert worker.traceback is not None and "failed on purpose" in worker.traceback
+    agent = read_error_file(log_dir / AGENT_ERROR_FILE)
+    assert agent is not None and (agent.message, agent.exit_code) == (worker.message, 1)
+    assert list(log_dir.glob("*/attempt_0/1/error.json")) == []  # a stopped worker records nothing
+
+
+def test_a_real_agents_printed_table_is_the_fallback_and_agrees_with_its_events(tmp_path):
+    output, log_dir = torchrun(tmp_path, 1, "kill")
+    events = worker_events(output, "node-0")
+    assert [(t.rank, t.exit_code, t.reason) for t in events] == [(0, -15, "SIGTERM"), (1, -9, "SIGKILL")]
+    assert events[1].silent_kill and events[1].signal == "SIGKILL"
+    without_events = "\n".join(line for line in output.splitlines() if FAILED_EVENT not in line)
+    table = terminations(without_events, "node-0")
+    assert [(t.rank, t.exit_code, t.reason) for t in table] == [(0, -15, "SIGTERM"), (1, -9, "SIGKILL")]
+    assert read_error_file(log_dir / AGENT_ERROR_FILE) is None  # a killed worker leaves no record to copy
+
+
+def test_a_real_worker_that_exits_with_a_status_is_named_by_it_without_a_record(tmp_path):
+    output, _ = torchrun(tmp_path, 1, "3")
+    (ended,) = [t for t in worker_events(output, "node-0") if t.rank == 1]
+    assert (ended.exit_code, ended.reason, ended.message) == (3, "Error", None)
+
+
+def test_error_records_in_either_form_and_what_is_not_one(tmp_path):
+    nested = {"message": {"message": "E: x", "extraInfo": {"py_callstack": "tb", "timestamp": "17"}}}
+    assert error_record(nested) == ErrorRecord("E: x", "tb", 17.0)
+    assert error_record({"message": "E: y", "timestamp": 5}) == ErrorRecord("E: y", time=5.0)
+    assert error_record({"message": "<NONE>"}) is None
+    assert error_record(["not", "a", "record"]) is None
+    bad = tmp_path / "error.json"
+    bad.write_text("{not json")
+    assert read_error_file(bad) is None
+    assert read_error_file(tmp_path / "missing.json") is None

@@ -110,13 +110,14 @@ class LocalBackend:
         job = LocalJob(spec=spec, run_id=run_id)
         try:
             for node in range(spec.nodes):
-                env = {**os.environ, **threads, **spec.workload_env(), procs.RUN_ID_ENV: run_id}
+                log_dir = collector.directory / f"node-{node}-ranks"
+                workload = spec.workload_env(str(log_dir))
+                env = {**os.environ, **threads, **workload, procs.RUN_ID_ENV: run_id}
                 env.setdefault(COMPILE_CACHE_ENV, str(compile_cache_dir(os.environ)))  # the user's wins
                 if gpus:
                     env["CUDA_VISIBLE_DEVICES"] = ",".join(
                         gpus[node * spec.procs_per_node : (node + 1) * spec.procs_per_node]
                     )
-                log_dir = collector.directory / f"node-{node}-ranks"
                 cmd = spec.torchrun_command(
                     node_rank=str(node),
                     master_addr="127.0.0.1",

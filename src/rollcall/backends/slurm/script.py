@@ -132,7 +132,7 @@ def render(spec: JobSpec, settings: Settings, out_dir: Path) -> str:
         log_dir=log_dir,
     )
     command = "exec " + " ".join(shell_word(a) for a in argv)
-    env = spec.workload_env()
+    env = spec.workload_env(log_dir)
     threads = spec.accelerator == "cpu" and "OMP_NUM_THREADS" not in env
     values: dict[str, Any] = {
         "name": spec.name,

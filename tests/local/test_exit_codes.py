@@ -1,0 +1,108 @@
+"""A rank's own exit code: a rank that answers the whole roll call and then exits non-zero is a failed rank.
+
+Real torchrun, gloo and BERT tiny on the CPU, 2 nodes x 2 ranks, kept short (seq-len 32, batch 4, one epoch
+of two steps). ``ROLLCALL_EXIT_RANK`` (train.py's fault injection) ends the rank after ``complete``.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from html.parser import HTMLParser
+from pathlib import Path
+
+from rollcall.backends import JobState
+from rollcall.backends.local import LocalBackend
+from rollcall.jobspec import JobSpec
+from rollcall.runner import run_once
+from rollcall.verdict import Kind, RankState
+
+ROOT = Path(__file__).resolve().parents[2]
+SHORT = "--seq-len 32 --batch-size 4 --warmup-steps 1 --epochs 1 --steps-per-epoch 2"
+
+
+class Cells(HTMLParser):
+    """The rank cells of report.html: rank -> its attributes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cells: dict[int, dict[str, str]] = {}
+
+    def handle_starttag(self, tag, attrs):
+        a = {k: v or "" for k, v in attrs}
+        if "data-rank" in a and "data-state" in a and tag in ("a", "span"):
+            self.cells[int(a["data-rank"])] = a
+
+
+def test_a_rank_that_exits_1_after_its_roll_call_is_named_in_every_report(tmp_path):
+    artifacts = tmp_path / "artifacts"
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(ROOT / "tests" / "e2e"),
+        "--backend",
+        "local",
+        "--nodes",
+        "2",
+        "--procs-per-node",
+        "2",
+        "--job-timeout",
+        "600",
+        "--artifacts-dir",
+        str(artifacts),
+        "--workload-env",
+        "ROLLCALL_EXIT_RANK=0:1",
+        "--workload-args",
+        SHORT,
+        "-p",
+        "no:cacheprovider",
+        "-q",
+    ]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ROLLCALL_")}
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 1, output
+    named = "rank 0 (node 0, pod node-0) exited with code 1 after answering the roll call"
+    assert f"first failure: {named}" in output
+
+    test = json.loads((artifacts / "results.json").read_text())["tests"][0]
+    assert test["root_cause"]["summary"] == f"first failure: {named}"
+    assert test["root_cause"]["termination"]["rank"] == 0
+    assert test["root_cause"]["termination"]["exit_code"] == 1
+    assert test["failed_ranks"] == {"0": ["exited with code 1 after answering the roll call"]}
+    assert [f["ranks"] for f in test["findings"] if f["kind"] == Kind.EXITED_NONZERO.value] == [[0]]
+
+    suite = ET.parse(artifacts / "ranks.junit.xml").getroot().find("testsuite")
+    assert suite is not None and suite.get("tests") == "4" and suite.get("failures") == "1"
+    failing = [c.get("name") for c in suite.iter("testcase") if c.find("failure") is not None]
+    assert failing == ["rank 0 (node 0)"]
+
+    page = Cells()
+    page.feed((artifacts / "report.html").read_text())
+    assert page.cells[0]["data-state"] == RankState.FAILED.value
+    assert Kind.EXITED_NONZERO.value in page.cells[0]["data-kinds"].split()
+    assert "named" in page.cells[0]["class"].split()
+    assert {r: c["data-state"] for r, c in page.cells.items() if r} == {1: "ok", 2: "ok", 3: "ok"}
+
+
+def test_a_rank_killed_by_sigkill_after_its_roll_call_is_named_with_the_signal(tmp_path):
+    spec = JobSpec(
+        name="sigkill",
+        nodes=2,
+        procs_per_node=2,
+        accelerator="cpu",
+        workload_args=tuple(SHORT.split()),
+        env={"ROLLCALL_EXIT_RANK": "3:SIGKILL"},
+        job_timeout_s=600,
+        rdzv_timeout_s=60,
+    )
+    attempt = run_once(LocalBackend(), spec, tmp_path)
+    assert attempt.status.state is JobState.FAILED, attempt.verdict.message()
+    verdict = attempt.verdict
+    assert verdict.problems[0] == (
+        "first failure: rank 3 (node 1, pod node-1) was killed by SIGKILL after answering the roll call"
+    ), verdict.message()
+    assert verdict.failed_ranks == {3: ["killed by SIGKILL after answering the roll call"]}
+    assert verdict.ranks[3].state is RankState.FAILED

@@ -1,0 +1,99 @@
+"""Every report agrees with the verdict: no report says "ok" of a rank any problem names, whatever its kind.
+
+Verdicts are generated (random layouts, kinds, ranks and problems) and judged by the one judge; then
+``ranks.junit.xml``, ``results.json`` and ``report.html`` are written and parsed back.
+"""
+
+import json
+import xml.etree.ElementTree as ET
+from html.parser import HTMLParser
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rollcall import htmlreport, reports
+from rollcall.backends import JobState, JobStatus
+from rollcall.jobspec import JobSpec
+from rollcall.judge import judge
+from rollcall.ranklog import RollCall
+from rollcall.runner import Attempt, RunResult
+from rollcall.verdict import Evidence, Kind, Layout, Problem, RankState
+
+
+class Cells(HTMLParser):
+    """The rank cells of report.html: rank -> its attributes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cells: dict[int, dict[str, str]] = {}
+
+    def handle_starttag(self, tag, attrs):
+        a = {k: v or "" for k, v in attrs}
+        if tag in ("a", "span") and "data-rank" in a and "data-state" in a:
+            self.cells[int(a["data-rank"])] = a
+
+
+def problem(kind: Kind, ranks: set[int], n: int) -> Problem:
+    """A problem of ``kind`` naming ``ranks`` (a compute straggler's detail is its stragglers: none here)."""
+    detail = () if kind is Kind.COMPUTE_STRAGGLER else None
+    return Problem(kind, f"{kind.value} problem {n}", dict.fromkeys(ranks, f"note {n}"), detail)
+
+
+@st.composite
+def verdicts(draw):
+    """A layout and problems of random kinds, each naming random ranks of the world (or none)."""
+    layout = Layout(draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    world = range(layout.world_size)
+    problems = draw(
+        st.lists(
+            st.builds(
+                problem,
+                st.sampled_from(list(Kind)),
+                st.sets(st.sampled_from(list(world))),
+                st.integers(0, 99),
+            ),
+            max_size=5,
+        )
+    )
+    evidence = Evidence(RollCall(), layout, JobStatus(JobState.FAILED, "generated"))
+    return judge(evidence, checks=[lambda facts: problems])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(verdict=verdicts())
+def test_no_report_says_ok_of_a_rank_the_verdict_names(tmp_path, verdict):
+    layout = verdict.layout
+    spec = JobSpec("generated", layout.nodes, layout.procs_per_node)
+    attempt = Attempt(spec, JobStatus(JobState.FAILED, "generated"), verdict, tmp_path, 1.0)
+    record = reports.TestRecord("t.py::test_generated", RunResult("local", [attempt]), "cpu")
+    named: dict[int, set[str]] = {}
+    for p in verdict.findings:
+        for r in p.ranks:
+            named.setdefault(r, set()).add(p.kind.value)
+
+    reports.write_rank_junit(tmp_path / "ranks.junit.xml", [record])
+    suite = ET.parse(tmp_path / "ranks.junit.xml").getroot().find("testsuite")
+    assert suite is not None
+    failing = {
+        int(c.get("name", "").split()[1]) for c in suite.iter("testcase") if c.find("failure") is not None
+    }
+    assert failing == set(named)
+    assert suite.get("failures") == str(len(named))
+
+    reports.write_results(tmp_path / "results.json", [record], {})
+    test = json.loads((tmp_path / "results.json").read_text())["tests"][0]
+    assert {int(r) for r in test["failed_ranks"]} == set(named)
+    for r, kinds in named.items():
+        listed = {f["kind"] for f in test["findings"] if r in f["ranks"]}
+        assert listed == kinds
+
+    page = Cells()
+    page.feed(htmlreport.render([record], {"backend": "local"}, tmp_path))
+    assert set(page.cells) == set(range(layout.world_size))
+    for r, cell in page.cells.items():
+        if r in named:
+            assert cell["data-state"] != RankState.OK.value
+            assert set(cell["data-kinds"].split()) == named[r]
+            assert "named" in cell["class"].split()
+        else:
+            assert (cell["data-state"], cell["data-kinds"]) == (RankState.OK.value, "")

@@ -4,7 +4,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from rollcall.backends.local import LocalBackend
 from rollcall.jobspec import JobSpec
 from rollcall.ranklog import ranges
 from rollcall.runner import run_once
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 FAST = ("--warmup-steps", "1", "--epochs", "2", "--steps-per-epoch", "2")
@@ -90,15 +90,6 @@ def test_a_hanging_rank_is_killed_at_the_timeout_and_reported(tmp_path, leftover
     assert leftovers() == {}
 
 
-def wait_for(predicate, timeout_s, what):
-    """Re-test ``predicate`` until it holds; ``what()`` describes the failure."""
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what()}")
-        time.sleep(0.2)
-
-
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_ctrl_c_and_sigterm_leave_no_process_behind(tmp_path, leftovers, sig):
     artifacts = tmp_path / "artifacts"
@@ -133,15 +124,15 @@ def test_ctrl_c_and_sigterm_leave_no_process_behind(tmp_path, leftovers, sig):
     log = artifacts / "test_every_rank_answers_the_roll_call" / "node-1.log"
     try:
         # wait until rank 1 hangs after its first epoch: agents and workers are all up
-        wait_for(
-            lambda: log.is_file() and '"epoch_time"' in log.read_text(),
-            120,
+        wait_until(
             lambda: (
                 f"rank 1's first epoch; pytest said:\n{output.read_text()}\n"
                 + subprocess.run(
                     ["ps", "-eo", "pid,ppid,stat,etime,cmd"], capture_output=True, text=True
                 ).stdout
             ),
+            lambda: log.is_file() and '"epoch_time"' in log.read_text(),
+            timeout=120,
         )
         assert len(leftovers()) >= 4  # two agents, two workers
         proc.send_signal(sig)

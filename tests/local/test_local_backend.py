@@ -16,6 +16,9 @@ from rollcall.ranklog import ranges
 from rollcall.runner import run_once
 from tests.waiting import wait_until
 
+#: Every test here trains: real torchrun runs of the workload on this machine's CPU.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 FAST = ("--warmup-steps", "1", "--epochs", "2", "--steps-per-epoch", "2")
 
@@ -52,6 +55,8 @@ def test_two_nodes_answer_and_leave_nothing_behind(tmp_path, leftovers):
     assert leftovers() == {}
 
 
+# Its job may run to its 600 s job timeout, then be cleaned up.
+@pytest.mark.timeout(900)
 def test_a_crashing_rank_fails_the_job_fast_naming_rank_and_node(tmp_path, leftovers):
     attempt = run_once(LocalBackend(), spec("crash", env={"ROLLCALL_FAIL_RANK": "1"}, timeout=600), tmp_path)
     assert attempt.status.state is JobState.FAILED  # not a timeout: the other node was stopped at once
@@ -63,6 +68,8 @@ def test_a_crashing_rank_fails_the_job_fast_naming_rank_and_node(tmp_path, lefto
     assert leftovers() == {}
 
 
+# Its job may run to its 600 s job timeout, then be cleaned up.
+@pytest.mark.timeout(900)
 def test_one_failing_rank_of_eight_is_named_first_and_its_echoes_fold_into_one_line(tmp_path, leftovers):
     env = {"ROLLCALL_FAIL_RANK": "5"}
     attempt = run_once(LocalBackend(), spec("root", procs_per_node=4, env=env, timeout=600), tmp_path)

@@ -574,6 +574,7 @@ def torchrun_runs():
     return results
 
 
+@pytest.mark.slow
 def test_two_ranks_answer_the_roll_call(torchrun_runs):
     code, out, _ = torchrun_runs["ok"]
     assert code == 0, out
@@ -608,6 +609,7 @@ def test_two_ranks_answer_the_roll_call(torchrun_runs):
         assert (throughput["impl"], throughput["precision"]) == ("hf", "fp32")
 
 
+@pytest.mark.slow
 def test_injected_failure_is_reported_and_fails_the_job(torchrun_runs):
     code, out, _ = torchrun_runs["fail"]
     assert code != 0, out
@@ -619,6 +621,7 @@ def test_injected_failure_is_reported_and_fails_the_job(torchrun_runs):
     assert not any(r["event"] == "complete" for r in _events(out)), out
 
 
+@pytest.mark.slow
 def test_torchrun_runs_finish_promptly(torchrun_runs):
     # Nearly all of it is importing torch and transformers; the failed run must not wait on timeouts.
     assert all(seconds < 120 for _, _, seconds in torchrun_runs.values())

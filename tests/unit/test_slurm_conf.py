@@ -113,3 +113,17 @@ def test_an_unreadable_slurm_conf(tmp_path):
     (tmp_path / "slurm.conf").mkdir()
     with pytest.raises(OptionError, match="no such file"):  # a directory is no slurm.conf
         conf.find_conf({"SLURM_CONF": str(tmp_path / "slurm.conf")})
+
+
+def test_under_xdist_the_controller_refuses_it_before_any_worker_starts(
+    pytester, calls, monkeypatch, tmp_path
+):
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "nowhere.conf"))
+    pytester.makepyfile(test_roll=ROLL_CALL)
+    res = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-n", "2", "--backend", "slurm", timeout=120
+    )
+    out, err = res.stdout.str(), res.stderr.str()
+    assert res.ret == pytest.ExitCode.USAGE_ERROR, out + err
+    assert f"ERROR: --backend slurm: no Slurm configuration: SLURM_CONF={tmp_path / 'nowhere.conf'}" in err
+    assert "INTERNALERROR" not in out + err and not calls.exists()

@@ -1300,6 +1300,7 @@ def build_training(args: argparse.Namespace, acc: Accelerator, env: DistEnv) -> 
 
 def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
     """Join the group, train, time and report; raises on any failure."""
+    check_fault_injection(os.environ)  # a malformed variable fails every rank at once, before torch loads
     import torch
     import torch.distributed as dist
 
@@ -1308,7 +1309,6 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
         args.device, torch.cuda.is_available(), xla_importable(), xla_configured(os.environ)
     )
     apply_defaults(args, device)
-    check_fault_injection(os.environ)  # a malformed variable fails every rank at start, not one mid-run
     slow, link = slow_rank(os.environ), slow_link(os.environ)
     if device == "xla" and args.compile:
         raise ValueError("--compile is not supported with --device xla")

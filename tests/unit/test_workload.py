@@ -322,6 +322,23 @@ def test_a_malformed_rank_list_is_refused_by_name(bad):
     )
 
 
+def test_a_malformed_fault_injection_variable_fails_the_rank_at_start_naming_it():
+    env = {**os.environ, "RANK": "0", "WORLD_SIZE": "1", train.HANG_RANK_ENV: "1;5"}
+    proc = subprocess.run(
+        [sys.executable, str(TRAIN_PY), "--device", "cpu"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (record,) = _events(proc.stdout)
+    assert record["event"] == "error" and record["message"] == (
+        "ValueError: ROLLCALL_HANG_RANK='1;5' is not valid; write ROLLCALL_HANG_RANK=<rank>[,<rank>...], "
+        "e.g. ROLLCALL_HANG_RANK=0,2"
+    )
+
+
 def test_chatty_is_parsed_or_refused_by_name():
     assert train.chatty({}) is None
     assert train.chatty({"ROLLCALL_CHATTY": "1:3000000"}) == train.Chatty(rank=1, size=3000000)

@@ -9,13 +9,19 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-def wait_until(what: str, probe: Callable[[], T | None], timeout: float = 60, every: float = 0.2) -> T:
-    """Return ``probe()``'s first truthy value; fail naming ``what`` after ``timeout`` seconds."""
+def wait_until(
+    what: str | Callable[[], str], probe: Callable[[], T | None], timeout: float = 60, every: float = 0.2
+) -> T:
+    """Return ``probe()``'s first truthy value; fail naming ``what`` after ``timeout`` seconds.
+
+    ``what`` may be a function, called only on failure (to describe the state things were left in).
+    """
     deadline = time.monotonic() + timeout
     while True:
         result = probe()
         if result:
             return result
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+            described = what() if callable(what) else what
+            raise AssertionError(f"timed out after {timeout}s waiting for {described}")
         time.sleep(every)

@@ -49,20 +49,26 @@ always present; other keys may be added. Events, in order:
 Plain progress lines without the prefix may appear in between.
 
 Exit codes: 0 after ``complete``; 1 after ``error`` (the process ends at once, without tearing
-down the process group); 2 for an invalid command line (also after ``error``). A rank killed by a
-signal (torchrun stops the others once one fails) prints nothing more. The training itself runs under
+down the process group); 2 for an invalid command line (also after ``error``, whose message says
+which argument and why; :func:`parse_args` checks every value, so the suite checks a command line
+before launch with it). A rank killed by a signal (torchrun stops the others once one fails) prints
+nothing more. The training itself runs under
 torch.distributed.elastic's ``record``: an exception that fails a rank is also written, as torchelastic's
 JSON error record (message, traceback, timestamp), to the file ``TORCHELASTIC_ERROR_FILE`` names, which
 torchrun sets for each rank; the agent reports each failed rank's exit code (or signal) by global rank.
 
-Fault injection (for testing the suite itself): ``ROLLCALL_FAIL_RANK=<rank>`` makes that rank raise
-a RuntimeError naming the injected failure right after printing its first ``epoch_time``;
-``ROLLCALL_HANG_RANK=<rank>`` makes that rank sleep forever at the same point;
+Fault injection (for testing the suite itself): ``ROLLCALL_FAIL_RANK=<rank>[,<rank>...]`` (e.g.
+``ROLLCALL_FAIL_RANK=0,2``) makes each rank listed raise a RuntimeError naming the injected failure right
+after printing its first ``epoch_time``; ``ROLLCALL_HANG_RANK=<rank>[,<rank>...]`` makes each rank listed
+sleep forever at the same point (a rank in both lists fails);
 ``ROLLCALL_CHATTY=<rank>:<bytes>`` makes that rank print about that many bytes of plain progress lines
 after its first ``epoch_time``, spread over about five seconds (to test that log rotation loses no event).
 ``ROLLCALL_EXIT_RANK=<rank>:<code>`` makes that rank answer the whole roll call (``complete`` and the
 barrier after it, the process group left) and then exit with status <code> (1-255); with
 ``<rank>:<SIGNAL>`` (a signal's name, e.g. ``SIGKILL``) it kills itself with that signal instead.
+Every rank parses all of these variables at start: a malformed value is an ``error`` naming the
+variable and the form to write, on every rank, before training (the suite checks them before launch
+with the same functions: :func:`check_fault_injection`).
 
 ``ROLLCALL_SLOW_RANK=<rank>:<factor>`` (factor >= 1) makes that rank's device that many times slower:
 after its own work of each step (training and compute steps alike) it runs extra matmuls on its device
@@ -130,7 +136,7 @@ import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 if TYPE_CHECKING:
     import torch
@@ -377,13 +383,62 @@ class RollcallLog:
             written += os.write(self.fd, data[written:])
 
 
+def rank_list(name: str, environ: Mapping[str, str]) -> frozenset[int]:
+    """The ranks ``<name>=<rank>[,<rank>...]`` names (none when unset); ValueError when malformed."""
+    value = environ.get(name, "").strip()
+    if not value:
+        return frozenset()
+    try:
+        ranks = [int(word) for word in value.split(",")]
+    except ValueError:
+        ranks = [-1]
+    if any(rank < 0 for rank in ranks):
+        raise ValueError(f"{name}={value!r} is not valid; write {name}=<rank>[,<rank>...], e.g. {name}=0,2")
+    return frozenset(ranks)
+
+
 def injected_fault(rank: int, environ: Mapping[str, str]) -> str | None:
-    """``"fail"`` or ``"hang"`` when fault injection targets this rank, else None."""
+    """``"fail"`` or ``"hang"`` when fault injection targets this rank, else None; ValueError when malformed.
+
+    A rank named by both variables fails.
+    """
     for name, fault in ((FAIL_RANK_ENV, "fail"), (HANG_RANK_ENV, "hang")):
-        value = environ.get(name, "").strip()
-        if value and int(value) == rank:
+        if rank in rank_list(name, environ):
             return fault
     return None
+
+
+@dataclass(frozen=True)
+class Chatty:
+    """``ROLLCALL_CHATTY``: which rank prints plain lines, and about how many bytes of them."""
+
+    rank: int
+    size: int
+
+
+def chatty(environ: Mapping[str, str]) -> Chatty | None:
+    """What ``ROLLCALL_CHATTY=<rank>:<bytes>`` asks for, or None; ValueError when malformed."""
+    value = environ.get(CHATTY_ENV, "").strip()
+    if not value:
+        return None
+    head, sep, tail = value.partition(":")
+    try:
+        rank, size = int(head), int(tail)
+    except ValueError:
+        rank, size = -1, -1
+    if not sep or rank < 0 or size < 0:
+        raise ValueError(f"{CHATTY_ENV}={value!r} is not valid; write {CHATTY_ENV}=<rank>:<bytes>")
+    return Chatty(rank, size)
+
+
+def check_fault_injection(environ: Mapping[str, str]) -> None:
+    """Parse every fault-injection variable in ``environ``; ValueError naming the first malformed one."""
+    for name in (FAIL_RANK_ENV, HANG_RANK_ENV):
+        rank_list(name, environ)
+    chatty(environ)
+    slow_rank(environ)
+    slow_link(environ)
+    exit_rank(environ)
 
 
 @dataclass(frozen=True)
@@ -535,22 +590,80 @@ def bandwidth_rounds(groups: Sequence[CommGroup]) -> list[list[int]]:
     return rounds
 
 
+class CommandLineError(ValueError):
+    """An invalid command line; the message is argparse's own (``argument --seq-len: ...``)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser that raises :class:`CommandLineError` instead of printing and exiting."""
+
+    def error(self, message: str) -> NoReturn:
+        raise CommandLineError(message)
+
+
+def _whole(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An argparse type: a whole number from ``low`` (to ``high``, when given)."""
+    bounds = f"from {low} to {high}" if high is not None else f">= {low}"
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"must be a whole number {bounds}, not {text!r}")
+        return value
+
+    return parse
+
+
+def _number(
+    low: float, high: float = math.inf, *, low_open: bool = False, high_open: bool = False
+) -> Callable[[str], float]:
+    """An argparse type: a finite number between ``low`` and ``high`` (each end included unless open)."""
+    bounds = f"{'>' if low_open else '>='} {low:g}"
+    if math.isfinite(high):
+        bounds += f" and {'<' if high_open else '<='} {high:g}"
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        above = value > low if low_open else value >= low
+        below = value < high if high_open else value <= high
+        if not (math.isfinite(value) and above and below):
+            raise argparse.ArgumentTypeError(f"must be a number {bounds}, not {text!r}")
+        return value
+
+    return parse
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """The command line; sizes left unset get their device's defaults in :func:`apply_defaults`."""
-    p = argparse.ArgumentParser(description="Distributed BERT pre-training roll call (run under torchrun).")
+    """The command line; sizes left unset get their device's defaults in :func:`apply_defaults`.
+
+    Every value is checked here (a size must be positive, ``--seq-len`` fit BERT's position embeddings), so
+    the suite can check a command line before it launches anything; :class:`CommandLineError` names the
+    argument and what it must be.
+    """
+    p = _Parser(description="Distributed BERT pre-training roll call (run under torchrun).")
     p.add_argument("--device", choices=DEVICES, default="auto")
     p.add_argument("--model", choices=sorted(MODEL_PRESETS), help="tiny on cpu, base otherwise")
-    p.add_argument("--seq-len", type=int, help="tokens per sample (64 on cpu, 128 otherwise)")
-    p.add_argument("--batch-size", type=int, help="samples per rank per step (8 on cpu, 32 otherwise)")
+    p.add_argument("--seq-len", type=_whole(5, 512), help="tokens per sample (64 on cpu, 128 otherwise)")
+    p.add_argument("--batch-size", type=_whole(1), help="samples per rank per step (8 on cpu, 32 otherwise)")
     p.add_argument(
-        "--warmup-steps", type=int, help="most untimed steps before the epochs (2 cpu, 10 otherwise)"
+        "--warmup-steps", type=_whole(0), help="most untimed steps before the epochs (2 cpu, 10 otherwise)"
     )
-    p.add_argument("--epochs", type=int, help="timed epochs (2 cpu, 3 otherwise)")
-    p.add_argument("--steps-per-epoch", type=int, help="steps per timed epoch (3 cpu, 50 otherwise)")
+    p.add_argument("--epochs", type=_whole(1), help="timed epochs (2 cpu, 3 otherwise)")
+    p.add_argument("--steps-per-epoch", type=_whole(1), help="steps per timed epoch (3 cpu, 50 otherwise)")
     p.add_argument("--seed", type=int, default=1234)
-    p.add_argument("--lr", type=float, default=1e-4)
+    p.add_argument("--lr", type=_number(0, low_open=True), default=1e-4)
     p.add_argument("--pretrained", metavar="PATH", help="local BertForPreTraining weights to start from")
-    p.add_argument("--peak-tflops", type=float, help="device peak TFLOP/s for MFU (overrides the table)")
+    p.add_argument(
+        "--peak-tflops",
+        type=_number(0, low_open=True),
+        help="device peak TFLOP/s for MFU (overrides the table)",
+    )
     p.add_argument(
         "--compile",
         action=argparse.BooleanOptionalAction,
@@ -590,32 +703,38 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument(
         "--warmup-settle",
-        type=int,
+        type=_whole(0),
         default=5,
         metavar="K",
         help="end warm-up once the last K step times agree (0: always --warmup-steps)",
     )
     p.add_argument(
         "--warmup-tolerance",
-        type=float,
+        type=_number(0, low_open=True),
         default=5.0,
         metavar="PCT",
         help="how close to their median, in percent, the last K step times must be",
     )
-    p.add_argument("--dropout", type=float, help="dropout of hidden states and attention (BERT's 0.1)")
+    p.add_argument(
+        "--dropout",
+        type=_number(0, 1, high_open=True),
+        help="dropout of hidden states and attention (BERT's 0.1)",
+    )
     p.add_argument(
         "--mlm-head",
         choices=("masked", "all"),
         default="masked",
         help="run the MLM head on the masked positions only (default) or on every token",
     )
-    p.add_argument("--compute-steps", type=int, help="timed steps without communication (10; 0: off)")
+    p.add_argument("--compute-steps", type=_whole(0), help="timed steps without communication (10; 0: off)")
     p.add_argument(
         "--bandwidth-mb",
-        type=float,
+        type=_number(0, 4096),
         help="MiB per all-reduce of the bandwidth phase (8 cpu, 64 otherwise; 0: off)",
     )
-    p.add_argument("--bandwidth-iters", type=int, help="timed all-reduces per group (10 cpu, 20 otherwise)")
+    p.add_argument(
+        "--bandwidth-iters", type=_whole(1), help="timed all-reduces per group (10 cpu, 20 otherwise)"
+    )
     p.add_argument(
         "--dist-backend",
         choices=("nccl", "gloo"),
@@ -626,27 +745,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def apply_defaults(args: argparse.Namespace, device: str) -> None:
-    """Fill unset sizes from :data:`RUN_DEFAULTS` for ``device`` and check them all."""
+    """Fill unset sizes from :data:`RUN_DEFAULTS` for ``device`` and check what depends on the device.
+
+    Each value alone is checked by :func:`parse_args`; here only what depends on the device or on two
+    arguments together.
+    """
     defaults = RUN_DEFAULTS["cpu" if device == "cpu" else "accelerator"]
     for key, value in defaults.items():
         if getattr(args, key) is None:
             setattr(args, key, value)
-    for key in ("seq_len", "batch_size", "epochs", "steps_per_epoch"):
-        if getattr(args, key) < 1:
-            raise ValueError(f"--{key.replace('_', '-')} must be at least 1")
-    for key in ("warmup_steps", "compute_steps"):
-        if getattr(args, key) < 0:
-            raise ValueError(f"--{key.replace('_', '-')} must not be negative")
-    if not (math.isfinite(args.bandwidth_mb) and 0 <= args.bandwidth_mb <= 4096):
-        raise ValueError("--bandwidth-mb must be between 0 (off) and 4096")
-    if args.bandwidth_iters < 1:
-        raise ValueError("--bandwidth-iters must be at least 1")
-    if args.warmup_settle < 0 or args.warmup_tolerance <= 0:
-        raise ValueError("--warmup-settle must not be negative and --warmup-tolerance must be positive")
     if args.attention != "auto" and args.impl != "compact":
         raise ValueError("--attention picks the compact model's kernel: add --impl compact")
-    if not 5 <= args.seq_len <= 512:
-        raise ValueError("--seq-len must be between 5 and 512 (BERT's position embeddings)")
     if args.dist_backend and args.dist_backend != Accelerator.BACKENDS[device] and device != "cuda":
         raise ValueError(f"--dist-backend {args.dist_backend} is for --device cuda (cpu uses gloo, xla xla)")
 
@@ -1228,6 +1337,7 @@ def build_training(args: argparse.Namespace, acc: Accelerator, env: DistEnv) -> 
 
 def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
     """Join the group, train, time and report; raises on any failure."""
+    check_fault_injection(os.environ)  # a malformed variable fails every rank at once, before torch loads
     import torch
     import torch.distributed as dist
 
@@ -1399,11 +1509,11 @@ def _round(value: float | None, digits: int) -> float | None:
 
 def _chatter(rank: int, environ: Mapping[str, str]) -> None:
     """Print the plain lines that ``ROLLCALL_CHATTY=<rank>:<bytes>`` asks of this rank, in 50 chunks."""
-    target, _, size = environ.get(CHATTY_ENV, "").partition(":")
-    if not size or int(target) != rank:
+    asked = chatty(environ)
+    if asked is None or asked.rank != rank:
         return
     line = f"rollcall: rank {rank} chatter " + "x" * 200 + "\n"
-    lines_per_chunk = max(1, int(size) // len(line) // 50)
+    lines_per_chunk = max(1, asked.size // len(line) // 50)
     for _ in range(50):
         sys.stdout.write(line * lines_per_chunk)
         sys.stdout.flush()
@@ -1433,10 +1543,11 @@ def main(argv: list[str] | None = None) -> int:
     log = RollcallLog(env.rank, env.world_size)
     try:
         args = parse_args(argv)
-    except SystemExit as exc:
-        if exc.code in (0, None):  # --help
-            return 0
-        log.emit("error", message="invalid command line")
+    except SystemExit as exc:  # --help
+        return 0 if exc.code in (0, None) else 2
+    except CommandLineError as exc:
+        print(f"train.py: error: {exc}", file=sys.stderr, flush=True)
+        log.emit("error", message=f"invalid command line: {exc}")
         return 2
     if args.compile_cache:  # before torch is imported, so that inductor and Triton see it
         os.environ.update(compile_cache_env(args.compile_cache))

@@ -20,6 +20,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal, cast, get_args
 
+from rollcall import workload
 from rollcall.jobspec import (
     DEFAULT_JOB_TIMEOUT_S,
     AcceleratorChoice,
@@ -141,6 +142,20 @@ def _env_pairs(pairs: Sequence[str]) -> dict[str, str]:
             raise ValueError(f"{pair!r} is not KEY=VALUE with KEY a variable name (e.g. A=1)")
         env[key] = value
     return env
+
+
+def _workload_env(pairs: Sequence[str]) -> dict[str, str]:
+    """:func:`_env_pairs`, each fault-injection variable checked by the workload's own parsing."""
+    env = _env_pairs(pairs)
+    workload.check_env(env)
+    return env
+
+
+def _workload_args(text: str) -> tuple[str, ...]:
+    """Shell words that the workload's own parser accepts."""
+    words = _shell_words(text)
+    workload.check_args(words)
+    return words
 
 
 def _slurm_names(text: str) -> str:
@@ -479,14 +494,14 @@ class Options:
     )
     workload_env: dict[str, str] = option(
         "--workload-env",
-        _env_pairs,
+        _workload_env,
         {},
         "extra environment for the workload's processes (repeatable)",
         "KEY=VALUE",
         multiple=True,
     )
     workload_args: tuple[str, ...] = option(
-        "--workload-args", _shell_words, (), "extra arguments for train.py, one shell-quoted string", "ARGS"
+        "--workload-args", _workload_args, (), "extra arguments for train.py, one shell-quoted string", "ARGS"
     )
     baseline: str | None = option(
         "--baseline",

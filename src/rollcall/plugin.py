@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 
 _SUITE = pytest.StashKey["Suite"]()
 _NOTES = pytest.StashKey[list[str]]()
+#: The backends whose configuration is checked when the session starts (the local one has none).
+_CONNECTED = ("kubernetes", "slurm")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -129,7 +131,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """With a test that runs a job on a cluster, connect now: bad input stops the session before any run.
 
     A missing ``--image``, a kubeconfig that is missing, unreadable or malformed, an unknown ``--context``, an
-    unreachable API server or a right it refuses is a usage error naming the option and the fix (exit 4).
+    unreachable API server or a right it refuses is a usage error naming the option and the fix (exit 4); so
+    is ``--backend slurm`` without a slurm.conf naming a controller, found before any Slurm command runs.
     """
     suite = session.config.stash.get(_SUITE, None)
     if suite is None or session.config.option.collectonly or not _runs_jobs(session.items):
@@ -139,7 +142,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """Under pytest-xdist the controller collects nothing: with ``--backend kubernetes`` it checks first.
+    """Under pytest-xdist the controller collects nothing: with a kubernetes or slurm backend it checks first.
 
     The same checks as :func:`pytest_collection_finish`, before any worker starts (a worker's usage error
     would read as its crash).
@@ -148,12 +151,17 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     suite = config.stash.get(_SUITE, None)
     if suite is None or hasattr(config, "workerinput") or not config.pluginmanager.hasplugin("dsession"):
         return
-    if suite.backend_name != "kubernetes" or suite.options.sources.get("backend") == "default":
+    if suite.backend_name not in _CONNECTED or suite.options.sources.get("backend") == "default":
         return
-    from rollcall.backends.kubernetes.backend import KubernetesBackend
-
     try:
-        KubernetesBackend.check(suite.options).close()
+        if suite.backend_name == "slurm":
+            from rollcall.backends.slurm.backend import SlurmCommands
+
+            SlurmCommands.configured()
+        else:
+            from rollcall.backends.kubernetes.backend import KubernetesBackend
+
+            KubernetesBackend.check(suite.options).close()
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
 

@@ -20,6 +20,7 @@ import pytest
 
 from rollcall.baseline import Baselines
 from rollcall.htmlreport import REPORT_FILE, write_report
+from tests.ci import ci
 from tests.unit.test_baseline import _fields
 from tests.unit.test_htmlreport import Elements, record_of
 
@@ -34,10 +35,6 @@ for (const cell of document.querySelectorAll('.rank[data-rank]')) {
   cell.setAttribute('data-shown', String(box.width > 0 && box.height > 0));
 }
 </script>"""
-
-
-def ci() -> bool:
-    return os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,9 @@ from typing import NoReturn
 
 import pytest
 
-from .controlplane import ControlPlane, ControlPlaneError, ci
+from tests.ci import ci
+
+from .controlplane import ControlPlane, ControlPlaneError
 
 MARKER = "control_plane"
 

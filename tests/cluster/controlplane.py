@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import subprocess
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from tests.waiting import wait_until
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CLUSTER_SH = REPO_ROOT / "hack" / "cluster.sh"
@@ -178,15 +178,15 @@ class ControlPlane:
     def create_namespace(self, name: str, timeout: float = 60) -> None:
         """Create a namespace and wait until pods can be created in it (default ServiceAccount)."""
         self.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-        deadline = time.monotonic() + timeout
-        while True:
+
+        def has_default_account() -> bool:
             try:
                 self.kubectl("get", "serviceaccount", "default", "-n", name, "-o", "name")
-                return
             except ControlPlaneError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
+                return False
+            return True
+
+        wait_until(f"namespace {name}'s default ServiceAccount", has_default_account, timeout=timeout)
 
     # -- fake nodes ------------------------------------------------------------------------
 
@@ -254,7 +254,3 @@ class ControlPlane:
             }
         )
         return logs_file
-
-
-def ci() -> bool:
-    return os.environ.get("CI", "").lower() in {"1", "true", "yes"}

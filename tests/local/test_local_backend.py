@@ -4,7 +4,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,10 @@ from rollcall.backends.local import LocalBackend
 from rollcall.jobspec import JobSpec
 from rollcall.ranklog import ranges
 from rollcall.runner import run_once
+from tests.waiting import wait_until
+
+#: Every test here trains: real torchrun runs of the workload on this machine's CPU.
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 FAST = ("--warmup-steps", "1", "--epochs", "2", "--steps-per-epoch", "2")
@@ -52,6 +55,8 @@ def test_two_nodes_answer_and_leave_nothing_behind(tmp_path, leftovers):
     assert leftovers() == {}
 
 
+# Its job may run to its 600 s job timeout, then be cleaned up.
+@pytest.mark.timeout(900)
 def test_a_crashing_rank_fails_the_job_fast_naming_rank_and_node(tmp_path, leftovers):
     attempt = run_once(LocalBackend(), spec("crash", env={"ROLLCALL_FAIL_RANK": "1"}, timeout=600), tmp_path)
     assert attempt.status.state is JobState.FAILED  # not a timeout: the other node was stopped at once
@@ -63,6 +68,8 @@ def test_a_crashing_rank_fails_the_job_fast_naming_rank_and_node(tmp_path, lefto
     assert leftovers() == {}
 
 
+# Its job may run to its 600 s job timeout, then be cleaned up.
+@pytest.mark.timeout(900)
 def test_one_failing_rank_of_eight_is_named_first_and_its_echoes_fold_into_one_line(tmp_path, leftovers):
     env = {"ROLLCALL_FAIL_RANK": "5"}
     attempt = run_once(LocalBackend(), spec("root", procs_per_node=4, env=env, timeout=600), tmp_path)
@@ -88,15 +95,6 @@ def test_a_hanging_rank_is_killed_at_the_timeout_and_reported(tmp_path, leftover
     assert "complete missing on" in attempt.verdict.message()
     assert 0 in attempt.verdict.missing["complete"]
     assert leftovers() == {}
-
-
-def wait_for(predicate, timeout_s, what):
-    """Re-test ``predicate`` until it holds; ``what()`` describes the failure."""
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what()}")
-        time.sleep(0.2)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
@@ -133,15 +131,15 @@ def test_ctrl_c_and_sigterm_leave_no_process_behind(tmp_path, leftovers, sig):
     log = artifacts / "test_every_rank_answers_the_roll_call" / "node-1.log"
     try:
         # wait until rank 1 hangs after its first epoch: agents and workers are all up
-        wait_for(
-            lambda: log.is_file() and '"epoch_time"' in log.read_text(),
-            120,
+        wait_until(
             lambda: (
                 f"rank 1's first epoch; pytest said:\n{output.read_text()}\n"
                 + subprocess.run(
                     ["ps", "-eo", "pid,ppid,stat,etime,cmd"], capture_output=True, text=True
                 ).stdout
             ),
+            lambda: log.is_file() and '"epoch_time"' in log.read_text(),
+            timeout=120,
         )
         assert len(leftovers()) >= 4  # two agents, two workers
         proc.send_signal(sig)

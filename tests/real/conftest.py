@@ -22,7 +22,8 @@ from rollcall.backends.kubernetes.backend import KubernetesBackend
 from rollcall.backends.kubernetes.kube import Kube, connect
 from rollcall.options import resolve
 from rollcall.suite import Suite
-from tests.cluster.controlplane import ControlPlane, ControlPlaneError, ci, cluster_sh
+from tests.ci import ci
+from tests.cluster.controlplane import ControlPlane, ControlPlaneError, cluster_sh
 from tests.k8s.conftest import suite_namespaces
 from tests.waiting import wait_until
 

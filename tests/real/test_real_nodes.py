@@ -27,7 +27,8 @@ from tests.waiting import wait_until
 
 from .conftest import IMAGE, NAMESPACE_LABEL, REAL, REAL_NODES, WORKLOAD_ARGS, containers
 
-pytestmark = [pytest.mark.real_nodes, pytest.mark.slow]
+# Each run may take its job timeout (300 s, real_options) plus start-up and the 90 s clean-up.
+pytestmark = [pytest.mark.real_nodes, pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 def run(suite, request, **overrides):

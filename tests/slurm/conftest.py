@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.ci import ci
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "hack" / "slurm.sh"
 #: slurmctld's port for the tests' cluster (nodes listen on the next ports, srun above +100).
@@ -53,7 +55,7 @@ def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Slurm]:
     ]
     if missing:
         message = f"Slurm is not installed (no {', '.join(missing)}): apt-get install slurm-wlm munge"
-        if os.environ.get("CI"):
+        if ci():
             pytest.fail(message, pytrace=False)
         pytest.skip(message)
     state = tmp_path_factory.mktemp("slurm", numbered=True)

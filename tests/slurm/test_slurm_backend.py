@@ -22,6 +22,9 @@ from rollcall.options import resolve
 from rollcall.runner import run_once
 from tests.waiting import wait_until
 
+#: Every test here runs real Slurm jobs, and most of them train.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 FAST = ("--warmup-steps", "1", "--epochs", "2", "--steps-per-epoch", "2")
 
@@ -80,6 +83,8 @@ def test_two_nodes_answer_each_in_its_own_log(tmp_path, clean):
     print(f"pass: {time.monotonic() - started:.1f}s")
 
 
+# Its job may run to its 600 s job timeout, then be cancelled.
+@pytest.mark.timeout(900)
 def test_a_crashing_rank_fails_the_job_naming_rank_and_node(tmp_path, clean):
     attempt = run_once(SlurmBackend(), spec("crash", env={"ROLLCALL_FAIL_RANK": "1"}, timeout=600), tmp_path)
     assert attempt.status.state is JobState.FAILED

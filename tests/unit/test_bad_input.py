@@ -215,3 +215,102 @@ def test_the_rights_checked_are_the_cluster_roles():
     assert Right("create", "batch", "jobs").where("rollcall-x") == "in namespace rollcall-x (a run's own)"
     assert str(Right("get", "", "pods", "log")) == "get pods/log"
     assert str(Right("create", "batch", "jobs")) == "create jobs.batch"
+
+
+# -- the workload's own input, checked by the workload's own parsing before launch ---------------------------
+
+
+def local_usage_error(pytester: pytest.Pytester, *args: str) -> str:
+    """As :func:`usage_error` with the local backend: nothing may start (the test would fail)."""
+    pytester.makepyfile(test_roll=ROLL_CALL)
+    res = pytester.runpytest("-p", "no:cacheprovider", "--backend", "local", *args)
+    out, err = res.stdout.str(), res.stderr.str()
+    assert res.ret == pytest.ExitCode.USAGE_ERROR, out + err
+    assert "Traceback" not in err + out and "a run started" not in out
+    return err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ("--workload-args", "--seq-len -3"),
+            "ERROR: invalid --workload-args value '--seq-len -3' (from --workload-args): train.py refuses it: "
+            "argument --seq-len: must be a whole number from 5 to 512, not '-3'; use --workload-args ARGS",
+        ),
+        (
+            ("--workload-args=--no-such-flag",),
+            "ERROR: invalid --workload-args value '--no-such-flag' (from --workload-args): train.py refuses it: "
+            "unrecognized arguments: --no-such-flag; use --workload-args ARGS",
+        ),
+        (
+            ("--workload-args", "--epochs 0"),
+            "train.py refuses it: argument --epochs: must be a whole number >= 1, not '0'",
+        ),
+        (
+            ("--workload-args=--help",),
+            "train.py prints its help and exits instead of training; use --workload-args ARGS",
+        ),
+    ],
+)
+def test_workload_args_are_parsed_by_the_workloads_own_parser(pytester, args, message):
+    assert message in local_usage_error(pytester, *args)
+
+
+def test_workload_args_from_the_environment_are_named_by_their_variable(pytester, monkeypatch):
+    monkeypatch.setenv("ROLLCALL_WORKLOAD_ARGS", "--batch-size -1")
+    err = local_usage_error(pytester)
+    assert "(from ROLLCALL_WORKLOAD_ARGS): train.py refuses it: argument --batch-size: must be a whole" in err
+
+
+@pytest.mark.parametrize(
+    ("pair", "fix"),
+    [
+        (
+            "ROLLCALL_FAIL_RANK=0-2",
+            "write ROLLCALL_FAIL_RANK=<rank>[,<rank>...], e.g. ROLLCALL_FAIL_RANK=0,2",
+        ),
+        (
+            "ROLLCALL_HANG_RANK=one",
+            "write ROLLCALL_HANG_RANK=<rank>[,<rank>...], e.g. ROLLCALL_HANG_RANK=0,2",
+        ),
+        ("ROLLCALL_CHATTY=1", "write ROLLCALL_CHATTY=<rank>:<bytes>"),
+        ("ROLLCALL_SLOW_RANK=1", "write ROLLCALL_SLOW_RANK=<rank>:<factor >= 1>"),
+    ],
+)
+def test_a_malformed_fault_injection_variable_is_refused(pytester, pair, fix):
+    err = local_usage_error(pytester, "--workload-env", pair)
+    name, _, value = pair.partition("=")
+    assert (
+        f"ERROR: invalid --workload-env value '{pair}' (from --workload-env): {name}={value!r} is not valid; "
+        in err
+    )
+    assert f"{fix}; use --workload-env KEY=VALUE" in err
+
+
+def test_fault_injection_lists_are_accepted():
+    from rollcall.options import resolve
+
+    options = resolve(
+        {
+            "workload_env": ["ROLLCALL_FAIL_RANK=0,2", "ROLLCALL_HANG_RANK=1,5"],
+            "workload_args": "--seq-len 128",
+        },
+        {},
+    )
+    assert options.workload_env == {"ROLLCALL_FAIL_RANK": "0,2", "ROLLCALL_HANG_RANK": "1,5"}
+    assert options.workload_args == ("--seq-len", "128")
+
+
+def test_without_the_checkout_the_workload_input_is_not_checked(monkeypatch, tmp_path, caplog):
+    from rollcall import workload
+
+    monkeypatch.setattr(workload, "REPO_SCRIPT", tmp_path / "absent" / "train.py")
+    workload.train_module.cache_clear()
+    try:
+        with caplog.at_level("DEBUG", logger="rollcall.workload"):
+            workload.check_args(["--no-such-flag"])
+            workload.check_env({"ROLLCALL_FAIL_RANK": "x"})
+    finally:
+        workload.train_module.cache_clear()
+    assert "absent/train.py not found" in caplog.text and "not checked before launch" in caplog.text

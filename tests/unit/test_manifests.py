@@ -319,6 +319,16 @@ def test_the_job_tolerates_every_accelerator_and_efa_taint():
     }
 
 
+#: The accelerators' and EFA's taints, tolerated by every run (manifests/job.yaml), spelled out.
+MANIFEST_TOLERATIONS = [
+    {"key": "nvidia.com/gpu", "operator": "Exists"},
+    {"key": "aws.amazon.com/neuron", "operator": "Exists"},
+    {"key": "aws.amazon.com/neuroncore", "operator": "Exists"},
+    {"key": "aws.amazon.com/neurondevice", "operator": "Exists"},
+    {"key": "vpc.amazonaws.com/efa", "operator": "Exists"},
+    {"key": "aws.amazon.com/efa", "operator": "Exists"},
+]
+
 SCHEDULING = Scheduling(
     tolerations=(Toleration("dedicated", "NoSchedule", "ml"), Toleration("spot", "NoExecute")),
     priority_class="training-high",
@@ -335,7 +345,7 @@ def test_the_scheduling_a_user_shapes_reaches_the_job_and_its_pods():
         {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"},
         {"key": "spot", "operator": "Exists", "effect": "NoExecute"},
     ]
-    assert pod["tolerations"][:-2] == job_tolerations(), "the accelerators' tolerations stay"
+    assert pod["tolerations"][:-2] == MANIFEST_TOLERATIONS, "the accelerators' tolerations stay"
     assert pod["priorityClassName"] == "training-high"
     assert pod["imagePullSecrets"] == [{"name": "regcred"}, {"name": "ecr"}]
     assert pod["serviceAccountName"] == "trainer"
@@ -347,7 +357,7 @@ def test_the_scheduling_a_user_shapes_reaches_the_job_and_its_pods():
 def test_without_scheduling_options_the_pods_are_as_the_manifest_says():
     rendered = render(SPEC, NAMES)
     pod = pod_of(rendered)
-    assert pod["tolerations"] == job_tolerations()
+    assert pod["tolerations"] == MANIFEST_TOLERATIONS
     assert not {"priorityClassName", "imagePullSecrets", "serviceAccountName"} & pod.keys()
     assert "suspend" not in rendered.job["spec"]
     assert "kueue.x-k8s.io/queue-name" not in rendered.job["metadata"]["labels"]

@@ -3,10 +3,10 @@
 import os
 import subprocess
 import sys
-import time
 
 from rollcall.backends.kubernetes import kube, reaper
 from rollcall.backends.kubernetes.reaper import Claim, Ledger, pending, release, watch
+from tests.waiting import wait_until
 
 
 def test_pending_lists_what_was_added_and_not_crossed_out(tmp_path):
@@ -72,29 +72,29 @@ def test_watch_deletes_what_is_pending_once_the_parent_is_gone(tmp_path):
 
 def test_the_watcher_outlives_a_parent_killed_outright(tmp_path, monkeypatch):
     """A parent that dies by os._exit (as under pytest-timeout's thread method) still gets its watcher's turn."""
-    out = tmp_path / "deleted"
+    out, state = tmp_path / "deleted", tmp_path / "state"
     script = f"""
-import os, sys, time
+import os, sys
 sys.argv = ["x"]
 from rollcall.backends.kubernetes import reaper
 reaper.POLL_S = 0.05
 def fake_delete(ns):
     with open({str(out)!r}, "a") as f:
         f.write(str(ns) + "\\n")
+ready_r, ready_w = os.pipe()
 if os.fork() == 0:  # the watcher, as Ledger would start it, but with a fake delete
     parent = os.getppid()
-    reaper.watch(parent, __import__("pathlib").Path({str(tmp_path / "state")!r}), fake_delete)
+    os.write(ready_w, b"w")  # the handshake: it knows its parent, which may die now
+    reaper.watch(parent, __import__("pathlib").Path({str(state)!r}), fake_delete)
     os._exit(0)
-with open({str(tmp_path / "state")!r}, "w") as f:
+with open({str(state)!r}, "w") as f:
     f.write("+rollcall-1\\n+rollcall-2\\n-rollcall-2\\n")
-time.sleep(0.3)
+assert os.read(ready_r, 1) == b"w"
 os._exit(1)
 """
     subprocess.run([sys.executable, "-c", script], check=False, timeout=30)
-    for _ in range(100):
-        if out.exists():
-            break
-        time.sleep(0.05)
+    # the watcher removes the state file once it has deleted everything it lists
+    wait_until("the watcher to delete what its dead parent left", lambda: not state.exists(), timeout=30)
     assert out.read_text() == "rollcall-1\n"
 
 

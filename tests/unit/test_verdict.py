@@ -65,6 +65,7 @@ def test_node_hosting_the_wrong_number_of_ranks_fails():
         '"rank":3,"world_size":4,"local_rank":1,"node_rank":0',
     )
     v = assess(roll_of(text), Layout(2, 2))
+    assert not v.passed
     assert any("node 0 hosted 3 rank(s) (0-1, 3), expected 2" in p for p in v.problems)
     assert any("node 1 hosted 1 rank(s) (2), expected 2" in p for p in v.problems)
 
@@ -72,6 +73,7 @@ def test_node_hosting_the_wrong_number_of_ranks_fails():
 def test_error_events_are_reported_with_rank_and_node():
     text = node_log(0, 2, 1) + event("error", 1, 2, message="injected failure") + "\n" + node_log(1, 2, 1)
     v = assess(roll_of(text), Layout(2, 1))
+    assert not v.passed and sorted(v.failed_ranks) == [1]
     assert "rank 1 (node 1) reported an error: injected failure" in v.message()
 
 

@@ -241,9 +241,26 @@ def test_cli_and_device_defaults():
     ],
 )
 def test_bad_sizes_are_refused(argv):
-    args = train.parse_args(argv)
-    with pytest.raises(ValueError):
-        train.apply_defaults(args, "cpu")
+    # refused by the parser itself, so the suite can check a command line before launch
+    with pytest.raises(train.CommandLineError, match=f"argument {argv[0]}: must be a"):
+        train.parse_args(argv)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--seq-len", "-3"], "argument --seq-len: must be a whole number from 5 to 512, not '-3'"),
+        (["--batch-size", "0"], "argument --batch-size: must be a whole number >= 1, not '0'"),
+        (["--steps-per-epoch", "x"], "argument --steps-per-epoch: must be a whole number >= 1, not 'x'"),
+        (["--lr", "0"], "argument --lr: must be a number > 0, not '0'"),
+        (["--dropout", "1"], "argument --dropout: must be a number >= 0 and < 1, not '1'"),
+        (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+    ],
+)
+def test_the_parser_names_the_argument_and_what_it_must_be(argv, message):
+    with pytest.raises(train.CommandLineError) as caught:
+        train.parse_args(argv)
+    assert str(caught.value) == message
 
 
 def test_dist_backend_overrides_only_cudas_nccl():
@@ -261,6 +278,7 @@ def test_invalid_command_line_prints_error_and_returns_2(capfd, monkeypatch):
     assert train.main(["--model", "huge"]) == 2
     records = _events(capfd.readouterr().out)
     assert [(r["event"], r["rank"], r["world_size"]) for r in records] == [("error", 1, 2)]
+    assert records[0]["message"].startswith("invalid command line: argument --model: invalid choice: 'huge'")
 
 
 def test_an_error_is_stamped_with_the_wall_clock_time(capfd, monkeypatch):
@@ -279,6 +297,69 @@ def test_fault_injection_targets_one_rank():
     assert train.injected_fault(2, {train.HANG_RANK_ENV: "2"}) == "hang"
     assert train.injected_fault(2, {}) is None
     assert train.FAIL_RANK_ENV == "ROLLCALL_FAIL_RANK" and train.HANG_RANK_ENV == "ROLLCALL_HANG_RANK"
+
+
+def test_fault_injection_takes_a_list_of_ranks():
+    env = {train.FAIL_RANK_ENV: "0,2", train.HANG_RANK_ENV: " 1, 5 "}
+    assert [train.injected_fault(rank, env) for rank in range(6)] == [
+        "fail",
+        "hang",
+        "fail",
+        None,
+        None,
+        "hang",
+    ]
+    assert train.injected_fault(3, {train.FAIL_RANK_ENV: "3", train.HANG_RANK_ENV: "3"}) == "fail"
+
+
+@pytest.mark.parametrize("bad", ["x", "0,", "0;2", "-1", "1.5", "0,,2"])
+def test_a_malformed_rank_list_is_refused_by_name(bad):
+    with pytest.raises(ValueError) as caught:
+        train.injected_fault(0, {train.HANG_RANK_ENV: bad})
+    assert str(caught.value) == (
+        f"ROLLCALL_HANG_RANK={bad!r} is not valid; write ROLLCALL_HANG_RANK=<rank>[,<rank>...], "
+        "e.g. ROLLCALL_HANG_RANK=0,2"
+    )
+
+
+def test_a_malformed_fault_injection_variable_fails_the_rank_at_start_naming_it():
+    env = {**os.environ, "RANK": "0", "WORLD_SIZE": "1", train.HANG_RANK_ENV: "1;5"}
+    proc = subprocess.run(
+        [sys.executable, str(TRAIN_PY), "--device", "cpu"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (record,) = _events(proc.stdout)
+    assert record["event"] == "error" and record["message"] == (
+        "ValueError: ROLLCALL_HANG_RANK='1;5' is not valid; write ROLLCALL_HANG_RANK=<rank>[,<rank>...], "
+        "e.g. ROLLCALL_HANG_RANK=0,2"
+    )
+
+
+def test_chatty_is_parsed_or_refused_by_name():
+    assert train.chatty({}) is None
+    assert train.chatty({"ROLLCALL_CHATTY": "1:3000000"}) == train.Chatty(rank=1, size=3000000)
+    for bad in ("1", "x:10", "1:-1", "-1:10", "1:2:3"):
+        with pytest.raises(
+            ValueError, match=r"^ROLLCALL_CHATTY=.* is not valid; write ROLLCALL_CHATTY=<rank>:<bytes>$"
+        ):
+            train.chatty({"ROLLCALL_CHATTY": bad})
+
+
+def test_every_fault_injection_variable_is_checked_at_once():
+    train.check_fault_injection({"ROLLCALL_FAIL_RANK": "0,2", "ROLLCALL_SLOW_RANK": "1:2", "OTHER": "x"})
+    for name, bad in (
+        ("ROLLCALL_FAIL_RANK", "0-2"),
+        ("ROLLCALL_HANG_RANK", "one"),
+        ("ROLLCALL_CHATTY", "1"),
+        ("ROLLCALL_SLOW_RANK", "1"),
+        ("ROLLCALL_SLOW_LINK", "1:-1"),
+    ):
+        with pytest.raises(ValueError, match=f"^{name}"):
+            train.check_fault_injection({name: bad})
 
 
 def test_slow_rank_and_slow_link_are_parsed_or_refused_by_name():
@@ -403,9 +484,8 @@ def test_precision_labels():
     ],
 )
 def test_bad_warm_up_rules_and_options_are_refused(argv, match):
-    args = train.parse_args(argv)
     with pytest.raises(ValueError, match=match):
-        train.apply_defaults(args, "cpu")
+        train.apply_defaults(train.parse_args(argv), "cpu")
     train.apply_defaults(train.parse_args(["--attention", "flash", "--impl", "compact"]), "cpu")
 
 
@@ -511,6 +591,7 @@ def torchrun_runs():
     return results
 
 
+@pytest.mark.slow
 def test_two_ranks_answer_the_roll_call(torchrun_runs):
     code, out, _ = torchrun_runs["ok"]
     assert code == 0, out
@@ -545,6 +626,7 @@ def test_two_ranks_answer_the_roll_call(torchrun_runs):
         assert (throughput["impl"], throughput["precision"]) == ("hf", "fp32")
 
 
+@pytest.mark.slow
 def test_injected_failure_is_reported_and_fails_the_job(torchrun_runs):
     code, out, _ = torchrun_runs["fail"]
     assert code != 0, out
@@ -556,6 +638,7 @@ def test_injected_failure_is_reported_and_fails_the_job(torchrun_runs):
     assert not any(r["event"] == "complete" for r in _events(out)), out
 
 
+@pytest.mark.slow
 def test_torchrun_runs_finish_promptly(torchrun_runs):
     # Nearly all of it is importing torch and transformers; the failed run must not wait on timeouts.
     assert all(seconds < 120 for _, _, seconds in torchrun_runs.values())

@@ -1,5 +1,6 @@
 """The slurm backend: one sbatch job whose srun starts torchrun on every node.
 
+- :mod:`.conf`: the slurm.conf Slurm's commands read, checked before any of them runs.
 - :mod:`.backend`: :class:`~.backend.SlurmBackend` (discover, launch, wait, cancel).
 - :mod:`.script`: the batch script rendered from ``manifests/slurm.sbatch.j2``.
 - :mod:`.state`: what ``sinfo``, ``scontrol`` and ``sacct`` say, parsed.

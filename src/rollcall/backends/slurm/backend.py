@@ -8,6 +8,10 @@ render (:mod:`rollcall.backends.slurm.script`)
     workload's environment. Every node runs :meth:`JobSpec.torchrun_command` with Slurm's ``$SLURM_NNODES``
     and ``$SLURM_NODEID`` and the address of the allocation's first host; no NCCL or InfiniBand variable is
     set. With ``--container-image`` each node's task runs in that image through pyxis/enroot.
+configuration
+    The slurm.conf that Slurm's commands read is found and checked first (:mod:`.conf`): none, or one naming
+    no controller, is a usage error before any Slurm command runs; each command then gets it as its
+    ``SLURM_CONF``, so none looks its controller up in DNS.
 submit
     ``sbatch --parsable``. The batch log and one output file per node (``srun --output=node-%n.out``) are
     written into the run's artifacts directory, which must be visible to the nodes (a shared file system).
@@ -27,22 +31,24 @@ clean up
 from __future__ import annotations
 
 import logging
+import os
 import shlex
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rollcall.backends import DiscoveryError, JobState, JobStatus, Placement
+from rollcall.backends.slurm.conf import CONF_ENV, find_conf
 from rollcall.backends.slurm.script import Settings, render
 from rollcall.backends.slurm.state import JobInfo, Partition, SlurmError, SlurmNode, discover, srun_errors
 from rollcall.collect import Collector, LogSink
 from rollcall.jobspec import JobSpec
 from rollcall.options import Options
 
-__all__ = ["SlurmBackend", "SlurmError", "SlurmJob"]
+__all__ = ["SlurmBackend", "SlurmCommands", "SlurmError", "SlurmJob"]
 
 log = logging.getLogger(__name__)
 
@@ -56,25 +62,37 @@ MAX_QUERY_FAILURES = 10
 Runner = Callable[[Sequence[str], float], str]
 
 
-def run_command(argv: Sequence[str], timeout_s: float = 60.0) -> str:
-    """Run one Slurm command; its stdout, or :class:`SlurmError` with what it said."""
-    try:
-        done = subprocess.run(
-            list(argv),
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
-    except FileNotFoundError:
-        raise SlurmError(f"{argv[0]} not found: install Slurm's client commands (slurm-client)") from None
-    except subprocess.TimeoutExpired:
-        raise SlurmError(f"{shlex.join(argv)} did not answer within {timeout_s:g}s") from None
-    if done.returncode != 0:
-        said = (done.stderr or done.stdout).strip()
-        raise SlurmError(f"{shlex.join(argv)} exited {done.returncode}: {said}")
-    return done.stdout
+@dataclass(frozen=True)
+class SlurmCommands:
+    """Runs Slurm's commands with ``SLURM_CONF`` set to the checked slurm.conf (never a DNS look-up)."""
+
+    conf: Path
+
+    @classmethod
+    def configured(cls, environ: Mapping[str, str] | None = None) -> SlurmCommands:
+        """The commands of the slurm.conf found; :class:`~rollcall.options.OptionError` when there is none."""
+        return cls(find_conf(environ).path)
+
+    def __call__(self, argv: Sequence[str], timeout_s: float = 60.0) -> str:
+        """Run one Slurm command; its stdout, or :class:`SlurmError` with what it said."""
+        try:
+            done = subprocess.run(
+                list(argv),
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+                check=False,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, CONF_ENV: str(self.conf)},
+            )
+        except FileNotFoundError:
+            raise SlurmError(f"{argv[0]} not found: install Slurm's client commands (slurm-client)") from None
+        except subprocess.TimeoutExpired:
+            raise SlurmError(f"{shlex.join(argv)} did not answer within {timeout_s:g}s") from None
+        if done.returncode != 0:
+            said = (done.stderr or done.stdout).strip()
+            raise SlurmError(f"{shlex.join(argv)} exited {done.returncode}: {said}")
+        return done.stdout
 
 
 # -- the backend -------------------------------------------------------------------------------------------
@@ -82,14 +100,19 @@ def run_command(argv: Sequence[str], timeout_s: float = 60.0) -> str:
 
 @dataclass
 class SlurmBackend:
-    """Runs jobs through sbatch on the cluster that ``SLURM_CONF`` (or Slurm's default) names."""
+    """Runs jobs through sbatch on the cluster that ``SLURM_CONF`` (or Slurm's default) names.
+
+    Created without ``run``, it finds and checks that slurm.conf first (:func:`~.conf.find_conf`), before
+    any Slurm command runs.
+    """
 
     settings: Settings = field(default_factory=Settings)
     pending_grace_s: float = 60.0
     cleanup_timeout_s: float = 60.0
     poll_s: float = POLL_S
     progress: Callable[[str], None] | None = None
-    run: Runner = run_command
+    #: Slurm's commands; by default those of the slurm.conf found (checked: a usage error without one).
+    run: Runner = field(default_factory=SlurmCommands.configured)
     name: str = "slurm"
     usable: list[str] | None = None
 

@@ -162,11 +162,12 @@ class Suite:
         """Everything that can refute the options before a job runs; OptionError or BaselineError if so.
 
         Reads ``--baseline`` (:attr:`criteria`), and with ``connect`` (a test will run a job) creates the
-        backend: for kubernetes that connects and checks the kubeconfig, context, server and rights.
+        backend: for kubernetes that connects and checks the kubeconfig, context, server and rights; for
+        slurm it finds the slurm.conf naming a controller, before any Slurm command runs.
         """
         self.criteria  # noqa: B018 - reads --baseline
-        if connect and self.backend_name == "kubernetes":
-            self.backend  # noqa: B018 - connects and checks access
+        if connect and self.backend_name in ("kubernetes", "slurm"):
+            self.backend  # noqa: B018 - connects, or checks the configuration
 
     def header(self) -> str:
         """The pytest header line."""

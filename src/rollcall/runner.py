@@ -19,8 +19,10 @@ from typing import Literal
 
 from rollcall.backends import Backend, JobState, JobStatus
 from rollcall.collect import Collector
+from rollcall.hangs import stop_reason
 from rollcall.jobspec import JobSpec
 from rollcall.judge import judge
+from rollcall.ranklog import RollCall
 from rollcall.rootcause import Disruption
 from rollcall.torchrun import read_terminations
 from rollcall.verdict import Criteria, Evidence, Layout, Verdict
@@ -115,7 +117,7 @@ def run_once(
     job = None
     try:
         job = backend.launch(spec, collector)
-        status = job.wait(spec.job_timeout_s)
+        status = job.wait(spec.job_timeout_s, stop=lambda: collector.view(_hang(spec.world_size)))
     finally:
         if job is not None and not keep:
             try:
@@ -131,6 +133,11 @@ def run_once(
     evidence = Evidence(collector.roll, Layout(spec.nodes, spec.procs_per_node), status)
     verdict = judge(evidence, Criteria(min_throughput=min_throughput))
     return Attempt(spec, status, verdict, artifacts, time.monotonic() - started)
+
+
+def _hang(world_size: int) -> Callable[[RollCall], str | None]:
+    """The test that ends a job at the hang (:func:`rollcall.hangs.stop_reason`) over a live roll call."""
+    return lambda roll: stop_reason(roll.ranks, world_size)
 
 
 def run_with_retries(

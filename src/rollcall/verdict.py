@@ -92,6 +92,8 @@ class Kind(enum.Enum):
     COMPUTE_STRAGGLER = "compute_straggler"  # compute time per step above the median's by 1/--straggler-ratio
     SLOW_LINK = "slow_link"  # a node, pair of nodes or the world below --min-busbw or --busbw-ratio
     REGRESSION = "regression"
+    HUNG = "hung"  # stalled past its --hang-after outside any collective (its stack says where)
+    WAITING = "waiting"  # stalled past its --hang-after inside a collective or barrier, waiting for others
 
     @property
     def rank_state(self) -> RankState:
@@ -108,6 +110,8 @@ _RANK_STATE = {
     Kind.STRAGGLER: RankState.STRAGGLER,
     Kind.COMPUTE_STRAGGLER: RankState.STRAGGLER,
     Kind.SLOW_LINK: RankState.SLOW,
+    Kind.HUNG: RankState.MISSING,
+    Kind.WAITING: RankState.MISSING,
 }
 
 

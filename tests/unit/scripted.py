@@ -24,7 +24,7 @@ class ScriptedJob:
         self.state = step.get("state", JobState.SUCCEEDED)
         self.disruption = step.get("disruption")
         self.name = spec.name
-    def wait(self, timeout_s):
+    def wait(self, timeout_s, stop=None):
         if self.disruption is not None:
             return JobStatus.disrupted(self.disruption)
         return JobStatus(self.state, "" if self.state is JobState.SUCCEEDED else "pod job-1 failed")

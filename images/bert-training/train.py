@@ -77,6 +77,61 @@ torch 2.4's documentation lists ``TORCH_NCCL_TRACE_BUFFER_SIZE`` and ``TORCH_NCC
 among ProcessGroupNCCL's variables; later releases read ``TORCH_FR_BUFFER_SIZE`` first and keep the old
 name (torch 2.11 reads both and ships the dumps' reader, ``torchfrtrace``); a torch without the recorder
 ignores the variables.
+
+Exit codes: 0 after ``complete``; 1 after ``error`` (the process ends at once, without tearing
+down the process group); 2 for an invalid command line (also after ``error``). A rank killed by a
+signal (torchrun stops the others once one fails) prints nothing more.
+
+Fault injection (for testing the suite itself): ``ROLLCALL_FAIL_RANK=<rank>`` makes that rank raise
+a RuntimeError naming the injected failure right after printing its first ``epoch_time``;
+``ROLLCALL_HANG_RANK=<rank>`` makes that rank sleep forever at the same point;
+``ROLLCALL_CHATTY=<rank>:<bytes>`` makes that rank print about that many bytes of plain progress lines
+after its first ``epoch_time``, spread over about five seconds (to test that log rotation loses no event).
+
+``ROLLCALL_SLOW_RANK=<rank>:<factor>`` (factor >= 1) makes that rank's device that many times slower:
+after its own work of each step (training and compute steps alike) it runs extra matmuls on its device
+for (factor - 1) times the wall-clock time that work took, so each of its steps takes factor times as
+long. It is real work sized in time, not a sleep, and never inside a collective; sizing it in time (not
+as a fixed number of repeats) keeps the factor exact on a CPU shared by all ranks, where a fixed amount
+of extra work would run faster once the other ranks wait. ``ROLLCALL_SLOW_LINK=<node>:<ms>`` is a test
+fault for the collective bandwidth phase only: every rank of that node waits <ms> milliseconds before it
+posts its part of each timed all-reduce, as a degraded link that delays the node's sends would, so every
+group holding the node measures a low bandwidth.
+
+Timing: untimed warm-up steps, then ``--epochs`` epochs of ``--steps-per-epoch`` steps. Warm-up ends
+when step times settle: once the last ``--warmup-settle`` K step times (each closed by a device
+synchronise) all lie within ``--warmup-tolerance`` percent of their median, on every rank (the ranks agree
+through one all-reduce per step), and after ``--warmup-steps`` steps at the most; K = 0 (and xla) runs
+exactly ``--warmup-steps``. All ranks start each epoch together (barrier); each epoch ends with a device
+synchronise. Throughput is the samples this rank processed in timed epochs over their total seconds.
+
+Compute time: in synchronous DDP every rank waits for the slowest at each gradient all-reduce, and DDP
+overlaps that all-reduce with the backward, so a training step's time is the same on every rank. After
+the timed epochs each rank therefore runs one untimed and then ``--compute-steps`` timed steps of
+forward + backward (no optimizer step; gradients are dropped after each) inside DDP's ``no_sync()``
+(at world size 1 there is no DDP, so nothing to hold back), under the training steps' precision, so no
+collective runs within them. All ranks start each such step together (barrier), the device is
+synchronised before it starts and after it ends, and it is timed by CUDA events on cuda and by the
+wall clock elsewhere (on xla the timed step includes running the traced graph). compute_ms is the
+median over those steps, compute_ms_p90 the 90th percentile (linear interpolation).
+
+Collective bandwidth: after that (cuda and cpu; not on xla; off with ``--bandwidth-mb 0`` or one rank)
+the ranks all-reduce one float32 buffer of ``--bandwidth-mb`` MiB (64 on accelerators, 8 on cpu) in
+groups: the whole world, each node (when it has 2+ ranks), and each pair of nodes i, i+1 in a ring
+(3+ nodes; with 2 nodes the one pair is the world). Every rank makes every group with ``new_group``
+in one order; a group whose members equal an earlier one's is dropped. On accelerators groups that
+share no rank run at the same time (all nodes together; the ring's pairs in two or three rounds); on
+cpu, where simulated nodes share one host's cores, each group is a round of its own. First each group
+runs ``--bandwidth-iters`` // 4 + 1 untimed all-reduces; then come ``--bandwidth-iters`` (10 on cpu,
+20 otherwise) passes, each visiting every round in turn with a barrier after each round, so a busy
+moment of the host falls on every group alike. A visit is an untimed all-reduce that lines the members
+up, then a timed one, on the wall clock from its call to the device synchronise after it. seconds is
+the median of a group's timed all-reduces (robust to a rank descheduled for a moment). As nccl-tests
+define them: algbw_gbps = bytes / seconds / 1e9 and busbw_gbps = algbw_gbps * 2 * (n - 1) / n for n
+members.
+
+Compile cache: ``--compile-cache DIR`` (or ``ROLLCALL_COMPILE_CACHE``) keeps inductor's and Triton's
+caches under DIR (``TORCHINDUCTOR_CACHE_DIR``, ``TRITON_CACHE_DIR``), so a later run compiles from them.
 """
 
 from __future__ import annotations

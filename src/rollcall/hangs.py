@@ -40,7 +40,15 @@ _STORE_WAIT = re.compile(r"\bstore\w*\.(get|wait)\s*\(")
 _WORK_WAIT = re.compile(r"\b(work|handle|req|request|future|fut)\w*\.wait\s*\(")
 _IO_CALL = re.compile(r"\.(recv\w*|read\w*|accept|select|poll|communicate)\s*\(")
 #: Standard-library modules whose frames innermost mean the rank waits on I/O.
-_IO_MODULES = ("socket.py", "ssl.py", "selectors.py", "subprocess.py", "shutil.py", "_pyio.py", "urllib/")
+_IO_MODULES = (
+    "/socket.py",
+    "/ssl.py",
+    "/selectors.py",
+    "/subprocess.py",
+    "/shutil.py",
+    "/_pyio.py",
+    "/urllib/",
+)
 #: Innermost own frames a hung rank's line shows.
 SHOWN_FRAMES = 3
 
@@ -90,7 +98,7 @@ def classify(frames: tuple[Frame, ...]) -> tuple[bool, str]:
     if _SLEEP.search(inner.code):
         return False, "a sleep"
     path = inner.file.replace("\\", "/")
-    if any(path.endswith(m) or m in path for m in _IO_MODULES) or _IO_CALL.search(inner.code):
+    if any(m in path for m in _IO_MODULES) or _IO_CALL.search(inner.code):
         return False, "I/O"
     return False, "its own compute"
 

@@ -142,6 +142,41 @@ def test_a_thread_waiting_in_the_rendezvous_of_torch_distributed_is_waiting(tmp_
     assert not thread.is_alive()
 
 
+class BlockingDataset:
+    """A map-style dataset whose first item waits until the test lets it go, as a stuck read would."""
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+
+    def __len__(self) -> int:
+        return 1
+
+    def __getitem__(self, index: int) -> int:
+        self.gate.wait(60)
+        return index
+
+
+def iterates_a_data_loader(dataset: BlockingDataset) -> None:
+    from torch.utils.data import DataLoader
+
+    for _ in DataLoader(dataset, batch_size=1):
+        pass
+
+
+def test_a_thread_stuck_in_the_data_loader_is_hung_in_the_data_loader():
+    pytest.importorskip("torch.utils.data")
+    dataset = BlockingDataset()
+    thread = _start(iterates_a_data_loader, dataset)
+    try:
+        frames = _captured("test-iterates_a_data_loader", "wait")  # threading.Event.wait, under __getitem__
+        assert any("torch/utils/data/" in f[0] for f in frames)
+        assert classify(tuple(Frame(*f) for f in frames)) == (False, "the data loader")
+    finally:
+        dataset.gate.set()
+        thread.join(timeout=30)
+    assert not thread.is_alive()
+
+
 def test_store_and_work_waits_read_as_waiting_by_their_line():
     store = (Frame("x.py", 3, "f", "value = store.get('ready')", True),)
     work = (Frame("x.py", 4, "g", "work.wait()", True),)

@@ -1,5 +1,8 @@
 """One run, in plain steps: provision -> wait -> collect -> assess -> clean up; and its retries.
 
+The wait ends early at a hang: once every rank that has not completed has stalled past its ``--hang-after``
+(:func:`rollcall.hangs.stop_reason` over the roll call as the logs arrive), the backend ends the job.
+
 Clean-up runs in ``finally`` (pass, fail, timeout, Ctrl-C, SIGTERM turned into an exception) unless
 ``keep`` is set; its own errors are logged, never raised over the real failure.
 

@@ -17,15 +17,17 @@ thread) tells where the rank is:
 for ending a job at the hang: every rank that has not completed is stalled (so the waiting ones have waited
 their ``--hang-after`` too), whether one of them is hung or none made progress at all.
 
-A limit of reading Python stacks: DDP waits for its gradient all-reduce inside ``backward()`` (C++, no Python
-frame of ``torch.distributed``), so a rank waiting there reads as hung in its compute (``backward``).
+A limit of reading Python stacks: DDP waits for its gradient all-reduce inside ``backward()`` (C++, no
+Python frame of ``torch.distributed``), so a rank stalled in ``backward()`` may be computing or waiting. Such
+a rank is *ambiguous* (:func:`resolve`): folded with the waiting ranks when another rank is hung for certain,
+named hung (``in backward``) when none is.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rollcall.ranklog import Frame, RankReport, StackDump, ranges
 
@@ -49,6 +51,8 @@ _IO_MODULES = (
     "/_pyio.py",
     "/urllib/",
 )
+#: What an ambiguous rank (stalled in backward) waits in, when another rank is hung for certain.
+DDP_WAIT = "DDP's gradient all-reduce in backward"
 #: Innermost own frames a hung rank's line shows.
 SHOWN_FRAMES = 3
 
@@ -65,6 +69,7 @@ class Stall:
         frames: the innermost frames of the workload's own code, innermost first (of any code when the stack
             holds none of the workload's).
         dump: the dump it was read from.
+        ambiguous: stalled in ``backward()``, where DDP's gradient all-reduce waits too (see the module).
     """
 
     rank: int
@@ -72,6 +77,7 @@ class Stall:
     where: str
     frames: tuple[Frame, ...]
     dump: StackDump
+    ambiguous: bool = False
 
     def at(self) -> str:
         """Where the rank stands, innermost frame first: ``train.py:1585 in f: time.sleep(3600) <- ...``."""
@@ -103,6 +109,15 @@ def classify(frames: tuple[Frame, ...]) -> tuple[bool, str]:
     return False, "its own compute"
 
 
+def in_backward(frames: tuple[Frame, ...]) -> bool:
+    """Whether a stack (outermost first) runs autograd's backward (``Tensor.backward`` and below)."""
+    for f in frames:
+        path = f.file.replace("\\", "/")
+        if ("torch/autograd/" in path or path.endswith("torch/_tensor.py")) and "backward" in f.function:
+            return True
+    return False
+
+
 def stall_of(report: RankReport) -> Stall | None:
     """The rank's stall, classified from its main thread; None when no dump stands or it holds no thread."""
     dump = report.stall
@@ -113,7 +128,10 @@ def stall_of(report: RankReport) -> Stall | None:
         return None
     waiting, where = classify(thread.frames)
     own = [f for f in thread.frames if f.own] or list(thread.frames)
-    return Stall(report.rank, waiting, where, tuple(reversed(own[-SHOWN_FRAMES:])), dump)
+    ambiguous = not waiting and where == "its own compute" and in_backward(thread.frames)
+    if ambiguous:
+        where = "backward (its own compute, or DDP's gradient all-reduce)"
+    return Stall(report.rank, waiting, where, tuple(reversed(own[-SHOWN_FRAMES:])), dump, ambiguous)
 
 
 def stalls(reports: Mapping[int, RankReport]) -> dict[int, Stall]:
@@ -124,6 +142,17 @@ def stalls(reports: Mapping[int, RankReport]) -> dict[int, Stall]:
         if stall is not None:
             found[r] = stall
     return found
+
+
+def resolve(found: Mapping[int, Stall]) -> tuple[list[Stall], list[Stall]]:
+    """The hung and the waiting ranks: ambiguous ones wait if another rank is hung for certain, else hang."""
+    certain = [s for s in found.values() if not s.waiting and not s.ambiguous]
+    ambiguous = [s for s in found.values() if s.ambiguous]
+    waiting = [s for s in found.values() if s.waiting]
+    if certain:
+        folded = [replace(s, waiting=True, where=DDP_WAIT) for s in ambiguous]
+        return certain, sorted(waiting + folded, key=lambda s: s.rank)
+    return ambiguous, waiting
 
 
 def stop_reason(reports: Mapping[int, RankReport], world_size: int) -> str | None:
@@ -137,7 +166,7 @@ def stop_reason(reports: Mapping[int, RankReport], world_size: int) -> str | Non
     found = stalls(reports)
     if any(r not in found for r in open_ranks):
         return None
-    hung = [r for r in open_ranks if not found[r].waiting]
+    hung = [s.rank for s in resolve({r: found[r] for r in open_ranks})[0]]
     if hung:
         return (
             f"rank(s) {ranges(hung)} hung, every other rank waited past its --hang-after: ended at the hang"
@@ -164,4 +193,14 @@ def stalled_for(dump: StackDump) -> str:
     return f"{stalled}({', '.join(parts)})" if parts else stalled.strip()
 
 
-__all__ = ["Stall", "classify", "stall_of", "stalled_for", "stalls", "stop_reason", "waiting_line"]
+__all__ = [
+    "Stall",
+    "classify",
+    "in_backward",
+    "resolve",
+    "stall_of",
+    "stalled_for",
+    "stalls",
+    "stop_reason",
+    "waiting_line",
+]

@@ -32,7 +32,7 @@ from typing import Any
 
 from rollcall.backends import JobState
 from rollcall.baseline import regressions as find_regressions
-from rollcall.hangs import stalled_for, stalls, waiting_line
+from rollcall.hangs import resolve, stalled_for, stalls, waiting_line
 from rollcall.perf import PerfFigures, common_node, compute_straggler_problem, slow_groups
 from rollcall.perf import compute_stragglers as find_compute_stragglers
 from rollcall.ranklog import REQUIRED_EVENTS, RankReport, RollCall, ranges
@@ -144,19 +144,18 @@ Check = Callable[[Facts], Iterable[Problem]]
 
 def hangs(facts: Facts) -> Iterable[Problem]:
     """No rank may stay stalled: each hung one named with where it stopped, the waiting ones in one line."""
-    found = stalls(facts.reports)
-    hung = [s for s in found.values() if not s.waiting]
+    hung, waiting = resolve(stalls(facts.reports))
     for s in hung:
         report = facts.reports[s.rank]
         pod = f", pod {sorted(report.sources)[0]}" if report.sources else ""
         yield Problem(
             Kind.HUNG,
-            f"rank {s.rank} (node {facts.node(s.rank)}{pod}) hung in {s.where}, not in a collective, "
+            f"rank {s.rank} (node {facts.node(s.rank)}{pod}) hung in {s.where}"
+            f"{', no rank hung elsewhere' if s.ambiguous else ', not in a collective'}, "
             f"{stalled_for(s.dump)}: {s.at()}",
             {s.rank: f"hung in {s.where} at {s.frames[0] if s.frames else 'no Python frame'}"},
             detail=s,
         )
-    waiting = [s for s in found.values() if s.waiting]
     if waiting:
         yield Problem(
             Kind.WAITING,

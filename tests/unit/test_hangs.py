@@ -16,7 +16,7 @@ from datetime import timedelta
 
 import pytest
 
-from rollcall.hangs import classify, stall_of, stop_reason
+from rollcall.hangs import DDP_WAIT, classify, resolve, stall_of, stalls, stop_reason
 from rollcall.judge import judge
 from rollcall.ranklog import Frame, RollCall
 from rollcall.verdict import Evidence, Kind, Layout
@@ -175,6 +175,54 @@ def test_a_thread_stuck_in_the_data_loader_is_hung_in_the_data_loader():
         dataset.gate.set()
         thread.join(timeout=30)
     assert not thread.is_alive()
+
+
+def runs_a_backward_that_waits(gate: threading.Event) -> None:
+    import torch
+
+    class Waits(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, grad):
+            gate.wait(60)  # as DDP's gradient all-reduce waits, or a stuck kernel
+            return grad * 2
+
+    Waits.apply(torch.ones(2, requires_grad=True)).sum().backward()
+
+
+def test_a_thread_stalled_in_backward_is_ambiguous_waiting_beside_a_hung_rank_else_hung():
+    pytest.importorskip("torch")
+    gate = threading.Event()
+    thread = _start(runs_a_backward_that_waits, gate)
+    try:
+        frames = wait_until(
+            "the backward to wait",
+            lambda: next(
+                (
+                    f
+                    for t, _, f in train.thread_stacks()
+                    if t == "test-runs_a_backward_that_waits" and f and f[-1][2] == "wait" and len(f) > 3
+                ),
+                None,
+            ),
+            timeout=60,
+            every=0.01,
+        )
+    finally:
+        gate.set()
+        thread.join(timeout=30)
+    assert not thread.is_alive()
+    sleeping = [["train.py", 1585, "_maybe_inject_fault", "time.sleep(3600)", True]]
+    roll = _roll([_stack_line(0, frames), _stack_line(1, sleeping)])
+    stalled = stall_of(roll.ranks[0])
+    assert stalled is not None and stalled.ambiguous and not stalled.waiting
+    hung, waiting = resolve(stalls(roll.ranks))
+    assert [s.rank for s in hung] == [1] and [(s.rank, s.where) for s in waiting] == [(0, DDP_WAIT)]
+    hung, waiting = resolve(stalls({0: roll.ranks[0]}))
+    assert [s.rank for s in hung] == [0] and waiting == [] and hung[0].where.startswith("backward")
 
 
 def test_store_and_work_waits_read_as_waiting_by_their_line():

@@ -46,7 +46,39 @@ always present; other keys may be added. Events, in order:
     complete     -- then all ranks meet in a barrier and leave the process group
     error        message, time (wall clock when it was written, seconds since the epoch, float)
                  -- instead of the rest, on any failure; the suite orders failures by ``time``
-Plain progress lines without the prefix may appear in between.
+Plain progress lines without the prefix may appear in between, and, at any point, the watchdog's:
+    stack        dump (from 1, per rank), thread (its name), main (whether it is the thread that
+                 trains), threads (how many the dump holds), phase (what the rank was doing: e.g.
+                 "rendezvous", "warm-up step 3", "epoch 2 barrier", "epoch 2 step 1", "compute step 4",
+                 "bandwidth", "final barrier"), stalled_s (seconds since the last step or phase
+                 completed), hang_after (the bound that ran out, seconds), frames (the thread's Python
+                 stack, outermost first, each ``[file, line, function, code, own]``: own is true for a
+                 file of the workload itself, whose file is then named relative to this script's
+                 directory, e.g. ``train.py``), dropped (outermost frames left out to stay under the line
+                 limit: a dump truncates frames, never splits a line)
+                 -- one per thread, the main thread first, when the watchdog finds the rank stalled
+    resumed      dump (the last one written), stalled_s, phase (the one now entered)
+                 -- the rank made progress again after a dump: that dump no longer holds
+
+Watchdog: each rank runs a daemon thread that is told whenever a step or phase completes (rendezvous,
+model built, each warm-up and timed step, each epoch's barrier, each compute step, each all-reduce and
+barrier of the bandwidth phase, the final barrier). When nothing completes within the bound, it dumps
+every thread's stack (``stack`` events, from ``sys._current_frames()``) and dumps again each time the
+bound passes once more, until the rank makes progress (``resumed``). The bound is ``--hang-after``
+seconds; by default 20 times the median step time seen so far (warm-up steps after the first, and the
+timed epochs' steps), at least 60 seconds. Until the first training step has completed (start-up,
+rendezvous and that step, which compiles), the bound is ``--first-step-hang-after`` seconds, by default
+1800 on xla (a Neuron compile takes minutes, tens of minutes for a large model uncached), 600 with
+``--compile``, 120 otherwise, and never less than ``--hang-after``.
+
+NCCL's flight recorder: on cuda with NCCL, ``TORCH_NCCL_TRACE_BUFFER_SIZE`` and ``TORCH_FR_BUFFER_SIZE``
+(2000 entries) and ``TORCH_NCCL_DUMP_ON_TIMEOUT=1`` are set unless the environment sets them, so that a
+collective which times out in NCCL's own watchdog dumps each rank's recent collectives (which rank never
+joined which one) to ``TORCH_NCCL_DEBUG_INFO_TEMP_FILE`` (``/tmp/nccl_trace_rank_<rank>`` unless set).
+torch 2.4's documentation lists ``TORCH_NCCL_TRACE_BUFFER_SIZE`` and ``TORCH_NCCL_DUMP_ON_TIMEOUT``
+among ProcessGroupNCCL's variables; later releases read ``TORCH_FR_BUFFER_SIZE`` first and keep the old
+name (torch 2.11 reads both and ships the dumps' reader, ``torchfrtrace``); a torch without the recorder
+ignores the variables.
 
 Exit codes: 0 after ``complete``; 1 after ``error`` (the process ends at once, without tearing
 down the process group); 2 for an invalid command line (also after ``error``, whose message says
@@ -131,6 +163,7 @@ import signal
 import socket
 import statistics
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -376,7 +409,10 @@ class RollcallLog:
         """Write one event line with a single write; an ``error`` is stamped with the wall-clock time."""
         if event == "error":
             fields.setdefault("time", round(time.time(), 6))
-        data = encode_event(event, self.rank, self.world_size, **fields)
+        self.write(encode_event(event, self.rank, self.world_size, **fields))
+
+    def write(self, data: bytes) -> None:
+        """Write one encoded line with a single write."""
         sys.stdout.flush()  # keep plain prints of this process in order with roll-call lines
         written = os.write(self.fd, data)
         while written < len(data):  # not expected below PIPE_BUF; never leave half a line
@@ -395,6 +431,175 @@ def rank_list(name: str, environ: Mapping[str, str]) -> frozenset[int]:
     if any(rank < 0 for rank in ranks):
         raise ValueError(f"{name}={value!r} is not valid; write {name}=<rank>[,<rank>...], e.g. {name}=0,2")
     return frozenset(ranks)
+
+
+#: The watchdog's default bound: this many times the median step time so far, at least HANG_FLOOR_S.
+HANG_STEP_MULTIPLE = 20.0
+HANG_FLOOR_S = 60.0
+#: Until the first training step completes (it compiles): the default bound, per kind of first step.
+FIRST_STEP_HANG_S = {"xla": 1800.0, "compile": 600.0, "eager": 120.0}
+#: Frames of the workload itself: files in this script's directory.
+WORKLOAD_DIR = os.path.dirname(os.path.abspath(__file__))
+MAX_CODE_CHARS = 160  # a frame's source line is cut to this many characters
+FLIGHT_RECORDER_ENV = {
+    "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000",
+    "TORCH_FR_BUFFER_SIZE": "2000",
+    "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
+}
+
+
+def first_step_bound(device: str, compiled: bool) -> float:
+    """The default bound until the first training step completes: it compiles (xla, --compile) or not."""
+    return FIRST_STEP_HANG_S["xla" if device == "xla" else "compile" if compiled else "eager"]
+
+
+def frame_entry(frame: traceback.FrameSummary) -> list[Any]:
+    """``[file, line, function, code, own]`` of one frame; the workload's own files named relative to it."""
+    path = os.path.abspath(frame.filename) if frame.filename and not frame.filename.startswith("<") else ""
+    own = bool(path) and os.path.dirname(path) == WORKLOAD_DIR
+    name = os.path.basename(path) if own else frame.filename
+    code = (frame.line or "").strip()
+    code = code if len(code) <= MAX_CODE_CHARS else code[: MAX_CODE_CHARS - 3] + "..."
+    return [name, frame.lineno or 0, frame.name, code, own]
+
+
+def encode_stack(rank: int, world_size: int, frames: Sequence[list[Any]], **fields: Any) -> bytes:
+    """One ``stack`` line under MAX_LINE_BYTES: outermost frames are dropped until it fits (``dropped``)."""
+    kept = list(frames)
+    while True:
+        record = _clean(
+            {
+                "event": "stack",
+                "rank": rank,
+                "world_size": world_size,
+                **fields,
+                "frames": kept,
+                "dropped": len(frames) - len(kept),
+            }
+        )
+        data = f"{EVENT_PREFIX}{json.dumps(record, separators=(',', ':'))}\n".encode()
+        if len(data) < MAX_LINE_BYTES:
+            return data
+        if not kept:
+            return encode_event("stack", rank, world_size, **fields, frames=[], dropped=len(frames))
+        kept = kept[1:]
+
+
+def thread_stacks() -> list[tuple[str, bool, list[list[Any]]]]:
+    """Every thread's (name, is the main thread, frames outermost first), the main thread first."""
+    names = {t.ident: t.name for t in threading.enumerate()}
+    main = threading.main_thread().ident
+    stacks = [
+        (
+            names.get(ident, f"thread-{ident}"),
+            ident == main,
+            [frame_entry(f) for f in traceback.extract_stack(frame)],
+        )
+        for ident, frame in sys._current_frames().items()
+    ]
+    return sorted(stacks, key=lambda s: (not s[1], s[0]))
+
+
+class Watchdog:
+    """Dumps every thread's stack when no step or phase completes within the bound (see the docstring).
+
+    The training thread calls :meth:`beat` each time a step or phase completes, naming what comes next, and
+    :meth:`step_time` with the seconds per step it measured; a daemon thread watches the time since.
+    """
+
+    def __init__(
+        self,
+        log: RollcallLog,
+        hang_after: float | None,
+        first_step: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.log = log
+        self.hang_after = hang_after
+        self.first_step = first_step
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._phase = "start-up"
+        self._last = clock()
+        self._steps: list[float] = []
+        self._first_done = False
+        self._dumps = 0
+        self._dumped_at: float | None = None  # the last dump since the last beat
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def bound(self) -> float:
+        """Seconds without progress after which the rank counts as stalled now."""
+        if self.hang_after is not None:
+            steady = self.hang_after
+        else:
+            median = statistics.median(self._steps) if self._steps else 0.0
+            steady = max(HANG_FLOOR_S, HANG_STEP_MULTIPLE * median)
+        return steady if self._first_done else max(steady, self.first_step)
+
+    def start(self) -> Watchdog:
+        """Start watching (idempotent)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._watch, name="rollcall-watchdog", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop watching."""
+        self._stop.set()
+
+    def beat(self, phase: str, *, step: bool = False) -> None:
+        """A step (``step``) or phase completed; ``phase`` is what the rank does next."""
+        with self._lock:
+            now = self._clock()
+            stalled = now - self._last
+            resumed = self._dumped_at is not None
+            self._phase, self._last, self._dumped_at = phase, now, None
+            self._first_done = self._first_done or step
+            dump = self._dumps
+        if resumed:
+            self.log.emit("resumed", dump=dump, stalled_s=round(stalled, 3), phase=phase)
+
+    def first_step_done(self) -> None:
+        """The first training step has completed: the bound of the steps after it applies from now."""
+        with self._lock:
+            self._first_done = True
+
+    def step_time(self, seconds: float) -> None:
+        """One measured step time (seconds), for the default bound."""
+        with self._lock:
+            self._steps.append(seconds)
+
+    def check(self) -> bool:
+        """Dump the stacks if the bound has run out since the last beat (or the last dump); whether it did."""
+        with self._lock:
+            now, bound = self._clock(), self.bound()
+            since = now if self._dumped_at is None else self._dumped_at
+            if now - self._last < bound or (self._dumped_at is not None and now - since < bound):
+                return False
+            self._dumps += 1
+            self._dumped_at = now
+            dump, phase, stalled = self._dumps, self._phase, now - self._last
+        stacks = [s for s in thread_stacks() if s[0] != "rollcall-watchdog"]
+        for name, main, frames in stacks:
+            line = encode_stack(
+                self.log.rank,
+                self.log.world_size,
+                frames,
+                dump=dump,
+                thread=name,
+                main=main,
+                threads=len(stacks),
+                phase=phase,
+                stalled_s=round(stalled, 3),
+                hang_after=round(bound, 3),
+            )
+            self.log.write(line)
+        return True
+
+    def _watch(self) -> None:
+        while not self._stop.wait(min(1.0, self.bound() / 10)):
+            self.check()
 
 
 def injected_fault(rank: int, environ: Mapping[str, str]) -> str | None:
@@ -736,6 +941,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--bandwidth-iters", type=_whole(1), help="timed all-reduces per group (10 cpu, 20 otherwise)"
     )
     p.add_argument(
+        "--hang-after",
+        type=_number(0, low_open=True),
+        metavar="SECONDS",
+        help="dump every thread's stack when no step or phase completes within SECONDS (default: "
+        f"{HANG_STEP_MULTIPLE:g} x the median step time, at least {HANG_FLOOR_S:g})",
+    )
+    p.add_argument(
+        "--first-step-hang-after",
+        type=_number(0, low_open=True),
+        metavar="SECONDS",
+        help="the same until the first step (which compiles) completes (default: "
+        + ", ".join(f"{v:g} {k}" for k, v in FIRST_STEP_HANG_S.items())
+        + "; never below --hang-after)",
+    )
+    p.add_argument(
         "--dist-backend",
         choices=("nccl", "gloo"),
         help="the process group's backend (the device's: nccl on cuda, gloo on cpu); gloo on cuda runs "
@@ -811,6 +1031,9 @@ class Accelerator:
         if self.kind == "xla":
             dist.init_process_group("xla", init_method="xla://")
         elif env.launched:
+            if self.backend == "nccl":  # NCCL's flight recorder, where this torch has it (see the docstring)
+                for name, value in FLIGHT_RECORDER_ENV.items():
+                    os.environ.setdefault(name, value)
             device_id = self.device if self.backend == "nccl" else None
             dist.init_process_group(self.backend, device_id=device_id)
         else:  # plain `python train.py`: a one-rank group needing no rendezvous
@@ -1149,6 +1372,7 @@ def measure_compute(
     slowdown: Slowdown,
     autocast: Callable[[], contextlib.AbstractContextManager[Any]] | None = None,
     cudagraphs: bool = False,
+    watchdog: Watchdog | None = None,
 ) -> list[float]:
     """Milliseconds of each of ``steps`` forward + backward steps with no collective in them.
 
@@ -1160,6 +1384,8 @@ def measure_compute(
     clock = StepClock(acc)
     times: list[float] = []
     for i in range(steps + 1 if steps else 0):  # the first one is untimed
+        if watchdog is not None:
+            watchdog.beat(f"compute step {i}")
         acc.barrier(f"rollcall-compute-{i}")
         with no_sync(acc, step_model):
             clock.start()
@@ -1190,7 +1416,13 @@ def compute_fields(times: Sequence[float]) -> dict[str, Any]:
 
 
 def measure_bandwidth(
-    acc: Accelerator, env: DistEnv, log: RollcallLog, args: argparse.Namespace, link: SlowLink | None
+    acc: Accelerator,
+    env: DistEnv,
+    log: RollcallLog,
+    args: argparse.Namespace,
+    link: SlowLink | None,
+    *,
+    watchdog: Watchdog | None = None,
 ) -> None:
     """The bandwidth phase (see the docstring): one ``bandwidth`` event per group this rank is in."""
     import torch
@@ -1216,8 +1448,10 @@ def measure_bandwidth(
     acc.barrier("rollcall-bandwidth")
     times: dict[int, list[float]] = {i: [] for i in mine_in}
     # Interleaved: each pass visits every round once, so a busy moment of the host hits every group alike.
-    for _ in range(args.bandwidth_iters):
-        for round_ in rounds:
+    for n in range(args.bandwidth_iters):
+        for r, round_ in enumerate(rounds):
+            if watchdog is not None:
+                watchdog.beat(f"bandwidth pass {n + 1} round {r + 1}")
             for index in round_:
                 if index in mine_in:
                     times[index].append(_time_all_reduce(acc, buffer, mine_in[index], delay_s))
@@ -1346,6 +1580,8 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
         args.device, torch.cuda.is_available(), xla_importable(), xla_configured(os.environ)
     )
     apply_defaults(args, device)
+    first_step = args.first_step_hang_after or first_step_bound(device, bool(args.compile))
+    watchdog = Watchdog(log, args.hang_after, first_step).start()
     slow, link = slow_rank(os.environ), slow_link(os.environ)
     if device == "xla" and args.compile:
         raise ValueError("--compile is not supported with --device xla")
@@ -1360,7 +1596,9 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
         f"pretrained:{os.path.basename(os.path.normpath(args.pretrained))}" if args.pretrained else args.model
     )
     acc = Accelerator(device, env.local_rank, args.dist_backend)
+    watchdog.beat("rendezvous")
     acc.init_process_group(env)
+    watchdog.beat("model and data")
     stamps["device and process group"] = time.monotonic()
     log.emit(
         "start",
@@ -1386,9 +1624,10 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
     steps = itertools.count()
     slowdown = Slowdown(acc, slow.factor if slow is not None and slow.rank == env.rank else 1.0)
 
-    def train_steps(count: int) -> torch.Tensor | None:
+    def train_steps(count: int, label: str, first: int) -> torch.Tensor | None:
         loss = None
-        for _ in range(count):
+        for i in range(count):
+            watchdog.beat(f"{label} step {first + i}")
             slowdown.begin()
             if training.cudagraphs:
                 torch.compiler.cudagraph_mark_step_begin()
@@ -1399,11 +1638,13 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
             optimizer.zero_grad(set_to_none=True)
             acc.step_boundary()
             slowdown.end()
+            watchdog.first_step_done()
         return loss
 
     def every_rank(flag: bool) -> bool:
         if env.world_size == 1:
             return flag
+        watchdog.beat("warm-up agreement")
         value = torch.tensor([int(flag)], device=acc.device)
         dist.all_reduce(value, op=dist.ReduceOp.MIN)
         return bool(value.item())
@@ -1422,9 +1663,11 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
     while warmup_count < args.warmup_steps:
         count = 1 if adaptive or not step_seconds else args.warmup_steps - 1
         started = time.perf_counter()
-        train_steps(count)
+        train_steps(count, "warm-up", warmup_count + 1)
         acc.synchronize()
         step_seconds.append(time.perf_counter() - started)
+        if len(step_seconds) > 1:  # the first step compiles: not a step time
+            watchdog.step_time(step_seconds[-1] / count)
         warmup_count += count
         if adaptive and every_rank(settled(step_seconds, args.warmup_settle, args.warmup_tolerance)):
             break
@@ -1434,12 +1677,15 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
     timed_started = time.perf_counter()
     total_seconds = 0.0
     for epoch in range(1, args.epochs + 1):
+        watchdog.beat(f"epoch {epoch} barrier")
         acc.barrier(f"rollcall-epoch-{epoch}")  # all ranks start the epoch together
         acc.synchronize()
         started = time.perf_counter()
-        loss = train_steps(args.steps_per_epoch)
+        loss = train_steps(args.steps_per_epoch, f"epoch {epoch}", 1)
         acc.synchronize()
         seconds = time.perf_counter() - started
+        watchdog.beat(f"epoch {epoch} end")
+        watchdog.step_time(seconds / args.steps_per_epoch)
         total_seconds += seconds
         loss_value = float(loss.detach().float().cpu()) if loss is not None else math.nan
         samples = args.steps_per_epoch * args.batch_size
@@ -1469,7 +1715,9 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
         slowdown=slowdown,
         autocast=autocast,
         cudagraphs=training.cudagraphs,
+        watchdog=watchdog,
     )
+    watchdog.beat("throughput")
     samples_per_sec = args.epochs * args.steps_per_epoch * args.batch_size / total_seconds
     mlm_tokens = mlm_predictions(args.seq_len) if args.mlm_head == "masked" else None
     fps = flops_per_sample(shape, args.seq_len, mlm_tokens)
@@ -1497,10 +1745,14 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
         timed_s=round(timed_s, 3),
         **compute_fields(compute),
     )
-    measure_bandwidth(acc, env, log, args, link)
+    watchdog.beat("bandwidth")
+    measure_bandwidth(acc, env, log, args, link, watchdog=watchdog)
     log.emit("complete")
+    watchdog.beat("final barrier")
     acc.barrier("rollcall-complete")  # the rank hosting the store must not leave first
+    watchdog.beat("leaving the process group")
     dist.destroy_process_group()
+    watchdog.stop()
 
 
 def _round(value: float | None, digits: int) -> float | None:

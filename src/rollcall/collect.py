@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO
+from typing import IO, TypeVar
 
 from rollcall.ranklog import Format, LogParser, RollCall
 
@@ -18,6 +19,8 @@ from rollcall.ranklog import Format, LogParser, RollCall
 RESULTS_FILE = "results.json"
 RANKS_JUNIT_FILE = "ranks.junit.xml"
 REPORT_FILE = "report.html"
+
+T = TypeVar("T")
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -73,6 +76,11 @@ class Collector:
         sink = LogSink(path, self.roll.parser(name, self.fmt), self._lock)
         self.sinks.append(sink)
         return sink
+
+    def view(self, look: Callable[[RollCall], T]) -> T:
+        """``look(roll)`` while no sink feeds the roll call: a consistent view of it as the logs arrive."""
+        with self._lock:
+            return look(self.roll)
 
     def close(self) -> None:
         """Close every sink (idempotent)."""

@@ -5,6 +5,9 @@ figures), runs every check of :data:`CHECKS` over them, and builds the verdict f
 A check is a function ``Facts -> Iterable[Problem]``; adding one is writing it and listing it in
 :data:`CHECKS`. A run ``PASSED`` when no check found anything:
 
+- no rank stalled past its ``--hang-after`` (the workload's watchdog dumped its stacks): a rank stalled
+  outside any collective is named hung, with its node, pod and innermost frames of the workload's own code;
+  the ranks stalled inside a collective are folded into one line as waiting (:mod:`rollcall.hangs`);
 - the job succeeded (when its end is known), and NCCL used EFA on every pod when EFA was requested; a job
   the infrastructure disrupted fails with that disruption first, its ranks' errors as consequences;
 - every rank ``0..world_size-1`` reported throughput, an epoch time and completion, and no error, and none
@@ -31,6 +34,7 @@ from typing import Any
 from rollcall.backends import JobState
 from rollcall.baseline import ConfigKey, Figures
 from rollcall.baseline import regressions as find_regressions
+from rollcall.hangs import resolve, stalled_for, stalls, waiting_line
 from rollcall.perf import PerfFigures, common_node, compute_straggler_problem, slow_groups
 from rollcall.perf import compute_stragglers as find_compute_stragglers
 from rollcall.ranklog import REQUIRED_EVENTS, RankReport, RollCall, ranges
@@ -155,6 +159,29 @@ class Facts:
 
 
 Check = Callable[[Facts], Iterable[Problem]]
+
+
+def hangs(facts: Facts) -> Iterable[Problem]:
+    """No rank may stay stalled: each hung one named with where it stopped, the waiting ones in one line."""
+    hung, waiting = resolve(stalls(facts.reports))
+    for s in hung:
+        report = facts.reports[s.rank]
+        pod = f", pod {sorted(report.sources)[0]}" if report.sources else ""
+        yield Problem(
+            Kind.HUNG,
+            f"rank {s.rank} (node {facts.node(s.rank)}{pod}) hung in {s.where}"
+            f"{', no rank hung elsewhere' if s.ambiguous else ', not in a collective'}, "
+            f"{stalled_for(s.dump)}: {s.at()}",
+            {s.rank: f"hung in {s.where} at {s.frames[0] if s.frames else 'no Python frame'}"},
+            detail=s,
+        )
+    if waiting:
+        yield Problem(
+            Kind.WAITING,
+            waiting_line(waiting, len(hung)),
+            {s.rank: f"waiting in a collective ({s.where})" for s in waiting},
+            detail=tuple(waiting),
+        )
 
 
 def job_state(facts: Facts) -> Iterable[Problem]:
@@ -369,6 +396,7 @@ def regressions(facts: Facts) -> Iterable[Problem]:
 
 #: Every check, in the order their problems are listed.
 CHECKS: tuple[Check, ...] = (
+    hangs,
     errors,
     exited_nonzero,
     job_state,

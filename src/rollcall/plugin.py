@@ -17,19 +17,26 @@ Bad input is a usage error (exit 4, no traceback) wherever it is found: the opti
 configure time, the markers at collection, the cluster (``Suite.prepare``) once collection shows that a
 test runs a job (on the xdist controller: at session start), and what only a running test can find (a
 ``--namespace`` that does not exist, an override) through :func:`_usage_errors`.
+Deadline: each test that uses ``rollcall`` (or is marked ``rollcall``) gets a pytest-timeout of its own,
+derived from its deadlines (:func:`deadline_of`: per attempt ``--capacity-timeout`` + ``--job-timeout`` +
+:data:`CLEAN_UP_MARGIN_S`), unless the user set a timeout (``--timeout``, ``PYTEST_TIMEOUT``, the ``timeout``
+ini option, or a ``timeout`` marker). It fires through SIGALRM in the test's own thread, so a wedged watch or
+API call ends the test and the run's clean-up (``finally``) still runs; the failure says which deadline fired.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from rollcall.options import OPTIONS, OptionError, resolve
+from rollcall.options import OPTIONS, OptionError, Options, resolve
 
 if TYPE_CHECKING:
     from rollcall.reports import TestRecord
@@ -39,6 +46,89 @@ _SUITE = pytest.StashKey["Suite"]()
 _NOTES = pytest.StashKey[list[str]]()
 #: The backends whose configuration is checked when the session starts (the local one has none).
 _CONNECTED = ("kubernetes", "slurm")
+_DEADLINE = pytest.StashKey["Deadline"]()
+#: Seconds each attempt may take past its capacity and job timeouts: clean-up, log collection, reports.
+CLEAN_UP_MARGIN_S = 300.0
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """A roll-call test's own timeout, and what it is made of."""
+
+    seconds: float
+    attempts: int
+    capacity_timeout_s: float
+    job_timeout_s: float
+    margin_s: float
+
+    def describe(self) -> str:
+        """What fired, for the failure report."""
+        per = (
+            f"--capacity-timeout {self.capacity_timeout_s:g}s + --job-timeout {self.job_timeout_s:g}s + "
+            f"{self.margin_s:g}s clean-up margin"
+        )
+        times = f"{self.attempts} attempt(s) x ({per})" if self.attempts > 1 else per
+        return (
+            f"the test's own deadline fired: {self.seconds:g}s = {times}; neither the job timeout nor "
+            "the hang watch ended the run (a wedged call to the backend?); clean-up ran as the test unwound"
+        )
+
+
+def deadline_of(options: Options) -> Deadline:
+    """The timeout of one roll-call test: each attempt's capacity and job timeouts, plus a clean-up margin."""
+    attempts = options.retries + 1
+    per = options.capacity_timeout + options.job_timeout + CLEAN_UP_MARGIN_S
+    return Deadline(
+        attempts * per, attempts, options.capacity_timeout, options.job_timeout, CLEAN_UP_MARGIN_S
+    )
+
+
+def _user_timeout(config: pytest.Config) -> bool:
+    """Whether the user set a pytest-timeout for every test (option, environment or ini file)."""
+    if config.getoption("timeout", None) is not None or os.environ.get("PYTEST_TIMEOUT", "").strip():
+        return True
+    try:
+        return bool(config.getini("timeout"))
+    except ValueError:  # pytest-timeout not loaded
+        return False
+
+
+def _give_deadlines(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Give each roll-call test its own pytest-timeout (see the module docstring), unless the user set one."""
+    suite = config.stash.get(_SUITE, None)
+    if suite is None or not config.pluginmanager.hasplugin("timeout") or _user_timeout(config):
+        return
+    deadline = deadline_of(suite.options)
+    method = "signal" if hasattr(signal, "SIGALRM") else "thread"
+    for item in items:
+        uses = {"rollcall", "rollcall_suite"} & set(getattr(item, "fixturenames", ()))
+        if not (uses or item.get_closest_marker("rollcall")) or item.get_closest_marker("timeout"):
+            continue
+        item.add_marker(pytest.mark.timeout(deadline.seconds, method=method))
+        item.stash[_DEADLINE] = deadline
+
+
+def _timeout_failure() -> str:
+    """How pytest-timeout's failure message starts (``Timeout (>``)."""
+    from pytest_timeout import PYTEST_FAILURE_MESSAGE
+
+    return str(PYTEST_FAILURE_MESSAGE).split("%s", 1)[0]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A roll-call test that its own deadline ended says which deadline that was."""
+    report: pytest.TestReport = yield  # type: ignore[assignment]
+    deadline = item.stash.get(_DEADLINE, None)
+    excinfo = call.excinfo
+    if (
+        deadline is not None
+        and excinfo is not None
+        and excinfo.errisinstance(pytest.fail.Exception)
+        and str(excinfo.value).startswith(_timeout_failure())
+    ):
+        report.sections.append(("rollcall deadline", deadline.describe()))
+    return report  # type: ignore[return-value]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -110,7 +200,7 @@ def _usage_errors() -> Iterator[None]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Every ``rollcall`` marker's settings are checked now: a typo stops the session before any run."""
+    """Check every ``rollcall`` marker now (a typo stops the session before any run); give out deadlines."""
     from rollcall.suite import check_overrides
 
     for item in items:
@@ -121,6 +211,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 check_overrides(mark.kwargs, f"{item.nodeid}: @pytest.mark.rollcall")
             except OptionError as exc:
                 raise pytest.UsageError(str(exc)) from None
+    _give_deadlines(config, items)
 
 
 def _runs_jobs(items: list[pytest.Item]) -> bool:

@@ -8,6 +8,8 @@ Every rank of the workload prints one line per event, written with a single ``wr
     ROLLCALL {"event":"bandwidth","rank":3,"world_size":64,"scope":"node","ranks":"0-7","nodes":"0","bytes":67108864,"iters":20,"seconds":0.00031,"algbw_gbps":216.5,"busbw_gbps":378.9}
     ROLLCALL {"event":"complete","rank":3,"world_size":64}
     ROLLCALL {"event":"error","rank":3,"world_size":64,"message":"...","time":1764576001.25}
+    ROLLCALL {"event":"stack","rank":3,"world_size":64,"dump":1,"thread":"MainThread","main":true,"threads":2,"phase":"epoch 2 barrier","stalled_s":61.0,"hang_after":60.0,"frames":[["train.py",1490,"run","acc.barrier(...)",true]],"dropped":0}
+    ROLLCALL {"event":"resumed","rank":3,"world_size":64,"dump":1,"stalled_s":75.2,"phase":"epoch 2 step 1"}
 
 A rank answers the roll call when it reported ``throughput``, at least one ``epoch_time`` and ``complete``;
 ``compute_ms`` / ``compute_ms_p90`` (this rank's compute per step, without communication) and ``bandwidth``
@@ -24,6 +26,10 @@ Parsing rules:
 - a ``bandwidth`` record counts only when whole: ``scope`` one of world/node/pair, ``ranks`` and ``nodes``
   compact ranges (``"0-7,16"``), ``bytes`` a positive integer and ``algbw_gbps``, ``busbw_gbps`` numbers; one is
   kept per rank and group (scope and nodes), the last;
+- ``stack`` events (the workload's watchdog found the rank stalled) are kept per dump: a dump with a higher
+  ``dump`` number replaces the one before, a ``resumed`` event withdraws every dump up to its number (the rank
+  made progress again), and a stack event of a withdrawn dump is ignored; a frame counts only when whole
+  (``[file, line, function, code, own]``), and a stack event without a ``dump`` number or a thread is dropped;
 - the legacy aws-k8s-tester Neuron format is read too, where one line carries both values::
 
       [Rank 12] - local_samples=100.0, total_time=2.00s, local_throughput=50.00 samples/s, local_avg_epoch_time=0.40s
@@ -105,6 +111,47 @@ class BandwidthRecord:
         return self.scope, self.nodes
 
 
+@dataclass(frozen=True)
+class Frame:
+    """One frame of a thread's Python stack; ``own`` marks a file of the workload itself."""
+
+    file: str
+    line: int
+    function: str
+    code: str = ""
+    own: bool = False
+
+    def __str__(self) -> str:
+        code = f": {self.code}" if self.code else ""
+        return f"{self.file}:{self.line} in {self.function}{code}"
+
+
+@dataclass(frozen=True)
+class ThreadStack:
+    """One thread of a dump: its name, whether it trains (the main thread), its frames outermost first."""
+
+    thread: str
+    main: bool
+    frames: tuple[Frame, ...]
+    dropped: int = 0
+
+
+@dataclass
+class StackDump:
+    """One dump of a stalled rank's threads (``stack`` events of one ``dump`` number)."""
+
+    dump: int
+    phase: str = ""
+    stalled_s: float | None = None
+    hang_after: float | None = None
+    threads: list[ThreadStack] = field(default_factory=list)
+
+    @property
+    def main(self) -> ThreadStack | None:
+        """The thread that trains, when the dump holds it."""
+        return next((t for t in self.threads if t.main), None)
+
+
 @dataclass
 class RankReport:
     """Everything one rank said, merged over every log it appeared in."""
@@ -122,6 +169,10 @@ class RankReport:
     compute_ms: float | None = None
     compute_ms_p90: float | None = None
     bandwidth: dict[tuple[str, tuple[int, ...]], BandwidthRecord] = field(default_factory=dict)
+    #: The watchdog's last dump of this rank that no ``resumed`` withdrew: the rank is stalled.
+    stall: StackDump | None = None
+    #: The highest dump number a ``resumed`` event withdrew.
+    resumed: int = 0
 
     @property
     def epoch_time(self) -> float | None:
@@ -290,6 +341,10 @@ class LogParser:
             value = _bandwidth(obj)
             if value is None:
                 return
+        elif event in ("stack", "resumed"):
+            value = obj.get("dump")
+            if not _is_int(value) or (event == "stack" and _thread_stack(obj) is None):
+                return
         elif event not in ("start", "complete", "error"):
             return
         report = self._rank(rank)
@@ -306,6 +361,12 @@ class LogParser:
             report.bandwidth[value.key] = value
         elif event == "epoch_time":
             report.epoch_times[epoch] = value
+        elif event == "stack":
+            _add_stack(report, value, obj)
+        elif event == "resumed":
+            report.resumed = max(report.resumed, value)
+            if report.stall is not None and report.stall.dump <= report.resumed:
+                report.stall = None
         elif event == "complete":
             report.complete = True
         elif event == "start":
@@ -317,6 +378,46 @@ class LogParser:
 
 
 _ENVELOPE = frozenset({"event", "rank", "world_size"})
+
+
+def _add_stack(report: RankReport, dump: int, obj: dict[str, Any]) -> None:
+    """Keep one ``stack`` event in the rank's current dump (see the module docstring)."""
+    thread = _thread_stack(obj)
+    if thread is None or dump <= report.resumed:
+        return
+    stall = report.stall
+    if stall is not None and dump < stall.dump:
+        return
+    if stall is None or dump > stall.dump:
+        phase = obj.get("phase")
+        stall = report.stall = StackDump(
+            dump,
+            phase if isinstance(phase, str) else "",
+            _number(obj.get("stalled_s")),
+            _number(obj.get("hang_after")),
+        )
+    stall.threads = [t for t in stall.threads if t.thread != thread.thread] + [thread]
+
+
+def _thread_stack(obj: dict[str, Any]) -> ThreadStack | None:
+    """The thread of a ``stack`` event, or None when it names none; malformed frames are dropped."""
+    name, frames = obj.get("thread"), obj.get("frames")
+    if not isinstance(name, str) or not isinstance(frames, list):
+        return None
+    kept = []
+    for f in frames:
+        if (
+            isinstance(f, list)
+            and len(f) == 5
+            and isinstance(f[0], str)
+            and _is_int(f[1])
+            and isinstance(f[2], str)
+            and isinstance(f[3], str)
+            and isinstance(f[4], bool)
+        ):
+            kept.append(Frame(f[0], f[1], f[2], f[3], f[4]))
+    dropped = obj.get("dropped")
+    return ThreadStack(name, obj.get("main") is True, tuple(kept), dropped if isinstance(dropped, int) else 0)
 
 
 def _is_int(value: object) -> bool:

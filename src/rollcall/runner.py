@@ -4,6 +4,9 @@ Each attempt is judged exactly once (:func:`rollcall.judge.judge`), against the 
 :class:`~rollcall.verdict.Criteria`. Whether to run it again is a separate decision over that verdict
 (:func:`retriable`).
 
+The wait ends early at a hang: once every rank that has not completed has stalled past its ``--hang-after``
+(:func:`rollcall.hangs.stop_reason` over the roll call as the logs arrive), the backend ends the job.
+
 Clean-up runs in ``finally`` (pass, fail, timeout, Ctrl-C, SIGTERM turned into an exception) unless
 ``keep`` is set; its own errors are logged, never raised over the real failure.
 
@@ -25,8 +28,10 @@ from typing import Literal
 
 from rollcall.backends import Backend, JobState, JobStatus
 from rollcall.collect import Collector
+from rollcall.hangs import stop_reason
 from rollcall.jobspec import JobSpec
 from rollcall.judge import judge
+from rollcall.ranklog import RollCall
 from rollcall.rootcause import Disruption
 from rollcall.torchrun import read_terminations
 from rollcall.verdict import Criteria, Evidence, Kind, Layout, Verdict
@@ -121,7 +126,7 @@ def run_once(
     job = None
     try:
         job = backend.launch(spec, collector)
-        status = job.wait(spec.job_timeout_s)
+        status = job.wait(spec.job_timeout_s, stop=lambda: collector.view(_hang(spec.world_size)))
     finally:
         if job is not None and not keep:
             try:
@@ -137,6 +142,11 @@ def run_once(
     evidence = Evidence(collector.roll, Layout(spec.nodes, spec.procs_per_node), status, spec)
     verdict = judge(evidence, criteria)
     return Attempt(spec, status, verdict, artifacts, time.monotonic() - started)
+
+
+def _hang(world_size: int) -> Callable[[RollCall], str | None]:
+    """The test that ends a job at the hang (:func:`rollcall.hangs.stop_reason`) over a live roll call."""
+    return lambda roll: stop_reason(roll.ranks, world_size)
 
 
 def run_with_retries(

@@ -102,6 +102,8 @@ class Kind(enum.Enum):
     SLOW_LINK = "slow_link"  # a node, pair of nodes or the world below --min-busbw or --busbw-ratio
     REGRESSION = "regression"
     EXITED_NONZERO = "exited_nonzero"  # a rank answered the roll call, then exited non-zero (or by a signal)
+    HUNG = "hung"  # stalled past its --hang-after outside any collective (its stack says where)
+    WAITING = "waiting"  # stalled past its --hang-after inside a collective or barrier, waiting for others
 
     @property
     def rank_state(self) -> RankState:
@@ -119,6 +121,8 @@ _RANK_STATE = {
     Kind.COMPUTE_STRAGGLER: RankState.STRAGGLER,
     Kind.SLOW_LINK: RankState.SLOW,
     Kind.EXITED_NONZERO: RankState.FAILED,
+    Kind.HUNG: RankState.MISSING,
+    Kind.WAITING: RankState.MISSING,
 }
 
 

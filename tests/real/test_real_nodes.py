@@ -21,6 +21,7 @@ from rollcall.backends import JobState
 from rollcall.backends.kubernetes.kube import call
 from rollcall.backends.kubernetes.manifests import JOB_LABEL, MANAGED_BY, MANAGED_BY_LABEL
 from rollcall.ranklog import RollCall
+from rollcall.verdict import Kind
 from tests.cluster.controlplane import REPO_ROOT
 from tests.k8s.conftest import suite_namespaces
 from tests.waiting import wait_until
@@ -181,6 +182,27 @@ def test_a_hung_rank_is_ended_by_the_job_timeout(make_suite, request):
     assert "DeadlineExceeded" in attempt.status.reason or "--job-timeout" in attempt.status.reason
     assert 1 in attempt.verdict.missing["complete"], attempt.verdict.missing
     assert took < 60 + 45, took
+
+
+def test_a_hung_rank_is_named_from_its_stack_and_the_run_ends_at_the_hang(make_suite, request):
+    """Rank 1 sleeps after its first epoch; with ``--hang-after 10`` the run ends within twice that plus
+    clean-up of the hang, long before the job timeout, naming rank 1 where it sleeps."""
+    hang_after = 10
+    suite, _ = make_suite(
+        workload_env=["ROLLCALL_HANG_RANK=1"],
+        workload_args=f"{WORKLOAD_ARGS} --hang-after {hang_after}",
+        job_timeout="600",
+    )
+    attempt, took = run(suite, request)
+
+    assert attempt.status.state is JobState.STOPPED, message(attempt)
+    first = attempt.verdict.findings[0]
+    assert first.kind is Kind.HUNG and set(first.ranks) == {1}, message(attempt)
+    assert first.message.startswith(f"rank 1 (node 0, pod {attempt.spec.name}-0"), first.message
+    assert "hung in a sleep" in first.message and "_maybe_inject_fault: time.sleep(3600)" in first.message
+    (waiting,) = attempt.verdict.of_kind(Kind.WAITING)
+    assert waiting.message == "ranks 0, 2-3 waiting in a collective (barrier) for the hung rank"
+    assert took < 300, took  # start-up, the first epoch, 2 x --hang-after and clean-up: not the 600 s
 
 
 def test_a_node_lost_mid_run_fails_the_run_naming_it(make_suite, real_cluster, kube, real_nodes, request):

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from rollcall.backends.slurm.script import Settings
 from rollcall.jobspec import JobSpec
 from rollcall.options import resolve
 from rollcall.runner import run_once
+from rollcall.verdict import Kind
 from tests.waiting import wait_until
 
 #: Every test here runs real Slurm jobs, and most of them train.
@@ -113,6 +115,23 @@ def test_the_suites_deadline_cancels_a_hanging_job(tmp_path, clean):
         "did not finish within 20s" in attempt.status.reason and "RUNNING on rc[1-2]" in attempt.status.reason
     )
     assert 0 in attempt.verdict.missing["complete"]
+
+
+def test_a_hung_rank_is_named_from_its_stack_and_the_job_is_cancelled_at_the_hang(tmp_path, clean):
+    hang_after = 5
+    hung = spec("hung", env={"ROLLCALL_HANG_RANK": "1"}, timeout=600)
+    hung = replace(hung, workload_args=(*FAST, "--hang-after", str(hang_after)))
+    started = time.monotonic()
+    attempt = run_once(SlurmBackend(), hung, tmp_path)
+    took = time.monotonic() - started
+    assert attempt.status.state is JobState.STOPPED, attempt.verdict.message()
+    assert "is cancelled" in attempt.status.reason
+    first = attempt.verdict.findings[0]
+    assert first.kind is Kind.HUNG and set(first.ranks) == {1}, attempt.verdict.message()
+    assert "hung in a sleep" in first.message and "_maybe_inject_fault: time.sleep(3600)" in first.message
+    (waiting,) = attempt.verdict.of_kind(Kind.WAITING)
+    assert waiting.message == "rank 0 waiting in a collective (barrier) for the hung rank"
+    assert took < 300, took  # not the job timeout of 600 s
 
 
 def test_discovery_reads_the_nodes_and_names_a_drained_one(slurm):

@@ -1,11 +1,12 @@
 """A scripted backend for driving the plugin end to end through pytester.
 
 ``SCRIPTED_CONFTEST`` is a conftest for pytester projects: each launch pops a step from ``PLAN``
-(``{"skip": {rank: events}, "tp": {rank: samples_per_sec}, "state": JobState, "disruption": Disruption}``) and writes that step's
+(``{"skip": {rank: events}, "tp": {rank: samples_per_sec}, "state": JobState, "disruption": Disruption, "wedge": True}``; a wedged job's ``wait`` never returns) and writes that step's
 rank logs, one per node, as the workload would print them; ``CLEANED`` records the jobs cleaned up.
 """
 
 SCRIPTED_CONFTEST = """
+import threading
 import pytest
 from rollcall.backends import JobState, JobStatus, Placement
 from tests.unit.test_baseline import workload_log
@@ -23,8 +24,11 @@ class ScriptedJob:
             sink.close()
         self.state = step.get("state", JobState.SUCCEEDED)
         self.disruption = step.get("disruption")
+        self.wedged = step.get("wedge", False)
         self.name = spec.name
-    def wait(self, timeout_s):
+    def wait(self, timeout_s, stop=None):
+        if self.wedged:  # a watch or API call that never returns
+            threading.Event().wait()
         if self.disruption is not None:
             return JobStatus.disrupted(self.disruption)
         return JobStatus(self.state, "" if self.state is JobState.SUCCEEDED else "pod job-1 failed")

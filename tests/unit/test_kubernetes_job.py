@@ -314,3 +314,13 @@ def test_details_name_duplicate_indexes_and_pods_without_logs(tmp_path):
         "index 0 ran in 2 pods (bert-0-x, bert-0-y); all logs are kept",
         "pod(s) that never started, so left no log: bert-1-z",
     ]
+
+
+def test_a_stop_reason_ends_a_running_job_as_stopped_and_a_finished_one_keeps_its_end(tmp_path):
+    run = make(tmp_path, [pod("a", 0), pod("b", 1)])
+    run._stop_test = lambda: "rank(s) 1 hung"
+    status = run._verdict()
+    assert status.state is JobState.STOPPED and status.reason == "rank(s) 1 hung; job ns-1/bert is deleted"
+    done = make(tmp_path, [pod("a", 0, "Succeeded")], job_obj({"type": "Complete", "status": "True"}))
+    done._stop_test = lambda: "rank(s) 1 hung"
+    assert done._verdict().state is JobState.SUCCEEDED

@@ -274,3 +274,43 @@ def test_a_typo_in_the_call_is_a_usage_error(project):
     res = project.runpytest("test_call.py", "-p", "no:cacheprovider")
     assert res.ret == pytest.ExitCode.USAGE_ERROR
     res.stdout.fnmatch_lines(["*rollcall(nodez=...): no such job setting 'nodez'; a test may override*"])
+
+
+WEDGED = """
+from conftest import PLAN, CLEANED
+
+def test_wedged(rollcall):
+    PLAN.append({"wedge": True})
+    rollcall()
+
+def test_cleaned_after_the_deadline():
+    assert len(CLEANED) == 1
+"""
+
+
+def test_a_wedged_wait_ends_at_the_tests_own_deadline_which_the_failure_names(pytester, monkeypatch, request):
+    monkeypatch.syspath_prepend(str(request.config.rootpath))
+    pytester.makeconftest(
+        SCRIPTED_CONFTEST + "\nimport rollcall.plugin\nrollcall.plugin.CLEAN_UP_MARGIN_S = 0.5\n"
+    )
+    pytester.makepyfile(test_roll=WEDGED)
+    monkeypatch.delenv("PYTEST_TIMEOUT", raising=False)
+    res = pytester.runpytest("--job-timeout", "1", "--capacity-timeout", "1", "-p", "no:cacheprovider")
+    res.assert_outcomes(passed=1, failed=1)  # the second test saw the wedged job cleaned up
+    res.stdout.fnmatch_lines(
+        [
+            "*Timeout (>2.5s) from pytest-timeout*",
+            "*rollcall deadline*",
+            "*the test's own deadline fired: 2.5s = --capacity-timeout 1s + --job-timeout 1s + 0.5s clean-up margin*",
+        ]
+    )
+
+
+def test_a_timeout_the_user_set_wins_over_the_derived_one(pytester, monkeypatch, request):
+    monkeypatch.syspath_prepend(str(request.config.rootpath))
+    pytester.makeconftest(SCRIPTED_CONFTEST)
+    pytester.makepyfile(test_roll=WEDGED)
+    res = pytester.runpytest("--timeout", "1.5", "-p", "no:cacheprovider")
+    res.assert_outcomes(passed=1, failed=1)
+    res.stdout.fnmatch_lines(["*Timeout (>1.5s) from pytest-timeout*"])
+    assert "rollcall deadline" not in res.stdout.str()

@@ -393,3 +393,19 @@ def test_a_slurmctld_that_does_not_answer_for_a_moment_is_asked_again(tmp_path):
     assert job.wait(60).state is JobState.SUCCEEDED
     job.cleanup()
     collector.close()
+
+
+def test_a_stop_reason_ends_the_wait_as_stopped_and_clean_up_cancels_the_job(tmp_path):
+    slurm = ScriptedSlurm([RUNNING])
+    job, collector = launch(tmp_path, slurm)
+    asked = []
+
+    def stop():
+        asked.append(1)
+        return "rank(s) 1 hung" if len(asked) >= 3 else None
+
+    status = job.wait(60, stop=stop)
+    job.cleanup()
+    collector.close()
+    assert status.state is JobState.STOPPED and status.reason.startswith("rank(s) 1 hung; slurm job 42")
+    assert len(asked) == 3 and ["scancel", "42"] in slurm.calls

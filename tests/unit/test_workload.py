@@ -518,6 +518,13 @@ def test_docstring_is_the_contract():
         "timed_s",
         "--warmup-settle",
         "--compile-cache",
+        "stack",
+        "resumed",
+        "--hang-after",
+        "--first-step-hang-after",
+        "Watchdog",
+        "TORCH_NCCL_TRACE_BUFFER_SIZE",
+        "TORCH_NCCL_DUMP_ON_TIMEOUT",
     ):
         assert word in doc
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -35,6 +35,8 @@ class JobState(enum.Enum):
     TIMED_OUT = "timed_out"
     #: The pods were never all scheduled within ``--capacity-timeout`` (no nodes, or no Kueue quota).
     NO_CAPACITY = "no_capacity"
+    #: The suite ended the job early: the ``stop`` test of :meth:`Job.wait` gave a reason (a hang).
+    STOPPED = "stopped"
 
 
 @dataclass(frozen=True)
@@ -139,11 +141,20 @@ class Placement:
     description: str = ""
 
 
+#: A test :meth:`Job.wait` re-runs about every second: a reason ends the job early (``STOPPED``), None not.
+StopTest = Callable[[], str | None]
+
+
 class Job(Protocol):
     """A launched job."""
 
-    def wait(self, timeout_s: float) -> JobStatus:
-        """Block until the job ends or ``timeout_s`` passes; fail fast on the first broken node."""
+    def wait(self, timeout_s: float, stop: StopTest | None = None) -> JobStatus:
+        """Block until the job ends or ``timeout_s`` passes; fail fast on the first broken node.
+
+        ``stop`` is re-tested about every second while the job runs; once it gives a reason, the job is ended
+        (its processes, or left to :meth:`cleanup` where deleting the job ends them) and the status is
+        ``STOPPED`` with that reason.
+        """
         ...
 
     def cleanup(self) -> None:

@@ -22,13 +22,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rollcall import procs
-from rollcall.backends import JobState, JobStatus, Placement
+from rollcall.backends import JobState, JobStatus, Placement, StopTest
 from rollcall.collect import Collector, LogSink
 from rollcall.jobspec import REPO_SCRIPT, JobSpec
 
 if TYPE_CHECKING:
     from rollcall.options import Options
 
+#: Seconds between two tests of :meth:`LocalJob.wait`'s ``stop``.
+STOP_POLL_S = 1.0
 #: The workload script in this repository, run in place of the image's copy.
 #: train.py keeps its compiler caches in the directory this variable names.
 COMPILE_CACHE_ENV = "ROLLCALL_COMPILE_CACHE"
@@ -176,14 +178,24 @@ class LocalJob:
             sink.close()
             self._exits.put((index, proc.wait()))
 
-    def wait(self, timeout_s: float) -> JobStatus:
-        """Wait for every agent; the first that exits non-zero fails the job and ends the others."""
+    def wait(self, timeout_s: float, stop: StopTest | None = None) -> JobStatus:
+        """Wait for every agent; the first that exits non-zero fails the job and ends the others.
+
+        ``stop`` is re-tested every :data:`STOP_POLL_S`; a reason it gives ends every process of the run.
+        """
         deadline = time.monotonic() + timeout_s
         pending = {n.index for n in self.nodes}
         while pending:
+            left = max(0.0, deadline - time.monotonic())
             try:
-                index, code = self._exits.get(timeout=max(0.0, deadline - time.monotonic()))
+                index, code = self._exits.get(timeout=min(left, STOP_POLL_S) if stop else left)
             except queue.Empty:
+                reason = stop() if stop is not None else None
+                if reason:
+                    self._stop()
+                    return JobStatus(JobState.STOPPED, f"{reason}; node(s) {sorted(pending)} were stopped")
+                if time.monotonic() < deadline:
+                    continue
                 self._stop()
                 return JobStatus(
                     JobState.TIMED_OUT,

@@ -42,7 +42,7 @@ from typing import Any
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from rollcall.backends import JobState, JobStatus, Waits
+from rollcall.backends import JobState, JobStatus, StopTest, Waits
 from rollcall.backends.kubernetes import efa, waits
 from rollcall.backends.kubernetes.capacity import Lookup
 from rollcall.backends.kubernetes.efa import EfaEvidence
@@ -149,6 +149,7 @@ class KubernetesJob:
     _scheduled_s: float | None = None
     _waited_for: str = ""
     _timeout_s: float = 0.0
+    _stop_test: StopTest | None = None
     _waiting: str = ""
     _waiting_read_at: float = -CAPACITY_POLL_S
     _shown: tuple[tuple[tuple[str, int], ...], str] = ((), "")
@@ -226,9 +227,14 @@ class KubernetesJob:
 
     # -- wait ---------------------------------------------------------------------------------------------
 
-    def wait(self, timeout_s: float) -> JobStatus:
-        """Wait for the Job to complete; fail fast on the first broken pod; see the module docstring."""
+    def wait(self, timeout_s: float, stop: StopTest | None = None) -> JobStatus:
+        """Wait for the Job to complete; fail fast on the first broken pod; see the module docstring.
+
+        ``stop`` is re-tested with every other condition (each change and every second); a reason it gives
+        ends the wait as ``STOPPED``, and :meth:`cleanup` deleting the run's objects ends the pods.
+        """
         assert self.jobs is not None and self.pods is not None, "provision() first"
+        self._stop_test = stop
         try:
             return self._wait(timeout_s)
         finally:
@@ -301,6 +307,9 @@ class KubernetesJob:
         if job is None:
             return JobStatus(JobState.FAILED, f"Job {self.namespace}/{self.names.job} was deleted")
         result = job_result(job)
+        reason = self._stop_test() if self._stop_test is not None and result is None else None
+        if reason:
+            return JobStatus(JobState.STOPPED, f"{reason}; job {self.namespace}/{self.names.job} is deleted")
         if result is None:
             if (
                 self._scheduled_at is not None

@@ -40,7 +40,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rollcall.backends import DiscoveryError, JobState, JobStatus, Placement
+from rollcall.backends import DiscoveryError, JobState, JobStatus, Placement, StopTest
 from rollcall.backends.slurm.conf import CONF_ENV, find_conf
 from rollcall.backends.slurm.script import Settings, render
 from rollcall.backends.slurm.state import JobInfo, Partition, SlurmError, SlurmNode, discover, srun_errors
@@ -229,8 +229,12 @@ class SlurmJob:
             raise
         return JobInfo.parse(out)
 
-    def wait(self, timeout_s: float) -> JobStatus:
-        """Poll the job until it ends, is stuck past the grace period, or ``timeout_s`` passes."""
+    def wait(self, timeout_s: float, stop: StopTest | None = None) -> JobStatus:
+        """Poll the job until it ends, is stuck past the grace period, or ``timeout_s`` passes.
+
+        ``stop`` is re-tested at every poll; a reason it gives ends the wait as ``STOPPED`` (clean-up cancels
+        the job).
+        """
         deadline = time.monotonic() + timeout_s
         stuck_since: float | None = None
         last = ""
@@ -259,6 +263,11 @@ class SlurmJob:
             ended = info.ended
             if ended is not None:
                 return self._status(self._ended(info, ended))
+            reason = stop() if stop is not None else None
+            if reason:
+                return self._status(
+                    JobStatus(JobState.STOPPED, f"{reason}; slurm job {self.job_id} is cancelled")
+                )
             now = time.monotonic()
             stuck_since = (stuck_since or now) if info.stuck else None
             grace = self.backend.pending_grace_s

@@ -7,7 +7,7 @@ A check is a function ``Facts -> Iterable[Problem]``; adding one is writing it a
 
 - no rank stalled past its ``--hang-after`` (the workload's watchdog dumped its stacks): a rank stalled
   outside any collective is named hung, with its node, pod and innermost frames of the workload's own code;
-  the ranks stalled inside a collective are folded into one line as waiting (:mod:`rollcall.hangs`);
+  the ranks stalled inside a collective are folded into one line as waiting (:mod:`rollcall.checks.hangs`);
 - the job succeeded (when its end is known), and NCCL used EFA on every pod when EFA was requested; a job
   the infrastructure disrupted fails with that disruption first, its ranks' errors as consequences;
 - every rank ``0..world_size-1`` reported throughput, an epoch time and completion, and no error, and none
@@ -34,7 +34,7 @@ from typing import Any
 from rollcall.backends import JobState
 from rollcall.baseline import ConfigKey, Figures
 from rollcall.baseline import regressions as find_regressions
-from rollcall.hangs import resolve, stalled_for, stalls, waiting_line
+from rollcall.checks.hangs import resolve, stalled_for, stalls, waiting_line
 from rollcall.perf import PerfFigures, common_node, compute_straggler_problem, slow_groups
 from rollcall.perf import compute_stragglers as find_compute_stragglers
 from rollcall.ranklog import REQUIRED_EVENTS, RankReport, RollCall, ranges

@@ -20,7 +20,6 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal, cast, get_args
 
-from rollcall import workload
 from rollcall.jobspec import (
     DEFAULT_JOB_TIMEOUT_S,
     AcceleratorChoice,
@@ -29,6 +28,8 @@ from rollcall.jobspec import (
     Scheduling,
     TaintEffect,
     Toleration,
+    check_args,
+    check_env,
     check_image,
     parse_neuron_cache,
 )
@@ -147,14 +148,14 @@ def _env_pairs(pairs: Sequence[str]) -> dict[str, str]:
 def _workload_env(pairs: Sequence[str]) -> dict[str, str]:
     """:func:`_env_pairs`, each fault-injection variable checked by the workload's own parsing."""
     env = _env_pairs(pairs)
-    workload.check_env(env)
+    check_env(env)
     return env
 
 
 def _workload_args(text: str) -> tuple[str, ...]:
     """Shell words that the workload's own parser accepts."""
     words = _shell_words(text)
-    workload.check_args(words)
+    check_args(words)
     return words
 
 

@@ -5,7 +5,7 @@ Each attempt is judged exactly once (:func:`rollcall.judge.judge`), against the 
 (:func:`retriable`).
 
 The wait ends early at a hang: once every rank that has not completed has stalled past its ``--hang-after``
-(:func:`rollcall.hangs.stop_reason` over the roll call as the logs arrive), the backend ends the job.
+(:func:`rollcall.checks.hangs.stop_reason` over the roll call as the logs arrive), the backend ends the job.
 
 Clean-up runs in ``finally`` (pass, fail, timeout, Ctrl-C, SIGTERM turned into an exception) unless
 ``keep`` is set; its own errors are logged, never raised over the real failure.
@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Literal
 
 from rollcall.backends import Backend, JobState, JobStatus
+from rollcall.checks.hangs import stop_reason
 from rollcall.collect import Collector
-from rollcall.hangs import stop_reason
 from rollcall.jobspec import JobSpec
 from rollcall.judge import judge
 from rollcall.ranklog import RollCall
@@ -145,7 +145,7 @@ def run_once(
 
 
 def _hang(world_size: int) -> Callable[[RollCall], str | None]:
-    """The test that ends a job at the hang (:func:`rollcall.hangs.stop_reason`) over a live roll call."""
+    """What ends a job at the hang (:func:`rollcall.checks.hangs.stop_reason`) over a live roll call."""
     return lambda roll: stop_reason(roll.ranks, world_size)
 
 

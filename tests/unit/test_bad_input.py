@@ -303,12 +303,12 @@ def test_fault_injection_lists_are_accepted():
 
 
 def test_without_the_checkout_the_workload_input_is_not_checked(monkeypatch, tmp_path, caplog):
-    from rollcall import workload
+    from rollcall import jobspec as workload
 
     monkeypatch.setattr(workload, "REPO_SCRIPT", tmp_path / "absent" / "train.py")
     workload.train_module.cache_clear()
     try:
-        with caplog.at_level("DEBUG", logger="rollcall.workload"):
+        with caplog.at_level("DEBUG", logger="rollcall.jobspec"):
             workload.check_args(["--no-such-flag"])
             workload.check_env({"ROLLCALL_FAIL_RANK": "x"})
     finally:

@@ -2,7 +2,7 @@
 
 Each stack here is captured from a real thread of this process by the workload's own capture code
 (``train.thread_stacks``), encoded as the workload writes it (``train.encode_stack``), parsed by
-:mod:`rollcall.ranklog` and classified by :mod:`rollcall.hangs`.
+:mod:`rollcall.ranklog` and classified by :mod:`rollcall.checks.hangs`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from datetime import timedelta
 
 import pytest
 
-from rollcall.hangs import DDP_WAIT, classify, resolve, stall_of, stalls, stop_reason
+from rollcall.checks.hangs import DDP_WAIT, classify, resolve, stall_of, stalls, stop_reason
 from rollcall.judge import judge
 from rollcall.ranklog import Frame, RollCall
 from rollcall.verdict import Evidence, Kind, Layout
@@ -364,7 +364,6 @@ def test_an_explicit_hang_after_holds_after_the_first_step_and_is_the_first_step
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "nan"])
-def test_a_bad_hang_after_is_refused(value):
-    args = train.parse_args(["--hang-after", value])
-    with pytest.raises(ValueError, match="--hang-after must be a positive number of seconds"):
-        train.apply_defaults(args, "cpu")
+def test_a_bad_hang_after_is_refused_by_the_parser(value):
+    with pytest.raises(train.CommandLineError, match="argument --hang-after: must be a number > 0"):
+        train.parse_args(["--hang-after", value])

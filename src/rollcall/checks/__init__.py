@@ -1,0 +1,6 @@
+"""What the judge's checks read in a roll call beyond which events each rank said.
+
+Pure analyses over :mod:`rollcall.ranklog`'s reports, each feeding checks of :data:`rollcall.judge.CHECKS`:
+
+- :mod:`.hangs`: a stalled rank's stack dumps: hung in its own code, or waiting in a collective.
+"""

@@ -65,6 +65,7 @@ class RankState(enum.Enum):
     MISSING = "missing"  # missed an event, reported an error or an invalid value
     STRAGGLER = "straggler"  # answered, but below --straggler-ratio of the median throughput or compute time
     SLOW = "slow"  # answered, but below --min-throughput, on a slow link (or failed another check naming it)
+    WRONG = "wrong"  # answered, but trained wrongly: a diverged replica, wrong all-reduce data, a failed loss
 
     @property
     def severity(self) -> int:
@@ -72,7 +73,13 @@ class RankState(enum.Enum):
         return _SEVERITY[self]
 
 
-_SEVERITY = {RankState.OK: 0, RankState.SLOW: 1, RankState.STRAGGLER: 2, RankState.MISSING: 3}
+_SEVERITY = {
+    RankState.OK: 0,
+    RankState.SLOW: 1,
+    RankState.STRAGGLER: 2,
+    RankState.MISSING: 3,
+    RankState.WRONG: 4,
+}
 
 
 class Kind(enum.Enum):
@@ -92,6 +99,11 @@ class Kind(enum.Enum):
     COMPUTE_STRAGGLER = "compute_straggler"  # compute time per step above the median's by 1/--straggler-ratio
     SLOW_LINK = "slow_link"  # a node, pair of nodes or the world below --min-busbw or --busbw-ratio
     REGRESSION = "regression"
+    #: A rank's parameters differ from the other replicas' (a silent data corruption), named first.
+    REPLICA_DIVERGENCE = "replica_divergence"
+    #: A rank received a result from the bandwidth phase's all-reduce that is not the exact sum.
+    COLLECTIVE_MISMATCH = "collective_mismatch"
+    LOSS = "loss"  # a loss that was not finite, or did not fall over a run long enough to learn
 
     @property
     def rank_state(self) -> RankState:
@@ -108,6 +120,9 @@ _RANK_STATE = {
     Kind.STRAGGLER: RankState.STRAGGLER,
     Kind.COMPUTE_STRAGGLER: RankState.STRAGGLER,
     Kind.SLOW_LINK: RankState.SLOW,
+    Kind.REPLICA_DIVERGENCE: RankState.WRONG,
+    Kind.COLLECTIVE_MISMATCH: RankState.WRONG,
+    Kind.LOSS: RankState.WRONG,
 }
 
 

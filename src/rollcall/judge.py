@@ -34,7 +34,13 @@ from rollcall.backends import JobState
 from rollcall.baseline import regressions as find_regressions
 from rollcall.perf import PerfFigures, common_node, compute_straggler_problem, slow_groups
 from rollcall.perf import compute_stragglers as find_compute_stragglers
-from rollcall.proofs import find_bad_losses, find_divergence, find_wrong_collectives, receiving_node
+from rollcall.proofs import (
+    digests_by_stage,
+    find_bad_losses,
+    find_divergence,
+    find_wrong_collectives,
+    receiving_node,
+)
 from rollcall.ranklog import REQUIRED_EVENTS, RankReport, RollCall, ranges
 from rollcall.rootcause import Failure, analyse
 from rollcall.rootcause import lines as rootcause_lines
@@ -424,6 +430,7 @@ def judge(evidence: Evidence, criteria: Criteria | None = None, checks: Iterable
         mfu_mean=math.fsum(mfus) / len(mfus) if mfus else None,
         workload=_workload(facts),
         perf=facts.perf,
+        replicas=digests_by_stage(facts.reports),
         evidence=evidence,
         criteria=facts.criteria,
     )

@@ -62,6 +62,20 @@ class Divergence:
         return f"replica diverged {self.when} (param_digest {self.digest}, the replicas' {self.reference})"
 
 
+def digests_by_stage(reports: Mapping[int, RankReport]) -> dict[str, tuple[str, ...]]:
+    """The distinct ``param_digest`` values after each epoch (``epoch 1``, ...) and at ``complete``.
+
+    One value per stage is the proof that every replica held the same parameters there.
+    """
+    stages: dict[str, set[str]] = {}
+    for e in sorted({e for rep in reports.values() for e in rep.digests}):
+        stages[f"epoch {e}"] = {rep.digests[e] for rep in reports.values() if e in rep.digests}
+    final = {rep.final_digest for rep in reports.values() if rep.final_digest is not None}
+    if final:
+        stages["complete"] = final
+    return {stage: tuple(sorted(values)) for stage, values in stages.items()}
+
+
 def find_divergence(reports: Mapping[int, RankReport], node_of: NodeOf) -> list[Divergence]:
     """The ranks whose ``param_digest`` differs from the replicas', each at the first point it did."""
     stages: list[tuple[int | None, dict[int, str]]] = [
@@ -204,6 +218,7 @@ __all__ = [
     "LossFinding",
     "WrongCollective",
     "WrongReceipt",
+    "digests_by_stage",
     "find_bad_losses",
     "find_divergence",
     "find_wrong_collectives",

@@ -283,6 +283,8 @@ class Verdict:
     workload: Mapping[str, Any] = field(default_factory=dict)
     #: Per-rank compute times and per-group bus bandwidth, as the ranks reported them (:mod:`rollcall.perf`).
     perf: PerfFigures = field(default_factory=PerfFigures)
+    #: The distinct parameter digests the ranks reported after each epoch and at completion (one: agreed).
+    replicas: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     evidence: Evidence | None = field(default=None, compare=False, repr=False)
     criteria: Criteria = field(default_factory=Criteria, compare=False)
 

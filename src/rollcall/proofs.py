@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from rollcall.ranklog import CollectiveMismatch, RankReport, ranges
 
 #: Training steps between the first timed epoch's loss and the last's from which the loss must fall.
-LEARNING_STEPS = 3
+LEARNING_STEPS = 30
 
 NodeOf = Callable[[int], int]
 

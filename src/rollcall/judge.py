@@ -40,6 +40,7 @@ from rollcall.proofs import (
     find_divergence,
     find_wrong_collectives,
     receiving_node,
+    suspect_link,
 )
 from rollcall.ranklog import REQUIRED_EVENTS, RankReport, RollCall, ranges
 from rollcall.rootcause import Failure, analyse
@@ -351,14 +352,21 @@ def collective_mismatch(facts: Facts) -> Iterable[Problem]:
     for group in found:
         notes = {r.rank: f"wrong data from the {group.label}" for r in group.receivers}
         yield Problem(Kind.COLLECTIVE_MISMATCH, f"collective mismatch: {group}", notes, detail=group)
-    node = receiving_node(found)
+    node, ranks = receiving_node(found), sorted({r.rank for g in found for r in g.receivers})
+    link = suspect_link(facts.reports, found) if node is None else None
     if node is not None:
-        ranks = sorted({r.rank for g in found for r in g.receivers})
         yield Problem(
             Kind.COLLECTIVE_MISMATCH,
             f"collective mismatch: every rank that received wrong data ({ranges(ranks)}) is on node {node}: "
             "its device or its link",
             detail=node,
+        )
+    elif link is not None:
+        yield Problem(
+            Kind.COLLECTIVE_MISMATCH,
+            f"collective mismatch: every group that received wrong data crosses the link between nodes "
+            f"{link[0]} and {link[1]}, and no group that was right does",
+            detail=link,
         )
 
 

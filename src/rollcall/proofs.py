@@ -11,7 +11,8 @@ Pure functions over the ranks' reports (:mod:`rollcall.ranklog`) that return typ
   named with the first epoch it did.
 - **Collectives.** Each rank checked every result it received from the bandwidth phase's timed all-reduces
   against the exact sum; a ``mismatch`` names what was wrong. The findings are per group (scope, members),
-  listing the ranks that received wrong data; when all of them are on one node, that node is named.
+  listing the ranks that received wrong data; when all of them are on one node, that node is named, else
+  the one link (pair of nodes) that every wrong group crosses and no right group does, if there is one.
 - **Loss.** A loss that is not finite fails. The loss must fall from the first timed epoch to the last when
   at least :data:`LEARNING_STEPS` training steps lie between the two (the steps of the epochs after the
   first): ``bench/learning.py`` measured how far it falls over such runs (``bench/NOTES.md``).
@@ -156,6 +157,35 @@ def receiving_node(found: list[WrongCollective]) -> int | None:
     return nodes.pop() if len(nodes) == 1 else None
 
 
+def suspect_link(reports: Mapping[int, RankReport], found: list[WrongCollective]) -> tuple[int, int] | None:
+    """The one pair of nodes that every wrong group holds and no checked, right group does, if there is one.
+
+    Wrong data that spreads to every member of the groups crossing one link (as partial sums do in a ring)
+    points at that link: some group holding each of the two nodes without the other was right.
+    """
+    wrong = {(g.scope, g.nodes) for g in found}
+    if not wrong:
+        return None
+    checked = {
+        key: record.nodes
+        for report in reports.values()
+        for key, record in report.bandwidth.items()
+        if record.checked
+    }
+    right = [nodes for key, nodes in checked.items() if key not in wrong]
+    held = [set(nodes) for _, nodes in wrong]
+    common = sorted(set.intersection(*held))
+    links = [
+        (a, b)
+        for i, a in enumerate(common)
+        for b in common[i + 1 :]
+        if not any(a in nodes and b in nodes for nodes in right)
+        and any(a in nodes for nodes in right)  # each node was right without the other
+        and any(b in nodes for nodes in right)
+    ]
+    return links[0] if len(links) == 1 else None
+
+
 @dataclass(frozen=True)
 class LossFinding:
     """A rank whose loss was not finite, or did not fall from the first timed epoch to the last.
@@ -223,4 +253,5 @@ __all__ = [
     "find_divergence",
     "find_wrong_collectives",
     "receiving_node",
+    "suspect_link",
 ]

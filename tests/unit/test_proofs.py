@@ -194,3 +194,39 @@ def test_the_steps_counted_are_those_after_the_first_epoch():
         run_log(losses=(9.6, 9.6, 9.6), steps=2).ranks, lambda r: r // 2, learning_steps=4
     )
     assert [(f.rank, f.steps) for f in found] == [(0, 4), (1, 4), (2, 4), (3, 4)]
+
+
+def test_wrong_data_on_every_rank_of_the_groups_crossing_one_link_names_that_link():
+    wrong = {"iters": 10, "elements": 512, "index": 0, "expected": 10.0, "got": 12.0}
+    lines = []
+    for r in range(4):
+        node = r // 2
+        lines.append(event("start", r, 4, local_rank=r % 2, node_rank=node))
+        for scope, ranks, nodes, bad in (
+            ("world", "0-3", "0-1", wrong),
+            ("node", f"{2 * node}-{2 * node + 1}", str(node), None),
+        ):
+            lines.append(
+                event(
+                    "bandwidth",
+                    r,
+                    4,
+                    scope=scope,
+                    ranks=ranks,
+                    nodes=nodes,
+                    bytes=4096,
+                    algbw_gbps=1.0,
+                    busbw_gbps=1.5,
+                    checked=10,
+                    mismatch=bad,
+                )
+            )
+    roll = RollCall()
+    roll.parser("p").feed(("\n".join(lines) + "\n").encode())
+    found = [p for p in verdict(roll).findings if p.kind is Kind.COLLECTIVE_MISMATCH]
+    assert sorted(found[0].ranks) == [0, 1, 2, 3]
+    assert found[-1].message == (
+        "collective mismatch: every group that received wrong data crosses the link between nodes 0 and 1, "
+        "and no group that was right does"
+    )
+    assert found[-1].detail == (0, 1) and len(found) == 2

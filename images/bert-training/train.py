@@ -18,7 +18,9 @@ Environment read (set by torchrun; never MPI variables):
     NODE_NAME                                        the Kubernetes node, reported in ``start``.
     ROLLCALL_FAIL_RANK, ROLLCALL_HANG_RANK,
     ROLLCALL_CHATTY, ROLLCALL_SLOW_RANK,
-    ROLLCALL_SLOW_LINK, ROLLCALL_EXIT_RANK           fault injection, see below.
+    ROLLCALL_SLOW_LINK, ROLLCALL_EXIT_RANK,
+    ROLLCALL_CORRUPT_RANK,
+    ROLLCALL_CORRUPT_COLLECTIVE                      fault injection, see below.
     TORCHELASTIC_ERROR_FILE                          set by torchrun per rank: where an uncaught
                                                      exception is recorded (see "Exit codes").
 
@@ -29,7 +31,8 @@ always present; other keys may be added. Events, in order:
     start        local_rank, node_rank, local_world_size, host, node (from NODE_NAME, null when
                  unset), device, device_name, model, seq_len, batch_size, precision
                  -- after joining the process group
-    epoch_time   epoch (from 1), seconds, steps, samples, loss   -- one per timed epoch
+    epoch_time   epoch (from 1), seconds, steps, samples, loss (this rank's last step's, null when not
+                 finite), param_digest (see "Replicas")   -- one per timed epoch
     throughput   samples_per_sec (this rank), tflops (achieved, this rank), mfu (null when the
                  device peak is unknown), flops_per_sample, model, seq_len, batch_size, impl, precision,
                  compile_mode; compute_ms and compute_ms_p90 (median and 90th percentile of this
@@ -38,12 +41,17 @@ always present; other keys may be added. Events, in order:
                  startup_s (process start to the first step: imports, process group, model, data),
                  compile_s (the first step, which compiles the model, or in eager mode makes the first
                  kernels), warmup_s (the other warm-up steps), warmup_steps (how many ran, the first
-                 included), timed_s (the timed epochs, barriers included)
+                 included), timed_s (the timed epochs, barriers included, the digests not), digest_s
+                 (computing the epochs' parameter digests)
     bandwidth    scope ("world", "node" or "pair"), ranks and nodes (the group's members as
                  compact ranges, "0-7,16"), bytes (per all-reduce), iters, seconds (per all-reduce,
-                 as this rank saw it), algbw_gbps, busbw_gbps  -- one per group this rank is in,
-                 see "Collective bandwidth"
-    complete     -- then all ranks meet in a barrier and leave the process group
+                 as this rank saw it), algbw_gbps, busbw_gbps, checked (timed all-reduces whose
+                 result this rank checked), mismatch (null when every one was the exact sum, else
+                 {iters: how many were wrong, elements: wrong elements of the first wrong one, index:
+                 its first wrong element, expected, got: that element's values})  -- one per group
+                 this rank is in, see "Collective bandwidth"
+    complete     param_digest (after the last step)
+                 -- then all ranks meet in a barrier and leave the process group
     error        message, time (wall clock when it was written, seconds since the epoch, float)
                  -- instead of the rest, on any failure; the suite orders failures by ``time``
 Plain progress lines without the prefix may appear in between, and, at any point, the watchdog's:
@@ -112,6 +120,19 @@ fault for the collective bandwidth phase only: every rank of that node waits <ms
 posts its part of each timed all-reduce, as a degraded link that delays the node's sends would, so every
 group holding the node measures a low bandwidth.
 
+``ROLLCALL_CORRUPT_RANK=<rank>`` flips the highest mantissa bit of the first element of that rank's first
+parameter (and of its fp32 master copy under ``--precision bf16``) right after its first timed step, as a
+silent data corruption would: its replica differs from the others' from then on, and its ``param_digest``
+with them. ``ROLLCALL_CORRUPT_COLLECTIVE=<rank>`` zeroes 1024 elements (from a third of the buffer on) of
+every result that rank receives from the bandwidth phase's timed all-reduces, as a bad link or GPU would:
+its ``bandwidth`` events carry a ``mismatch``. A value that is not a rank fails the run with an ``error``.
+
+Replicas: DDP gives every rank the same averaged gradients and every replica starts from rank 0's weights,
+so the parameters are bitwise equal on every rank. ``param_digest`` is the first 16 hex digits of the
+SHA-256 of every parameter's bytes in the model's order (the device's bytes, copied to the host), taken
+after each timed epoch (outside its seconds) and before ``complete``; ranks whose digest differs from the
+others' hold a diverged replica.
+
 Timing: untimed warm-up steps, then ``--epochs`` epochs of ``--steps-per-epoch`` steps. Warm-up ends
 when step times settle: once the last ``--warmup-settle`` K step times (each closed by a device
 synchronise) all lie within ``--warmup-tolerance`` percent of their median, on every rank (the ranks agree
@@ -131,7 +152,11 @@ median over those steps, compute_ms_p90 the 90th percentile (linear interpolatio
 
 Collective bandwidth: after that (cuda and cpu; not on xla; off with ``--bandwidth-mb 0`` or one rank)
 the ranks all-reduce one float32 buffer of ``--bandwidth-mb`` MiB (64 on accelerators, 8 on cpu) in
-groups: the whole world, each node (when it has 2+ ranks), and each pair of nodes i, i+1 in a ring
+groups. Rank r sends ``(i + 37 r) % 251 + 1`` at element i (small integers, so every sum is exact in
+float32 in any order of reduction, a pattern that a moved, dropped or stale chunk breaks), and each timed
+all-reduce starts from that data again; after the clock stops, the rank compares what it received with
+the exact sum it computes for the group (``checked``, ``mismatch``). The groups: the whole world, each
+node (when it has 2+ ranks), and each pair of nodes i, i+1 in a ring
 (3+ nodes; with 2 nodes the one pair is the world). Every rank makes every group with ``new_group``
 in one order; a group whose members equal an earlier one's is dropped. On accelerators groups that
 share no rank run at the same time (all nodes together; the ring's pairs in two or three rounds); on
@@ -167,7 +192,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
@@ -175,6 +200,8 @@ if TYPE_CHECKING:
     import torch
 
 FAIL_RANK_ENV = "ROLLCALL_FAIL_RANK"
+CORRUPT_RANK_ENV = "ROLLCALL_CORRUPT_RANK"
+CORRUPT_COLLECTIVE_ENV = "ROLLCALL_CORRUPT_COLLECTIVE"
 HANG_RANK_ENV = "ROLLCALL_HANG_RANK"
 CHATTY_ENV = "ROLLCALL_CHATTY"
 #: The Kubernetes node the pod runs on (the Job's pod spec sets it from spec.nodeName).
@@ -183,6 +210,13 @@ SLOW_RANK_ENV = "ROLLCALL_SLOW_RANK"
 SLOW_LINK_ENV = "ROLLCALL_SLOW_LINK"
 EXIT_RANK_ENV = "ROLLCALL_EXIT_RANK"
 BANDWIDTH_SCOPES = ("world", "node", "pair")
+#: The bandwidth phase's data: rank r sends (i + PATTERN_STRIDE * r) % PATTERN_PERIOD + 1 at element i, small
+#: integers whose sums float32 holds exactly (up to 2**24 / PATTERN_PERIOD ranks) in any order of reduction.
+PATTERN_PERIOD = 251  # prime: a chunk moved by any power-of-two offset lands on other values
+PATTERN_STRIDE = 37
+#: Elements ROLLCALL_CORRUPT_COLLECTIVE zeroes in each result its rank receives (from a third of the buffer).
+CORRUPT_CHUNK = 1024
+PARAM_DIGEST_HEX = 16  # the parameters' SHA-256, its first 16 hex digits
 EVENT_PREFIX = "ROLLCALL "
 MAX_LINE_BYTES = 4096  # PIPE_BUF on Linux: smaller writes to a pipe are atomic
 DATA_POOL_BATCHES = 4  # batches generated once per rank, reused in turn
@@ -613,6 +647,117 @@ def injected_fault(rank: int, environ: Mapping[str, str]) -> str | None:
     return None
 
 
+def corrupted_rank(name: str, environ: Mapping[str, str]) -> int | None:
+    """The rank that ``name`` (``ROLLCALL_CORRUPT_RANK``, ``ROLLCALL_CORRUPT_COLLECTIVE``) targets, or None.
+
+    Raises:
+        ValueError: the value is not a rank (a non-negative integer).
+    """
+    value = environ.get(name, "").strip()
+    if not value:
+        return None
+    rank = int(value) if value.isdigit() else -1
+    if rank < 0:
+        raise ValueError(f"{name}={value!r} is not valid; write {name}=<rank>")
+    return rank
+
+
+def pattern_row(rank: int) -> list[int]:
+    """One period of what ``rank`` all-reduces in the bandwidth phase: element i is ``row[i % len(row)]``."""
+    return [(i + PATTERN_STRIDE * rank) % PATTERN_PERIOD + 1 for i in range(PATTERN_PERIOD)]
+
+
+def expected_row(ranks: Iterable[int]) -> list[int]:
+    """One period of the exact sum an all-reduce of the patterns of ``ranks`` returns."""
+    total = [0] * PATTERN_PERIOD
+    for rank in ranks:
+        for i, value in enumerate(pattern_row(rank)):
+            total[i] += value
+    return total
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """A result that differs from the exact sum: how many elements, and the first of them."""
+
+    elements: int
+    index: int
+    expected: float
+    got: float
+
+
+def mismatch(received: torch.Tensor, expected: torch.Tensor) -> Mismatch | None:
+    """How ``received`` differs from ``expected`` (NaN counts as wrong), or None when they are equal."""
+    import torch
+
+    if torch.equal(received, expected):
+        return None
+    wrong = received.ne(expected)
+    index = int(wrong.to(torch.uint8).argmax())  # the first wrong element
+    return Mismatch(int(wrong.sum()), index, float(expected[index]), float(received[index]))
+
+
+@dataclass
+class ResultCheck:
+    """The check of every timed all-reduce's result one rank received from one group."""
+
+    checked: int = 0
+    wrong: int = 0
+    first: Mismatch | None = None
+
+    def check(self, received: torch.Tensor, expected: torch.Tensor) -> None:
+        """Compare one received result with the exact sum."""
+        self.checked += 1
+        found = mismatch(received, expected)
+        if found is not None:
+            self.wrong += 1
+            self.first = self.first or found
+
+    def fields(self) -> dict[str, Any]:
+        """The ``bandwidth`` event's ``checked`` and ``mismatch`` fields."""
+        found = None
+        if self.first is not None:
+            found = {"iters": self.wrong, **asdict(self.first)}
+        return {"checked": self.checked, "mismatch": found}
+
+
+def pattern_tensor(row: Sequence[int], numel: int, device: Any) -> torch.Tensor:
+    """``numel`` float32 elements repeating ``row``, on ``device``."""
+    import torch
+
+    period = torch.tensor(row, dtype=torch.float32, device=device)
+    return period.repeat(-(-numel // len(row)))[:numel].contiguous()
+
+
+def drop_chunk(received: torch.Tensor) -> None:
+    """``ROLLCALL_CORRUPT_COLLECTIVE``: zero :data:`CORRUPT_CHUNK` elements from a third of ``received``."""
+    start = received.numel() // 3
+    received[start : start + CORRUPT_CHUNK].zero_()
+
+
+def parameter_digest(model: torch.nn.Module) -> str:
+    """SHA-256 of the bytes of every parameter, in the model's order (:data:`PARAM_DIGEST_HEX` hex digits)."""
+    import hashlib
+
+    import torch
+
+    digest = hashlib.sha256()
+    with torch.no_grad():
+        for param in model.parameters():
+            digest.update(param.detach().reshape(-1).view(torch.uint8).cpu().numpy().data)
+    return digest.hexdigest()[:PARAM_DIGEST_HEX]
+
+
+def flip_bit(param: torch.Tensor) -> None:
+    """Flip the top mantissa bit of the first element of ``param`` in place, as a silent corruption would."""
+    import torch
+
+    ints = {2: torch.int16, 4: torch.int32, 8: torch.int64}[param.element_size()]
+    bit = round(-math.log2(torch.finfo(param.dtype).eps)) - 1
+    with torch.no_grad():
+        param.detach().view(-1)[:1].view(ints).bitwise_xor_(1 << bit)
+
+
 @dataclass(frozen=True)
 class Chatty:
     """``ROLLCALL_CHATTY``: which rank prints plain lines, and about how many bytes of them."""
@@ -644,6 +789,8 @@ def check_fault_injection(environ: Mapping[str, str]) -> None:
     slow_rank(environ)
     slow_link(environ)
     exit_rank(environ)
+    for name in (CORRUPT_RANK_ENV, CORRUPT_COLLECTIVE_ENV):
+        corrupted_rank(name, environ)
 
 
 @dataclass(frozen=True)
@@ -1436,11 +1583,15 @@ def measure_bandwidth(
     groups = bandwidth_groups([int(t.item()) for t in gathered])
     handles = [dist.new_group(list(g.ranks)) for g in groups]  # every rank, every group, one order
     numel = max(1, int(args.bandwidth_mb * 2**20) // 4)
-    buffer = torch.zeros(numel, dtype=torch.float32, device=acc.device)
+    source = pattern_tensor(pattern_row(env.rank), numel, acc.device)  # what this rank sends, every time
+    buffer = source.clone()
     delay_s = link.delay_ms / 1000 if link is not None and link.node == env.node_rank else 0.0
+    corrupt = corrupted_rank(CORRUPT_COLLECTIVE_ENV, os.environ) == env.rank
     # Simulated nodes on one CPU share its cores: there groups take turns, elsewhere disjoint ones overlap.
     rounds = [[i] for i in range(len(groups))] if acc.kind == "cpu" else bandwidth_rounds(groups)
     mine_in = {i: handles[i] for round_ in rounds for i in round_ if env.rank in groups[i].ranks}
+    expected = {i: pattern_tensor(expected_row(groups[i].ranks), numel, acc.device) for i in mine_in}
+    checks = {i: ResultCheck() for i in mine_in}
     for handle in mine_in.values():  # untimed: connections made, buffers warm
         for _ in range(args.bandwidth_iters // 4 + 1):
             dist.all_reduce(buffer, group=handle)
@@ -1454,7 +1605,10 @@ def measure_bandwidth(
                 watchdog.beat(f"bandwidth pass {n + 1} round {r + 1}")
             for index in round_:
                 if index in mine_in:
-                    times[index].append(_time_all_reduce(acc, buffer, mine_in[index], delay_s))
+                    times[index].append(_time_all_reduce(acc, buffer, source, mine_in[index], delay_s))
+                    if corrupt:
+                        drop_chunk(buffer)  # ROLLCALL_CORRUPT_COLLECTIVE: this rank receives a chunk short
+                    checks[index].check(buffer, expected[index])  # after the clock stopped
             acc.barrier("rollcall-bandwidth-round")
     for index, samples in times.items():
         group, seconds = groups[index], percentile(samples, 50)
@@ -1469,14 +1623,20 @@ def measure_bandwidth(
             seconds=float(f"{seconds:.6g}"),
             algbw_gbps=float(f"{algbw:.6g}"),
             busbw_gbps=float(f"{busbw:.6g}"),
+            **checks[index].fields(),
         )
 
 
-def _time_all_reduce(acc: Accelerator, buffer: Any, group: Any, delay_s: float) -> float:
-    """Seconds of one all-reduce of ``buffer`` in ``group``, after an untimed one lines the members up."""
+def _time_all_reduce(acc: Accelerator, buffer: Any, source: Any, group: Any, delay_s: float) -> float:
+    """Seconds of one all-reduce of ``source`` (copied into ``buffer``) in ``group``, after an untimed one.
+
+    The untimed all-reduce lines the members up; then ``buffer`` gets this rank's ``source`` again, so the
+    timed all-reduce leaves in it the exact sum of the members' sources.
+    """
     import torch.distributed as dist
 
     dist.all_reduce(buffer, group=group)
+    buffer.copy_(source)
     acc.synchronize()
     started = time.perf_counter()
     if delay_s:
@@ -1530,6 +1690,7 @@ class MasterWeightAdamW:
 class Training:
     """What one training step needs: the step's module, the optimizer, bf16 autocast or not."""
 
+    model: torch.nn.Module  # the parameters every replica holds
     step_model: Callable[..., Any]
     optimizer: Any
     shape: BertShape
@@ -1566,7 +1727,7 @@ def build_training(args: argparse.Namespace, acc: Accelerator, env: DistEnv) -> 
     )
     precision = precision_label(args.precision, acc.bf16)
     cudagraphs = bool(args.compile) and args.compile_mode in ("reduce-overhead", "max-autotune")
-    return Training(step_model, optimizer, shape, precision, not bf16_weights, cudagraphs)
+    return Training(model, step_model, optimizer, shape, precision, not bf16_weights, cudagraphs)
 
 
 def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
@@ -1583,6 +1744,7 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
     first_step = args.first_step_hang_after or first_step_bound(device, bool(args.compile))
     watchdog = Watchdog(log, args.hang_after, first_step).start()
     slow, link = slow_rank(os.environ), slow_link(os.environ)
+    corrupt_replica = corrupted_rank(CORRUPT_RANK_ENV, os.environ) == env.rank
     if device == "xla" and args.compile:
         raise ValueError("--compile is not supported with --device xla")
     if device == "xla" and args.precision == "bf16":
@@ -1675,13 +1837,20 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
     warmup_s = sum(step_seconds[1:])
 
     timed_started = time.perf_counter()
-    total_seconds = 0.0
+    total_seconds = digest_s = 0.0
     for epoch in range(1, args.epochs + 1):
         watchdog.beat(f"epoch {epoch} barrier")
         acc.barrier(f"rollcall-epoch-{epoch}")  # all ranks start the epoch together
         acc.synchronize()
         started = time.perf_counter()
-        loss = train_steps(args.steps_per_epoch, f"epoch {epoch}", 1)
+        label = f"epoch {epoch}"
+        if epoch == 1 and corrupt_replica:  # ROLLCALL_CORRUPT_RANK: one bit flips after the first timed step
+            loss = train_steps(1, label, 1)
+            _flip_replica_bit(training, env.rank)
+            if args.steps_per_epoch > 1:
+                loss = train_steps(args.steps_per_epoch - 1, label, 2)
+        else:
+            loss = train_steps(args.steps_per_epoch, label, 1)
         acc.synchronize()
         seconds = time.perf_counter() - started
         watchdog.beat(f"epoch {epoch} end")
@@ -1689,6 +1858,9 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
         total_seconds += seconds
         loss_value = float(loss.detach().float().cpu()) if loss is not None else math.nan
         samples = args.steps_per_epoch * args.batch_size
+        digest_started = time.perf_counter()
+        digest = parameter_digest(training.model)
+        digest_s += time.perf_counter() - digest_started
         log.emit(
             "epoch_time",
             epoch=epoch,
@@ -1696,6 +1868,7 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
             steps=args.steps_per_epoch,
             samples=samples,
             loss=round(loss_value, 4),
+            param_digest=digest,
         )
         if env.rank == 0:
             print(f"rollcall: epoch {epoch}/{args.epochs} {seconds:.3f}s loss {loss_value:.4f}", flush=True)
@@ -1705,7 +1878,7 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
             _chatter(env.rank, os.environ)
             _maybe_inject_fault(env.rank)
 
-    timed_s = time.perf_counter() - timed_started
+    timed_s = time.perf_counter() - timed_started - digest_s
     compute = measure_compute(
         acc,
         step_model,
@@ -1743,11 +1916,12 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
         warmup_s=round(warmup_s, 3),
         warmup_steps=warmup_count,
         timed_s=round(timed_s, 3),
+        digest_s=round(digest_s, 3),
         **compute_fields(compute),
     )
     watchdog.beat("bandwidth")
     measure_bandwidth(acc, env, log, args, link, watchdog=watchdog)
-    log.emit("complete")
+    log.emit("complete", param_digest=parameter_digest(training.model))
     watchdog.beat("final barrier")
     acc.barrier("rollcall-complete")  # the rank hosting the store must not leave first
     watchdog.beat("leaving the process group")
@@ -1770,6 +1944,17 @@ def _chatter(rank: int, environ: Mapping[str, str]) -> None:
         sys.stdout.write(line * lines_per_chunk)
         sys.stdout.flush()
         time.sleep(0.1)
+
+
+def _flip_replica_bit(training: Training, rank: int) -> None:
+    """``ROLLCALL_CORRUPT_RANK``: flip one bit of this replica's first parameter (and of its fp32 master)."""
+    flip_bit(next(training.model.parameters()))
+    if isinstance(training.optimizer, MasterWeightAdamW):  # the master is written back each step
+        flip_bit(training.optimizer.master[0])
+    print(
+        f"rollcall: rank {rank} flipped one bit of its first parameter as asked by {CORRUPT_RANK_ENV}",
+        flush=True,
+    )
 
 
 def _maybe_inject_fault(rank: int) -> None:

@@ -10,10 +10,11 @@ file opens the same offline, from a CI artifact store or a mail attachment.
 The page is ``templates/report.html.j2`` rendered by jinja2 with autoescape on; this module only prepares
 the values it shows. A rank cell's ``data-state`` (and class) is the rank's
 :class:`~rollcall.verdict.RankState`: ``ok`` (green), ``missing`` (red), ``failed`` (red: answered, then
-exited non-zero), ``straggler`` (amber: by throughput or compute time) or ``slow`` (orange: below
-``--min-throughput``, or on a node or pair of nodes of low bus bandwidth). A rank any problem names is never
-``ok``: its cell is also outlined in red, its ``data-kinds`` lists the kinds of those problems
-(:class:`~rollcall.verdict.Kind` values, e.g. ``exited_nonzero``), and its title says them.
+exited non-zero), ``straggler`` (amber: by throughput or compute time), ``slow`` (orange: below
+``--min-throughput``, or on a node or pair of nodes of low bus bandwidth) or ``wrong`` (purple: its replica
+diverged, it received wrong data from an all-reduce, or its loss was not finite or did not fall). A rank any
+problem names is never ``ok``: its cell is also outlined in red, its ``data-kinds`` lists the kinds of those
+problems (:class:`~rollcall.verdict.Kind` values, e.g. ``exited_nonzero``), and its title says them.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from rollcall.ranklog import ranges
 from rollcall.reports import number
 from rollcall.rootcause import lines
 from rollcall.runner import PASSED_AFTER_DISRUPTION
-from rollcall.verdict import RankState
+from rollcall.verdict import Kind, RankState
 
 if TYPE_CHECKING:
     from rollcall.gate import GateReport
@@ -101,6 +102,8 @@ def _test(record: TestRecord, base: Path) -> dict[str, Any]:
     gate = record.gate
     analysis = verdict.root_cause
     error_lines = [line.text for line in lines(analysis)] if analysis else []
+    # A silent data corruption is the root cause even when no rank failed because of it.
+    error_lines = [p.message for p in verdict.of_kind(Kind.REPLICA_DIVERGENCE)] + error_lines
     return {
         "root_cause": error_lines[0] if error_lines else "",
         "errors": error_lines[1:],

@@ -13,6 +13,9 @@ A check is a function ``Facts -> Iterable[Problem]``; adding one is writing it a
 - every rank ``0..world_size-1`` reported throughput, an epoch time and completion, and no error, and none
   of them then exited non-zero or by a signal (as the launcher recorded its workers' ends);
 - every value is finite and positive; no rank outside the world reported;
+- every replica holds the same parameters after each epoch and at completion (a silent data corruption
+  otherwise, listed first), every all-reduce result of the bandwidth phase was the exact sum, and every loss
+  is finite and, over a run long enough to learn, fell (:mod:`rollcall.checks.proofs`);
 - each node hosts exactly ``procs_per_node`` ranks (judged from ``start`` events where they exist) and every
   rank that said its world size said the one asked for;
 - every rank meets ``min_throughput`` when it is set, and none is a straggler when ``straggler_ratio`` is set,
@@ -35,6 +38,14 @@ from rollcall.backends import JobState
 from rollcall.baseline import ConfigKey, Figures
 from rollcall.baseline import regressions as find_regressions
 from rollcall.checks.hangs import resolve, stalled_for, stalls, waiting_line
+from rollcall.checks.proofs import (
+    digests_by_stage,
+    find_bad_losses,
+    find_divergence,
+    find_wrong_collectives,
+    receiving_node,
+    suspect_link,
+)
 from rollcall.perf import PerfFigures, common_node, compute_straggler_problem, slow_groups
 from rollcall.perf import compute_stragglers as find_compute_stragglers
 from rollcall.ranklog import REQUIRED_EVENTS, RankReport, RollCall, ranges
@@ -394,8 +405,74 @@ def regressions(facts: Facts) -> Iterable[Problem]:
         yield Problem(Kind.REGRESSION, str(found), detail=found)
 
 
-#: Every check, in the order their problems are listed.
+def replica_divergence(facts: Facts) -> Iterable[Problem]:
+    """Every rank's parameters must equal the other replicas' after each epoch and at completion.
+
+    A replica that diverged is a silent data corruption: its problem is the first one listed.
+    """
+    found = find_divergence(facts.reports, facts.node)
+    if not found:
+        return
+    named = "; ".join(f"rank {d.rank} (node {d.node}) {d.when}" for d in found)
+    ref = found[0]
+    yield Problem(
+        Kind.REPLICA_DIVERGENCE,
+        f"replica divergence (silent data corruption): {named}: parameters unlike the replicas' "
+        f"(param_digest {ref.digest} where {ref.agreeing} rank(s) hold {ref.reference})",
+        {d.rank: d.note() for d in found},
+        detail=tuple(found),
+    )
+
+
+def collective_mismatch(facts: Facts) -> Iterable[Problem]:
+    """Every result a rank received from the bandwidth phase's timed all-reduces must be the exact sum.
+
+    One problem per group naming the ranks that received wrong data; when they are all on one node, a last
+    line names it (its device or its link).
+    """
+    found = find_wrong_collectives(facts.reports, facts.node)
+    for group in found:
+        notes = {r.rank: f"wrong data from the {group.label}" for r in group.receivers}
+        yield Problem(Kind.COLLECTIVE_MISMATCH, f"collective mismatch: {group}", notes, detail=group)
+    node, ranks = receiving_node(found), sorted({r.rank for g in found for r in g.receivers})
+    link = suspect_link(facts.reports, found) if node is None else None
+    if node is not None:
+        yield Problem(
+            Kind.COLLECTIVE_MISMATCH,
+            f"collective mismatch: every rank that received wrong data ({ranges(ranks)}) is on node {node}: "
+            "its device or its link",
+            detail=node,
+        )
+    elif link is not None:
+        yield Problem(
+            Kind.COLLECTIVE_MISMATCH,
+            f"collective mismatch: every group that received wrong data crosses the link between nodes "
+            f"{link[0]} and {link[1]}, and no group that was right does",
+            detail=link,
+        )
+
+
+def loss(facts: Facts) -> Iterable[Problem]:
+    """Every loss must be finite, and fall from the first timed epoch to the last over a run that learns."""
+    found = find_bad_losses(facts.reports, facts.node)
+    for what, group in (
+        ("loss not finite", [f for f in found if not f.finite]),
+        ("loss did not fall", [f for f in found if f.finite]),
+    ):
+        if group:
+            yield Problem(
+                Kind.LOSS,
+                f"{what} on ranks {facts.by_node(f.rank for f in group)}: "
+                + "; ".join(f"rank {f.rank} {f.note()}" for f in group),
+                {f.rank: f.note() for f in group},
+                detail=tuple(group),
+            )
+
+
+#: Every check, in the order their problems are listed (a silent data corruption first).
 CHECKS: tuple[Check, ...] = (
+    replica_divergence,
+    collective_mismatch,
     hangs,
     errors,
     exited_nonzero,
@@ -404,6 +481,7 @@ CHECKS: tuple[Check, ...] = (
     missing_events,
     unexpected_ranks,
     invalid_values,
+    loss,
     min_throughput,
     layout,
     stragglers,
@@ -447,6 +525,7 @@ def judge(evidence: Evidence, criteria: Criteria | None = None, checks: Iterable
         mfu_mean=math.fsum(mfus) / len(mfus) if mfus else None,
         workload=facts.workload,
         perf=facts.perf,
+        replicas=digests_by_stage(facts.reports),
         criteria=facts.criteria,
         config=facts.config,
         baseline=facts.baseline,

@@ -326,14 +326,19 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if not suite or not suite.records:
         return
     from rollcall.reports import perf_summary, summary_table
+    from rollcall.verdict import Kind
 
     terminalreporter.section("rollcall")
     for line in summary_table(suite.records) + perf_summary(suite.records):
         terminalreporter.write_line(line)
     for record in suite.records:
-        analysis = record.result.last.verdict.root_cause
-        if not record.result.passed and analysis is not None:
-            terminalreporter.write_line(f"{record.test_id}: {analysis.headline()}")
+        verdict = record.result.last.verdict
+        if record.result.passed:
+            continue
+        for problem in verdict.of_kind(Kind.REPLICA_DIVERGENCE):  # a silent data corruption: the root cause
+            terminalreporter.write_line(f"{record.test_id}: {problem.message}")
+        if verdict.root_cause is not None:
+            terminalreporter.write_line(f"{record.test_id}: {verdict.root_cause.headline()}")
     for line in config.stash.get(_NOTES, []):
         terminalreporter.write_line(line)
     terminalreporter.write_line(f"reports: {suite.options.artifacts_dir}/")

@@ -3,17 +3,20 @@
 Every rank of the workload prints one line per event, written with a single ``write`` and flushed::
 
     ROLLCALL {"event":"start","rank":3,"local_rank":3,"node_rank":0,"world_size":64,"host":"h","device":"cuda:3"}
-    ROLLCALL {"event":"epoch_time","rank":3,"world_size":64,"epoch":1,"seconds":0.31}
+    ROLLCALL {"event":"epoch_time","rank":3,"world_size":64,"epoch":1,"seconds":0.31,"steps":50,"loss":9.71,"param_digest":"9f86d081884c7d65"}
     ROLLCALL {"event":"throughput","rank":3,"world_size":64,"samples_per_sec":49.97,"compute_ms":41.2,"compute_ms_p90":41.9}
-    ROLLCALL {"event":"bandwidth","rank":3,"world_size":64,"scope":"node","ranks":"0-7","nodes":"0","bytes":67108864,"iters":20,"seconds":0.00031,"algbw_gbps":216.5,"busbw_gbps":378.9}
-    ROLLCALL {"event":"complete","rank":3,"world_size":64}
+    ROLLCALL {"event":"bandwidth","rank":3,"world_size":64,"scope":"node","ranks":"0-7","nodes":"0","bytes":67108864,"iters":20,"seconds":0.00031,"algbw_gbps":216.5,"busbw_gbps":378.9,"checked":20,"mismatch":null}
+    ROLLCALL {"event":"complete","rank":3,"world_size":64,"param_digest":"9f86d081884c7d65"}
     ROLLCALL {"event":"error","rank":3,"world_size":64,"message":"...","time":1764576001.25}
     ROLLCALL {"event":"stack","rank":3,"world_size":64,"dump":1,"thread":"MainThread","main":true,"threads":2,"phase":"epoch 2 barrier","stalled_s":61.0,"hang_after":60.0,"frames":[["train.py",1490,"run","acc.barrier(...)",true]],"dropped":0}
     ROLLCALL {"event":"resumed","rank":3,"world_size":64,"dump":1,"stalled_s":75.2,"phase":"epoch 2 step 1"}
 
 A rank answers the roll call when it reported ``throughput``, at least one ``epoch_time`` and ``complete``;
 ``compute_ms`` / ``compute_ms_p90`` (this rank's compute per step, without communication) and ``bandwidth``
-(one per all-reduce group the rank was in) are optional figures.
+(one per all-reduce group the rank was in) are optional figures. So are the proofs that the rank trained
+correctly: each epoch's ``loss`` and ``steps``, the ``param_digest`` of its parameters after each epoch and at
+``complete`` (a replica that diverged has another), and each ``bandwidth`` record's check of what the rank
+received (``checked``, and a ``mismatch`` when a result was not the exact sum).
 
 Parsing rules:
 
@@ -23,6 +26,10 @@ Parsing rules:
 - CRLF endings are fine; a repeated event (a restarted worker, or the same epoch again) keeps the last record;
 - an optional field of the wrong type is dropped, never the record: a ``throughput`` whose ``compute_ms`` is not
   a number still counts (without a compute time);
+- a ``loss`` of null is a loss that was not finite (the workload writes NaN and infinities as null): it is kept
+  as NaN; a ``param_digest`` counts when it is a string;
+- a ``mismatch`` counts when it is an object; each of its fields that is not a number is None (a wrong
+  result is never dropped for a garbled detail);
 - a ``bandwidth`` record counts only when whole: ``scope`` one of world/node/pair, ``ranks`` and ``nodes``
   compact ranges (``"0-7,16"``), ``bytes`` a positive integer and ``algbw_gbps``, ``busbw_gbps`` numbers; one is
   kept per rank and group (scope and nodes), the last;
@@ -94,6 +101,25 @@ class RankError:
 
 
 @dataclass(frozen=True)
+class CollectiveMismatch:
+    """What one rank received wrong from one group's timed all-reduces (a ``bandwidth`` record's ``mismatch``).
+
+    Attributes:
+        iters: timed all-reduces whose result was wrong.
+        elements: wrong elements in the first wrong result.
+        index: the first wrong element's index.
+        expected: that element's exact sum.
+        got: what the rank received there.
+    """
+
+    iters: int | None = None
+    elements: int | None = None
+    index: int | None = None
+    expected: float | None = None
+    got: float | None = None
+
+
+@dataclass(frozen=True)
 class BandwidthRecord:
     """One rank's measure of one all-reduce group (a ``bandwidth`` event)."""
 
@@ -104,6 +130,9 @@ class BandwidthRecord:
     algbw_gbps: float
     busbw_gbps: float
     seconds: float | None = None
+    #: Timed all-reduces whose result the rank checked (None: the workload checks none).
+    checked: int | None = None
+    mismatch: CollectiveMismatch | None = None
 
     @property
     def key(self) -> tuple[str, tuple[int, ...]]:
@@ -173,6 +202,12 @@ class RankReport:
     stall: StackDump | None = None
     #: The highest dump number a ``resumed`` event withdrew.
     resumed: int = 0
+    #: Each timed epoch's loss (NaN when the rank reported it not finite) and steps, by epoch.
+    losses: dict[int, float] = field(default_factory=dict)
+    epoch_steps: dict[int, int] = field(default_factory=dict)
+    #: The digest of the rank's parameters after each timed epoch, by epoch, and at ``complete``.
+    digests: dict[int, str] = field(default_factory=dict)
+    final_digest: str | None = None
 
     @property
     def epoch_time(self) -> float | None:
@@ -361,6 +396,7 @@ class LogParser:
             report.bandwidth[value.key] = value
         elif event == "epoch_time":
             report.epoch_times[epoch] = value
+            _epoch_proofs(report, epoch, obj)
         elif event == "stack":
             _add_stack(report, value, obj)
         elif event == "resumed":
@@ -369,6 +405,8 @@ class LogParser:
                 report.stall = None
         elif event == "complete":
             report.complete = True
+            digest = obj.get("param_digest")
+            report.final_digest = digest if isinstance(digest, str) else report.final_digest
         elif event == "start":
             report.start = {k: v for k, v in obj.items() if k not in _ENVELOPE}
         else:
@@ -420,6 +458,37 @@ def _thread_stack(obj: dict[str, Any]) -> ThreadStack | None:
     return ThreadStack(name, obj.get("main") is True, tuple(kept), dropped if isinstance(dropped, int) else 0)
 
 
+def _epoch_proofs(report: RankReport, epoch: int, obj: dict[str, Any]) -> None:
+    """An ``epoch_time``'s loss, steps and parameter digest, each where it is sound."""
+    if "loss" in obj:
+        loss = obj["loss"]
+        value = math.nan if loss is None else _number(loss)
+        if value is not None:
+            report.losses[epoch] = value
+    steps, digest = obj.get("steps"), obj.get("param_digest")
+    if (count := _count(steps)) is not None:
+        report.epoch_steps[epoch] = count
+    if isinstance(digest, str):
+        report.digests[epoch] = digest
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _mismatch(value: object) -> CollectiveMismatch | None:
+    """A ``bandwidth`` record's ``mismatch`` (an object), its garbled fields None; None when there is none."""
+    if not isinstance(value, dict):
+        return None
+    return CollectiveMismatch(
+        iters=_count(value.get("iters")),
+        elements=_count(value.get("elements")),
+        index=_count(value.get("index")),
+        expected=_number(value.get("expected")),
+        got=_number(value.get("got")),
+    )
+
+
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -440,7 +509,17 @@ def _bandwidth(obj: dict[str, Any]) -> BandwidthRecord | None:
         return None
     if not isinstance(nbytes, int) or isinstance(nbytes, bool) or nbytes <= 0:
         return None
-    return BandwidthRecord(str(scope), ranks, nodes, nbytes, algbw, busbw, _number(obj.get("seconds")))
+    return BandwidthRecord(
+        str(scope),
+        ranks,
+        nodes,
+        nbytes,
+        algbw,
+        busbw,
+        _number(obj.get("seconds")),
+        checked=_count(obj.get("checked")),
+        mismatch=_mismatch(obj.get("mismatch")),
+    )
 
 
 _RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")

@@ -78,6 +78,8 @@ class TestRecord:
             "errors": [g.as_dict() for g in verdict.root_cause.groups] if verdict.root_cause else [],
             # Per-rank compute times, per-group and per-node bus bandwidth, and what the checks found.
             "perf": verdict.perf_report.as_dict(),
+            # The distinct parameter digests after each epoch and at completion: one each when replicas agree.
+            "replicas": {stage: list(digests) for stage, digests in verdict.replicas.items()},
             **self.extra,
         }
 

@@ -68,6 +68,7 @@ class RankState(enum.Enum):
     STRAGGLER = "straggler"  # answered, but below --straggler-ratio of the median throughput or compute time
     SLOW = "slow"  # answered, but below --min-throughput, on a slow link (or failed another check naming it)
     FAILED = "failed"  # answered the roll call, then exited non-zero or was killed by a signal
+    WRONG = "wrong"  # answered, but trained wrongly: a diverged replica, wrong all-reduce data, a failed loss
 
     @property
     def severity(self) -> int:
@@ -81,6 +82,7 @@ _SEVERITY = {
     RankState.STRAGGLER: 2,
     RankState.FAILED: 3,
     RankState.MISSING: 4,
+    RankState.WRONG: 5,
 }
 
 
@@ -104,6 +106,11 @@ class Kind(enum.Enum):
     EXITED_NONZERO = "exited_nonzero"  # a rank answered the roll call, then exited non-zero (or by a signal)
     HUNG = "hung"  # stalled past its --hang-after outside any collective (its stack says where)
     WAITING = "waiting"  # stalled past its --hang-after inside a collective or barrier, waiting for others
+    #: A rank's parameters differ from the other replicas' (a silent data corruption), named first.
+    REPLICA_DIVERGENCE = "replica_divergence"
+    #: A rank received a result from the bandwidth phase's all-reduce that is not the exact sum.
+    COLLECTIVE_MISMATCH = "collective_mismatch"
+    LOSS = "loss"  # a loss that was not finite, or did not fall over a run long enough to learn
 
     @property
     def rank_state(self) -> RankState:
@@ -123,6 +130,9 @@ _RANK_STATE = {
     Kind.EXITED_NONZERO: RankState.FAILED,
     Kind.HUNG: RankState.MISSING,
     Kind.WAITING: RankState.MISSING,
+    Kind.REPLICA_DIVERGENCE: RankState.WRONG,
+    Kind.COLLECTIVE_MISMATCH: RankState.WRONG,
+    Kind.LOSS: RankState.WRONG,
 }
 
 
@@ -265,6 +275,8 @@ class Verdict:
     workload: Mapping[str, Any] = field(default_factory=dict)
     #: Per-rank compute times and per-group bus bandwidth, as the ranks reported them (:mod:`rollcall.perf`).
     perf: PerfFigures = field(default_factory=PerfFigures)
+    #: The distinct parameter digests the ranks reported after each epoch and at completion (one: agreed).
+    replicas: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: What the run was held to.
     criteria: Criteria = field(default_factory=Criteria, compare=False)
     #: The run's configuration (None when the job asked for is unknown) and its baseline, if there is one.

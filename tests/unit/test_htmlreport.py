@@ -242,3 +242,27 @@ def test_results_json_carries_compute_per_rank_and_busbw_per_node(tmp_path):
         "test_perf: lowest bus bandwidth: node 1 (pod(s) test-perf-1), 0.05 GB/s, 0.10 x the median of "
         "0.525 GB/s",
     ]
+
+
+def test_a_diverged_replica_is_wrong_on_the_page_and_its_root_cause(tmp_path):
+    collector = Collector(tmp_path / "test_sdc")
+    spec = JobSpec("test-sdc", 2, 4, accelerator="cpu")
+    for node in range(2):
+        text = re.sub(  # every rank's completion carries its digest; rank 5's differs
+            r'("event":"complete","rank":(\d+),"world_size":8)',
+            lambda m: m.group(1) + f',"param_digest":"{"bad" if m.group(2) == "5" else "good"}"',
+            workload_log(node, 2, 4),
+        )
+        collector.sink(f"test-sdc-{node}").write(text.encode())
+    collector.close()
+    attempt = judged(collector.roll, spec, JobStatus(JobState.SUCCEEDED), tmp_path, 2.0)
+    record = reports.TestRecord("tests/e2e/t.py::test_sdc", RunResult("scripted", [attempt]), "cpu")
+    path = tmp_path / REPORT_FILE
+    write_report(path, [record], {"backend": "scripted", "started": 0})
+    states = {r: s for r, _, s, _ in Elements(path.read_text()).ranks()}
+    assert states == {r: "wrong" if r == 5 else "ok" for r in range(8)}
+    root = re.search(r'<p class="root-cause">([^<]*)</p>', path.read_text())
+    assert root is not None and root.group(1).startswith(
+        "replica divergence (silent data corruption): rank 5 (node 1) at completion"
+    )
+    assert record.as_dict()["replicas"] == {"complete": ["bad", "good"]}

@@ -686,3 +686,69 @@ def test_flops_count_the_mlm_head_on_masked_tokens_only():
     masked = train.flops_per_sample(large, 128, train.mlm_predictions(128))
     head = 1024 * 1024 + 1024 * 30522
     assert full - masked == pytest.approx(6 * head * (128 - 19))
+
+
+# ------------------------------------------------------------------- proof that every rank trained correctly
+
+
+def test_each_rank_sends_a_pattern_of_small_integers_whose_sums_are_exact():
+    assert train.pattern_row(0)[:3] == [1, 2, 3] and train.pattern_row(0)[-1] == 251
+    assert train.pattern_row(1)[:2] == [38, 39]  # 37 further on: rank-distinct
+    assert sorted(train.pattern_row(5)) == list(range(1, 252))  # each value once per period
+    assert train.expected_row([0, 1])[:2] == [39, 41]
+    assert train.expected_row(range(2048))[0] == sum((37 * r) % 251 + 1 for r in range(2048))
+    assert max(train.expected_row(range(2**16))) < 2**24  # float32 holds every sum exactly
+
+
+def test_a_received_result_is_checked_against_the_exact_sum():
+    import torch
+
+    expected = train.pattern_tensor(train.expected_row([0, 1, 2]), 4096, "cpu")
+    assert expected.shape == (4096,) and expected[251].item() == expected[0].item() == 1 + 38 + 75
+    check = train.ResultCheck()
+    check.check(expected.clone(), expected)
+    assert check.fields() == {"checked": 1, "mismatch": None}
+    received = expected.clone()
+    train.drop_chunk(received)
+    check.check(received, expected)
+    received[5] = torch.nan
+    check.check(received, expected)
+    assert check.fields() == {
+        "checked": 3,
+        # element 1365 is 110 into its period: ranks 0, 1 and 2 sent 111, 148 and 185
+        "mismatch": {"iters": 2, "elements": 1024, "index": 4096 // 3, "expected": 444.0, "got": 0.0},
+    }
+    found = train.mismatch(received, expected)  # NaN is wrong too, and now the first wrong element
+    assert (found.elements, found.index, found.expected) == (1025, 5, 6.0 + 43.0 + 80.0)
+    assert math.isnan(found.got)
+
+
+def test_a_flipped_bit_changes_the_parameter_digest_and_nothing_else_does():
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2))
+    digest = train.parameter_digest(model)
+    assert len(digest) == 16 and digest == train.parameter_digest(model)
+    first = next(model.parameters())
+    before = first.detach().clone()
+    train.flip_bit(first)
+    changed = (first != before).nonzero().tolist()
+    assert changed == [[0, 0]]
+    assert first[0, 0].item() != before[0, 0].item() and abs(first[0, 0].item()) < 2 * abs(
+        before[0, 0].item()
+    )
+    assert train.parameter_digest(model) != digest
+    train.flip_bit(first)
+    assert train.parameter_digest(model) == digest
+    bf16 = torch.ones(2, dtype=torch.bfloat16)
+    train.flip_bit(bf16)
+    assert bf16.tolist() == [1.5, 1.0]  # the highest mantissa bit of bf16's 7
+
+
+def test_the_corruption_variables_name_a_rank():
+    assert train.corrupted_rank(train.CORRUPT_RANK_ENV, {}) is None
+    assert train.corrupted_rank(train.CORRUPT_RANK_ENV, {"ROLLCALL_CORRUPT_RANK": " 3 "}) == 3
+    for bad in ("-1", "one", "1:2"):
+        with pytest.raises(ValueError, match=r"ROLLCALL_CORRUPT_COLLECTIVE='.*' is not valid; write "):
+            train.corrupted_rank(train.CORRUPT_COLLECTIVE_ENV, {"ROLLCALL_CORRUPT_COLLECTIVE": bad})

@@ -1,0 +1,83 @@
+"""How much the workload's loss falls between the first and the last timed epoch, over many seeds.
+
+Emulates a DDP run of ``--world`` ranks in one process with train.py's own model, loss, data and AdamW: each
+step averages the ranks' gradients (as DDP's all-reduce does) and each rank's epoch loss is its own batch's
+loss at the epoch's last step, as ``epoch_time`` reports it. Prints, per configuration, the smallest, median
+and largest fall over every (seed, rank), and how many did not fall at all::
+
+    .venv/bin/python bench/learning.py --world 2 --seeds 20                      # make e2e-local's run
+    .venv/bin/python bench/learning.py --world 4 --seeds 20 --seq-len 32 --batch-size 4 \\
+        --warmup-steps 1 --steps-per-epoch 2                                     # the suite's short runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import statistics
+import sys
+from pathlib import Path
+
+TRAIN_PY = Path(__file__).resolve().parents[1] / "images" / "bert-training" / "train.py"
+
+
+def _train() -> object:
+    spec = importlib.util.spec_from_file_location("rollcall_bert_train", TRAIN_PY)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def falls(train: object, argv: list[str], world: int) -> list[float]:
+    """Each rank's first-epoch loss minus its last-epoch loss, for one seed's emulated run."""
+    import torch
+
+    args = train.parse_args(argv)  # type: ignore[attr-defined]
+    train.apply_defaults(args, "cpu")  # type: ignore[attr-defined]
+    torch.manual_seed(args.seed)
+    model, shape = train.build_model(args)  # type: ignore[attr-defined]
+    model.train()
+    step = train.pretraining_loss(model, masked_head=True)  # type: ignore[attr-defined]
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
+    pools = [train.batch_pool(args, r, shape.vocab, "cpu") for r in range(world)]  # type: ignore[attr-defined]
+    index = 0
+
+    def steps(count: int) -> list[float]:
+        nonlocal index
+        losses: list[float] = []
+        for _ in range(count):
+            per_rank = [step(pool[index % len(pool)]) for pool in pools]
+            (sum(per_rank) / world).backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            losses = [float(x.detach()) for x in per_rank]
+            index += 1
+        return losses
+
+    steps(args.warmup_steps)
+    epochs = [steps(args.steps_per_epoch) for _ in range(args.epochs)]
+    return [first - last for first, last in zip(epochs[0], epochs[-1], strict=True)]
+
+
+def main() -> None:
+    """Print the falls of every (seed, rank) of one configuration."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--world", type=int, default=2)
+    p.add_argument("--seeds", type=int, default=20)
+    known, rest = p.parse_known_args()
+    train = _train()
+    torch_threads = __import__("torch").get_num_threads()
+    found = [
+        f for seed in range(known.seeds) for f in falls(train, [*rest, "--seed", str(seed)], known.world)
+    ]
+    print(
+        f"world {known.world} {' '.join(rest) or '(cpu defaults)'}: {len(found)} rank-runs, fall of the loss "
+        f"min {min(found):.4f} median {statistics.median(found):.4f} max {max(found):.4f}; "
+        f"not falling: {sum(f <= 0 for f in found)} (threads {torch_threads})"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -250,6 +250,7 @@ MODEL_PRESETS: dict[str, BertShape] = {
 
 # Defaults that fit a small accelerator / a quick CPU run; every one can be overridden.
 RUN_DEFAULTS: dict[str, dict[str, Any]] = {
+    # A short run that proves the roll call on CPUs.
     "cpu": dict(
         model="tiny",
         seq_len=64,
@@ -260,8 +261,28 @@ RUN_DEFAULTS: dict[str, dict[str, Any]] = {
         compute_steps=10,
         bandwidth_mb=8.0,
         bandwidth_iters=10,
+        impl="hf",
+        precision="autocast",
+        compile=False,
     ),
-    "accelerator": dict(
+    # What keeps a GPU busy, so that a slow one shows: the compact BERT-large in bf16 with fp32 master
+    # weights, compiled, with a batch sized to the GPU's memory (:func:`cuda_batch_size`); warm-up ends
+    # once the step time settles (45% MFU on one H200, bench/NOTES.md).
+    "cuda": dict(
+        model="large",
+        seq_len=128,
+        warmup_steps=40,
+        epochs=3,
+        steps_per_epoch=20,
+        compute_steps=10,
+        bandwidth_mb=64.0,
+        bandwidth_iters=20,
+        impl="compact",
+        precision="bf16",
+        compile=True,
+    ),
+    # The Neuron path: Hugging Face's BERT-base, which the Neuron compiler takes as it is.
+    "xla": dict(
         model="base",
         seq_len=128,
         batch_size=32,
@@ -271,8 +292,22 @@ RUN_DEFAULTS: dict[str, dict[str, Any]] = {
         compute_steps=10,
         bandwidth_mb=64.0,
         bandwidth_iters=20,
+        impl="hf",
+        precision="autocast",
+        compile=False,
     ),
 }
+#: Tokens per step (batch x sequence length) the default batch holds on a GPU of 128 GiB or more; less
+#: memory, proportionally fewer (seq 128: 256 samples on an H200, about 160 on an 80 GB H100).
+CUDA_TOKENS_PER_STEP = 32768
+CUDA_FULL_MEMORY = 128 << 30
+
+
+def cuda_batch_size(seq_len: int, memory_bytes: int) -> int:
+    """The default batch on a GPU of ``memory_bytes``: :data:`CUDA_TOKENS_PER_STEP` scaled to its memory."""
+    tokens = CUDA_TOKENS_PER_STEP * min(1.0, memory_bytes / CUDA_FULL_MEMORY)
+    return max(1, int(tokens // seq_len))
+
 
 # Dense bf16 tensor peak per device, FLOP/s, matched as whole words of the device name, first match.
 PEAK_BF16_FLOPS: tuple[tuple[str, float], ...] = (
@@ -1000,14 +1035,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """
     p = _Parser(description="Distributed BERT pre-training roll call (run under torchrun).")
     p.add_argument("--device", choices=DEVICES, default="auto")
-    p.add_argument("--model", choices=sorted(MODEL_PRESETS), help="tiny on cpu, base otherwise")
+    p.add_argument("--model", choices=sorted(MODEL_PRESETS), help="tiny on cpu, large on cuda, base on xla")
     p.add_argument("--seq-len", type=_whole(5, 512), help="tokens per sample (64 on cpu, 128 otherwise)")
-    p.add_argument("--batch-size", type=_whole(1), help="samples per rank per step (8 on cpu, 32 otherwise)")
     p.add_argument(
-        "--warmup-steps", type=_whole(0), help="most untimed steps before the epochs (2 cpu, 10 otherwise)"
+        "--batch-size",
+        type=_whole(1),
+        help="samples per rank per step (8 cpu, by memory on cuda, 32 xla)",
+    )
+    p.add_argument(
+        "--warmup-steps", type=_whole(0), help="most untimed steps before the epochs (2 cpu, 40 cuda, 10 xla)"
     )
     p.add_argument("--epochs", type=_whole(1), help="timed epochs (2 cpu, 3 otherwise)")
-    p.add_argument("--steps-per-epoch", type=_whole(1), help="steps per timed epoch (3 cpu, 50 otherwise)")
+    p.add_argument("--steps-per-epoch", type=_whole(1), help="steps per timed epoch (3 cpu, 20 cuda, 50 xla)")
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--lr", type=_number(0, low_open=True), default=1e-4)
     p.add_argument("--pretrained", metavar="PATH", help="local BertForPreTraining weights to start from")
@@ -1019,8 +1058,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--compile",
         action=argparse.BooleanOptionalAction,
-        default=False,
-        help="torch.compile the model before DDP wraps it (cuda/cpu)",
+        default=None,
+        help="torch.compile the model before DDP wraps it (cuda/cpu; on by default on cuda)",
     )
     p.add_argument(
         "--compile-mode",
@@ -1037,8 +1076,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--impl",
         choices=IMPLS,
-        default="hf",
-        help="hf: Hugging Face BertForPreTraining; compact: the same model in bert_compact.py",
+        default=None,
+        help="hf: Hugging Face BertForPreTraining; compact: the same model in bert_compact.py (cuda default)",
     )
     p.add_argument(
         "--attention",
@@ -1049,7 +1088,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--precision",
         choices=PRECISIONS,
-        default="autocast",
+        default=None,
         help="autocast: fp32 parameters under bf16 autocast; bf16: bf16 parameters, fp32 master weights "
         "in the optimizer (both bf16 on GPUs that have it, fp32 elsewhere)",
     )
@@ -1111,16 +1150,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def apply_defaults(args: argparse.Namespace, device: str) -> None:
-    """Fill unset sizes from :data:`RUN_DEFAULTS` for ``device`` and check what depends on the device.
+def apply_defaults(args: argparse.Namespace, device: str, memory_bytes: int | None = None) -> None:
+    """Fill unset settings from :data:`RUN_DEFAULTS` for ``device`` and check what depends on the device.
 
-    Each value alone is checked by :func:`parse_args`; here only what depends on the device or on two
-    arguments together.
+    On cuda an unset batch is sized to the GPU's ``memory_bytes`` (:func:`cuda_batch_size`; 32 when
+    unknown). Each value alone is checked by :func:`parse_args`; here only what depends on the device or on
+    two arguments together.
     """
-    defaults = RUN_DEFAULTS["cpu" if device == "cpu" else "accelerator"]
-    for key, value in defaults.items():
+    for key, value in RUN_DEFAULTS[device].items():
         if getattr(args, key) is None:
             setattr(args, key, value)
+    if args.batch_size is None:
+        args.batch_size = cuda_batch_size(args.seq_len, memory_bytes) if memory_bytes else 32
     if args.attention != "auto" and args.impl != "compact":
         raise ValueError("--attention picks the compact model's kernel: add --impl compact")
     if args.dist_backend and args.dist_backend != Accelerator.BACKENDS[device] and device != "cuda":
@@ -1740,7 +1781,8 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
     device = resolve_device(
         args.device, torch.cuda.is_available(), xla_importable(), xla_configured(os.environ)
     )
-    apply_defaults(args, device)
+    memory = torch.cuda.get_device_properties(env.local_rank).total_memory if device == "cuda" else None
+    apply_defaults(args, device, memory)
     first_step = args.first_step_hang_after or first_step_bound(device, bool(args.compile))
     watchdog = Watchdog(log, args.hang_after, first_step).start()
     slow, link = slow_rank(os.environ), slow_link(os.environ)

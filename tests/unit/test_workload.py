@@ -203,6 +203,33 @@ def test_xla_configured_by_pjrt_device():
     assert train.xla_configured({"PJRT_DEVICE": "NEURON"})
 
 
+def test_the_default_workload_fits_the_accelerator():
+    """cpu: a short proof; cuda: what keeps a GPU busy, its batch sized to its memory; xla: the Neuron path."""
+    args = train.parse_args([])
+    train.apply_defaults(args, "cuda", 141 * 10**9)  # an H200
+    assert (args.model, args.impl, args.precision, args.compile, args.seq_len, args.batch_size) == (
+        "large",
+        "compact",
+        "bf16",
+        True,
+        128,
+        256,
+    )
+    args = train.parse_args(["--seq-len", "512"])
+    train.apply_defaults(args, "cuda", 80 * 2**30)  # 80 GiB: proportionally fewer tokens per step
+    assert args.batch_size == 40
+    args = train.parse_args(["--no-compile", "--impl", "hf"])
+    train.apply_defaults(args, "cuda", None)  # memory unknown; what the user said stays
+    assert (args.compile, args.impl, args.precision, args.batch_size) == (False, "hf", "bf16", 32)
+    for device, expected in (
+        ("cpu", ("tiny", "hf", "autocast", False)),
+        ("xla", ("base", "hf", "autocast", False)),
+    ):
+        args = train.parse_args([])
+        train.apply_defaults(args, device)
+        assert (args.model, args.impl, args.precision, args.compile) == expected
+
+
 def test_cli_and_device_defaults():
     args = train.parse_args(["--device", "cpu"])
     train.apply_defaults(args, "cpu")

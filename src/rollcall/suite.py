@@ -174,5 +174,6 @@ class Suite:
         o = self.options
         return (
             f"rollcall: backend={self.backend_name} ({self.backend_reason}), nodes={o.nodes}, "
-            f"accelerator={o.accelerator}, artifacts={o.artifacts_dir}"
+            f"accelerator={o.accelerator}, artifacts={o.artifacts_dir}, "
+            f"workload={' '.join(o.workload_args) or 'the defaults for the accelerator (RUN_DEFAULTS)'}"
         )

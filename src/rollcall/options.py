@@ -564,6 +564,14 @@ class Options:
     #: Where each option's value came from: its flag, its environment variable, or ``default``.
     sources: dict[str, str] = field(default_factory=dict)
 
+    def source(self, name: str) -> str:
+        """Where option ``name``'s value came from: its flag, its variable, or ``default``."""
+        return self.sources.get(name, "default")
+
+    def given(self, name: str) -> bool:
+        """Whether the user set option ``name`` (by its flag or its variable), rather than its default."""
+        return self.source(name) != "default"
+
     @property
     def scheduling(self) -> Scheduling:
         """The scheduling options, as the Job's pods carry them."""

@@ -242,7 +242,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     suite = config.stash.get(_SUITE, None)
     if suite is None or hasattr(config, "workerinput") or not config.pluginmanager.hasplugin("dsession"):
         return
-    if suite.backend_name not in _CONNECTED or suite.options.sources.get("backend") == "default":
+    if suite.backend_name not in _CONNECTED or not suite.options.given("backend"):
         return
     try:
         if suite.backend_name == "slurm":

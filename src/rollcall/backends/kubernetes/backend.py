@@ -118,7 +118,7 @@ class KubernetesBackend:
                 "the kubernetes backend needs --image IMAGE, the training image (see images/bert-training/); "
                 "or choose another with --backend"
             )
-        source = options.sources.get("kubeconfig", "default")
+        source = options.source("kubeconfig")
         kube = connect(
             options.kubeconfig, options.context, flag="--kubeconfig" if source == "default" else source
         )
@@ -275,7 +275,7 @@ class KubernetesBackend:
             labels=labels,
             tolerates=lambda taint: tolerates(tolerations, taint),
             need=amounts,
-            trust_autoscaler=options.sources.get("capacity_timeout", "default") != "default",
+            trust_autoscaler=options.given("capacity_timeout"),
             errors=errors,
         )
 

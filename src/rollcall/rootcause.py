@@ -206,6 +206,10 @@ class Termination:
         }
 
 
+#: A :class:`Disruption`'s reason when someone else deleted the run's namespace, Job, Service or a pod.
+DELETED_UNDER_RUN = "DeletedUnderRun"
+
+
 @dataclass(frozen=True)
 class Disruption:
     """The infrastructure took a pod away: evicted, preempted, its node deleted, lost, drained or reclaimed.
@@ -230,12 +234,21 @@ class Disruption:
     reason: str
     message: str = ""
     time: float | None = None
+    #: What was taken away: a ``pod``, or (:data:`DELETED_UNDER_RUN`) the run's ``namespace``, ``Job`` or
+    #: ``Service`` that someone else deleted; ``pod`` then holds that object's name.
+    kind: str = "pod"
+
+    @property
+    def deleted_under_run(self) -> bool:
+        """Someone else deleted an object of the run while it ran (not the infrastructure's doing)."""
+        return self.reason == DELETED_UNDER_RUN
 
     def describe(self) -> str:
         """``pod p (index 1) on node n was disrupted (EvictionByEvictionAPI): message``."""
         index = f" (index {self.node})" if self.node is not None else ""
         host = f" on node {self.host}" if self.host else ""
-        return f"pod {self.pod}{index}{host} was disrupted ({self.reason})" + (
+        verb = "was deleted under the run" if self.deleted_under_run else "was disrupted"
+        return f"{self.kind} {self.pod}{index}{host} {verb} ({self.reason})" + (
             f": {self.message}" if self.message else ""
         )
 

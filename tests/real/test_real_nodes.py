@@ -264,6 +264,42 @@ def test_a_node_lost_mid_run_fails_the_run_naming_it(make_suite, real_cluster, k
     )
 
 
+def test_a_namespace_deleted_under_the_run_is_named_as_deleted(make_suite, kube, request):
+    """Someone deletes the run's namespace while its ranks train: the run fails as exactly that, first in
+    the root cause, naming the namespace, never as a rank's exit code (its containers then exit non-zero)."""
+    suite, _ = make_suite(workload_env=["ROLLCALL_HANG_RANK=1"], job_timeout="240")
+    deleted: dict[str, str] = {}
+
+    def delete_when_training() -> None:
+        def training() -> list:
+            return [
+                p
+                for p in call(kube.core.list_pod_for_all_namespaces, label_selector=JOB_LABEL)["items"]
+                if p["status"].get("phase") == "Running"
+            ]
+
+        wait_until("a pod of the run to be running", training, timeout=180, every=0.5)
+        namespace = training()[0]["metadata"]["namespace"]
+        call(kube.core.delete_namespace, namespace)
+        deleted["namespace"] = namespace
+
+    deleter = threading.Thread(target=delete_when_training, daemon=True)
+    deleter.start()
+    try:
+        attempt, took = run(suite, request)
+    finally:
+        deleter.join(200)
+    assert "namespace" in deleted, deleted
+    found = attempt.status.disruption
+    assert found is not None and found.deleted_under_run and found.kind == "namespace", message(attempt)
+    assert found.pod == deleted["namespace"]
+    first = attempt.verdict.findings[0]
+    assert first.kind is Kind.DISRUPTION, message(attempt)
+    assert f"namespace {deleted['namespace']} was deleted under the run (DeletedUnderRun)" in first.message
+    assert "exit code" not in first.message
+    assert took < 240, took  # named at the deletion, not at the job timeout
+
+
 def test_a_rotated_log_loses_no_roll_call_line(make_suite, real_cluster, kube, request):
     """The kubelets rotate at 1Mi: rank 1 prints 3 MB after its first epoch line; the followed log keeps
     every event while the kubelet, asked afterwards, has lost that rank's first epoch line."""

@@ -1,5 +1,6 @@
 """A run's verdict from what its watches hold: pure decisions of KubernetesJob, without a cluster."""
 
+import json
 import threading
 from types import SimpleNamespace
 
@@ -18,8 +19,25 @@ INDEX = "batch.kubernetes.io/job-completion-index"
 
 
 class NoLogs:
+    """The core API as the job's wait reads it: no pod logs; the run's namespace and Service as ``owned``
+    holds them (a name missing from it is gone)."""
+
+    def __init__(self):
+        self.owned = {"ns-1": {"metadata": {"name": "ns-1"}}, "bert": {"metadata": {"name": "bert"}}}
+
     def read_namespaced_pod_log(self, *args, **kwargs):
         raise ApiException(status=404, reason="Not Found")
+
+    def _read(self, name):
+        if name not in self.owned:
+            raise ApiException(status=404, reason="Not Found")
+        return SimpleNamespace(data=json.dumps(self.owned[name]).encode())
+
+    def read_namespace(self, name, **kwargs):
+        return self._read(name)
+
+    def read_namespaced_service(self, name, namespace, **kwargs):
+        return self._read(name)
 
 
 class FakeInformer:
@@ -89,7 +107,39 @@ def test_a_deadline_is_a_timeout_and_a_deleted_job_a_failure(tmp_path):
     assert make(tmp_path, job=job_obj(failed))._verdict().state is JobState.TIMED_OUT
     run = make(tmp_path)
     run.jobs.items.clear()
-    assert run._verdict().reason == "Job ns-1/bert was deleted"
+    status = run._verdict()
+    assert status.state is JobState.FAILED and status.disruption.deleted_under_run
+    assert status.reason == (
+        "deleted under the run: Job bert was deleted under the run (DeletedUnderRun): it is gone, while the "
+        "run trained, and not by rollcall"
+    )
+
+
+def test_a_namespace_service_or_pod_deleted_by_someone_else_is_named_as_that(tmp_path):
+    gone = "2026-12-01T22:00:00Z"
+    run = make(tmp_path, [pod("bert-0", 0), pod("bert-1", 1)])
+    assert run._verdict() is None  # everything is there and runs
+    run.settings.kube.core.owned["ns-1"]["metadata"]["deletionTimestamp"] = gone
+    run.pods.items["bert-1"]["metadata"]["deletionTimestamp"] = gone  # the namespace takes its pods along
+    status = run._verdict()
+    assert status.disruption.kind == "namespace" and status.disruption.pod == "ns-1"
+    assert status.reason.startswith(
+        "deleted under the run: namespace ns-1 was deleted under the run (DeletedUnderRun): its deletion was "
+        f"asked for at {gone}"
+    )
+    run = make(tmp_path, [pod("bert-0", 0), pod("bert-1", 1)])
+    del run.settings.kube.core.owned["bert"]
+    run._owned_checked = -1e9  # the Service is read on its own schedule: now
+    assert run._verdict().disruption.kind == "Service"
+    run = make(tmp_path, [pod("bert-0", 0), pod("bert-1", 1)])
+    run.pods.items["bert-1"]["metadata"]["deletionTimestamp"] = gone  # kubectl delete pod bert-1
+    found = run._verdict().disruption
+    assert (found.kind, found.pod, found.node, found.host) == ("pod", "bert-1", 1, "node-1")
+    # the Job's own deletion of its pods once it has failed is no one else's
+    failing = {"type": "FailureTarget", "status": "True", "reason": "PodFailurePolicy", "message": "m"}
+    run = make(tmp_path, [pod("bert-0", 0), pod("bert-1", 1)], job=job_obj(failing))
+    run.pods.items["bert-1"]["metadata"]["deletionTimestamp"] = gone
+    assert run._deleted_under_run(run.jobs.get("bert"), run.pods.objects(), 0.0) is None
 
 
 def test_unschedulable_fails_only_after_the_grace_period(tmp_path, monkeypatch):

@@ -115,6 +115,7 @@ def test_disrupted(rollcall):
             "reason": "EvictionByEvictionAPI",
             "message": "Eviction API: evicting",
             "time": None,
+            "kind": "pod",
         }
     ]
 

@@ -125,8 +125,9 @@ class JobStatus:
 
     @classmethod
     def disrupted(cls, disruption: Disruption) -> JobStatus:
-        """A job that failed because the infrastructure took ``disruption``'s pod away."""
-        reason = f"infrastructure disruption: {disruption.describe()}"
+        """A job failed: the infrastructure took ``disruption``'s pod away, or someone else deleted it."""
+        what = "deleted under the run" if disruption.deleted_under_run else "infrastructure disruption"
+        reason = f"{what}: {disruption.describe()}"
         return cls(JobState.FAILED, reason, disruption=disruption)
 
 

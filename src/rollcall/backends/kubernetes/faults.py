@@ -41,7 +41,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 from rollcall.backends.kubernetes.views import Condition, Job, Node, Obj, Pod, View, epoch
-from rollcall.rootcause import Disruption, Termination
+from rollcall.rootcause import DELETED_UNDER_RUN, Disruption, Termination
 
 #: Waiting reasons from which a container will not recover without someone changing something.
 FATAL_WAITING = frozenset(
@@ -290,3 +290,50 @@ def terminations(pods: Iterable[Obj]) -> list[Termination]:
                 )
             )
     return found
+
+
+def deleted_under_run(
+    namespace: Obj | None,
+    job: Obj | None,
+    service: Obj | None,
+    pods: Iterable[Obj],
+    *,
+    names: tuple[str, str, str],
+    job_ended: bool,
+) -> Disruption | None:
+    """The run's object that someone else is deleting while it runs (the suite deletes only after the wait).
+
+    ``namespace``, ``job`` and ``service`` are the run's objects as last read (None: gone); ``names`` their
+    names (namespace, Job, Service). A namespace going away is named first (it takes everything with it),
+    then the Job, the Service, and a pod being deleted while the Job still runs (a Job that has ended
+    deletes its own pods). Disruptions (evictions, drains) are judged before this, by :func:`disruption`.
+    """
+    ns_name, job_name, service_name = names
+    found: list[tuple[str, str, Obj | None]] = [("namespace", ns_name, namespace), ("Job", job_name, job)]
+    found.append(("Service", service_name, service))
+    for kind, name, obj in found:
+        if obj is None or View(obj).deleting:
+            when = View(obj).deletion_timestamp if obj is not None else ""
+            said = f"its deletion was asked for at {when}" if when else "it is gone"
+            return Disruption(
+                pod=name,
+                node=None,
+                host=None,
+                reason=DELETED_UNDER_RUN,
+                message=f"{said}, while the run trained, and not by rollcall",
+                time=epoch(when),
+                kind=kind,
+            )
+    if job_ended:
+        return None
+    for pod in sorted(pods, key=index_of):
+        p = Pod(pod)
+        if p.deleting and p.phase not in ("Succeeded", "Failed"):
+            return _disruption(
+                pod,
+                DELETED_UNDER_RUN,
+                f"its deletion was asked for at {p.deletion_timestamp}, while the run trained, and not by "
+                "rollcall or the Job",
+                stamp=p.deletion_timestamp,
+            )
+    return None

@@ -31,6 +31,7 @@ clean up
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 import warnings
@@ -47,6 +48,7 @@ from rollcall.backends.kubernetes import efa, waits
 from rollcall.backends.kubernetes.capacity import Lookup
 from rollcall.backends.kubernetes.efa import EfaEvidence
 from rollcall.backends.kubernetes.faults import (
+    deleted_under_run,
     disruption,
     duplicate_indexes,
     index_of,
@@ -62,6 +64,7 @@ from rollcall.backends.kubernetes.faults import (
     where,
 )
 from rollcall.backends.kubernetes.kube import (
+    CONNECT_TIMEOUT_S,
     Informer,
     Kube,
     KubeError,
@@ -144,6 +147,7 @@ class KubernetesJob:
     evidence: dict[str, EfaEvidence] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
     _unschedulable_since: dict[str, float] = field(default_factory=dict)
+    _owned_checked: float = 0.0
     _created_at: datetime | None = None
     _scheduled_at: float | None = None
     _scheduled_s: float | None = None
@@ -287,7 +291,7 @@ class KubernetesJob:
         if ended is not None:
             return ended
         pods = self.pods.objects()
-        found = self._disruption(pods)
+        found = self._disruption(pods) or self._deleted_under_run(job, pods, now)
         if found is not None:  # before any fault: ranks dying because a peer was taken away are consequences
             return JobStatus.disrupted(found)
         for pod in pods:
@@ -341,6 +345,31 @@ class KubernetesJob:
             if found is not None:
                 return found
         return None
+
+    def _deleted_under_run(
+        self, job: dict[str, Any] | None, pods: list[dict[str, Any]], now: float
+    ) -> Disruption | None:
+        """The run's object someone else deletes (:func:`.faults.deleted_under_run`), if any.
+
+        The Job and pods come from their informers; the namespace and the Service are read every
+        :data:`OWNED_CHECK_S` seconds, and at once when the Job or a pod is seen going away.
+        """
+        seen = job is None or Job(job).deleting or any(Pod(p).deleting for p in pods)
+        if not seen and now - self._owned_checked < OWNED_CHECK_S:
+            return None
+        self._owned_checked = now
+        core = self.settings.kube.core
+        namespace = _read_or_none(core.read_namespace, self.namespace)
+        service = _read_or_none(core.read_namespaced_service, self.names.service, self.namespace)
+        ended = job is not None and (job_result(job) is not None or Job(job).holds("FailureTarget"))
+        return deleted_under_run(
+            namespace,
+            job,
+            service,
+            pods,
+            names=(self.namespace, self.names.job, self.names.service),
+            job_ended=ended,
+        )
 
     def _scheduling(self, job: dict[str, Any] | None, now: float) -> JobStatus | None:
         """Until every pod is scheduled: note what they wait for; past ``--capacity-timeout``, the verdict."""
@@ -640,3 +669,25 @@ def _trim(data: Any) -> Any:
         if isinstance(meta, dict) and "managedFields" in meta:
             data = {**data, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
     return data
+
+
+#: How often the wait reads the run's namespace and Service to see whether someone else deletes them.
+OWNED_CHECK_S = 5.0
+
+
+def _read_or_none(fn: Callable[..., Any], *args: Any) -> dict[str, Any] | None:
+    """The object ``fn`` reads now, once, without retries (the wait reads it again soon); None when gone.
+
+    A read that fails otherwise gives an object of just its name, so that a flaky read names nothing.
+    """
+    try:
+        resp = fn(*args, _preload_content=False, _request_timeout=(CONNECT_TIMEOUT_S, CONNECT_TIMEOUT_S))
+        body: dict[str, Any] = json.loads(resp.data) if resp.data else {}
+        return body
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        log.debug("reading %s failed: %s", args[0], message_of(exc))
+    except Exception as exc:  # a transport error: not evidence of a deletion
+        log.debug("reading %s failed: %s", args[0], exc)
+    return {"metadata": {"name": args[0]}}

@@ -148,6 +148,11 @@ class View:
         return bool(self._meta.get("deletionTimestamp"))
 
     @property
+    def deletion_timestamp(self) -> str:
+        """When its deletion was asked for, as the API wrote it (empty when it is not being deleted)."""
+        return _str(self._meta.get("deletionTimestamp"))
+
+    @property
     def conditions(self) -> list[Condition]:
         """The status's conditions, in the API's order."""
         return [Condition(c) for c in _list(self._status.get("conditions"))]

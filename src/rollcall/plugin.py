@@ -348,9 +348,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Write results.json and the per-rank junit file when any job ran."""
     suite = session.config.stash.get(_SUITE, None)
     if suite and not suite.records and not hasattr(session.config, "workerinput"):
-        from rollcall.reports import merge_worker_results
+        from rollcall.reports import left_behind, merge_worker_results
 
-        merge_worker_results(suite.options.artifacts_dir, since=suite.started)
+        merged = merge_worker_results(suite.options.artifacts_dir, since=suite.started)
+        if merged is not None:
+            _fail_for_leftovers(session, left_behind(merged))
     if not suite or not suite.records:
         return
     import time
@@ -376,6 +378,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     write_report(out / _tagged(REPORT_FILE, tag), suite.records, meta)
     notes = session.config.stash.setdefault(_NOTES, [])
     notes.append(f"html report: {out / REPORT_FILE}")
+    if not suite.options.keep:
+        _fail_for_leftovers(session, [line for r in suite.records for line in r.cleanup_errors()])
     if suite.options.write_baseline:
         from rollcall.baseline import BaselineError
         from rollcall.gate import write_baseline
@@ -385,6 +389,16 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             notes.extend(write_baseline(suite.options.write_baseline, gates))
         except (BaselineError, OSError) as exc:
             notes.append(f"--write-baseline: nothing written: {exc}")
+
+
+def _fail_for_leftovers(session: pytest.Session, lines: list[str]) -> None:
+    """Clean-up that left something behind fails the session (exit 1), naming it; the verdicts stay."""
+    if not lines:
+        return
+    notes = session.config.stash.setdefault(_NOTES, [])
+    notes += [f"rollcall: clean-up left something behind: {line}" for line in lines]
+    if session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def _tagged(name: str, tag: str) -> str:

@@ -37,6 +37,12 @@ class TestRecord:
     extra: dict[str, Any] = field(default_factory=dict)
     gate: GateReport | None = None
 
+    def cleanup_errors(self) -> list[str]:
+        """What each attempt's clean-up left behind or could not do, one line each (empty: nothing)."""
+        return [
+            f"{self.test_id}: {a.cleanup_error}" for a in self.result.attempts if a.cleanup_error is not None
+        ]
+
     def as_dict(self) -> dict[str, Any]:
         """The ``results.json`` entry of this test."""
         last = self.result.last
@@ -74,6 +80,8 @@ class TestRecord:
             "duration_s": round(sum(a.duration_s for a in self.result.attempts), 3),
             "artifacts": str(last.artifacts),
             "release_gate": self.gate.as_dict() if self.gate else None,
+            # What clean-up left behind (the session fails for it, not the test's verdict).
+            "cleanup_errors": self.cleanup_errors(),
             "root_cause": verdict.root_cause.as_dict() if verdict.root_cause else None,
             "errors": [g.as_dict() for g in verdict.root_cause.groups] if verdict.root_cause else [],
             # Per-rank compute times, per-group and per-node bus bandwidth, and what the checks found.
@@ -221,6 +229,12 @@ def perf_summary(records: Iterable[TestRecord]) -> list[str]:
         name = record.test_id.rsplit("::", 1)[-1]
         lines += [f"{name}: {line}" for line in record.gate.perf.summary()]
     return lines
+
+
+def left_behind(results: Path) -> list[str]:
+    """The clean-up errors a results.json records, one line each."""
+    doc = json.loads(results.read_text())
+    return [line for t in doc.get("tests", []) for line in t.get("cleanup_errors", [])]
 
 
 def merge_worker_results(directory: Path, since: float) -> Path | None:

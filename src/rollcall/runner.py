@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from rollcall.backends import Backend, JobState, JobStatus
+from rollcall.backends import Backend, CleanupError, JobState, JobStatus
 from rollcall.checks.hangs import stop_reason
 from rollcall.collect import Collector
 from rollcall.jobspec import JobSpec
@@ -52,6 +52,8 @@ class Attempt:
     verdict: Verdict
     artifacts: Path
     duration_s: float
+    #: What clean-up could not remove or confirm gone (None: it left nothing, or ``--keep`` skipped it).
+    cleanup_error: CleanupError | None = None
 
     @property
     def passed(self) -> bool:
@@ -124,6 +126,7 @@ def run_once(
     started = time.monotonic()
     collector = Collector(artifacts)
     job = None
+    left: CleanupError | None = None
     try:
         job = backend.launch(spec, collector)
         status = job.wait(spec.job_timeout_s, stop=lambda: collector.view(_hang(spec.world_size)))
@@ -131,8 +134,12 @@ def run_once(
         if job is not None and not keep:
             try:
                 job.cleanup()
-            except Exception:
+            except CleanupError as exc:  # the session fails for it (the plugin), not the roll call
+                log.error("clean-up of job %s: %s", spec.name, exc)
+                left = exc
+            except Exception as exc:
                 log.exception("clean-up of job %s failed", spec.name)
+                left = CleanupError(f"clean-up of job {spec.name} failed: {type(exc).__name__}: {exc}")
         elif job is not None:
             log.warning("--keep: leaving job %s in place for debugging", spec.name)
         collector.close()
@@ -141,7 +148,7 @@ def run_once(
             status.terminations += read_terminations(sink.path, sink.name)
     evidence = Evidence(collector.roll, Layout(spec.nodes, spec.procs_per_node), status, spec)
     verdict = judge(evidence, criteria)
-    return Attempt(spec, status, verdict, artifacts, time.monotonic() - started)
+    return Attempt(spec, status, verdict, artifacts, time.monotonic() - started, left)
 
 
 def _hang(world_size: int) -> Callable[[RollCall], str | None]:

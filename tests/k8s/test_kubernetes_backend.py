@@ -175,6 +175,44 @@ def test_keep_leaves_the_namespace_for_debugging(make_suite, kube, request):
     backend.sweep(0)
 
 
+def test_a_namespace_that_clean_up_cannot_remove_is_named_as_left_behind(make_suite, kube, request):
+    """A finalizer nobody removes holds the run's namespace in Terminating: clean-up names it (the session
+    then fails for it), while the roll call's own verdict stays a pass."""
+    before = {n["metadata"]["name"] for n in suite_namespaces(kube)}
+    suite, backend = make_suite(nodes=2)
+    backend.cleanup_timeout_s = 5
+    held: dict[str, str] = {}
+
+    def hold_the_namespace() -> None:
+        def new_namespaces() -> set[str]:
+            return {n["metadata"]["name"] for n in suite_namespaces(kube)} - before
+
+        wait_until("the run's namespace", new_namespaces, timeout=60, every=0.1)
+        (ns,) = new_namespaces()
+        body = {"metadata": {"name": "held", "finalizers": ["rollcall.test/hold"]}}
+        call(kube.core.create_namespaced_config_map, ns, body=body)
+        held["namespace"] = ns
+
+    holder = threading.Thread(target=hold_the_namespace, daemon=True)
+    holder.start()
+    try:
+        attempt, _ = run(suite, request)
+    finally:
+        holder.join(60)
+        if "namespace" in held:  # let it go, so that nothing is left after the test
+            patch = {"metadata": {"finalizers": None}}
+            call(kube.core.patch_namespaced_config_map, "held", held["namespace"], body=patch)
+    assert attempt.passed, attempt.verdict.message()
+    left = attempt.cleanup_error
+    assert left is not None and left.left == (f"namespace {held['namespace']}",), left
+    assert f"namespace {held['namespace']} is not gone yet" in str(left)
+    wait_until(
+        "the namespace to go once its finalizer is removed",
+        lambda: held["namespace"] not in {n["metadata"]["name"] for n in suite_namespaces(kube)},
+        timeout=60,
+    )
+
+
 def test_efa_that_nccl_did_not_use_fails_the_run(make_suite, ensure_nodes, request):
     ensure_nodes(2, P5)
     suite, _ = make_suite(nodes=2, instance_type=P5, annotations={NCCL_NET: "socket"})

@@ -8,7 +8,7 @@ rank logs, one per node, as the workload would print them; ``CLEANED`` records t
 SCRIPTED_CONFTEST = """
 import threading
 import pytest
-from rollcall.backends import JobState, JobStatus, Placement
+from rollcall.backends import CleanupError, JobState, JobStatus, Placement
 from tests.unit.test_baseline import workload_log
 
 PLAN = []
@@ -25,6 +25,7 @@ class ScriptedJob:
         self.state = step.get("state", JobState.SUCCEEDED)
         self.disruption = step.get("disruption")
         self.wedged = step.get("wedge", False)
+        self.left = step.get("left", [])
         self.name = spec.name
     def wait(self, timeout_s, stop=None):
         if self.wedged:  # a watch or API call that never returns
@@ -34,6 +35,8 @@ class ScriptedJob:
         return JobStatus(self.state, "" if self.state is JobState.SUCCEEDED else "pod job-1 failed")
     def cleanup(self):
         CLEANED.append(self.name)
+        if self.left:
+            raise CleanupError(f"{', '.join(self.left)} is not gone yet", self.left)
 
 class ScriptedBackend:
     name = "scripted"

@@ -315,3 +315,30 @@ def test_a_timeout_the_user_set_wins_over_the_derived_one(pytester, monkeypatch,
     res.assert_outcomes(passed=1, failed=1)
     res.stdout.fnmatch_lines(["*Timeout (>1.5s) from pytest-timeout*"])
     assert "rollcall deadline" not in res.stdout.str()
+
+
+def test_clean_up_that_leaves_something_fails_the_session_naming_it_not_the_verdict(project):
+    project.makepyfile(
+        test_left="""
+from conftest import PLAN
+
+def test_left(rollcall):
+    PLAN.append({"left": ["namespace rollcall-abc123"]})
+    assert rollcall().result.passed
+"""
+    )
+    res = project.runpytest("test_left.py", "-p", "no:cacheprovider")
+    res.assert_outcomes(passed=1)  # the roll call itself passed
+    assert res.ret == pytest.ExitCode.TESTS_FAILED
+    res.stdout.fnmatch_lines(
+        [
+            "rollcall: clean-up left something behind: test_left.py::test_left: namespace rollcall-abc123 is not gone yet"
+        ]
+    )
+    (test,) = json.loads((project.path / "artifacts" / "results.json").read_text())["tests"]
+    assert test["passed"] and test["cleanup_errors"] == [
+        "test_left.py::test_left: namespace rollcall-abc123 is not gone yet"
+    ]
+    # with --keep nothing is cleaned up, so nothing is held against the session
+    keep = project.runpytest("test_left.py", "--keep", "-p", "no:cacheprovider")
+    assert keep.ret == pytest.ExitCode.OK

@@ -27,6 +27,18 @@ class DiscoveryError(RuntimeError):
     """The cluster cannot run the job as asked; the message lists what was found and why."""
 
 
+class CleanupError(RuntimeError):
+    """Clean-up failed, or left something of the run behind; the message names each object left.
+
+    Attributes:
+        left: what is still there (``namespace rollcall-x``, ``process 4242``, ``slurm job 17``).
+    """
+
+    def __init__(self, message: str, left: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.left = tuple(left)
+
+
 class JobState(enum.Enum):
     """How a job ended, as the backend saw it."""
 
@@ -159,7 +171,11 @@ class Job(Protocol):
         ...
 
     def cleanup(self) -> None:
-        """Remove everything the job created; safe to call twice; never raises for what is already gone."""
+        """Remove everything the job created and confirm it is gone; safe to call twice.
+
+        Raises :class:`CleanupError` naming what is left when something still exists after the backend's
+        clean-up bound, or what could not be deleted; never raises for what is already gone.
+        """
         ...
 
 

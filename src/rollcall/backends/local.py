@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rollcall import procs
-from rollcall.backends import JobState, JobStatus, Placement, StopTest
+from rollcall.backends import CleanupError, JobState, JobStatus, Placement, StopTest
 from rollcall.collect import Collector, LogSink
 from rollcall.jobspec import REPO_SCRIPT, JobSpec
 
@@ -211,18 +211,26 @@ class LocalJob:
                 )
         return JobStatus(JobState.SUCCEEDED)
 
-    def _stop(self) -> None:
-        procs.end_run(self.run_id)
+    def _stop(self) -> list[int]:
+        left = procs.end_run(self.run_id)
         for node in self.nodes:
             node.reader.join(timeout=10)
+        return left
 
     def cleanup(self) -> None:
-        """End every process of the run (agents and workers) and close the logs."""
+        """End every process of the run (agents and workers), close the logs, and confirm none is left.
+
+        Raises :class:`~rollcall.backends.CleanupError` naming each process of the run still alive after
+        SIGTERM, SIGKILL and 10 s.
+        """
         if self._cleaned:
             return
         self._cleaned = True
-        self._stop()
+        left = self._stop()
         for node in self.nodes:
             if node.proc.poll() is None:
                 node.proc.kill()
             node.proc.wait()
+        if left:
+            named = [f"process {pid}" for pid in left]
+            raise CleanupError(f"run {self.run_id} left {', '.join(named)} after SIGKILL", named)

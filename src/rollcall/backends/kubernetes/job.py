@@ -34,7 +34,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -43,7 +42,7 @@ from typing import Any
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from rollcall.backends import JobState, JobStatus, StopTest, Waits
+from rollcall.backends import CleanupError, JobState, JobStatus, StopTest, Waits
 from rollcall.backends.kubernetes import efa, waits
 from rollcall.backends.kubernetes.capacity import Lookup
 from rollcall.backends.kubernetes.efa import EfaEvidence
@@ -67,7 +66,6 @@ from rollcall.backends.kubernetes.kube import (
     CONNECT_TIMEOUT_S,
     Informer,
     Kube,
-    KubeError,
     WaitTimeout,
     WatchLost,
     call,
@@ -599,7 +597,7 @@ class KubernetesJob:
             else:
                 delete_labelled(kube, ns, self.names.selector)
         except Exception as exc:
-            raise KubeError(f"could not delete {self._owned}: {message_of(exc)}") from exc
+            raise CleanupError(f"could not delete {self._owned}: {message_of(exc)}", [self._owned]) from exc
         watches = [w.start() for w in self._leftovers()]
         try:
             wait_for(
@@ -613,7 +611,7 @@ class KubernetesJob:
         except (WaitTimeout, WatchLost) as exc:
             message = f"{self._owned} is not gone yet ({exc}); the sweep or the session's reaper will retry"
             log.warning(message)
-            warnings.warn(message, RollcallWarning, stacklevel=2)
+            raise CleanupError(message, [self._owned]) from None
         finally:
             for w in watches:
                 w.stop()

@@ -40,7 +40,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rollcall.backends import DiscoveryError, JobState, JobStatus, Placement, StopTest
+from rollcall.backends import CleanupError, DiscoveryError, JobState, JobStatus, Placement, StopTest
 from rollcall.backends.slurm.conf import CONF_ENV, find_conf
 from rollcall.backends.slurm.script import Settings, render
 from rollcall.backends.slurm.state import JobInfo, Partition, SlurmError, SlurmNode, discover, srun_errors
@@ -333,8 +333,11 @@ class SlurmJob:
             deadline = time.monotonic() + self.backend.cleanup_timeout_s
             while self.listed():
                 if time.monotonic() > deadline:
-                    log.warning("slurm job %s still listed by squeue after scancel", self.job_id)
-                    break
+                    left = f"slurm job {self.job_id}"
+                    raise CleanupError(
+                        f"{left} is still listed by squeue {self.backend.cleanup_timeout_s:g}s after scancel",
+                        [left],
+                    )
                 time.sleep(self.backend.poll_s)
         finally:
             self._stop_followers()

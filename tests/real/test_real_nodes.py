@@ -174,6 +174,21 @@ def test_a_crashing_rank_is_named_with_its_pod_index_and_node(make_suite, real_n
     assert cause.first.pod and cause.first.pod.startswith(f"{attempt.spec.name}-1")
 
 
+def test_a_rank_that_exits_non_zero_after_its_roll_call_is_named_with_its_code(make_suite, request):
+    """Rank 3 answers the whole roll call and exits 1: its own exit code, read from torchrun's records in
+    its pod's log, names it as the root cause with its node and pod."""
+    suite, _ = make_suite(workload_env=["ROLLCALL_EXIT_RANK=3:1"])
+    attempt, _ = run(suite, request)
+
+    assert attempt.status.state is JobState.FAILED, message(attempt)
+    (exited,) = attempt.verdict.of_kind(Kind.EXITED_NONZERO)
+    assert set(exited.ranks) == {3}, message(attempt)
+    cause = attempt.verdict.root_cause
+    assert cause is not None and cause.first is not None and cause.first.rank == 3, message(attempt)
+    assert "exited with code 1 after answering the roll call" in cause.first.message
+    assert attempt.verdict.failed_ranks[3] == ["exited with code 1 after answering the roll call"]
+
+
 def test_a_hung_rank_is_ended_by_the_job_timeout(make_suite, request):
     suite, _ = make_suite(workload_env=["ROLLCALL_HANG_RANK=1"], job_timeout="60")
     attempt, took = run(suite, request)

@@ -134,6 +134,17 @@ def test_a_hung_rank_is_named_from_its_stack_and_the_job_is_cancelled_at_the_han
     assert took < 300, took  # not the job timeout of 600 s
 
 
+def test_a_rank_that_exits_non_zero_after_its_roll_call_is_named_with_its_code(tmp_path, clean):
+    attempt = run_once(
+        SlurmBackend(), spec("exits", env={"ROLLCALL_EXIT_RANK": "1:3"}, timeout=600), tmp_path
+    )
+    assert attempt.status.state is JobState.FAILED, attempt.verdict.message()
+    (exited,) = attempt.verdict.of_kind(Kind.EXITED_NONZERO)
+    assert set(exited.ranks) == {1}, attempt.verdict.message()
+    assert attempt.verdict.failed_ranks[1] == ["exited with code 3 after answering the roll call"]
+    assert attempt.verdict.root_cause is not None and attempt.verdict.root_cause.first.rank == 1
+
+
 def test_discovery_reads_the_nodes_and_names_a_drained_one(slurm):
     backend = SlurmBackend()
     placement = backend.discover(resolve({"accelerator": "cpu", "nodes": 2}))

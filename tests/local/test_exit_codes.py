@@ -5,9 +5,6 @@ of two steps). ``ROLLCALL_EXIT_RANK`` (train.py's fault injection) ends the rank
 """
 
 import json
-import os
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 from pathlib import Path
@@ -17,6 +14,7 @@ from rollcall.backends.local import LocalBackend
 from rollcall.jobspec import JobSpec
 from rollcall.runner import run_once
 from rollcall.verdict import Kind, RankState
+from tests.local import e2e
 
 ROOT = Path(__file__).resolve().parents[2]
 SHORT = "--seq-len 32 --batch-size 4 --warmup-steps 1 --epochs 1 --steps-per-epoch 2"
@@ -36,33 +34,8 @@ class Cells(HTMLParser):
 
 
 def test_a_rank_that_exits_1_after_its_roll_call_is_named_in_every_report(tmp_path):
-    artifacts = tmp_path / "artifacts"
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        str(ROOT / "tests" / "e2e"),
-        "--backend",
-        "local",
-        "--nodes",
-        "2",
-        "--procs-per-node",
-        "2",
-        "--job-timeout",
-        "600",
-        "--artifacts-dir",
-        str(artifacts),
-        "--workload-env",
-        "ROLLCALL_EXIT_RANK=0:1",
-        "--workload-args",
-        SHORT,
-        "-p",
-        "no:cacheprovider",
-        "-q",
-    ]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ROLLCALL_")}
-    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
-    output = proc.stdout + proc.stderr
+    proc = e2e.roll_call(tmp_path, SHORT, workload_env=("ROLLCALL_EXIT_RANK=0:1",))
+    artifacts, output = proc.artifacts, proc.output
     assert proc.returncode == 1, output
     named = "rank 0 (node 0, pod node-0) exited with code 1 after answering the roll call"
     assert f"first failure: {named}" in output

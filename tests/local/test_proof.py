@@ -10,11 +10,10 @@ which the loss must fall (rollcall.checks.proofs.LEARNING_STEPS), so the loss ch
 """
 
 import json
-import os
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
+
+from tests.local import e2e
 
 ROOT = Path(__file__).resolve().parents[2]
 FAST = "--seq-len 32 --batch-size 4 --warmup-steps 1 --epochs 2 --steps-per-epoch 2"
@@ -23,39 +22,13 @@ ELEMENTS = 8 * 2**20 // 4  # the cpu default --bandwidth-mb 8, in float32 elemen
 
 def roll_call(tmp_path, *workload_env):
     """Run the suite's roll call; its exit code, its output, its results.json entry and rank junit cases."""
-    artifacts = tmp_path / "artifacts"
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        str(ROOT / "tests" / "e2e"),
-        "--backend",
-        "local",
-        "--nodes",
-        "2",
-        "--procs-per-node",
-        "2",
-        "--job-timeout",
-        "600",
-        "--artifacts-dir",
-        str(artifacts),
-        "--workload-args",
-        FAST,
-        # Not the perf checks' tests: on 2 shared cores a healthy rank's compute time strays past the default
-        # 0.8 ratio (1.36 x the median was seen), so they are off.
-        "--straggler-ratio",
-        "0",
-        "--busbw-ratio",
-        "0",
-        "-p",
-        "no:cacheprovider",
-        "-q",
-    ]
-    for pair in workload_env:
-        cmd += ["--workload-env", pair]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ROLLCALL_")}
-    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
-    output = proc.stdout + proc.stderr
+    # Not the perf checks' tests: on 2 shared cores a healthy rank's compute time strays past the default
+    # 0.8 ratio (1.36 x the median was seen), so they are off.
+    ran = e2e.roll_call(
+        tmp_path, FAST, "--straggler-ratio", "0", "--busbw-ratio", "0", workload_env=workload_env
+    )
+    proc, artifacts = ran, ran.artifacts
+    output = proc.output
     results = artifacts / "results.json"
     assert results.is_file(), output
     cases = {}

@@ -12,12 +12,11 @@ nodes, the mean of both), and ``ROLLCALL_SLOW_LINK=1:200`` delays node 1's part 
 """
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.local import e2e
 
 #: Every test here trains (the suite's own roll call, run as a user would); each may take the 900 s its
 #: pytest run is given, which must end first and say so.
@@ -29,37 +28,11 @@ FAST = "--warmup-steps 1 --epochs 2 --steps-per-epoch 2"
 
 def roll_call(tmp_path, *workload_env, ran=True):
     """Run the suite's roll call; its exit code, its output and its results.json entry (None unless ``ran``)."""
-    artifacts = tmp_path / "artifacts"
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        str(ROOT / "tests" / "e2e"),
-        "--backend",
-        "local",
-        "--nodes",
-        "2",
-        "--procs-per-node",
-        "2",
-        "--job-timeout",
-        "600",
-        "--artifacts-dir",
-        str(artifacts),
-        "--workload-args",
-        FAST,
-        "--straggler-ratio",
-        "0.5",
-        "--busbw-ratio",
-        "0.25",
-        "-p",
-        "no:cacheprovider",
-        "-q",
-    ]
-    for pair in workload_env:
-        cmd += ["--workload-env", pair]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ROLLCALL_")}
-    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
-    output = proc.stdout + proc.stderr
+    proc = e2e.roll_call(
+        tmp_path, FAST, "--straggler-ratio", "0.5", "--busbw-ratio", "0.25", workload_env=workload_env
+    )
+    artifacts = proc.artifacts
+    output = proc.output
     results = artifacts / "results.json"
     assert results.is_file() == ran, output
     if not ran:

@@ -1,0 +1,56 @@
+"""The suite's roll call as a user runs it: ``pytest tests/e2e --backend local``, 2 nodes x 2 ranks."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class RollCall:
+    """One run of ``pytest tests/e2e``: its exit code, what it printed, and where its reports are."""
+
+    returncode: int
+    output: str
+    artifacts: Path
+
+
+def roll_call(tmp_path: Path, workload_args: str, *args: str, workload_env: tuple[str, ...] = ()) -> RollCall:
+    """Run the roll call on 2 local nodes x 2 ranks with ``workload_args`` and the suite's ``args``.
+
+    The run's environment keeps none of the caller's ``ROLLCALL_*`` variables; ``workload_env`` pairs
+    (``NAME=VALUE``) go to the ranks through ``--workload-env``.
+    """
+    artifacts = tmp_path / "artifacts"
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(ROOT / "tests" / "e2e"),
+        "--backend",
+        "local",
+        "--nodes",
+        "2",
+        "--procs-per-node",
+        "2",
+        "--job-timeout",
+        "600",
+        "--artifacts-dir",
+        str(artifacts),
+        "--workload-args",
+        workload_args,
+        *args,
+        "-p",
+        "no:cacheprovider",
+        "-q",
+    ]
+    for pair in workload_env:
+        cmd += ["--workload-env", pair]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ROLLCALL_")}
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    return RollCall(proc.returncode, proc.stdout + proc.stderr, artifacts)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
@@ -472,13 +472,23 @@ def _reported(report: RankReport | None) -> tuple[str, ...]:
 
 
 def _workload(facts: Facts) -> dict[str, Any]:
-    """Each of :data:`WORKLOAD_KEYS` that every rank reporting throughput gave, with one value for all."""
+    """Each of :data:`WORKLOAD_KEYS` that every rank reporting throughput gave, with one value for all.
+
+    A key no throughput event settles (no rank got that far: a failed run) is read, the same way, from the
+    ranks' ``start`` events.
+    """
+    reports = facts.reports.values()
+    found = _agreed([r.details for r in reports if r.throughput is not None])
+    started = _agreed([r.start for r in reports if r.start is not None])
+    return {k: found.get(k, started.get(k)) for k in WORKLOAD_KEYS if k in found or k in started}
+
+
+def _agreed(events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Each of :data:`WORKLOAD_KEYS` that every one of ``events`` gave, with one value for all."""
     seen: dict[str, set[str | int | float | None]] = defaultdict(set)
-    for report in facts.reports.values():
-        if report.throughput is None:
-            continue
+    for fields in events:
         for key in WORKLOAD_KEYS:
-            value = report.details.get(key)
+            value = fields.get(key)
             ok = isinstance(value, str | int | float) and not isinstance(value, bool)
             seen[key].add(value if ok else None)  # absent on one rank: no agreement
     return {k: next(iter(v)) for k, v in seen.items() if len(v) == 1 and None not in v}

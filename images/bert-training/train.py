@@ -383,7 +383,7 @@ def _clean(value: Any) -> Any:
 
 
 def encode_event(event: str, rank: int, world_size: int, **fields: Any) -> bytes:
-    """One roll-call line, shorter than MAX_LINE_BYTES (long strings are cut to fit), stamped with ``time``."""
+    """One roll-call line under MAX_LINE_BYTES (long strings cut to fit), stamped with ``time``."""
     fields.setdefault("time", round(time.time(), 6))
     record = _clean({"event": event, "rank": rank, "world_size": world_size, **fields})
     while True:

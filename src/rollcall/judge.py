@@ -434,6 +434,7 @@ def judge(evidence: Evidence, criteria: Criteria | None = None, checks: Iterable
             epoch_time=sound.epoch_time if sound else None,
             complete=bool(report and report.complete),
             problems=tuple(p for p in found if r in p.ranks),
+            marks=tuple(sorted(report.marks.values(), key=lambda m: m.time)) if report else (),
         )
     mfus = [m for rep in facts.sound.values() if (m := _finite(rep.details.get("mfu"))) is not None]
     return Verdict(

@@ -63,6 +63,11 @@ class TestRecord:
                 # What the job waited for before training: quota, nodes, image pulls (kubernetes).
                 "waits": last.status.waits.as_dict() if last.status.waits else None,
             },
+            # The deciding attempt's verdict (passed or failed) and its roll call: ranks that said every event
+            # (stragglers included), and those of them too slow.
+            "verdict": verdict.outcome.value,
+            "ranks_answered": verdict.answered,
+            "ranks_too_slow": verdict.too_slow,
             "problems": verdict.problems,
             "findings": [p.as_dict() for p in verdict.findings],
             "passed": self.result.passed,

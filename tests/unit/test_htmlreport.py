@@ -257,7 +257,16 @@ def stamped(text, t0=T0, step=0.5):
 
 
 def stamped_record(
-    root, name, nodes=2, ppn=2, extra=None, state=JobState.SUCCEEDED, start_fields="", step=0.5, **kw
+    root,
+    name,
+    nodes=2,
+    ppn=2,
+    extra=None,
+    state=JobState.SUCCEEDED,
+    start_fields="",
+    step=0.5,
+    terminations=(),
+    **kw,
 ):
     """A record whose logs carry a time on every event; ``extra[node]`` lines are appended to a node's log."""
     collector = Collector(root / name)
@@ -267,7 +276,7 @@ def stamped_record(
         text = text.replace('"device":"cpu"', '"device":"cpu"' + start_fields)
         collector.sink(f"{spec.name}-{node}").write(stamped(text, T0 + node * 0.1, step).encode())
     collector.close()
-    status = JobStatus(state, "" if state is JobState.SUCCEEDED else "pod failed")
+    status = JobStatus(state, "" if state is JobState.SUCCEEDED else "pod failed", terminations=terminations)
     attempt = judged(collector.roll, spec, status, root / name, 2.0)
     record = reports.TestRecord(f"tests/e2e/t.py::{name}", RunResult("scripted", [attempt]), "cpu")
     record.gate = GateReport.of(record.test_id, attempt)
@@ -387,3 +396,29 @@ def test_log_links_are_named_by_node_and_rank(tmp_path):
     assert shown["node-1-ranks/none_2yw1lavf/attempt_0/1/stderr.log"] == "node 1 · rank 3 stderr"
     assert shown["test-named-0-x7k2p.log"] == "node 0 · ranks 0-1 (test-named-0-x7k2p.log)"
     assert doc.tags  # the page still parses
+
+
+def roles_record(root, name="test_roles"):
+    """Rank 1 fails first (the root cause), rank 2 echoes it, rank 3 answered and then exited with code 1."""
+    from rollcall.rootcause import Termination
+    from tests.unit.helpers import event
+
+    extra = {
+        0: [event("error", 1, 4, message="injected failure on rank 1")],
+        1: [event("error", 2, 4, message="Connection reset by peer")],
+    }
+    skip = {1: ("throughput", "complete"), 2: ("throughput", "complete")}
+    exited = Termination(f"{name.replace('_', '-')}-1", None, "h1", "Error", 1, T0 + 30, rank=3)
+    return stamped_record(root, name, extra=extra, skip=skip, state=JobState.FAILED, terminations=[exited])
+
+
+def test_the_root_cause_its_echo_and_a_rank_that_exited_nonzero_are_three_different_tiles(tmp_path):
+    text = render([roles_record(tmp_path)], {}, tmp_path)
+    doc = Elements(text)
+    cells = {int(a["data-rank"]): a for tag, a in doc.tags if "data-role" in a and "data-rank" in a}
+    seen = {r: (c["data-state"], c["data-role"]) for r, c in cells.items()}
+    assert seen == {0: ("ok", ""), 1: ("missing", "root"), 2: ("missing", "echo"), 3: ("failed", "")}
+    assert "exited with code 1 after answering the roll call" in cells[3]["title"]
+    ended = [t for t in timeline_ticks(doc) if t["data-event"] == "ended"]
+    assert len(ended) == 1  # the moment rank 3's process ended, on its own row
+    assert "<title>rank 3 (pod test-roles-1 on node h1) was ended by Error (exit code 1)" in text

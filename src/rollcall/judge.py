@@ -166,7 +166,7 @@ def hangs(facts: Facts) -> Iterable[Problem]:
     hung, waiting = resolve(stalls(facts.reports))
     for s in hung:
         report = facts.reports[s.rank]
-        pod = f", pod {sorted(report.sources)[0]}" if report.sources else ""
+        pod = f", {_log_word(facts)} {sorted(report.sources)[0]}" if report.sources else ""
         yield Problem(
             Kind.HUNG,
             f"rank {s.rank} (node {facts.node(s.rank)}{pod}) hung in {s.where}"
@@ -233,7 +233,7 @@ def errors(facts: Facts) -> Iterable[Problem]:
     is folded as its consequence.
     """
     failures = [
-        Failure(r, facts.node(r), e.source or None, e.message, e.time)
+        Failure(r, facts.node(r), e.source or None, e.message, e.time, facts.evidence.unit)
         for r, report in facts.reports.items()
         for e in report.errors
     ]
@@ -493,6 +493,11 @@ def _agreed(events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             ok = isinstance(value, str | int | float) and not isinstance(value, bool)
             seen[key].add(value if ok else None)  # absent on one rank: no agreement
     return {k: next(iter(v)) for k, v in seen.items() if len(v) == 1 and None not in v}
+
+
+def _log_word(facts: Facts) -> str:
+    """What a rank's log is called in a message: its ``pod``, or the ``log`` of a node's processes."""
+    return "pod" if facts.evidence.unit == "pod" else "log"
 
 
 def _bad(value: float | None) -> bool:

@@ -108,6 +108,8 @@ class Failure:
     pod: str | None
     message: str
     time: float | None = None
+    #: What ran the rank's agent (:data:`UNITS`): its log is a ``pod``'s, or a ``node``'s processes'.
+    unit: str = "pod"
 
     @property
     def echo(self) -> bool:
@@ -116,7 +118,8 @@ class Failure:
 
     def describe(self) -> str:
         """``rank 5 (node 1) reported an error: message [pod p, 09:00:01.234 UTC]``."""
-        where = ", ".join(w for w in (f"pod {self.pod}" if self.pod else "", _clock(self.time)) if w)
+        log = f"{'pod' if self.unit == 'pod' else 'log'} {self.pod}" if self.pod else ""
+        where = ", ".join(w for w in (log, _clock(self.time)) if w)
         return f"rank {self.rank} (node {self.node}) reported an error: {clip(self.message)}" + (
             f" [{where}]" if where else ""
         )

@@ -189,6 +189,9 @@ class Evidence:
     layout: Layout
     status: JobStatus | None = None
     spec: JobSpec | None = None
+    #: What ran each node's agent, as the messages name it (:data:`rollcall.rootcause.UNITS`): a ``pod``, or a
+    #: ``node`` whose processes the ranks are (local, Slurm), whose log is then named a log.
+    unit: str = "pod"
 
 
 @dataclass(frozen=True)

@@ -203,7 +203,8 @@ def summary_table(records: Iterable[TestRecord]) -> list[str]:
             (
                 d["test_id"].rsplit("::", 1)[-1],
                 d["backend"],
-                f"{record.result.last.verdict.answered}/{d['world_size']}",
+                f"{d['ranks_answered']}/{d['world_size']}"
+                + (f" ({d['ranks_too_slow']} too slow)" if d["ranks_too_slow"] else ""),
                 number(tp["total"]),
                 f"{number(tp['min'])}/{number(tp['mean'])}/{number(tp['max'])}",
                 number(d["epoch_time_mean"], ".3f"),

@@ -422,3 +422,15 @@ def test_the_root_cause_its_echo_and_a_rank_that_exited_nonzero_are_three_differ
     ended = [t for t in timeline_ticks(doc) if t["data-event"] == "ended"]
     assert len(ended) == 1  # the moment rank 3's process ended, on its own row
     assert "<title>rank 3 (pod test-roles-1 on node h1) was ended by Error (exit code 1)" in text
+
+
+def test_the_terminal_table_and_results_json_count_a_straggler_as_answered_too_slowly(failed_run, tmp_path):
+    import json
+
+    _, record = failed_run
+    _, row = reports.summary_table([record])
+    assert row.split()[:4] == ["test_broken", "scripted", "7/8", "(1"]  # rank 5 missed events, 2 is slow
+    assert "7/8 (1 too slow)" in row
+    reports.write_results(tmp_path / "results.json", [record], {})
+    test = json.loads((tmp_path / "results.json").read_text())["tests"][0]
+    assert (test["verdict"], test["ranks_answered"], test["ranks_too_slow"]) == ("failed", 7, 1)

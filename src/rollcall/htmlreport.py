@@ -180,13 +180,7 @@ def _grid(
         for rank in ranks:
             result = verdict.ranks[rank]
             notes = "; ".join(result.notes)
-            why = (
-                f"answered, too slow: {notes}"
-                if result.too_slow
-                else f"answered, then {notes}"
-                if result.answered and notes
-                else notes or "answered"
-            )
+            why = f"answered, too slow: {notes}" if result.too_slow else notes or "answered"
             role = roles.get(rank, "")
             tp = result.throughput
             kinds = list(dict.fromkeys(p.kind.value for p in result.problems))

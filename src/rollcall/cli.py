@@ -71,8 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     history = sub.add_parser(
         "history", help="throughput over time per configuration, from results.json files"
     )
-    history.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
-    history.add_argument(
+    shown = history.add_mutually_exclusive_group()
+    shown.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    shown.add_argument(
         "--html",
         metavar="OUT",
         help="write the trend page (throughput, compute time, bus bandwidth over the runs) to OUT instead",

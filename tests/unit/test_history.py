@@ -167,3 +167,15 @@ def test_an_unwritable_trend_page_is_a_usage_error(tmp_path, capsys):
     assert main(["history", "--html", str(tmp_path / "file" / "trend.html"), str(run)]) == 2
     err = capsys.readouterr().err
     assert "cannot write --html" in err and "name a writable file" in err
+
+
+def test_html_and_json_together_are_a_usage_error(tmp_path, capsys):
+    run = nightly(tmp_path, "n1", NIGHT, ("test_roll", attempt_of()))
+    try:
+        main(["history", "--json", "--html", str(tmp_path / "t.html"), str(run)])
+    except SystemExit as exc:
+        assert exc.code == 2
+    else:
+        raise AssertionError("--json with --html was accepted")
+    assert "not allowed with argument" in capsys.readouterr().err
+    assert not (tmp_path / "t.html").exists()

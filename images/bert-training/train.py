@@ -27,7 +27,9 @@ Environment read (set by torchrun; never MPI variables):
 Rank-log contract. Each event is one line, ``ROLLCALL `` + a compact JSON object + ``\n``, written
 with a single ``write(2)`` of fewer than 4096 bytes on a duplicate of file descriptor 1, so lines of
 many processes sharing a pipe never interleave. Keys ``event``, ``rank`` and ``world_size`` are
-always present; other keys may be added. Events, in order:
+always present, and so is ``time``: the wall clock when the line was written, seconds since the epoch
+(a float; the suite draws each rank's events over it and orders failures by it). Other keys may be
+added. Events, in order:
     start        local_rank, node_rank, local_world_size, host, node (from NODE_NAME, null when
                  unset), device, device_name, model, seq_len, batch_size, precision
                  -- after joining the process group
@@ -52,8 +54,7 @@ always present; other keys may be added. Events, in order:
                  this rank is in, see "Collective bandwidth"
     complete     param_digest (after the last step)
                  -- then all ranks meet in a barrier and leave the process group
-    error        message, time (wall clock when it was written, seconds since the epoch, float)
-                 -- instead of the rest, on any failure; the suite orders failures by ``time``
+    error        message -- instead of the rest, on any failure; the suite orders failures by ``time``
 Plain progress lines without the prefix may appear in between, and, at any point, the watchdog's:
     stack        dump (from 1, per rank), thread (its name), main (whether it is the thread that
                  trains), threads (how many the dump holds), phase (what the rank was doing: e.g.
@@ -451,7 +452,8 @@ def _clean(value: Any) -> Any:
 
 
 def encode_event(event: str, rank: int, world_size: int, **fields: Any) -> bytes:
-    """One roll-call line, shorter than MAX_LINE_BYTES (long strings are cut to fit)."""
+    """One roll-call line under MAX_LINE_BYTES (long strings cut to fit), stamped with ``time``."""
+    fields.setdefault("time", round(time.time(), 6))
     record = _clean({"event": event, "rank": rank, "world_size": world_size, **fields})
     while True:
         text = json.dumps(record, separators=(",", ":"), allow_nan=False)  # ASCII: no encoding errors
@@ -475,9 +477,7 @@ class RollcallLog:
         self.fd = os.dup(1) if fd is None else fd
 
     def emit(self, event: str, **fields: Any) -> None:
-        """Write one event line with a single write; an ``error`` is stamped with the wall-clock time."""
-        if event == "error":
-            fields.setdefault("time", round(time.time(), 6))
+        """Write one event line with a single write."""
         self.write(encode_event(event, self.rank, self.world_size, **fields))
 
     def write(self, data: bytes) -> None:
@@ -541,6 +541,7 @@ def encode_stack(rank: int, world_size: int, frames: Sequence[list[Any]], **fiel
                 "event": "stack",
                 "rank": rank,
                 "world_size": world_size,
+                "time": round(time.time(), 6),
                 **fields,
                 "frames": kept,
                 "dropped": len(frames) - len(kept),

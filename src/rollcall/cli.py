@@ -5,9 +5,10 @@ parses each file on its own and exits 0 when every rank ``0..N-1`` reported thro
 completion, 1 when any is missing, and 2 on a usage error (unreadable file, N < 1). Ranks outside the world
 are listed but do not change the exit code. This interface is a contract other tools depend on.
 
-``rollcall history [--json] PATH...`` reads several runs' ``results.json`` (each PATH a run's artifacts
-directory or the file itself) and prints throughput over time per configuration; exit 0, or 2 when a PATH
-holds no readable results (see :mod:`rollcall.history`).
+``rollcall history [--json | --html OUT] PATH...`` reads several runs' ``results.json`` (each PATH a run's
+artifacts directory or the file itself) and prints throughput over time per configuration, or with ``--html``
+writes the trend page to OUT; exit 0, or 2 when a PATH holds no readable results or OUT cannot be written
+(see :mod:`rollcall.history`).
 
 ``rollcall render [--backend kubernetes|slurm] [suite options]`` prints what a run would submit, from the
 suite's own options (``--nodes``, ``--procs-per-node``, ``--accelerator``, ``--toleration``, ...; each also
@@ -70,7 +71,13 @@ def build_parser() -> argparse.ArgumentParser:
     history = sub.add_parser(
         "history", help="throughput over time per configuration, from results.json files"
     )
-    history.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    shown = history.add_mutually_exclusive_group()
+    shown.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    shown.add_argument(
+        "--html",
+        metavar="OUT",
+        help="write the trend page (throughput, compute time, bus bandwidth over the runs) to OUT instead",
+    )
     history.add_argument(
         "paths", nargs="+", metavar="PATH", help="runs' artifacts directories (or their results.json files)"
     )
@@ -157,7 +164,22 @@ def show_history(args: argparse.Namespace) -> int:
     except HistoryError as exc:
         print(f"rollcall: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    if args.json:
+    if args.html:
+        from pathlib import Path
+
+        from rollcall.page.trend import write_trend
+
+        out = Path(args.html)
+        try:
+            write_trend(out, runs)
+        except OSError as exc:
+            print(
+                f"rollcall: cannot write --html {out}: {exc.strerror or exc}; name a writable file",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
+        print(f"trend page: {out}")
+    elif args.json:
         print(json.dumps(as_json(runs)))
     else:
         for line in table(runs):

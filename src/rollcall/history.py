@@ -4,6 +4,9 @@
 orders the runs by start time and prints, for each configuration (the baseline key: accelerator, instance
 type, nodes, procs per node, model, sequence length), one row per run and test: total and per-rank median
 throughput, the change of the total against that test's previous run, mean epoch time and the verdict.
+``--html OUT`` draws the same runs as a trend page instead (:mod:`rollcall.page.trend`): throughput, compute
+time and bus bandwidth per configuration, failed runs and regressions marked, each point linked to its run's
+``report.html``.
 """
 
 from __future__ import annotations
@@ -17,8 +20,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from rollcall.baseline import NO_INSTANCE_TYPE, UNKNOWN, ConfigKey
-from rollcall.collect import RESULTS_FILE
+from rollcall.baseline import MEASURES, NO_INSTANCE_TYPE, UNKNOWN, ConfigKey
+from rollcall.collect import REPORT_FILE, RESULTS_FILE
 from rollcall.reports import number
 
 
@@ -39,6 +42,13 @@ class Point:
     throughput_total: float | None
     throughput_median: float | None
     epoch_time_mean: float | None
+    #: The median rank's compute time per step (ms) and the world's all-reduce bus bandwidth (GB/s).
+    compute_ms_median: float | None = None
+    busbw_world: float | None = None
+    #: The release gate's regressions, as the figures' names (``throughput_total``, ...).
+    regressions: tuple[str, ...] = ()
+    #: The run's ``report.html``, where it is beside its ``results.json``.
+    report: str | None = None
 
 
 def results_path(path: str | Path) -> Path:
@@ -60,11 +70,15 @@ def load_run(path: str | Path) -> list[Point]:
         raise HistoryError(f'{file} has no "tests" list: is it a rollcall results.json?')
     started = doc.get("started")
     run = file.parent.name or str(file.parent)
+    report = file.parent / REPORT_FILE
     points = []
     for test in doc["tests"]:
         if not isinstance(test, dict):
             continue
         tp = test.get("throughput") or {}
+        gate = _mapping(test.get("release_gate"))
+        figures = _mapping(gate.get("figures"))
+        regressed = [r.get("measure") for r in gate.get("regressions") or () if isinstance(r, dict)]
         points.append(
             Point(
                 config=config_of(test),
@@ -76,6 +90,10 @@ def load_run(path: str | Path) -> list[Point]:
                 throughput_total=_float(tp.get("total")),
                 throughput_median=_float(tp.get("median")),
                 epoch_time_mean=_float(test.get("epoch_time_mean")),
+                compute_ms_median=_float(figures.get("compute_ms_median")),
+                busbw_world=_float(figures.get("busbw_world")),
+                regressions=tuple(m.attr for m in MEASURES if m.name in regressed),
+                report=str(report) if report.is_file() else None,
             )
         )
     return points
@@ -100,6 +118,10 @@ def config_of(test: Mapping[str, Any]) -> str:
         return str(ConfigKey.from_fields(fields))
     except ValueError:
         return ",".join(f"{k}={UNKNOWN if v is None else v}" for k, v in fields.items())
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _float(value: Any) -> float | None:

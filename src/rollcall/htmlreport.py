@@ -9,18 +9,25 @@ file opens the same offline, from a CI artifact store or a mail attachment.
 
 The page is ``templates/report.html.j2`` rendered by jinja2 with autoescape on; this module only prepares
 the values it shows. A rank cell's ``data-state`` (and class) is the rank's
-:class:`~rollcall.verdict.RankState`: ``ok`` (green), ``missing`` (red), ``failed`` (red: answered, then
+:class:`~rollcall.verdict.RankState`: ``ok`` (green), ``missing`` (red), ``failed`` (magenta: answered, then
 exited non-zero), ``straggler`` (amber: by throughput or compute time), ``slow`` (orange: below
 ``--min-throughput``, or on a node or pair of nodes of low bus bandwidth) or ``wrong`` (purple: its replica
 diverged, it received wrong data from an all-reduce, or its loss was not finite or did not fall). A rank any
 problem names is never ``ok``: its cell is also outlined in red, its ``data-kinds`` lists the kinds of those
-problems (:class:`~rollcall.verdict.Kind` values, e.g. ``exited_nonzero``), and its title says them.
+problems (:class:`~rollcall.verdict.Kind` values, e.g. ``exited_nonzero``), and its title says them. Its
+``data-role`` tells the root cause's rank (``root``: dark red, outlined in black) from the ranks whose errors
+only echo another's (``echo``: pale red); a straggler's title reads "answered, too slow".
+
+The bars carry a rank axis (every rank while the labels fit, else every n-th, :mod:`rollcall.page.plot`);
+the timeline (:mod:`rollcall.page.timeline`) draws each rank's events over wall-clock time, pass or fail;
+the log links are named by node and rank, each with its path as its title.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -33,6 +40,8 @@ import jinja2
 
 from rollcall.baseline import MEASURES
 from rollcall.collect import REPORT_FILE, safe_name
+from rollcall.page.plot import Plot, hline
+from rollcall.page.timeline import rank_roles, timeline
 from rollcall.perf import median as median_of
 from rollcall.ranklog import ranges
 from rollcall.reports import number
@@ -93,6 +102,7 @@ def _test(record: TestRecord, base: Path) -> dict[str, Any]:
     verdict, spec = attempt.verdict, attempt.spec
     states = rank_states(verdict)
     logs = _log_links(attempt.artifacts, base)
+    roles = rank_roles(verdict)
     meta = (
         f"backend {record.result.backend}; {spec.accelerator}; {spec.nodes} node(s) x {spec.procs_per_node} "
         f"procs = {spec.world_size} ranks; job {spec.name} {attempt.status.state.value}; "
@@ -124,13 +134,17 @@ def _test(record: TestRecord, base: Path) -> dict[str, Any]:
         ),
         "failure": record.result.message() if not record.result.passed else "",
         "world_size": verdict.layout.world_size,
-        "nodes": _grid(verdict, states, logs),
+        "nodes": _grid(verdict, states, logs, roles),
         "legend": [{"state": s, "count": counts[s]} for s in STATES if counts[s] or s == "ok"],
         "unexpected": ranges(verdict.unexpected_ranks),
+        "roles_legend": bool(roles) or any(v == RankState.FAILED.value for v in states.values()),
         "bars": _bars(verdict, states, gate),
         "compute": _compute_bars(verdict, states),
         "bandwidth": _bandwidth_tables(verdict),
-        "logs": logs,
+        "logs": _log_names(verdict, logs),
+        "timeline": timeline(
+            verdict, attempt.status.terminations, [r for r, role in roles.items() if role == "root"]
+        ),
     }
 
 
@@ -154,7 +168,9 @@ def _figures(verdict: Verdict, gate: GateReport | None) -> list[dict[str, Any]]:
     return rows
 
 
-def _grid(verdict: Verdict, states: Mapping[int, str], logs: Mapping[str, str]) -> list[dict[str, Any]]:
+def _grid(
+    verdict: Verdict, states: Mapping[int, str], logs: Mapping[str, str], roles: Mapping[int, str]
+) -> list[dict[str, Any]]:
     by_node: dict[int, list[int]] = defaultdict(list)
     for n in range(verdict.layout.nodes):
         by_node[n] = []
@@ -166,7 +182,9 @@ def _grid(verdict: Verdict, states: Mapping[int, str], logs: Mapping[str, str]) 
         cells = []
         for rank in ranks:
             result = verdict.ranks[rank]
-            why = "; ".join(result.notes) or "answered"
+            notes = "; ".join(result.notes)
+            why = f"answered, too slow: {notes}" if result.too_slow else notes or "answered"
+            role = roles.get(rank, "")
             tp = result.throughput
             kinds = list(dict.fromkeys(p.kind.value for p in result.problems))
             cells.append(
@@ -174,7 +192,12 @@ def _grid(verdict: Verdict, states: Mapping[int, str], logs: Mapping[str, str]) 
                     "rank": rank,
                     "state": states[rank],
                     "kinds": " ".join(kinds),
-                    "title": f"rank {rank} (node {node}): {why}"
+                    "role": role,
+                    "title": f"rank {rank} (node {node}): "
+                    + {"root": "the root cause: ", "echo": "an echo of another rank's failure: "}.get(
+                        role, ""
+                    )
+                    + why
                     + (f" [{', '.join(kinds)}]" if kinds else "")
                     + (f"; {tp:.2f} samples/s" if tp else ""),
                     "href": _rank_log(verdict, [rank], logs) or node_log,
@@ -200,7 +223,7 @@ def _bars(verdict: Verdict, states: Mapping[int, str], gate: GateReport | None) 
     measured = [v for v in values.values() if isinstance(v, int | float) and math.isfinite(v)]
     baseline = gate.baseline.throughput_median if gate and gate.baseline else None
     median = verdict.throughput.median
-    plot = _Plot(world, max([*measured, (baseline or 0) * 1.1, 1e-9]))
+    plot = Plot(world, max([*measured, (baseline or 0) * 1.1, 1e-9]))
     bars = []
     for rank in range(world):
         v = values[rank]
@@ -210,10 +233,10 @@ def _bars(verdict: Verdict, states: Mapping[int, str], gate: GateReport | None) 
             bars.append(plot.stub(rank, RankState.MISSING.value, f"rank {rank}: no throughput"))
     lines = []
     if baseline:
-        lines.append(_hline("baseline", plot.y(baseline), f"baseline median {baseline:.2f}"))
+        lines.append(hline("baseline", plot.y(baseline), f"baseline median {baseline:.2f}"))
     if median and gate and gate.straggler_ratio > 0:
         cut = median * gate.straggler_ratio
-        lines.append(_hline("threshold", plot.y(cut), f"straggler < {cut:.2f}"))
+        lines.append(hline("threshold", plot.y(cut), f"straggler < {cut:.2f}"))
     return {"measured": bool(measured), **plot.chart(bars, lines)}
 
 
@@ -227,15 +250,15 @@ def _compute_bars(verdict: Verdict, states: Mapping[int, str]) -> dict[str, Any]
     ratio = report.straggler_ratio
     cut = mid / ratio if ratio > 0 else None
     top = max([c.compute_ms for c in compute.values()] + [(cut or 0) * 1.1, 1e-9])
-    plot = _Plot(verdict.layout.world_size, top)
+    plot = Plot(verdict.layout.world_size, top)
     bars = []
     for rank, c in sorted(compute.items()):
         p90 = f", p90 {c.compute_ms_p90:.2f}" if c.compute_ms_p90 else ""
         title = f"rank {rank} (node {c.node}): {c.compute_ms:.2f} ms{p90}"
         bars.append(plot.bar(rank, states.get(rank, RankState.OK.value), c.compute_ms, title))
-    lines = [_hline("baseline median", plot.y(mid), f"median {mid:.2f} ms")]
+    lines = [hline("baseline median", plot.y(mid), f"median {mid:.2f} ms")]
     if cut is not None:
-        lines.append(_hline("threshold", plot.y(cut), f"straggler > {cut:.2f} ms"))
+        lines.append(hline("threshold", plot.y(cut), f"straggler > {cut:.2f} ms"))
     return plot.chart(bars, lines)
 
 
@@ -269,10 +292,6 @@ def _bandwidth_tables(verdict: Verdict) -> dict[str, Any] | None:
     return {"groups": groups, "nodes": nodes}
 
 
-def _hline(cls: str, y: float, label: str) -> dict[str, str]:
-    return {"cls": cls, "y": f"{y:.1f}", "label_y": f"{y + 4:.1f}", "label": label}
-
-
 def _log_links(directory: Path, base: Path) -> dict[str, str]:
     """Every file of a test's artifacts directory (its pods' logs, events) by name, linked from ``base``."""
     if not directory.is_dir():
@@ -284,50 +303,34 @@ def _log_links(directory: Path, base: Path) -> dict[str, str]:
     return links
 
 
-class _Plot:
-    """The geometry of a chart of one bar per rank; ``top`` is the value at the top of the plot."""
+#: A rank's own output under torchrun's ``--log-dir`` of a local node: ``node-N-ranks/<run>/attempt_A/L/...``.
+_RANK_FILE = re.compile(r"^node-(\d+)-ranks/(?:.*/)?attempt_(\d+)/(\d+)/(stdout|stderr)\.log$")
 
-    LEFT, PLOT_H, PAD = 48, 160, 18
 
-    def __init__(self, world: int, top: float) -> None:
-        self.top = top
-        self.bar_w = max(3, min(28, 900 // max(world, 1)))
-        self.bottom = self.PAD + self.PLOT_H
-        self.right = self.LEFT + world * self.bar_w
+def _log_names(verdict: Verdict, logs: Mapping[str, str]) -> list[dict[str, str]]:
+    """Every log link named by node and rank (``node 1 · ranks 4-7``, ``node 0 · rank 1 stderr``).
 
-    def y(self, value: float) -> float:
-        """Where ``value`` lies on the plot."""
-        return self.PAD + self.PLOT_H * (1 - value / self.top)
-
-    def bar(self, rank: int, state: str, value: float, title: str) -> dict[str, Any]:
-        """Rank ``rank``'s bar, up to ``value``."""
-        y = self.y(value)
-        x = self.LEFT + rank * self.bar_w
-        return {
-            "rank": rank,
-            "state": state,
-            "x": x,
-            "y": f"{y:.1f}",
-            "h": f"{self.bottom - y:.1f}",
-            "title": title,
-        }
-
-    def stub(self, rank: int, state: str, title: str) -> dict[str, Any]:
-        """A rank without a value: a low mark at the bottom."""
-        x = self.LEFT + rank * self.bar_w
-        return {"rank": rank, "state": state, "x": x, "y": self.bottom - 4, "h": 4, "title": title}
-
-    def chart(self, bars: list[dict[str, Any]], lines: list[dict[str, Any]]) -> dict[str, Any]:
-        """The geometry a bar chart of the template draws from."""
-        return {
-            "width": self.right + 160,
-            "height": self.PLOT_H + 2 * self.PAD,
-            "left": self.LEFT,
-            "right": self.right,
-            "bottom": self.bottom,
-            "top_y": self.PAD + 4,
-            "top_label": f"{self.top:.4g}",
-            "bar_w": self.bar_w,
-            "bars": bars,
-            "lines": lines,
-        }
+    A node's (pod's) log is known from the ranks read from it; a rank's own file from torchrun's layout of
+    ``--log-dir`` (its local rank, on the node the directory is named after). Any other file keeps its path.
+    """
+    ppn = verdict.layout.procs_per_node
+    by_log: dict[str, list[int]] = defaultdict(list)
+    for rank, result in sorted(verdict.ranks.items()):
+        for source in result.pods:
+            by_log[safe_name(source) + ".log"].append(rank)
+    named = []
+    for path, href in logs.items():
+        m = _RANK_FILE.match(path)
+        ranks = by_log.get(path)
+        if m:
+            node, attempt, local, stream = int(m[1]), int(m[2]), int(m[3]), m[4]
+            again = f" (restart {attempt})" if attempt else ""
+            name = f"node {node} · rank {node * ppn + local} {stream}{again}"
+        elif ranks:
+            nodes = sorted({verdict.ranks[r].node for r in ranks})
+            where = f"node {nodes[0]}" if len(nodes) == 1 else f"nodes {ranges(nodes)}"
+            name = f"{where} · ranks {ranges(ranks)} ({path})"
+        else:
+            name = path
+        named.append({"name": name, "href": href, "path": path})
+    return named

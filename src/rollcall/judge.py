@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
@@ -177,7 +177,7 @@ def hangs(facts: Facts) -> Iterable[Problem]:
     hung, waiting = resolve(stalls(facts.reports))
     for s in hung:
         report = facts.reports[s.rank]
-        pod = f", pod {sorted(report.sources)[0]}" if report.sources else ""
+        pod = f", {_log_word(facts)} {sorted(report.sources)[0]}" if report.sources else ""
         yield Problem(
             Kind.HUNG,
             f"rank {s.rank} (node {facts.node(s.rank)}{pod}) hung in {s.where}"
@@ -244,7 +244,7 @@ def errors(facts: Facts) -> Iterable[Problem]:
     is folded as its consequence.
     """
     failures = [
-        Failure(r, facts.node(r), e.source or None, e.message, e.time)
+        Failure(r, facts.node(r), e.source or None, e.message, e.time, facts.evidence.unit)
         for r, report in facts.reports.items()
         for e in report.errors
     ]
@@ -512,6 +512,7 @@ def judge(evidence: Evidence, criteria: Criteria | None = None, checks: Iterable
             epoch_time=sound.epoch_time if sound else None,
             complete=bool(report and report.complete),
             problems=tuple(p for p in found if r in p.ranks),
+            marks=tuple(sorted(report.marks.values(), key=lambda m: m.time)) if report else (),
         )
     mfus = [m for rep in facts.sound.values() if (m := _finite(rep.details.get("mfu"))) is not None]
     return Verdict(
@@ -551,16 +552,31 @@ def _reported(report: RankReport | None) -> tuple[str, ...]:
 
 
 def _workload(facts: Facts) -> dict[str, Any]:
-    """Each of :data:`WORKLOAD_KEYS` that every rank reporting throughput gave, with one value for all."""
+    """Each of :data:`WORKLOAD_KEYS` that every rank reporting throughput gave, with one value for all.
+
+    A key no throughput event settles (no rank got that far: a failed run) is read, the same way, from the
+    ranks' ``start`` events.
+    """
+    reports = facts.reports.values()
+    found = _agreed([r.details for r in reports if r.throughput is not None])
+    started = _agreed([r.start for r in reports if r.start is not None])
+    return {k: found.get(k, started.get(k)) for k in WORKLOAD_KEYS if k in found or k in started}
+
+
+def _agreed(events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Each of :data:`WORKLOAD_KEYS` that every one of ``events`` gave, with one value for all."""
     seen: dict[str, set[str | int | float | None]] = defaultdict(set)
-    for report in facts.reports.values():
-        if report.throughput is None:
-            continue
+    for fields in events:
         for key in WORKLOAD_KEYS:
-            value = report.details.get(key)
+            value = fields.get(key)
             ok = isinstance(value, str | int | float) and not isinstance(value, bool)
             seen[key].add(value if ok else None)  # absent on one rank: no agreement
     return {k: next(iter(v)) for k, v in seen.items() if len(v) == 1 and None not in v}
+
+
+def _log_word(facts: Facts) -> str:
+    """What a rank's log is called in a message: its ``pod``, or the ``log`` of a node's processes."""
+    return "pod" if facts.evidence.unit == "pod" else "log"
 
 
 def _bad(value: float | None) -> bool:

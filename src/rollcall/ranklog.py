@@ -11,6 +11,9 @@ Every rank of the workload prints one line per event, written with a single ``wr
     ROLLCALL {"event":"stack","rank":3,"world_size":64,"dump":1,"thread":"MainThread","main":true,"threads":2,"phase":"epoch 2 barrier","stalled_s":61.0,"hang_after":60.0,"frames":[["train.py",1490,"run","acc.barrier(...)",true]],"dropped":0}
     ROLLCALL {"event":"resumed","rank":3,"world_size":64,"dump":1,"stalled_s":75.2,"phase":"epoch 2 step 1"}
 
+Every event of the workload carries ``time`` (wall clock, seconds since the epoch); each rank keeps, per event
+(per epoch, per bandwidth group), when it said it last (:attr:`RankReport.marks`), for the page's timeline.
+
 A rank answers the roll call when it reported ``throughput``, at least one ``epoch_time`` and ``complete``;
 ``compute_ms`` / ``compute_ms_p90`` (this rank's compute per step, without communication) and ``bandwidth``
 (one per all-reduce group the rank was in) are optional figures. So are the proofs that the rank trained
@@ -120,6 +123,19 @@ class CollectiveMismatch:
 
 
 @dataclass(frozen=True)
+class Mark:
+    """When a rank said one event: ``event`` its name, ``label`` which one (``epoch 2``), ``time`` epoch seconds."""
+
+    event: str
+    label: str
+    time: float
+
+
+#: The events a rank's timeline shows (:attr:`RankReport.marks`), in the order a rank says them.
+MARKED_EVENTS: tuple[str, ...] = ("start", "epoch_time", "throughput", "bandwidth", "complete", "error")
+
+
+@dataclass(frozen=True)
 class BandwidthRecord:
     """One rank's measure of one all-reduce group (a ``bandwidth`` event)."""
 
@@ -208,6 +224,8 @@ class RankReport:
     #: The digest of the rank's parameters after each timed epoch, by epoch, and at ``complete``.
     digests: dict[int, str] = field(default_factory=dict)
     final_digest: str | None = None
+    #: When it said each of :data:`MARKED_EVENTS` that carried a ``time``, by label (the last of each).
+    marks: dict[str, Mark] = field(default_factory=dict)
 
     @property
     def epoch_time(self) -> float | None:
@@ -387,6 +405,17 @@ class LogParser:
         world_size = obj.get("world_size")
         if _is_int(world_size):
             report.world_size = world_size
+        stamp = _number(obj.get("time"))
+        stamp = stamp if stamp is not None and math.isfinite(stamp) else None
+        if stamp is not None and event in MARKED_EVENTS:
+            label = (
+                f"epoch {epoch}"
+                if event == "epoch_time"
+                else f"bandwidth {value.scope} {ranges(value.nodes)}"
+                if event == "bandwidth"
+                else event
+            )
+            report.marks[label] = Mark(event, label, stamp)
         if event == "throughput":
             report.throughput = value
             report.details.update({k: v for k, v in obj.items() if k not in _ENVELOPE})
@@ -410,12 +439,10 @@ class LogParser:
         elif event == "start":
             report.start = {k: v for k, v in obj.items() if k not in _ENVELOPE}
         else:
-            stamp = _number(obj.get("time"))
-            stamp = stamp if stamp is not None and math.isfinite(stamp) else None
             report.errors.append(RankError(str(obj.get("message", "")), stamp, self.source))
 
 
-_ENVELOPE = frozenset({"event", "rank", "world_size"})
+_ENVELOPE = frozenset({"event", "rank", "world_size", "time"})
 
 
 def _add_stack(report: RankReport, dump: int, obj: dict[str, Any]) -> None:

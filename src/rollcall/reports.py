@@ -69,6 +69,11 @@ class TestRecord:
                 # What the job waited for before training: quota, nodes, image pulls (kubernetes).
                 "waits": last.status.waits.as_dict() if last.status.waits else None,
             },
+            # The deciding attempt's verdict (passed or failed) and its roll call: ranks that said every event
+            # (stragglers included), and those of them too slow.
+            "verdict": verdict.outcome.value,
+            "ranks_answered": verdict.answered,
+            "ranks_too_slow": verdict.too_slow,
             "problems": verdict.problems,
             "findings": [p.as_dict() for p in verdict.findings],
             "passed": self.result.passed,
@@ -208,7 +213,8 @@ def summary_table(records: Iterable[TestRecord]) -> list[str]:
             (
                 d["test_id"].rsplit("::", 1)[-1],
                 d["backend"],
-                f"{record.result.last.verdict.answered}/{d['world_size']}",
+                f"{d['ranks_answered']}/{d['world_size']}"
+                + (f" ({d['ranks_too_slow']} too slow)" if d["ranks_too_slow"] else ""),
                 number(tp["total"]),
                 f"{number(tp['min'])}/{number(tp['mean'])}/{number(tp['max'])}",
                 number(d["epoch_time_mean"], ".3f"),

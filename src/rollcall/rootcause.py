@@ -108,6 +108,8 @@ class Failure:
     pod: str | None
     message: str
     time: float | None = None
+    #: What ran the rank's agent (:data:`UNITS`): its log is a ``pod``'s, or a ``node``'s processes'.
+    unit: str = "pod"
 
     @property
     def echo(self) -> bool:
@@ -116,7 +118,8 @@ class Failure:
 
     def describe(self) -> str:
         """``rank 5 (node 1) reported an error: message [pod p, 09:00:01.234 UTC]``."""
-        where = ", ".join(w for w in (f"pod {self.pod}" if self.pod else "", _clock(self.time)) if w)
+        log = f"{'pod' if self.unit == 'pod' else 'log'} {self.pod}" if self.pod else ""
+        where = ", ".join(w for w in (log, _clock(self.time)) if w)
         return f"rank {self.rank} (node {self.node}) reported an error: {clip(self.message)}" + (
             f" [{where}]" if where else ""
         )
@@ -133,6 +136,9 @@ class Failure:
         }
 
 
+#: What can run a node's torchrun agent (:attr:`Termination.unit`): a pod, or a node's own processes.
+UNITS: tuple[str, ...] = ("pod", "node")
+
 #: Signals the launcher itself sends its workers once one has failed: their ends are echoes.
 LAUNCHER_SIGNALS = frozenset({"SIGTERM", "SIGINT"})
 
@@ -144,7 +150,9 @@ class Termination:
     A pod's container status gives one per container (``rank`` None); torchrun's records one per worker
     (:mod:`rollcall.torchrun`; ``exit_code`` negative for a signal, ``reason`` its name; ``message`` the
     exception the worker recorded in its error file, if it did). ``answered`` marks a worker that had
-    answered the whole roll call before it ended so (set by the judge).
+    answered the whole roll call before it ended so (set by the judge). ``unit`` is what ran the agent, one
+    of :data:`UNITS`: a ``pod`` (``pod`` its name), or a ``node`` whose agent and workers are processes
+    (local, Slurm: ``pod`` is then the node's log, ``node-1``), and the description says so.
     """
 
     pod: str
@@ -156,6 +164,7 @@ class Termination:
     rank: int | None = None
     message: str | None = None
     answered: bool = False
+    unit: str = "pod"
 
     @property
     def signal(self) -> str | None:
@@ -179,6 +188,8 @@ class Termination:
         A worker that had answered the roll call: ``rank 0 (node 0, pod p) exited with code 1 after
         answering the roll call`` (``was killed by SIGKILL`` for a signal).
         """
+        if self.unit == "node":
+            return self._describe_process()
         if self.answered and self.rank is not None:
             how = f"was killed by {self.signal}" if self.signal else f"exited with code {self.exit_code}"
             node = f"node {self.node}, " if self.node is not None else ""
@@ -190,6 +201,26 @@ class Termination:
         if self.rank is not None:
             return f"rank {self.rank} (pod {self.pod}{index}{host}) was ended by {how}"
         return f"pod {self.pod}{index}{host} ended {how}"
+
+    def _describe_process(self) -> str:
+        """A node's processes: ``rank 3's process (node 1, log node-1, host h) was ended by SIGKILL``."""
+        where = ", ".join(
+            w
+            for w in (
+                f"node {self.node}" if self.node is not None else "",
+                f"log {self.pod}",
+                f"host {self.host}" if self.host else "",
+            )
+            if w
+        )
+        if self.answered and self.rank is not None:
+            how = f"was killed by {self.signal}" if self.signal else f"exited with code {self.exit_code}"
+            return f"rank {self.rank}'s process ({where}) {how} after answering the roll call"
+        code = f" (exit code {self.exit_code})" if self.exit_code is not None else ""
+        how = f"{self.reason}{code}{_at(self.time)}"
+        if self.rank is not None:
+            return f"rank {self.rank}'s process ({where}) was ended by {how}"
+        return f"the torchrun agent ({where}) ended {how}"
 
     def as_dict(self) -> dict[str, Any]:
         """The termination, JSON-ready."""
@@ -203,6 +234,7 @@ class Termination:
             "rank": self.rank,
             "message": self.message,
             "answered": self.answered,
+            "unit": self.unit,
         }
 
 

@@ -145,8 +145,8 @@ def run_once(
         collector.close()
     if status.state is not JobState.SUCCEEDED:  # the launcher's own records of the workers that failed
         for sink in collector.sinks:
-            status.terminations += read_terminations(sink.path, sink.name)
-    evidence = Evidence(collector.roll, Layout(spec.nodes, spec.procs_per_node), status, spec)
+            status.terminations += read_terminations(sink.path, sink.name, backend.unit)
+    evidence = Evidence(collector.roll, Layout(spec.nodes, spec.procs_per_node), status, spec, backend.unit)
     verdict = judge(evidence, criteria)
     return Attempt(spec, status, verdict, artifacts, time.monotonic() - started, left)
 

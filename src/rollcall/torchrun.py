@@ -111,17 +111,17 @@ def read_error_file(path: Path) -> ErrorRecord | None:
         return None
 
 
-def worker_events(text: str, pod: str) -> list[Termination]:
+def worker_events(text: str, pod: str, unit: str = "pod") -> list[Termination]:
     """The workers the agent's ``FAILED`` events in ``text`` name, with how each ended (the first once)."""
     found: dict[int, Termination] = {}
     for m in _EVENT_LINE.finditer(text):
-        ended = _event(m[1], pod)
+        ended = _event(m[1], pod, unit)
         if ended is not None and ended.rank is not None:
             found.setdefault(ended.rank, ended)
     return sorted(found.values(), key=lambda t: t.rank or 0)
 
 
-def worker_terminations(text: str, pod: str) -> list[Termination]:
+def worker_terminations(text: str, pod: str, unit: str = "pod") -> list[Termination]:
     """The workers the agent's printed failure table in ``text`` names, with how each ended (once each)."""
     found: dict[int, Termination] = {}
     for m in _RECORD.finditer(text):
@@ -136,17 +136,21 @@ def worker_terminations(text: str, pod: str) -> list[Termination]:
                 exit_code=code,
                 time=_time(m["time"]),
                 rank=rank,
+                unit=unit,
             ),
         )
     return sorted(found.values(), key=lambda t: t.rank or 0)
 
 
-def terminations(text: str, pod: str) -> list[Termination]:
-    """Every failed worker of the agent's output ``text``: its events where it wrote them, else its table."""
-    return worker_events(text, pod) or worker_terminations(text, pod)
+def terminations(text: str, pod: str, unit: str = "pod") -> list[Termination]:
+    """Every failed worker of the agent's output ``text``: its events where it wrote them, else its table.
+
+    ``pod`` names the log; ``unit`` what ran the agent (``pod``, or ``node`` for a local or Slurm node).
+    """
+    return worker_events(text, pod, unit) or worker_terminations(text, pod, unit)
 
 
-def read_terminations(path: Path, pod: str) -> list[Termination]:
+def read_terminations(path: Path, pod: str, unit: str = "pod") -> list[Termination]:
     """:func:`terminations` of the end of the log at ``path`` (none when it cannot be read)."""
     try:
         with path.open("rb") as f:
@@ -154,7 +158,7 @@ def read_terminations(path: Path, pod: str) -> list[Termination]:
             text = f.read().decode("utf-8", "replace")
     except OSError:
         return []
-    return terminations(text, pod)
+    return terminations(text, pod, unit)
 
 
 def reason(code: int) -> str:
@@ -167,7 +171,7 @@ def reason(code: int) -> str:
         return f"signal {-code}"
 
 
-def _event(line: str, pod: str) -> Termination | None:
+def _event(line: str, pod: str, unit: str) -> Termination | None:
     try:
         event = json.loads(line)
     except ValueError:
@@ -189,6 +193,7 @@ def _event(line: str, pod: str) -> Termination | None:
         time=record.time if record else None,
         rank=rank,
         message=record.message if record else None,
+        unit=unit,
     )
 
 

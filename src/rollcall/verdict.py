@@ -30,7 +30,7 @@ from rollcall.rootcause import Analysis, Disruption
 if TYPE_CHECKING:
     from rollcall.backends import JobStatus
     from rollcall.jobspec import JobSpec
-    from rollcall.ranklog import RollCall
+    from rollcall.ranklog import Mark, RollCall
 
 #: Settings of the workload, from its ``throughput`` events, that tell one configuration from another.
 WORKLOAD_KEYS: tuple[str, ...] = ("model", "seq_len", "batch_size")
@@ -136,6 +136,10 @@ _RANK_STATE = {
 }
 
 
+#: The kinds that find a rank answered, but too slowly.
+TOO_SLOW = frozenset({Kind.STRAGGLER, Kind.COMPUTE_STRAGGLER, Kind.MIN_THROUGHPUT, Kind.SLOW_LINK})
+
+
 @dataclass(frozen=True)
 class Problem:
     """One thing wrong with a run.
@@ -195,6 +199,9 @@ class Evidence:
     layout: Layout
     status: JobStatus | None = None
     spec: JobSpec | None = None
+    #: What ran each node's agent, as the messages name it (:data:`rollcall.rootcause.UNITS`): a ``pod``, or a
+    #: ``node`` whose processes the ranks are (local, Slurm), whose log is then named a log.
+    unit: str = "pod"
 
 
 @dataclass(frozen=True)
@@ -237,6 +244,8 @@ class RankResult:
     epoch_time: float | None = None
     complete: bool = False
     problems: tuple[Problem, ...] = ()
+    #: When it said each event that carried a time, earliest first (the page's timeline).
+    marks: tuple[Mark, ...] = ()
 
     @property
     def pod(self) -> str | None:
@@ -255,8 +264,17 @@ class RankResult:
 
     @property
     def answered(self) -> bool:
-        """Reported every required event with sound values and no problem names it."""
-        return not self.problems
+        """Reported every required event with sound values: no problem puts it in ``MISSING``.
+
+        A straggler, a slow rank and one that exited non-zero after ``complete`` answered (see
+        :attr:`too_slow`); a rank that missed an event, reported an error or hung did not.
+        """
+        return self.state is not RankState.MISSING
+
+    @property
+    def too_slow(self) -> bool:
+        """Answered, but a straggler or below a throughput or bandwidth floor."""
+        return any(p.kind in TOO_SLOW for p in self.problems)
 
 
 @dataclass(frozen=True)
@@ -305,8 +323,13 @@ class Verdict:
 
     @property
     def answered(self) -> int:
-        """Ranks inside the world that reported every required event, with no problem."""
+        """Ranks inside the world that reported every required event with sound values (stragglers too)."""
         return sum(1 for result in self.ranks.values() if result.answered)
+
+    @property
+    def too_slow(self) -> int:
+        """Ranks that answered, but too slowly (:attr:`RankResult.too_slow`)."""
+        return sum(1 for result in self.ranks.values() if result.too_slow)
 
     @property
     def figures(self) -> Figures:
@@ -347,8 +370,9 @@ class Verdict:
     def message(self, logs_hint: str | None = None) -> str:
         """A failure message a person can act on: which ranks lack what, on which node, and where logs are."""
         lay = self.layout
+        slow = f", {self.too_slow} of them too slow" if self.too_slow else ""
         head = (
-            f"roll call: {self.answered} of {lay.world_size} ranks answered "
+            f"roll call: {self.answered} of {lay.world_size} ranks answered{slow} "
             f"({lay.nodes} node(s) x {lay.procs_per_node} procs)"
         )
         lines = [head, *(f"  - {p}" for p in self.problems)]

@@ -10,6 +10,7 @@ install it (``apt-get install -y chromium``). ``ROLLCALL_CHROMIUM`` names a bina
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shutil
@@ -123,6 +124,117 @@ def test_a_screenshot_of_the_failed_run_is_kept(chromium, failed_report, tmp_pat
         "--window-size=1280,1400",
         f"--screenshot={shot}",
         failed_report.as_uri(),
+    )
+    data = shot.read_bytes()
+    assert data.startswith(PNG_MAGIC) and len(data) > 10_000
+
+
+# -- the timeline, the tiles' roles, the rank axis, the trend page ----------------------------------
+
+#: Records what a person sees of the page's new parts: each tile's colour and outline, each row's lane
+#: colour, each axis label's horizontal extent, each timeline tick's and trend point's box.
+LAYOUT_PROBE = """<script>
+const box = (el) => el.getBoundingClientRect();
+for (const cell of document.querySelectorAll('.rank[data-rank]')) {
+  const style = getComputedStyle(cell);
+  cell.setAttribute('data-bg', style.backgroundColor);
+  cell.setAttribute('data-outline', style.outlineStyle + ' ' + style.outlineColor);
+}
+for (const lane of document.querySelectorAll('svg.timeline g.row rect.lane')) {
+  lane.parentNode.setAttribute('data-fill', getComputedStyle(lane).fill);
+}
+for (const el of document.querySelectorAll('text.rank-label, text.run-label, line.tick, circle.point')) {
+  const b = box(el);
+  el.setAttribute('data-left', String(b.left));
+  el.setAttribute('data-right', String(b.right));
+  el.setAttribute('data-shown', String(b.width > 0 || b.height > 0));  // a tick is a vertical line
+}
+const svg = document.querySelector('svg.timeline');
+if (svg) { const b = box(svg); svg.setAttribute('data-box', [b.left, b.right].join(' ')); }
+</script>"""
+
+
+def probed_dom(chromium: str, page: Path, tmp_path: Path) -> Elements:
+    probed = page.with_name("probed-" + page.name)
+    probed.write_text(page.read_text().replace("</body>", LAYOUT_PROBE + "</body>"))
+    return Elements(run_chromium(chromium, tmp_path / "profile", "--dump-dom", probed.as_uri()))
+
+
+def test_the_root_cause_its_echo_and_a_rank_that_exited_nonzero_look_different(chromium, tmp_path):
+    from tests.unit.test_htmlreport import roles_record
+
+    root = tmp_path / "roles"
+    root.mkdir()
+    write_report(root / REPORT_FILE, [roles_record(root)], {"backend": "scripted", "started": 0})
+    dom = probed_dom(chromium, root / REPORT_FILE, tmp_path)
+    cells = {int(a["data-rank"]): a for _, a in dom.tags if "data-bg" in a}
+    colours = {r: rgb(cells[r]["data-bg"]) for r in (1, 2, 3)}
+    assert len(set(colours.values())) == 3, colours  # root, echo and exited non-zero: three colours
+    assert cells[1]["data-outline"].startswith("solid")  # the root cause is outlined
+    r, g, b = colours[2]
+    assert r > 200 and g > 130 and b > 130, colours[2]  # the echo: pale red
+    rows = {a["data-row"]: a for _, a in dom.tags if "data-fill" in a}
+    assert rows["1"]["data-fill"] != rows["0"]["data-fill"]  # the root cause's row stands out
+    ticks = [a for tag, a in dom.tags if tag == "line" and "data-event" in a]
+    assert ticks and all(t["data-shown"] == "true" for t in ticks)
+    left, right = map(
+        float, next(a for tag, a in dom.tags if tag == "svg" and "data-box" in a)["data-box"].split()
+    )
+    assert all(left <= float(t["data-left"]) and float(t["data-right"]) <= right for t in ticks)
+    assert any(t["data-event"] == "ended" for t in ticks) and any(t["data-event"] == "error" for t in ticks)
+
+
+@pytest.mark.parametrize(("nodes", "ppn"), [(1, 2), (256, 8)])
+def test_the_rank_labels_under_the_bars_never_overlap(chromium, tmp_path, nodes, ppn):
+    from tests.unit.test_htmlreport import stamped_record
+
+    root = tmp_path / "axis"
+    root.mkdir()
+    record = stamped_record(root, "test_axis", nodes=nodes, ppn=ppn, step=0.001)
+    write_report(root / REPORT_FILE, [record], {"backend": "scripted", "started": 0})
+    dom = probed_dom(chromium, root / REPORT_FILE, tmp_path)
+    labels = [a for tag, a in dom.tags if tag == "text" and a.get("class") == "rank-label"]
+    ranks = [int(a["data-rank"]) for a in labels]
+    assert ranks[0] == 0 and ranks[-1] == nodes * ppn - 1
+    if nodes * ppn == 2:
+        assert ranks == [0, 1]
+    assert all(a["data-shown"] == "true" for a in labels)
+    extents = [(float(a["data-left"]), float(a["data-right"])) for a in labels]
+    assert all(prev[1] <= nxt[0] for prev, nxt in itertools.pairwise(extents)), extents
+    rows = [a for tag, a in dom.tags if tag == "g" and a.get("class") == "row"]
+    assert len(rows) == (nodes * ppn if nodes * ppn <= 64 else nodes)
+
+
+def test_the_trend_page_draws_every_run_and_links_each_to_its_report(chromium, tmp_path):
+    from rollcall.cli import main
+    from tests.unit.test_baseline import attempt_of
+    from tests.unit.test_history import DAY, NIGHT, nightly
+
+    runs = [
+        nightly(tmp_path, "n1", NIGHT, ("test_roll", attempt_of())),
+        nightly(tmp_path, "n2", NIGHT + DAY, ("test_roll", attempt_of(skip={3: ("throughput", "complete")}))),
+        nightly(tmp_path, "n3", NIGHT + 2 * DAY, ("test_roll", attempt_of(tp={0: 45.0}))),
+    ]
+    for run in runs:
+        (run / REPORT_FILE).write_text("<!DOCTYPE html><title>report</title>")
+    page = tmp_path / "site" / "trend.html"
+    assert main(["history", "--html", str(page), *map(str, runs)]) == 0
+    dom = probed_dom(chromium, page, tmp_path)
+    points = [a for tag, a in dom.tags if tag == "circle" and "point" in a.get("class", "")]
+    assert len(points) == 3 and all(p["data-shown"] == "true" for p in points)
+    assert [p["class"] for p in points] == ["point passed", "point failed", "point passed"]
+    links = [a["href"] for tag, a in dom.tags if tag == "a" and "point-link" in a.get("class", "")]
+    assert [(page.parent / href).resolve() for href in links] == [(r / REPORT_FILE).resolve() for r in runs]
+    labels = [a for tag, a in dom.tags if tag == "text" and a.get("class") == "run-label"]
+    extents = [(float(a["data-left"]), float(a["data-right"])) for a in labels]
+    assert len(labels) == 3 and all(p[1] <= n[0] for p, n in itertools.pairwise(extents)), extents
+
+    out = Path(os.environ.get("ROLLCALL_BROWSER_ARTIFACTS", ROOT / "artifacts" / "browser"))
+    out.mkdir(parents=True, exist_ok=True)
+    shot = out / "trend.png"
+    shot.unlink(missing_ok=True)
+    run_chromium(
+        chromium, tmp_path / "shot", "--window-size=1280,1200", f"--screenshot={shot}", page.as_uri()
     )
     data = shot.read_bytes()
     assert data.startswith(PNG_MAGIC) and len(data) > 10_000

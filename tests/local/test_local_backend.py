@@ -52,6 +52,13 @@ def test_two_nodes_answer_and_leave_nothing_behind(tmp_path, leftovers):
     # each node's log holds exactly its own ranks, prefixed with the global rank by torchrun
     assert "[1]:ROLLCALL" in (tmp_path / "node-1.log").read_text()
     assert "[1]:ROLLCALL" not in (tmp_path / "node-0.log").read_text()
+    # every event is stamped with the wall clock, in the order the rank said them, within the run
+    for result in attempt.verdict.ranks.values():
+        labels = [m.label for m in result.marks]
+        assert labels[0] == "start" and labels[-1] == "complete", labels
+        assert {"epoch 1", "epoch 2", "throughput"} <= set(labels), labels
+        times = [m.time for m in result.marks]
+        assert times[-1] - times[0] <= attempt.duration_s, times
     assert leftovers() == {}
 
 
@@ -65,6 +72,19 @@ def test_a_crashing_rank_fails_the_job_fast_naming_rank_and_node(tmp_path, lefto
     message = attempt.verdict.message()
     assert "rank 1 (node 1) reported an error: RuntimeError: injected failure on rank 1" in message
     assert 1 in attempt.verdict.missing["complete"]
+    # the page of the failed run: its timeline (rank 1's error after its first epoch), its logs by node and rank
+    from rollcall import reports
+    from rollcall.htmlreport import render
+    from rollcall.runner import RunResult
+
+    marks = {m.label: m.time for m in attempt.verdict.ranks[1].marks}
+    assert marks["start"] < marks["epoch 1"] <= marks["error"], marks
+    record = reports.TestRecord("tests/local/t.py::test_crash", RunResult("local", [attempt]), "cpu")
+    page = render([record], {"backend": "local"}, tmp_path)
+    assert '<svg class="timeline" data-folded="false"' in page
+    assert 'data-row="1" data-node="1" data-ranks="1" data-state="missing" data-role="root"' in page
+    assert "node 1 · rank 1 stderr" in page and ">node 0 · ranks 0 (node-0.log)<" in page
+    assert "[log node-1, " in message and "pod" not in message  # a node's processes, not pods
     assert leftovers() == {}
 
 

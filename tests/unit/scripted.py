@@ -40,6 +40,7 @@ class ScriptedJob:
 
 class ScriptedBackend:
     name = "scripted"
+    unit = "pod"
     def launch(self, spec, collector):
         return ScriptedJob(spec, collector)
 

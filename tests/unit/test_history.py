@@ -95,3 +95,87 @@ def test_a_path_without_results_is_a_usage_error(tmp_path, capsys):
     (tmp_path / "results.json").write_text("[]")
     assert main(["history", str(tmp_path)]) == 2
     assert 'has no "tests" list' in capsys.readouterr().err
+
+
+# -- the trend page ------------------------------------------------------------------------------
+
+
+def test_the_trend_page_draws_each_configuration_marks_failures_and_regressions_and_links_runs(
+    tmp_path, capsys
+):
+    from urllib.parse import unquote
+
+    from tests.unit.test_baseline import baselines
+    from tests.unit.test_htmlreport import Elements
+
+    gated = {"baselines": baselines({"throughput_total": 200.0}), "max_regression_pct": 10.0}
+    runs = [
+        nightly(tmp_path, "n1", NIGHT, ("test_roll", attempt_of())),
+        nightly(tmp_path, "n2", NIGHT + DAY, ("test_roll", attempt_of(skip={3: ("throughput", "complete")}))),
+        nightly(tmp_path, "n3", NIGHT + 2 * DAY, ("test_roll", attempt_of(tp={0: 20.0}, **gated))),
+    ]
+    for run in runs[:2]:  # the third run has no report.html: its point links nowhere
+        (run / "report.html").write_text("<!DOCTYPE html><title>report</title>")
+    out = tmp_path / "site" / "trend.html"
+    assert main(["history", "--html", str(out), *map(str, reversed(runs))]) == 0
+    assert capsys.readouterr().out.strip() == f"trend page: {out}"
+    text = out.read_text()
+    doc = Elements(text)
+    (section,) = [a for tag, a in doc.tags if tag == "section"]
+    assert section["data-config"] == KEY
+    charts = [a["data-measure"] for tag, a in doc.tags if tag == "svg"]
+    assert charts == ["throughput_total"]  # these runs measured no compute time nor bus bandwidth
+    assert 'data-measure="compute_ms_median">no run measured it' in text
+    marks = [a for tag, a in doc.tags if tag == "g" and a.get("class") == "mark"]
+    assert [(m["data-run"], m["data-outcome"], m["data-regressed"]) for m in marks] == [
+        ("n1", "passed", "false"),
+        ("n2", "failed", "false"),
+        ("n3", "failed", "true"),
+    ]
+    links = [unquote(a["href"]) for tag, a in doc.tags if tag == "a"]
+    assert links == ["../n1/report.html", "../n2/report.html"]
+    for link in links:
+        assert (out.parent / link).is_file()
+    points = [a for tag, a in doc.tags if tag == "circle" and "point" in a["class"]]
+    ys = [float(p["cy"]) for p in points]
+    assert ys[0] < ys[2] < ys[1]  # 200, 150 and 170 samples/s: higher is up
+    labels = [a for tag, a in doc.tags if tag == "text" and a.get("class") == "run-label"]
+    assert len(labels) == 3
+    for needle in ("http:", "https:", "<script", "<link", "<img", "src=", "url("):
+        assert needle not in text.lower()
+
+
+def test_the_trend_page_charts_compute_time_and_bus_bandwidth_where_runs_measured_them(tmp_path):
+    from rollcall.page.trend import render
+    from tests.unit.test_htmlreport import Elements, perf_record
+
+    record = perf_record(tmp_path, compute={3: 31.5}, node_busbw={1: 0.05})
+    reports.write_results(tmp_path / "p1" / "results.json", [record], {"started": NIGHT})
+    from rollcall.history import collect
+
+    doc = Elements(render(collect([tmp_path / "p1"]), tmp_path))
+    assert [a["data-measure"] for tag, a in doc.tags if tag == "svg"] == [
+        "throughput_total",
+        "compute_ms_median",
+        "busbw_world",
+    ]
+
+
+def test_an_unwritable_trend_page_is_a_usage_error(tmp_path, capsys):
+    run = nightly(tmp_path, "n1", NIGHT, ("test_roll", attempt_of()))
+    (tmp_path / "file").write_text("")
+    assert main(["history", "--html", str(tmp_path / "file" / "trend.html"), str(run)]) == 2
+    err = capsys.readouterr().err
+    assert "cannot write --html" in err and "name a writable file" in err
+
+
+def test_html_and_json_together_are_a_usage_error(tmp_path, capsys):
+    run = nightly(tmp_path, "n1", NIGHT, ("test_roll", attempt_of()))
+    try:
+        main(["history", "--json", "--html", str(tmp_path / "t.html"), str(run)])
+    except SystemExit as exc:
+        assert exc.code == 2
+    else:
+        raise AssertionError("--json with --html was accepted")
+    assert "not allowed with argument" in capsys.readouterr().err
+    assert not (tmp_path / "t.html").exists()

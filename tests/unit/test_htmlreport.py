@@ -1,5 +1,6 @@
 """report.html: one self-contained file per session, a grid of ranks by node, bars, summary and log links."""
 
+import itertools
 import re
 from html.parser import HTMLParser
 from pathlib import Path
@@ -266,3 +267,194 @@ def test_a_diverged_replica_is_wrong_on_the_page_and_its_root_cause(tmp_path):
         "replica divergence (silent data corruption): rank 5 (node 1) at completion"
     )
     assert record.as_dict()["replicas"] == {"complete": ["bad", "good"]}
+
+
+# -- the timeline, rank labels, roles, names ------------------------------------------------------
+
+T0 = 1_764_576_000.0
+
+
+def stamped(text, t0=T0, step=0.5):
+    """``text`` with every roll-call line stamped ``time``, ``step`` seconds after the one before."""
+    clock = iter(t0 + i * step for i in range(10**7))
+    return re.sub(r'("world_size":\d+)', lambda m: f'{m[1]},"time":{next(clock)}', text)
+
+
+def stamped_record(
+    root,
+    name,
+    nodes=2,
+    ppn=2,
+    extra=None,
+    state=JobState.SUCCEEDED,
+    start_fields="",
+    step=0.5,
+    terminations=(),
+    **kw,
+):
+    """A record whose logs carry a time on every event; ``extra[node]`` lines are appended to a node's log."""
+    collector = Collector(root / name)
+    spec = JobSpec(name.replace("_", "-"), nodes, ppn, accelerator="cpu")
+    for node in range(nodes):
+        text = workload_log(node, nodes, ppn, **kw) + "".join(x + "\n" for x in (extra or {}).get(node, ()))
+        text = text.replace('"device":"cpu"', '"device":"cpu"' + start_fields)
+        collector.sink(f"{spec.name}-{node}").write(stamped(text, T0 + node * 0.1, step).encode())
+    collector.close()
+    status = JobStatus(state, "" if state is JobState.SUCCEEDED else "pod failed", terminations=terminations)
+    attempt = judged(collector.roll, spec, status, root / name, 2.0)
+    record = reports.TestRecord(f"tests/e2e/t.py::{name}", RunResult("scripted", [attempt]), "cpu")
+    record.gate = GateReport.of(record.test_id, attempt)
+    return record
+
+
+def timeline_rows(doc):
+    return [a for tag, a in doc.tags if tag == "g" and a.get("class") == "row"]
+
+
+def timeline_ticks(doc):
+    return [a for tag, a in doc.tags if tag == "line" and "data-event" in a]
+
+
+def test_the_timeline_draws_every_ranks_events_by_node(tmp_path):
+    doc = Elements(render([stamped_record(tmp_path, "test_time")], {}, tmp_path))
+    rows = timeline_rows(doc)
+    assert [(r["data-row"], r["data-node"]) for r in rows] == [("0", "0"), ("1", "0"), ("2", "1"), ("3", "1")]
+    events = [t["data-event"] for t in timeline_ticks(doc)]
+    # start, two epochs, throughput and complete for each of 4 ranks
+    assert events.count("start") == 4 and events.count("epoch_time") == 8 and events.count("complete") == 4
+    svg = next(a for tag, a in doc.tags if tag == "svg" and a.get("class") == "timeline")
+    assert svg["data-folded"] == "false"
+    xs = [float(t["x1"]) for t in timeline_ticks(doc)]
+    assert min(xs) >= 150 and max(xs) <= 150 + 860  # on the time axis, first event at its left end
+    assert min(xs) == 150.0
+
+
+def test_a_failed_run_has_a_timeline_with_its_error_and_the_root_cause_marked(tmp_path):
+    from tests.unit.helpers import event
+
+    extra = {
+        0: [event("error", 1, 4, message="injected failure on rank 1")],
+        1: [
+            event("error", 2, 4, message="Connection reset by peer"),
+            event("error", 3, 4, message="Connection reset by peer"),
+        ],
+    }
+    skip = {r: ("throughput", "complete") for r in range(4)}
+    record = stamped_record(tmp_path, "test_err", extra=extra, skip=skip, state=JobState.FAILED)
+    text = render([record], {}, tmp_path)
+    doc = Elements(text)
+    errors = [t for t in timeline_ticks(doc) if t["data-event"] == "error"]
+    assert len(errors) == 3
+    roles = {
+        int(a["data-rank"]): a["data-role"]
+        for tag, a in doc.tags
+        if "rank" in a.get("class", "").split() and "data-role" in a
+    }
+    assert roles == {0: "", 1: "root", 2: "echo", 3: "echo"}
+    assert [r["data-role"] for r in timeline_rows(doc)] == ["", "root", "", ""]
+    cell = next(a for tag, a in doc.tags if a.get("data-rank") == "1" and "data-role" in a)
+    assert cell["class"] == "rank missing named root" and cell["title"].startswith(
+        "rank 1 (node 0): the root cause"
+    )
+
+
+def test_at_2048_ranks_the_timeline_folds_each_node_and_the_bars_label_every_nth_rank(tmp_path):
+    record = stamped_record(tmp_path, "test_big", nodes=256, ppn=8, step=0.001)
+    doc = Elements(render([record], {}, tmp_path))
+    rows = timeline_rows(doc)
+    assert len(rows) == 256 and rows[0]["data-ranks"] == "0-7" and rows[-1]["data-ranks"] == "2040-2047"
+    spans = [a for tag, a in doc.tags if tag == "line" and a.get("class", "").startswith("span ")]
+    assert len(spans) == 256 * 5  # start, 2 epochs, throughput, complete: one span each per node
+    labels = [int(a["data-rank"]) for tag, a in doc.tags if tag == "text" and a.get("class") == "rank-label"]
+    throughput_labels = labels  # the only bar chart: these logs carry no compute time
+    assert throughput_labels[0] == 0 and throughput_labels[-1] == 2047
+    gaps = [b - a for a, b in itertools.pairwise(throughput_labels)]
+    # 4-digit labels 34 px apart on 3 px bars: every 12th rank, not 2,048 labels on top of each other
+    assert set(gaps[:-1]) == {12} and 12 <= gaps[-1] < 24
+
+
+def test_at_2_ranks_every_bar_has_its_rank_label(tmp_path):
+    doc = Elements(render([record_of(tmp_path, "test_two", nodes=1, ppn=2)], {}, tmp_path))
+    labels = [a for tag, a in doc.tags if tag == "text" and a.get("class") == "rank-label"]
+    assert [int(a["data-rank"]) for a in labels] == [0, 1]
+    bars = [a for tag, a in doc.tags if tag == "rect" and "data-rank" in a]
+    for label, bar in zip(labels, bars, strict=True):  # each label under the middle of its bar
+        assert float(bar["x"]) < float(label["x"]) < float(bar["x"]) + float(bar.get("width") or 27)
+
+
+def test_a_run_without_timed_events_says_so(failed_run):
+    assert "no rank's events carried a time: nothing to draw" in failed_run[0].read_text()
+
+
+def test_a_failed_run_shows_its_configuration_from_the_ranks_start_events(tmp_path):
+    skip = {r: ("throughput", "complete") for r in range(4)}
+    start = ',"model":"tiny","seq_len":64,"batch_size":8'
+    record = stamped_record(tmp_path, "test_cfg", skip=skip, state=JobState.FAILED, start_fields=start)
+    text = render([record], {}, tmp_path)
+    assert "model=tiny,seq_len=64" in text and "model=?" not in text
+
+
+def test_a_straggler_answered_too_slowly_and_a_rank_that_exited_nonzero_is_its_own_colour(failed_run):
+    path, _ = failed_run
+    doc = Elements(path.read_text())
+    cell = next(a for tag, a in doc.tags if a.get("data-rank") == "2" and "data-role" in a)
+    assert cell["title"].startswith("rank 2 (node 0): answered, too slow: ")
+    assert "roll call: 7 of 8 ranks answered, 1 of them too slow" in path.read_text()
+    css = re.search(r"\.rank\.failed\{background:(#[0-9a-f]+)\}", path.read_text()).group(1)
+    missing = re.search(r"\.rank\.missing\{background:(#[0-9a-f]+)\}", path.read_text()).group(1)
+    assert css != missing
+
+
+def test_log_links_are_named_by_node_and_rank(tmp_path):
+    record = record_of(tmp_path, "test_named", nodes=2, ppn=2)
+    for node in range(2):
+        for local in range(2):
+            f = tmp_path / "test_named" / f"node-{node}-ranks" / "none_2yw1lavf" / "attempt_0" / str(local)
+            f.mkdir(parents=True)
+            (f / "stderr.log").write_text("")
+    doc = Elements(render([record], {}, tmp_path))
+    shown = {}
+    html = render([record], {}, tmp_path)
+    for m in re.finditer(r'<li><a href="([^"]+)" title="([^"]+)">([^<]+)</a></li>', html):
+        shown[m[2]] = m[3]
+    assert shown["node-1-ranks/none_2yw1lavf/attempt_0/1/stderr.log"] == "node 1 · rank 3 stderr"
+    assert shown["test-named-0-x7k2p.log"] == "node 0 · ranks 0-1 (test-named-0-x7k2p.log)"
+    assert doc.tags  # the page still parses
+
+
+def roles_record(root, name="test_roles"):
+    """Rank 1 fails first (the root cause), rank 2 echoes it, rank 3 answered and then exited with code 1."""
+    from rollcall.rootcause import Termination
+    from tests.unit.helpers import event
+
+    extra = {
+        0: [event("error", 1, 4, message="injected failure on rank 1")],
+        1: [event("error", 2, 4, message="Connection reset by peer")],
+    }
+    skip = {1: ("throughput", "complete"), 2: ("throughput", "complete")}
+    exited = Termination(f"{name.replace('_', '-')}-1", None, "h1", "Error", 1, T0 + 30, rank=3)
+    return stamped_record(root, name, extra=extra, skip=skip, state=JobState.FAILED, terminations=[exited])
+
+
+def test_the_root_cause_its_echo_and_a_rank_that_exited_nonzero_are_three_different_tiles(tmp_path):
+    text = render([roles_record(tmp_path)], {}, tmp_path)
+    doc = Elements(text)
+    cells = {int(a["data-rank"]): a for tag, a in doc.tags if "data-role" in a and "data-rank" in a}
+    seen = {r: (c["data-state"], c["data-role"]) for r, c in cells.items()}
+    assert seen == {0: ("ok", ""), 1: ("missing", "root"), 2: ("missing", "echo"), 3: ("failed", "")}
+    assert "exited with code 1 after answering the roll call" in cells[3]["title"]
+    ended = [t for t in timeline_ticks(doc) if t["data-event"] == "ended"]
+    assert len(ended) == 1  # the moment rank 3's process ended, on its own row
+    assert "<title>rank 3 (pod test-roles-1 on node h1) was ended by Error (exit code 1)" in text
+
+
+def test_the_terminal_table_and_results_json_count_a_straggler_as_answered_too_slowly(failed_run, tmp_path):
+    import json
+
+    _, record = failed_run
+    _, row = reports.summary_table([record])
+    assert row.split()[:4] == ["test_broken", "scripted", "7/8", "(1"]  # rank 5 missed events, 2 is slow
+    assert "7/8 (1 too slow)" in row
+    reports.write_results(tmp_path / "results.json", [record], {})
+    test = json.loads((tmp_path / "results.json").read_text())["tests"][0]
+    assert (test["verdict"], test["ranks_answered"], test["ranks_too_slow"]) == ("failed", 7, 1)

@@ -80,13 +80,13 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
     frozenset(m if m == "rollcall" else f"rollcall.{m}" for m in layer.split())
     for layer in (
         "rollcall ranklog procs jobspec",  # rollcall: the package itself (``from rollcall import procs``)
-        "rootcause perf collect options baseline checks checks.hangs checks.proofs",
+        "rootcause perf collect options baseline checks checks.hangs checks.proofs page page.plot",
         "backends",
-        "torchrun verdict stragglers",
+        "torchrun verdict stragglers page.timeline",
         "WINGS",
         "judge",
         "runner gate",
-        "reports history htmlreport",
+        "reports history htmlreport page.trend",
         "suite",
         "cli plugin",
     )

@@ -88,7 +88,7 @@ def test_adding_a_check_is_one_function():
     v = judge(Evidence(two_by_two(), Layout(2, 2)), checks=(*CHECKS, odd_ranks))
     assert v.problems == ["odd ranks are not allowed"]
     assert v.failed_ranks == {1: ["odd"], 3: ["odd"]}
-    assert v.answered == 2
+    assert v.answered == 4  # every rank said every event: the new check fails the run, not the roll call
 
 
 def test_the_verdict_is_frozen_and_judging_again_adds_criteria_without_touching_it():
@@ -222,3 +222,17 @@ def test_a_disruption_without_any_rank_error_is_still_named_first():
     v = judge(Evidence(two_by_two(skip={0: ("complete",)}), Layout(2, 2), JobStatus.disrupted(lost)))
     assert [p.kind for p in v.findings] == [Kind.DISRUPTION, Kind.MISSING_EVENT]
     assert v.problems[0].startswith("first failure: infrastructure disruption: pod job-0-abcde (index 0)")
+
+
+def test_on_a_node_of_processes_an_error_names_the_nodes_log_not_a_pod():
+    roll = RollCall()
+    for node, extra in ((0, ""), (1, event("error", 3, 4, message="injected failure on rank 3") + "\n")):
+        parser = roll.parser(f"node-{node}")
+        parser.feed((node_log(node, 2, 2, skip={3: ("throughput", "complete")}) + extra).encode())
+        parser.close()
+    status = JobStatus(JobState.FAILED, "node 1 (torchrun agent) exited with code 1")
+    on_nodes = judge(Evidence(roll, Layout(2, 2), status, unit="node"))
+    in_pods = judge(Evidence(roll, Layout(2, 2), status))
+    assert "rank 3 (node 1) reported an error: injected failure on rank 3 [log node-1]" in on_nodes.message()
+    assert "pod" not in on_nodes.message()
+    assert "[pod node-1]" in in_pods.message()

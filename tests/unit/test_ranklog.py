@@ -315,3 +315,27 @@ def test_parse_ranges():
     assert parse_ranges("2, 0-1") == (0, 1, 2)
     for bad in ("", "-1", "1-", "a", "1,,2", None, 3):
         assert parse_ranges(bad) is None
+
+
+def test_each_event_keeps_when_the_rank_said_it_last():
+    text = "\n".join(
+        [
+            line("start", 0, time=100.0, model="tiny"),
+            line("epoch_time", 0, epoch=1, seconds=0.4, time=101.0),
+            line("epoch_time", 0, epoch=1, seconds=0.4, time=101.5),  # the same epoch again: the last counts
+            line("epoch_time", 0, epoch=2, seconds=0.5, time=102.0),
+            bw(0, time=103.0),
+            line("complete", 0, time=104.0),
+            line("error", 0, message="late", time="soon"),  # a time that is no number: no mark
+        ]
+    )
+    report = parse(text + "\n").ranks[0]
+    assert {label: (m.event, m.time) for label, m in report.marks.items()} == {
+        "start": ("start", 100.0),
+        "epoch 1": ("epoch_time", 101.5),
+        "epoch 2": ("epoch_time", 102.0),
+        "bandwidth node 0": ("bandwidth", 103.0),
+        "complete": ("complete", 104.0),
+    }
+    assert report.start == {"model": "tiny"}  # the stamp is envelope, not a setting
+    assert [e.message for e in report.errors] == ["late"]

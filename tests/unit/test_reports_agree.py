@@ -83,6 +83,9 @@ def test_no_report_says_ok_of_a_rank_the_verdict_names(tmp_path, verdict):
     reports.write_results(tmp_path / "results.json", [record], {})
     test = json.loads((tmp_path / "results.json").read_text())["tests"][0]
     assert {int(r) for r in test["failed_ranks"]} == set(named)
+    assert test["verdict"] == ("failed" if verdict.findings else "passed")
+    missing = {r for r, res in verdict.ranks.items() if res.state is RankState.MISSING}
+    assert test["ranks_answered"] == layout.world_size - len(missing)
     for r, kinds in named.items():
         listed = {f["kind"] for f in test["findings"] if r in f["ranks"]}
         assert listed == kinds

@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -81,6 +82,24 @@ def test_a_worker_killed_without_a_word_is_the_root_cause_of_its_peers_echoes():
         "first failure: rank 5 (pod job-1-abcde (index 1) on node ip-10-0-1-7) was ended by SIGKILL "
         "(exit code -9) at 08:00:15.000 UTC, and it reported no error"
     )
+
+
+def test_a_local_or_slurm_nodes_worker_is_a_process_of_that_node_not_a_pod(tmp_path):
+    path = tmp_path / "node-1.log"
+    path.write_text(REPORT)
+    found = read_terminations(path, "node-1", "node")
+    assert {t.unit for t in found} == {"node"}
+    killed = replace(found[1], node=1, host="localhost")
+    text = killed.describe()
+    assert text.startswith("rank 5's process (node 1, log node-1, host localhost) was ended by SIGKILL")
+    assert "pod" not in text and "index" not in text
+    answered = replace(killed, answered=True).describe()
+    assert (
+        answered
+        == "rank 5's process (node 1, log node-1, host localhost) was killed by SIGKILL after answering the roll call"
+    )
+    agent = replace(killed, rank=None, reason="Error", exit_code=1, time=None).describe()
+    assert agent == "the torchrun agent (node 1, log node-1, host localhost) ended Error (exit code 1)"
 
 
 # What a real torchrun writes: the very command the backends start (events on, an error file for the agent),

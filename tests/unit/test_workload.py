@@ -120,6 +120,8 @@ def test_event_line_is_one_json_line_under_pipe_buf():
     assert data.startswith(b"ROLLCALL ") and data.endswith(b"\n") and data.count(b"\n") == 1
     assert len(data) < 4096
     record = json.loads(data[len(b"ROLLCALL ") :])
+    stamp = record.pop("time")
+    assert isinstance(stamp, float) and abs(stamp - time.time()) < 60  # every event is stamped
     assert record == {"event": "epoch_time", "rank": 3, "world_size": 64, "epoch": 1, "seconds": 0.31}
     assert b", " not in data and b": " not in data  # compact
 

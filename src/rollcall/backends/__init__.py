@@ -183,6 +183,9 @@ class Backend(Protocol):
     """Where jobs run."""
 
     name: str
+    #: What runs one node's torchrun, in the reports' words (:data:`rollcall.rootcause.UNITS`): ``pod``, or
+    #: ``node`` where the agent is a process of a node (local, Slurm).
+    unit: str
 
     def discover(self, options: Options) -> Placement:
         """What each node offers the job (accelerator, ranks, requests); raises when too few are usable."""

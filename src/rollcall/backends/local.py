@@ -75,6 +75,7 @@ class LocalBackend:
     python: str = sys.executable
     script: Path = REPO_SCRIPT
     name: str = "local"
+    unit: str = "node"
 
     def discover(self, options: Options) -> Placement:
         """Local discovery: cuda when GPUs are visible (split between the simulated nodes), else cpu."""

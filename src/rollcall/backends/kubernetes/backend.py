@@ -95,6 +95,7 @@ class KubernetesBackend:
     kube: Kube
     options: Options
     name: str = "kubernetes"
+    unit: str = "pod"
     extras: PodExtras = field(default_factory=PodExtras)
     unschedulable_grace_s: float = DEFAULTS.unschedulable_grace
     cleanup_timeout_s: float = CLEANUP_TIMEOUT_S

@@ -114,6 +114,7 @@ class SlurmBackend:
     #: Slurm's commands; by default those of the slurm.conf found (checked: a usage error without one).
     run: Runner = field(default_factory=SlurmCommands.configured)
     name: str = "slurm"
+    unit: str = "node"
     usable: list[str] | None = None
 
     @classmethod

@@ -8,7 +8,10 @@ message, ``results.json``, the per-rank junit, ``report.html``) reads the verdic
   names what it says about that rank (``no throughput``, ``error: ...``).
 - A :class:`RankResult` is one rank: what it reported, its node and pod, its :class:`RankState` (the worst of
   what its problems' kinds mean) and its problems.
-- :attr:`Verdict.outcome` is ``PASSED`` when there is no problem at all.
+- :attr:`Verdict.outcome` is ``PASSED`` when there is no problem at all; a problem a check raised as a
+  warning (``Problem.warning``: a fitness rule made a warning, drift under ``--drift warn``) is kept apart in
+  :attr:`Verdict.warnings`, shown by every report, and fails nothing.
+- :attr:`Verdict.nodes_detail` holds each node's facts (:mod:`rollcall.checks.fitness`).
 - A run the infrastructure disrupted (a pod evicted, preempted, its node deleted, lost, drained or reclaimed)
   has a ``DISRUPTION`` problem first, naming the pod, its node and the reason; the ranks' errors follow as
   its consequences (:attr:`Verdict.disruption`).
@@ -23,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from rollcall.baseline import Baselines, ConfigKey, Figures
+from rollcall.checks.fitness import DriftMode, FitnessPolicy, NodeFacts, Unfit
 from rollcall.collect import RANKS_JUNIT_FILE, REPORT_FILE, RESULTS_FILE
 from rollcall.perf import PerfFigures, PerfReport, SlowGroup
 from rollcall.rootcause import Analysis, Disruption
@@ -104,6 +108,13 @@ class Kind(enum.Enum):
     EXITED_NONZERO = "exited_nonzero"  # a rank answered the roll call, then exited non-zero (or by a signal)
     HUNG = "hung"  # stalled past its --hang-after outside any collective (its stack says where)
     WAITING = "waiting"  # stalled past its --hang-after inside a collective or barrier, waiting for others
+    UNFIT_DEVICE = (
+        "unfit_device"  # a device's facts break a fitness rule (ECC, row remap, PCIe, clocks, power)
+    )
+    CONFIG_DRIFT = (
+        "config_drift"  # nodes of the run differ in a version (driver, CUDA, NCCL, kernel, torch ...)
+    )
+    EXPECTATION = "expectation"  # a node's fact does not match --expect KEY=GLOB (or is unknown)
 
     @property
     def rank_state(self) -> RankState:
@@ -135,12 +146,14 @@ class Problem:
         message: the line a person reads.
         ranks: for each rank it names (in the world), what it says about that rank.
         detail: the check's own typed finding (e.g. the stragglers, a regression), for reports.
+        warning: reported, but fails nothing (:attr:`Verdict.warnings`).
     """
 
     kind: Kind
     message: str
     ranks: Mapping[int, str] = field(default_factory=dict)
     detail: Any = None
+    warning: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         """The problem, JSON-ready."""
@@ -201,6 +214,9 @@ class Criteria:
             with the entry of its own configuration (:class:`~rollcall.baseline.ConfigKey`), if there is one.
         baseline_file: where ``baselines`` were read from, for the reports.
         max_regression_pct: how much worse than its baseline a figure may be.
+        fitness: which fitness rules warn and which are off (every rule fails by default).
+        drift: what nodes differing in a version do: fail, warn (the default) or nothing.
+        expect: the golden configuration, ``(key, glob)`` pairs every node's facts must match.
 
     One value per session (:func:`rollcall.gate.criteria_of` builds it from the options); every attempt is
     judged once against all of it.
@@ -213,6 +229,9 @@ class Criteria:
     baselines: Baselines | None = None
     baseline_file: str | None = None
     max_regression_pct: float = 0.0
+    fitness: FitnessPolicy = field(default_factory=FitnessPolicy)
+    drift: DriftMode = "warn"
+    expect: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -270,6 +289,36 @@ class Verdict:
     #: The run's configuration (None when the job asked for is unknown) and its baseline, if there is one.
     config: ConfigKey | None = None
     baseline: Figures | None = None
+    #: Problems raised as warnings: shown, failing nothing.
+    warnings: tuple[Problem, ...] = ()
+    #: Each node's facts, as its ranks read them and the backend observed them (:mod:`.checks.fitness`).
+    nodes_detail: tuple[NodeFacts, ...] = ()
+
+    @property
+    def unfit(self) -> list[Unfit]:
+        """Every fitness rule a device broke, failures and warnings alike."""
+        return [u for p in (*self.findings, *self.warnings) if p.kind is Kind.UNFIT_DEVICE for u in p.detail]
+
+    @property
+    def unfit_nodes(self) -> list[str]:
+        """The names of the nodes with a device that failed a fitness rule (not a warning), in node order."""
+        failed = {u.device.node: u.device.name for p in self.of_kind(Kind.UNFIT_DEVICE) for u in p.detail}
+        return [name for _, name in sorted(failed.items())]
+
+    def node_verdicts(self) -> list[dict[str, Any]]:
+        """Each node's facts with its verdict (``unfit`` or ``fit``) and the reasons, JSON-ready."""
+        reasons: dict[int, list[str]] = {}
+        for u in self.unfit:
+            reasons.setdefault(u.device.node, []).append(f"{u.severity}: {u}")
+        failed = {u.device.node for p in self.of_kind(Kind.UNFIT_DEVICE) for u in p.detail}
+        return [
+            {
+                **n.as_dict(),
+                "verdict": "unfit" if n.node in failed else "fit",
+                "reasons": reasons.get(n.node, []),
+            }
+            for n in self.nodes_detail
+        ]
 
     @property
     def outcome(self) -> Outcome:

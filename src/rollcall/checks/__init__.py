@@ -3,4 +3,5 @@
 Pure analyses over :mod:`rollcall.ranklog`'s reports, each feeding checks of :data:`rollcall.judge.CHECKS`:
 
 - :mod:`.hangs`: a stalled rank's stack dumps: hung in its own code, or waiting in a collective.
+- :mod:`.fitness`: each node's facts: its unfit devices, drift between nodes, the golden configuration.
 """

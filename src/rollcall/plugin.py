@@ -334,6 +334,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         analysis = record.result.last.verdict.root_cause
         if not record.result.passed and analysis is not None:
             terminalreporter.write_line(f"{record.test_id}: {analysis.headline()}")
+        for warning in record.result.last.verdict.warnings:
+            terminalreporter.write_line(f"{record.test_id}: warning: {warning.message}")
     for line in config.stash.get(_NOTES, []):
         terminalreporter.write_line(line)
     terminalreporter.write_line(f"reports: {suite.options.artifacts_dir}/")
@@ -350,8 +352,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     import time
 
-    from rollcall.collect import RANKS_JUNIT_FILE, REPORT_FILE, RESULTS_FILE
-    from rollcall.reports import write_rank_junit, write_results
+    from rollcall.collect import RANKS_JUNIT_FILE, REPORT_FILE, RESULTS_FILE, UNFIT_NODES_FILE
+    from rollcall.reports import write_rank_junit, write_results, write_unfit_nodes
 
     out = suite.options.artifacts_dir
     meta = {
@@ -366,6 +368,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     tag = f".{worker}" if worker else ""
     write_results(out / _tagged(RESULTS_FILE, tag), suite.records, meta)
     write_rank_junit(out / _tagged(RANKS_JUNIT_FILE, tag), suite.records)
+    if write_unfit_nodes(out / _tagged(UNFIT_NODES_FILE, tag), suite.records):
+        session.config.stash.setdefault(_NOTES, []).append(f"unfit nodes: {out / UNFIT_NODES_FILE}")
     from rollcall.htmlreport import write_report
 
     write_report(out / _tagged(REPORT_FILE, tag), suite.records, meta)

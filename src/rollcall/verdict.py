@@ -388,7 +388,11 @@ class Verdict:
             f"roll call: {self.answered} of {lay.world_size} ranks answered "
             f"({lay.nodes} node(s) x {lay.procs_per_node} procs)"
         )
-        lines = [head, *(f"  - {p}" for p in self.problems)]
+        lines = [
+            head,
+            *(f"  - {p}" for p in self.problems),
+            *(f"  - warning: {p.message}" for p in self.warnings),
+        ]
         if logs_hint and self.findings:
             lines.append(f"  per-pod logs: {logs_hint}")
         if self.root_cause is not None:

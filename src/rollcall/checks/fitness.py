@@ -210,10 +210,11 @@ def node_facts(
 
 
 def _node_name(reports: list[RankReport]) -> str:
-    for r in reports:
-        named = (r.start or {}).get("node")
-        if isinstance(named, str) and named:
-            return named
+    for key in ("node", "host"):
+        for r in reports:
+            named = (r.start or {}).get(key)
+            if isinstance(named, str) and named:
+                return named
     hosts = sorted({h for r in reports if isinstance(h := (r.facts or {}).get("host"), str)})
     return hosts[0] if hosts else "unknown"
 

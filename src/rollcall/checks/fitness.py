@@ -47,7 +47,14 @@ NODE_KEYS: tuple[str, ...] = (
     "neuron_cores",
 )
 #: Facts the backend observed of a node (a Kubernetes Node's status and labels), beside the ranks' own.
-OBSERVED_KEYS: tuple[str, ...] = ("kubelet", "container_runtime", "os_image", "kernel_version", "image")
+OBSERVED_KEYS: tuple[str, ...] = (
+    "kubelet",
+    "container_runtime",
+    "os_image",
+    "kernel_version",
+    "image",
+    "node_group",
+)
 #: Facts of one device (NVML), one per rank.
 DEVICE_KEYS: tuple[str, ...] = (
     "device_index",

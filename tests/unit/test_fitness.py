@@ -353,3 +353,51 @@ def test_the_backends_observed_node_facts_join_the_ranks_own():
     assert [p.message for p in verdict.of_kind(Kind.CONFIG_DRIFT)] == [
         "config drift: kubelet differs between nodes: v1.33.5 (node 1); v1.34.1 (node 0)"
     ]
+
+
+#: What one H200 reported through NVML (``device_facts`` with work queued; bench/NOTES.md), as a rank sends it.
+H200 = {
+    "host": "vm",
+    "kernel": "6.18.44-fc-v973-gpu",
+    "os": "Ubuntu 24.04.3 LTS",
+    "python": "3.12.3",
+    "torch": "2.11.0+cu130",
+    "transformers": "5.17.0",
+    "nccl": "2.28.9",
+    "driver": "580.159.04",
+    "cuda_driver": "13.0",
+    "device_index": 0,
+    "gpu_name": "NVIDIA H200",
+    "gpu_uuid": "GPU-51eab044-212d-ab30-73f0-9994fc217c82",
+    "gpu_serial": "1653924089931",
+    "memory_mib": 143771,
+    "pcie_gen": 5,
+    "pcie_gen_max": 5,
+    "pcie_width": 16,
+    "pcie_width_max": 16,
+    "ecc_volatile_uncorrected": 0,
+    "ecc_aggregate_uncorrected": 0,
+    "remapped_pending": False,
+    "remapped_failure": False,
+    "clock_events": [],
+    "sm_clock_mhz": 1755,
+    "sm_clock_max_mhz": 1980,
+    "power_limit_w": 700.0,
+    "power_default_w": 700.0,
+    "temperature_c": 39,
+    "unknown": {"retired_pending": "Not Supported"},
+}
+
+
+def test_a_real_h200s_reading_passes_every_rule_and_keeps_what_it_could_not_read():
+    verdict = verdict_of(roll_with({0: H200, 1: H200}), expect=(("driver", "580.*"), ("gpu_name", "*H200*")))
+    assert verdict.passed and verdict.warnings == ()
+    [device] = verdict.nodes_detail[0].devices
+    assert device.unknown == {"retired_pending": "Not Supported"}
+    assert verdict.node_verdicts()[0]["verdict"] == "fit"
+    with_retired = replace(verdict.criteria, expect=(("retired_pending", "False"),))
+    again = judge(Evidence(roll_with({0: H200, 1: H200}), Layout(2, 1)), with_retired)
+    messages = [p.message for p in again.of_kind(Kind.EXPECTATION)]
+    assert len(messages) == 2 and messages[0].endswith(
+        "retired_pending unknown (Not Supported), expected retired_pending=False (--expect)"
+    )

@@ -297,12 +297,12 @@ class Verdict:
     @property
     def unfit(self) -> list[Unfit]:
         """Every fitness rule a device broke, failures and warnings alike."""
-        return [u for p in (*self.findings, *self.warnings) if p.kind is Kind.UNFIT_DEVICE for u in p.detail]
+        return [u for u in _unfit(*self.findings, *self.warnings) if u.severity != "off"]
 
     @property
     def unfit_nodes(self) -> list[str]:
         """The names of the nodes with a device that failed a fitness rule (not a warning), in node order."""
-        failed = {u.device.node: u.device.name for p in self.of_kind(Kind.UNFIT_DEVICE) for u in p.detail}
+        failed = {u.device.node: u.device.name for u in _unfit(*self.findings)}
         return [name for _, name in sorted(failed.items())]
 
     def node_verdicts(self) -> list[dict[str, Any]]:
@@ -310,7 +310,7 @@ class Verdict:
         reasons: dict[int, list[str]] = {}
         for u in self.unfit:
             reasons.setdefault(u.device.node, []).append(f"{u.severity}: {u}")
-        failed = {u.device.node for p in self.of_kind(Kind.UNFIT_DEVICE) for u in p.detail}
+        failed = {u.device.node for u in _unfit(*self.findings)}
         return [
             {
                 **n.as_dict(),
@@ -399,3 +399,14 @@ class Verdict:
             where = f"{RESULTS_FILE} (root_cause, errors), {RANKS_JUNIT_FILE}, {REPORT_FILE}"
             lines.append(f"  every rank's own error: {where}")
         return "\n".join(lines)
+
+
+def _unfit(*problems: Problem) -> list[Unfit]:
+    """The unfit devices ``unfit_device`` problems among ``problems`` hold."""
+    return [
+        u
+        for p in problems
+        if p.kind is Kind.UNFIT_DEVICE and isinstance(p.detail, tuple)
+        for u in p.detail
+        if isinstance(u, Unfit)
+    ]

@@ -1601,8 +1601,11 @@ CLOCK_EVENTS: tuple[tuple[int, str], ...] = (
     (0x80, "hw_power_brake"),
     (0x100, "display_clocks"),
 )
-#: The longest reason kept for an unknown fact (the whole event stays one line under MAX_LINE_BYTES).
+#: The longest reason kept for an unknown fact, and the most bytes all of them may take before each is cut
+#: to SHORT_REASON (the whole event stays one line under MAX_LINE_BYTES).
 MAX_REASON = 100
+MAX_UNKNOWN_BYTES = 1536
+SHORT_REASON = 24
 
 
 class FactSheet:
@@ -1630,7 +1633,10 @@ class FactSheet:
 
     def fields(self) -> dict[str, Any]:
         """The ``facts`` event's fields."""
-        return {**self.values, "unknown": dict(self.unknown)}
+        unknown = dict(self.unknown)
+        if len(json.dumps(unknown)) > MAX_UNKNOWN_BYTES:
+            unknown = {k: v[:SHORT_REASON] for k, v in unknown.items()}
+        return {**self.values, "unknown": unknown}
 
 
 def _text(value: Any) -> str:

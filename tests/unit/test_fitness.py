@@ -173,6 +173,16 @@ def test_without_nvml_or_a_gpu_the_facts_say_why():
     assert on_cpu["python"] and on_cpu["kernel"] and on_cpu["torch"]
 
 
+def test_a_gpu_that_answers_nothing_still_fits_one_line():
+    lost = NVMLError("GPU is lost: " + "the device fell off the bus and no query reaches it any more " * 3)
+    every = ("cuda", "index", "name", "uuid", "serial", "memory", "gen", "gen_max", "width", "width_max")
+    every += ("ecc_volatile", "ecc_aggregate", "remapped", "retired_pending", "events", "sm", "sm_max")
+    facts = facts_of(fake_nvml(**dict.fromkeys((*every, "power", "power_default", "temperature"), lost)))
+    assert len(facts["unknown"]) == 21 and all(v.startswith("GPU is lost") for v in facts["unknown"].values())
+    assert all(len(v) == train.SHORT_REASON for v in facts["unknown"].values())  # cut to keep the line whole
+    assert len(train.encode_event("facts", 1023, 1024, **facts)) < train.MAX_LINE_BYTES
+
+
 def test_clock_event_bits_are_named():
     facts = facts_of(fake_nvml(events=0x8 | 0x40 | 0x80 | 0x1))
     assert facts["clock_events"] == ["gpu_idle", "hw_slowdown", "hw_thermal", "hw_power_brake"]

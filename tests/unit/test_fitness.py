@@ -183,6 +183,16 @@ def test_a_gpu_that_answers_nothing_still_fits_one_line():
     assert len(train.encode_event("facts", 1023, 1024, **facts)) < train.MAX_LINE_BYTES
 
 
+def test_on_xla_without_neuron_every_neuron_fact_is_unknown_with_why():
+    facts = train.device_facts("xla")
+    unknown = facts["unknown"]
+    assert {"neuron_driver", "neuron_runtime", "neuron_compiler", "neuron_devices", "neuron_cores"} <= set(
+        unknown
+    )
+    assert "libneuronxla" in unknown["neuron_runtime"] and "neuronx-cc" in unknown["neuron_compiler"]
+    assert not any(k.startswith("neuron_") for k in facts if k != "unknown")
+
+
 def test_clock_event_bits_are_named():
     facts = facts_of(fake_nvml(events=0x8 | 0x40 | 0x80 | 0x1))
     assert facts["clock_events"] == ["gpu_idle", "hw_slowdown", "hw_thermal", "hw_power_brake"]

@@ -202,7 +202,7 @@ class Evidence:
 
 @dataclass(frozen=True)
 class Criteria:
-    """What a run is held to beyond answering the roll call; the defaults check nothing more.
+    """What a run is held to beyond answering the roll call; the defaults add only the fitness rules.
 
     Attributes:
         min_throughput: samples/s every rank must reach.

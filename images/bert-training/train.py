@@ -52,6 +52,9 @@ added. Events, in order:
                  {iters: how many were wrong, elements: wrong elements of the first wrong one, index:
                  its first wrong element, expected, got: that element's values})  -- one per group
                  this rank is in, see "Collective bandwidth"
+    facts        what this rank can read about its own device and stack (see "Device facts"), one
+                 flat object of fact names, and unknown: {fact: reason} for each fact that could not be
+                 read -- after warm-up, with work queued on the device
     complete     param_digest (after the last step)
                  -- then all ranks meet in a barrier and leave the process group
     error        message -- instead of the rest, on any failure; the suite orders failures by ``time``
@@ -170,6 +173,20 @@ the median of a group's timed all-reduces (robust to a rank descheduled for a mo
 define them: algbw_gbps = bytes / seconds / 1e9 and busbw_gbps = algbw_gbps * 2 * (n - 1) / n for n
 members.
 
+Device facts: every rank reports, in ``facts``, host, kernel, os, python, torch and transformers (versions),
+nccl (as torch reports it; cuda only), and on cuda, through NVML (``nvidia-ml-py``, imported only on cuda):
+driver, cuda_driver, device_index (NVML's), gpu_name, gpu_uuid, gpu_serial, memory_mib, pcie_gen and
+pcie_width with their maxima pcie_gen_max, pcie_width_max (the link as the GPU and its slot can train it),
+ecc_volatile_uncorrected, ecc_aggregate_uncorrected, remapped_pending, remapped_failure (booleans),
+retired_pending (boolean), clock_events (the names of the active clock-event reasons, e.g. "hw_slowdown",
+"sw_thermal", "hw_thermal", "hw_power_brake", "sw_power_cap", "gpu_idle"), sm_clock_mhz, sm_clock_max_mhz,
+power_limit_w, power_default_w, temperature_c; on xla: neuron_driver (``/sys/module/neuron/version``),
+neuron_runtime, neuron_compiler (installed packages' versions), neuron_devices, neuron_cores. PCIe and clocks
+are read while the device runs queued work: an idle GPU trains its link down and lowers its clocks. A fact
+that cannot be read is absent and named in unknown with the reason (e.g. ``"nvml": "no NVML: device is
+cpu"``, ``"retired_pending": "Not Supported"``), never reported as healthy. ``python bench/facts.py`` prints
+:func:`device_facts` of every local GPU.
+
 Compile cache: ``--compile-cache DIR`` (or ``ROLLCALL_COMPILE_CACHE``) keeps inductor's and Triton's
 caches under DIR (``TORCHINDUCTOR_CACHE_DIR``, ``TRITON_CACHE_DIR``), so a later run compiles from them.
 """
@@ -178,6 +195,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import glob
 import importlib.util
 import itertools
@@ -1772,6 +1790,229 @@ def build_training(args: argparse.Namespace, acc: Accelerator, env: DistEnv) -> 
     return Training(model, step_model, optimizer, shape, precision, not bf16_weights, cudagraphs)
 
 
+# ---------------------------------------------------------------- device facts
+
+#: NVML's clock-event (throttle) reason bits, by the names ``facts`` reports (nvmlClocksEventReason*).
+CLOCK_EVENTS: tuple[tuple[int, str], ...] = (
+    (0x1, "gpu_idle"),
+    (0x2, "applications_clocks"),
+    (0x4, "sw_power_cap"),
+    (0x8, "hw_slowdown"),
+    (0x10, "sync_boost"),
+    (0x20, "sw_thermal"),
+    (0x40, "hw_thermal"),
+    (0x80, "hw_power_brake"),
+    (0x100, "display_clocks"),
+)
+#: The longest reason kept for an unknown fact, and the most bytes all of them may take before each is cut
+#: to SHORT_REASON (the whole event stays one line under MAX_LINE_BYTES).
+MAX_REASON = 100
+MAX_UNKNOWN_BYTES = 1536
+SHORT_REASON = 24
+
+
+class FactSheet:
+    """Facts as they are read: a value under its name, or the reason it could not be read."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, Any] = {}
+        self.unknown: dict[str, str] = {}
+
+    def read(self, name: str, reader: Callable[[], Any]) -> None:
+        """Record ``reader()`` as ``name``; an exception (or None) records the fact unknown, with why."""
+        try:
+            value = reader()
+        except Exception as exc:  # NVML raises its own errors for each unsupported query
+            self.missing(name, str(exc) or type(exc).__name__)
+            return
+        if value is None:
+            self.missing(name, "not reported")
+        else:
+            self.values[name] = value
+
+    def missing(self, name: str, reason: str) -> None:
+        """Record ``name`` as unknown because of ``reason``."""
+        self.unknown[name] = reason if len(reason) <= MAX_REASON else reason[: MAX_REASON - 3] + "..."
+
+    def fields(self) -> dict[str, Any]:
+        """The ``facts`` event's fields."""
+        unknown = dict(self.unknown)
+        if len(json.dumps(unknown)) > MAX_UNKNOWN_BYTES:
+            unknown = {k: v[:SHORT_REASON] for k, v in unknown.items()}
+        return {**self.values, "unknown": unknown}
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def host_facts(sheet: FactSheet) -> None:
+    """Host, kernel, OS, Python, torch and transformers, as this process sees them."""
+    import platform
+    from importlib import metadata
+
+    sheet.read("host", socket.gethostname)
+    sheet.read("kernel", platform.release)
+    sheet.read("os", lambda: platform.freedesktop_os_release().get("PRETTY_NAME"))
+    sheet.read("python", platform.python_version)
+    sheet.read("torch", _torch_version)
+    sheet.read("transformers", lambda: metadata.version("transformers"))
+
+
+def _torch_version() -> str:
+    import torch
+
+    return str(torch.__version__)
+
+
+def nccl_version() -> str:
+    """NCCL's version as torch reports it (``2.27.3``)."""
+    import torch
+
+    version = torch.cuda.nccl.version()
+    return ".".join(map(str, version)) if isinstance(version, tuple) else str(version)
+
+
+def gpu_facts(sheet: FactSheet, nvml: Any, handle: Any) -> None:
+    """One GPU's facts through NVML: ``nvml`` is the ``pynvml`` module, initialised; ``handle`` the device."""
+    const = functools.partial(getattr, nvml)
+    uncorrected = const("NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1)
+    sm = const("NVML_CLOCK_SM", 1)
+    sheet.read("driver", lambda: _text(nvml.nvmlSystemGetDriverVersion()))
+    sheet.read("cuda_driver", lambda: _cuda_version(nvml.nvmlSystemGetCudaDriverVersion()))
+    sheet.read("device_index", lambda: nvml.nvmlDeviceGetIndex(handle))
+    sheet.read("gpu_name", lambda: _text(nvml.nvmlDeviceGetName(handle)))
+    sheet.read("gpu_uuid", lambda: _text(nvml.nvmlDeviceGetUUID(handle)))
+    sheet.read("gpu_serial", lambda: _text(nvml.nvmlDeviceGetSerial(handle)))
+    sheet.read("memory_mib", lambda: nvml.nvmlDeviceGetMemoryInfo(handle).total // (1 << 20))
+    sheet.read("pcie_gen", lambda: nvml.nvmlDeviceGetCurrPcieLinkGeneration(handle))
+    sheet.read("pcie_gen_max", lambda: nvml.nvmlDeviceGetMaxPcieLinkGeneration(handle))
+    sheet.read("pcie_width", lambda: nvml.nvmlDeviceGetCurrPcieLinkWidth(handle))
+    sheet.read("pcie_width_max", lambda: nvml.nvmlDeviceGetMaxPcieLinkWidth(handle))
+    for name, default in (("volatile", 0), ("aggregate", 1)):
+        counter = const(f"NVML_{name.upper()}_ECC", default)
+        sheet.read(
+            f"ecc_{name}_uncorrected",
+            functools.partial(nvml.nvmlDeviceGetTotalEccErrors, handle, uncorrected, counter),
+        )
+    try:
+        _corrected, _uncorrected, pending, failure = nvml.nvmlDeviceGetRemappedRows(handle)
+    except Exception as exc:
+        for name in ("remapped_pending", "remapped_failure"):
+            sheet.missing(name, str(exc) or type(exc).__name__)
+    else:
+        sheet.values.update(remapped_pending=bool(pending), remapped_failure=bool(failure))
+    sheet.read("retired_pending", lambda: bool(nvml.nvmlDeviceGetRetiredPagesPendingStatus(handle)))
+
+    def clock_events() -> list[str]:
+        reasons = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+        mask = int((reasons or nvml.nvmlDeviceGetCurrentClocksThrottleReasons)(handle))
+        return [name for bit, name in CLOCK_EVENTS if mask & bit]
+
+    sheet.read("clock_events", clock_events)
+    sheet.read("sm_clock_mhz", lambda: nvml.nvmlDeviceGetClockInfo(handle, sm))
+    sheet.read("sm_clock_max_mhz", lambda: nvml.nvmlDeviceGetMaxClockInfo(handle, sm))
+    sheet.read("power_limit_w", lambda: nvml.nvmlDeviceGetPowerManagementLimit(handle) / 1000)
+    sheet.read("power_default_w", lambda: nvml.nvmlDeviceGetPowerManagementDefaultLimit(handle) / 1000)
+    sheet.read(
+        "temperature_c", lambda: nvml.nvmlDeviceGetTemperature(handle, const("NVML_TEMPERATURE_GPU", 0))
+    )
+
+
+def _cuda_version(value: int) -> str:
+    """NVML's CUDA driver version (``13000``) as ``13.0``."""
+    return f"{value // 1000}.{value % 1000 // 10}"
+
+
+def load_nvml() -> Any:
+    """The ``pynvml`` module, initialised; raises (ImportError, its NVMLError) where no driver answers."""
+    import pynvml
+
+    pynvml.nvmlInit()
+    return pynvml
+
+
+def nvml_handle(nvml: Any, uuid: str | None, index: int) -> Any:
+    """The NVML device of a CUDA device: by its UUID when torch knows it, else by index."""
+    if uuid:
+        return nvml.nvmlDeviceGetHandleByUUID(uuid)
+    return nvml.nvmlDeviceGetHandleByIndex(index)
+
+
+def neuron_facts(sheet: FactSheet) -> None:
+    """The Neuron driver (sysfs), runtime and compiler versions, and the devices and cores this rank sees."""
+    from importlib import metadata
+
+    sheet.read("neuron_driver", lambda: Path("/sys/module/neuron/version").read_text().strip())
+    sheet.read("neuron_runtime", lambda: metadata.version("libneuronxla"))
+    sheet.read("neuron_compiler", lambda: metadata.version("neuronx-cc"))
+    sheet.read("neuron_devices", lambda: len(glob.glob("/dev/neuron[0-9]*")) or None)
+
+    def cores() -> int:
+        import torch_xla.runtime as xr
+
+        return int(xr.addressable_runtime_device_count())
+
+    sheet.read("neuron_cores", cores)
+
+
+def device_facts(
+    device: str, local_rank: int = 0, *, nvml_loader: Callable[[], Any] = load_nvml, uuid: str | None = None
+) -> dict[str, Any]:
+    """The ``facts`` event's fields for this process and its device (``cuda``, ``xla`` or ``cpu``).
+
+    ``nvml_loader`` gives the initialised ``pynvml`` module (a test passes a fake); ``uuid`` is the CUDA
+    device's UUID when torch knows it (CUDA and NVML may number devices differently).
+    """
+    sheet = FactSheet()
+    host_facts(sheet)
+    if device != "cuda":
+        sheet.missing("nvml", f"no NVML: device is {device}")
+    else:
+        sheet.read("nccl", nccl_version)
+        try:
+            nvml = nvml_loader()
+        except Exception as exc:  # ImportError without nvidia-ml-py; NVMLError without a driver
+            sheet.missing("nvml", f"no NVML: {type(exc).__name__}: {exc}")
+        else:
+            try:
+                gpu_facts(sheet, nvml, nvml_handle(nvml, uuid, local_rank))
+            except Exception as exc:  # the device itself not found
+                sheet.missing("nvml", f"no NVML device: {type(exc).__name__}: {exc}")
+            finally:
+                with contextlib.suppress(Exception):
+                    nvml.nvmlShutdown()
+    if device == "xla":
+        neuron_facts(sheet)
+    return sheet.fields()
+
+
+def cuda_uuid(index: int) -> str | None:
+    """CUDA device ``index``'s UUID as NVML writes it (``GPU-...``), when this torch reports it."""
+    import torch
+
+    uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)
+    if uuid is None:
+        return None
+    text = str(uuid)
+    return text if text.startswith("GPU-") else f"GPU-{text}"
+
+
+def report_facts(acc: Accelerator, local_rank: int, log: RollcallLog) -> None:
+    """Emit ``facts`` with work queued on the device, so that PCIe and clocks are read while it is busy."""
+    import torch
+
+    uuid = None
+    if acc.kind == "cuda":
+        with contextlib.suppress(Exception):
+            uuid = cuda_uuid(local_rank)
+        a = torch.randn(4096, 4096, device=acc.device, dtype=torch.float16)
+        for _ in range(512):  # about 70 TFLOP of matmuls (0.1 s on an H200), queued before NVML is read
+            a = (a @ a).clamp_(-1, 1)
+    log.emit("facts", **device_facts(acc.kind, local_rank, uuid=uuid))
+    acc.synchronize()
+
+
 def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
     """Join the group, train, time and report; raises on any failure."""
     check_fault_injection(os.environ)  # a malformed variable fails every rank at once, before torch loads
@@ -1878,6 +2119,8 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
             break
     compile_s = step_seconds[0] if step_seconds else 0.0
     warmup_s = sum(step_seconds[1:])
+    watchdog.beat("facts")
+    report_facts(acc, env.local_rank, log)
 
     timed_started = time.perf_counter()
     total_seconds = digest_s = 0.0

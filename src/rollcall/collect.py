@@ -19,6 +19,8 @@ from rollcall.ranklog import Format, LogParser, RollCall
 RESULTS_FILE = "results.json"
 RANKS_JUNIT_FILE = "ranks.junit.xml"
 REPORT_FILE = "report.html"
+#: The nodes with an unfit device, one name a line (written only when there are some), for a script to cordon.
+UNFIT_NODES_FILE = "unfit-nodes.txt"
 
 T = TypeVar("T")
 

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from rollcall.backends import JobState
 from rollcall.baseline import Baselines, ConfigKey, Entry, Figures, Regression
+from rollcall.checks.fitness import FitnessPolicy
 from rollcall.perf import PerfReport
 from rollcall.stragglers import Straggler
 from rollcall.verdict import Criteria, Kind, Verdict
@@ -135,6 +136,9 @@ def criteria_of(options: Options) -> Criteria:
         baselines=Baselines.load(path) if path else None,
         baseline_file=path,
         max_regression_pct=options.max_regression,
+        fitness=FitnessPolicy(warn=options.fitness_warn, off=options.fitness_off),
+        drift=options.drift,
+        expect=options.expect,
     )
 
 

@@ -39,6 +39,7 @@ from urllib.parse import quote
 import jinja2
 
 from rollcall.baseline import MEASURES
+from rollcall.checks.fitness import DRIFT_KEYS, Drift
 from rollcall.collect import REPORT_FILE, safe_name
 from rollcall.page.plot import Plot, hline
 from rollcall.page.timeline import rank_roles, timeline
@@ -141,11 +142,46 @@ def _test(record: TestRecord, base: Path) -> dict[str, Any]:
         "bars": _bars(verdict, states, gate),
         "compute": _compute_bars(verdict, states),
         "bandwidth": _bandwidth_tables(verdict),
+        "node_facts": _node_facts(verdict),
+        "warnings": [p.message for p in verdict.warnings],
         "logs": _log_names(verdict, logs),
         "timeline": timeline(
             verdict, attempt.status.terminations, [r for r, role in roles.items() if role == "root"]
         ),
     }
+
+
+def _node_facts(verdict: Verdict) -> dict[str, Any] | None:
+    """Each node's versions (the keys some node knows), its devices and its fitness; None without facts."""
+    nodes = verdict.node_verdicts()
+    if not nodes:
+        return None
+    columns = [k for k in DRIFT_KEYS if any(k in n["facts"] for n in nodes)]
+    drifted = {d.detail.key for d in (*verdict.findings, *verdict.warnings) if isinstance(d.detail, Drift)}
+    rows = []
+    for n in nodes:
+        names = sorted({str(d.get("gpu_name", "?")) for d in n["devices"]})
+        cells = [
+            {
+                "value": str(n["facts"].get(k, "unknown")),
+                "title": n["unknown"].get(k, ""),
+                "drift": k in drifted,
+            }
+            for k in columns
+        ]
+        rows.append(
+            {
+                "node": n["node"],
+                "name": n["name"],
+                "verdict": n["verdict"],
+                "cells": cells,
+                "devices": f"{len(n['devices'])} x {', '.join(names)}"
+                if names
+                else n["unknown"].get("nvml", "-"),
+                "reasons": n["reasons"],
+            }
+        )
+    return {"columns": columns, "rows": rows}
 
 
 def _figures(verdict: Verdict, gate: GateReport | None) -> list[dict[str, Any]]:

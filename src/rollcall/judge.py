@@ -22,7 +22,14 @@ A check is a function ``Facts -> Iterable[Problem]``; adding one is writing it a
   neither by throughput nor by its compute time per step (:mod:`rollcall.perf`);
 - no node, ring pair of nodes or the world has an all-reduce bus bandwidth below ``min_busbw``, and no node
   (pair) is below ``busbw_ratio`` times the median node's (pair's);
-- no figure regressed against the baseline, when there is one.
+- no figure regressed against the baseline, when there is one;
+- no device breaks a fitness rule (``unfit_device``: ECC, row remapping, retired pages, PCIe link, clock
+  events, power limit; each rule may warn or be off), no node's fact misses the golden configuration
+  (``--expect``), and, under ``--drift fail``, the nodes agree on their versions (``config_drift``; a warning
+  by default) (:mod:`rollcall.checks.fitness`).
+
+A check may raise a problem as a warning (``Problem.warning``): the verdict keeps it in ``warnings``, where
+every report shows it, and it fails nothing.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from typing import Any
 from rollcall.backends import JobState
 from rollcall.baseline import ConfigKey, Figures
 from rollcall.baseline import regressions as find_regressions
+from rollcall.checks.fitness import NodeFacts, drift, mismatches, node_facts, unfit_devices
 from rollcall.checks.hangs import resolve, stalled_for, stalls, waiting_line
 from rollcall.checks.proofs import (
     digests_by_stage,
@@ -160,6 +168,12 @@ class Facts:
         """The run's configuration, when the job asked for is known."""
         spec = self.evidence.spec
         return ConfigKey.of(spec, self.workload) if spec is not None else None
+
+    @cached_property
+    def nodes_detail(self) -> tuple[NodeFacts, ...]:
+        """Each node's facts: what its ranks read, and what the backend observed of it."""
+        status = self.evidence.status
+        return node_facts(self.reports, self.node, status.node_info if status is not None else None)
 
     @cached_property
     def baseline(self) -> Figures | None:
@@ -470,6 +484,47 @@ def loss(facts: Facts) -> Iterable[Problem]:
 
 
 #: Every check, in the order their problems are listed (a silent data corruption first).
+def unfit_device(facts: Facts) -> Iterable[Problem]:
+    """No device may break a fitness rule: one problem per device, failing and warning rules apart."""
+    found = unfit_devices(facts.nodes_detail, facts.criteria.fitness)
+    by_device: dict[tuple[int, bool], list[Any]] = defaultdict(list)
+    for u in found:
+        by_device[(u.device.rank, u.severity == "warn")].append(u)
+    for (rank, warn), unfit in sorted(by_device.items()):
+        what = "; ".join(f"{u.fact}={u.value} {u.why} (rule {u.rule})" for u in unfit)
+        yield Problem(
+            Kind.UNFIT_DEVICE,
+            f"unfit device{' (warning)' if warn else ''}: {unfit[0].device.label}: {what}",
+            {rank: f"unfit device: {', '.join(u.rule for u in unfit)}"},
+            detail=tuple(unfit),
+            warning=warn,
+        )
+
+
+def config_drift(facts: Facts) -> Iterable[Problem]:
+    """Under ``--drift fail`` (``warn``: as a warning), the nodes must agree on every version they report."""
+    mode = facts.criteria.drift
+    if mode == "off":
+        return
+    for d in drift(facts.nodes_detail):
+        yield Problem(Kind.CONFIG_DRIFT, f"config drift: {d}", detail=d, warning=mode == "warn")
+
+
+def expectations(facts: Facts) -> Iterable[Problem]:
+    """Every node's fact matches the golden configuration (``--expect KEY=GLOB``); unknown does not."""
+    expect = facts.criteria.expect
+    if not expect:
+        return
+    nodes = facts.nodes_detail
+    if not nodes:
+        keys = ", ".join(f"{k}={g}" for k, g in expect)
+        yield Problem(Kind.EXPECTATION, f"--expect {keys}: no rank reported its facts")
+        return
+    for m in mismatches(nodes, expect):
+        yield Problem(Kind.EXPECTATION, f"expectation not met: {m}", detail=m)
+
+
+#: Every check, in the order their problems are listed.
 CHECKS: tuple[Check, ...] = (
     replica_divergence,
     collective_mismatch,
@@ -488,6 +543,9 @@ CHECKS: tuple[Check, ...] = (
     compute_stragglers,
     slow_links,
     regressions,
+    unfit_device,
+    config_drift,
+    expectations,
 )
 
 #: The checks that need no job, only logs: what ``rollcall check-logs`` holds saved logs to.
@@ -497,7 +555,8 @@ LOG_CHECKS: tuple[Check, ...] = (errors, missing_events, unexpected_ranks, inval
 def judge(evidence: Evidence, criteria: Criteria | None = None, checks: Iterable[Check] = CHECKS) -> Verdict:
     """The verdict on ``evidence`` held to ``criteria``: every check's problems, rank by rank."""
     facts = Facts(evidence, criteria or Criteria())
-    found = tuple(p for check in checks for p in check(facts))
+    raised = [p for check in checks for p in check(facts)]
+    found = tuple(p for p in raised if not p.warning)
     world = facts.layout.world_size
     ranks = {}
     for r in range(world):
@@ -530,6 +589,8 @@ def judge(evidence: Evidence, criteria: Criteria | None = None, checks: Iterable
         criteria=facts.criteria,
         config=facts.config,
         baseline=facts.baseline,
+        warnings=tuple(p for p in raised if p.warning),
+        nodes_detail=facts.nodes_detail,
     )
 
 

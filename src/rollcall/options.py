@@ -20,6 +20,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal, cast, get_args
 
+from rollcall.checks.fitness import EXPECT_KEYS, RULE_NAMES, DriftMode, parse_expect, parse_rules
 from rollcall.jobspec import (
     DEFAULT_JOB_TIMEOUT_S,
     AcceleratorChoice,
@@ -547,6 +548,36 @@ class Options:
         0.5,
         "fail a node whose all-reduce bus bandwidth is below RATIO x the median node's (0: off)",
         "RATIO",
+    )
+    fitness_warn: frozenset[str] = option(
+        "--fitness-warn",
+        parse_rules,
+        frozenset(),
+        f"report a device breaking these fitness rules as a warning, not a failure ({', '.join(RULE_NAMES)})",
+        "RULE[,RULE...]",
+        multiple=True,
+    )
+    fitness_off: frozenset[str] = option(
+        "--fitness-off",
+        parse_rules,
+        frozenset(),
+        "do not apply these fitness rules (the names --fitness-warn takes)",
+        "RULE[,RULE...]",
+        multiple=True,
+    )
+    drift: DriftMode = option(
+        "--drift",
+        _choice(DriftMode),
+        "warn",
+        "what nodes that differ in a version (driver, CUDA, NCCL, kernel, torch ...) do: fail, warn or off",
+    )
+    expect: tuple[tuple[str, str], ...] = option(
+        "--expect",
+        parse_expect,
+        (),
+        f"fail the run when a node's fact does not match GLOB (repeatable; keys: {', '.join(EXPECT_KEYS)})",
+        "KEY=GLOB",
+        multiple=True,
     )
     slurm_partition: str | None = option(
         "--slurm-partition", _slurm_names, None, "slurm: the partition(s) to submit to", "PARTITION"

@@ -333,6 +333,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         terminalreporter.write_line(line)
     for record in suite.records:
         verdict = record.result.last.verdict
+        for warning in verdict.warnings:
+            terminalreporter.write_line(f"{record.test_id}: warning: {warning.message}")
         if record.result.passed:
             continue
         for problem in verdict.of_kind(Kind.REPLICA_DIVERGENCE):  # a silent data corruption: the root cause
@@ -357,8 +359,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     import time
 
-    from rollcall.collect import RANKS_JUNIT_FILE, REPORT_FILE, RESULTS_FILE
-    from rollcall.reports import write_rank_junit, write_results
+    from rollcall.collect import RANKS_JUNIT_FILE, REPORT_FILE, RESULTS_FILE, UNFIT_NODES_FILE
+    from rollcall.reports import write_rank_junit, write_results, write_unfit_nodes
 
     out = suite.options.artifacts_dir
     meta = {
@@ -373,6 +375,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     tag = f".{worker}" if worker else ""
     write_results(out / _tagged(RESULTS_FILE, tag), suite.records, meta)
     write_rank_junit(out / _tagged(RANKS_JUNIT_FILE, tag), suite.records)
+    if write_unfit_nodes(out / _tagged(UNFIT_NODES_FILE, tag), suite.records):
+        session.config.stash.setdefault(_NOTES, []).append(f"unfit nodes: {out / UNFIT_NODES_FILE}")
     from rollcall.htmlreport import write_report
 
     write_report(out / _tagged(REPORT_FILE, tag), suite.records, meta)

@@ -6,6 +6,7 @@ Every rank of the workload prints one line per event, written with a single ``wr
     ROLLCALL {"event":"epoch_time","rank":3,"world_size":64,"epoch":1,"seconds":0.31,"steps":50,"loss":9.71,"param_digest":"9f86d081884c7d65"}
     ROLLCALL {"event":"throughput","rank":3,"world_size":64,"samples_per_sec":49.97,"compute_ms":41.2,"compute_ms_p90":41.9}
     ROLLCALL {"event":"bandwidth","rank":3,"world_size":64,"scope":"node","ranks":"0-7","nodes":"0","bytes":67108864,"iters":20,"seconds":0.00031,"algbw_gbps":216.5,"busbw_gbps":378.9,"checked":20,"mismatch":null}
+    ROLLCALL {"event":"facts","rank":3,"world_size":64,"host":"h","kernel":"6.8.0","driver":"580.159.04","unknown":{"retired_pending":"Not Supported"}}
     ROLLCALL {"event":"complete","rank":3,"world_size":64,"param_digest":"9f86d081884c7d65"}
     ROLLCALL {"event":"error","rank":3,"world_size":64,"message":"...","time":1764576001.25}
     ROLLCALL {"event":"stack","rank":3,"world_size":64,"dump":1,"thread":"MainThread","main":true,"threads":2,"phase":"epoch 2 barrier","stalled_s":61.0,"hang_after":60.0,"frames":[["train.py",1490,"run","acc.barrier(...)",true]],"dropped":0}
@@ -40,6 +41,9 @@ Parsing rules:
   ``dump`` number replaces the one before, a ``resumed`` event withdraws every dump up to its number (the rank
   made progress again), and a stack event of a withdrawn dump is ignored; a frame counts only when whole
   (``[file, line, function, code, own]``), and a stack event without a ``dump`` number or a thread is dropped;
+- a ``facts`` event (what the rank read about its device and stack) is kept whole, the last one, as
+  :attr:`RankReport.facts`: each fact under its name, and ``unknown`` (fact name to the reason it could not be
+  read; dropped unless a mapping of text to text) apart, as :attr:`RankReport.unknown`;
 - the legacy aws-k8s-tester Neuron format is read too, where one line carries both values::
 
       [Rank 12] - local_samples=100.0, total_time=2.00s, local_throughput=50.00 samples/s, local_avg_epoch_time=0.40s
@@ -226,6 +230,10 @@ class RankReport:
     final_digest: str | None = None
     #: When it said each of :data:`MARKED_EVENTS` that carried a ``time``, by label (the last of each).
     marks: dict[str, Mark] = field(default_factory=dict)
+    #: What the rank's ``facts`` event read about its device and stack (None without one), and the facts
+    #: it could not read, each with why.
+    facts: dict[str, Any] | None = None
+    unknown: dict[str, str] = field(default_factory=dict)
 
     @property
     def epoch_time(self) -> float | None:
@@ -398,7 +406,7 @@ class LogParser:
             value = obj.get("dump")
             if not _is_int(value) or (event == "stack" and _thread_stack(obj) is None):
                 return
-        elif event not in ("start", "complete", "error"):
+        elif event not in ("start", "complete", "error", "facts"):
             return
         report = self._rank(rank)
         self.roll.records += 1
@@ -438,6 +446,13 @@ class LogParser:
             report.final_digest = digest if isinstance(digest, str) else report.final_digest
         elif event == "start":
             report.start = {k: v for k, v in obj.items() if k not in _ENVELOPE}
+        elif event == "facts":
+            report.facts = {k: v for k, v in obj.items() if k not in _ENVELOPE and k != "unknown"}
+            unknown = obj.get("unknown")
+            whole = isinstance(unknown, dict) and all(isinstance(v, str) for v in unknown.values())
+            report.unknown = (
+                {str(k): str(v) for k, v in unknown.items()} if isinstance(unknown, dict) and whole else {}
+            )
         else:
             report.errors.append(RankError(str(obj.get("message", "")), stamp, self.source))
 

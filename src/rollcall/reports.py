@@ -93,6 +93,10 @@ class TestRecord:
             "perf": verdict.perf_report.as_dict(),
             # The distinct parameter digests after each epoch and at completion: one each when replicas agree.
             "replicas": {stage: list(digests) for stage, digests in verdict.replicas.items()},
+            # Each node's facts (devices, versions, what could not be read and why), verdict and reasons.
+            "nodes_detail": verdict.node_verdicts(),
+            "unfit_nodes": verdict.unfit_nodes,
+            "warnings": [p.as_dict() for p in verdict.warnings],
             **self.extra,
         }
 
@@ -120,6 +124,15 @@ def junit_properties(record: TestRecord) -> list[tuple[str, object]]:
         props.append(("config", str(record.gate.key)))
         props.append(("stragglers", len(record.gate.stragglers)))
         props.append(("regression_gate", record.gate.gate))
+    verdict = record.result.last.verdict
+    props.append(("warnings", len(verdict.warnings)))
+    props.append(("unfit_devices", len(verdict.unfit)))
+    if verdict.unfit_nodes:
+        props.append(("unfit_nodes", ",".join(verdict.unfit_nodes)))
+    for node in verdict.nodes_detail:
+        for key, value in node.facts.items():
+            props.append((f"node_{node.node}_{key}", value))
+        props.append((f"node_{node.node}_devices", len(node.devices)))
     if record.gate is not None and record.gate.perf is not None:
         props.append(("compute_stragglers", len(record.gate.perf.stragglers)))
         props.append(("slow_links", len(record.gate.perf.slow)))
@@ -142,6 +155,19 @@ def _finite(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_finite(v) for v in value]
     return value
+
+
+def write_unfit_nodes(path: Path, records: Sequence[TestRecord]) -> bool:
+    """Write the unfit nodes of every test's deciding run to ``path``, one a line, when there are any.
+
+    Returns whether the file was written.
+    """
+    names = dict.fromkeys(n for r in records for n in r.result.last.verdict.unfit_nodes)
+    if not names:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{n}\n" for n in names))
+    return True
 
 
 def write_rank_junit(path: Path, records: Sequence[TestRecord]) -> None:

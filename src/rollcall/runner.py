@@ -180,7 +180,17 @@ def run_with_retries(
 
 
 #: What only the release gate finds: a run that failed on these alone is not run again.
-GATE_KINDS = frozenset({Kind.STRAGGLER, Kind.COMPUTE_STRAGGLER, Kind.SLOW_LINK, Kind.REGRESSION})
+GATE_KINDS = frozenset(
+    {
+        Kind.STRAGGLER,
+        Kind.COMPUTE_STRAGGLER,
+        Kind.SLOW_LINK,
+        Kind.REGRESSION,
+        Kind.UNFIT_DEVICE,
+        Kind.CONFIG_DRIFT,
+        Kind.EXPECTATION,
+    }
+)
 
 
 def retriable(attempt: Attempt) -> bool:

@@ -8,7 +8,10 @@ message, ``results.json``, the per-rank junit, ``report.html``) reads the verdic
   names what it says about that rank (``no throughput``, ``error: ...``).
 - A :class:`RankResult` is one rank: what it reported, its node and pod, its :class:`RankState` (the worst of
   what its problems' kinds mean) and its problems.
-- :attr:`Verdict.outcome` is ``PASSED`` when there is no problem at all.
+- :attr:`Verdict.outcome` is ``PASSED`` when there is no problem at all; a problem a check raised as a
+  warning (``Problem.warning``: a fitness rule made a warning, drift under ``--drift warn``) is kept apart in
+  :attr:`Verdict.warnings`, shown by every report, and fails nothing.
+- :attr:`Verdict.nodes_detail` holds each node's facts (:mod:`rollcall.checks.fitness`).
 - A run the infrastructure disrupted (a pod evicted, preempted, its node deleted, lost, drained or reclaimed)
   has a ``DISRUPTION`` problem first, naming the pod, its node and the reason; the ranks' errors follow as
   its consequences (:attr:`Verdict.disruption`).
@@ -23,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from rollcall.baseline import Baselines, ConfigKey, Figures
+from rollcall.checks.fitness import DriftMode, FitnessPolicy, NodeFacts, Unfit
 from rollcall.collect import RANKS_JUNIT_FILE, REPORT_FILE, RESULTS_FILE
 from rollcall.perf import PerfFigures, PerfReport, SlowGroup
 from rollcall.rootcause import Analysis, Disruption
@@ -111,6 +115,13 @@ class Kind(enum.Enum):
     #: A rank received a result from the bandwidth phase's all-reduce that is not the exact sum.
     COLLECTIVE_MISMATCH = "collective_mismatch"
     LOSS = "loss"  # a loss that was not finite, or did not fall over a run long enough to learn
+    UNFIT_DEVICE = (
+        "unfit_device"  # a device's facts break a fitness rule (ECC, row remap, PCIe, clocks, power)
+    )
+    CONFIG_DRIFT = (
+        "config_drift"  # nodes of the run differ in a version (driver, CUDA, NCCL, kernel, torch ...)
+    )
+    EXPECTATION = "expectation"  # a node's fact does not match --expect KEY=GLOB (or is unknown)
 
     @property
     def rank_state(self) -> RankState:
@@ -149,12 +160,14 @@ class Problem:
         message: the line a person reads.
         ranks: for each rank it names (in the world), what it says about that rank.
         detail: the check's own typed finding (e.g. the stragglers, a regression), for reports.
+        warning: reported, but fails nothing (:attr:`Verdict.warnings`).
     """
 
     kind: Kind
     message: str
     ranks: Mapping[int, str] = field(default_factory=dict)
     detail: Any = None
+    warning: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         """The problem, JSON-ready."""
@@ -206,7 +219,7 @@ class Evidence:
 
 @dataclass(frozen=True)
 class Criteria:
-    """What a run is held to beyond answering the roll call; the defaults check nothing more.
+    """What a run is held to beyond answering the roll call; the defaults add only the fitness rules.
 
     Attributes:
         min_throughput: samples/s every rank must reach.
@@ -218,6 +231,9 @@ class Criteria:
             with the entry of its own configuration (:class:`~rollcall.baseline.ConfigKey`), if there is one.
         baseline_file: where ``baselines`` were read from, for the reports.
         max_regression_pct: how much worse than its baseline a figure may be.
+        fitness: which fitness rules warn and which are off (every rule fails by default).
+        drift: what nodes differing in a version do: fail, warn (the default) or nothing.
+        expect: the golden configuration, ``(key, glob)`` pairs every node's facts must match.
 
     One value per session (:func:`rollcall.gate.criteria_of` builds it from the options); every attempt is
     judged once against all of it.
@@ -230,6 +246,9 @@ class Criteria:
     baselines: Baselines | None = None
     baseline_file: str | None = None
     max_regression_pct: float = 0.0
+    fitness: FitnessPolicy = field(default_factory=FitnessPolicy)
+    drift: DriftMode = "warn"
+    expect: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -300,6 +319,36 @@ class Verdict:
     #: The run's configuration (None when the job asked for is unknown) and its baseline, if there is one.
     config: ConfigKey | None = None
     baseline: Figures | None = None
+    #: Problems raised as warnings: shown, failing nothing.
+    warnings: tuple[Problem, ...] = ()
+    #: Each node's facts, as its ranks read them and the backend observed them (:mod:`.checks.fitness`).
+    nodes_detail: tuple[NodeFacts, ...] = ()
+
+    @property
+    def unfit(self) -> list[Unfit]:
+        """Every fitness rule a device broke, failures and warnings alike."""
+        return [u for u in _unfit(*self.findings, *self.warnings) if u.severity != "off"]
+
+    @property
+    def unfit_nodes(self) -> list[str]:
+        """The names of the nodes with a device that failed a fitness rule (not a warning), in node order."""
+        failed = {u.device.node: u.device.name for u in _unfit(*self.findings)}
+        return [name for _, name in sorted(failed.items())]
+
+    def node_verdicts(self) -> list[dict[str, Any]]:
+        """Each node's facts with its verdict (``unfit`` or ``fit``) and the reasons, JSON-ready."""
+        reasons: dict[int, list[str]] = {}
+        for u in self.unfit:
+            reasons.setdefault(u.device.node, []).append(f"{u.severity}: {u}")
+        failed = {u.device.node for u in _unfit(*self.findings)}
+        return [
+            {
+                **n.as_dict(),
+                "verdict": "unfit" if n.node in failed else "fit",
+                "reasons": reasons.get(n.node, []),
+            }
+            for n in self.nodes_detail
+        ]
 
     @property
     def outcome(self) -> Outcome:
@@ -375,10 +424,25 @@ class Verdict:
             f"roll call: {self.answered} of {lay.world_size} ranks answered{slow} "
             f"({lay.nodes} node(s) x {lay.procs_per_node} procs)"
         )
-        lines = [head, *(f"  - {p}" for p in self.problems)]
+        lines = [
+            head,
+            *(f"  - {p}" for p in self.problems),
+            *(f"  - warning: {p.message}" for p in self.warnings),
+        ]
         if logs_hint and self.findings:
             lines.append(f"  per-pod logs: {logs_hint}")
         if self.root_cause is not None:
             where = f"{RESULTS_FILE} (root_cause, errors), {RANKS_JUNIT_FILE}, {REPORT_FILE}"
             lines.append(f"  every rank's own error: {where}")
         return "\n".join(lines)
+
+
+def _unfit(*problems: Problem) -> list[Unfit]:
+    """The unfit devices ``unfit_device`` problems among ``problems`` hold."""
+    return [
+        u
+        for p in problems
+        if p.kind is Kind.UNFIT_DEVICE and isinstance(p.detail, tuple)
+        for u in p.detail
+        if isinstance(u, Unfit)
+    ]

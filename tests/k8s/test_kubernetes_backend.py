@@ -319,3 +319,21 @@ def test_the_sweep_removes_only_old_namespaces_of_the_suite(make_suite, control_
         assert "namespace/other-team" in left and "namespace/rollcall-users-own" in left
     finally:
         control_plane.kubectl("delete", "ns", *labels, "--ignore-not-found", "--wait=false")
+
+
+def test_the_status_carries_what_each_node_the_pods_ran_on_says_of_itself(
+    make_suite, ensure_nodes, kube, request
+):
+    from rollcall.backends.kubernetes.views import Node
+
+    ensure_nodes(2)
+    suite, _ = make_suite(nodes=2)
+    attempt, _ = run(suite, request)
+
+    assert attempt.passed, attempt.verdict.message(str(attempt.artifacts))
+    info = attempt.status.node_info
+    assert len(info) == 2, info  # one entry per node a pod ran on
+    for name, facts in info.items():
+        node = call(kube.core.read_node, name)
+        assert facts == Node(node).facts
+        assert facts["kubelet"].startswith("kwok-") and facts["container_runtime"].startswith("kwok-")

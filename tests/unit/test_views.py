@@ -195,3 +195,33 @@ def test_older_reads_the_creation_time_and_skips_what_is_being_deleted():
     assert not _older({"metadata": {**old["metadata"], "deletionTimestamp": "2026-12-01T09:30:00Z"}}, cutoff)
     assert not _older({"metadata": {"name": "b", "creationTimestamp": "2026-12-01T10:30:00Z"}}, cutoff)
     assert not _older({"metadata": {"name": "c"}}, cutoff)  # no creation time: not known to be old
+
+
+def test_a_node_says_its_versions_image_and_group_and_nothing_it_lacks():
+    node = Node(
+        {
+            "metadata": {
+                "labels": {
+                    "eks.amazonaws.com/nodegroup-image": "ami-0abc",
+                    "eks.amazonaws.com/nodegroup": "gpu",
+                }
+            },
+            "status": {
+                "nodeInfo": {
+                    "kubeletVersion": "v1.34.1-eks-1",
+                    "containerRuntimeVersion": "containerd://2.1.4",
+                    "kernelVersion": "6.12.40",
+                    "osImage": "Amazon Linux 2023",
+                }
+            },
+        }
+    )
+    assert node.facts == {
+        "kubelet": "v1.34.1-eks-1",
+        "container_runtime": "containerd://2.1.4",
+        "kernel_version": "6.12.40",
+        "os_image": "Amazon Linux 2023",
+        "image": "ami-0abc",
+        "node_group": "gpu",
+    }
+    assert Node({}).facts == {}

@@ -527,6 +527,8 @@ def test_docstring_is_the_contract():
         "throughput",
         "complete",
         "error",
+        "facts",
+        "Device facts",
         "GROUP_RANK",
         "LOCAL_RANK",
         "WORLD_SIZE",
@@ -636,12 +638,22 @@ def test_two_ranks_answer_the_roll_call(torchrun_runs):
         mine = [r for r in records if r["rank"] == rank]
         assert all(r["world_size"] == 2 for r in mine), out
         events = [r["event"] for r in mine]
-        assert events == ["start", "epoch_time", "epoch_time", "throughput", "bandwidth", "complete"], out
+        assert events == [
+            "start",
+            "facts",
+            "epoch_time",
+            "epoch_time",
+            "throughput",
+            "bandwidth",
+            "complete",
+        ], out
+        facts = mine[1]
+        assert facts["unknown"] == {"nvml": "no NVML: device is cpu"} and facts["torch"] and facts["kernel"]
         start = mine[0]
         assert (start["local_rank"], start["node_rank"], start["device"]) == (rank, 0, "cpu")
         assert [r["epoch"] for r in mine if r["event"] == "epoch_time"] == [1, 2]
         assert all(r["seconds"] > 0 and math.isfinite(r["loss"]) for r in mine if r["event"] == "epoch_time")
-        throughput = mine[3]
+        throughput = mine[4]
         assert throughput["samples_per_sec"] > 0 and throughput["mfu"] is None
         assert (throughput["model"], throughput["seq_len"], throughput["batch_size"]) == ("tiny", 64, 8)
         epoch_seconds = sum(r["seconds"] for r in mine if r["event"] == "epoch_time")
@@ -649,7 +661,7 @@ def test_two_ranks_answer_the_roll_call(torchrun_runs):
         assert throughput["compute_steps"] == 10
         assert 0 < throughput["compute_ms"] <= throughput["compute_ms_p90"]
         # one node of two ranks: the world is the node, and the duplicate group is dropped
-        bandwidth = mine[4]
+        bandwidth = mine[5]
         assert (bandwidth["scope"], bandwidth["ranks"], bandwidth["nodes"]) == ("world", "0-1", "0"), out
         assert (bandwidth["bytes"], bandwidth["iters"]) == (8 * 2**20, 10)
         assert bandwidth["algbw_gbps"] == pytest.approx(
@@ -667,7 +679,7 @@ def test_injected_failure_is_reported_and_fails_the_job(torchrun_runs):
     code, out, _ = torchrun_runs["fail"]
     assert code != 0, out
     rank1 = [r for r in _events(out) if r["rank"] == 1]
-    assert [r["event"] for r in rank1][:2] == ["start", "epoch_time"], out
+    assert [r["event"] for r in rank1][:3] == ["start", "facts", "epoch_time"], out
     assert rank1[-1]["event"] == "error", out
     assert isinstance(rank1[-1]["time"], float), out
     assert "injected failure" in rank1[-1]["message"] and train.FAIL_RANK_ENV in rank1[-1]["message"]

@@ -124,7 +124,9 @@ class JobStatus:
     can read that).
     ``disruption`` is set when the infrastructure took a pod away (evicted, preempted, its node deleted, lost,
     drained or reclaimed): the job failed, but no rank did. ``waits`` is what the job waited for before
-    training (quota, nodes, image pulls), where known.
+    training (quota, nodes, image pulls), where known. ``node_info`` is what the backend observed of each node
+    the job ran on, by node name (a Kubernetes Node's kubelet, container-runtime, kernel and OS image
+    versions and its image labels: :data:`rollcall.checks.fitness.OBSERVED_KEYS`), where it can read that.
     """
 
     state: JobState
@@ -134,6 +136,7 @@ class JobStatus:
     terminations: list[Termination] = field(default_factory=list)
     disruption: Disruption | None = None
     waits: Waits | None = None
+    node_info: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @classmethod
     def disrupted(cls, disruption: Disruption) -> JobStatus:

@@ -78,7 +78,7 @@ from rollcall.backends.kubernetes.kube import (
 from rollcall.backends.kubernetes.manifests import CONTAINER, Names, Rendered
 from rollcall.backends.kubernetes.podlogs import LogFollower
 from rollcall.backends.kubernetes.reaper import Claim, Ledger
-from rollcall.backends.kubernetes.views import Job, Pod
+from rollcall.backends.kubernetes.views import Job, Node, Pod
 from rollcall.collect import Collector
 from rollcall.jobspec import JobSpec
 from rollcall.options import DEFAULTS
@@ -272,12 +272,24 @@ class KubernetesJob:
         if status.state is JobState.SUCCEEDED and self.rendered.efa:
             self._report_efa(status)
         status.terminations = terminations(self.pods.objects())
+        status.node_info = self._node_info()
         status.waits = self.waited()
         if status.waits.scheduled_s is not None and (status.waits.waited_for or status.waits.image_pull_s):
             self._say(status.waits.line())
         if status.state is not JobState.SUCCEEDED:
             self._save_state()
         return status
+
+    def _node_info(self) -> dict[str, dict[str, str]]:
+        """What each node the pods ran on says of itself (:attr:`.views.Node.facts`), by node name."""
+        assert self.pods is not None
+        found = {}
+        for pod in self.pods.objects():
+            name = Pod(pod).node_name
+            node = self.nodes.get(name) if self.nodes is not None and name else None
+            if name and node is not None:
+                found[name] = Node(node).facts
+        return found
 
     def _verdict(self) -> JobStatus | None:
         """The condition :func:`wait_for` re-tests: a status once the run has ended, else None."""

@@ -21,6 +21,13 @@ Obj = dict[str, Any]
 #: The label (and annotation) the Job controller gives each pod of an Indexed Job: its completion index.
 INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+#: Labels naming a node's machine image (EKS's AMI, GKE's OS image), and its group; the first present counts.
+IMAGE_LABELS: tuple[str, ...] = ("eks.amazonaws.com/nodegroup-image", "cloud.google.com/gke-os-distribution")
+GROUP_LABELS: tuple[str, ...] = (
+    "eks.amazonaws.com/nodegroup",
+    "karpenter.sh/nodepool",
+    "cloud.google.com/gke-nodepool",
+)
 
 
 def parse_time(text: object) -> datetime | None:
@@ -355,6 +362,24 @@ class Node(View):
     def instance_type(self) -> str | None:
         """The node's ``node.kubernetes.io/instance-type`` label."""
         return self.labels.get(INSTANCE_TYPE_LABEL)
+
+    @property
+    def facts(self) -> dict[str, str]:
+        """What the node says of itself, by the keys of :data:`rollcall.checks.fitness.OBSERVED_KEYS`.
+
+        The kubelet, container-runtime, kernel and OS image versions from ``status.nodeInfo``; its image
+        and group from the first of :data:`IMAGE_LABELS` and of :data:`GROUP_LABELS` it carries.
+        """
+        info = _dict(self._status.get("nodeInfo"))
+        found = {
+            "kubelet": _str(info.get("kubeletVersion")),
+            "container_runtime": _str(info.get("containerRuntimeVersion")),
+            "kernel_version": _str(info.get("kernelVersion")),
+            "os_image": _str(info.get("osImage")),
+            "image": next((self.labels[k] for k in IMAGE_LABELS if self.labels.get(k)), ""),
+            "node_group": next((self.labels[k] for k in GROUP_LABELS if self.labels.get(k)), ""),
+        }
+        return {k: v for k, v in found.items() if v}
 
 
 @dataclass(frozen=True)

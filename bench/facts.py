@@ -1,0 +1,54 @@
+"""The facts the workload reports about each local GPU, as one JSON list, through the workload's own reader.
+
+Usage (on a GPU machine, with ``nvidia-ml-py`` installed): python bench/facts.py [--busy]
+Prints ``train.device_facts("cuda", index)`` for every GPU NVML lists (by NVML's index), the same fields a
+rank's ``facts`` event carries. ``--busy`` first queues matmuls on each GPU (as a training rank does, so
+that PCIe link and clocks are read under load). Exit status 1 when NVML cannot be loaded.
+"""
+
+import argparse
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+TRAIN = Path(__file__).resolve().parents[1] / "images" / "bert-training" / "train.py"
+
+
+def load_train():
+    spec = importlib.util.spec_from_file_location("rollcall_train", TRAIN)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--busy", action="store_true", help="queue matmuls on each GPU while reading")
+    args = ap.parse_args()
+    train = load_train()
+    try:
+        nvml = train.load_nvml()
+        count = nvml.nvmlDeviceGetCount()
+        nvml.nvmlShutdown()
+    except Exception as exc:
+        print(f"facts: no NVML: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    facts = []
+    for index in range(count):
+        if args.busy:
+            import torch
+
+            a = torch.randn(4096, 4096, device=f"cuda:{index}", dtype=torch.float16)
+            for _ in range(256):
+                a = (a @ a).clamp_(-1, 1)
+        facts.append(train.device_facts("cuda", index))
+        if args.busy:
+            torch.cuda.synchronize(index)
+    print(json.dumps(facts, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

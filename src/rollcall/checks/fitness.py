@@ -1,0 +1,484 @@
+"""Each node's facts, the unfit devices among them, drift between nodes and the golden configuration.
+
+Pure functions over what the ranks' ``facts`` events said (:attr:`~rollcall.ranklog.RankReport.facts`, one
+event per rank about its own device, see the workload's docstring) and what the backend observed of each
+node (:attr:`~rollcall.backends.JobStatus.node_info`, e.g. a Kubernetes node's kubelet version):
+
+- :func:`node_facts` gathers them per node: the node-wide facts (:data:`NODE_KEYS`: versions of the driver,
+  CUDA, NCCL, kernel, OS, the workload's stack, the kubelet ...) and one :class:`Device` per rank;
+- :func:`unfit_devices` holds every device to the rules of :data:`RULES` (uncorrected ECC errors, row
+  remapping, retired pages, PCIe link, clock events, power limit); each rule fails, warns or is off
+  (:class:`FitnessPolicy`); a rule whose fact a device could not read finds nothing there (the node's facts
+  say the fact is unknown, and why: never healthy);
+- :func:`drift` names the keys of :data:`DRIFT_KEYS` whose value differs between nodes;
+- :func:`mismatches` holds every node to the golden configuration ``--expect KEY=GLOB`` (:data:`EXPECT_KEYS`);
+  a node whose fact is unknown does not match.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from rollcall.ranklog import RankReport, ranges
+
+Severity = Literal["fail", "warn", "off"]
+DriftMode = Literal["fail", "warn", "off"]
+DRIFT_MODES: tuple[DriftMode, ...] = ("fail", "warn", "off")
+
+#: Facts of a whole node: each rank reports them, the node holds the value its ranks agree on.
+NODE_KEYS: tuple[str, ...] = (
+    "host",
+    "kernel",
+    "os",
+    "python",
+    "torch",
+    "transformers",
+    "nccl",
+    "driver",
+    "cuda_driver",
+    "neuron_driver",
+    "neuron_runtime",
+    "neuron_compiler",
+    "neuron_devices",
+    "neuron_cores",
+)
+#: Facts the backend observed of a node (a Kubernetes Node's status and labels), beside the ranks' own.
+OBSERVED_KEYS: tuple[str, ...] = (
+    "kubelet",
+    "container_runtime",
+    "os_image",
+    "kernel_version",
+    "image",
+    "node_group",
+)
+#: Facts of one device (NVML), one per rank.
+DEVICE_KEYS: tuple[str, ...] = (
+    "device_index",
+    "gpu_name",
+    "gpu_uuid",
+    "gpu_serial",
+    "memory_mib",
+    "pcie_gen",
+    "pcie_gen_max",
+    "pcie_width",
+    "pcie_width_max",
+    "ecc_volatile_uncorrected",
+    "ecc_aggregate_uncorrected",
+    "remapped_pending",
+    "remapped_failure",
+    "retired_pending",
+    "clock_events",
+    "sm_clock_mhz",
+    "sm_clock_max_mhz",
+    "power_limit_w",
+    "power_default_w",
+    "temperature_c",
+)
+#: The versions that must agree between the nodes of one run (``config_drift``).
+DRIFT_KEYS: tuple[str, ...] = (
+    "driver",
+    "cuda_driver",
+    "nccl",
+    "kernel",
+    "os",
+    "python",
+    "torch",
+    "transformers",
+    "neuron_driver",
+    "neuron_runtime",
+    "neuron_compiler",
+    "kubelet",
+    "container_runtime",
+    "os_image",
+)
+#: What ``--expect KEY=GLOB`` may name: a node's fact, an observed one, or a device's (every device matches).
+EXPECT_KEYS: tuple[str, ...] = (*NODE_KEYS, *OBSERVED_KEYS, *DEVICE_KEYS)
+
+
+@dataclass(frozen=True)
+class Device:
+    """One rank's device and what it read of it (``facts`` without the node-wide keys)."""
+
+    node: int
+    rank: int
+    name: str
+    facts: Mapping[str, Any] = field(default_factory=dict)
+    unknown: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def index(self) -> Any:
+        """The device's index (NVML's), None when unknown."""
+        return self.facts.get("device_index")
+
+    @property
+    def label(self) -> str:
+        """``node 1 (gpu-a) GPU 3, UUID GPU-..., serial 1650...``: everything that names the device."""
+        index = self.index if self.index is not None else "?"
+        uuid = self.facts.get("gpu_uuid", "unknown")
+        serial = self.facts.get("gpu_serial", "unknown")
+        return f"node {self.node} ({self.name}) rank {self.rank} GPU {index}, UUID {uuid}, serial {serial}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The device, JSON-ready."""
+        return {"rank": self.rank, **self.facts, "unknown": dict(self.unknown)}
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    """One node: its name, its node-wide facts, the ones unknown and why, and its devices."""
+
+    node: int
+    name: str
+    facts: Mapping[str, Any] = field(default_factory=dict)
+    unknown: Mapping[str, str] = field(default_factory=dict)
+    devices: tuple[Device, ...] = ()
+
+    def values(self, key: str) -> list[Any]:
+        """The node's value of ``key`` (a device key: each device's that knows it)."""
+        if key in DEVICE_KEYS:
+            return [d.facts[key] for d in self.devices if key in d.facts]
+        return [self.facts[key]] if key in self.facts else []
+
+    def why_unknown(self, key: str) -> str | None:
+        """Why the node (or one of its devices) could not read ``key``; None when all did."""
+        if key in DEVICE_KEYS:
+            if not self.devices:
+                return self.unknown.get("nvml", "no device reported it")
+            return next(
+                (
+                    d.unknown.get(key, d.unknown.get("nvml", "not reported"))
+                    for d in self.devices
+                    if key not in d.facts
+                ),
+                None,
+            )
+        if key in self.facts:
+            return None
+        return self.unknown.get(key, "not reported")
+
+    def as_dict(self) -> dict[str, Any]:
+        """The node, JSON-ready."""
+        return {
+            "node": self.node,
+            "name": self.name,
+            "facts": dict(self.facts),
+            "unknown": dict(self.unknown),
+            "devices": [d.as_dict() for d in self.devices],
+        }
+
+
+def node_facts(
+    reports: Mapping[int, RankReport],
+    node_of: Callable[[int], int],
+    observed: Mapping[str, Mapping[str, str]] | None = None,
+) -> tuple[NodeFacts, ...]:
+    """Every node whose ranks reported facts, with what the backend ``observed`` of it (by node name).
+
+    A node is named by its ranks' ``start`` ``node`` (the Kubernetes node), else the host they reported.
+    A node-wide fact the ranks of a node disagree on holds every value, ``" | "``-joined.
+    """
+    by_node: dict[int, list[RankReport]] = defaultdict(list)
+    for rank, report in sorted(reports.items()):
+        if report.facts is not None:
+            by_node[node_of(rank)].append(report)
+    nodes = []
+    for node, reps in sorted(by_node.items()):
+        name = _node_name(reps)
+        facts: dict[str, Any] = {}
+        unknown: dict[str, str] = {}
+        for key in NODE_KEYS:
+            seen = sorted({str(v) for r in reps if (v := (r.facts or {}).get(key)) is not None})
+            if seen:
+                facts[key] = seen[0] if len(seen) == 1 else " | ".join(seen)
+            elif reasons := [r.unknown[key] for r in reps if key in r.unknown]:
+                unknown[key] = reasons[0]
+        for key, reason in ((k, v) for r in reps for k, v in r.unknown.items()):
+            if key not in NODE_KEYS and key not in DEVICE_KEYS:
+                unknown.setdefault(key, reason)  # e.g. "nvml": "no NVML: device is cpu"
+        for key, value in ((observed or {}).get(name) or {}).items():
+            facts.setdefault(key, value)
+        devices = tuple(
+            Device(
+                node,
+                r.rank,
+                name,
+                {k: v for k, v in (r.facts or {}).items() if k in DEVICE_KEYS},
+                {k: v for k, v in r.unknown.items() if k in DEVICE_KEYS},
+            )
+            for r in reps
+            if any(k in DEVICE_KEYS for k in r.facts or {})
+        )
+        nodes.append(NodeFacts(node, name, facts, unknown, devices))
+    return tuple(nodes)
+
+
+def _node_name(reports: list[RankReport]) -> str:
+    for key in ("node", "host"):
+        for r in reports:
+            named = (r.start or {}).get(key)
+            if isinstance(named, str) and named:
+                return named
+    hosts = sorted({h for r in reports if isinstance(h := (r.facts or {}).get("host"), str)})
+    return hosts[0] if hosts else "unknown"
+
+
+# ---------------------------------------------------------------- unfit devices
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One fitness rule: what it finds wrong in a device's facts, as (fact, value, what is wrong)."""
+
+    name: str
+    help: str
+    find: Callable[[Mapping[str, Any]], tuple[str, Any, str] | None]
+
+
+def _positive(key: str) -> Callable[[Mapping[str, Any]], tuple[str, Any, str] | None]:
+    def find(f: Mapping[str, Any]) -> tuple[str, Any, str] | None:
+        value = _num(f.get(key))
+        return (key, f[key], "above 0") if value is not None and value > 0 else None
+
+    return find
+
+
+def _true(key: str) -> Callable[[Mapping[str, Any]], tuple[str, Any, str] | None]:
+    def find(f: Mapping[str, Any]) -> tuple[str, Any, str] | None:
+        return (key, True, "set") if f.get(key) is True else None
+
+    return find
+
+
+def _below(key: str, limit: str, what: str) -> Callable[[Mapping[str, Any]], tuple[str, Any, str] | None]:
+    def find(f: Mapping[str, Any]) -> tuple[str, Any, str] | None:
+        value, most = _num(f.get(key)), _num(f.get(limit))
+        if value is not None and most is not None and value < most:
+            return key, f[key], f"below its {what} {f[limit]} ({limit})"
+        return None
+
+    return find
+
+
+def _event(*names: str) -> Callable[[Mapping[str, Any]], tuple[str, Any, str] | None]:
+    def find(f: Mapping[str, Any]) -> tuple[str, Any, str] | None:
+        active = f.get("clock_events")
+        if isinstance(active, list) and (hit := [n for n in names if n in active]):
+            return "clock_events", ",".join(hit), "active"
+        return None
+
+    return find
+
+
+#: Every fitness rule, by the name ``--fitness-warn`` and ``--fitness-off`` take.
+RULES: tuple[Rule, ...] = (
+    Rule(
+        "ecc_volatile",
+        "uncorrected ECC errors since the driver loaded",
+        _positive("ecc_volatile_uncorrected"),
+    ),
+    Rule(
+        "ecc_aggregate", "uncorrected ECC errors over the GPU's life", _positive("ecc_aggregate_uncorrected")
+    ),
+    Rule("remapped_failure", "a row remapping failed", _true("remapped_failure")),
+    Rule("remapped_pending", "a row remapping waits for a GPU reset", _true("remapped_pending")),
+    Rule("retired_pending", "retired pages wait for a GPU reset", _true("retired_pending")),
+    Rule(
+        "pcie_width",
+        "the PCIe link runs below its maximum width",
+        _below("pcie_width", "pcie_width_max", "max"),
+    ),
+    Rule(
+        "pcie_gen",
+        "the PCIe link runs below its maximum generation",
+        _below("pcie_gen", "pcie_gen_max", "max"),
+    ),
+    Rule("hw_slowdown", "the clocks are held down by a hardware slowdown", _event("hw_slowdown")),
+    Rule("thermal", "the clocks are held down by temperature", _event("hw_thermal", "sw_thermal")),
+    Rule("power_brake", "the clocks are held down by the power brake", _event("hw_power_brake")),
+    Rule(
+        "power_limit",
+        "the power limit is below its default",
+        _below("power_limit_w", "power_default_w", "default"),
+    ),
+)
+RULE_NAMES: tuple[str, ...] = tuple(r.name for r in RULES)
+
+
+def _num(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True)
+class FitnessPolicy:
+    """Which rules warn instead of failing, and which are off (by :data:`RULE_NAMES`)."""
+
+    warn: frozenset[str] = frozenset()
+    off: frozenset[str] = frozenset()
+
+    def severity(self, rule: str) -> Severity:
+        """What a finding of ``rule`` does."""
+        return "off" if rule in self.off else "warn" if rule in self.warn else "fail"
+
+
+@dataclass(frozen=True)
+class Unfit:
+    """A device that breaks a rule: the device, the rule, the fact and its value, and what a finding does."""
+
+    device: Device
+    rule: str
+    fact: str
+    value: Any
+    why: str
+    severity: Severity = "fail"
+
+    def __str__(self) -> str:
+        return f"{self.device.label}: {self.fact}={self.value} {self.why} (rule {self.rule})"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The finding, JSON-ready."""
+        d = self.device
+        return {
+            "node": d.node,
+            "name": d.name,
+            "rank": d.rank,
+            "device_index": d.index,
+            "gpu_uuid": d.facts.get("gpu_uuid"),
+            "gpu_serial": d.facts.get("gpu_serial"),
+            "rule": self.rule,
+            "fact": self.fact,
+            "value": self.value,
+            "severity": self.severity,
+            "message": str(self),
+        }
+
+
+def unfit_devices(nodes: Iterable[NodeFacts], policy: FitnessPolicy | None = None) -> list[Unfit]:
+    """Every rule broken by every device, in node and rank order; rules ``policy`` turns off are skipped."""
+    policy = policy or FitnessPolicy()
+    found = []
+    for node in nodes:
+        for device in node.devices:
+            for rule in RULES:
+                severity = policy.severity(rule.name)
+                if severity == "off":
+                    continue
+                hit = rule.find(device.facts)
+                if hit is not None:
+                    found.append(Unfit(device, rule.name, *hit, severity))
+    return found
+
+
+# ---------------------------------------------------------------- drift and the golden configuration
+
+
+@dataclass(frozen=True)
+class Drift:
+    """A key whose value differs between nodes: each value with the nodes that have it."""
+
+    key: str
+    values: Mapping[str, tuple[int, ...]]
+
+    def __str__(self) -> str:
+        shown = "; ".join(
+            f"{value} ({'node' if len(ns) == 1 else 'nodes'} {ranges(ns)})"
+            for value, ns in self.values.items()
+        )
+        return f"{self.key} differs between nodes: {shown}"
+
+
+def drift(nodes: Iterable[NodeFacts], keys: Iterable[str] = DRIFT_KEYS) -> list[Drift]:
+    """Each key of ``keys`` two nodes know with different values (a node not knowing it is left out)."""
+    nodes = list(nodes)
+    found = []
+    for key in keys:
+        holders: dict[str, list[int]] = defaultdict(list)
+        for n in nodes:
+            if key in n.facts:
+                holders[str(n.facts[key])].append(n.node)
+        if len(holders) > 1:
+            found.append(Drift(key, {v: tuple(ns) for v, ns in sorted(holders.items())}))
+    return found
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """A node whose fact does not match the golden configuration's glob (or is unknown)."""
+
+    node: int
+    name: str
+    key: str
+    glob: str
+    value: str | None
+    reason: str | None = None
+
+    def __str__(self) -> str:
+        found = (
+            f"{self.key} is {self.value}" if self.value is not None else f"{self.key} unknown ({self.reason})"
+        )
+        return f"node {self.node} ({self.name}): {found}, expected {self.key}={self.glob} (--expect)"
+
+
+def mismatches(nodes: Iterable[NodeFacts], expect: Iterable[tuple[str, str]]) -> list[Mismatch]:
+    """Every node's fact that ``expect`` (``(key, glob)`` pairs) does not match; unknown is no match."""
+    found = []
+    for node in nodes:
+        for key, glob in expect:
+            values = node.values(key)
+            for value in values:
+                if not fnmatch.fnmatchcase(str(value), glob):
+                    found.append(Mismatch(node.node, node.name, key, glob, str(value)))
+            reason = node.why_unknown(key)
+            if reason is not None:
+                found.append(Mismatch(node.node, node.name, key, glob, None, reason))
+    return found
+
+
+def parse_expect(pairs: Iterable[str]) -> tuple[tuple[str, str], ...]:
+    """``("torch=2.11.*",)`` as ``(("torch", "2.11.*"),)``; ValueError naming the known keys otherwise."""
+    parsed = []
+    for pair in pairs:
+        key, eq, glob = pair.partition("=")
+        key = key.strip()
+        if not eq or not key or not glob:
+            raise ValueError(f"{pair!r} is not KEY=GLOB")
+        if key not in EXPECT_KEYS:
+            raise ValueError(f"unknown key {key!r}; the keys are {', '.join(EXPECT_KEYS)}")
+        parsed.append((key, glob))
+    return tuple(parsed)
+
+
+def parse_rules(words: Iterable[str]) -> frozenset[str]:
+    """Rule names, comma-separated (``pcie_width,thermal``); ValueError naming the rules otherwise."""
+    names = {n.strip() for w in words for n in w.split(",") if n.strip()}
+    unknown = sorted(names - set(RULE_NAMES))
+    if unknown:
+        raise ValueError(f"unknown rule(s) {', '.join(unknown)}; the rules are {', '.join(RULE_NAMES)}")
+    return frozenset(names)
+
+
+__all__ = [
+    "DEVICE_KEYS",
+    "DRIFT_KEYS",
+    "DRIFT_MODES",
+    "EXPECT_KEYS",
+    "NODE_KEYS",
+    "OBSERVED_KEYS",
+    "RULES",
+    "RULE_NAMES",
+    "Device",
+    "Drift",
+    "FitnessPolicy",
+    "Mismatch",
+    "NodeFacts",
+    "Unfit",
+    "drift",
+    "mismatches",
+    "node_facts",
+    "parse_expect",
+    "parse_rules",
+    "unfit_devices",
+]

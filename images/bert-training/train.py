@@ -19,6 +19,10 @@ Environment read (set by torchrun; never MPI variables):
     ROLLCALL_FAIL_RANK, ROLLCALL_HANG_RANK,
     ROLLCALL_CHATTY, ROLLCALL_SLOW_RANK,
     ROLLCALL_SLOW_LINK, ROLLCALL_EXIT_RANK           fault injection, see below.
+    ROLLCALL_NODE_IDS                                each node rank's node in a larger world
+                                                     ("2,3": node rank 0 is node 2), set when the
+                                                     suite re-runs a subset of the nodes; the node
+                                                     ROLLCALL_SLOW_LINK names is one of these
     TORCHELASTIC_ERROR_FILE                          set by torchrun per rank: where an uncaught
                                                      exception is recorded (see "Exit codes").
 
@@ -27,7 +31,8 @@ with a single ``write(2)`` of fewer than 4096 bytes on a duplicate of file descr
 many processes sharing a pipe never interleave. Keys ``event``, ``rank`` and ``world_size`` are
 always present; other keys may be added. Events, in order:
     start        local_rank, node_rank, local_world_size, host, node (from NODE_NAME, null when
-                 unset), device, device_name, model, seq_len, batch_size, precision
+                 unset), device, device_name, model, seq_len, batch_size, precision, node_id (the
+                 node in the world ROLLCALL_NODE_IDS names; node_rank without it)
                  -- after joining the process group
     epoch_time   epoch (from 1), seconds, steps, samples, loss   -- one per timed epoch
     throughput   samples_per_sec (this rank), tflops (achieved, this rank), mfu (null when the
@@ -110,7 +115,9 @@ as a fixed number of repeats) keeps the factor exact on a CPU shared by all rank
 of extra work would run faster once the other ranks wait. ``ROLLCALL_SLOW_LINK=<node>:<ms>`` is a test
 fault for the collective bandwidth phase only: every rank of that node waits <ms> milliseconds before it
 posts its part of each timed all-reduce, as a degraded link that delays the node's sends would, so every
-group holding the node measures a low bandwidth.
+group holding the node measures a low bandwidth. The node is named as in the world it was given for: when
+``ROLLCALL_NODE_IDS`` maps this job's node ranks to nodes of a larger world (the suite's bisection re-runs a
+subset of the nodes), ``ROLLCALL_SLOW_LINK`` names a node of that larger world.
 
 Timing: untimed warm-up steps, then ``--epochs`` epochs of ``--steps-per-epoch`` steps. Warm-up ends
 when step times settle: once the last ``--warmup-settle`` K step times (each closed by a device
@@ -142,7 +149,10 @@ moment of the host falls on every group alike. A visit is an untimed all-reduce 
 up, then a timed one, on the wall clock from its call to the device synchronise after it. seconds is
 the median of a group's timed all-reduces (robust to a rank descheduled for a moment). As nccl-tests
 define them: algbw_gbps = bytes / seconds / 1e9 and busbw_gbps = algbw_gbps * 2 * (n - 1) / n for n
-members.
+members. ``--bandwidth-scopes`` measures only the scopes it lists (e.g. ``world``). ``--bandwidth-only``
+runs nothing but this phase, straight after joining the process group (``start``, then the ``bandwidth``
+events, then ``complete``; no model, no ``epoch_time`` nor ``throughput``): the short run the suite repeats
+on subsets of the nodes to isolate a bad one.
 
 Compile cache: ``--compile-cache DIR`` (or ``ROLLCALL_COMPILE_CACHE``) keeps inductor's and Triton's
 caches under DIR (``TORCHINDUCTOR_CACHE_DIR``, ``TRITON_CACHE_DIR``), so a later run compiles from them.
@@ -181,6 +191,7 @@ CHATTY_ENV = "ROLLCALL_CHATTY"
 NODE_NAME_ENV = "NODE_NAME"
 SLOW_RANK_ENV = "ROLLCALL_SLOW_RANK"
 SLOW_LINK_ENV = "ROLLCALL_SLOW_LINK"
+NODE_IDS_ENV = "ROLLCALL_NODE_IDS"
 EXIT_RANK_ENV = "ROLLCALL_EXIT_RANK"
 BANDWIDTH_SCOPES = ("world", "node", "pair")
 EVENT_PREFIX = "ROLLCALL "
@@ -644,6 +655,7 @@ def check_fault_injection(environ: Mapping[str, str]) -> None:
     slow_rank(environ)
     slow_link(environ)
     exit_rank(environ)
+    node_ids(environ)
 
 
 @dataclass(frozen=True)
@@ -694,6 +706,30 @@ def slow_link(environ: Mapping[str, str]) -> SlowLink | None:
     if pair[1] < 0:
         raise ValueError(f"{SLOW_LINK_ENV}: the delay must not be negative, not {pair[1]:g}")
     return SlowLink(*pair)
+
+
+def node_ids(environ: Mapping[str, str]) -> tuple[int, ...]:
+    """``ROLLCALL_NODE_IDS=2,3``: each node rank's node in the larger world (empty: its own rank)."""
+    value = environ.get(NODE_IDS_ENV, "").strip()
+    if not value:
+        return ()
+    words = [w.strip() for w in value.split(",")]
+    if not all(w.isdigit() for w in words) or len(set(words)) != len(words):
+        raise ValueError(
+            f"{NODE_IDS_ENV}={value!r} is not valid; write {NODE_IDS_ENV}=<node>[,<node>...], distinct "
+            "whole numbers, one per node rank"
+        )
+    return tuple(int(w) for w in words)
+
+
+def node_id(environ: Mapping[str, str], node_rank: int) -> int:
+    """The node ``node_rank`` is in the world ``ROLLCALL_NODE_IDS`` names (``node_rank`` without it)."""
+    ids = node_ids(environ)
+    if not ids:
+        return node_rank
+    if node_rank >= len(ids):
+        raise ValueError(f"{NODE_IDS_ENV} names {len(ids)} node(s), but this is node rank {node_rank}")
+    return ids[node_rank]
 
 
 @dataclass(frozen=True)
@@ -759,10 +795,13 @@ class CommGroup:
     ranks: tuple[int, ...]
 
 
-def bandwidth_groups(node_of_rank: Sequence[int]) -> list[CommGroup]:
+def bandwidth_groups(
+    node_of_rank: Sequence[int], scopes: Sequence[str] = BANDWIDTH_SCOPES
+) -> list[CommGroup]:
     """The world, each node of 2+ ranks, and (3+ nodes) each ring pair; later duplicates dropped.
 
-    ``node_of_rank[r]`` is the node rank ``r`` runs on. Groups of fewer than two ranks measure nothing.
+    ``node_of_rank[r]`` is the node rank ``r`` runs on. Groups of fewer than two ranks measure nothing; only
+    the groups of ``scopes`` are made.
     """
     nodes = sorted(set(node_of_rank))
     members = {n: tuple(r for r, m in enumerate(node_of_rank) if m == n) for n in nodes}
@@ -774,6 +813,8 @@ def bandwidth_groups(node_of_rank: Sequence[int]) -> list[CommGroup]:
             candidates.append(CommGroup("pair", pair, tuple(sorted(members[pair[0]] + members[pair[1]]))))
     groups: list[CommGroup] = []
     for group in candidates:
+        if group.scope not in scopes:
+            continue
         if len(group.ranks) >= 2 and all(g.ranks != group.ranks for g in groups):
             groups.append(group)
     return groups
@@ -842,6 +883,16 @@ def _number(
         return value
 
     return parse
+
+
+def _scopes(text: str) -> tuple[str, ...]:
+    """An argparse type: a comma-separated list of :data:`BANDWIDTH_SCOPES`."""
+    words = tuple(w.strip() for w in text.split(",") if w.strip())
+    if not words or any(w not in BANDWIDTH_SCOPES for w in words):
+        raise argparse.ArgumentTypeError(
+            f"must be a comma-separated list of {', '.join(BANDWIDTH_SCOPES)}, not {text!r}"
+        )
+    return words
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -939,6 +990,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument(
         "--bandwidth-iters", type=_whole(1), help="timed all-reduces per group (10 cpu, 20 otherwise)"
+    )
+    p.add_argument(
+        "--bandwidth-scopes",
+        type=_scopes,
+        default=BANDWIDTH_SCOPES,
+        metavar="SCOPE[,SCOPE]",
+        help=f"the groups the bandwidth phase measures, of {', '.join(BANDWIDTH_SCOPES)} (default: all)",
+    )
+    p.add_argument(
+        "--bandwidth-only",
+        action="store_true",
+        help="join the process group and run only the bandwidth phase (no model, no training)",
     )
     p.add_argument(
         "--hang-after",
@@ -1433,11 +1496,12 @@ def measure_bandwidth(
     mine = torch.tensor([env.node_rank], dtype=torch.int64, device=acc.device)
     gathered = [torch.zeros_like(mine) for _ in range(env.world_size)]
     dist.all_gather(gathered, mine)
-    groups = bandwidth_groups([int(t.item()) for t in gathered])
+    groups = bandwidth_groups([int(t.item()) for t in gathered], args.bandwidth_scopes)
     handles = [dist.new_group(list(g.ranks)) for g in groups]  # every rank, every group, one order
     numel = max(1, int(args.bandwidth_mb * 2**20) // 4)
     buffer = torch.zeros(numel, dtype=torch.float32, device=acc.device)
-    delay_s = link.delay_ms / 1000 if link is not None and link.node == env.node_rank else 0.0
+    slowed = link is not None and link.node == node_id(os.environ, env.node_rank)
+    delay_s = link.delay_ms / 1000 if link is not None and slowed else 0.0
     # Simulated nodes on one CPU share its cores: there groups take turns, elsewhere disjoint ones overlap.
     rounds = [[i] for i in range(len(groups))] if acc.kind == "cpu" else bandwidth_rounds(groups)
     mine_in = {i: handles[i] for round_ in rounds for i in round_ if env.rank in groups[i].ranks}
@@ -1614,7 +1678,22 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
         batch_size=args.batch_size,
         precision=precision_label(args.precision, acc.bf16),
         torch=torch.__version__,
+        node_id=node_id(os.environ, env.node_rank),
     )
+
+    def leave() -> None:
+        log.emit("complete")
+        watchdog.beat("final barrier")
+        acc.barrier("rollcall-complete")  # the rank hosting the store must not leave first
+        watchdog.beat("leaving the process group")
+        dist.destroy_process_group()
+        watchdog.stop()
+
+    if args.bandwidth_only:
+        watchdog.beat("bandwidth")
+        measure_bandwidth(acc, env, log, args, link, watchdog=watchdog)
+        leave()
+        return
 
     training = build_training(args, acc, env)
     stamps["model and optimizer"] = time.monotonic()
@@ -1747,12 +1826,7 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
     )
     watchdog.beat("bandwidth")
     measure_bandwidth(acc, env, log, args, link, watchdog=watchdog)
-    log.emit("complete")
-    watchdog.beat("final barrier")
-    acc.barrier("rollcall-complete")  # the rank hosting the store must not leave first
-    watchdog.beat("leaving the process group")
-    dist.destroy_process_group()
-    watchdog.stop()
+    leave()
 
 
 def _round(value: float | None, digits: int) -> float | None:

@@ -104,6 +104,7 @@ class Kind(enum.Enum):
     EXITED_NONZERO = "exited_nonzero"  # a rank answered the roll call, then exited non-zero (or by a signal)
     HUNG = "hung"  # stalled past its --hang-after outside any collective (its stack says where)
     WAITING = "waiting"  # stalled past its --hang-after inside a collective or barrier, waiting for others
+    ISOLATED = "isolated"  # --isolate: the node(s) failing alone or in every group holding them
 
     @property
     def rank_state(self) -> RankState:
@@ -197,6 +198,8 @@ class Criteria:
             over it, fail (0: off).
         min_busbw: GB/s of all-reduce bus bandwidth every node, pair of nodes and the world must reach.
         busbw_ratio: a node (pair) below this times the median node's (pair's) bus bandwidth fails (0: off).
+        busbw_floors: without ``min_busbw``, hold every node, pair and world to the published floor of the
+            run's instance type (``--min-busbw auto``; :mod:`rollcall.checks.floors`), where one is known.
         baselines: each configuration's accepted figures (None: no regression gate); a run is compared
             with the entry of its own configuration (:class:`~rollcall.baseline.ConfigKey`), if there is one.
         baseline_file: where ``baselines`` were read from, for the reports.
@@ -210,6 +213,7 @@ class Criteria:
     straggler_ratio: float = 0.0
     min_busbw: float | None = None
     busbw_ratio: float = 0.0
+    busbw_floors: bool = False
     baselines: Baselines | None = None
     baseline_file: str | None = None
     max_regression_pct: float = 0.0

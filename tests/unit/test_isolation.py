@@ -1,0 +1,165 @@
+"""``--isolate``: the bisection over a fake runner, when it runs, the trials' jobs, and the verdict it adds to."""
+
+import math
+
+import pytest
+
+from rollcall.backends import JobState, JobStatus
+from rollcall.isolation.bisect import Trial, bisect, budget
+from rollcall.isolation.probe import TRIAL_ARGS, reason_to_skip, trial_spec, with_isolation
+from rollcall.jobspec import NODE_IDS_ENV, JobSpec, train_module
+from rollcall.ranklog import RollCall
+from rollcall.verdict import Kind
+from tests.unit.helpers import judged, node_log
+
+
+class Fake:
+    """A runner on which every group holding one of ``bad`` fails (``together``: only all of them at once)."""
+
+    def __init__(self, bad, together=False):
+        self.bad, self.together, self.runs = set(bad), together, []
+
+    def __call__(self, nodes, padding):
+        held = self.bad <= set(nodes) if self.together else bool(self.bad & set(nodes))
+        self.runs.append(nodes)
+        return Trial(nodes, held, "slow" if held else "fine", padding)
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 8, 16, 64])
+def test_one_bad_node_is_named_alone_in_at_most_2_log2_n_runs(n):
+    for bad in range(n):
+        fake = Fake({bad})
+        found = bisect(range(n), fake)
+        assert [s.nodes for s in found.suspects] == [(bad,)], (n, bad)
+        assert found.suspects[0].why == "fails alone" and found.alone
+        assert len(found.trials) == len(fake.runs) <= 2 * math.ceil(math.log2(n)), (n, bad, fake.runs)
+        assert bad not in found.cleared and set(found.cleared) | {bad} == set(range(n))
+
+
+def test_with_one_rank_per_node_a_single_node_runs_beside_a_cleared_one():
+    fake = Fake({2})
+    found = bisect(range(4), fake, min_nodes=2)
+    assert [s.nodes for s in found.suspects] == [(2,)]
+    assert fake.runs == [(0, 1), (2, 3), (0, 2), (0, 3)]
+    assert [t.padding for t in found.trials] == [(), (), (0,), (0,)]
+    assert all(len(nodes) >= 2 for nodes in fake.runs)
+
+
+def test_two_bad_nodes_are_both_named():
+    found = bisect(range(8), Fake({1, 6}))
+    assert [s.nodes for s in found.suspects] == [(1,), (6,)]
+    assert found.suspect_nodes == (1, 6)
+
+
+def test_a_fault_between_two_halves_names_the_group_whose_halves_pass_apart():
+    # nodes 1 and 2 fail only together (a link between them); every group holding both fails
+    found = bisect(range(4), Fake({1, 2}, together=True))
+    assert [(s.nodes, s.why) for s in found.suspects] == [
+        ((0, 1, 2, 3), "its halves pass apart: the fault needs nodes of both")
+    ]
+    assert not found.alone
+
+
+def test_two_nodes_of_one_rank_each_cannot_be_told_apart():
+    fake = Fake({1})
+    found = bisect(range(2), fake, min_nodes=2)
+    assert fake.runs == [] and found.suspect_nodes == (0, 1)
+    assert found.suspects[0].why == "not split further: a half could not be tried"
+
+
+def test_the_search_stops_at_its_budget_and_names_what_is_left():
+    fake = Fake(set(range(16)))  # every node bad: every trial fails
+    found = bisect(range(16), fake, max_runs=3)
+    assert len(fake.runs) == 3
+    assert found.suspect_nodes == tuple(range(16))  # nothing cleared: all still suspected
+    assert budget(16) == 16 and budget(1) == 4
+
+
+def roll_of(nodes, ppn, skip=None):
+    roll = RollCall()
+    for node in range(nodes):
+        parser = roll.parser(f"node-{node}")
+        parser.feed(node_log(node, nodes, ppn, skip=skip).encode())
+        parser.close()
+    return roll
+
+
+def test_a_search_runs_only_when_the_run_failed_naming_no_node():
+    spec = JobSpec("job", 4, 1)
+    assert reason_to_skip(judged(roll_of(4, 1), spec).verdict) == "the run passed"
+    # one rank missed its roll call: the verdict names its node already
+    one = judged(roll_of(4, 1, skip={2: ("complete",)}), spec).verdict
+    assert reason_to_skip(one) == "the verdict already names node(s) 2"
+    # every rank missed it (a world that never finished): no node named
+    every = {r: ("complete",) for r in range(4)}
+    timed_out = JobStatus(JobState.TIMED_OUT, "job did not finish")
+    assert reason_to_skip(judged(roll_of(4, 1, skip=every), spec, timed_out).verdict) is None
+    single = judged(roll_of(1, 2, skip={0: ("complete",), 1: ("complete",)}), JobSpec("job", 1, 2)).verdict
+    assert reason_to_skip(single) == "the run had one node"
+
+
+def test_a_trial_runs_the_bandwidth_phase_on_the_nodes_naming_their_places_in_the_world():
+    spec = JobSpec("job-1a2b3c", 4, 2, workload_args=("--bandwidth-mb", "1"), job_timeout_s=1800)
+    trial = trial_spec(spec, (0, 2), 3)
+    assert (trial.name, trial.nodes, trial.procs_per_node, trial.node_ids) == ("job-1a2b3c-i3", 2, 2, (0, 2))
+    assert trial.workload_args == ("--bandwidth-mb", "1", *TRIAL_ARGS)
+    assert trial.job_timeout_s == 600
+    assert trial.workload_env()[NODE_IDS_ENV] == "0,2"
+    assert NODE_IDS_ENV not in spec.workload_env()
+    with pytest.raises(ValueError, match="one node per node rank"):
+        JobSpec("job", 2, 1, node_ids=(3,))
+
+
+def test_the_verdict_lists_the_suspects_with_every_trials_evidence():
+    spec = JobSpec("job", 4, 2)
+    every = {r: ("complete",) for r in range(8)}
+    verdict = judged(roll_of(4, 2, skip=every), spec).verdict
+    found = bisect(range(4), Fake({3}))
+    added = with_isolation(verdict, found)
+    problem = added.of_kind(Kind.ISOLATED)[0]
+    assert problem.message.startswith("isolated in 4 bandwidth-only run(s): node 3 (fails alone); runs: ")
+    assert "nodes 0-1 passed: fine" in problem.message and "nodes 3 failed: slow" in problem.message
+    assert sorted(problem.ranks) == [6, 7] and problem.detail is found
+    assert added.findings[: len(verdict.findings)] == verdict.findings
+    assert added.ranks[6].notes[-1] == "isolated: node 3 is a suspect" and added.ranks[0] == verdict.ranks[0]
+
+
+# -- the workload's side: node ids, the scopes, the bandwidth-only mode ------------------------------
+
+
+def train():
+    module = train_module()
+    assert module is not None
+    return module
+
+
+def test_the_workload_maps_node_ranks_to_the_worlds_nodes():
+    t = train()
+    assert t.node_ids({}) == () and t.node_id({}, 1) == 1
+    assert t.node_ids({NODE_IDS_ENV: "2,3"}) == (2, 3)
+    assert t.node_id({NODE_IDS_ENV: "2,3"}, 0) == 2
+    for bad in ("2,x", "1,1", "-1"):
+        with pytest.raises(ValueError, match=f"{NODE_IDS_ENV}="):
+            t.check_fault_injection({NODE_IDS_ENV: bad})
+    with pytest.raises(ValueError, match="names 2 node"):
+        t.node_id({NODE_IDS_ENV: "2,3"}, 2)
+
+
+def test_the_workload_measures_only_the_scopes_asked_for():
+    t = train()
+    nodes = [0, 0, 1, 1, 2, 2]
+    assert [g.scope for g in t.bandwidth_groups(nodes)] == [
+        "world",
+        "node",
+        "node",
+        "node",
+        "pair",
+        "pair",
+        "pair",
+    ]
+    assert [g.scope for g in t.bandwidth_groups(nodes, ("world",))] == ["world"]
+    args = t.parse_args(["--bandwidth-only", "--bandwidth-scopes", "world,pair"])
+    assert args.bandwidth_only and args.bandwidth_scopes == ("world", "pair")
+    assert t.parse_args([]).bandwidth_scopes == t.BANDWIDTH_SCOPES and not t.parse_args([]).bandwidth_only
+    with pytest.raises(t.CommandLineError, match="--bandwidth-scopes: must be a comma-separated list"):
+        t.parse_args(["--bandwidth-scopes", "rack"])

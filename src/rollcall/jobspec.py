@@ -221,6 +221,8 @@ class JobSpec:
         node_ids: when the job runs a subset of a larger world's nodes (the bisection of
             :mod:`rollcall.isolation`), each node rank's node in that world; the workload reads them from
             :data:`NODE_IDS_ENV`. Empty: the job is the world.
+        machines: the machines (Kubernetes node names) the job must run on, when it re-runs nodes of an
+            earlier run that said where they ran; a backend that places pods pins them there. Empty: anywhere.
     """
 
     name: str
@@ -241,6 +243,7 @@ class JobSpec:
     rdzv_timeout_s: int = 300
     job_timeout_s: float = DEFAULT_JOB_TIMEOUT_S
     node_ids: tuple[int, ...] = ()
+    machines: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not _DNS_LABEL.match(self.name) or len(self.name) > 52:

@@ -163,3 +163,22 @@ def test_the_workload_measures_only_the_scopes_asked_for():
     assert t.parse_args([]).bandwidth_scopes == t.BANDWIDTH_SCOPES and not t.parse_args([]).bandwidth_only
     with pytest.raises(t.CommandLineError, match="--bandwidth-scopes: must be a comma-separated list"):
         t.parse_args(["--bandwidth-scopes", "rack"])
+
+
+def test_a_trial_of_nodes_whose_machines_are_known_is_pinned_to_them():
+    from rollcall.backends.kubernetes.manifests import Names, render
+
+    spec = JobSpec("job-1a2b3c", 4, 1, image="r/i:1")
+    machines = {0: "ip-10-0-0-1", 1: "ip-10-0-0-2", 2: "ip-10-0-0-3", 3: "ip-10-0-0-4"}
+    trial = trial_spec(spec, (1, 3), 1, machines)
+    assert trial.machines == ("ip-10-0-0-2", "ip-10-0-0-4")
+    assert trial_spec(spec, (1, 3), 1, {1: "ip-10-0-0-2"}).machines == ()  # one unknown: none pinned
+    pod = render(trial, Names("ns", "job-1a2b3c-i1", "svc", "r1")).job["spec"]["template"]["spec"]
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms == {
+        "nodeSelectorTerms": [
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": list(trial.machines)}]}
+        ]
+    }
+    unpinned = render(spec, Names("ns", "job-1a2b3c", "svc", "r1")).job["spec"]["template"]["spec"]
+    assert "nodeAffinity" not in unpinned["affinity"]

@@ -31,6 +31,7 @@ class Trial:
         padding: nodes already cleared that ran beside the suspects to make the run big enough.
         name: the job's name.
         duration_s: how long it took.
+        machines: the machines it was pinned to (empty: where the backend placed it).
     """
 
     nodes: tuple[int, ...]
@@ -39,6 +40,7 @@ class Trial:
     padding: tuple[int, ...] = ()
     name: str = ""
     duration_s: float = 0.0
+    machines: tuple[str, ...] = ()
 
     def line(self) -> str:
         """``nodes 2-3 failed: slow link: world ...``."""
@@ -54,6 +56,7 @@ class Trial:
             "evidence": self.evidence,
             "name": self.name,
             "duration_s": round(self.duration_s, 3),
+            "machines": list(self.machines),
         }
 
 

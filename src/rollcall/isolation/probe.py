@@ -6,15 +6,18 @@ floor, a rendezvous that never completed, errors on every rank). :func:`isolate`
 :mod:`rollcall.isolation.bisect`: each trial is the deciding job's :class:`~rollcall.jobspec.JobSpec` on fewer
 nodes, naming each one's index in the world (:attr:`~rollcall.jobspec.JobSpec.node_ids`, which the workload
 reads, so a fault injected by node index follows its node), with the workload's ``--bandwidth-only``:
-rendezvous and the bandwidth phase, no training. Each trial is judged once, against the session's criteria, by
-the checks that apply to a run without training (:data:`TRIAL_CHECKS`). :func:`with_isolation` adds what the
-search found to the deciding verdict as one ``ISOLATED`` problem naming the suspects' ranks, with every
-trial's evidence; the trials are in ``results.json``'s ``isolation``.
+rendezvous and the bandwidth phase, no training. Where the deciding run's ranks said which machine each node
+ran on (``start``'s ``node``, the Kubernetes node), a trial is pinned to its nodes' machines
+(:attr:`~rollcall.jobspec.JobSpec.machines`); the local backend's simulated nodes have none. Each trial is
+judged once, against the session's criteria, by the checks that apply to a run without training
+(:data:`TRIAL_CHECKS`). :func:`with_isolation` adds what the search found to the deciding verdict as one
+``ISOLATED`` problem naming the suspects' ranks, with every trial's evidence; the trials are in
+``results.json``'s ``isolation``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -102,14 +105,27 @@ def reason_to_skip(verdict: Verdict) -> str | None:
     return None
 
 
-def trial_spec(spec: JobSpec, nodes: tuple[int, ...], number: int) -> JobSpec:
-    """The job of one trial: ``spec`` on ``nodes`` (indices of its world), the bandwidth phase only."""
+def machines_of(verdict: Verdict) -> dict[int, str]:
+    """The machine each node of ``verdict`` said it ran on (its ranks' ``start`` events), where one did."""
+    return {c.node: c.machine for c in verdict.perf.compute if c.machine}
+
+
+def trial_spec(
+    spec: JobSpec, nodes: tuple[int, ...], number: int, machines: Mapping[int, str] | None = None
+) -> JobSpec:
+    """The job of one trial: ``spec`` on ``nodes`` (indices of its world), the bandwidth phase only.
+
+    When ``machines`` names the machine of every one of ``nodes``, the trial is pinned to those machines.
+    """
     world = spec.node_ids or tuple(range(spec.nodes))
+    machines = machines or {}
+    pinned = tuple(machines[n] for n in nodes) if all(n in machines for n in nodes) else ()
     return replace(
         spec,
         name=f"{spec.name}-i{number}",
         nodes=len(nodes),
         node_ids=tuple(world[n] for n in nodes),
+        machines=pinned,
         workload_args=(*spec.workload_args, *TRIAL_ARGS),
         job_timeout_s=min(spec.job_timeout_s, TRIAL_TIMEOUT_S),
     )
@@ -154,13 +170,14 @@ def isolate(
     if skip is not None:
         return IsolationReport(False, skip)
     spec = attempt.spec
+    machines = machines_of(attempt.verdict)
 
     def trial(nodes: tuple[int, ...], padding: tuple[int, ...]) -> Trial:
         number = len(found) + 1
-        job = trial_spec(spec, nodes, number)
+        job = trial_spec(spec, nodes, number, machines)
         where = artifacts / f"run-{number}-nodes-{'-'.join(map(str, nodes))}"
         ran = run_once(backend, job, where, criteria=criteria, keep=keep, checks=TRIAL_CHECKS)
-        result = Trial(nodes, not ran.passed, evidence(ran), padding, job.name, ran.duration_s)
+        result = Trial(nodes, not ran.passed, evidence(ran), padding, job.name, ran.duration_s, job.machines)
         found.append(result)
         return result
 
@@ -201,6 +218,7 @@ __all__ = [
     "IsolationReport",
     "completed",
     "isolate",
+    "machines_of",
     "named_nodes",
     "reason_to_skip",
     "trial_spec",

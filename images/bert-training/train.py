@@ -46,7 +46,8 @@ always present; other keys may be added. Events, in order:
                  included), timed_s (the timed epochs, barriers included)
     bandwidth    scope ("world", "node" or "pair"), ranks and nodes (the group's members as
                  compact ranges, "0-7,16"), bytes (per all-reduce), iters, seconds (per all-reduce,
-                 as this rank saw it), algbw_gbps, busbw_gbps  -- one per group this rank is in,
+                 as this rank saw it), algbw_gbps, busbw_gbps; sweep ([bytes, busbw_gbps] of each
+                 size, only with --bandwidth-sizes)  -- one per group this rank is in,
                  see "Collective bandwidth"
     complete     -- then all ranks meet in a barrier and leave the process group
     error        message, time (wall clock when it was written, seconds since the epoch, float)
@@ -149,10 +150,12 @@ moment of the host falls on every group alike. A visit is an untimed all-reduce 
 up, then a timed one, on the wall clock from its call to the device synchronise after it. seconds is
 the median of a group's timed all-reduces (robust to a rank descheduled for a moment). As nccl-tests
 define them: algbw_gbps = bytes / seconds / 1e9 and busbw_gbps = algbw_gbps * 2 * (n - 1) / n for n
-members. ``--bandwidth-scopes`` measures only the scopes it lists (e.g. ``world``). ``--bandwidth-only``
-runs nothing but this phase, straight after joining the process group (``start``, then the ``bandwidth``
-events, then ``complete``; no model, no ``epoch_time`` nor ``throughput``): the short run the suite repeats
-on subsets of the nodes to isolate a bad one.
+members. ``--bandwidth-sizes MIN:MAX:FACTOR`` sweeps sizes as nccl-tests' ``-b``/``-e``/``-f`` do (each
+size's passes in turn, smallest first): each ``bandwidth`` event then reports the largest size, and its
+``sweep`` holds ``[bytes, busbw_gbps]`` of every size. ``--bandwidth-scopes`` measures only the scopes
+it lists (e.g. ``world``). ``--bandwidth-only`` runs nothing but this phase, straight after joining the
+process group (``start``, then the ``bandwidth`` events, then ``complete``; no model, no ``epoch_time``
+nor ``throughput``): the short run the suite repeats on subsets of the nodes to isolate a bad one.
 
 Compile cache: ``--compile-cache DIR`` (or ``ROLLCALL_COMPILE_CACHE``) keeps inductor's and Triton's
 caches under DIR (``TORCHINDUCTOR_CACHE_DIR``, ``TRITON_CACHE_DIR``), so a later run compiles from them.
@@ -885,6 +888,34 @@ def _number(
     return parse
 
 
+_SIZE_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    """An argparse type: ``MIN:MAX[:FACTOR]`` as the sizes of the sweep, in bytes, each a multiple of 4."""
+
+    def size(word: str) -> int:
+        match = re.fullmatch(r"(\d+)([KMG]?)B?", word.strip().upper())
+        if not match:
+            raise ValueError(word)
+        return int(match[1]) * _SIZE_UNITS[match[2]] // 4 * 4
+
+    parts = text.split(":")
+    try:
+        low, high = size(parts[0]), size(parts[1])
+        factor = int(parts[2]) if len(parts) == 3 else 2
+        if len(parts) not in (2, 3) or not 4 <= low <= high <= 4 * 2**30 or factor < 2:
+            raise ValueError(text)
+    except (ValueError, IndexError):
+        raise argparse.ArgumentTypeError(
+            f"must be MIN:MAX[:FACTOR], sizes from 4 bytes to 4G (e.g. 1M:2G:2), FACTOR >= 2, not {text!r}"
+        ) from None
+    sizes = [low]
+    while sizes[-1] * factor <= high:
+        sizes.append(sizes[-1] * factor)
+    return tuple(sizes)
+
+
 def _scopes(text: str) -> tuple[str, ...]:
     """An argparse type: a comma-separated list of :data:`BANDWIDTH_SCOPES`."""
     words = tuple(w.strip() for w in text.split(",") if w.strip())
@@ -997,6 +1028,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=BANDWIDTH_SCOPES,
         metavar="SCOPE[,SCOPE]",
         help=f"the groups the bandwidth phase measures, of {', '.join(BANDWIDTH_SCOPES)} (default: all)",
+    )
+    p.add_argument(
+        "--bandwidth-sizes",
+        type=_sizes,
+        metavar="MIN:MAX[:FACTOR]",
+        help="sweep all-reduce sizes from MIN to MAX bytes (K, M, G: powers of 1024), each FACTOR (2) times "
+        "the last, as nccl-tests' -b/-e/-f; replaces --bandwidth-mb, the events report MAX",
     )
     p.add_argument(
         "--bandwidth-only",
@@ -1498,8 +1536,8 @@ def measure_bandwidth(
     dist.all_gather(gathered, mine)
     groups = bandwidth_groups([int(t.item()) for t in gathered], args.bandwidth_scopes)
     handles = [dist.new_group(list(g.ranks)) for g in groups]  # every rank, every group, one order
-    numel = max(1, int(args.bandwidth_mb * 2**20) // 4)
-    buffer = torch.zeros(numel, dtype=torch.float32, device=acc.device)
+    sizes = args.bandwidth_sizes or (max(4, int(args.bandwidth_mb * 2**20) // 4 * 4),)
+    full = torch.zeros(max(sizes) // 4, dtype=torch.float32, device=acc.device)
     slowed = link is not None and link.node == node_id(os.environ, env.node_rank)
     delay_s = link.delay_ms / 1000 if link is not None and slowed else 0.0
     # Simulated nodes on one CPU share its cores: there groups take turns, elsewhere disjoint ones overlap.
@@ -1507,32 +1545,42 @@ def measure_bandwidth(
     mine_in = {i: handles[i] for round_ in rounds for i in round_ if env.rank in groups[i].ranks}
     for handle in mine_in.values():  # untimed: connections made, buffers warm
         for _ in range(args.bandwidth_iters // 4 + 1):
-            dist.all_reduce(buffer, group=handle)
+            dist.all_reduce(full, group=handle)
     acc.synchronize()
     acc.barrier("rollcall-bandwidth")
-    times: dict[int, list[float]] = {i: [] for i in mine_in}
-    # Interleaved: each pass visits every round once, so a busy moment of the host hits every group alike.
-    for n in range(args.bandwidth_iters):
-        for r, round_ in enumerate(rounds):
-            if watchdog is not None:
-                watchdog.beat(f"bandwidth pass {n + 1} round {r + 1}")
-            for index in round_:
-                if index in mine_in:
-                    times[index].append(_time_all_reduce(acc, buffer, mine_in[index], delay_s))
-            acc.barrier("rollcall-bandwidth-round")
-    for index, samples in times.items():
-        group, seconds = groups[index], percentile(samples, 50)
-        algbw, busbw = bus_bandwidth(numel * 4, seconds, len(group.ranks))
+    # Each size in turn, smallest first; the events report the largest, with the sweep beside it.
+    swept: dict[int, list[tuple[int, float, float, float]]] = {i: [] for i in mine_in}
+    for size in sorted(sizes):
+        buffer = full[: size // 4]
+        times: dict[int, list[float]] = {i: [] for i in mine_in}
+        # Interleaved: each pass visits every round once, so a busy moment of the host hits every group alike.
+        for n in range(args.bandwidth_iters):
+            for r, round_ in enumerate(rounds):
+                if watchdog is not None:
+                    watchdog.beat(f"bandwidth {size} bytes pass {n + 1} round {r + 1}")
+                for index in round_:
+                    if index in mine_in:
+                        times[index].append(_time_all_reduce(acc, buffer, mine_in[index], delay_s))
+                acc.barrier("rollcall-bandwidth-round")
+        for index, samples in times.items():
+            seconds = percentile(samples, 50)
+            algbw, busbw = bus_bandwidth(size, seconds, len(groups[index].ranks))
+            swept[index].append((size, seconds, algbw, busbw))
+    for index, results in swept.items():
+        group = groups[index]
+        size, seconds, algbw, busbw = results[-1]
+        sweep = {"sweep": [[b, float(f"{bw:.6g}")] for b, _, _, bw in results]} if len(results) > 1 else {}
         log.emit(
             "bandwidth",
             scope=group.scope,
             ranks=compact_ranges(group.ranks),
             nodes=compact_ranges(group.nodes),
-            bytes=numel * 4,
+            bytes=size,
             iters=args.bandwidth_iters,
             seconds=float(f"{seconds:.6g}"),
             algbw_gbps=float(f"{algbw:.6g}"),
             busbw_gbps=float(f"{busbw:.6g}"),
+            **sweep,
         )
 
 

@@ -80,6 +80,8 @@ class GroupBandwidth:
     algbw_gbps: float
     busbw_gbps: float
     reported: int = 1
+    #: ``(bytes, busbw_gbps)`` per size of a sweep, the lowest any member measured at that size; else empty.
+    sweep: tuple[tuple[int, float], ...] = ()
 
     @property
     def label(self) -> str:
@@ -93,6 +95,15 @@ class GroupBandwidth:
     def as_dict(self) -> dict[str, Any]:
         """The group, JSON-ready."""
         return {**asdict(self), "nodes": list(self.nodes), "ranks": ranges(self.ranks), "label": self.label}
+
+
+def _lowest_sweep(records: Sequence[Any]) -> tuple[tuple[int, float], ...]:
+    """Per size of the members' sweeps, the lowest bus bandwidth any member measured at it."""
+    lowest: dict[int, float] = {}
+    for record in records:
+        for nbytes, busbw in record.sweep:
+            lowest[nbytes] = min(lowest.get(nbytes, math.inf), busbw)
+    return tuple(sorted(lowest.items()))
 
 
 @dataclass(frozen=True)
@@ -149,6 +160,7 @@ class PerfFigures:
                 algbw_gbps=min(r.algbw_gbps for r in records),
                 busbw_gbps=min(r.busbw_gbps for r in records),
                 reported=len(records),
+                sweep=_lowest_sweep(records),
             )
             for (scope, nodes), records in measured.items()
         ]

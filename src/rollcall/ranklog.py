@@ -104,6 +104,8 @@ class BandwidthRecord:
     algbw_gbps: float
     busbw_gbps: float
     seconds: float | None = None
+    #: ``(bytes, busbw_gbps)`` of each size of a sweep (``--bandwidth-sizes``), smallest first; else empty.
+    sweep: tuple[tuple[int, float], ...] = ()
 
     @property
     def key(self) -> tuple[str, tuple[int, ...]]:
@@ -440,7 +442,23 @@ def _bandwidth(obj: dict[str, Any]) -> BandwidthRecord | None:
         return None
     if not isinstance(nbytes, int) or isinstance(nbytes, bool) or nbytes <= 0:
         return None
-    return BandwidthRecord(str(scope), ranks, nodes, nbytes, algbw, busbw, _number(obj.get("seconds")))
+    seconds = _number(obj.get("seconds"))
+    return BandwidthRecord(str(scope), ranks, nodes, nbytes, algbw, busbw, seconds, _sweep(obj.get("sweep")))
+
+
+def _sweep(value: object) -> tuple[tuple[int, float], ...]:
+    """A ``bandwidth`` event's ``sweep``: its ``[bytes, busbw_gbps]`` pairs, or empty unless all are whole."""
+    if not isinstance(value, list):
+        return ()
+    pairs = []
+    for item in value:
+        if not (isinstance(item, list) and len(item) == 2):
+            return ()
+        nbytes, busbw = item[0], _number(item[1])
+        if not isinstance(nbytes, int) or isinstance(nbytes, bool) or nbytes <= 0 or busbw is None:
+            return ()
+        pairs.append((nbytes, busbw))
+    return tuple(pairs)
 
 
 _RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")

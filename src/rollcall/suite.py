@@ -175,6 +175,8 @@ class Suite:
                 "instance_type": floors.instance_type,
                 "node": floors.node.as_dict() if floors.node else None,
                 "nodes": floors.nodes.as_dict() if floors.nodes else None,
+                # the sizes the groups were measured at (the floors': 2 GiB at most, on GPUs)
+                "measured_bytes": sorted({g.bytes for g in result.last.verdict.perf.groups}),
             }
         record = TestRecord(test_id, result, base.accelerator, extra)
         record.gate = GateReport.of(test_id, result.last)

@@ -161,3 +161,34 @@ def test_a_given_min_busbw_replaces_the_floors():
     assert verdict.passed, verdict.problems
     off = judged_bandwidth("p5.48xlarge", world=130.0, own={0: 470.0, 1: 400.0}, busbw_floors=False)
     assert off.passed
+
+
+def test_a_sweep_of_sizes_is_parsed_like_nccl_tests_and_reaches_the_groups():
+    from rollcall.jobspec import train_module
+
+    t = train_module()
+    assert t is not None
+    assert t.parse_args(["--bandwidth-sizes", "1M:8M:2"]).bandwidth_sizes == (2**20, 2**21, 2**22, 2**23)
+    assert t.parse_args(["--bandwidth-sizes", "64K:1M:4"]).bandwidth_sizes == (2**16, 2**18, 2**20)
+    assert t.parse_args(["--bandwidth-sizes", "2G:2G"]).bandwidth_sizes == (2 * 2**30,)
+    for bad in ("8M:1M", "1M", "1M:2M:1", "1X:2M", "1M:8G"):
+        with pytest.raises(t.CommandLineError, match="--bandwidth-sizes: must be MIN:MAX"):
+            t.parse_args(["--bandwidth-sizes", bad])
+    roll = RollCall()
+    parser = roll.parser("pod-0")
+    common = {"scope": "world", "ranks": "0-1", "nodes": "0", "bytes": 2**22, "algbw_gbps": 1.0}
+    parser.feed(
+        (
+            event("bandwidth", 0, 2, busbw_gbps=1.0, sweep=[[2**20, 0.5], [2**22, 1.0]], **common)
+            + "\n"
+            + event("bandwidth", 1, 2, busbw_gbps=0.9, sweep=[[2**20, 0.4], [2**22, 0.9]], **common)
+            + "\n"
+        ).encode()
+    )
+    parser.close()
+    assert roll.ranks[0].bandwidth[("world", (0,))].sweep == ((2**20, 0.5), (2**22, 1.0))
+    from rollcall.perf import PerfFigures
+
+    (world,) = PerfFigures.of(roll, 2, lambda r: 0).groups
+    assert world.sweep == ((2**20, 0.4), (2**22, 0.9))  # the lowest member at each size
+    assert world.as_dict()["sweep"] == ((2**20, 0.4), (2**22, 0.9))

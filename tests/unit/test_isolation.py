@@ -53,11 +53,15 @@ def test_two_bad_nodes_are_both_named():
 
 def test_a_fault_between_two_halves_names_the_group_whose_halves_pass_apart():
     # nodes 1 and 2 fail only together (a link between them); every group holding both fails
-    found = bisect(range(4), Fake({1, 2}, together=True))
+    found = bisect(range(8), Fake({2, 3}, together=True))
     assert [(s.nodes, s.why) for s in found.suspects] == [
-        ((0, 1, 2, 3), "its halves pass apart: the fault needs nodes of both")
+        ((2, 3), "its halves pass apart: the fault needs nodes of both")
     ]
     assert not found.alone
+    # a fault no short run shows again: the whole world stays suspected, and the line says why
+    world = bisect(range(4), Fake({1, 2}, together=True))
+    assert world.suspect_nodes == (0, 1, 2, 3)
+    assert world.suspects[0].why.startswith("no trial failed: the short run does not reproduce the failure")
 
 
 def test_two_nodes_of_one_rank_each_cannot_be_told_apart():

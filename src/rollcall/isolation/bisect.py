@@ -161,7 +161,14 @@ def bisect(nodes: Sequence[int], trial: Try, *, min_nodes: int = 1, max_runs: in
         if untried:
             suspects.append(Suspect(group, "not split further: a half could not be tried"))
             return
-        suspects.append(Suspect(group, "its halves pass apart: the fault needs nodes of both"))
+        if group == world:  # nothing failed again: the short run does not show this fault, or it spans halves
+            why = (
+                "no trial failed: the short run does not reproduce the failure, or it needs nodes of both "
+                "halves"
+            )
+        else:
+            why = "its halves pass apart: the fault needs nodes of both"
+        suspects.append(Suspect(group, why))
 
     if len(world) >= 2:
         search(world)

@@ -186,3 +186,71 @@ def test_a_trial_of_nodes_whose_machines_are_known_is_pinned_to_them():
     }
     unpinned = render(spec, Names("ns", "job-1a2b3c", "svc", "r1")).job["spec"]["template"]["spec"]
     assert "nodeAffinity" not in unpinned["affinity"]
+
+
+class SlowNodeBackend:
+    """A backend whose every group holding node ``bad`` of the world measures a low bus bandwidth."""
+
+    name = "fake"
+
+    def __init__(self, bad):
+        self.bad, self.launched = bad, []
+
+    def discover(self, options):  # pragma: no cover - never discovered here
+        raise NotImplementedError
+
+    def launch(self, spec, collector):
+        from rollcall.backends import JobState, JobStatus
+        from tests.unit.helpers import event, rank_lines
+
+        self.launched.append(spec)
+        world = spec.node_ids or tuple(range(spec.nodes))
+        busbw = 0.001 if self.bad in world else 1.0
+        size = spec.world_size
+        for node in range(spec.nodes):
+            sink = collector.sink(f"{spec.name}-{node}")
+            for r in range(node * spec.procs_per_node, (node + 1) * spec.procs_per_node):
+                lines = rank_lines(r, size, spec.procs_per_node)
+                if "--bandwidth-only" in spec.workload_args:
+                    lines = [lines[0], lines[-1]]  # start and complete: no training
+                bandwidth = event(
+                    "bandwidth", r, size, scope="world", ranks=f"0-{size - 1}", nodes=f"0-{spec.nodes - 1}",
+                    bytes=2**20, algbw_gbps=busbw, busbw_gbps=busbw,
+                )  # fmt: skip
+                lines.insert(-1, bandwidth)
+                sink.write("".join(f"[{r}]:{line}\n" for line in lines).encode())
+            sink.close()
+
+        class Done:
+            def wait(self, timeout_s, stop=None):
+                return JobStatus(JobState.SUCCEEDED)
+
+            def cleanup(self):
+                pass
+
+        return Done()
+
+
+def test_isolate_drives_short_runs_through_a_backend_and_names_the_slow_node(tmp_path):
+    from rollcall.isolation.probe import isolate
+    from rollcall.runner import run_once
+    from rollcall.verdict import Criteria
+
+    backend = SlowNodeBackend(bad=5)
+    criteria = Criteria(min_busbw=0.1)
+    spec = JobSpec("job-abc123", 8, 1, workload_args=("--bandwidth-mb", "1"))
+    attempt = run_once(backend, spec, tmp_path / "run", criteria=criteria)
+    assert attempt.verdict.problems == [
+        "slow link: world: bus bandwidth 0.001 GB/s, below --min-busbw 0.1 GB/s"
+    ], attempt.verdict.problems
+    report = isolate(backend, attempt, tmp_path / "isolate", criteria=criteria)
+    assert report.ran and report.isolation is not None
+    assert [s.nodes for s in report.isolation.suspects] == [(5,)]
+    trials = backend.launched[1:]
+    assert 0 < len(trials) <= 2 * 3  # 2 log2(8)
+    assert all(t.workload_args == ("--bandwidth-mb", "1", "--bandwidth-only") for t in trials)
+    assert all(t.nodes == len(t.node_ids) >= 2 for t in trials)  # one rank per node: two nodes a trial
+    assert [t.failed for t in report.isolation.trials] == [5 in t.node_ids for t in trials]
+    assert (tmp_path / "isolate" / "run-1-nodes-0-1-2-3").is_dir()
+    doc = report.as_dict()
+    assert doc["suspect_nodes"] == [5] and len(doc["runs"]) == len(trials)

@@ -15,7 +15,8 @@ Environment read (set by torchrun; never MPI variables):
                                                      JOB_COMPLETION_INDEX, then 0.
     MASTER_ADDR, MASTER_PORT                         rendezvous of the default process group.
     PJRT_DEVICE                                      marks an XLA (Neuron) device as configured.
-    NODE_NAME                                        the Kubernetes node, reported in ``start``.
+    NODE_NAME                                        the Kubernetes node, reported in ``start``;
+                                                     without it SLURMD_NODENAME, the Slurm node.
     ROLLCALL_FAIL_RANK, ROLLCALL_HANG_RANK,
     ROLLCALL_CHATTY, ROLLCALL_SLOW_RANK,
     ROLLCALL_SLOW_LINK, ROLLCALL_EXIT_RANK           fault injection, see below.
@@ -30,9 +31,10 @@ Rank-log contract. Each event is one line, ``ROLLCALL `` + a compact JSON object
 with a single ``write(2)`` of fewer than 4096 bytes on a duplicate of file descriptor 1, so lines of
 many processes sharing a pipe never interleave. Keys ``event``, ``rank`` and ``world_size`` are
 always present; other keys may be added. Events, in order:
-    start        local_rank, node_rank, local_world_size, host, node (from NODE_NAME, null when
-                 unset), device, device_name, model, seq_len, batch_size, precision, node_id (the
-                 node in the world ROLLCALL_NODE_IDS names; node_rank without it)
+    start        local_rank, node_rank, local_world_size, host, node (from NODE_NAME, else
+                 SLURMD_NODENAME; null when neither is set), device, device_name, model, seq_len,
+                 batch_size, precision, node_id (the node in the world ROLLCALL_NODE_IDS names;
+                 node_rank without it)
                  -- after joining the process group
     epoch_time   epoch (from 1), seconds, steps, samples, loss   -- one per timed epoch
     throughput   samples_per_sec (this rank), tflops (achieved, this rank), mfu (null when the
@@ -192,6 +194,8 @@ HANG_RANK_ENV = "ROLLCALL_HANG_RANK"
 CHATTY_ENV = "ROLLCALL_CHATTY"
 #: The Kubernetes node the pod runs on (the Job's pod spec sets it from spec.nodeName).
 NODE_NAME_ENV = "NODE_NAME"
+#: The Slurm node a task runs on (slurmd sets it for each task).
+SLURM_NODE_ENV = "SLURMD_NODENAME"
 SLOW_RANK_ENV = "ROLLCALL_SLOW_RANK"
 SLOW_LINK_ENV = "ROLLCALL_SLOW_LINK"
 NODE_IDS_ENV = "ROLLCALL_NODE_IDS"
@@ -1718,7 +1722,7 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
         node_rank=env.node_rank,
         local_world_size=env.local_world_size,
         host=socket.gethostname(),
-        node=os.environ.get(NODE_NAME_ENV) or None,
+        node=os.environ.get(NODE_NAME_ENV) or os.environ.get(SLURM_NODE_ENV) or None,
         device=str(acc.device),
         device_name=acc.name,
         model=model_label,

@@ -221,8 +221,9 @@ class JobSpec:
         node_ids: when the job runs a subset of a larger world's nodes (the bisection of
             :mod:`rollcall.isolation`), each node rank's node in that world; the workload reads them from
             :data:`NODE_IDS_ENV`. Empty: the job is the world.
-        machines: the machines (Kubernetes node names) the job must run on, when it re-runs nodes of an
-            earlier run that said where they ran; a backend that places pods pins them there. Empty: anywhere.
+        machines: the machines (Kubernetes or Slurm node names) the job must run on, when it re-runs nodes
+            of an earlier run that said where they ran; a backend that places its nodes pins them there.
+            Empty: anywhere.
     """
 
     name: str

@@ -254,3 +254,14 @@ def test_isolate_drives_short_runs_through_a_backend_and_names_the_slow_node(tmp
     assert (tmp_path / "isolate" / "run-1-nodes-0-1-2-3").is_dir()
     doc = report.as_dict()
     assert doc["suspect_nodes"] == [5] and len(doc["runs"]) == len(trials)
+
+
+def test_a_pinned_trial_asks_slurm_for_its_machines(tmp_path):
+    from rollcall.backends.slurm.script import Settings, render
+
+    pinned = JobSpec("job-1a2b3c-i1", 2, 1, machines=("gpu-003", "gpu-007"))
+    script = render(pinned, Settings(), tmp_path)
+    assert "#SBATCH --nodelist=gpu-003,gpu-007\n" in script
+    assert "--nodelist" not in render(JobSpec("job-1a2b3c", 2, 1), Settings(), tmp_path)
+    with pytest.raises(ValueError, match="cannot be passed to --nodelist"):
+        render(JobSpec("job-1a2b3c-i1", 2, 1, machines=("gpu-003", "a b")), Settings(), tmp_path)

@@ -7,7 +7,7 @@ floor, a rendezvous that never completed, errors on every rank). :func:`isolate`
 nodes, naming each one's index in the world (:attr:`~rollcall.jobspec.JobSpec.node_ids`, which the workload
 reads, so a fault injected by node index follows its node), with the workload's ``--bandwidth-only``:
 rendezvous and the bandwidth phase, no training. Where the deciding run's ranks said which machine each node
-ran on (``start``'s ``node``, the Kubernetes node), a trial is pinned to its nodes' machines
+ran on (``start``'s ``node``, the Kubernetes or Slurm node), a trial is pinned to its nodes' machines
 (:attr:`~rollcall.jobspec.JobSpec.machines`); the local backend's simulated nodes have none. Each trial is
 judged once, against the session's criteria, by the checks that apply to a run without training
 (:data:`TRIAL_CHECKS`). :func:`with_isolation` adds what the search found to the deciding verdict as one

@@ -128,12 +128,15 @@ class PerfFigures:
     groups: tuple[GroupBandwidth, ...] = ()
     #: The pods (log sources) of each node's ranks.
     pods: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
+    #: The machine (the ``start`` event's ``node``) each node's ranks said they ran on, where one did.
+    machines: Mapping[int, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, roll: RollCall, world_size: int, node_of: Callable[[int], int]) -> PerfFigures:
         """The figures of ranks ``0..world_size-1``; ``node_of(rank)`` is the node a rank ran on."""
         compute = []
         pods: dict[int, set[str]] = defaultdict(set)
+        machines: dict[int, str] = {}
         measured: dict[tuple[str, tuple[int, ...]], list[Any]] = defaultdict(list)
         for r in range(world_size):
             report = roll.ranks.get(r)
@@ -141,6 +144,9 @@ class PerfFigures:
                 continue
             node = node_of(r)
             pods[node].update(report.sources)
+            said = (report.start or {}).get("node")
+            if isinstance(said, str) and said:
+                machines.setdefault(node, said)
             if _usable(report.compute_ms):
                 assert report.compute_ms is not None
                 p90 = report.compute_ms_p90 if _usable(report.compute_ms_p90) else None
@@ -166,7 +172,12 @@ class PerfFigures:
         ]
         order = {"world": 0, "node": 1, "pair": 2}
         groups.sort(key=lambda g: (order.get(g.scope, 3), g.nodes))
-        return cls(tuple(compute), tuple(groups), {n: tuple(sorted(p)) for n, p in sorted(pods.items())})
+        return cls(
+            tuple(compute),
+            tuple(groups),
+            {n: tuple(sorted(p)) for n, p in sorted(pods.items())},
+            dict(sorted(machines.items())),
+        )
 
     @property
     def compute_median(self) -> float | None:

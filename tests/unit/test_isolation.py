@@ -254,6 +254,7 @@ def test_isolate_drives_short_runs_through_a_backend_and_names_the_slow_node(tmp
     assert (tmp_path / "isolate" / "run-1-nodes-0-1-2-3").is_dir()
     doc = report.as_dict()
     assert doc["suspect_nodes"] == [5] and len(doc["runs"]) == len(trials)
+    assert doc["pinned"] is False  # its ranks named no machine
 
 
 def test_a_pinned_trial_asks_slurm_for_its_machines(tmp_path):
@@ -265,3 +266,18 @@ def test_a_pinned_trial_asks_slurm_for_its_machines(tmp_path):
     assert "--nodelist" not in render(JobSpec("job-1a2b3c", 2, 1), Settings(), tmp_path)
     with pytest.raises(ValueError, match="cannot be passed to --nodelist"):
         render(JobSpec("job-1a2b3c-i1", 2, 1, machines=("gpu-003", "a b")), Settings(), tmp_path)
+
+
+def test_the_machines_come_from_the_start_events_even_of_ranks_that_never_trained():
+    from rollcall.isolation.probe import machines_of
+    from tests.unit.helpers import event
+
+    roll = RollCall()
+    for node, machine in enumerate(("ip-10-0-0-1", "ip-10-0-0-2")):
+        parser = roll.parser(f"pod-{node}")
+        start = event("start", node, 2, local_rank=0, node_rank=node, node=machine)
+        parser.feed(f"[{node}]:{start}\n".encode())
+        parser.close()
+    verdict = judged(roll, JobSpec("job", 2, 1)).verdict
+    assert not verdict.passed
+    assert machines_of(verdict) == {0: "ip-10-0-0-1", 1: "ip-10-0-0-2"}

@@ -107,7 +107,7 @@ def reason_to_skip(verdict: Verdict) -> str | None:
 
 def machines_of(verdict: Verdict) -> dict[int, str]:
     """The machine each node of ``verdict`` said it ran on (its ranks' ``start`` events), where one did."""
-    return {c.node: c.machine for c in verdict.perf.compute if c.machine}
+    return dict(verdict.perf.machines)
 
 
 def trial_spec(
@@ -150,11 +150,13 @@ class IsolationReport:
     ran: bool
     why: str
     isolation: Isolation | None = None
+    #: Whether every trial was pinned to its nodes' machines (the run's ranks named them all).
+    pinned: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         """The ``results.json`` form."""
         found = self.isolation.as_dict() if self.isolation is not None else {}
-        return {"ran": self.ran, "why": self.why, **found}
+        return {"ran": self.ran, "why": self.why, "pinned": self.pinned, **found}
 
 
 def isolate(
@@ -186,7 +188,7 @@ def isolate(
     min_nodes = 2 if spec.procs_per_node == 1 else 1
     searched = bisect(range(spec.nodes), trial, min_nodes=min_nodes)
     why = "the run failed naming no node"
-    return IsolationReport(True, why, searched)
+    return IsolationReport(True, why, searched, pinned=set(machines) >= set(range(spec.nodes)))
 
 
 def with_isolation(verdict: Verdict, isolation: Isolation) -> Verdict:

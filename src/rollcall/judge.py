@@ -391,12 +391,13 @@ def slow_links(facts: Facts) -> Iterable[Problem]:
 def busbw_floors(facts: Facts) -> Iterable[Problem]:
     """``--min-busbw auto``: no group below the published floor of the run's instance type, where known.
 
-    A node is held to the type's one-node (NVLink) floor, a pair and a world of two nodes or more to its
-    fabric's (EFA); the line names the group, what it measured at which size, the floor and its source.
+    Only a run on the type's GPUs is held to them. A node is held to the type's one-node (NVLink) floor, a
+    pair and a world of two nodes or more to its fabric's (EFA); the line names the group, what it measured
+    at which size, the floor and its source.
     """
     c, spec, perf = facts.criteria, facts.evidence.spec, facts.perf
-    if not c.busbw_floors or c.min_busbw is not None or spec is None:
-        return
+    if not c.busbw_floors or c.min_busbw is not None or spec is None or spec.accelerator != "nvidia":
+        return  # the floors are NCCL's on the type's GPUs: a run on its CPUs is not held to them
     world = facts.layout.world_size
     for found in below_floors(perf.groups, spec.instance_type, perf.pods):
         g = found.group

@@ -56,13 +56,13 @@ def bandwidth_log(node, nodes, ppn, *, world, own):
     return "\n".join(lines) + "\n"
 
 
-def judged_bandwidth(instance_type, *, world, own, nodes=2, ppn=2, **criteria):
+def judged_bandwidth(instance_type, *, world, own, nodes=2, ppn=2, accelerator="nvidia", **criteria):
     roll = RollCall()
     for node in range(nodes):
         parser = roll.parser(f"pod-{node}")
         parser.feed(bandwidth_log(node, nodes, ppn, world=world, own=own).encode())
         parser.close()
-    spec = JobSpec("job", nodes, ppn, accelerator="nvidia", instance_type=instance_type)
+    spec = JobSpec("job", nodes, ppn, accelerator=accelerator, instance_type=instance_type)
     return judged(roll, spec, **criteria).verdict
 
 
@@ -152,6 +152,8 @@ def test_auto_passes_groups_above_their_floors_and_types_without_floors():
     assert judged_bandwidth("p5.48xlarge", world=320.0, own={0: 470.0, 1: 480.0}).passed
     assert judged_bandwidth("m5.large", world=1.0, own={0: 1.0, 1: 1.0}).passed
     assert judged_bandwidth(None, world=1.0, own={0: 1.0, 1: 1.0}).passed
+    # the floors are the GPUs': the type's CPUs training with gloo are not held to them
+    assert judged_bandwidth("p5.48xlarge", world=1.0, own={0: 1.0, 1: 1.0}, accelerator="cpu").passed
 
 
 def test_a_given_min_busbw_replaces_the_floors():

@@ -170,14 +170,8 @@ class Suite:
                 result.last.verdict = with_isolation(result.last.verdict, found.isolation)
             extra["isolation"] = found.as_dict()
         floors = floors_of(base.instance_type) if self.criteria.busbw_floors else None
-        if floors is not None:
-            extra["busbw_floors"] = {
-                "instance_type": floors.instance_type,
-                "node": floors.node.as_dict() if floors.node else None,
-                "nodes": floors.nodes.as_dict() if floors.nodes else None,
-                # the sizes the groups were measured at (the floors': 2 GiB at most, on GPUs)
-                "measured_bytes": sorted({g.bytes for g in result.last.verdict.perf.groups}),
-            }
+        if floors is not None:  # the floors held to, and the sizes measured at
+            extra["busbw_floors"] = floors.as_dict(result.last.verdict.perf.groups)
         record = TestRecord(test_id, result, base.accelerator, extra)
         record.gate = GateReport.of(test_id, result.last)
         note = record.gate.note()

@@ -3,4 +3,5 @@
 Pure analyses over :mod:`rollcall.ranklog`'s reports, each feeding checks of :data:`rollcall.judge.CHECKS`:
 
 - :mod:`.hangs`: a stalled rank's stack dumps: hung in its own code, or waiting in a collective.
+- :mod:`.floors`: the published bus-bandwidth floors of instance types, and the groups below them.
 """

@@ -90,6 +90,15 @@ class InstanceFloors:
     node: Floor | None = None
     nodes: Floor | None = None
 
+    def as_dict(self, measured: Sequence[GroupBandwidth] = ()) -> dict[str, Any]:
+        """The floors, JSON-ready, with the sizes the ``measured`` groups were measured at."""
+        return {
+            "instance_type": self.instance_type,
+            "node": self.node.as_dict() if self.node else None,
+            "nodes": self.nodes.as_dict() if self.nodes else None,
+            "measured_bytes": sorted({g.bytes for g in measured}),
+        }
+
     def for_group(self, scope: str, members: int) -> Floor | None:
         """The floor of a group of ``scope`` spanning ``members`` nodes: NVLink for one, the fabric beyond."""
         return self.node if scope == "node" or members == 1 else self.nodes

@@ -146,6 +146,10 @@ def test_auto_fails_a_world_of_two_nodes_below_its_efa_floor_naming_no_rank():
         300,
         "p5.48xlarge",
     )
+    p5 = floors_of("p5.48xlarge")
+    assert p5 is not None
+    doc = p5.as_dict(verdict.perf.groups)
+    assert doc["measured_bytes"] == [2**31] and doc["nodes"]["source"].startswith("NVIDIA/aicr")
 
 
 def test_auto_passes_groups_above_their_floors_and_types_without_floors():

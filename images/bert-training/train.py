@@ -15,12 +15,17 @@ Environment read (set by torchrun; never MPI variables):
                                                      JOB_COMPLETION_INDEX, then 0.
     MASTER_ADDR, MASTER_PORT                         rendezvous of the default process group.
     PJRT_DEVICE                                      marks an XLA (Neuron) device as configured.
-    NODE_NAME                                        the Kubernetes node, reported in ``start``.
+    NODE_NAME                                        the Kubernetes node, reported in ``start``;
+                                                     without it SLURMD_NODENAME, the Slurm node.
     ROLLCALL_FAIL_RANK, ROLLCALL_HANG_RANK,
     ROLLCALL_CHATTY, ROLLCALL_SLOW_RANK,
     ROLLCALL_SLOW_LINK, ROLLCALL_EXIT_RANK,
     ROLLCALL_CORRUPT_RANK,
     ROLLCALL_CORRUPT_COLLECTIVE                      fault injection, see below.
+    ROLLCALL_NODE_IDS                                each node rank's node in a larger world
+                                                     ("2,3": node rank 0 is node 2), set when the
+                                                     suite re-runs a subset of the nodes; the node
+                                                     ROLLCALL_SLOW_LINK names is one of these
     TORCHELASTIC_ERROR_FILE                          set by torchrun per rank: where an uncaught
                                                      exception is recorded (see "Exit codes").
 
@@ -30,8 +35,10 @@ many processes sharing a pipe never interleave. Keys ``event``, ``rank`` and ``w
 always present, and so is ``time``: the wall clock when the line was written, seconds since the epoch
 (a float; the suite draws each rank's events over it and orders failures by it). Other keys may be
 added. Events, in order:
-    start        local_rank, node_rank, local_world_size, host, node (from NODE_NAME, null when
-                 unset), device, device_name, model, seq_len, batch_size, precision
+    start        local_rank, node_rank, local_world_size, host, node (from NODE_NAME, else
+                 SLURMD_NODENAME; null when neither is set), device, device_name, model, seq_len,
+                 batch_size, precision, node_id (the node in the world ROLLCALL_NODE_IDS names;
+                 node_rank without it)
                  -- after joining the process group
     epoch_time   epoch (from 1), seconds, steps, samples, loss (this rank's last step's, null when not
                  finite), param_digest (see "Replicas")   -- one per timed epoch
@@ -47,7 +54,8 @@ added. Events, in order:
                  (computing the epochs' parameter digests)
     bandwidth    scope ("world", "node" or "pair"), ranks and nodes (the group's members as
                  compact ranges, "0-7,16"), bytes (per all-reduce), iters, seconds (per all-reduce,
-                 as this rank saw it), algbw_gbps, busbw_gbps, checked (timed all-reduces whose
+                 as this rank saw it), algbw_gbps, busbw_gbps; sweep ([bytes, busbw_gbps] of each
+                 size, only with --bandwidth-sizes); checked (timed all-reduces whose
                  result this rank checked), mismatch (null when every one was the exact sum, else
                  {iters: how many were wrong, elements: wrong elements of the first wrong one, index:
                  its first wrong element, expected, got: that element's values})  -- one per group
@@ -122,7 +130,9 @@ as a fixed number of repeats) keeps the factor exact on a CPU shared by all rank
 of extra work would run faster once the other ranks wait. ``ROLLCALL_SLOW_LINK=<node>:<ms>`` is a test
 fault for the collective bandwidth phase only: every rank of that node waits <ms> milliseconds before it
 posts its part of each timed all-reduce, as a degraded link that delays the node's sends would, so every
-group holding the node measures a low bandwidth.
+group holding the node measures a low bandwidth. The node is named as in the world it was given for: when
+``ROLLCALL_NODE_IDS`` maps this job's node ranks to nodes of a larger world (the suite's bisection re-runs a
+subset of the nodes), ``ROLLCALL_SLOW_LINK`` names a node of that larger world.
 
 ``ROLLCALL_CORRUPT_RANK=<rank>`` flips the highest mantissa bit of the first element of that rank's first
 parameter (and of its fp32 master copy under ``--precision bf16``) right after its first timed step, as a
@@ -171,7 +181,12 @@ moment of the host falls on every group alike. A visit is an untimed all-reduce 
 up, then a timed one, on the wall clock from its call to the device synchronise after it. seconds is
 the median of a group's timed all-reduces (robust to a rank descheduled for a moment). As nccl-tests
 define them: algbw_gbps = bytes / seconds / 1e9 and busbw_gbps = algbw_gbps * 2 * (n - 1) / n for n
-members.
+members. ``--bandwidth-sizes MIN:MAX:FACTOR`` sweeps sizes as nccl-tests' ``-b``/``-e``/``-f`` do (each
+size's passes in turn, smallest first): each ``bandwidth`` event then reports the largest size, and its
+``sweep`` holds ``[bytes, busbw_gbps]`` of every size. ``--bandwidth-scopes`` measures only the scopes
+it lists (e.g. ``world``). ``--bandwidth-only`` runs nothing but this phase, straight after joining the
+process group (``start``, then the ``bandwidth`` events, then ``complete``; no model, no ``epoch_time``
+nor ``throughput``): the short run the suite repeats on subsets of the nodes to isolate a bad one.
 
 Device facts: every rank reports, in ``facts``, host, kernel, os, python, torch and transformers (versions),
 nccl (as torch reports it; cuda only), and on cuda, through NVML (``nvidia-ml-py``, imported only on cuda):
@@ -225,8 +240,11 @@ HANG_RANK_ENV = "ROLLCALL_HANG_RANK"
 CHATTY_ENV = "ROLLCALL_CHATTY"
 #: The Kubernetes node the pod runs on (the Job's pod spec sets it from spec.nodeName).
 NODE_NAME_ENV = "NODE_NAME"
+#: The Slurm node a task runs on (slurmd sets it for each task).
+SLURM_NODE_ENV = "SLURMD_NODENAME"
 SLOW_RANK_ENV = "ROLLCALL_SLOW_RANK"
 SLOW_LINK_ENV = "ROLLCALL_SLOW_LINK"
+NODE_IDS_ENV = "ROLLCALL_NODE_IDS"
 EXIT_RANK_ENV = "ROLLCALL_EXIT_RANK"
 BANDWIDTH_SCOPES = ("world", "node", "pair")
 #: The bandwidth phase's data: rank r sends (i + PATTERN_STRIDE * r) % PATTERN_PERIOD + 1 at element i, small
@@ -845,6 +863,7 @@ def check_fault_injection(environ: Mapping[str, str]) -> None:
     exit_rank(environ)
     for name in (CORRUPT_RANK_ENV, CORRUPT_COLLECTIVE_ENV):
         corrupted_rank(name, environ)
+    node_ids(environ)
 
 
 @dataclass(frozen=True)
@@ -895,6 +914,30 @@ def slow_link(environ: Mapping[str, str]) -> SlowLink | None:
     if pair[1] < 0:
         raise ValueError(f"{SLOW_LINK_ENV}: the delay must not be negative, not {pair[1]:g}")
     return SlowLink(*pair)
+
+
+def node_ids(environ: Mapping[str, str]) -> tuple[int, ...]:
+    """``ROLLCALL_NODE_IDS=2,3``: each node rank's node in the larger world (empty: its own rank)."""
+    value = environ.get(NODE_IDS_ENV, "").strip()
+    if not value:
+        return ()
+    words = [w.strip() for w in value.split(",")]
+    if not all(w.isdigit() for w in words) or len(set(words)) != len(words):
+        raise ValueError(
+            f"{NODE_IDS_ENV}={value!r} is not valid; write {NODE_IDS_ENV}=<node>[,<node>...], distinct "
+            "whole numbers, one per node rank"
+        )
+    return tuple(int(w) for w in words)
+
+
+def node_id(environ: Mapping[str, str], node_rank: int) -> int:
+    """The node ``node_rank`` is in the world ``ROLLCALL_NODE_IDS`` names (``node_rank`` without it)."""
+    ids = node_ids(environ)
+    if not ids:
+        return node_rank
+    if node_rank >= len(ids):
+        raise ValueError(f"{NODE_IDS_ENV} names {len(ids)} node(s), but this is node rank {node_rank}")
+    return ids[node_rank]
 
 
 @dataclass(frozen=True)
@@ -960,10 +1003,13 @@ class CommGroup:
     ranks: tuple[int, ...]
 
 
-def bandwidth_groups(node_of_rank: Sequence[int]) -> list[CommGroup]:
+def bandwidth_groups(
+    node_of_rank: Sequence[int], scopes: Sequence[str] = BANDWIDTH_SCOPES
+) -> list[CommGroup]:
     """The world, each node of 2+ ranks, and (3+ nodes) each ring pair; later duplicates dropped.
 
-    ``node_of_rank[r]`` is the node rank ``r`` runs on. Groups of fewer than two ranks measure nothing.
+    ``node_of_rank[r]`` is the node rank ``r`` runs on. Groups of fewer than two ranks measure nothing; only
+    the groups of ``scopes`` are made.
     """
     nodes = sorted(set(node_of_rank))
     members = {n: tuple(r for r, m in enumerate(node_of_rank) if m == n) for n in nodes}
@@ -975,6 +1021,8 @@ def bandwidth_groups(node_of_rank: Sequence[int]) -> list[CommGroup]:
             candidates.append(CommGroup("pair", pair, tuple(sorted(members[pair[0]] + members[pair[1]]))))
     groups: list[CommGroup] = []
     for group in candidates:
+        if group.scope not in scopes:
+            continue
         if len(group.ranks) >= 2 and all(g.ranks != group.ranks for g in groups):
             groups.append(group)
     return groups
@@ -1043,6 +1091,44 @@ def _number(
         return value
 
     return parse
+
+
+_SIZE_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    """An argparse type: ``MIN:MAX[:FACTOR]`` as the sizes of the sweep, in bytes, each a multiple of 4."""
+
+    def size(word: str) -> int:
+        match = re.fullmatch(r"(\d+)([KMG]?)B?", word.strip().upper())
+        if not match:
+            raise ValueError(word)
+        return int(match[1]) * _SIZE_UNITS[match[2]] // 4 * 4
+
+    parts = text.split(":")
+    try:
+        low, high = size(parts[0]), size(parts[1])
+        factor = int(parts[2]) if len(parts) == 3 else 2
+        if len(parts) not in (2, 3) or not 4 <= low <= high <= 4 * 2**30 or factor < 2:
+            raise ValueError(text)
+    except (ValueError, IndexError):
+        raise argparse.ArgumentTypeError(
+            f"must be MIN:MAX[:FACTOR], sizes from 4 bytes to 4G (e.g. 1M:2G:2), FACTOR >= 2, not {text!r}"
+        ) from None
+    sizes = [low]
+    while sizes[-1] * factor <= high:
+        sizes.append(sizes[-1] * factor)
+    return tuple(sizes)
+
+
+def _scopes(text: str) -> tuple[str, ...]:
+    """An argparse type: a comma-separated list of :data:`BANDWIDTH_SCOPES`."""
+    words = tuple(w.strip() for w in text.split(",") if w.strip())
+    if not words or any(w not in BANDWIDTH_SCOPES for w in words):
+        raise argparse.ArgumentTypeError(
+            f"must be a comma-separated list of {', '.join(BANDWIDTH_SCOPES)}, not {text!r}"
+        )
+    return words
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -1144,6 +1230,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument(
         "--bandwidth-iters", type=_whole(1), help="timed all-reduces per group (10 cpu, 20 otherwise)"
+    )
+    p.add_argument(
+        "--bandwidth-scopes",
+        type=_scopes,
+        default=BANDWIDTH_SCOPES,
+        metavar="SCOPE[,SCOPE]",
+        help=f"the groups the bandwidth phase measures, of {', '.join(BANDWIDTH_SCOPES)} (default: all)",
+    )
+    p.add_argument(
+        "--bandwidth-sizes",
+        type=_sizes,
+        metavar="MIN:MAX[:FACTOR]",
+        help="sweep all-reduce sizes from MIN to MAX bytes (K, M, G: powers of 1024), each FACTOR (2) times "
+        "the last, as nccl-tests' -b/-e/-f; replaces --bandwidth-mb, the events report MAX",
+    )
+    p.add_argument(
+        "--bandwidth-only",
+        action="store_true",
+        help="join the process group and run only the bandwidth phase (no model, no training)",
     )
     p.add_argument(
         "--hang-after",
@@ -1640,49 +1745,66 @@ def measure_bandwidth(
     mine = torch.tensor([env.node_rank], dtype=torch.int64, device=acc.device)
     gathered = [torch.zeros_like(mine) for _ in range(env.world_size)]
     dist.all_gather(gathered, mine)
-    groups = bandwidth_groups([int(t.item()) for t in gathered])
+    groups = bandwidth_groups([int(t.item()) for t in gathered], args.bandwidth_scopes)
     handles = [dist.new_group(list(g.ranks)) for g in groups]  # every rank, every group, one order
-    numel = max(1, int(args.bandwidth_mb * 2**20) // 4)
-    source = pattern_tensor(pattern_row(env.rank), numel, acc.device)  # what this rank sends, every time
-    buffer = source.clone()
-    delay_s = link.delay_ms / 1000 if link is not None and link.node == env.node_rank else 0.0
+    sizes = args.bandwidth_sizes or (max(4, int(args.bandwidth_mb * 2**20) // 4 * 4),)
+    slowed = link is not None and link.node == node_id(os.environ, env.node_rank)
+    delay_s = link.delay_ms / 1000 if link is not None and slowed else 0.0
     corrupt = corrupted_rank(CORRUPT_COLLECTIVE_ENV, os.environ) == env.rank
     # Simulated nodes on one CPU share its cores: there groups take turns, elsewhere disjoint ones overlap.
     rounds = [[i] for i in range(len(groups))] if acc.kind == "cpu" else bandwidth_rounds(groups)
     mine_in = {i: handles[i] for round_ in rounds for i in round_ if env.rank in groups[i].ranks}
-    expected = {i: pattern_tensor(expected_row(groups[i].ranks), numel, acc.device) for i in mine_in}
     checks = {i: ResultCheck() for i in mine_in}
+    warm = torch.zeros(max(sizes) // 4, dtype=torch.float32, device=acc.device)
     for handle in mine_in.values():  # untimed: connections made, buffers warm
         for _ in range(args.bandwidth_iters // 4 + 1):
-            dist.all_reduce(buffer, group=handle)
+            dist.all_reduce(warm, group=handle)
+    del warm
     acc.synchronize()
     acc.barrier("rollcall-bandwidth")
-    times: dict[int, list[float]] = {i: [] for i in mine_in}
-    # Interleaved: each pass visits every round once, so a busy moment of the host hits every group alike.
-    for n in range(args.bandwidth_iters):
-        for r, round_ in enumerate(rounds):
-            if watchdog is not None:
-                watchdog.beat(f"bandwidth pass {n + 1} round {r + 1}")
-            for index in round_:
-                if index in mine_in:
-                    times[index].append(_time_all_reduce(acc, buffer, source, mine_in[index], delay_s))
-                    if corrupt:
-                        drop_chunk(buffer)  # ROLLCALL_CORRUPT_COLLECTIVE: this rank receives a chunk short
-                    checks[index].check(buffer, expected[index])  # after the clock stopped
-            acc.barrier("rollcall-bandwidth-round")
-    for index, samples in times.items():
-        group, seconds = groups[index], percentile(samples, 50)
-        algbw, busbw = bus_bandwidth(numel * 4, seconds, len(group.ranks))
+    # Each size in turn, smallest first; the events report the largest, with the sweep beside it. Each rank
+    # sends its own integer pattern and checks, after the clock stopped, that it received the exact sum.
+    swept: dict[int, list[tuple[int, float, float, float]]] = {i: [] for i in mine_in}
+    for size in sorted(sizes):
+        numel = size // 4
+        source = pattern_tensor(pattern_row(env.rank), numel, acc.device)  # what this rank sends, every time
+        buffer = source.clone()
+        expected = {i: pattern_tensor(expected_row(groups[i].ranks), numel, acc.device) for i in mine_in}
+        times: dict[int, list[float]] = {i: [] for i in mine_in}
+        # Interleaved: each pass visits every round once, so a busy moment of the host hits every group alike.
+        for n in range(args.bandwidth_iters):
+            for r, round_ in enumerate(rounds):
+                if watchdog is not None:
+                    watchdog.beat(f"bandwidth {size} bytes pass {n + 1} round {r + 1}")
+                for index in round_:
+                    if index in mine_in:
+                        times[index].append(_time_all_reduce(acc, buffer, source, mine_in[index], delay_s))
+                        if corrupt:
+                            drop_chunk(
+                                buffer
+                            )  # ROLLCALL_CORRUPT_COLLECTIVE: this rank receives a chunk short
+                        checks[index].check(buffer, expected[index])  # after the clock stopped
+                acc.barrier("rollcall-bandwidth-round")
+        for index, samples in times.items():
+            seconds = percentile(samples, 50)
+            algbw, busbw = bus_bandwidth(size, seconds, len(groups[index].ranks))
+            swept[index].append((size, seconds, algbw, busbw))
+        del source, buffer, expected
+    for index, results in swept.items():
+        group = groups[index]
+        size, seconds, algbw, busbw = results[-1]
+        sweep = {"sweep": [[b, float(f"{bw:.6g}")] for b, _, _, bw in results]} if len(results) > 1 else {}
         log.emit(
             "bandwidth",
             scope=group.scope,
             ranks=compact_ranges(group.ranks),
             nodes=compact_ranges(group.nodes),
-            bytes=numel * 4,
+            bytes=size,
             iters=args.bandwidth_iters,
             seconds=float(f"{seconds:.6g}"),
             algbw_gbps=float(f"{algbw:.6g}"),
             busbw_gbps=float(f"{busbw:.6g}"),
+            **sweep,
             **checks[index].fields(),
         )
 
@@ -2052,7 +2174,7 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
         node_rank=env.node_rank,
         local_world_size=env.local_world_size,
         host=socket.gethostname(),
-        node=os.environ.get(NODE_NAME_ENV) or None,
+        node=os.environ.get(NODE_NAME_ENV) or os.environ.get(SLURM_NODE_ENV) or None,
         device=str(acc.device),
         device_name=acc.name,
         model=model_label,
@@ -2060,7 +2182,22 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
         batch_size=args.batch_size,
         precision=precision_label(args.precision, acc.bf16),
         torch=torch.__version__,
+        node_id=node_id(os.environ, env.node_rank),
     )
+
+    def leave(**fields: Any) -> None:
+        log.emit("complete", **fields)
+        watchdog.beat("final barrier")
+        acc.barrier("rollcall-complete")  # the rank hosting the store must not leave first
+        watchdog.beat("leaving the process group")
+        dist.destroy_process_group()
+        watchdog.stop()
+
+    if args.bandwidth_only:
+        watchdog.beat("bandwidth")
+        measure_bandwidth(acc, env, log, args, link, watchdog=watchdog)
+        leave()
+        return
 
     training = build_training(args, acc, env)
     stamps["model and optimizer"] = time.monotonic()
@@ -2207,12 +2344,7 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
     )
     watchdog.beat("bandwidth")
     measure_bandwidth(acc, env, log, args, link, watchdog=watchdog)
-    log.emit("complete", param_digest=parameter_digest(training.model))
-    watchdog.beat("final barrier")
-    acc.barrier("rollcall-complete")  # the rank hosting the store must not leave first
-    watchdog.beat("leaving the process group")
-    dist.destroy_process_group()
-    watchdog.stop()
+    leave(param_digest=parameter_digest(training.model))
 
 
 def _round(value: float | None, digits: int) -> float | None:

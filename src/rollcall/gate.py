@@ -12,7 +12,9 @@ deciding verdict found of the gate's criteria, for the reports; nothing here jud
   rank, compute time is not).
 - **Slow links** (``--min-busbw GBPS``, ``--busbw-ratio R``): a node whose all-reduce bus bandwidth is below
   GBPS or below R times the median node's, or a ring pair of nodes below either against the median pair, or
-  the world below GBPS, fails the run by name (:mod:`rollcall.perf`).
+  the world below GBPS, fails the run by name (:mod:`rollcall.perf`). ``--min-busbw auto`` (the default)
+  holds them to the published floor of the run's instance type instead, where one is known
+  (:mod:`rollcall.checks.floors`), naming the floor's source.
 - **Regressions** (``--baseline FILE``, ``--max-regression PCT``): the run fails when its total or per-rank
   median throughput is more than PCT below the baseline entry of its configuration, or its mean epoch time
   more than PCT above it; each failure names the measure, the baseline, the value and the ratio. A
@@ -131,7 +133,8 @@ def criteria_of(options: Options) -> Criteria:
     return Criteria(
         min_throughput=options.min_throughput,
         straggler_ratio=options.straggler_ratio,
-        min_busbw=options.min_busbw,
+        min_busbw=None if options.min_busbw == "auto" else options.min_busbw,
+        busbw_floors=options.min_busbw == "auto",
         busbw_ratio=options.busbw_ratio,
         baselines=Baselines.load(path) if path else None,
         baseline_file=path,

@@ -51,6 +51,8 @@ LOG_PREFIX_TEMPLATE = "[${rank}]:"
 POD_LOG_DIR = "/tmp/rollcall-logs"
 #: The agent's own error file, in its log directory: the agent copies its first failed worker's error there.
 AGENT_ERROR_FILE = "agent-error.json"
+#: The workload reads each node rank's node in the larger world from this (:attr:`JobSpec.node_ids`).
+NODE_IDS_ENV = "ROLLCALL_NODE_IDS"
 #: The workload's path inside the images.
 IMAGE_SCRIPT = "/workspace/train.py"
 #: The workload in this checkout, for backends that run it from here (local; slurm without a container).
@@ -216,6 +218,12 @@ class JobSpec:
         master_port: the rendezvous port on node 0.
         rdzv_timeout_s: how long a node waits for the others at rendezvous.
         job_timeout_s: how long the whole job may run.
+        node_ids: when the job runs a subset of a larger world's nodes (the bisection of
+            :mod:`rollcall.isolation`), each node rank's node in that world; the workload reads them from
+            :data:`NODE_IDS_ENV`. Empty: the job is the world.
+        machines: the machines (Kubernetes or Slurm node names) the job must run on, when it re-runs nodes
+            of an earlier run that said where they ran; a backend that places its nodes pins them there.
+            Empty: anywhere.
     """
 
     name: str
@@ -235,6 +243,8 @@ class JobSpec:
     master_port: int = 29500
     rdzv_timeout_s: int = 300
     job_timeout_s: float = DEFAULT_JOB_TIMEOUT_S
+    node_ids: tuple[int, ...] = ()
+    machines: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not _DNS_LABEL.match(self.name) or len(self.name) > 52:
@@ -246,6 +256,8 @@ class JobSpec:
             raise ValueError(
                 f"nodes and procs_per_node must be >= 1, got {self.nodes} and {self.procs_per_node}"
             )
+        if self.node_ids and len(self.node_ids) != self.nodes:
+            raise ValueError(f"node_ids {self.node_ids} must name one node per node rank ({self.nodes})")
 
     @property
     def world_size(self) -> int:
@@ -297,12 +309,14 @@ class JobSpec:
         ``TORCHELASTIC_ERROR_FILE`` is the agent's own error file (:data:`AGENT_ERROR_FILE` in ``log_dir``,
         the agent's ``--log-dir``); torchrun gives each worker one of its own beside its logs.
         """
+        subset = {NODE_IDS_ENV: ",".join(map(str, self.node_ids))} if self.node_ids else {}
         return {
             "PYTHONUNBUFFERED": "1",
             "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": LOG_PREFIX_TEMPLATE,
             "TORCHELASTIC_ERROR_FILE": f"{log_dir.rstrip('/')}/{AGENT_ERROR_FILE}",
             "HF_HUB_OFFLINE": "1",
             **self.env,
+            **subset,
         }
 
 

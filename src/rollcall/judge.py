@@ -21,7 +21,9 @@ A check is a function ``Facts -> Iterable[Problem]``; adding one is writing it a
 - every rank meets ``min_throughput`` when it is set, and none is a straggler when ``straggler_ratio`` is set,
   neither by throughput nor by its compute time per step (:mod:`rollcall.perf`);
 - no node, ring pair of nodes or the world has an all-reduce bus bandwidth below ``min_busbw``, and no node
-  (pair) is below ``busbw_ratio`` times the median node's (pair's);
+  (pair) is below ``busbw_ratio`` times the median node's (pair's); with ``busbw_floors`` (``--min-busbw
+  auto``) and no ``min_busbw``, none is below the published floor of the run's instance type
+  (:mod:`rollcall.checks.floors`);
 - no figure regressed against the baseline, when there is one;
 - no device breaks a fitness rule (``unfit_device``: ECC, row remapping, retired pages, PCIe link, clock
   events, power limit; each rule may warn or be off), no node's fact misses the golden configuration
@@ -45,6 +47,7 @@ from rollcall.backends import JobState
 from rollcall.baseline import ConfigKey, Figures
 from rollcall.baseline import regressions as find_regressions
 from rollcall.checks.fitness import NodeFacts, drift, mismatches, node_facts, unfit_devices
+from rollcall.checks.floors import below_floors
 from rollcall.checks.hangs import resolve, stalled_for, stalls, waiting_line
 from rollcall.checks.proofs import (
     digests_by_stage,
@@ -410,6 +413,23 @@ def slow_links(facts: Facts) -> Iterable[Problem]:
         yield Problem(Kind.SLOW_LINK, f"slow link: node {node} is in every slow pair of nodes", detail=node)
 
 
+def busbw_floors(facts: Facts) -> Iterable[Problem]:
+    """``--min-busbw auto``: no group below the published floor of the run's instance type, where known.
+
+    Only a run on the type's GPUs is held to them. A node is held to the type's one-node (NVLink) floor, a
+    pair and a world of two nodes or more to its fabric's (EFA); the line names the group, what it measured
+    at which size, the floor and its source.
+    """
+    c, spec, perf = facts.criteria, facts.evidence.spec, facts.perf
+    if not c.busbw_floors or c.min_busbw is not None or spec is None or spec.accelerator != "nvidia":
+        return  # the floors are NCCL's on the type's GPUs: a run on its CPUs is not held to them
+    world = facts.layout.world_size
+    for found in below_floors(perf.groups, spec.instance_type, perf.pods):
+        g = found.group
+        named = [r for r in g.ranks if 0 <= r < world] if g.scope != "world" else []
+        yield Problem(Kind.SLOW_LINK, f"slow link: {found}", dict.fromkeys(named, found.note()), detail=found)
+
+
 def regressions(facts: Facts) -> Iterable[Problem]:
     """With a baseline, no figure may be worse than it by more than ``max_regression_pct``."""
     base = facts.baseline
@@ -542,6 +562,7 @@ CHECKS: tuple[Check, ...] = (
     stragglers,
     compute_stragglers,
     slow_links,
+    busbw_floors,
     regressions,
     unfit_device,
     config_drift,

@@ -70,6 +70,15 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _busbw_floor(text: str) -> float | Literal["auto"]:
+    if text.strip() == "auto":
+        return "auto"
+    try:
+        return _positive_float(text)
+    except ValueError as exc:
+        raise ValueError(f"{exc}, or auto (the instance type's published floor)") from None
+
+
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhd]?)$")
 _UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -535,11 +544,12 @@ class Options:
         "step exceeds the median rank's by more than 1/RATIO (0: off)",
         "RATIO",
     )
-    min_busbw: float | None = option(
+    min_busbw: float | Literal["auto"] = option(
         "--min-busbw",
-        _positive_float,
-        None,
-        "fail a node (or pair of nodes, or the world) whose all-reduce bus bandwidth is below this",
+        _busbw_floor,
+        "auto",
+        "fail a node (or pair of nodes, or the world) whose all-reduce bus bandwidth is below GBPS; auto: "
+        "below the published floor of the nodes' instance type, where one is known (rollcall.checks.floors)",
         "GBPS",
     )
     busbw_ratio: float = option(
@@ -584,6 +594,14 @@ class Options:
     )
     slurm_account: str | None = option(
         "--slurm-account", _slurm_names, None, "slurm: the account to charge", "ACCOUNT"
+    )
+    isolate: bool = option(
+        "--isolate",
+        _bool,
+        False,
+        "when a run fails naming no node (a hang of the world, a slow world, a rendezvous that never "
+        "completes), re-run the bandwidth phase alone on halves of the nodes until the bad node is named",
+        switch=True,
     )
     container_image: str | None = option(
         "--container-image",

@@ -80,6 +80,8 @@ class GroupBandwidth:
     algbw_gbps: float
     busbw_gbps: float
     reported: int = 1
+    #: ``(bytes, busbw_gbps)`` per size of a sweep, the lowest any member measured at that size; else empty.
+    sweep: tuple[tuple[int, float], ...] = ()
 
     @property
     def label(self) -> str:
@@ -93,6 +95,15 @@ class GroupBandwidth:
     def as_dict(self) -> dict[str, Any]:
         """The group, JSON-ready."""
         return {**asdict(self), "nodes": list(self.nodes), "ranks": ranges(self.ranks), "label": self.label}
+
+
+def _lowest_sweep(records: Sequence[Any]) -> tuple[tuple[int, float], ...]:
+    """Per size of the members' sweeps, the lowest bus bandwidth any member measured at it."""
+    lowest: dict[int, float] = {}
+    for record in records:
+        for nbytes, busbw in record.sweep:
+            lowest[nbytes] = min(lowest.get(nbytes, math.inf), busbw)
+    return tuple(sorted(lowest.items()))
 
 
 @dataclass(frozen=True)
@@ -117,12 +128,15 @@ class PerfFigures:
     groups: tuple[GroupBandwidth, ...] = ()
     #: The pods (log sources) of each node's ranks.
     pods: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
+    #: The machine (the ``start`` event's ``node``) each node's ranks said they ran on, where one did.
+    machines: Mapping[int, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, roll: RollCall, world_size: int, node_of: Callable[[int], int]) -> PerfFigures:
         """The figures of ranks ``0..world_size-1``; ``node_of(rank)`` is the node a rank ran on."""
         compute = []
         pods: dict[int, set[str]] = defaultdict(set)
+        machines: dict[int, str] = {}
         measured: dict[tuple[str, tuple[int, ...]], list[Any]] = defaultdict(list)
         for r in range(world_size):
             report = roll.ranks.get(r)
@@ -130,6 +144,9 @@ class PerfFigures:
                 continue
             node = node_of(r)
             pods[node].update(report.sources)
+            said = (report.start or {}).get("node")
+            if isinstance(said, str) and said:
+                machines.setdefault(node, said)
             if _usable(report.compute_ms):
                 assert report.compute_ms is not None
                 p90 = report.compute_ms_p90 if _usable(report.compute_ms_p90) else None
@@ -149,12 +166,18 @@ class PerfFigures:
                 algbw_gbps=min(r.algbw_gbps for r in records),
                 busbw_gbps=min(r.busbw_gbps for r in records),
                 reported=len(records),
+                sweep=_lowest_sweep(records),
             )
             for (scope, nodes), records in measured.items()
         ]
         order = {"world": 0, "node": 1, "pair": 2}
         groups.sort(key=lambda g: (order.get(g.scope, 3), g.nodes))
-        return cls(tuple(compute), tuple(groups), {n: tuple(sorted(p)) for n, p in sorted(pods.items())})
+        return cls(
+            tuple(compute),
+            tuple(groups),
+            {n: tuple(sorted(p)) for n, p in sorted(pods.items())},
+            dict(sorted(machines.items())),
+        )
 
     @property
     def compute_median(self) -> float | None:

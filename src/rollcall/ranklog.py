@@ -153,6 +153,8 @@ class BandwidthRecord:
     #: Timed all-reduces whose result the rank checked (None: the workload checks none).
     checked: int | None = None
     mismatch: CollectiveMismatch | None = None
+    #: ``(bytes, busbw_gbps)`` of each size of a sweep (``--bandwidth-sizes``), smallest first; else empty.
+    sweep: tuple[tuple[int, float], ...] = ()
 
     @property
     def key(self) -> tuple[str, tuple[int, ...]]:
@@ -561,7 +563,23 @@ def _bandwidth(obj: dict[str, Any]) -> BandwidthRecord | None:
         _number(obj.get("seconds")),
         checked=_count(obj.get("checked")),
         mismatch=_mismatch(obj.get("mismatch")),
+        sweep=_sweep(obj.get("sweep")),
     )
+
+
+def _sweep(value: object) -> tuple[tuple[int, float], ...]:
+    """A ``bandwidth`` event's ``sweep``: its ``[bytes, busbw_gbps]`` pairs, or empty unless all are whole."""
+    if not isinstance(value, list):
+        return ()
+    pairs = []
+    for item in value:
+        if not (isinstance(item, list) and len(item) == 2):
+            return ()
+        nbytes, busbw = item[0], _number(item[1])
+        if not isinstance(nbytes, int) or isinstance(nbytes, bool) or nbytes <= 0 or busbw is None:
+            return ()
+        pairs.append((nbytes, busbw))
+    return tuple(pairs)
 
 
 _RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -30,7 +30,7 @@ from rollcall.backends import Backend, CleanupError, JobState, JobStatus
 from rollcall.checks.hangs import stop_reason
 from rollcall.collect import Collector
 from rollcall.jobspec import JobSpec
-from rollcall.judge import judge
+from rollcall.judge import CHECKS, Check, judge
 from rollcall.ranklog import RollCall
 from rollcall.rootcause import Disruption
 from rollcall.torchrun import read_terminations
@@ -121,8 +121,12 @@ def run_once(
     *,
     criteria: Criteria | None = None,
     keep: bool = False,
+    checks: Iterable[Check] = CHECKS,
 ) -> Attempt:
-    """Provision the job, wait for it, collect every node's log, judge it against ``criteria``, clean up."""
+    """Provision the job, wait for it, collect every node's log, judge it against ``criteria``, clean up.
+
+    ``checks`` are the judge's checks (all of them unless a run that trains nothing asks for fewer).
+    """
     started = time.monotonic()
     collector = Collector(artifacts)
     job = None
@@ -147,7 +151,7 @@ def run_once(
         for sink in collector.sinks:
             status.terminations += read_terminations(sink.path, sink.name, backend.unit)
     evidence = Evidence(collector.roll, Layout(spec.nodes, spec.procs_per_node), status, spec, backend.unit)
-    verdict = judge(evidence, criteria)
+    verdict = judge(evidence, criteria, checks)
     return Attempt(spec, status, verdict, artifacts, time.monotonic() - started, left)
 
 

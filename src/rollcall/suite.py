@@ -3,7 +3,8 @@
 The pytest plugin builds one :class:`Suite` per session from the validated options; tests call
 :meth:`Suite.run`, which builds the :class:`~rollcall.jobspec.JobSpec`, runs it with retries (each attempt
 judged once against the session's :attr:`Suite.criteria`), and records the result and what the deciding
-verdict says of the release gate (:mod:`rollcall.gate`) for the reports.
+verdict says of the release gate (:mod:`rollcall.gate`) for the reports. With ``--isolate``, a deciding
+attempt that failed naming no node is followed by the search of :mod:`rollcall.isolation`.
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 from rollcall.backends import Backend, Placement
 from rollcall.backends.kubernetes.kubeconfig import cluster_config
+from rollcall.checks.floors import floors_of, measure_args
 from rollcall.collect import safe_name
 from rollcall.gate import GateReport
+from rollcall.isolation.probe import isolate, with_isolation
 from rollcall.jobspec import JobSpec
 from rollcall.options import OptionError, Options
 from rollcall.reports import TestRecord
@@ -71,7 +74,11 @@ def job_spec(options: Options, placement: Placement, name: str) -> JobSpec:
         procs_per_node=p.procs_per_node,
         accelerator=p.accelerator,
         image=o.image,
-        workload_args=o.workload_args,
+        # --min-busbw auto measures at the size the instance type's floors were published at
+        workload_args=(
+            *(measure_args(p.instance_type, p.accelerator) if o.min_busbw == "auto" else ()),
+            *o.workload_args,
+        ),
         env=o.workload_env,
         resources=p.resources,
         instance_type=p.instance_type,
@@ -150,7 +157,22 @@ class Suite:
             retries=self.options.retries,
             keep=self.options.keep,
         )
-        record = TestRecord(test_id, result, base.accelerator)
+        extra: dict[str, Any] = {}
+        if self.options.isolate:  # the deciding attempt failed naming no node: bisect the nodes
+            found = isolate(
+                self.backend,
+                result.last,
+                artifacts / "isolate",
+                criteria=self.criteria,
+                keep=self.options.keep,
+            )
+            if found.isolation is not None:
+                result.last.verdict = with_isolation(result.last.verdict, found.isolation)
+            extra["isolation"] = found.as_dict()
+        floors = floors_of(base.instance_type) if self.criteria.busbw_floors else None
+        if floors is not None:  # the floors held to, and the sizes measured at
+            extra["busbw_floors"] = floors.as_dict(result.last.verdict.perf.groups)
+        record = TestRecord(test_id, result, base.accelerator, extra)
         record.gate = GateReport.of(test_id, result.last)
         note = record.gate.note()
         if note and self.progress:

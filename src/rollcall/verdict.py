@@ -122,6 +122,7 @@ class Kind(enum.Enum):
         "config_drift"  # nodes of the run differ in a version (driver, CUDA, NCCL, kernel, torch ...)
     )
     EXPECTATION = "expectation"  # a node's fact does not match --expect KEY=GLOB (or is unknown)
+    ISOLATED = "isolated"  # --isolate: the node(s) failing alone or in every group holding them
 
     @property
     def rank_state(self) -> RankState:
@@ -227,6 +228,8 @@ class Criteria:
             over it, fail (0: off).
         min_busbw: GB/s of all-reduce bus bandwidth every node, pair of nodes and the world must reach.
         busbw_ratio: a node (pair) below this times the median node's (pair's) bus bandwidth fails (0: off).
+        busbw_floors: without ``min_busbw``, hold every node, pair and world to the published floor of the
+            run's instance type (``--min-busbw auto``; :mod:`rollcall.checks.floors`), where one is known.
         baselines: each configuration's accepted figures (None: no regression gate); a run is compared
             with the entry of its own configuration (:class:`~rollcall.baseline.ConfigKey`), if there is one.
         baseline_file: where ``baselines`` were read from, for the reports.
@@ -243,6 +246,7 @@ class Criteria:
     straggler_ratio: float = 0.0
     min_busbw: float | None = None
     busbw_ratio: float = 0.0
+    busbw_floors: bool = False
     baselines: Baselines | None = None
     baseline_file: str | None = None
     max_regression_pct: float = 0.0

@@ -80,12 +80,12 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
     frozenset(m if m == "rollcall" else f"rollcall.{m}" for m in layer.split())
     for layer in (
         "rollcall ranklog procs jobspec",  # rollcall: the package itself (``from rollcall import procs``)
-        "rootcause perf collect options baseline checks checks.hangs checks.proofs checks.fitness page page.plot",
+        "rootcause perf collect options baseline checks checks.hangs checks.proofs checks.fitness checks.floors page page.plot isolation isolation.bisect",
         "backends",
         "torchrun verdict stragglers page.timeline",
         "WINGS",
         "judge",
-        "runner gate",
+        "runner gate isolation.probe",
         "reports history htmlreport page.trend",
         "suite",
         "cli plugin",

@@ -5,4 +5,5 @@ Pure analyses over :mod:`rollcall.ranklog`'s reports, each feeding checks of :da
 - :mod:`.hangs`: a stalled rank's stack dumps: hung in its own code, or waiting in a collective.
 - :mod:`.proofs`: that every rank trained correctly: replicas agree, all-reduces are exact, the loss falls.
 - :mod:`.fitness`: each node's facts: its unfit devices, drift between nodes, the golden configuration.
+- :mod:`.floors`: the published bus-bandwidth floors of instance types, and the groups below them.
 """

@@ -201,6 +201,11 @@ def render(spec: JobSpec, names: Names, *, extras: PodExtras | None = None) -> R
         selector["node.kubernetes.io/instance-type"] = spec.instance_type
     if selector:
         pod["nodeSelector"] = selector
+    if spec.machines:  # a re-run of some nodes of an earlier run: on those machines, none other
+        term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": list(spec.machines)}]}
+        pod["affinity"]["nodeAffinity"] = {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}
+        }
     _schedule(job, spec.scheduling)
 
     container = pod["containers"][0]

@@ -111,6 +111,17 @@ _ENV = jinja2.Environment(
 _PATH_SAFE = re.compile(r"^[\w@%+=:,./-]+$")
 
 
+_NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def _nodelist(machines: Sequence[str]) -> str:
+    """``--nodelist`` of a job pinned to ``machines`` (a re-run of some nodes); empty when not pinned."""
+    bad = [m for m in machines if not _NODE_NAME.match(m)]
+    if bad:
+        raise ValueError(f"node name(s) {', '.join(map(repr, bad))} cannot be passed to --nodelist")
+    return ",".join(machines)
+
+
 def render(spec: JobSpec, settings: Settings, out_dir: Path) -> str:
     """The sbatch script of ``spec``; ``out_dir`` (absolute, shared with the nodes) gets its logs."""
     out = out_dir.resolve()
@@ -151,5 +162,6 @@ def render(spec: JobSpec, settings: Settings, out_dir: Path) -> str:
         "command": command,
         "port_base": PORT_BASE,
         "port_span": PORT_SPAN,
+        "nodelist": _nodelist(spec.machines),
     }
     return _ENV.get_template(TEMPLATE).render(values)

@@ -118,6 +118,36 @@ def _prefix(text: str) -> str:
     return text
 
 
+def _prom_file(text: str) -> Path:
+    """A file name ending in ``.prom``, the only files node_exporter's textfile collector reads."""
+    path = Path(text)
+    if path.suffix != ".prom" or not path.stem:
+        raise ValueError("must name a file ending in .prom (node_exporter's textfile collector reads *.prom)")
+    if path.is_dir():
+        raise ValueError("is a directory; name a file in it, e.g. DIR/rollcall.prom")
+    return path
+
+
+def _http_url(text: str) -> str:
+    """An http(s) URL with a host (``http://127.0.0.1:9091``)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 - raises ValueError on a port that is not a number
+    except ValueError as exc:
+        raise ValueError(f"not a URL: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("expected an http(s) URL with a host, e.g. http://pushgateway:9091")
+    return text
+
+
+def _label_value(text: str) -> str:
+    if not text or any(c.isspace() or c == "/" for c in text):
+        raise ValueError("must be a non-empty word without spaces or '/'")
+    return text
+
+
 def _bool(text: str) -> bool:
     low = text.strip().lower()
     if low in ("1", "true", "yes", "on"):
@@ -525,6 +555,24 @@ class Options:
         None,
         "record each sound run's figures as the new baseline in FILE (merged with its entries)",
         "FILE",
+    )
+    metrics_file: Path | None = option(
+        "--metrics-file",
+        _prom_file,
+        None,
+        "write the session's metrics here in Prometheus' text format, atomically (node_exporter's textfile "
+        "collector reads *.prom)",
+        "PATH",
+    )
+    pushgateway: str | None = option(
+        "--pushgateway",
+        _http_url,
+        None,
+        "push the session's metrics to the Prometheus Pushgateway at URL (grouped by job, cluster, config)",
+        "URL",
+    )
+    pushgateway_job: str = option(
+        "--pushgateway-job", _label_value, "rollcall", "the job label of --pushgateway's grouping key", "NAME"
     )
     straggler_ratio: float = option(
         "--straggler-ratio",

@@ -354,11 +354,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     from rollcall.reports import write_rank_junit, write_results
 
     out = suite.options.artifacts_dir
+    finished = time.time()
     meta = {
         "backend": suite.backend_name,
         "backend_reason": suite.backend_reason,
         "started": suite.started,
-        "finished": time.time(),
+        "finished": finished,
         "argv": sys.argv,
     }
     # Under pytest-xdist each worker writes files of its own; the controller merges the results.
@@ -371,6 +372,22 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     write_report(out / _tagged(REPORT_FILE, tag), suite.records, meta)
     notes = session.config.stash.setdefault(_NOTES, [])
     notes.append(f"html report: {out / REPORT_FILE}")
+    o = suite.options
+    if o.metrics_file is not None or o.pushgateway is not None:
+        from rollcall.metrics.prometheus import export
+
+        notes.extend(
+            export(
+                suite.records,
+                finished,
+                metrics_file=o.metrics_file.with_name(_tagged(o.metrics_file.name, tag))
+                if o.metrics_file
+                else None,
+                pushgateway=o.pushgateway,
+                job=o.pushgateway_job,
+                cluster=o.context or suite.backend_name,
+            )
+        )
     if suite.options.write_baseline:
         from rollcall.baseline import BaselineError
         from rollcall.gate import write_baseline

@@ -52,6 +52,8 @@ class Attempt:
     verdict: Verdict
     artifacts: Path
     duration_s: float
+    #: Seconds from the launch until the first rank's ``start`` event was read (None: none was).
+    first_rank_s: float | None = None
 
     @property
     def passed(self) -> bool:
@@ -126,7 +128,8 @@ def run_once(
     job = None
     try:
         job = backend.launch(spec, collector)
-        status = job.wait(spec.job_timeout_s, stop=lambda: collector.view(_hang(spec.world_size)))
+        watch = _Watch(spec.world_size, started)
+        status = job.wait(spec.job_timeout_s, stop=lambda: collector.view(watch))
     finally:
         if job is not None and not keep:
             try:
@@ -141,12 +144,25 @@ def run_once(
             status.terminations += read_terminations(sink.path, sink.name)
     evidence = Evidence(collector.roll, Layout(spec.nodes, spec.procs_per_node), status, spec)
     verdict = judge(evidence, criteria)
-    return Attempt(spec, status, verdict, artifacts, time.monotonic() - started)
+    first = watch.first_rank_s
+    if first is None and any(r.start is not None for r in collector.roll.ranks.values()):
+        first = time.monotonic() - started  # a job shorter than one poll: its end bounds the first start
+    return Attempt(spec, status, verdict, artifacts, time.monotonic() - started, first)
 
 
-def _hang(world_size: int) -> Callable[[RollCall], str | None]:
-    """What ends a job at the hang (:func:`rollcall.checks.hangs.stop_reason`) over a live roll call."""
-    return lambda roll: stop_reason(roll.ranks, world_size)
+class _Watch:
+    """What the wait tests about every second over the live roll call: the hang, the first rank's start."""
+
+    def __init__(self, world_size: int, started: float) -> None:
+        self.world_size = world_size
+        self.started = started
+        self.first_rank_s: float | None = None
+
+    def __call__(self, roll: RollCall) -> str | None:
+        """The reason to end the job at the hang (:func:`rollcall.checks.hangs.stop_reason`), or None."""
+        if self.first_rank_s is None and any(r.start is not None for r in roll.ranks.values()):
+            self.first_rank_s = time.monotonic() - self.started
+        return stop_reason(roll.ranks, self.world_size)
 
 
 def run_with_retries(

@@ -86,7 +86,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
         "WINGS",
         "judge",
         "runner gate",
-        "reports history htmlreport",
+        "reports history htmlreport metrics metrics.prometheus",
         "suite",
         "cli plugin",
     )

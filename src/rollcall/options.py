@@ -549,6 +549,26 @@ class Options:
         "against --baseline",
         "PCT",
     )
+    baseline_history: str | None = option(
+        "--baseline-history",
+        str,
+        None,
+        "instead of --baseline: each configuration's reference is the median of its last --baseline-runs "
+        "sound runs in SOURCE (a directory of past artifacts, or a glob of results.json files); a figure "
+        "regresses only past both --max-regression and --baseline-mads spreads",
+        "SOURCE",
+    )
+    baseline_runs: int = option(
+        "--baseline-runs", _int(1), 10, "how many of the latest sound runs --baseline-history uses", "N"
+    )
+    baseline_mads: float = option(
+        "--baseline-mads",
+        _positive_float,
+        3.0,
+        "with --baseline-history, a figure must also be worse than the median by more than K spreads "
+        "(1.4826 x MAD, a robust standard deviation)",
+        "K",
+    )
     write_baseline: str | None = option(
         "--write-baseline",
         str,
@@ -652,6 +672,11 @@ def resolve(cli: Mapping[str, Any], environ: Mapping[str, str] | None = None) ->
         sources[spec.name] = source
         values[spec.name] = _convert(spec, raw, source)
     _check_requests_within_limits(values.get("requests") or {}, values.get("limits") or {})
+    if values.get("baseline") and values.get("baseline_history"):
+        raise OptionError(
+            f"--baseline {values['baseline']} and --baseline-history {values['baseline_history']}: "
+            "the gate takes one reference; pass one of them"
+        )
     if values.get("service_account") not in (None, "default") and values.get("namespace") is None:
         raise OptionError(
             f"--service-account {values['service_account']}: a run's own namespace holds no ServiceAccount "

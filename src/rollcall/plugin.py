@@ -175,7 +175,8 @@ def _prepare(suite: Suite, *, connect: bool) -> None:
     try:
         suite.prepare(connect=connect)
     except BaselineError as exc:
-        raise pytest.UsageError(f"--baseline: {exc}") from None
+        flag = "--baseline-history" if suite.options.baseline_history else "--baseline"
+        raise pytest.UsageError(f"{flag}: {exc}") from None
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
 

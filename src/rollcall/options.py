@@ -80,6 +80,10 @@ def _duration(text: str) -> float:
     return float(m.group(1)) * _UNIT_S[m.group(2)]
 
 
+def _duration_or_off(text: str) -> float:
+    return 0.0 if text.strip() == "0" else _duration(text)
+
+
 def _fraction(text: str) -> float:
     try:
         value = float(text)
@@ -575,6 +579,14 @@ class Options:
         None,
         "record each sound run's figures as the new baseline in FILE (merged with its entries)",
         "FILE",
+    )
+    progress_every: float = option(
+        "--progress-every",
+        _duration_or_off,
+        30.0,
+        "while a job runs, print the live roll call every DURATION when the output is not a terminal "
+        "(a terminal's line updates every second; 0: no live roll call)",
+        "DURATION",
     )
     metrics_file: Path | None = option(
         "--metrics-file",

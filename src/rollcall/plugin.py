@@ -26,9 +26,12 @@ API call ends the test and the run's clean-up (``finally``) still runs; the fail
 
 from __future__ import annotations
 
+import contextlib
+import math
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import FrameType
@@ -39,6 +42,7 @@ import pytest
 from rollcall.options import OPTIONS, OptionError, Options, resolve
 
 if TYPE_CHECKING:
+    from rollcall.live.view import LiveRollCall
     from rollcall.reports import TestRecord
     from rollcall.suite import Suite
 
@@ -159,6 +163,8 @@ def pytest_configure(config: pytest.Config) -> None:
     suite = Suite.from_options(options)
     _prepare(suite, connect=False)
     suite.progress = _terminal_writer(config)
+    if options.progress_every > 0 and not hasattr(config, "workerinput"):  # an xdist worker's output is lost
+        suite.live = _LiveLine(config, options.progress_every)
     config.stash[_SUITE] = suite
     config.addinivalue_line(
         "markers",
@@ -277,6 +283,51 @@ def _terminal_writer(config: pytest.Config) -> Callable[[str], None]:
     return write
 
 
+class _LiveLine:
+    """The live roll call through the terminal reporter, past output capturing.
+
+    On a terminal one line is rewritten as it changes; otherwise a plain line is written every ``every``
+    seconds. The state when the job ended is always written, as a line of its own.
+    """
+
+    def __init__(self, config: pytest.Config, every: float) -> None:
+        self.config = config
+        self.every = every
+        self.shown: str | None = None
+        self.last = -math.inf
+
+    def _write(self, line: str, *, final: bool) -> None:
+        reporter = self.config.pluginmanager.getplugin("terminalreporter")
+        if reporter is None:
+            return
+        capture = self.config.pluginmanager.getplugin("capturemanager")
+        with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
+            if reporter.isatty():
+                if self.shown is None:
+                    reporter.ensure_newline()
+                reporter.rewrite(line, erase=True)
+                if final:
+                    reporter.write("\n")
+            else:
+                reporter.ensure_newline()
+                reporter.write_line(line)
+        self.shown = None if final else line
+        self.last = time.monotonic()
+
+    def update(self, live: LiveRollCall) -> None:
+        """Rewrite the line (a terminal) or write it when ``every`` seconds have passed."""
+        line = live.line()
+        reporter = self.config.pluginmanager.getplugin("terminalreporter")
+        tty = reporter is not None and reporter.isatty()
+        if (tty and line != self.shown) or (not tty and time.monotonic() - self.last >= self.every):
+            self._write(line, final=False)
+
+    def finish(self, live: LiveRollCall) -> None:
+        """The roll call when the job ended."""
+        self._write(live.line(), final=True)
+        self.last = -math.inf
+
+
 def _raise_on_sigterm() -> None:
     """Turn SIGTERM (what CI sends on cancel) into KeyboardInterrupt, so clean-up in ``finally`` runs."""
 
@@ -349,7 +400,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         merge_worker_results(suite.options.artifacts_dir, since=suite.started)
     if not suite or not suite.records:
         return
-    import time
 
     from rollcall.collect import RANKS_JUNIT_FILE, REPORT_FILE, RESULTS_FILE
     from rollcall.reports import write_rank_junit, write_results

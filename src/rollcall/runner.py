@@ -31,6 +31,7 @@ from rollcall.checks.hangs import stop_reason
 from rollcall.collect import Collector
 from rollcall.jobspec import JobSpec
 from rollcall.judge import judge
+from rollcall.live.view import LiveRollCall, LiveView
 from rollcall.ranklog import RollCall
 from rollcall.rootcause import Disruption
 from rollcall.torchrun import read_terminations
@@ -121,15 +122,19 @@ def run_once(
     *,
     criteria: Criteria | None = None,
     keep: bool = False,
+    live: LiveView | None = None,
 ) -> Attempt:
-    """Provision the job, wait for it, collect every node's log, judge it against ``criteria``, clean up."""
+    """Provision the job, wait for it, collect every node's log, judge it against ``criteria``, clean up.
+
+    ``live`` is shown the live roll call about every second while the job runs, and once when it ended.
+    """
     started = time.monotonic()
     collector = Collector(artifacts)
     job = None
     try:
         job = backend.launch(spec, collector)
-        watch = _Watch(spec.world_size, started)
-        status = job.wait(spec.job_timeout_s, stop=lambda: collector.view(watch))
+        watch = _Watch(spec.world_size, started, collector, live)
+        status = job.wait(spec.job_timeout_s, stop=watch.poll)
     finally:
         if job is not None and not keep:
             try:
@@ -142,6 +147,8 @@ def run_once(
     if status.state is not JobState.SUCCEEDED:  # the launcher's own records of the workers that failed
         for sink in collector.sinks:
             status.terminations += read_terminations(sink.path, sink.name)
+    if live is not None:
+        live.finish(LiveRollCall.of(collector.roll, spec.world_size))
     evidence = Evidence(collector.roll, Layout(spec.nodes, spec.procs_per_node), status, spec)
     verdict = judge(evidence, criteria)
     first = watch.first_rank_s
@@ -151,18 +158,31 @@ def run_once(
 
 
 class _Watch:
-    """What the wait tests about every second over the live roll call: the hang, the first rank's start."""
+    """What the wait tests about every second over the live roll call: the hang, the first rank's start.
 
-    def __init__(self, world_size: int, started: float) -> None:
+    It also shows the live roll call (:class:`~rollcall.live.view.LiveRollCall`) to ``live``, outside the
+    collector's lock.
+    """
+
+    def __init__(self, world_size: int, started: float, collector: Collector, live: LiveView | None) -> None:
         self.world_size = world_size
         self.started = started
+        self.collector = collector
+        self.live = live
         self.first_rank_s: float | None = None
 
-    def __call__(self, roll: RollCall) -> str | None:
+    def poll(self) -> str | None:
         """The reason to end the job at the hang (:func:`rollcall.checks.hangs.stop_reason`), or None."""
+        reason, now = self.collector.view(self._look)
+        if self.live is not None and now is not None:
+            self.live.update(now)
+        return reason
+
+    def _look(self, roll: RollCall) -> tuple[str | None, LiveRollCall | None]:
         if self.first_rank_s is None and any(r.start is not None for r in roll.ranks.values()):
             self.first_rank_s = time.monotonic() - self.started
-        return stop_reason(roll.ranks, self.world_size)
+        now = LiveRollCall.of(roll, self.world_size) if self.live is not None else None
+        return stop_reason(roll.ranks, self.world_size), now
 
 
 def run_with_retries(
@@ -173,6 +193,7 @@ def run_with_retries(
     criteria: Criteria | None = None,
     retries: int = 0,
     keep: bool = False,
+    live: LiveView | None = None,
 ) -> RunResult:
     """Run up to ``retries + 1`` attempts, each with fresh names, while :func:`retriable` says so.
 
@@ -182,7 +203,7 @@ def run_with_retries(
     for attempt in range(retries + 1):
         spec = make_spec(attempt)
         where = artifacts if retries == 0 else artifacts / f"attempt-{attempt + 1}"
-        result.attempts.append(run_once(backend, spec, where, criteria=criteria, keep=keep))
+        result.attempts.append(run_once(backend, spec, where, criteria=criteria, keep=keep, live=live))
         if not retriable(result.last):
             break
     return result

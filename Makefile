@@ -85,6 +85,7 @@ cluster-build:
 	hack/deps.sh
 	hack/cluster.sh build
 	hack/karpenter.sh build
+	hack/pushgateway.sh build
 
 cluster-up:
 	hack/cluster.sh up --nodes $(NODES) --profile $(PROFILE) --real-nodes $(REAL)

@@ -122,7 +122,8 @@ Every rank parses all of these variables at start: a malformed value is an ``err
 variable and the form to write, on every rank, before training (the suite checks them before launch
 with the same functions: :func:`check_fault_injection`).
 
-``ROLLCALL_SLOW_RANK=<rank>:<factor>`` (factor >= 1) makes that rank's device that many times slower:
+``ROLLCALL_SLOW_RANK=<rank>:<factor>`` (factor >= 1) makes that rank's device that many times slower (a
+comma-separated list, ``0:1.5,1:1.5``, slows each rank it names by its own factor):
 after its own work of each step (training and compute steps alike) it runs extra matmuls on its device
 for (factor - 1) times the wall-clock time that work took, so each of its steps takes factor times as
 long. It is real work sized in time, not a sleep, and never inside a collective; sizing it in time (not
@@ -858,7 +859,7 @@ def check_fault_injection(environ: Mapping[str, str]) -> None:
     for name in (FAIL_RANK_ENV, HANG_RANK_ENV):
         rank_list(name, environ)
     chatty(environ)
-    slow_rank(environ)
+    slow_ranks(environ)
     slow_link(environ)
     exit_rank(environ)
     for name in (CORRUPT_RANK_ENV, CORRUPT_COLLECTIVE_ENV):
@@ -904,6 +905,23 @@ def slow_rank(environ: Mapping[str, str]) -> SlowRank | None:
     if pair[1] < 1:
         raise ValueError(f"{SLOW_RANK_ENV}: the factor must be at least 1, not {pair[1]:g}")
     return SlowRank(*pair)
+
+
+def slow_ranks(environ: Mapping[str, str]) -> dict[int, float]:
+    """Each rank ``ROLLCALL_SLOW_RANK=<rank>:<factor>[,<rank>:<factor>...]`` slows down, by its factor."""
+    value = environ.get(SLOW_RANK_ENV, "").strip()
+    factors: dict[int, float] = {}
+    for part in value.split(",") if value else ():
+        one = slow_rank({SLOW_RANK_ENV: part})
+        if one is None:
+            raise ValueError(
+                f"{SLOW_RANK_ENV}={value!r} has an empty entry; "
+                f"write {SLOW_RANK_ENV}=<rank>:<factor >= 1>[,<rank>:<factor>...]"
+            )
+        if one.rank in factors:
+            raise ValueError(f"{SLOW_RANK_ENV}: rank {one.rank} is named twice; name each rank once")
+        factors[one.rank] = one.factor
+    return factors
 
 
 def slow_link(environ: Mapping[str, str]) -> SlowLink | None:
@@ -2149,7 +2167,7 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
     apply_defaults(args, device, memory)
     first_step = args.first_step_hang_after or first_step_bound(device, bool(args.compile))
     watchdog = Watchdog(log, args.hang_after, first_step).start()
-    slow, link = slow_rank(os.environ), slow_link(os.environ)
+    slow, link = slow_ranks(os.environ), slow_link(os.environ)
     corrupt_replica = corrupted_rank(CORRUPT_RANK_ENV, os.environ) == env.rank
     if device == "xla" and args.compile:
         raise ValueError("--compile is not supported with --device xla")
@@ -2205,7 +2223,7 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
     autocast = acc.autocast if training.autocast else contextlib.nullcontext
     batches = batch_pool(args, env.rank, shape.vocab, acc.device)
     steps = itertools.count()
-    slowdown = Slowdown(acc, slow.factor if slow is not None and slow.rank == env.rank else 1.0)
+    slowdown = Slowdown(acc, slow.get(env.rank, 1.0))
 
     def train_steps(count: int, label: str, first: int) -> torch.Tensor | None:
         loss = None

@@ -162,14 +162,72 @@ MEASURES: tuple[Measure, ...] = (
 )
 
 
+#: A spread is the median absolute deviation times this: for normal noise, its standard deviation.
+MAD_SCALE = 1.4826
+#: A reference from fewer sound runs than this has no spread: the percentage alone judges against its median.
+MIN_SPREAD_RUNS = 3
+
+
+@dataclass(frozen=True)
+class Reference:
+    """How a configuration's reference figures came from its history (``--baseline-history``).
+
+    Attributes:
+        runs: for each measure (its :attr:`Measure.attr`), how many sound runs had it.
+        spread: for each measure, :data:`MAD_SCALE` times the median absolute deviation over those runs
+            (None where fewer than :data:`MIN_SPREAD_RUNS` had it).
+        mads: how many spreads worse than the median a figure must also be to regress (``--baseline-mads``).
+    """
+
+    runs: Mapping[str, int]
+    spread: Figures
+    mads: float
+
+    def spread_of(self, measure: Measure) -> float | None:
+        """The measure's spread, when enough runs had it."""
+        if self.runs.get(measure.attr, 0) < MIN_SPREAD_RUNS:
+            return None
+        value: float | None = getattr(self.spread, measure.attr)
+        return value
+
+    @classmethod
+    def of(cls, history: Iterable[Figures], mads: float) -> tuple[Figures, Reference]:
+        """The median of each measure over ``history`` and the reference it came from."""
+        medians: dict[str, float | None] = {}
+        spreads: dict[str, float | None] = {}
+        runs: dict[str, int] = {}
+        figures = list(history)
+        for m in MEASURES:
+            values = [v for v in (m.of(f) for f in figures) if v is not None]
+            runs[m.attr] = len(values)
+            mid = _median(values)
+            medians[m.attr] = mid
+            spreads[m.attr] = (
+                MAD_SCALE * _median([abs(v - mid) for v in values])  # type: ignore[operator]
+                if mid is not None and len(values) >= MIN_SPREAD_RUNS
+                else None
+            )
+        return Figures(**medians), cls(runs, Figures(**spreads), mads)
+
+
+def _median(values: list[float]) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
 @dataclass(frozen=True)
 class Regression:
-    """One measure worse than its baseline by more than the allowed percentage."""
+    """One measure worse than its baseline by more than the allowed percentage (and spreads, with history)."""
 
     measure: Measure
     baseline: float
     value: float
     max_regression_pct: float
+    #: The reference's history, when the baseline is the median of past runs (``--baseline-history``).
+    reference: Reference | None = None
 
     @property
     def ratio(self) -> float:
@@ -180,10 +238,29 @@ class Regression:
         m = self.measure
         change = abs(1 - self.ratio) * 100
         worse = "below" if m.higher_is_better else "above"
+        if self.reference is None:
+            return (
+                f"{m.name} regressed: {m.show(self.value)} against a baseline of {m.show(self.baseline)} "
+                f"(ratio {self.ratio:.3f}, {change:.1f}% {worse} it; "
+                f"--max-regression {self.max_regression_pct:g}%)"
+            )
+        ref = self.reference
+        runs, spread = ref.runs.get(m.attr, 0), ref.spread_of(m)
+        if spread is None:
+            how = (
+                f"too few runs for a spread (fewer than {MIN_SPREAD_RUNS}): judged by "
+                f"--max-regression {self.max_regression_pct:g}% alone"
+            )
+        else:
+            away = abs(self.value - self.baseline) / spread if spread > 0 else math.inf
+            how = (
+                f"spread {m.show(spread)} (1.4826 x MAD), {away:.1f} spreads {worse} it; "
+                f"--max-regression {self.max_regression_pct:g}% and --baseline-mads {ref.mads:g}"
+            )
         return (
-            f"{m.name} regressed: {m.show(self.value)} against a baseline of {m.show(self.baseline)} "
-            f"(ratio {self.ratio:.3f}, {change:.1f}% {worse} it; "
-            f"--max-regression {self.max_regression_pct:g}%)"
+            f"{m.name} regressed: {m.show(self.value)} against a reference of {m.show(self.baseline)}, "
+            f"the median of the last {runs} sound run(s) (ratio {self.ratio:.3f}, {change:.1f}% {worse} it; "
+            f"{how})"
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -194,12 +271,25 @@ class Regression:
             "value": self.value,
             "ratio": self.ratio,
             "message": str(self),
+            **(
+                {
+                    "runs": self.reference.runs.get(self.measure.attr, 0),
+                    "spread": self.reference.spread_of(self.measure),
+                    "baseline_mads": self.reference.mads,
+                }
+                if self.reference is not None
+                else {}
+            ),
         }
 
 
-def regressions(current: Figures, baseline: Figures, max_regression_pct: float) -> list[Regression]:
+def regressions(
+    current: Figures, baseline: Figures, max_regression_pct: float, reference: Reference | None = None
+) -> list[Regression]:
     """Each measure of ``current`` worse than ``baseline`` by more than ``max_regression_pct`` percent.
 
+    With a ``reference`` (the baseline is the median of past runs), a measure that had a spread must also be
+    worse than the median by more than ``reference.mads`` spreads: run-to-run noise alone does not fail a run.
     A measure missing on either side is not compared (a run without throughput already fails its roll call).
     """
     allowed = max_regression_pct / 100
@@ -209,8 +299,11 @@ def regressions(current: Figures, baseline: Figures, max_regression_pct: float) 
         if base is None or value is None:
             continue
         worse = value < base * (1 - allowed) if m.higher_is_better else value > base * (1 + allowed)
+        spread = reference.spread_of(m) if reference is not None else None
+        if worse and spread is not None and reference is not None:
+            worse = abs(value - base) > reference.mads * spread
         if worse:
-            found.append(Regression(m, base, value, max_regression_pct))
+            found.append(Regression(m, base, value, max_regression_pct, reference))
     return found
 
 
@@ -221,6 +314,8 @@ class Entry:
     key: ConfigKey
     figures: Figures
     info: Mapping[str, Any] = field(default_factory=dict)
+    #: Set when ``figures`` are the medians of past runs (``--baseline-history``): their spreads and count.
+    reference: Reference | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The entry as the baseline file holds it."""

@@ -18,7 +18,9 @@ deciding verdict found of the gate's criteria, for the reports; nothing here jud
 - **Regressions** (``--baseline FILE``, ``--max-regression PCT``): the run fails when its total or per-rank
   median throughput is more than PCT below the baseline entry of its configuration, or its mean epoch time
   more than PCT above it; each failure names the measure, the baseline, the value and the ratio. A
-  configuration without an entry skips the gate, never the test, and the key is printed.
+  configuration without an entry skips the gate, never the test, and the key is printed. With
+  ``--baseline-history`` instead, each configuration's baseline is the median of its last sound runs and a
+  figure must also be worse by more than ``--baseline-mads`` spreads (:mod:`rollcall.checks.reference`).
 
 ``--write-baseline FILE`` records the figures of every sound run (the job succeeded, every rank answered, no
 straggler; a regression against an older baseline does not stop it) into FILE, merged with the entries FILE
@@ -36,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from rollcall.backends import JobState
 from rollcall.baseline import Baselines, ConfigKey, Entry, Figures, Regression
 from rollcall.checks.fitness import FitnessPolicy
+from rollcall.checks.reference import history_baselines
 from rollcall.perf import PerfReport
 from rollcall.stragglers import Straggler
 from rollcall.verdict import Criteria, Kind, Verdict
@@ -97,6 +100,7 @@ class GateReport:
             "baseline": self.baseline.as_dict() if self.baseline else None,
             "max_regression_pct": self.max_regression_pct,
             "regressions": [r.as_dict() for r in self.regressions],
+            "sound": self.sound,
             "compute_stragglers": len(self.perf.stragglers) if self.perf else 0,
             "slow_links": len(self.perf.slow) if self.perf else 0,
         }
@@ -128,16 +132,24 @@ class GateReport:
 
 
 def criteria_of(options: Options) -> Criteria:
-    """The session's criteria from its options; reads ``--baseline`` now (a bad file raises BaselineError)."""
-    path = options.baseline
+    """The session's criteria from its options; reads ``--baseline`` or ``--baseline-history`` now.
+
+    A bad file raises BaselineError. With ``--baseline-history`` each configuration's baseline is the
+    median of its last ``--baseline-runs`` sound runs, with their spreads (:mod:`rollcall.checks.reference`).
+    """
+    path, history = options.baseline, options.baseline_history
+    if history:
+        baselines: Baselines | None = history_baselines(history, options.baseline_runs, options.baseline_mads)
+    else:
+        baselines = Baselines.load(path) if path else None
     return Criteria(
         min_throughput=options.min_throughput,
         straggler_ratio=options.straggler_ratio,
         min_busbw=None if options.min_busbw == "auto" else options.min_busbw,
         busbw_floors=options.min_busbw == "auto",
         busbw_ratio=options.busbw_ratio,
-        baselines=Baselines.load(path) if path else None,
-        baseline_file=path,
+        baselines=baselines,
+        baseline_file=history or path,
         max_regression_pct=options.max_regression,
         fitness=FitnessPolicy(warn=options.fitness_warn, off=options.fitness_off),
         drift=options.drift,

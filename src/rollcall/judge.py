@@ -44,7 +44,7 @@ from functools import cached_property
 from typing import Any
 
 from rollcall.backends import JobState
-from rollcall.baseline import ConfigKey, Figures
+from rollcall.baseline import ConfigKey, Figures, Reference
 from rollcall.baseline import regressions as find_regressions
 from rollcall.checks.fitness import NodeFacts, drift, mismatches, node_facts, unfit_devices
 from rollcall.checks.floors import below_floors
@@ -184,6 +184,13 @@ class Facts:
         baselines, config = self.criteria.baselines, self.config
         entry = baselines.get(config) if baselines is not None and config is not None else None
         return entry.figures if entry is not None else None
+
+    @cached_property
+    def baseline_reference(self) -> Reference | None:
+        """The history the baseline is the median of (``--baseline-history``), with its spreads."""
+        baselines, config = self.criteria.baselines, self.config
+        entry = baselines.get(config) if baselines is not None and config is not None else None
+        return entry.reference if entry is not None else None
 
 
 Check = Callable[[Facts], Iterable[Problem]]
@@ -431,11 +438,12 @@ def busbw_floors(facts: Facts) -> Iterable[Problem]:
 
 
 def regressions(facts: Facts) -> Iterable[Problem]:
-    """With a baseline, no figure may be worse than it by more than ``max_regression_pct``."""
+    """With a baseline, no figure may be worse than it by more than ``max_regression_pct`` (and spreads)."""
     base = facts.baseline
     if base is None:
         return
-    for found in find_regressions(facts.figures, base, facts.criteria.max_regression_pct):
+    c = facts.criteria
+    for found in find_regressions(facts.figures, base, c.max_regression_pct, facts.baseline_reference):
         yield Problem(Kind.REGRESSION, str(found), detail=found)
 
 

@@ -90,6 +90,10 @@ def _duration(text: str) -> float:
     return float(m.group(1)) * _UNIT_S[m.group(2)]
 
 
+def _duration_or_off(text: str) -> float:
+    return 0.0 if text.strip() == "0" else _duration(text)
+
+
 def _fraction(text: str) -> float:
     try:
         value = float(text)
@@ -125,6 +129,36 @@ def _choice(literal: Any) -> Callable[[str], str]:
 def _prefix(text: str) -> str:
     if not re.match(r"^[a-z]([-a-z0-9]{0,28}[a-z0-9])?$", text):
         raise ValueError("must be 1-30 lower-case letters, digits or '-', starting with a letter")
+    return text
+
+
+def _prom_file(text: str) -> Path:
+    """A file name ending in ``.prom``, the only files node_exporter's textfile collector reads."""
+    path = Path(text)
+    if path.suffix != ".prom" or not path.stem:
+        raise ValueError("must name a file ending in .prom (node_exporter's textfile collector reads *.prom)")
+    if path.is_dir():
+        raise ValueError("is a directory; name a file in it, e.g. DIR/rollcall.prom")
+    return path
+
+
+def _http_url(text: str) -> str:
+    """An http(s) URL with a host (``http://127.0.0.1:9091``)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 - raises ValueError on a port that is not a number
+    except ValueError as exc:
+        raise ValueError(f"not a URL: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("expected an http(s) URL with a host, e.g. http://pushgateway:9091")
+    return text
+
+
+def _label_value(text: str) -> str:
+    if not text or any(c.isspace() or c == "/" for c in text):
+        raise ValueError("must be a non-empty word without spaces or '/'")
     return text
 
 
@@ -529,12 +563,58 @@ class Options:
         "against --baseline",
         "PCT",
     )
+    baseline_history: str | None = option(
+        "--baseline-history",
+        str,
+        None,
+        "instead of --baseline: each configuration's reference is the median of its last --baseline-runs "
+        "sound runs in SOURCE (a directory of past artifacts, or a glob of results.json files); a figure "
+        "regresses only past both --max-regression and --baseline-mads spreads",
+        "SOURCE",
+    )
+    baseline_runs: int = option(
+        "--baseline-runs", _int(1), 10, "how many of the latest sound runs --baseline-history uses", "N"
+    )
+    baseline_mads: float = option(
+        "--baseline-mads",
+        _positive_float,
+        3.0,
+        "with --baseline-history, a figure must also be worse than the median by more than K spreads "
+        "(1.4826 x MAD, a robust standard deviation)",
+        "K",
+    )
     write_baseline: str | None = option(
         "--write-baseline",
         str,
         None,
         "record each sound run's figures as the new baseline in FILE (merged with its entries)",
         "FILE",
+    )
+    progress_every: float = option(
+        "--progress-every",
+        _duration_or_off,
+        30.0,
+        "while a job runs, print the live roll call every DURATION when the output is not a terminal "
+        "(a terminal's line updates every second; 0: no live roll call)",
+        "DURATION",
+    )
+    metrics_file: Path | None = option(
+        "--metrics-file",
+        _prom_file,
+        None,
+        "write the session's metrics here in Prometheus' text format, atomically (node_exporter's textfile "
+        "collector reads *.prom)",
+        "PATH",
+    )
+    pushgateway: str | None = option(
+        "--pushgateway",
+        _http_url,
+        None,
+        "push the session's metrics to the Prometheus Pushgateway at URL (grouped by job, cluster, config)",
+        "URL",
+    )
+    pushgateway_job: str = option(
+        "--pushgateway-job", _label_value, "rollcall", "the job label of --pushgateway's grouping key", "NAME"
     )
     straggler_ratio: float = option(
         "--straggler-ratio",
@@ -661,6 +741,11 @@ def resolve(cli: Mapping[str, Any], environ: Mapping[str, str] | None = None) ->
         sources[spec.name] = source
         values[spec.name] = _convert(spec, raw, source)
     _check_requests_within_limits(values.get("requests") or {}, values.get("limits") or {})
+    if values.get("baseline") and values.get("baseline_history"):
+        raise OptionError(
+            f"--baseline {values['baseline']} and --baseline-history {values['baseline_history']}: "
+            "the gate takes one reference; pass one of them"
+        )
     if values.get("service_account") not in (None, "default") and values.get("namespace") is None:
         raise OptionError(
             f"--service-account {values['service_account']}: a run's own namespace holds no ServiceAccount "

@@ -26,9 +26,12 @@ API call ends the test and the run's clean-up (``finally``) still runs; the fail
 
 from __future__ import annotations
 
+import contextlib
+import math
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import FrameType
@@ -39,6 +42,7 @@ import pytest
 from rollcall.options import OPTIONS, OptionError, Options, resolve
 
 if TYPE_CHECKING:
+    from rollcall.live.view import LiveRollCall
     from rollcall.reports import TestRecord
     from rollcall.suite import Suite
 
@@ -159,6 +163,8 @@ def pytest_configure(config: pytest.Config) -> None:
     suite = Suite.from_options(options)
     _prepare(suite, connect=False)
     suite.progress = _terminal_writer(config)
+    if options.progress_every > 0 and not hasattr(config, "workerinput"):  # an xdist worker's output is lost
+        suite.live = _LiveLine(config, options.progress_every)
     config.stash[_SUITE] = suite
     config.addinivalue_line(
         "markers",
@@ -175,7 +181,8 @@ def _prepare(suite: Suite, *, connect: bool) -> None:
     try:
         suite.prepare(connect=connect)
     except BaselineError as exc:
-        raise pytest.UsageError(f"--baseline: {exc}") from None
+        flag = "--baseline-history" if suite.options.baseline_history else "--baseline"
+        raise pytest.UsageError(f"{flag}: {exc}") from None
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
 
@@ -276,6 +283,51 @@ def _terminal_writer(config: pytest.Config) -> Callable[[str], None]:
     return write
 
 
+class _LiveLine:
+    """The live roll call through the terminal reporter, past output capturing.
+
+    On a terminal one line is rewritten as it changes; otherwise a plain line is written every ``every``
+    seconds. The state when the job ended is always written, as a line of its own.
+    """
+
+    def __init__(self, config: pytest.Config, every: float) -> None:
+        self.config = config
+        self.every = every
+        self.shown: str | None = None
+        self.last = -math.inf
+
+    def _write(self, line: str, *, final: bool) -> None:
+        reporter = self.config.pluginmanager.getplugin("terminalreporter")
+        if reporter is None:
+            return
+        capture = self.config.pluginmanager.getplugin("capturemanager")
+        with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
+            if reporter.isatty():
+                if self.shown is None:
+                    reporter.ensure_newline()
+                reporter.rewrite(line, erase=True)
+                if final:
+                    reporter.write("\n")
+            else:
+                reporter.ensure_newline()
+                reporter.write_line(line)
+        self.shown = None if final else line
+        self.last = time.monotonic()
+
+    def update(self, live: LiveRollCall) -> None:
+        """Rewrite the line (a terminal) or write it when ``every`` seconds have passed."""
+        line = live.line()
+        reporter = self.config.pluginmanager.getplugin("terminalreporter")
+        tty = reporter is not None and reporter.isatty()
+        if (tty and line != self.shown) or (not tty and time.monotonic() - self.last >= self.every):
+            self._write(line, final=False)
+
+    def finish(self, live: LiveRollCall) -> None:
+        """The roll call when the job ended."""
+        self._write(live.line(), final=True)
+        self.last = -math.inf
+
+
 def _raise_on_sigterm() -> None:
     """Turn SIGTERM (what CI sends on cancel) into KeyboardInterrupt, so clean-up in ``finally`` runs."""
 
@@ -357,17 +409,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             _fail_for_leftovers(session, left_behind(merged))
     if not suite or not suite.records:
         return
-    import time
 
     from rollcall.collect import RANKS_JUNIT_FILE, REPORT_FILE, RESULTS_FILE, UNFIT_NODES_FILE
     from rollcall.reports import write_rank_junit, write_results, write_unfit_nodes
 
     out = suite.options.artifacts_dir
+    finished = time.time()
     meta = {
         "backend": suite.backend_name,
         "backend_reason": suite.backend_reason,
         "started": suite.started,
-        "finished": time.time(),
+        "finished": finished,
         "argv": sys.argv,
     }
     # Under pytest-xdist each worker writes files of its own; the controller merges the results.
@@ -384,6 +436,22 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     notes.append(f"html report: {out / REPORT_FILE}")
     if not suite.options.keep:
         _fail_for_leftovers(session, [line for r in suite.records for line in r.cleanup_errors()])
+    o = suite.options
+    if o.metrics_file is not None or o.pushgateway is not None:
+        from rollcall.metrics.prometheus import export
+
+        notes.extend(
+            export(
+                suite.records,
+                finished,
+                metrics_file=o.metrics_file.with_name(_tagged(o.metrics_file.name, tag))
+                if o.metrics_file
+                else None,
+                pushgateway=o.pushgateway,
+                job=o.pushgateway_job,
+                cluster=o.context or suite.backend_name,
+            )
+        )
     if suite.options.write_baseline:
         from rollcall.baseline import BaselineError
         from rollcall.gate import write_baseline

@@ -31,6 +31,7 @@ from rollcall.checks.hangs import stop_reason
 from rollcall.collect import Collector
 from rollcall.jobspec import JobSpec
 from rollcall.judge import CHECKS, Check, judge
+from rollcall.live.view import LiveRollCall, LiveView
 from rollcall.ranklog import RollCall
 from rollcall.rootcause import Disruption
 from rollcall.torchrun import read_terminations
@@ -54,6 +55,8 @@ class Attempt:
     duration_s: float
     #: What clean-up could not remove or confirm gone (None: it left nothing, or ``--keep`` skipped it).
     cleanup_error: CleanupError | None = None
+    #: Seconds from the launch until the first rank's ``start`` event was read (None: none was).
+    first_rank_s: float | None = None
 
     @property
     def passed(self) -> bool:
@@ -122,10 +125,12 @@ def run_once(
     criteria: Criteria | None = None,
     keep: bool = False,
     checks: Iterable[Check] = CHECKS,
+    live: LiveView | None = None,
 ) -> Attempt:
     """Provision the job, wait for it, collect every node's log, judge it against ``criteria``, clean up.
 
     ``checks`` are the judge's checks (all of them unless a run that trains nothing asks for fewer).
+    ``live`` is shown the live roll call about every second while the job runs, and once when it ended.
     """
     started = time.monotonic()
     collector = Collector(artifacts)
@@ -133,7 +138,8 @@ def run_once(
     left: CleanupError | None = None
     try:
         job = backend.launch(spec, collector)
-        status = job.wait(spec.job_timeout_s, stop=lambda: collector.view(_hang(spec.world_size)))
+        watch = _Watch(spec.world_size, started, collector, live)
+        status = job.wait(spec.job_timeout_s, stop=watch.poll)
     finally:
         if job is not None and not keep:
             try:
@@ -150,14 +156,42 @@ def run_once(
     if status.state is not JobState.SUCCEEDED:  # the launcher's own records of the workers that failed
         for sink in collector.sinks:
             status.terminations += read_terminations(sink.path, sink.name, backend.unit)
+    if live is not None:
+        live.finish(LiveRollCall.of(collector.roll, spec.world_size))
     evidence = Evidence(collector.roll, Layout(spec.nodes, spec.procs_per_node), status, spec, backend.unit)
     verdict = judge(evidence, criteria, checks)
-    return Attempt(spec, status, verdict, artifacts, time.monotonic() - started, left)
+    first = watch.first_rank_s
+    if first is None and any(r.start is not None for r in collector.roll.ranks.values()):
+        first = time.monotonic() - started  # a job shorter than one poll: its end bounds the first start
+    return Attempt(spec, status, verdict, artifacts, time.monotonic() - started, left, first)
 
 
-def _hang(world_size: int) -> Callable[[RollCall], str | None]:
-    """What ends a job at the hang (:func:`rollcall.checks.hangs.stop_reason`) over a live roll call."""
-    return lambda roll: stop_reason(roll.ranks, world_size)
+class _Watch:
+    """What the wait tests about every second over the live roll call: the hang, the first rank's start.
+
+    It also shows the live roll call (:class:`~rollcall.live.view.LiveRollCall`) to ``live``, outside the
+    collector's lock.
+    """
+
+    def __init__(self, world_size: int, started: float, collector: Collector, live: LiveView | None) -> None:
+        self.world_size = world_size
+        self.started = started
+        self.collector = collector
+        self.live = live
+        self.first_rank_s: float | None = None
+
+    def poll(self) -> str | None:
+        """The reason to end the job at the hang (:func:`rollcall.checks.hangs.stop_reason`), or None."""
+        reason, now = self.collector.view(self._look)
+        if self.live is not None and now is not None:
+            self.live.update(now)
+        return reason
+
+    def _look(self, roll: RollCall) -> tuple[str | None, LiveRollCall | None]:
+        if self.first_rank_s is None and any(r.start is not None for r in roll.ranks.values()):
+            self.first_rank_s = time.monotonic() - self.started
+        now = LiveRollCall.of(roll, self.world_size) if self.live is not None else None
+        return stop_reason(roll.ranks, self.world_size), now
 
 
 def run_with_retries(
@@ -168,6 +202,7 @@ def run_with_retries(
     criteria: Criteria | None = None,
     retries: int = 0,
     keep: bool = False,
+    live: LiveView | None = None,
 ) -> RunResult:
     """Run up to ``retries + 1`` attempts, each with fresh names, while :func:`retriable` says so.
 
@@ -177,7 +212,7 @@ def run_with_retries(
     for attempt in range(retries + 1):
         spec = make_spec(attempt)
         where = artifacts if retries == 0 else artifacts / f"attempt-{attempt + 1}"
-        result.attempts.append(run_once(backend, spec, where, criteria=criteria, keep=keep))
+        result.attempts.append(run_once(backend, spec, where, criteria=criteria, keep=keep, live=live))
         if not retriable(result.last):
             break
     return result

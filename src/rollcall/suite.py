@@ -30,6 +30,7 @@ from rollcall.reports import TestRecord
 from rollcall.runner import RunResult, run_with_retries
 
 if TYPE_CHECKING:
+    from rollcall.live.view import LiveView
     from rollcall.verdict import Criteria
 
 
@@ -101,6 +102,8 @@ class Suite:
     records: list[TestRecord] = field(default_factory=list)
     started: float = field(default_factory=time.time)
     progress: Callable[[str], None] | None = None
+    #: Where the live roll call of each running job goes (the plugin's terminal view), if anywhere.
+    live: LiveView | None = None
 
     @classmethod
     def from_options(cls, options: Options) -> Suite:
@@ -156,6 +159,7 @@ class Suite:
             criteria=self.criteria,
             retries=self.options.retries,
             keep=self.options.keep,
+            live=self.live,
         )
         extra: dict[str, Any] = {}
         if self.options.isolate:  # the deciding attempt failed naming no node: bisect the nodes

@@ -80,13 +80,13 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
     frozenset(m if m == "rollcall" else f"rollcall.{m}" for m in layer.split())
     for layer in (
         "rollcall ranklog procs jobspec",  # rollcall: the package itself (``from rollcall import procs``)
-        "rootcause perf collect options baseline checks checks.hangs checks.proofs checks.fitness checks.floors page page.plot isolation isolation.bisect",
+        "rootcause perf collect options baseline checks checks.hangs checks.proofs checks.fitness checks.floors checks.reference page page.plot isolation isolation.bisect live live.view",
         "backends",
         "torchrun verdict stragglers page.timeline",
         "WINGS",
         "judge",
         "runner gate isolation.probe",
-        "reports history htmlreport page.trend",
+        "reports history htmlreport page.trend metrics metrics.prometheus",
         "suite",
         "cli plugin",
     )

@@ -400,6 +400,14 @@ def test_slow_rank_and_slow_link_are_parsed_or_refused_by_name():
             train.slow_rank({"ROLLCALL_SLOW_RANK": bad})
     with pytest.raises(ValueError, match="factor must be at least 1"):
         train.slow_rank({"ROLLCALL_SLOW_RANK": "3:0.5"})
+    assert train.slow_ranks({}) == {} and train.slow_ranks({"ROLLCALL_SLOW_RANK": "3:2.5"}) == {3: 2.5}
+    assert train.slow_ranks({"ROLLCALL_SLOW_RANK": "0:1.5, 1:1.5"}) == {0: 1.5, 1: 1.5}
+    with pytest.raises(ValueError, match="rank 1 is named twice"):
+        train.slow_ranks({"ROLLCALL_SLOW_RANK": "1:2,1:3"})
+    with pytest.raises(ValueError, match="has an empty entry; write ROLLCALL_SLOW_RANK=<rank>"):
+        train.slow_ranks({"ROLLCALL_SLOW_RANK": "0:2,"})
+    with pytest.raises(ValueError, match=r"ROLLCALL_SLOW_RANK='x:2' is not valid"):
+        train.check_fault_injection({"ROLLCALL_SLOW_RANK": "0:2,x:2"})
     with pytest.raises(ValueError, match="delay must not be negative"):
         train.slow_link({"ROLLCALL_SLOW_LINK": "1:-5"})
 

@@ -1,0 +1,1 @@
+"""The run's figures for monitoring: Prometheus' text format and its Pushgateway (:mod:`.prometheus`)."""

@@ -189,6 +189,32 @@ def test_a_rank_that_exits_non_zero_after_its_roll_call_is_named_with_its_code(m
     assert attempt.verdict.failed_ranks[3] == ["exited with code 1 after answering the roll call"]
 
 
+def test_a_replica_corrupted_on_one_rank_is_named_first_as_a_divergence(make_suite, request):
+    """Rank 3 flips one bit of its parameters after its first timed step: the replicas' digests differ and
+    the verdict names rank 3, on node 1, first (a silent data corruption)."""
+    suite, _ = make_suite(workload_env=["ROLLCALL_CORRUPT_RANK=3"], straggler_ratio="0", busbw_ratio="0")
+    attempt, _ = run(suite, request)
+
+    first = attempt.verdict.findings[0]
+    assert first.kind is Kind.REPLICA_DIVERGENCE and set(first.ranks) == {3}, message(attempt)
+    assert first.message.startswith("replica divergence (silent data corruption): rank 3 (node 1)"), (
+        first.message
+    )
+
+
+def test_a_collective_corrupted_on_one_rank_names_the_rank_and_its_node(make_suite, request):
+    """Rank 1 receives a chunk of zeros from every timed all-reduce: it is named as receiving wrong data,
+    with its node."""
+    suite, _ = make_suite(
+        workload_env=["ROLLCALL_CORRUPT_COLLECTIVE=1"], straggler_ratio="0", busbw_ratio="0"
+    )
+    attempt, _ = run(suite, request)
+
+    wrong = attempt.verdict.of_kind(Kind.COLLECTIVE_MISMATCH)
+    assert wrong and all(set(p.ranks) <= {1} for p in wrong), message(attempt)
+    assert any("rank 1 (node 0) received" in p.message for p in wrong), message(attempt)
+
+
 def test_a_hung_rank_is_ended_by_the_job_timeout(make_suite, request):
     suite, _ = make_suite(workload_env=["ROLLCALL_HANG_RANK=1"], job_timeout="60")
     attempt, took = run(suite, request)

@@ -38,7 +38,8 @@ def session(tmp_path, name, *extra, history=True):
         str(artifacts),
         "--workload-args",
         SHORT,
-        *(("--baseline-history", str(tmp_path / "history")) if history else ()),
+        # 25%: a healthy run on 2 shared cores strays 10-20% from its history; 1.5x slower is 33% below it
+        *(("--baseline-history", str(tmp_path / "history"), "--max-regression", "25") if history else ()),
         "--progress-every",
         "1",
         "-p",

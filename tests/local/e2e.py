@@ -1,4 +1,4 @@
-"""The suite's roll call as a user runs it: ``pytest tests/e2e --backend local``, 2 nodes x 2 ranks."""
+"""The suite's roll call as a user runs it: ``pytest tests/e2e --backend local`` in a process of its own."""
 
 from __future__ import annotations
 
@@ -20,13 +20,23 @@ class RollCall:
     artifacts: Path
 
 
-def roll_call(tmp_path: Path, workload_args: str, *args: str, workload_env: tuple[str, ...] = ()) -> RollCall:
-    """Run the roll call on 2 local nodes x 2 ranks with ``workload_args`` and the suite's ``args``.
+def roll_call(
+    tmp_path: Path,
+    workload_args: str,
+    *args: str,
+    workload_env: tuple[str, ...] = (),
+    nodes: int = 2,
+    procs_per_node: int = 2,
+    job_timeout: int = 600,
+    artifacts: Path | None = None,
+) -> RollCall:
+    """Run the roll call on ``nodes`` local nodes x ``procs_per_node`` ranks with ``workload_args`` and the
+    suite's own ``args``, its reports in ``artifacts`` (``tmp_path/artifacts``).
 
     The run's environment keeps none of the caller's ``ROLLCALL_*`` variables; ``workload_env`` pairs
     (``NAME=VALUE``) go to the ranks through ``--workload-env``.
     """
-    artifacts = tmp_path / "artifacts"
+    artifacts = artifacts or tmp_path / "artifacts"
     cmd = [
         sys.executable,
         "-m",
@@ -35,11 +45,11 @@ def roll_call(tmp_path: Path, workload_args: str, *args: str, workload_env: tupl
         "--backend",
         "local",
         "--nodes",
-        "2",
+        str(nodes),
         "--procs-per-node",
-        "2",
+        str(procs_per_node),
         "--job-timeout",
-        "600",
+        str(job_timeout),
         "--artifacts-dir",
         str(artifacts),
         "--workload-args",

@@ -7,11 +7,11 @@ options: a healthy one passes, one whose every rank is slowed 1.5x
 """
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.local import e2e
 
 pytestmark = pytest.mark.slow
 
@@ -20,33 +20,12 @@ SHORT = "--seq-len 32 --batch-size 4 --warmup-steps 1 --epochs 1 --steps-per-epo
 
 
 def session(tmp_path, name, *extra, history=True):
-    artifacts = tmp_path / name
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        str(ROOT / "tests" / "e2e"),
-        "--backend",
-        "local",
-        "--nodes",
-        "2",
-        "--procs-per-node",
-        "1",
-        "--job-timeout",
-        "600",
-        "--artifacts-dir",
-        str(artifacts),
-        "--workload-args",
-        SHORT,
-        # 25%: a healthy run on 2 shared cores strays 10-20% from its history; 1.5x slower is 33% below it
-        *(("--baseline-history", str(tmp_path / "history"), "--max-regression", "25") if history else ()),
-        "--progress-every",
-        "1",
-        "-p",
-        "no:cacheprovider",
-        *extra,
-    ]
-    run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    # 25%: a healthy run on 2 shared cores strays 10-20% from its history; 1.5x slower is 33% below it
+    judged = ("--baseline-history", str(tmp_path / "history"), "--max-regression", "25") if history else ()
+    run = e2e.roll_call(
+        tmp_path, SHORT, *judged, "--progress-every", "1", *extra, procs_per_node=1, artifacts=tmp_path / name
+    )
+    artifacts = run.artifacts
     return run, json.loads((artifacts / "results.json").read_text())["tests"][0]
 
 
@@ -54,24 +33,24 @@ def session(tmp_path, name, *extra, history=True):
 def test_a_history_of_five_runs_passes_a_healthy_run_and_fails_one_slowed_1_5x(tmp_path):
     for n in range(5):
         run, test = session(tmp_path, f"history/run-{n}", history=False)
-        assert run.returncode == 0 and test["release_gate"]["sound"], run.stdout[-4000:]
+        assert run.returncode == 0 and test["release_gate"]["sound"], run.output[-4000:]
 
     healthy, test = session(tmp_path, "healthy")
-    assert healthy.returncode == 0, healthy.stdout[-4000:]
+    assert healthy.returncode == 0, healthy.output[-4000:]
     gate = test["release_gate"]
     assert gate["gate"] == "passed" and gate["sound"] is True
     assert gate["baseline_file"] == str(tmp_path / "history")
     # the live roll call: at least its final line, every rank accounted for
     assert "roll call: 2/2 started, epochs done 1, throughput 2/2, complete 2/2; slowest so far: rank " in (
-        healthy.stdout
+        healthy.output
     )
 
     slowed, test = session(tmp_path, "slowed", "--workload-env", "ROLLCALL_SLOW_RANK=0:1.5,1:1.5")
-    assert slowed.returncode == 1, slowed.stdout[-4000:]
+    assert slowed.returncode == 1, slowed.output[-4000:]
     regressed = {r["measure"]: r for r in test["release_gate"]["regressions"]}
     assert "per-rank median throughput" in regressed, test["problems"]
     median = regressed["per-rank median throughput"]
     assert median["runs"] == 5 and median["spread"] is not None and median["ratio"] < 0.8
     assert "the median of the last 5 sound run(s)" in median["message"]
     assert "(1.4826 x MAD)" in median["message"] and "--baseline-mads 3" in median["message"]
-    assert median["message"] in slowed.stdout
+    assert median["message"] in slowed.output

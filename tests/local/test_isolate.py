@@ -9,13 +9,12 @@ renumbered; ``ROLLCALL_NODE_IDS`` keeps naming node 2 as the world's node 2.
 """
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+
+from tests.local import e2e
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(700)]
 
@@ -27,40 +26,22 @@ SHORT = (
 
 
 def test_a_slow_node_in_a_slow_world_is_isolated_alone(tmp_path):
-    artifacts = tmp_path / "artifacts"
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        str(ROOT / "tests" / "e2e"),
-        "--backend",
-        "local",
-        "--nodes",
-        "4",
-        "--procs-per-node",
-        "1",
-        "--job-timeout",
-        "300",
-        "--artifacts-dir",
-        str(artifacts),
-        "--workload-args",
+    started = time.monotonic()
+    proc = e2e.roll_call(
+        tmp_path,
         SHORT,
-        "--workload-env",
-        "ROLLCALL_SLOW_LINK=2:1000",
         "--min-busbw",
         "0.01",
         "--straggler-ratio",
         "0",
         "--isolate",
-        "-p",
-        "no:cacheprovider",
-        "-q",
-    ]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ROLLCALL_")}
-    started = time.monotonic()
-    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        workload_env=("ROLLCALL_SLOW_LINK=2:1000",),
+        nodes=4,
+        procs_per_node=1,
+        job_timeout=300,
+    )
     wall = time.monotonic() - started
-    output = proc.stdout + proc.stderr
+    artifacts, output = proc.artifacts, proc.output
     assert proc.returncode == 1, output
     test = json.loads((artifacts / "results.json").read_text())["tests"][0]
     # the world was slow, and nothing in the roll call named a node

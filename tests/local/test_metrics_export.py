@@ -7,13 +7,13 @@ here on 127.0.0.1 and a free port, scraped, and stopped; nothing of it is left.
 import json
 import socket
 import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.local import e2e
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
@@ -65,24 +65,9 @@ def pushgateway(tmp_path):
 
 
 def test_a_local_run_writes_the_textfile_and_its_metrics_reach_a_real_pushgateway(tmp_path, pushgateway):
-    artifacts = tmp_path / "artifacts"
     prom = tmp_path / "textfile" / "rollcall.prom"
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        str(ROOT / "tests" / "e2e"),
-        "--backend",
-        "local",
-        "--nodes",
-        "2",
-        "--procs-per-node",
-        "2",
-        "--job-timeout",
-        "600",
-        "--artifacts-dir",
-        str(artifacts),
-        "--workload-args",
+    run = e2e.roll_call(
+        tmp_path,
         SHORT,
         "--metrics-file",
         str(prom),
@@ -90,13 +75,11 @@ def test_a_local_run_writes_the_textfile_and_its_metrics_reach_a_real_pushgatewa
         pushgateway,
         "--pushgateway-job",
         "rollcall-test",
-        "-p",
-        "no:cacheprovider",
-    ]
-    run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
-    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
-    assert f"metrics: {prom}" in run.stdout
-    assert f"metrics pushed to {pushgateway} (job=rollcall-test,cluster=local,config=" in run.stdout
+    )
+    artifacts = run.artifacts
+    assert run.returncode == 0, run.output[-6000:]
+    assert f"metrics: {prom}" in run.output
+    assert f"metrics pushed to {pushgateway} (job=rollcall-test,cluster=local,config=" in run.output
 
     def throughput(text, **labels):
         return [

@@ -31,16 +31,14 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-import jinja2
-
 from rollcall.baseline import MEASURES
 from rollcall.checks.fitness import DRIFT_KEYS, Drift
 from rollcall.collect import REPORT_FILE, safe_name
+from rollcall.page import template
 from rollcall.page.plot import Plot, hline
 from rollcall.page.timeline import rank_roles, timeline
 from rollcall.perf import median as median_of
@@ -58,17 +56,6 @@ if TYPE_CHECKING:
 STATES = tuple(s.value for s in RankState)
 
 __all__ = ["REPORT_FILE", "STATES", "rank_states", "render", "write_report"]
-
-
-@cache
-def _template() -> jinja2.Template:
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("rollcall", "templates"),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-    )
-    return env.get_template("report.html.j2")
 
 
 def write_report(path: Path, records: Sequence[TestRecord], meta: Mapping[str, Any]) -> None:
@@ -90,7 +77,7 @@ def render(records: Sequence[TestRecord], meta: Mapping[str, Any], base: Path) -
         f"; started {when}" if when else ""
     )
     tests = [_test(r, base) for r in records]
-    return _template().render(failed=failed, head=head, tests=tests)
+    return template("report.html.j2").render(failed=failed, head=head, tests=tests)
 
 
 def rank_states(verdict: Verdict) -> dict[int, str]:

@@ -15,13 +15,11 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-import jinja2
-
+from rollcall.page import template
 from rollcall.page.plot import Plot
 from rollcall.reports import number
 
@@ -46,17 +44,6 @@ TRENDS: tuple[Trend, ...] = (
 )
 
 
-@cache
-def _template() -> jinja2.Template:
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("rollcall", "templates"),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-    )
-    return env.get_template("trend.html.j2")
-
-
 def write_trend(path: Path, history: Mapping[str, Sequence[Point]]) -> None:
     """Write the trend page of ``history`` to ``path`` (its links relative to ``path``'s directory)."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -72,7 +59,7 @@ def render(history: Mapping[str, Sequence[Point]], base: Path) -> str:
     runs = sum(len(p) for p in history.values())
     failed = sum(1 for points in history.values() for p in points if not p.passed)
     head = f"{len(configs)} configuration(s), {runs} point(s), {failed} failed"
-    return _template().render(head=head, configs=configs)
+    return template("trend.html.j2").render(head=head, configs=configs)
 
 
 def _when(started: float | None) -> str:

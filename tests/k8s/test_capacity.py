@@ -193,24 +193,10 @@ def _unsuspend_when_waiting(kube: Any, lines: list[str], done: threading.Event) 
     done.set()
 
 
-@pytest.fixture
-def suspended(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Jobs are created suspended, as a Kueue queue-name label makes Kueue's webhook do."""
-    from rollcall.backends import kubernetes
-
-    real = kubernetes.render
-
-    def render(*args: Any, **kwargs: Any) -> Any:
-        rendered = real(*args, **kwargs)
-        rendered.job["spec"]["suspend"] = True
-        return rendered
-
-    monkeypatch.setattr(kubernetes, "render", render)
-
-
-def test_a_suspended_job_waits_for_quota_then_runs(make_suite, ensure_nodes, kube, suspended, request):
+def test_a_suspended_job_waits_for_quota_then_runs(make_suite, ensure_nodes, kube, request):
+    """``--queue`` creates the Job suspended with Kueue's queue label; the test admits it as Kueue would."""
     ensure_nodes(2)
-    suite, backend = make_suite(nodes=2)
+    suite, backend = make_suite(nodes=2, queue="team-a")
     done = threading.Event()
     admit = threading.Thread(target=_unsuspend_when_waiting, args=(kube, backend.progress_lines, done))
     admit.start()
@@ -222,9 +208,9 @@ def test_a_suspended_job_waits_for_quota_then_runs(make_suite, ensure_nodes, kub
     assert any("waiting for quota (Kueue): the Job is suspended" in line for line in backend.progress_lines)
 
 
-def test_a_job_never_admitted_fails_naming_the_quota(make_suite, ensure_nodes, suspended, request):
+def test_a_job_never_admitted_fails_naming_the_quota(make_suite, ensure_nodes, request):
     ensure_nodes(2)
-    suite, _ = make_suite(nodes=2, capacity_timeout=5)
+    suite, _ = make_suite(nodes=2, capacity_timeout=5, queue="team-a")
     attempt = run(suite, request)
 
     assert attempt.status.state is JobState.NO_CAPACITY

@@ -183,9 +183,8 @@ def test_a_rank_that_exits_non_zero_after_its_roll_call_is_named_with_its_code(m
     assert attempt.status.state is JobState.FAILED, message(attempt)
     (exited,) = attempt.verdict.of_kind(Kind.EXITED_NONZERO)
     assert set(exited.ranks) == {3}, message(attempt)
-    cause = attempt.verdict.root_cause
-    assert cause is not None and cause.first is not None and cause.first.rank == 3, message(attempt)
-    assert "exited with code 1 after answering the roll call" in cause.first.message
+    assert exited.message.startswith("first failure: rank 3"), exited.message
+    assert "exited with code 1 after answering the roll call" in exited.message
     assert attempt.verdict.failed_ranks[3] == ["exited with code 1 after answering the roll call"]
 
 

@@ -37,7 +37,7 @@ def test_a_rank_that_exits_1_after_its_roll_call_is_named_in_every_report(tmp_pa
     proc = e2e.roll_call(tmp_path, SHORT, workload_env=("ROLLCALL_EXIT_RANK=0:1",))
     artifacts, output = proc.artifacts, proc.output
     assert proc.returncode == 1, output
-    named = "rank 0 (node 0, pod node-0) exited with code 1 after answering the roll call"
+    named = "rank 0's process (node 0, log node-0, host localhost) exited with code 1 after answering the roll call"
     assert f"first failure: {named}" in output
 
     test = json.loads((artifacts / "results.json").read_text())["tests"][0]
@@ -75,7 +75,8 @@ def test_a_rank_killed_by_sigkill_after_its_roll_call_is_named_with_the_signal(t
     assert attempt.status.state is JobState.FAILED, attempt.verdict.message()
     verdict = attempt.verdict
     assert verdict.problems[0] == (
-        "first failure: rank 3 (node 1, pod node-1) was killed by SIGKILL after answering the roll call"
+        "first failure: rank 3's process (node 1, log node-1, host localhost) was killed by SIGKILL after "
+        "answering the roll call"
     ), verdict.message()
     assert verdict.failed_ranks == {3: ["killed by SIGKILL after answering the roll call"]}
     assert verdict.ranks[3].state is RankState.FAILED

@@ -85,6 +85,11 @@ def make(tmp_path, pods=(), job=None, accelerator="nvidia", efa=True, grace=60.0
     run = KubernetesJob(config, spec, names, render(spec, names), Collector(tmp_path))
     run.jobs = FakeInformer(job or job_obj())
     run.pods = FakeInformer(*pods)
+
+    def read_job(name, namespace, **kwargs):  # a fresh read of the Job: what its watch holds
+        return SimpleNamespace(data=json.dumps(run.jobs.get(name)).encode())
+
+    config.kube.batch = SimpleNamespace(read_namespaced_job=read_job)
     return run
 
 
@@ -139,6 +144,18 @@ def test_a_namespace_service_or_pod_deleted_by_someone_else_is_named_as_that(tmp
     failing = {"type": "FailureTarget", "status": "True", "reason": "PodFailurePolicy", "message": "m"}
     run = make(tmp_path, [pod("bert-0", 0), pod("bert-1", 1)], job=job_obj(failing))
     run.pods.items["bert-1"]["metadata"]["deletionTimestamp"] = gone
+    assert run._deleted_under_run(run.jobs.get("bert"), run.pods.objects(), 0.0) is None
+    # the Jobs' watch lags the pods': a fresh read of the Job shows it failing, so its pods are its own
+    run = make(tmp_path, [pod("bert-0", 0), pod("bert-1", 1)])
+    run.pods.items["bert-1"]["metadata"]["deletionTimestamp"] = gone
+    stale = json.loads(json.dumps(run.jobs.get("bert")))
+    run.jobs.get("bert")["status"]["conditions"] = [failing]
+    assert run._deleted_under_run(stale, run.pods.objects(), 0.0) is None
+    # a Job past its deadline on a cluster that marks it only after deleting its pods
+    run = make(tmp_path, [pod("bert-0", 0), pod("bert-1", 1)])
+    run.pods.items["bert-1"]["metadata"]["deletionTimestamp"] = gone
+    run.jobs.get("bert")["spec"] = {"activeDeadlineSeconds": 3}
+    run.jobs.get("bert")["status"]["startTime"] = "2026-01-01T00:00:00Z"
     assert run._deleted_under_run(run.jobs.get("bert"), run.pods.objects(), 0.0) is None
 
 

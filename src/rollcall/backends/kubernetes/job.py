@@ -36,7 +36,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import yaml
@@ -78,7 +78,7 @@ from rollcall.backends.kubernetes.kube import (
 from rollcall.backends.kubernetes.manifests import CONTAINER, Names, Rendered
 from rollcall.backends.kubernetes.podlogs import LogFollower
 from rollcall.backends.kubernetes.reaper import Claim, Ledger
-from rollcall.backends.kubernetes.views import Job, Node, Pod
+from rollcall.backends.kubernetes.views import Job, Node, Pod, parse_time
 from rollcall.collect import Collector
 from rollcall.jobspec import JobSpec
 from rollcall.options import DEFAULTS
@@ -371,7 +371,11 @@ class KubernetesJob:
         core = self.settings.kube.core
         namespace = _read_or_none(core.read_namespace, self.namespace)
         service = _read_or_none(core.read_namespaced_service, self.names.service, self.namespace)
-        ended = job is not None and (job_result(job) is not None or Job(job).holds("FailureTarget"))
+        if job is not None and any(Pod(p).deleting for p in pods) and not _ended(job):
+            # The Job controller deletes its own pods once the Job has failed (deadline, pod failure policy)
+            # and marks the Job first; the pods' watch can show that before the Jobs' watch does.
+            job = _read_or_none(self.settings.kube.batch.read_namespaced_job, self.names.job, self.namespace)
+        ended = job is not None and _ended(job)
         return deleted_under_run(
             namespace,
             job,
@@ -679,6 +683,20 @@ def _trim(data: Any) -> Any:
         if isinstance(meta, dict) and "managedFields" in meta:
             data = {**data, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
     return data
+
+
+def _ended(job: dict[str, Any]) -> bool:
+    """The Job has ended, its controller has marked it failing, or its deadline has passed.
+
+    In each case the controller deletes the Job's own pods (clusters before 1.31 mark the Job afterwards).
+    """
+    if job_result(job) is not None or Job(job).holds("FailureTarget"):
+        return True
+    deadline = job.get("spec", {}).get("activeDeadlineSeconds")
+    started = parse_time(job.get("status", {}).get("startTime"))
+    if not isinstance(deadline, int) or started is None:
+        return False
+    return (datetime.now(UTC) - started).total_seconds() >= deadline - DEADLINE_SLACK_S
 
 
 #: How often the wait reads the run's namespace and Service to see whether someone else deletes them.

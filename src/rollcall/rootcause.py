@@ -275,6 +275,11 @@ class Disruption:
         """Someone else deleted an object of the run while it ran (not the infrastructure's doing)."""
         return self.reason == DELETED_UNDER_RUN
 
+    @property
+    def category(self) -> str:
+        """What the run's failure is called: ``deleted under the run`` or ``infrastructure disruption``."""
+        return "deleted under the run" if self.deleted_under_run else "infrastructure disruption"
+
     def describe(self) -> str:
         """``pod p (index 1) on node n was disrupted (EvictionByEvictionAPI): message``."""
         index = f" (index {self.node})" if self.node is not None else ""
@@ -374,7 +379,7 @@ class Analysis:
         if self.disruption is not None:
             n = len(self.failures)
             follow = f"; the {n} rank error(s) follow from it" if n else ""
-            return f"first failure: infrastructure disruption: {self.disruption.describe()}{follow}"
+            return f"first failure: {self.disruption.category}: {self.disruption.describe()}{follow}"
         if self.termination is not None and self.termination.answered:
             return f"first failure: {self.termination.describe()}"
         if self.termination is not None:

@@ -434,7 +434,7 @@ class Verdict:
             *(f"  - warning: {p.message}" for p in self.warnings),
         ]
         if logs_hint and self.findings:
-            lines.append(f"  per-pod logs: {logs_hint}")
+            lines.append(f"  logs: {logs_hint}")
         if self.root_cause is not None:
             where = f"{RESULTS_FILE} (root_cause, errors), {RANKS_JUNIT_FILE}, {REPORT_FILE}"
             lines.append(f"  every rank's own error: {where}")

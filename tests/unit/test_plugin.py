@@ -42,7 +42,7 @@ def test_reports_and_verdicts(project):
             "rollcall: backend=local*nodes=2*",
             "*throughput missing on 1 rank(s): 3 (node 1)*",
             "*complete missing on 1 rank(s): 3 (node 1)*",
-            "*per-pod logs: artifacts*test_missing*",
+            "*  logs: artifacts*test_missing*",
             "*= rollcall =*",
             "test*backend*ranks*samples/s total*",
             "test_all*scripted*4/4*200.0*PASS",

@@ -141,8 +141,7 @@ class JobStatus:
     @classmethod
     def disrupted(cls, disruption: Disruption) -> JobStatus:
         """A job failed: the infrastructure took ``disruption``'s pod away, or someone else deleted it."""
-        what = "deleted under the run" if disruption.deleted_under_run else "infrastructure disruption"
-        reason = f"{what}: {disruption.describe()}"
+        reason = f"{disruption.category}: {disruption.describe()}"
         return cls(JobState.FAILED, reason, disruption=disruption)
 
 

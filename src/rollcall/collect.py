@@ -7,11 +7,12 @@ read a log, so a log that rotates or a pod that is deleted has already been read
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, TypeVar
+from typing import IO, Any, TypeVar
 
 from rollcall.ranklog import Format, LogParser, RollCall
 
@@ -23,6 +24,21 @@ REPORT_FILE = "report.html"
 UNFIT_NODES_FILE = "unfit-nodes.txt"
 
 T = TypeVar("T")
+E = TypeVar("E", bound=Exception)
+
+
+def read_results(file: Path, error: type[E]) -> dict[str, Any]:
+    """A session's ``results.json`` as written; ``error`` (naming the file and the fix) when it is not one."""
+    try:
+        doc = json.loads(file.read_text())
+    except OSError as exc:
+        raise error(f"cannot read {file}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise error(f"{file} is not JSON: {exc}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("tests"), list):
+        raise error(f'{file} has no "tests" list: is it a rollcall {RESULTS_FILE}?')
+    return doc
+
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 

@@ -11,7 +11,6 @@ time and bus bandwidth per configuration, failed runs and regressions marked, ea
 
 from __future__ import annotations
 
-import json
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from rollcall.baseline import MEASURES, NO_INSTANCE_TYPE, UNKNOWN, ConfigKey
-from rollcall.collect import REPORT_FILE, RESULTS_FILE
+from rollcall.collect import REPORT_FILE, RESULTS_FILE, read_results
 from rollcall.reports import number
 
 
@@ -60,14 +59,7 @@ def results_path(path: str | Path) -> Path:
 def load_run(path: str | Path) -> list[Point]:
     """The points of one run; :class:`HistoryError` when its ``results.json`` cannot be read."""
     file = results_path(path)
-    try:
-        doc = json.loads(file.read_text())
-    except OSError as exc:
-        raise HistoryError(f"cannot read {file}: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise HistoryError(f"{file} is not JSON: {exc}") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("tests"), list):
-        raise HistoryError(f'{file} has no "tests" list: is it a rollcall results.json?')
+    doc = read_results(file, HistoryError)
     started = doc.get("started")
     run = file.parent.name or str(file.parent)
     report = file.parent / REPORT_FILE

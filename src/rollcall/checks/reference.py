@@ -13,7 +13,6 @@ was not sound (the job failed, a rank missed the roll call, a straggler) is left
 from __future__ import annotations
 
 import glob
-import json
 import math
 from collections import defaultdict
 from collections.abc import Mapping
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from rollcall.baseline import MEASURES, BaselineError, Baselines, ConfigKey, Entry, Figures, Reference
-from rollcall.collect import RESULTS_FILE
+from rollcall.collect import RESULTS_FILE, read_results
 
 
 def history_files(source: str) -> list[Path]:
@@ -69,14 +68,7 @@ def sound_runs(files: list[Path]) -> dict[ConfigKey, list[tuple[float, Figures]]
     """Each configuration's sound runs: (start time, figures), oldest first; BaselineError on a bad file."""
     runs: dict[ConfigKey, list[tuple[float, Figures]]] = defaultdict(list)
     for file in files:
-        try:
-            doc = json.loads(file.read_text())
-        except OSError as exc:
-            raise BaselineError(f"cannot read {file}: {exc.strerror or exc}") from None
-        except ValueError as exc:
-            raise BaselineError(f"{file} is not JSON: {exc}") from None
-        if not isinstance(doc, dict) or not isinstance(doc.get("tests"), list):
-            raise BaselineError(f'{file} has no "tests" list: is it a rollcall {RESULTS_FILE}?')
+        doc = read_results(file, BaselineError)
         started = doc.get("started")
         when = float(started) if isinstance(started, int | float) else 0.0
         for test in doc["tests"]:

@@ -1,7 +1,8 @@
 """report.html as a person sees it: rendered by headless Chromium (Debian's ``chromium`` package).
 
 The report is opened from disk with no network; a copy with a probe script appended records each grid cell's
-computed colour and size in the DOM that ``--dump-dom`` prints. A screenshot of the failed run's report is
+computed colour and size in the DOM that ``--dump-dom`` prints, and where each part of a test's section sits
+(root cause, failure summary, rank grid, timeline, throughput bars). A screenshot of the failed run's report is
 kept under ``artifacts/browser/`` (``ROLLCALL_BROWSER_ARTIFACTS`` moves it) for CI to publish.
 
 Without a Chromium binary these tests are skipped, except under ``CI=true``, where they fail: CI must
@@ -36,6 +37,63 @@ for (const cell of document.querySelectorAll('.rank[data-rank]')) {
   cell.setAttribute('data-shown', String(box.width > 0 && box.height > 0));
 }
 </script>"""
+
+
+#: Marks the parts of a test's section a person reads top to bottom (``data-part``, with its top edge), the
+#: first line of the root cause and of the failure summary, and the rank labels under the throughput bars.
+PARTS_PROBE = """<script>
+const parts = {
+  'root-cause': 'p.root-cause', 'failure': 'pre.failure', 'grid': 'div.grid', 'timeline': 'svg.timeline',
+  'no-timeline': 'p.no-timeline', 'throughput': 'svg.bars:not(.compute)',
+};
+for (const [part, selector] of Object.entries(parts)) {
+  const el = document.querySelector(selector);
+  if (!el) continue;
+  el.setAttribute('data-part', part);
+  el.setAttribute('data-top', String(el.getBoundingClientRect().top));
+  if (el.tagName !== 'svg') el.setAttribute('data-first-line', el.textContent.split('\\n')[0]);
+  const labels = [...el.querySelectorAll('text.rank-label')].map((t) => t.textContent);
+  if (labels.length) el.setAttribute('data-labels', labels.join(' '));
+}
+</script>"""
+
+
+def parts_of(dom: Elements) -> dict[str, dict[str, str]]:
+    """The parts ``PARTS_PROBE`` marked, by name."""
+    return {a["data-part"]: a for _, a in dom.tags if "data-part" in a}
+
+
+def assert_top_to_bottom(parts: dict[str, dict[str, str]], *order: str) -> None:
+    """The named parts are all on the page, each below the one before."""
+    assert set(order) <= set(parts), (order, sorted(parts))
+    tops = [float(parts[p]["data-top"]) for p in order]
+    assert all(a < b for a, b in itertools.pairwise(tops)), dict(zip(order, tops, strict=True))
+
+
+def assert_tiles(dom: Elements, states: dict[int, str]) -> None:
+    """One grid tile per rank, in rank order, each carrying its state as a class and as ``data-state``."""
+    tiles = [a for _, a in dom.tags if "data-rank" in a and "rank" in a.get("class", "").split()]
+    assert [int(t["data-rank"]) for t in tiles] == sorted(states)
+    for tile in tiles:
+        state = states[int(tile["data-rank"])]
+        assert tile["data-state"] == state and state in tile["class"].split(), tile
+
+
+def failed_report_states() -> dict[int, str]:
+    """The tiles of ``failed_report``: ranks 3 and 12-15 missing, rank 9 a straggler."""
+    return {r: "missing" if r in {3, 12, 13, 14, 15} else "straggler" if r == 9 else "ok" for r in range(16)}
+
+
+def assert_reads_as_the_failed_report(dom: Elements) -> None:
+    """The failure summary first, then one tile per rank, the no-timeline note, and the throughput bars."""
+    parts = parts_of(dom)
+    assert "root-cause" not in parts  # no rank reported an error: the summary is what comes first
+    assert_top_to_bottom(parts, "failure", "grid", "no-timeline", "throughput")
+    assert parts["failure"]["data-first-line"] == (
+        "roll call: 11 of 16 ranks answered, 1 of them too slow (2 node(s) x 8 procs)"
+    )
+    assert parts["throughput"]["data-labels"] == " ".join(map(str, range(16)))
+    assert_tiles(dom, failed_report_states())
 
 
 @pytest.fixture(scope="module")
@@ -95,8 +153,9 @@ def failed_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_grid_shows_every_rank_and_the_missing_ones_in_red(chromium, failed_report, tmp_path):
     probed = failed_report.with_name("probed.html")
-    probed.write_text(failed_report.read_text().replace("</body>", PROBE + "</body>"))
+    probed.write_text(failed_report.read_text().replace("</body>", PROBE + PARTS_PROBE + "</body>"))
     dom = run_chromium(chromium, tmp_path / "profile", "--dump-dom", probed.as_uri())
+    assert_reads_as_the_failed_report(Elements(dom))
 
     cells = [attrs for tag, attrs in Elements(dom).tags if "data-bg" in attrs]
     assert [int(c["data-rank"]) for c in cells] == list(range(16))
@@ -127,6 +186,10 @@ def test_a_screenshot_of_the_failed_run_is_kept(chromium, failed_report, tmp_pat
     )
     data = shot.read_bytes()
     assert data.startswith(PNG_MAGIC) and len(data) > 10_000
+    # the page in the screenshot, as the same browser laid it out at the same size
+    assert_reads_as_the_failed_report(
+        probed_dom(chromium, failed_report, tmp_path, "--window-size=1280,1400")
+    )
 
 
 # -- the timeline, the tiles' roles, the rank axis, the trend page ----------------------------------
@@ -154,10 +217,10 @@ if (svg) { const b = box(svg); svg.setAttribute('data-box', [b.left, b.right].jo
 </script>"""
 
 
-def probed_dom(chromium: str, page: Path, tmp_path: Path) -> Elements:
+def probed_dom(chromium: str, page: Path, tmp_path: Path, *args: str) -> Elements:
     probed = page.with_name("probed-" + page.name)
-    probed.write_text(page.read_text().replace("</body>", LAYOUT_PROBE + "</body>"))
-    return Elements(run_chromium(chromium, tmp_path / "profile", "--dump-dom", probed.as_uri()))
+    probed.write_text(page.read_text().replace("</body>", LAYOUT_PROBE + PARTS_PROBE + "</body>"))
+    return Elements(run_chromium(chromium, tmp_path / "profile", *args, "--dump-dom", probed.as_uri()))
 
 
 def test_the_root_cause_its_echo_and_a_rank_that_exited_nonzero_look_different(chromium, tmp_path):
@@ -167,6 +230,13 @@ def test_the_root_cause_its_echo_and_a_rank_that_exited_nonzero_look_different(c
     root.mkdir()
     write_report(root / REPORT_FILE, [roles_record(root)], {"backend": "scripted", "started": 0})
     dom = probed_dom(chromium, root / REPORT_FILE, tmp_path)
+    parts = parts_of(dom)
+    assert_top_to_bottom(parts, "root-cause", "failure", "grid", "timeline", "throughput")
+    assert parts["root-cause"]["data-first-line"].startswith(
+        "first failure: rank 1 (node 0) reported an error: injected failure on rank 1 [pod test-roles-0,"
+    )
+    assert parts["throughput"]["data-labels"] == "0 1 2 3"
+    assert_tiles(dom, {0: "ok", 1: "missing", 2: "missing", 3: "failed"})
     cells = {int(a["data-rank"]): a for _, a in dom.tags if "data-bg" in a}
     colours = {r: rgb(cells[r]["data-bg"]) for r in (1, 2, 3)}
     assert len(set(colours.values())) == 3, colours  # root, echo and exited non-zero: three colours
@@ -203,6 +273,8 @@ def test_the_rank_labels_under_the_bars_never_overlap(chromium, tmp_path, nodes,
     assert all(prev[1] <= nxt[0] for prev, nxt in itertools.pairwise(extents)), extents
     rows = [a for tag, a in dom.tags if tag == "g" and a.get("class") == "row"]
     assert len(rows) == (nodes * ppn if nodes * ppn <= 64 else nodes)
+    assert_top_to_bottom(parts_of(dom), "grid", "timeline", "throughput")
+    assert_tiles(dom, dict.fromkeys(range(nodes * ppn), "ok"))
 
 
 def test_the_trend_page_draws_every_run_and_links_each_to_its_report(chromium, tmp_path):

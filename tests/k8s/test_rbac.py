@@ -131,7 +131,8 @@ def test_the_suite_runs_in_a_namespace_opened_to_it_with_those_rights(
 
 def test_what_the_suite_reads(as_suite):
     assert call(as_suite.core.list_node)["items"]
-    call(as_suite.apps.list_daemon_set_for_all_namespaces)  # --check-device-plugins
+    daemon_sets = call(as_suite.apps.list_daemon_set_for_all_namespaces)  # --check-device-plugins
+    assert daemon_sets["kind"] == "DaemonSetList", daemon_sets
 
 
 def test_secrets_and_configmaps_are_out_of_reach(as_suite):
@@ -181,7 +182,12 @@ def test_its_own_namespaces_can_be_created_and_deleted(as_suite):
         "metadata": {"name": "rollcall-rbac-own", "labels": {MANAGED_BY_LABEL: MANAGED_BY}},
     }
     call(as_suite.core.create_namespace, body=own)
+    created = call(as_suite.core.read_namespace, "rollcall-rbac-own")
+    assert created["metadata"]["labels"][MANAGED_BY_LABEL] == MANAGED_BY
+    assert created["status"]["phase"] == "Active"
+
     call(as_suite.core.delete_namespace, "rollcall-rbac-own")
+    assert_gone_or_terminating(as_suite, "rollcall-rbac-own")
 
 
 def test_in_a_namespace_opened_to_the_suite_only_its_own_objects_are_written(as_suite, control_plane):
@@ -204,13 +210,26 @@ def test_in_a_namespace_opened_to_the_suite_only_its_own_objects_are_written(as_
             timeout=20,
             every=0.5,
         )
-        call(as_suite.core.list_namespaced_service, "team-opened")
+        listed = call(as_suite.core.list_namespaced_service, "team-opened")["items"]
+        assert [s["metadata"]["name"] for s in listed] == ["rollcall-run"]
         call(as_suite.core.delete_namespaced_service, "rollcall-run", "team-opened")
+        assert call(as_suite.core.list_namespaced_service, "team-opened")["items"] == []
         message = denied(as_suite.core.create_namespaced_service, "team-opened", body=service("theirs", {}))
         assert "or its own (labelled so) in namespaces labelled rollcall/runs-allowed=true" in message
         assert "may only delete namespaces labelled" in denied(as_suite.core.delete_namespace, "team-opened")
     finally:
         control_plane.kubectl("delete", "namespace", "team-opened", "--wait=false")
+
+
+def assert_gone_or_terminating(kube: Kube, name: str) -> None:
+    """Namespace ``name`` no longer exists, or is being deleted (its finalizers may still run)."""
+    try:
+        namespace = call(kube.core.read_namespace, name)
+    except ApiException as exc:
+        assert exc.status == 404, exc
+        return
+    assert namespace["metadata"].get("deletionTimestamp"), namespace["metadata"]
+    assert namespace["status"]["phase"] == "Terminating", namespace["status"]
 
 
 def _admitted(create: Callable[..., Any], namespace: str, body: dict[str, Any]) -> bool | None:

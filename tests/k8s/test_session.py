@@ -34,6 +34,27 @@ def steer_fake_nodes(rollcall_suite):
     rollcall_suite.backend.extras = PodExtras(annotations={{"rollcall.test/run-duration": "{duration}"}})
 """
 
+# pytest-timeout's thread method fired on the parent's word: the parent sends SIGUSR1 once it saw the run's pods
+# running, and the handler runs pytest-timeout's own timer function (stacks, then os._exit(1)) in a thread, as
+# the timer would. The marker's long timeout only bounds a child that never gets the signal.
+TIMEOUT_ON_SIGNAL = """
+import signal
+import threading
+
+import pytest
+import pytest_timeout
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_timeout_set_timer(item, settings):
+    def fire(signum, frame):
+        threading.Thread(target=pytest_timeout.timeout_timer, args=(item, settings), name="timeout").start()
+
+    signal.signal(signal.SIGUSR1, fire)
+    return None  # pytest-timeout still sets its own timer
+"""
+THREAD_TIMEOUT = '@pytest.mark.timeout(600, method="thread")'
+
 ONE_TEST = """
 import pytest
 
@@ -116,21 +137,30 @@ def test_sigterm_during_the_wait_deletes_the_namespace(pytester, control_plane, 
     assert namespace not in {n["metadata"]["name"] for n in suite_namespaces(kube)}, "deleted before exiting"
 
 
+def time_out_once_running(child: subprocess.Popen[str], kube, namespace: str) -> str:
+    """Fire the child's pytest-timeout (thread method) once the run's 2 pods run in ``namespace``; its output."""
+    wait_until("the run's pods to run", lambda: running_pods(kube, namespace) == 2, timeout=60)
+    child.send_signal(signal.SIGUSR1)
+    out, _ = child.communicate(timeout=120)
+    return out
+
+
 def test_pytest_timeouts_thread_method_still_leaves_nothing_behind(pytester, control_plane, kube, kubelet):
-    pytester.makeconftest(CONFTEST.format(duration="120s"))
-    pytester.makepyfile(test_job=ONE_TEST.format(marker='@pytest.mark.timeout(8, method="thread")'))
+    pytester.makeconftest(CONFTEST.format(duration="120s") + TIMEOUT_ON_SIGNAL)
+    pytester.makepyfile(test_job=ONE_TEST.format(marker=THREAD_TIMEOUT))
     before = {n["metadata"]["name"] for n in suite_namespaces(kube)}
     child = start(pytester, args(control_plane.kubeconfig, pytester))
-    out, _ = child.communicate(timeout=120)
+    try:
+        (namespace,) = wait_until("the child's namespace", lambda: new_namespaces(kube, before), timeout=60)
+        out = time_out_once_running(child, kube, namespace)
+    finally:
+        if child.poll() is None:
+            child.kill()
 
-    assert child.returncode == 1 and "Timeout" in out, out  # os._exit: no teardown, no atexit
-    created = {
-        ns for ns, _pod in kubelet.served if ns not in before and ns.startswith("rollcall-")
-    } or new_namespaces(kube, before)
-    assert created, "the child created a namespace"
+    assert child.returncode == 1 and "+ Timeout +" in out, out  # os._exit: no teardown, no atexit
     wait_until(
         "the session's watcher process to delete the namespace",
-        lambda: not (created & {n["metadata"]["name"] for n in suite_namespaces(kube)}),
+        lambda: namespace not in {n["metadata"]["name"] for n in suite_namespaces(kube)},
         timeout=30,
     )
 
@@ -140,12 +170,16 @@ def test_a_session_killed_outright_in_an_existing_namespace_leaves_it_and_nothin
 ):
     control_plane.create_namespace("team-reaped")
     try:
-        pytester.makeconftest(CONFTEST.format(duration="120s"))
-        pytester.makepyfile(test_job=ONE_TEST.format(marker='@pytest.mark.timeout(8, method="thread")'))
+        pytester.makeconftest(CONFTEST.format(duration="120s") + TIMEOUT_ON_SIGNAL)
+        pytester.makepyfile(test_job=ONE_TEST.format(marker=THREAD_TIMEOUT))
         child = start(pytester, args(control_plane.kubeconfig, pytester, "--namespace", "team-reaped"))
-        out, _ = child.communicate(timeout=120)
+        try:
+            out = time_out_once_running(child, kube, "team-reaped")
+        finally:
+            if child.poll() is None:
+                child.kill()
 
-        assert child.returncode == 1 and "Timeout" in out, out  # os._exit: no teardown, no atexit
+        assert child.returncode == 1 and "+ Timeout +" in out, out  # os._exit: no teardown, no atexit
         assert any(ns == "team-reaped" for ns, _pod in kubelet.served), "the run's pods ran there"
         wait_until(
             "the session's watcher process to delete the run's objects",

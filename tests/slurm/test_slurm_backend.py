@@ -148,6 +148,49 @@ def test_a_rank_that_exits_non_zero_after_its_roll_call_is_named_with_its_code(t
     )
 
 
+def test_a_flipped_bit_is_rank_1s_replica_divergence_named_first(tmp_path, clean):
+    """ROLLCALL_CORRUPT_RANK=1 flips one bit of rank 1's parameters after its first timed step; with two
+    replicas the lower rank's digest is the reference, so rank 1 (node 1, on rc2) is named first."""
+    attempt = run_once(SlurmBackend(), spec("sdc", env={"ROLLCALL_CORRUPT_RANK": "1"}), tmp_path)
+    assert attempt.status.state is JobState.SUCCEEDED, attempt.status  # a silent corruption: the job passes
+    assert not attempt.passed
+    first = attempt.verdict.findings[0]
+    assert first.kind is Kind.REPLICA_DIVERGENCE and set(first.ranks) == {1}, attempt.verdict.message()
+    assert first.message.startswith(
+        "replica divergence (silent data corruption): rank 1 (node 1) from epoch 1 on: "
+    ), first.message
+    assert sorted(attempt.verdict.failed_ranks) == [1], attempt.verdict.failed_ranks
+    assert attempt.verdict.failed_ranks[1][0].startswith("replica diverged from epoch 1 on (param_digest ")
+    assert "node 1 ran on slurm node rc2 (log rc2.log)" in attempt.status.details
+
+
+def test_wrong_all_reduce_data_names_rank_1_and_its_node(tmp_path, clean):
+    """ROLLCALL_CORRUPT_COLLECTIVE=1 zeroes 1024 elements, from a third of the 8 MiB buffer on, of every
+    result rank 1 receives. Two nodes of one rank: the world is the only group (no node group, and the one
+    pair is the world), so one problem names the world all-reduce and one rank 1's node."""
+    elements = 8 * 2**20 // 4  # the cpu default --bandwidth-mb 8, in float32 elements
+    attempt = run_once(SlurmBackend(), spec("wrong", env={"ROLLCALL_CORRUPT_COLLECTIVE": "1"}), tmp_path)
+    assert attempt.status.state is JobState.SUCCEEDED, attempt.status
+    assert not attempt.passed
+    wrong = attempt.verdict.of_kind(Kind.COLLECTIVE_MISMATCH)
+    assert [p.message for p in attempt.verdict.findings] == [p.message for p in wrong], "nothing else"
+    world, where = (p.message for p in wrong)
+    # element 699050 should sum to (699050 % 251 + 1) + ((699050 + 37) % 251 + 1) = 16 + 53 over ranks 0, 1
+    assert world == (
+        "collective mismatch: world all-reduce (ranks 0-1, nodes 0-1): rank 1 (node 1) received 1024 of "
+        f"{elements} elements wrong in 10 timed all-reduce(s), first at index {elements // 3} "
+        "(expected 69, got 0)"
+    ), world
+    assert where == (
+        "collective mismatch: every rank that received wrong data (1) is on node 1: its device or its link"
+    )
+    assert [set(p.ranks) for p in wrong] == [{1}, set()]
+    assert attempt.verdict.failed_ranks == {
+        1: ["wrong data from the world all-reduce (ranks 0-1, nodes 0-1)"]
+    }
+    assert "node 1 ran on slurm node rc2 (log rc2.log)" in attempt.status.details
+
+
 def test_discovery_reads_the_nodes_and_names_a_drained_one(slurm):
     backend = SlurmBackend()
     placement = backend.discover(resolve({"accelerator": "cpu", "nodes": 2}))

@@ -90,6 +90,13 @@ def _duration(text: str) -> float:
     return float(m.group(1)) * _UNIT_S[m.group(2)]
 
 
+def _positive_duration(text: str) -> float:
+    value = _duration(text)
+    if value <= 0:
+        raise ValueError("expected a duration above 0, such as 120 or 5m")
+    return value
+
+
 def _duration_or_off(text: str) -> float:
     return 0.0 if text.strip() == "0" else _duration(text)
 
@@ -682,6 +689,14 @@ class Options:
         "when a run fails naming no node (a hang of the world, a slow world, a rendezvous that never "
         "completes), re-run the bandwidth phase alone on halves of the nodes until the bad node is named",
         switch=True,
+    )
+    isolate_timeout: float = option(
+        "--isolate-timeout",
+        _positive_duration,
+        120.0,
+        "the longest one --isolate run may take (the job timeout when shorter): a group of nodes still "
+        "running then (a node hung before rendezvous) counts as failing",
+        "SECONDS",
     )
     container_image: str | None = option(
         "--container-image",

@@ -169,6 +169,7 @@ class Suite:
                 artifacts / "isolate",
                 criteria=self.criteria,
                 keep=self.options.keep,
+                timeout_s=self.options.isolate_timeout,
             )
             if found.isolation is not None:
                 result.last.verdict = with_isolation(result.last.verdict, found.isolation)

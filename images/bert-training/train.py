@@ -25,9 +25,9 @@ Environment read (set by torchrun; never MPI variables):
     ROLLCALL_CORRUPT_COLLECTIVE                      fault injection, see below.
     ROLLCALL_NODE_IDS                                each node rank's node in a larger world
                                                      ("2,3": node rank 0 is node 2), set when the
-                                                     suite re-runs a subset of the nodes; the node
-                                                     ROLLCALL_SLOW_LINK and ROLLCALL_HANG_NODE
-                                                     name are of these
+                                                     suite re-runs a subset of the nodes; the
+                                                     nodes ROLLCALL_SLOW_LINK and
+                                                     ROLLCALL_HANG_NODE name are of that world
     TORCHELASTIC_ERROR_FILE                          set by torchrun per rank: where an uncaught
                                                      exception is recorded (see "Exit codes").
 

@@ -154,3 +154,14 @@ def test_patching_nodes_is_a_right_asked_only_with_the_option():
     assert Right("get", "", "nodes") in rights()
     assert Right("patch", "", "nodes") in rights(["taint_unfit"])
     assert not any(r.verb == "patch" for r in rights() if r.resource == "nodes")
+
+
+def test_a_malformed_taint_is_a_usage_error_naming_the_option(pytester):
+    pytester.makepyfile(test_roll=ROLL_CALL)
+    res = pytester.runpytest(
+        "-p", "no:cacheprovider", "--backend", "kubernetes", "--taint-unfit", "unfit=yes"
+    )
+    err = res.stderr.str()
+    assert res.ret == pytest.ExitCode.USAGE_ERROR, res.stdout.str() + err
+    assert "invalid --taint-unfit value 'unfit=yes' (from --taint-unfit): 'unfit=yes' has no :EFFECT" in err
+    assert "use --taint-unfit KEY=VALUE:EFFECT" in err and "Traceback" not in err

@@ -18,14 +18,16 @@ Environment read (set by torchrun; never MPI variables):
     NODE_NAME                                        the Kubernetes node, reported in ``start``;
                                                      without it SLURMD_NODENAME, the Slurm node.
     ROLLCALL_FAIL_RANK, ROLLCALL_HANG_RANK,
+    ROLLCALL_HANG_NODE,
     ROLLCALL_CHATTY, ROLLCALL_SLOW_RANK,
     ROLLCALL_SLOW_LINK, ROLLCALL_EXIT_RANK,
     ROLLCALL_CORRUPT_RANK,
     ROLLCALL_CORRUPT_COLLECTIVE                      fault injection, see below.
     ROLLCALL_NODE_IDS                                each node rank's node in a larger world
                                                      ("2,3": node rank 0 is node 2), set when the
-                                                     suite re-runs a subset of the nodes; the node
-                                                     ROLLCALL_SLOW_LINK names is one of these
+                                                     suite re-runs a subset of the nodes; the
+                                                     nodes ROLLCALL_SLOW_LINK and
+                                                     ROLLCALL_HANG_NODE name are of that world
     TORCHELASTIC_ERROR_FILE                          set by torchrun per rank: where an uncaught
                                                      exception is recorded (see "Exit codes").
 
@@ -114,6 +116,11 @@ Fault injection (for testing the suite itself): ``ROLLCALL_FAIL_RANK=<rank>[,<ra
 ``ROLLCALL_FAIL_RANK=0,2``) makes each rank listed raise a RuntimeError naming the injected failure right
 after printing its first ``epoch_time``; ``ROLLCALL_HANG_RANK=<rank>[,<rank>...]`` makes each rank listed
 sleep forever at the same point (a rank in both lists fails);
+``ROLLCALL_HANG_NODE=<node>[,<node>...]`` makes every rank of each node listed stop before it joins the
+process group and before its watchdog starts, sleeping forever after one plain line: a node frozen or cut
+off before rendezvous, whose ranks say nothing while the others wait for them at rendezvous, so no event
+names the node (the node is named as ``ROLLCALL_SLOW_LINK``'s is: in the world ``ROLLCALL_NODE_IDS``
+gives, so it follows its node into the suite's bisection);
 ``ROLLCALL_CHATTY=<rank>:<bytes>`` makes that rank print about that many bytes of plain progress lines
 after its first ``epoch_time``, spread over about five seconds (to test that log rotation loses no event).
 ``ROLLCALL_EXIT_RANK=<rank>:<code>`` makes that rank answer the whole roll call (``complete`` and the
@@ -239,6 +246,7 @@ FAIL_RANK_ENV = "ROLLCALL_FAIL_RANK"
 CORRUPT_RANK_ENV = "ROLLCALL_CORRUPT_RANK"
 CORRUPT_COLLECTIVE_ENV = "ROLLCALL_CORRUPT_COLLECTIVE"
 HANG_RANK_ENV = "ROLLCALL_HANG_RANK"
+HANG_NODE_ENV = "ROLLCALL_HANG_NODE"
 CHATTY_ENV = "ROLLCALL_CHATTY"
 #: The Kubernetes node the pod runs on (the Job's pod spec sets it from spec.nodeName).
 NODE_NAME_ENV = "NODE_NAME"
@@ -526,8 +534,12 @@ class RollcallLog:
             written += os.write(self.fd, data[written:])
 
 
-def rank_list(name: str, environ: Mapping[str, str]) -> frozenset[int]:
-    """The ranks ``<name>=<rank>[,<rank>...]`` names (none when unset); ValueError when malformed."""
+def rank_list(name: str, environ: Mapping[str, str], what: str = "rank") -> frozenset[int]:
+    """The ranks (or nodes: ``what``) ``<name>=<rank>[,<rank>...]`` names (none when unset).
+
+    Raises:
+        ValueError: the value is not a comma-separated list of non-negative integers.
+    """
     value = environ.get(name, "").strip()
     if not value:
         return frozenset()
@@ -536,8 +548,26 @@ def rank_list(name: str, environ: Mapping[str, str]) -> frozenset[int]:
     except ValueError:
         ranks = [-1]
     if any(rank < 0 for rank in ranks):
-        raise ValueError(f"{name}={value!r} is not valid; write {name}=<rank>[,<rank>...], e.g. {name}=0,2")
+        raise ValueError(
+            f"{name}={value!r} is not valid; write {name}=<{what}>[,<{what}>...], e.g. {name}=0,2"
+        )
     return frozenset(ranks)
+
+
+def hung_node(environ: Mapping[str, str], node_rank: int) -> int | None:
+    """The node ``node_rank`` is (in ``ROLLCALL_NODE_IDS``' world), if ``ROLLCALL_HANG_NODE`` names it.
+
+    Returns:
+        The node, or None when the variable does not name it.
+
+    Raises:
+        ValueError: either variable is malformed.
+    """
+    nodes = rank_list(HANG_NODE_ENV, environ, "node")
+    if not nodes:
+        return None
+    node = node_id(environ, node_rank)
+    return node if node in nodes else None
 
 
 #: The watchdog's default bound: this many times the median step time so far, at least HANG_FLOOR_S (on xla,
@@ -862,6 +892,7 @@ def check_fault_injection(environ: Mapping[str, str]) -> None:
     """Parse every fault-injection variable in ``environ``; ValueError naming the first malformed one."""
     for name in (FAIL_RANK_ENV, HANG_RANK_ENV):
         rank_list(name, environ)
+    rank_list(HANG_NODE_ENV, environ, "node")
     chatty(environ)
     slow_ranks(environ)
     slow_link(environ)
@@ -2160,6 +2191,7 @@ def report_facts(acc: Accelerator, local_rank: int, log: RollcallLog) -> None:
 def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
     """Join the group, train, time and report; raises on any failure."""
     check_fault_injection(os.environ)  # a malformed variable fails every rank at once, before torch loads
+    _maybe_hang_node(env)
     import torch
     import torch.distributed as dist
 
@@ -2410,6 +2442,19 @@ def _maybe_inject_fault(rank: int) -> None:
         print(f"rollcall: rank {rank} hangs as asked by {HANG_RANK_ENV}", flush=True)
         while True:
             time.sleep(3600)
+
+
+def _maybe_hang_node(env: DistEnv) -> None:
+    """``ROLLCALL_HANG_NODE``: this rank's node never reaches rendezvous (no watchdog, no event)."""
+    node = hung_node(os.environ, env.node_rank)
+    if node is None:
+        return
+    print(
+        f"rollcall: rank {env.rank} of node {node} hangs before rendezvous as asked by {HANG_NODE_ENV}",
+        flush=True,
+    )
+    while True:
+        time.sleep(3600)
 
 
 def main(argv: list[str] | None = None) -> int:

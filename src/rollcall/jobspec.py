@@ -176,6 +176,22 @@ class Toleration:
 
 
 @dataclass(frozen=True)
+class Taint:
+    """A node taint, as ``--taint-unfit KEY[=VALUE]:EFFECT`` gives it (kubectl's taint syntax)."""
+
+    key: str
+    effect: TaintEffect
+    value: str = ""
+
+    def manifest(self) -> dict[str, str]:
+        """The taint as a node's ``spec.taints`` holds it (no value: none)."""
+        return {"key": self.key, **({"value": self.value} if self.value else {}), "effect": self.effect}
+
+    def __str__(self) -> str:
+        return f"{self.key}{f'={self.value}' if self.value else ''}:{self.effect}"
+
+
+@dataclass(frozen=True)
 class Scheduling:
     """How the user shapes where and when the pods run (the kubernetes backend).
 

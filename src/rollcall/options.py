@@ -27,6 +27,7 @@ from rollcall.jobspec import (
     EfaChoice,
     NeuronCache,
     Scheduling,
+    Taint,
     TaintEffect,
     Toleration,
     check_args,
@@ -88,6 +89,13 @@ def _duration(text: str) -> float:
     if not m:
         raise ValueError("expected a duration such as 3600, 90m, 6h or 2d")
     return float(m.group(1)) * _UNIT_S[m.group(2)]
+
+
+def _positive_duration(text: str) -> float:
+    value = _duration(text)
+    if value <= 0:
+        raise ValueError("expected a duration above 0, such as 120 or 5m")
+    return value
 
 
 def _duration_or_off(text: str) -> float:
@@ -276,26 +284,37 @@ def _is_label_key(key: str) -> bool:
     )
 
 
+def _taint_parts(word: str) -> tuple[str, str | None, TaintEffect]:
+    """``dedicated=ml:NoSchedule`` as its key, value (None without ``=``) and effect (kubectl's syntax)."""
+    effects: tuple[str, ...] = get_args(TaintEffect)
+    body, sep, effect = word.rpartition(":")
+    if not sep:
+        raise ValueError(f"{word!r} has no :EFFECT, e.g. dedicated=ml:NoSchedule or dedicated:NoSchedule")
+    if effect not in effects:
+        raise ValueError(f"{effect!r} (in {word!r}) is not a taint effect: one of {', '.join(effects)}")
+    key, eq, value = body.partition("=")
+    if not _is_label_key(key):
+        raise ValueError(f"{key!r} (in {word!r}) is not a taint key (a label name, e.g. nvidia.com/gpu)")
+    if eq and not _LABEL_VALUE.match(value):
+        raise ValueError(
+            f"{value!r} (in {word!r}) is not a taint value (63 characters at most: letters, digits, '-_.')"
+        )
+    return key, value if eq else None, cast(TaintEffect, effect)
+
+
 def _tolerations(words: Sequence[str]) -> tuple[Toleration, ...]:
     """``["nvidia.com/gpu=present:NoSchedule", "dedicated:NoExecute"]`` as tolerations (kubectl's syntax)."""
-    effects: tuple[str, ...] = get_args(TaintEffect)
     found: dict[Toleration, None] = {}
     for word in words:
-        body, sep, effect = word.rpartition(":")
-        if not sep:
-            raise ValueError(f"{word!r} has no :EFFECT, e.g. dedicated=ml:NoSchedule or dedicated:NoSchedule")
-        if effect not in effects:
-            raise ValueError(f"{effect!r} (in {word!r}) is not a taint effect: one of {', '.join(effects)}")
-        key, eq, value = body.partition("=")
-        if not _is_label_key(key):
-            raise ValueError(f"{key!r} (in {word!r}) is not a taint key (a label name, e.g. nvidia.com/gpu)")
-        if eq and not _LABEL_VALUE.match(value):
-            raise ValueError(
-                f"{value!r} (in {word!r}) is not a taint value "
-                "(63 characters at most: letters, digits, '-_.')"
-            )
-        found[Toleration(key, cast(TaintEffect, effect), value if eq else None)] = None
+        key, value, effect = _taint_parts(word)
+        found[Toleration(key, effect, value)] = None
     return tuple(found)
+
+
+def _taint(text: str) -> Taint:
+    """``rollcall/unfit=true:NoSchedule`` as a taint (kubectl's syntax; ``KEY:EFFECT`` has no value)."""
+    key, value, effect = _taint_parts(text.strip())
+    return Taint(key, effect, value or "")
 
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -682,6 +701,22 @@ class Options:
         "when a run fails naming no node (a hang of the world, a slow world, a rendezvous that never "
         "completes), re-run the bandwidth phase alone on halves of the nodes until the bad node is named",
         switch=True,
+    )
+    isolate_timeout: float = option(
+        "--isolate-timeout",
+        _positive_duration,
+        120.0,
+        "the longest one --isolate run may take (the job timeout when shorter): a group of nodes still "
+        "running then (a node hung before rendezvous) counts as failing",
+        "SECONDS",
+    )
+    taint_unfit: Taint | None = option(
+        "--taint-unfit",
+        _taint,
+        None,
+        "kubernetes: after the verdict, taint each node it names unfit with this taint (kubectl's syntax, "
+        "e.g. rollcall/unfit=true:NoSchedule), keeping the node's other taints",
+        "KEY=VALUE:EFFECT",
     )
     container_image: str | None = option(
         "--container-image",

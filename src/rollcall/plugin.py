@@ -387,6 +387,13 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         verdict = record.result.last.verdict
         for warning in verdict.warnings:
             terminalreporter.write_line(f"{record.test_id}: warning: {warning.message}")
+        tainted = record.extra.get("taint_unfit")  # --taint-unfit: what it did to the unfit nodes
+        if tainted and (tainted["applied"] or tainted["already"] or tainted["failed"]):
+            held = ", ".join([*tainted["applied"], *tainted["already"]]) or "none"
+            failed = "".join(f"; could not taint {n}: {why}" for n, why in tainted["failed"].items())
+            terminalreporter.write_line(
+                f"{record.test_id}: --taint-unfit {tainted['taint']}: unfit node(s) tainted: {held}{failed}"
+            )
         if record.result.passed:
             continue
         for problem in verdict.of_kind(Kind.REPLICA_DIVERGENCE):  # a silent data corruption: the root cause

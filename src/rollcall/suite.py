@@ -169,10 +169,21 @@ class Suite:
                 artifacts / "isolate",
                 criteria=self.criteria,
                 keep=self.options.keep,
+                timeout_s=self.options.isolate_timeout,
             )
             if found.isolation is not None:
                 result.last.verdict = with_isolation(result.last.verdict, found.isolation)
             extra["isolation"] = found.as_dict()
+        if self.options.taint_unfit is not None:  # only kubernetes gets here (prepare refuses the others)
+            from rollcall.backends.kubernetes.backend import KubernetesBackend
+            from rollcall.backends.kubernetes.taints import taint_nodes
+
+            backend = self.backend
+            assert isinstance(backend, KubernetesBackend)
+            tainted = taint_nodes(backend.kube, result.last.verdict.unfit_nodes, self.options.taint_unfit)
+            extra["taint_unfit"] = tainted.as_dict()
+            if self.progress and (tainted.nodes or tainted.failed):
+                self.progress(tainted.line())
         floors = floors_of(base.instance_type) if self.criteria.busbw_floors else None
         if floors is not None:  # the floors held to, and the sizes measured at
             extra["busbw_floors"] = floors.as_dict(result.last.verdict.perf.groups)
@@ -191,6 +202,12 @@ class Suite:
         backend: for kubernetes that connects and checks the kubeconfig, context, server and rights; for
         slurm it finds the slurm.conf naming a controller, before any Slurm command runs.
         """
+        if self.options.taint_unfit is not None and self.backend_name != "kubernetes":
+            raise OptionError(
+                f"--taint-unfit {self.options.taint_unfit}: taints Kubernetes nodes, but the backend is "
+                f"{self.backend_name} ({self.backend_reason}); drop --taint-unfit, or run on Kubernetes "
+                "(--backend kubernetes)"
+            )
         self.criteria  # noqa: B018 - reads --baseline
         if connect and self.backend_name in ("kubernetes", "slurm"):
             self.backend  # noqa: B018 - connects, or checks the configuration

@@ -9,7 +9,10 @@ Pod annotations steer what a pod "prints":
 
 - ``rollcall.test/log-skip``: JSON ``{"<rank>": ["throughput", "complete"], ...}``: events those ranks omit;
 - ``rollcall.test/nccl-net``: ``efa`` (default when the pod requests EFA), ``socket`` (NCCL found no
-  network plugin and fell back to TCP) or ``none``.
+  network plugin and fell back to TCP) or ``none``;
+- ``rollcall.test/facts``: JSON ``{"<rank>": {"pcie_width": 8, ...}, ...}``: those ranks also print a
+  ``facts`` event with these facts, and every rank's ``start`` names the pod's node (``node``, as the
+  workload reads ``NODE_NAME``), so a fitness rule a device breaks names the Kubernetes node.
 
 Real log rotation, image pulls, crashes and lost nodes are tested on real nodes (tests/real).
 """
@@ -29,14 +32,16 @@ from rollcall.backends.kubernetes.kube import Informer
 from rollcall.backends.kubernetes.manifests import JOB_LABEL
 from rollcall.jobspec import EFA_RESOURCE
 from tests.cluster.controlplane import ControlPlane
-from tests.unit.helpers import node_log
+from tests.unit.helpers import event, node_log
 
 log = logging.getLogger(__name__)
 
 #: How long the fake kubelets' watch retries a lost API server (the whole session, in practice).
 RETRY_S = 3600.0
+EVENT_PREFIX = "ROLLCALL "
 LOG_SKIP = "rollcall.test/log-skip"
 NCCL_NET = "rollcall.test/nccl-net"
+FACTS = "rollcall.test/facts"
 
 
 def _flag(command: list[str], name: str) -> int:
@@ -68,7 +73,23 @@ def pod_log(pod: dict[str, Any]) -> list[str]:
             lines.append(f"{prefix} NET/Plugin: Could not find: libnccl-net.so. Using internal net plugin.")
             lines.append(f"{prefix} NET/Socket : Using [0]eth0:10.244.0.{node}<0>")
             lines.append(f"{prefix} Using network Socket")
-    return lines + node_log(node, nodes, procs, skip=skip).splitlines()
+    ranks = node_log(node, nodes, procs, skip=skip).splitlines()
+    facts = {int(r): f for r, f in json.loads(annotations.get(FACTS, "{}")).items()}
+    if facts:
+        ranks = [_naming_node(line, pod["spec"].get("nodeName")) for line in ranks]
+        mine = range(node * procs, (node + 1) * procs)
+        ranks += [
+            f"[{r}]:{event('facts', r, nodes * procs, **f)}" for r, f in sorted(facts.items()) if r in mine
+        ]
+    return lines + ranks
+
+
+def _naming_node(line: str, node: str | None) -> str:
+    """``line`` with its ``start`` event naming ``node`` (other lines as they are)."""
+    head, sep, body = line.partition(EVENT_PREFIX)
+    if not sep or json.loads(body).get("event") != "start":
+        return line
+    return head + sep + json.dumps({**json.loads(body), "node": node}, separators=(",", ":"))
 
 
 class FakeKubelet:

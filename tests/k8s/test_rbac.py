@@ -172,7 +172,33 @@ def test_writes_are_confined_to_the_suites_own_namespaces(as_suite, control_plan
         "spec": {"containers": [{"name": "c", "image": "x"}]},
     }
     denied(as_suite.core.create_namespaced_pod, "default", body=pod)  # pods come from the Job controller
-    denied(as_suite.core.patch_node, "trn1-32xlarge-0", {"metadata": {"labels": {"x": "y"}}})
+    # nodes may be patched (--taint-unfit), but only their taints, keeping every taint they hold
+    merge = {"_content_type": "application/merge-patch+json"}
+    relabel = {"metadata": {"labels": {"x": "y"}}}
+    assert "may only change the taints of nodes" in denied(
+        as_suite.core.patch_node, "trn1-32xlarge-0", relabel, **merge
+    )
+    cordon = {"spec": {"unschedulable": True}}
+    assert "may only change the taints of nodes" in denied(
+        as_suite.core.patch_node, "trn1-32xlarge-0", cordon, **merge
+    )
+
+
+def test_only_taints_are_added_to_nodes_and_every_held_taint_stays(as_suite, control_plane):
+    node = "trn1-32xlarge-0"
+    merge = {"_content_type": "application/merge-patch+json"}
+    held = {"key": "example.com/held", "value": "yes", "effect": "PreferNoSchedule"}
+    unfit = {"key": "rollcall/unfit", "value": "true", "effect": "NoSchedule"}
+    control_plane.kubectl("taint", "nodes", node, "example.com/held=yes:PreferNoSchedule", "--overwrite")
+    try:
+        dropped = {"spec": {"taints": [unfit]}}
+        assert "may only add taints to nodes, keeping every taint they hold" in denied(
+            as_suite.core.patch_node, node, dropped, **merge
+        )
+        call(as_suite.core.patch_node, node, {"spec": {"taints": [held, unfit]}}, **merge)
+        assert unfit in (call(as_suite.core.read_node, node)["spec"].get("taints") or [])
+    finally:
+        control_plane.kubectl("taint", "nodes", node, "example.com/held-", "rollcall/unfit-")
 
 
 def test_its_own_namespaces_can_be_created_and_deleted(as_suite):

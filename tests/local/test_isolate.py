@@ -6,6 +6,10 @@ the nodes. ``ROLLCALL_SLOW_LINK=2:1000`` delays node 2's part of each timed all-
 few milliseconds that a 1 MiB all-reduce over gloo takes here (under 0.01 GB/s against about 0.1 and more),
 so ``--min-busbw 0.01`` fails every group that holds node 2 and no other. The trials' node ranks are
 renumbered; ``ROLLCALL_NODE_IDS`` keeps naming node 2 as the world's node 2.
+
+``ROLLCALL_HANG_NODE=2`` stops node 2's rank before rendezvous and before its watchdog starts: it says
+nothing, the others wait for it, and the run times out naming no node. Each trial is bounded by
+``--isolate-timeout``; one holding node 2 runs into it and fails, as its group.
 """
 
 import json
@@ -55,4 +59,40 @@ def test_a_slow_node_in_a_slow_world_is_isolated_alone(tmp_path):
     assert all(r["failed"] == (2 in r["nodes"]) for r in runs), runs
     assert "isolated in " in output and "node 2 (fails alone)" in output, output
     assert sorted(test["failed_ranks"]) == ["2"], test["failed_ranks"]
+    print(f"wall time {wall:.1f}s for the roll call and {len(runs)} trial(s)")
+
+
+def test_a_node_hung_before_rendezvous_is_isolated_alone_each_trial_bounded(tmp_path):
+    bound = 45  # a passing trial of two nodes took 5-19 s here on 2 shared cores
+    started = time.monotonic()
+    proc = e2e.roll_call(
+        tmp_path,
+        SHORT,
+        "--straggler-ratio",
+        "0",
+        "--isolate",
+        "--isolate-timeout",
+        str(bound),
+        workload_env=("ROLLCALL_HANG_NODE=2",),
+        nodes=4,
+        procs_per_node=1,
+        job_timeout=bound,
+    )
+    wall = time.monotonic() - started
+    artifacts, output = proc.artifacts, proc.output
+    assert proc.returncode == 1, output
+    test = json.loads((artifacts / "results.json").read_text())["tests"][0]
+    isolation = test["isolation"]
+    assert isolation["ran"] is True, isolation  # the deciding run named no node
+    assert isolation["suspects"] == [{"nodes": [2], "why": "fails alone"}], isolation
+    assert isolation["suspect_nodes"] == [2] and 2 not in isolation["cleared"], isolation
+    runs = isolation["runs"]
+    assert 2 <= len(runs) <= 4, runs  # 2 log2(4)
+    assert all(r["failed"] == (2 in r["nodes"]) for r in runs), runs
+    for run in runs:
+        if run["failed"]:  # ended at the bound: the hung node held the others at rendezvous
+            assert run["evidence"].startswith(f"hung: still running at its {bound}s bound"), run
+            assert "0 of 2 rank(s) past rendezvous" in run["evidence"], run
+            assert bound <= run["duration_s"] < bound + 60, run
+    assert "isolated in " in output and "node 2 (fails alone)" in output, output
     print(f"wall time {wall:.1f}s for the roll call and {len(runs)} trial(s)")

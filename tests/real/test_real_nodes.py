@@ -399,3 +399,36 @@ def test_an_interrupted_session_leaves_no_namespace_or_container(real_cluster, k
     assert not call(kube.core.list_namespace, label_selector=selector)["items"] or wait_until(
         "the namespace to be gone", lambda: not suite_namespaces(kube) or None, timeout=60
     )
+
+
+def test_isolate_names_the_slowed_node_of_two_on_its_machine(make_suite, real_nodes, request):
+    # Only the world's bandwidth is measured, so node 1's slow link (every one of its ranks posts each timed
+    # all-reduce a second late: under 0.01 GB/s against about 0.1 and more for 1 MiB through the pods'
+    # network) makes the world slow and names no node; --isolate then runs each node alone, on its machine.
+    workload = (
+        "--seq-len 32 --batch-size 4 --warmup-steps 1 --epochs 1 --steps-per-epoch 1 --compute-steps 0 "
+        "--bandwidth-scopes world --bandwidth-mb 1 --bandwidth-iters 3"
+    )
+    suite, _ = make_suite(
+        workload_args=workload,
+        workload_env=["ROLLCALL_SLOW_LINK=1:1000"],
+        min_busbw="0.01",
+        straggler_ratio="0",
+        isolate=True,
+    )
+    record = suite.run(request.node.nodeid, request.node.name)
+    attempt = record.result.last
+
+    assert attempt.status.state is JobState.SUCCEEDED, message(attempt)  # the job ran; the verdict fails it
+    assert [s.group.scope for s in attempt.verdict.perf_report.slow] == ["world"], message(attempt)
+    isolation = record.extra["isolation"]
+    assert isolation["ran"] is True and isolation["pinned"] is True, isolation
+    assert isolation["suspects"] == [{"nodes": [1], "why": "fails alone"}], isolation
+    machines = {rank: report.start["node"] for rank, report in roll_of(attempt).ranks.items() if report.start}
+    runs = isolation["runs"]
+    assert [(r["nodes"], r["failed"]) for r in runs] == [([0], False), ([1], True)], runs
+    # each short run ran on the machine its node had run on
+    assert [r["machines"] for r in runs] == [[machines[0]], [machines[2]]], (runs, machines)
+    assert machines[2] in real_nodes and machines[0] != machines[2], machines
+    (isolated,) = attempt.verdict.of_kind(Kind.ISOLATED)
+    assert "node 1 (fails alone)" in isolated.message and sorted(isolated.ranks) == [2, 3], isolated.message

@@ -1,15 +1,22 @@
 """``--isolate``: the bisection over a fake runner, when it runs, the trials' jobs, and the verdict it adds to."""
 
 import math
+from dataclasses import replace
 
 import pytest
 
 from rollcall.backends import JobState, JobStatus
 from rollcall.isolation.bisect import Trial, bisect, budget
-from rollcall.isolation.probe import TRIAL_ARGS, reason_to_skip, trial_spec, with_isolation
+from rollcall.isolation.probe import (
+    TRIAL_ARGS,
+    TRIAL_TIMEOUT_S,
+    reason_to_skip,
+    trial_spec,
+    with_isolation,
+)
 from rollcall.jobspec import NODE_IDS_ENV, JobSpec, train_module
 from rollcall.ranklog import RollCall
-from rollcall.verdict import Kind
+from rollcall.verdict import Kind, Problem
 from tests.unit.helpers import judged, node_log
 
 
@@ -102,12 +109,28 @@ def test_a_search_runs_only_when_the_run_failed_naming_no_node():
     assert reason_to_skip(single) == "the run had one node"
 
 
+def test_ranks_waiting_for_a_silent_node_name_no_node():
+    # node 2 hung before rendezvous and said nothing; the others wait there for it, as victims
+    spec = JobSpec("job", 4, 1)
+    every = {r: ("start", "epoch_time", "throughput", "complete") for r in range(4)}
+    timed_out = JobStatus(JobState.TIMED_OUT, "job did not finish")
+    verdict = judged(roll_of(4, 1, skip=every), spec, timed_out).verdict
+    waiting = Problem(Kind.WAITING, "ranks 0-1, 3 waiting", {r: "waiting (rendezvous)" for r in (0, 1, 3)})
+    assert reason_to_skip(replace(verdict, findings=(*verdict.findings, waiting))) is None
+    hung = Problem(Kind.HUNG, "rank 2 hung in a sleep", {2: "hung in a sleep"})
+    named = replace(verdict, findings=(*verdict.findings, waiting, hung))
+    assert reason_to_skip(named) == "the verdict already names node(s) 2"
+
+
 def test_a_trial_runs_the_bandwidth_phase_on_the_nodes_naming_their_places_in_the_world():
     spec = JobSpec("job-1a2b3c", 4, 2, workload_args=("--bandwidth-mb", "1"), job_timeout_s=1800)
     trial = trial_spec(spec, (0, 2), 3)
     assert (trial.name, trial.nodes, trial.procs_per_node, trial.node_ids) == ("job-1a2b3c-i3", 2, 2, (0, 2))
     assert trial.workload_args == ("--bandwidth-mb", "1", *TRIAL_ARGS)
-    assert trial.job_timeout_s == 600
+    assert trial.job_timeout_s == TRIAL_TIMEOUT_S == 120
+    # --isolate-timeout bounds each trial; the job's own timeout, when shorter, still holds
+    assert trial_spec(spec, (0, 2), 3, timeout_s=45).job_timeout_s == 45
+    assert trial_spec(replace(spec, job_timeout_s=30), (0, 2), 3, timeout_s=45).job_timeout_s == 30
     assert trial.workload_env()[NODE_IDS_ENV] == "0,2"
     assert NODE_IDS_ENV not in spec.workload_env()
     with pytest.raises(ValueError, match="one node per node rank"):

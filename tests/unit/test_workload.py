@@ -341,6 +341,22 @@ def test_fault_injection_takes_a_list_of_ranks():
     assert train.injected_fault(3, {train.FAIL_RANK_ENV: "3", train.HANG_RANK_ENV: "3"}) == "fail"
 
 
+def test_a_hung_node_is_named_in_the_world_its_node_ids_give():
+    env = {train.HANG_NODE_ENV: "2"}
+    assert [train.hung_node(env, n) for n in range(4)] == [None, None, 2, None]
+    # a trial of nodes 2 and 3 of a larger world: node rank 0 is node 2
+    subset = {**env, train.NODE_IDS_ENV: "2,3"}
+    assert [train.hung_node(subset, n) for n in range(2)] == [2, None]
+    assert train.hung_node({**env, train.NODE_IDS_ENV: "0,3"}, 0) is None
+    assert train.hung_node({}, 2) is None and train.HANG_NODE_ENV == "ROLLCALL_HANG_NODE"
+    with pytest.raises(ValueError) as caught:
+        train.check_fault_injection({train.HANG_NODE_ENV: "node2"})
+    assert str(caught.value) == (
+        "ROLLCALL_HANG_NODE='node2' is not valid; write ROLLCALL_HANG_NODE=<node>[,<node>...], "
+        "e.g. ROLLCALL_HANG_NODE=0,2"
+    )
+
+
 @pytest.mark.parametrize("bad", ["x", "0,", "0;2", "-1", "1.5", "0,,2"])
 def test_a_malformed_rank_list_is_refused_by_name(bad):
     with pytest.raises(ValueError) as caught:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from rollcall.backends import Backend
+from rollcall.backends import Backend, JobState
 from rollcall.checks.floors import size_label
 from rollcall.isolation.bisect import Isolation, Trial, bisect
 from rollcall.jobspec import JobSpec
@@ -45,8 +45,10 @@ from rollcall.verdict import Criteria, Kind, Problem, Verdict
 
 #: What the workload runs in a trial: rendezvous and the bandwidth phase only.
 TRIAL_ARGS = ("--bandwidth-only",)
-#: The longest a trial may run (the job's own timeout when shorter).
-TRIAL_TIMEOUT_S = 600.0
+#: The longest a trial may run unless told otherwise (``--isolate-timeout``; the job's own timeout when
+#: shorter). A trial of a few nodes that only meet and all-reduce ends in seconds once they started; one
+#: still running then (a node that never reached rendezvous) fails, as the group it ran.
+TRIAL_TIMEOUT_S = 120.0
 #: Characters of a trial's first problem kept as its evidence.
 EVIDENCE_CHARS = 300
 
@@ -80,11 +82,18 @@ TRIAL_CHECKS: tuple[Check, ...] = (
 )
 
 
+#: Problems whose ranks are victims of another's fault, never its cause: ranks waiting in a collective or at
+#: rendezvous for a rank that does not come (which may be one that says nothing at all).
+VICTIMS = frozenset({Kind.WAITING})
+
+
 def named_nodes(verdict: Verdict) -> set[int]:
-    """The nodes that some problem of ``verdict`` names apart from the others."""
+    """The nodes that some problem of ``verdict`` names apart from the others (its victims aside)."""
     every = {result.node for result in verdict.ranks.values()}
     named: set[int] = set()
     for p in verdict.findings:
+        if p.kind in VICTIMS:
+            continue
         if p.kind is Kind.SLOW_LINK and isinstance(p.detail, int):  # the node in every slow pair
             named.add(p.detail)
         nodes = {verdict.ranks[r].node for r in p.ranks if r in verdict.ranks}
@@ -111,11 +120,16 @@ def machines_of(verdict: Verdict) -> dict[int, str]:
 
 
 def trial_spec(
-    spec: JobSpec, nodes: tuple[int, ...], number: int, machines: Mapping[int, str] | None = None
+    spec: JobSpec,
+    nodes: tuple[int, ...],
+    number: int,
+    machines: Mapping[int, str] | None = None,
+    timeout_s: float = TRIAL_TIMEOUT_S,
 ) -> JobSpec:
     """The job of one trial: ``spec`` on ``nodes`` (indices of its world), the bandwidth phase only.
 
     When ``machines`` names the machine of every one of ``nodes``, the trial is pinned to those machines.
+    The trial may run ``timeout_s`` seconds (``spec``'s own timeout when shorter).
     """
     world = spec.node_ids or tuple(range(spec.nodes))
     machines = machines or {}
@@ -127,13 +141,19 @@ def trial_spec(
         node_ids=tuple(world[n] for n in nodes),
         machines=pinned,
         workload_args=(*spec.workload_args, *TRIAL_ARGS),
-        job_timeout_s=min(spec.job_timeout_s, TRIAL_TIMEOUT_S),
+        job_timeout_s=min(spec.job_timeout_s, timeout_s),
     )
 
 
 def evidence(attempt: Attempt) -> str:
     """What a trial showed: its first problem, else its world's bus bandwidth."""
     verdict = attempt.verdict
+    if attempt.status.state is JobState.TIMED_OUT:  # its own reason names the trial's renumbered nodes
+        answered = sum(1 for r in verdict.ranks.values() if "start" in r.reported)
+        return (
+            f"hung: still running at its {attempt.spec.job_timeout_s:g}s bound (--isolate-timeout), "
+            f"{answered} of {attempt.spec.world_size} rank(s) past rendezvous; ended"
+        )
     if not attempt.passed:
         first = verdict.problems[0] if verdict.problems else attempt.status.reason or "the job failed"
         return first if len(first) <= EVIDENCE_CHARS else first[: EVIDENCE_CHARS - 3] + "..."
@@ -166,8 +186,13 @@ def isolate(
     *,
     criteria: Criteria | None = None,
     keep: bool = False,
+    timeout_s: float = TRIAL_TIMEOUT_S,
 ) -> IsolationReport:
-    """Search the nodes of the failed ``attempt`` for the bad one(s), when its verdict names none."""
+    """Search the nodes of the failed ``attempt`` for the bad one(s), when its verdict names none.
+
+    Each trial may run ``timeout_s`` seconds (``--isolate-timeout``): one that runs longer (a node hung
+    before rendezvous holds the others there) is ended and counts as its group failing.
+    """
     skip = reason_to_skip(attempt.verdict)
     if skip is not None:
         return IsolationReport(False, skip)
@@ -176,7 +201,7 @@ def isolate(
 
     def trial(nodes: tuple[int, ...], padding: tuple[int, ...]) -> Trial:
         number = len(found) + 1
-        job = trial_spec(spec, nodes, number, machines)
+        job = trial_spec(spec, nodes, number, machines, timeout_s)
         where = artifacts / f"run-{number}-nodes-{'-'.join(map(str, nodes))}"
         ran = run_once(backend, job, where, criteria=criteria, keep=keep, checks=TRIAL_CHECKS)
         result = Trial(nodes, not ran.passed, evidence(ran), padding, job.name, ran.duration_s, job.machines)
@@ -217,6 +242,8 @@ def with_isolation(verdict: Verdict, isolation: Isolation) -> Verdict:
 __all__ = [
     "TRIAL_ARGS",
     "TRIAL_CHECKS",
+    "TRIAL_TIMEOUT_S",
+    "VICTIMS",
     "IsolationReport",
     "completed",
     "isolate",

@@ -39,6 +39,8 @@ CLUSTER_SCOPED = frozenset({"nodes", "namespaces"})
 ALL_NAMESPACES = frozenset({"daemonsets"})
 #: Rights only some options need, by the option's field in :class:`~rollcall.options.Options`.
 ONLY_WITH = {("apps", "daemonsets"): "check_device_plugins"}
+#: Verbs of a resource only some options need (the others' verbs on it every run needs).
+VERBS_ONLY_WITH = {("", "nodes", "patch"): "taint_unfit"}
 
 
 class Unreachable(OptionError):
@@ -94,14 +96,19 @@ def rights(options: Iterable[str] = ()) -> list[Right]:
                 needs = ONLY_WITH.get((group, resource))
                 if needs is not None and needs not in wanted:
                     continue
-                found += [Right(verb, group, resource, sub) for verb in rule["verbs"]]
+                found += [
+                    Right(verb, group, resource, sub)
+                    for verb in rule["verbs"]
+                    if VERBS_ONLY_WITH.get((group, resource, verb), "") in ("", *wanted)
+                ]
     return found
 
 
 def check(kube: Kube, namespace: str, options: Options) -> None:
     """The server answers and grants every right a run in ``namespace`` needs (see the module docstring)."""
     probe(kube)
-    needed = rights(name for name in ONLY_WITH.values() if getattr(options, name))
+    optional = (*ONLY_WITH.values(), *VERBS_ONLY_WITH.values())
+    needed = rights(name for name in optional if getattr(options, name))
     with ThreadPoolExecutor(max_workers=8) as pool:
         answers = list(pool.map(lambda r: _review(kube, r, namespace), needed))
     if None in answers:

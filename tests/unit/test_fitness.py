@@ -56,6 +56,7 @@ def fake_nvml(**over: Any) -> SimpleNamespace:
         "power": 700_000,
         "power_default": 700_000,
         "temperature": 41,
+        "count": 8,
         **over,
     }
     calls: list[str] = []
@@ -81,6 +82,7 @@ def fake_nvml(**over: Any) -> SimpleNamespace:
         nvmlShutdown=lambda: calls.append("shutdown"),
         nvmlSystemGetDriverVersion=answer("driver"),
         nvmlSystemGetCudaDriverVersion=answer("cuda"),
+        nvmlDeviceGetCount=answer("count"),
         nvmlDeviceGetHandleByIndex=lambda i: ("handle", i),
         nvmlDeviceGetHandleByUUID=lambda u: ("handle", u),
         nvmlDeviceGetIndex=answer("index"),

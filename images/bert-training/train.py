@@ -2117,10 +2117,14 @@ MAX_LIBRARY_BYTES = 64 << 20
 def library_dirs(env: Mapping[str, str], prefixes: Sequence[str] = FABRIC_PREFIXES) -> list[Path]:
     """The directories searched for libfabric and the NCCL net plugin, those that exist, each once.
 
-    ``LD_LIBRARY_PATH``'s first, then each prefix's ``lib`` and ``lib64``.
+    ``LD_LIBRARY_PATH``'s first (the NVIDIA image's ``/opt/nccl-net``, whose ``libnccl-net.so`` links to
+    the plugin the EFA installer laid down), then each prefix's ``lib``, ``lib64`` and multiarch ``lib``.
     """
+    import platform
+
+    subs = ("lib", "lib64", f"lib/{platform.machine()}-linux-gnu")  # the last: Debian's multiarch layout
     dirs = [Path(d) for d in env.get("LD_LIBRARY_PATH", "").split(":") if d]
-    dirs += [Path(p) / sub for p in prefixes for sub in ("lib", "lib64")]
+    dirs += [Path(p) / sub for p in prefixes for sub in subs]
     return [d for d in dict.fromkeys(dirs) if d.is_dir()]
 
 

@@ -301,6 +301,10 @@ def test_nccl_net_plugin_and_ld_library_path_choose_the_plugin(tmp_path):
     (mine / "libnccl-net.so").write_bytes(b"aws-ofi-nccl 1.15.0-rc1\0")
     assert cuda_facts(tmp_path, LD_LIBRARY_PATH=str(mine))["aws_ofi_nccl"] == "1.15.0-rc1"
     assert cuda_facts(tmp_path, LD_LIBRARY_PATH=str(mine), NCCL_NET_PLUGIN="ofi")["aws_ofi_nccl"] == "1.14.0"
+    linked = tmp_path / "opt/nccl-net"  # the NVIDIA image's layout: a link named as NCCL loads by default
+    linked.mkdir(parents=True)
+    (linked / "libnccl-net.so").symlink_to(tmp_path / "opt/amazon/ofi-nccl/lib/libnccl-net-ofi.so")
+    assert cuda_facts(tmp_path, LD_LIBRARY_PATH=f"{linked}:{mine}")["aws_ofi_nccl"] == "1.14.0"
     path = str(mine / "libnccl-net.so")
     assert cuda_facts(tmp_path, NCCL_NET_PLUGIN=path)["aws_ofi_nccl"] == "1.15.0-rc1"
     off = cuda_facts(tmp_path, NCCL_NET_PLUGIN="none")["unknown"]

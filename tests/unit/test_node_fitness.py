@@ -5,6 +5,7 @@ versions the workload reads from the install layout (a temporary directory stand
 from __future__ import annotations
 
 import functools
+import json
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from rollcall import htmlreport, reports
 from rollcall.backends import JobState, JobStatus
 from rollcall.backends.kubernetes.instances import expected_devices
 from rollcall.backends.kubernetes.views import Node, Pod
@@ -21,6 +23,7 @@ from rollcall.jobspec import JobSpec
 from rollcall.judge import judge
 from rollcall.options import DEFAULTS, OptionError, resolve
 from rollcall.ranklog import RollCall
+from rollcall.runner import Attempt, RunResult
 from rollcall.verdict import Evidence, Kind, Layout
 
 from .helpers import event
@@ -338,3 +341,26 @@ def test_the_real_path_reads_them_from_the_process_environment(tmp_path, monkeyp
     sheet = train.FactSheet()
     train.fabric_facts(sheet, prefixes=())
     assert sheet.values["aws_ofi_nccl"] == "1.14.0" and sheet.values["libfabric"] == "1.22.0amzn4.0"
+
+
+def test_results_json_the_page_junit_and_unfit_nodes_txt_name_a_node_short_of_devices(tmp_path):
+    """The node itself, not one of its GPUs, is what every report names (the missing GPU is a fake's)."""
+    roll = roll_with({0: facts_of(fake_nvml()), 1: facts_of(fake_nvml(count=7))})
+    verdict = judged(roll, {"n0": P5, "n1": P5})
+    attempt = Attempt(
+        JobSpec("job", 2, 1, accelerator="nvidia"), JobStatus(JobState.SUCCEEDED), verdict, tmp_path, 1.0
+    )
+    record = reports.TestRecord("t.py::test_x", RunResult("local", [attempt]), "nvidia")
+    reports.write_results(tmp_path / "results.json", [record], {})
+    test = json.loads((tmp_path / "results.json").read_text())["tests"][0]
+    assert test["unfit_nodes"] == ["n1"]
+    [unfit] = [n for n in test["nodes_detail"] if n["verdict"] == "unfit"]
+    assert unfit["name"] == "n1" and unfit["facts"]["expected_gpus"] == "8" and unfit["facts"]["gpus"] == "7"
+    assert unfit["reasons"] == [
+        "fail: node 1 (n1): gpus=7 seen, expected 8 GPUs with its instance type p5.48xlarge (rule device_count)"
+    ]
+    assert dict(reports.junit_properties(record))["unfit_nodes"] == "n1"
+    page = htmlreport.render([record], {"backend": "local"}, tmp_path)
+    assert "gpus=7 seen, expected 8 GPUs" in page and ">unfit<" in page
+    assert reports.write_unfit_nodes(tmp_path / "unfit-nodes.txt", [record])
+    assert (tmp_path / "unfit-nodes.txt").read_text() == "n1\n"

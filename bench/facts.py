@@ -2,7 +2,7 @@
 
 Usage (on a GPU machine, with ``nvidia-ml-py`` installed): python bench/facts.py [--busy]
 Prints ``train.device_facts("cuda", index)`` for every GPU NVML lists (by NVML's index), the same fields a
-rank's ``facts`` event carries. ``--busy`` first queues matmuls on each GPU (as a training rank does, so
+rank's ``facts`` event carries (with CUDA's device count, and the libfabric and aws-ofi-nccl versions). ``--busy`` first queues matmuls on each GPU (as a training rank does, so
 that PCIe link and clocks are read under load). Exit status 1 when NVML cannot be loaded.
 """
 
@@ -21,6 +21,15 @@ def load_train():
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def cuda_count() -> int | None:
+    """The devices CUDA lists, as a rank reports them; None without torch."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch.cuda.device_count()
 
 
 def main() -> int:
@@ -43,7 +52,7 @@ def main() -> int:
             a = torch.randn(4096, 4096, device=f"cuda:{index}", dtype=torch.float16)
             for _ in range(256):
                 a = (a @ a).clamp_(-1, 1)
-        facts.append(train.device_facts("cuda", index))
+        facts.append(train.device_facts("cuda", index, cuda_devices=cuda_count(), fabric=train.fabric_facts))
         if args.busy:
             torch.cuda.synchronize(index)
     print(json.dumps(facts, indent=2))

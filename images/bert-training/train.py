@@ -198,14 +198,18 @@ process group (``start``, then the ``bandwidth`` events, then ``complete``; no m
 nor ``throughput``): the short run the suite repeats on subsets of the nodes to isolate a bad one.
 
 Device facts: every rank reports, in ``facts``, host, kernel, os, python, torch and transformers (versions),
-nccl (as torch reports it; cuda only), and on cuda, through NVML (``nvidia-ml-py``, imported only on cuda):
-driver, cuda_driver, device_index (NVML's), gpu_name, gpu_uuid, gpu_serial, memory_mib, pcie_gen and
-pcie_width with their maxima pcie_gen_max, pcie_width_max (the link as the GPU and its slot can train it),
+nccl (as torch reports it; cuda only) and cuda_devices (the devices CUDA lists), and on cuda, through NVML
+(``nvidia-ml-py``, imported only on cuda): driver, cuda_driver, gpus (the GPUs NVML lists), device_index
+(NVML's), gpu_name, gpu_uuid, gpu_serial, memory_mib, pcie_gen and pcie_width with their maxima
+pcie_gen_max, pcie_width_max (the link as the GPU and its slot can train it),
 ecc_volatile_uncorrected, ecc_aggregate_uncorrected, remapped_pending, remapped_failure (booleans),
 retired_pending (boolean), clock_events (the names of the active clock-event reasons, e.g. "hw_slowdown",
 "sw_thermal", "hw_thermal", "hw_power_brake", "sw_power_cap", "gpu_idle"), sm_clock_mhz, sm_clock_max_mhz,
 power_limit_w, power_default_w, temperature_c; on xla: neuron_driver (``/sys/module/neuron/version``),
-neuron_runtime, neuron_compiler (installed packages' versions), neuron_devices, neuron_cores. PCIe and clocks
+neuron_runtime, neuron_compiler (installed packages' versions), neuron_devices, neuron_cores; on cuda and
+xla libfabric (``fi_info --version``, else the ``libfabric.pc`` beside the library), and on cuda
+aws_ofi_nccl (the version string of the NCCL net plugin, ``NCCL_NET_PLUGIN`` or the first
+``libnccl-net*.so*`` of ``LD_LIBRARY_PATH``, ``/opt/amazon/ofi-nccl/lib``, ...). PCIe and clocks
 are read while the device runs queued work: an idle GPU trains its link down and lowers its clocks. A fact
 that cannot be read is absent and named in unknown with the reason (e.g. ``"nvml": "no NVML: device is
 cpu"``, ``"retired_pending": "Not Supported"``), never reported as healthy. ``python bench/facts.py`` prints
@@ -2055,6 +2059,7 @@ def gpu_facts(sheet: FactSheet, nvml: Any, handle: Any) -> None:
     sm = const("NVML_CLOCK_SM", 1)
     sheet.read("driver", lambda: _text(nvml.nvmlSystemGetDriverVersion()))
     sheet.read("cuda_driver", lambda: _cuda_version(nvml.nvmlSystemGetCudaDriverVersion()))
+    sheet.read("gpus", nvml.nvmlDeviceGetCount)
     sheet.read("device_index", lambda: nvml.nvmlDeviceGetIndex(handle))
     sheet.read("gpu_name", lambda: _text(nvml.nvmlDeviceGetName(handle)))
     sheet.read("gpu_uuid", lambda: _text(nvml.nvmlDeviceGetUUID(handle)))
@@ -2131,20 +2136,141 @@ def neuron_facts(sheet: FactSheet) -> None:
     sheet.read("neuron_cores", cores)
 
 
+#: Where the EFA installer and the aws-ofi-nccl plugin install (``lib``, ``lib64`` and ``bin`` below each),
+#: searched after ``LD_LIBRARY_PATH``.
+FABRIC_PREFIXES: tuple[str, ...] = ("/opt/amazon/efa", "/opt/amazon/ofi-nccl", "/opt/aws-ofi-nccl", "/usr")
+#: The version aws-ofi-nccl's library carries (its ``PACKAGE_STRING``, which it logs when NCCL loads it).
+OFI_NCCL_VERSION = re.compile(rb"aws-ofi-nccl (\d+\.\d+\.\d+[0-9A-Za-z.+~-]*)")
+#: The most of a plugin library read in search of its version.
+MAX_LIBRARY_BYTES = 64 << 20
+
+
+def library_dirs(env: Mapping[str, str], prefixes: Sequence[str] = FABRIC_PREFIXES) -> list[Path]:
+    """The directories searched for libfabric and the NCCL net plugin, those that exist, each once.
+
+    ``LD_LIBRARY_PATH``'s first (the NVIDIA image's ``/opt/nccl-net``, whose ``libnccl-net.so`` links to
+    the plugin the EFA installer laid down), then each prefix's ``lib``, ``lib64`` and multiarch ``lib``.
+    """
+    import platform
+
+    subs = ("lib", "lib64", f"lib/{platform.machine()}-linux-gnu")  # the last: Debian's multiarch layout
+    dirs = [Path(d) for d in env.get("LD_LIBRARY_PATH", "").split(":") if d]
+    dirs += [Path(p) / sub for p in prefixes for sub in subs]
+    return [d for d in dict.fromkeys(dirs) if d.is_dir()]
+
+
+def fi_info_version(env: Mapping[str, str], prefixes: Sequence[str] = FABRIC_PREFIXES) -> str | None:
+    """``fi_info --version``'s output, from ``PATH`` or a prefix's ``bin``; None without an ``fi_info``."""
+    import shutil
+    import subprocess
+
+    found = shutil.which("fi_info", path=env.get("PATH")) or next(
+        (str(f) for p in prefixes if (f := Path(p) / "bin" / "fi_info").is_file() and os.access(f, os.X_OK)),
+        None,
+    )
+    if found is None:
+        return None
+    return subprocess.run([found, "--version"], capture_output=True, text=True, timeout=10, check=True).stdout
+
+
+def libfabric_version(
+    env: Mapping[str, str],
+    prefixes: Sequence[str] = FABRIC_PREFIXES,
+    fi_info: Callable[[Mapping[str, str], Sequence[str]], str | None] = fi_info_version,
+) -> str:
+    """The version of libfabric: ``fi_info --version``'s ``libfabric:`` line, else ``libfabric.pc``'s.
+
+    The ``Version`` of the ``libfabric.pc`` beside the library (the EFA installer's
+    ``/opt/amazon/efa/lib/pkgconfig``) stands in where no ``fi_info`` is installed.
+
+    Raises:
+        LookupError: naming where it looked, when neither is there.
+    """
+    said = fi_info(env, prefixes)
+    if said and (m := re.search(r"^libfabric:\s*(\S+)", said, re.MULTILINE)):
+        return m.group(1)
+    dirs = library_dirs(env, prefixes)
+    for d in dirs:
+        pc = d / "pkgconfig" / "libfabric.pc"
+        if pc.is_file() and (m := re.search(r"^Version:\s*(\S+)", pc.read_text(), re.MULTILINE)):
+            return m.group(1)
+    libs = [str(f) for d in dirs for f in sorted(d.glob("libfabric.so*"))]
+    if libs:
+        raise LookupError(f"no fi_info; {libs[0]} has no libfabric.pc beside it")
+    raise LookupError(f"no fi_info; no libfabric.so* in {':'.join(map(str, dirs)) or 'no library directory'}")
+
+
+def ofi_nccl_version(env: Mapping[str, str], prefixes: Sequence[str] = FABRIC_PREFIXES) -> str:
+    """The version of aws-ofi-nccl: the ``aws-ofi-nccl X.Y.Z`` string of the net plugin NCCL would load.
+
+    That plugin is ``NCCL_NET_PLUGIN`` (a path, or a name NCCL expands to ``libnccl-net-NAME.so``), else
+    the first ``libnccl-net*.so*`` of :func:`library_dirs`.
+
+    Raises:
+        LookupError: naming the library, or where it looked, when no version is found.
+    """
+    dirs = library_dirs(env, prefixes)
+    chosen = env.get("NCCL_NET_PLUGIN", "")
+    if chosen.lower() == "none":
+        raise LookupError("NCCL_NET_PLUGIN=none: no net plugin")
+    if "/" in chosen:
+        candidates = [Path(chosen)]
+    elif chosen:
+        names = (f"libnccl-net-{chosen}.so", chosen)
+        candidates = [d / n for d in dirs for n in names]
+    else:
+        candidates = [f for d in dirs for f in sorted(d.glob("libnccl-net*.so*"))]
+    found = [f for f in candidates if f.is_file()]
+    if not found:
+        what = f"NCCL_NET_PLUGIN={chosen}" if chosen else "libnccl-net*.so"
+        raise LookupError(f"no {what} in {':'.join(map(str, dirs)) or 'no library directory'}")
+    with found[0].open("rb") as f:
+        m = OFI_NCCL_VERSION.search(f.read(MAX_LIBRARY_BYTES))
+    if m is None:
+        raise LookupError(f"{found[0]} carries no aws-ofi-nccl version")
+    return m.group(1).decode()
+
+
+def fabric_facts(
+    sheet: FactSheet,
+    *,
+    nccl: bool = True,
+    env: Mapping[str, str] | None = None,
+    prefixes: Sequence[str] = FABRIC_PREFIXES,
+) -> None:
+    """The versions of libfabric and (with ``nccl``) aws-ofi-nccl, or why they are unknown."""
+    env = os.environ if env is None else env
+    sheet.read("libfabric", lambda: libfabric_version(env, prefixes))
+    if nccl:
+        sheet.read("aws_ofi_nccl", lambda: ofi_nccl_version(env, prefixes))
+
+
 def device_facts(
-    device: str, local_rank: int = 0, *, nvml_loader: Callable[[], Any] = load_nvml, uuid: str | None = None
+    device: str,
+    local_rank: int = 0,
+    *,
+    nvml_loader: Callable[[], Any] = load_nvml,
+    uuid: str | None = None,
+    cuda_devices: int | None = None,
+    fabric: Callable[[FactSheet], None] | None = None,
 ) -> dict[str, Any]:
     """The ``facts`` event's fields for this process and its device (``cuda``, ``xla`` or ``cpu``).
 
     ``nvml_loader`` gives the initialised ``pynvml`` module (a test passes a fake); ``uuid`` is the CUDA
-    device's UUID when torch knows it (CUDA and NVML may number devices differently).
+    device's UUID when torch knows it (CUDA and NVML may number devices differently); ``cuda_devices`` the
+    devices CUDA lists (``torch.cuda.device_count()``); ``fabric`` reads the network libraries' versions
+    (:func:`fabric_facts`).
     """
     sheet = FactSheet()
     host_facts(sheet)
+    if fabric is not None:
+        fabric(sheet)
     if device != "cuda":
         sheet.missing("nvml", f"no NVML: device is {device}")
     else:
         sheet.read("nccl", nccl_version)
+        if cuda_devices is not None:
+            sheet.values["cuda_devices"] = cuda_devices
         try:
             nvml = nvml_loader()
         except Exception as exc:  # ImportError without nvidia-ml-py; NVMLError without a driver
@@ -2177,14 +2303,16 @@ def report_facts(acc: Accelerator, local_rank: int, log: RollcallLog) -> None:
     """Emit ``facts`` with work queued on the device, so that PCIe and clocks are read while it is busy."""
     import torch
 
-    uuid = None
+    uuid, count = None, None
     if acc.kind == "cuda":
         with contextlib.suppress(Exception):
             uuid = cuda_uuid(local_rank)
+        count = torch.cuda.device_count()
         a = torch.randn(4096, 4096, device=acc.device, dtype=torch.float16)
         for _ in range(512):  # about 70 TFLOP of matmuls (0.1 s on an H200), queued before NVML is read
             a = (a @ a).clamp_(-1, 1)
-    log.emit("facts", **device_facts(acc.kind, local_rank, uuid=uuid))
+    fabric = None if acc.kind == "cpu" else functools.partial(fabric_facts, nccl=acc.kind == "cuda")
+    log.emit("facts", **device_facts(acc.kind, local_rank, uuid=uuid, cuda_devices=count, fabric=fabric))
     acc.synchronize()
 
 

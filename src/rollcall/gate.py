@@ -153,7 +153,7 @@ def criteria_of(options: Options) -> Criteria:
         max_regression_pct=options.max_regression,
         fitness=FitnessPolicy(warn=options.fitness_warn, off=options.fitness_off),
         drift=options.drift,
-        expect=options.expect,
+        expect=options.expect + options.expect_file,
     )
 
 

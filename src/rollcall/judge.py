@@ -26,9 +26,10 @@ A check is a function ``Facts -> Iterable[Problem]``; adding one is writing it a
   (:mod:`rollcall.checks.floors`);
 - no figure regressed against the baseline, when there is one;
 - no device breaks a fitness rule (``unfit_device``: ECC, row remapping, retired pages, PCIe link, clock
-  events, power limit; each rule may warn or be off), no node's fact misses the golden configuration
-  (``--expect``), and, under ``--drift fail``, the nodes agree on their versions (``config_drift``; a warning
-  by default) (:mod:`rollcall.checks.fitness`).
+  events, power limit, and no node sees fewer devices than its instance type has; each rule may warn or be
+  off; a compute straggler's line carries its device's clocks, PCIe link, temperature and power limit), no
+  node's fact misses the golden configuration (``--expect``), and, under ``--drift fail``, the nodes agree
+  on their versions (``config_drift``; a warning by default) (:mod:`rollcall.checks.fitness`).
 
 A check may raise a problem as a warning (``Problem.warning``): the verdict keeps it in ``warnings``, where
 every report shows it, and it fails nothing.
@@ -46,7 +47,14 @@ from typing import Any
 from rollcall.backends import JobState
 from rollcall.baseline import ConfigKey, Figures, Reference
 from rollcall.baseline import regressions as find_regressions
-from rollcall.checks.fitness import NodeFacts, drift, mismatches, node_facts, unfit_devices
+from rollcall.checks.fitness import (
+    NodeFacts,
+    device_summary,
+    drift,
+    mismatches,
+    node_facts,
+    unfit_devices,
+)
 from rollcall.checks.floors import below_floors
 from rollcall.checks.hangs import resolve, stalled_for, stalls, waiting_line
 from rollcall.checks.proofs import (
@@ -395,9 +403,12 @@ def compute_stragglers(facts: Facts) -> Iterable[Problem]:
     ratio = facts.criteria.straggler_ratio
     found = find_compute_stragglers(facts.perf.compute, ratio)
     if found:
+        devices = {d.rank: d for n in facts.nodes_detail for d in n.devices}
+        known = [f"rank {s.rank} {device_summary(devices[s.rank])}" for s in found if s.rank in devices]
         yield Problem(
             Kind.COMPUTE_STRAGGLER,
-            compute_straggler_problem(found, ratio),
+            compute_straggler_problem(found, ratio)
+            + (f"; their devices: {'; '.join(known)}" if known else ""),
             {s.rank: s.note() for s in found},
             detail=tuple(found),
         )
@@ -515,10 +526,10 @@ def loss(facts: Facts) -> Iterable[Problem]:
 def unfit_device(facts: Facts) -> Iterable[Problem]:
     """No device may break a fitness rule: one problem per device, failing and warning rules apart."""
     found = unfit_devices(facts.nodes_detail, facts.criteria.fitness)
-    by_device: dict[tuple[int, bool], list[Any]] = defaultdict(list)
-    for u in found:
-        by_device[(u.device.rank, u.severity == "warn")].append(u)
-    for (rank, warn), unfit in sorted(by_device.items()):
+    by_device: dict[tuple[int, bool, bool], list[Any]] = defaultdict(list)
+    for u in found:  # the node itself (device_count) before its first rank's device
+        by_device[(u.device.rank, not u.device.whole_node, u.severity == "warn")].append(u)
+    for (rank, _device, warn), unfit in sorted(by_device.items()):
         what = "; ".join(f"{u.fact}={u.value} {u.why} (rule {u.rule})" for u in unfit)
         yield Problem(
             Kind.UNFIT_DEVICE,

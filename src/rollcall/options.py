@@ -20,7 +20,14 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal, cast, get_args
 
-from rollcall.checks.fitness import EXPECT_KEYS, RULE_NAMES, DriftMode, parse_expect, parse_rules
+from rollcall.checks.fitness import (
+    EXPECT_KEYS,
+    RULE_NAMES,
+    DriftMode,
+    parse_expect,
+    parse_expect_files,
+    parse_rules,
+)
 from rollcall.jobspec import (
     DEFAULT_JOB_TIMEOUT_S,
     AcceleratorChoice,
@@ -686,6 +693,14 @@ class Options:
         (),
         f"fail the run when a node's fact does not match GLOB (repeatable; keys: {', '.join(EXPECT_KEYS)})",
         "KEY=GLOB",
+        multiple=True,
+    )
+    expect_file: tuple[tuple[str, str], ...] = option(
+        "--expect-file",
+        parse_expect_files,
+        (),
+        "as --expect, one KEY=GLOB a line of FILE ('#' starts a comment; blank lines skipped; repeatable)",
+        "FILE",
         multiple=True,
     )
     slurm_partition: str | None = option(

@@ -335,5 +335,7 @@ def test_the_status_carries_what_each_node_the_pods_ran_on_says_of_itself(
     assert len(info) == 2, info  # one entry per node a pod ran on
     for name, facts in info.items():
         node = call(kube.core.read_node, name)
-        assert facts == Node(node).facts
+        # with the devices a pod given every NeuronCore of its trn1.32xlarge must see (the device_count rule)
+        assert facts == {**Node(node).facts, "expected_neuron_devices": "16"}
+        assert facts["instance_type"] == "trn1.32xlarge"
         assert facts["kubelet"].startswith("kwok-") and facts["container_runtime"].startswith("kwok-")

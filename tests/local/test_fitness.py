@@ -1,7 +1,7 @@
 """Node facts on the local backend: real torchrun, gloo and BERT tiny on the CPU, 2 nodes x 1 rank, short.
 
 Every rank reports its facts; results.json holds them per node, and ``--expect torch=0.0.*`` fails the run
-naming each node and the torch it really runs.
+naming each node and the torch it really runs, as the same line in an ``--expect-file`` does.
 """
 
 import json
@@ -46,3 +46,15 @@ def test_an_unknown_fitness_rule_is_a_usage_error_listing_the_rules(tmp_path):
     assert proc.returncode == 4, output
     assert "unknown rule(s) pcie_speed; the rules are ecc_volatile, ecc_aggregate" in output
     assert not (tmp_path / "a").exists()
+
+
+def test_expect_file_holds_the_nodes_to_its_lines_naming_the_real_version(tmp_path):
+    golden = tmp_path / "golden.expect"
+    golden.write_text("# the node image under test\n\npython=3.*\ntorch=0.0.*  # no torch is this old\n")
+    proc = e2e.roll_call(tmp_path, SHORT, "--expect-file", str(golden), procs_per_node=1)
+    output = proc.output
+    assert proc.returncode == 1, output
+    for node in (0, 1):
+        assert f"expectation not met: node {node} (" in output, output
+    assert f"torch is {torch.__version__}, expected torch=0.0.* (--expect)" in output
+    assert "python is" not in output  # python=3.* matched

@@ -56,6 +56,7 @@ def fake_nvml(**over: Any) -> SimpleNamespace:
         "power": 700_000,
         "power_default": 700_000,
         "temperature": 41,
+        "count": 8,
         **over,
     }
     calls: list[str] = []
@@ -81,6 +82,7 @@ def fake_nvml(**over: Any) -> SimpleNamespace:
         nvmlShutdown=lambda: calls.append("shutdown"),
         nvmlSystemGetDriverVersion=answer("driver"),
         nvmlSystemGetCudaDriverVersion=answer("cuda"),
+        nvmlDeviceGetCount=answer("count"),
         nvmlDeviceGetHandleByIndex=lambda i: ("handle", i),
         nvmlDeviceGetHandleByUUID=lambda u: ("handle", u),
         nvmlDeviceGetIndex=answer("index"),
@@ -217,7 +219,7 @@ UNHEALTHY = {  # rule: the fake's answer that breaks it, and the fact=value its 
 
 
 def test_every_rule_has_an_unhealthy_case():
-    assert set(UNHEALTHY) == set(RULE_NAMES)
+    assert set(UNHEALTHY) | {"device_count"} == set(RULE_NAMES)  # device_count: test_node_fitness.py
 
 
 @pytest.mark.parametrize("rule", sorted(UNHEALTHY))

@@ -391,3 +391,22 @@ def test_a_stop_reason_ends_a_running_job_as_stopped_and_a_finished_one_keeps_it
     done = make(tmp_path, [pod("a", 0, "Succeeded")], job_obj({"type": "Complete", "status": "True"}))
     done._stop_test = lambda: "rank(s) 1 hung"
     assert done._verdict().state is JobState.SUCCEEDED
+
+
+def test_each_nodes_facts_carry_its_type_and_the_gpus_a_pod_given_all_of_them_must_see(tmp_path):
+    def gpu_pod(name, index, gpus):
+        p = pod(name, index)
+        p["spec"]["containers"] = [{"name": "bert", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]
+        return p
+
+    run = make(tmp_path, [gpu_pod("a", 0, 8), gpu_pod("b", 1, 4)])
+    nodes = [node_obj(f"node-{i}") for i in (0, 1)]
+    for n in nodes:
+        n["metadata"]["labels"] = {"node.kubernetes.io/instance-type": "p5.48xlarge"}
+    run.nodes = FakeInformer(*nodes)
+    assert run._node_info() == {
+        "node-0": {"instance_type": "p5.48xlarge", "expected_gpus": "8"},
+        "node-1": {
+            "instance_type": "p5.48xlarge"
+        },  # given 4 of its 8: it sees its share, nothing is expected
+    }

@@ -7,12 +7,17 @@ node (:attr:`~rollcall.backends.JobStatus.node_info`, e.g. a Kubernetes node's k
 - :func:`node_facts` gathers them per node: the node-wide facts (:data:`NODE_KEYS`: versions of the driver,
   CUDA, NCCL, kernel, OS, the workload's stack, the kubelet ...) and one :class:`Device` per rank;
 - :func:`unfit_devices` holds every device to the rules of :data:`RULES` (uncorrected ECC errors, row
-  remapping, retired pages, PCIe link, clock events, power limit); each rule fails, warns or is off
-  (:class:`FitnessPolicy`); a rule whose fact a device could not read finds nothing there (the node's facts
-  say the fact is unknown, and why: never healthy);
+  remapping, retired pages, PCIe link, clock events, power limit) and every node to its instance type's
+  device count (``device_count``: the GPUs NVML and CUDA list, the Neuron devices, against what the backend
+  says the node's type has); each rule fails, warns or is off (:class:`FitnessPolicy`); a rule whose fact a
+  device could not read finds nothing there (the node's facts say the fact is unknown, and why: never
+  healthy);
+- :func:`device_summary` is the line of a device's facts that explain a slow rank (clock events, SM clock,
+  PCIe link, temperature, power limit);
 - :func:`drift` names the keys of :data:`DRIFT_KEYS` whose value differs between nodes;
-- :func:`mismatches` holds every node to the golden configuration ``--expect KEY=GLOB`` (:data:`EXPECT_KEYS`);
-  a node whose fact is unknown does not match.
+- :func:`mismatches` holds every node to the golden configuration ``--expect KEY=GLOB`` (:data:`EXPECT_KEYS`),
+  or the lines of ``--expect-file FILE`` (:func:`read_expect_file`); a node whose fact is unknown does not
+  match.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import fnmatch
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from rollcall.ranklog import RankReport, ranges
@@ -45,6 +51,10 @@ NODE_KEYS: tuple[str, ...] = (
     "neuron_compiler",
     "neuron_devices",
     "neuron_cores",
+    "gpus",
+    "cuda_devices",
+    "libfabric",
+    "aws_ofi_nccl",
 )
 #: Facts the backend observed of a node (a Kubernetes Node's status and labels), beside the ranks' own.
 OBSERVED_KEYS: tuple[str, ...] = (
@@ -54,6 +64,9 @@ OBSERVED_KEYS: tuple[str, ...] = (
     "kernel_version",
     "image",
     "node_group",
+    "instance_type",
+    "expected_gpus",
+    "expected_neuron_devices",
 )
 #: Facts of one device (NVML), one per rank.
 DEVICE_KEYS: tuple[str, ...] = (
@@ -91,6 +104,8 @@ DRIFT_KEYS: tuple[str, ...] = (
     "neuron_driver",
     "neuron_runtime",
     "neuron_compiler",
+    "libfabric",
+    "aws_ofi_nccl",
     "kubelet",
     "container_runtime",
     "os_image",
@@ -101,13 +116,18 @@ EXPECT_KEYS: tuple[str, ...] = (*NODE_KEYS, *OBSERVED_KEYS, *DEVICE_KEYS)
 
 @dataclass(frozen=True)
 class Device:
-    """One rank's device and what it read of it (``facts`` without the node-wide keys)."""
+    """One rank's device and what it read of it (``facts`` without the node-wide keys).
+
+    ``whole_node`` marks the node itself standing as the device of a node-wide rule (``device_count``):
+    ``rank`` is then the node's first rank, ``facts`` the node's.
+    """
 
     node: int
     rank: int
     name: str
     facts: Mapping[str, Any] = field(default_factory=dict)
     unknown: Mapping[str, str] = field(default_factory=dict)
+    whole_node: bool = False
 
     @property
     def index(self) -> Any:
@@ -117,6 +137,8 @@ class Device:
     @property
     def label(self) -> str:
         """``node 1 (gpu-a) GPU 3, UUID GPU-..., serial 1650...``: everything that names the device."""
+        if self.whole_node:
+            return f"node {self.node} ({self.name})"
         index = self.index if self.index is not None else "?"
         uuid = self.facts.get("gpu_uuid", "unknown")
         serial = self.facts.get("gpu_serial", "unknown")
@@ -129,13 +151,14 @@ class Device:
 
 @dataclass(frozen=True)
 class NodeFacts:
-    """One node: its name, its node-wide facts, the ones unknown and why, and its devices."""
+    """One node: its name, its node-wide facts, the ones unknown and why, its devices and its ranks."""
 
     node: int
     name: str
     facts: Mapping[str, Any] = field(default_factory=dict)
     unknown: Mapping[str, str] = field(default_factory=dict)
     devices: tuple[Device, ...] = ()
+    ranks: tuple[int, ...] = ()
 
     def values(self, key: str) -> list[Any]:
         """The node's value of ``key`` (a device key: each device's that knows it)."""
@@ -212,7 +235,7 @@ def node_facts(
             for r in reps
             if any(k in DEVICE_KEYS for k in r.facts or {})
         )
-        nodes.append(NodeFacts(node, name, facts, unknown, devices))
+        nodes.append(NodeFacts(node, name, facts, unknown, devices, tuple(r.rank for r in reps)))
     return tuple(nodes)
 
 
@@ -231,11 +254,15 @@ def _node_name(reports: list[RankReport]) -> str:
 
 @dataclass(frozen=True)
 class Rule:
-    """One fitness rule: what it finds wrong in a device's facts, as (fact, value, what is wrong)."""
+    """One fitness rule: what it finds wrong in a device's facts, as (fact, value, what is wrong).
+
+    A rule of ``scope`` ``"node"`` reads the node's facts instead, once per node.
+    """
 
     name: str
     help: str
     find: Callable[[Mapping[str, Any]], tuple[str, Any, str] | None]
+    scope: Literal["device", "node"] = "device"
 
 
 def _positive(key: str) -> Callable[[Mapping[str, Any]], tuple[str, Any, str] | None]:
@@ -273,6 +300,37 @@ def _event(*names: str) -> Callable[[Mapping[str, Any]], tuple[str, Any, str] | 
     return find
 
 
+#: What ``device_count`` compares: the counts the ranks saw (NVML's, CUDA's; the ``/dev/neuron*`` devices),
+#: the count the backend says the node's instance type has, and what they count.
+DEVICE_COUNTS: tuple[tuple[tuple[str, ...], str, str], ...] = (
+    (("gpus", "cuda_devices"), "expected_gpus", "GPUs"),
+    (("neuron_devices",), "expected_neuron_devices", "Neuron devices"),
+)
+
+
+def _count(value: object) -> int | None:
+    """A count as a node holds it (``8``, ``"8"``, or ``"7 | 8"`` when its ranks disagree: the least)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    words = str(value).split(" | ") if isinstance(value, str) else []
+    counts = [int(w) for w in words if w.strip().isdigit()]
+    return min(counts) if counts and len(counts) == len(words) else None
+
+
+def _device_count(f: Mapping[str, Any]) -> tuple[str, Any, str] | None:
+    """Fewer devices seen on a node than its instance type has (the least count its ranks saw)."""
+    for seen_keys, expected_key, what in DEVICE_COUNTS:
+        expected = _count(f.get(expected_key))
+        seen = {k: c for k in seen_keys if (c := _count(f.get(k))) is not None}
+        if expected is None or not seen:
+            continue
+        key, least = min(seen.items(), key=lambda kv: kv[1])
+        if least < expected:
+            kind = f.get("instance_type", "unknown")
+            return key, least, f"seen, expected {expected} {what} with its instance type {kind}"
+    return None
+
+
 #: Every fitness rule, by the name ``--fitness-warn`` and ``--fitness-off`` take.
 RULES: tuple[Rule, ...] = (
     Rule(
@@ -303,6 +361,12 @@ RULES: tuple[Rule, ...] = (
         "power_limit",
         "the power limit is below its default",
         _below("power_limit_w", "power_default_w", "default"),
+    ),
+    Rule(
+        "device_count",
+        "the node's ranks see fewer GPUs or Neuron devices than its instance type has",
+        _device_count,
+        scope="node",
     ),
 )
 RULE_NAMES: tuple[str, ...] = tuple(r.name for r in RULES)
@@ -357,19 +421,56 @@ class Unfit:
 
 
 def unfit_devices(nodes: Iterable[NodeFacts], policy: FitnessPolicy | None = None) -> list[Unfit]:
-    """Every rule broken by every device, in node and rank order; rules ``policy`` turns off are skipped."""
+    """Every rule broken by every device, in node and rank order; rules ``policy`` turns off are skipped.
+
+    A node-wide rule's finding stands first among its node's, on the node itself (:attr:`Device.whole_node`).
+    """
     policy = policy or FitnessPolicy()
     found = []
     for node in nodes:
+        for rule in RULES:
+            if rule.scope != "node" or (severity := policy.severity(rule.name)) == "off":
+                continue
+            hit = rule.find(node.facts)
+            if hit is not None:
+                rank = min(node.ranks, default=-1)
+                itself = Device(node.node, rank, node.name, node.facts, node.unknown, whole_node=True)
+                found.append(Unfit(itself, rule.name, *hit, severity))
         for device in node.devices:
             for rule in RULES:
-                severity = policy.severity(rule.name)
-                if severity == "off":
+                if rule.scope != "device" or (severity := policy.severity(rule.name)) == "off":
                     continue
                 hit = rule.find(device.facts)
                 if hit is not None:
                     found.append(Unfit(device, rule.name, *hit, severity))
     return found
+
+
+def device_summary(device: Device) -> str:
+    """The facts of ``device`` that explain a slow rank, those it read, as one clause.
+
+    ``GPU 3 (UUID GPU-...): clock events sw_power_cap, SM clock 1200 of 1980 MHz, PCIe gen 4 of 5 x8 of
+    16, 83 C, power limit 500 of 700 W``; the clock events ``"none"`` when the device read none active.
+    """
+    f = device.facts
+
+    def pair(key: str, most: str, unit: str = "") -> str | None:
+        if key not in f:
+            return None
+        return f"{f[key]} of {f[most]}{unit}" if most in f else f"{f[key]}{unit}"
+
+    events = f.get("clock_events")
+    parts = [
+        f"clock events {', '.join(events) or 'none'}" if isinstance(events, list) else None,
+        f"SM clock {shown}" if (shown := pair("sm_clock_mhz", "sm_clock_max_mhz", " MHz")) else None,
+        f"PCIe gen {shown}" if (shown := pair("pcie_gen", "pcie_gen_max")) else None,
+        f"x{shown}" if (shown := pair("pcie_width", "pcie_width_max")) else None,
+        f"{f['temperature_c']} C" if "temperature_c" in f else None,
+        f"power limit {shown}" if (shown := pair("power_limit_w", "power_default_w", " W")) else None,
+    ]
+    index = device.index if device.index is not None else "?"
+    said = ", ".join(p for p in parts if p) or "no clock, PCIe or power facts read"
+    return f"GPU {index} (UUID {f.get('gpu_uuid', 'unknown')}): {said}"
 
 
 # ---------------------------------------------------------------- drift and the golden configuration
@@ -439,16 +540,45 @@ def mismatches(nodes: Iterable[NodeFacts], expect: Iterable[tuple[str, str]]) ->
 
 def parse_expect(pairs: Iterable[str]) -> tuple[tuple[str, str], ...]:
     """``("torch=2.11.*",)`` as ``(("torch", "2.11.*"),)``; ValueError naming the known keys otherwise."""
-    parsed = []
-    for pair in pairs:
-        key, eq, glob = pair.partition("=")
-        key = key.strip()
-        if not eq or not key or not glob:
-            raise ValueError(f"{pair!r} is not KEY=GLOB")
-        if key not in EXPECT_KEYS:
-            raise ValueError(f"unknown key {key!r}; the keys are {', '.join(EXPECT_KEYS)}")
-        parsed.append((key, glob))
-    return tuple(parsed)
+    return tuple(_expect_pair(pair) for pair in pairs)
+
+
+def parse_expect_files(paths: Iterable[str]) -> tuple[tuple[str, str], ...]:
+    """The pairs of each file of ``paths`` in turn (:func:`read_expect_file`): ``--expect-file``."""
+    return tuple(pair for path in paths for pair in read_expect_file(Path(path)))
+
+
+def _expect_pair(pair: str) -> tuple[str, str]:
+    key, eq, glob = pair.partition("=")
+    key, glob = key.strip(), glob.strip()
+    if not eq or not key or not glob:
+        raise ValueError(f"{pair!r} is not KEY=GLOB")
+    if key not in EXPECT_KEYS:
+        raise ValueError(f"unknown key {key!r}; the keys are {', '.join(EXPECT_KEYS)}")
+    return key, glob
+
+
+def read_expect_file(path: Path) -> list[tuple[str, str]]:
+    """The golden configuration in ``path``: one ``KEY=GLOB`` a line; ``#`` comments and blank lines skipped.
+
+    Raises:
+        ValueError: naming the file and the line when the file cannot be read, or a line is no ``KEY=GLOB``
+            or names an unknown key.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read {path}: {exc}") from None
+    found = []
+    for number, line in enumerate(text.splitlines(), 1):
+        body = line.split("#", 1)[0].strip()
+        if not body:
+            continue
+        try:
+            found.append(_expect_pair(body))
+        except ValueError as exc:
+            raise ValueError(f"{path}, line {number}: {exc}") from None
+    return found
 
 
 def parse_rules(words: Iterable[str]) -> frozenset[str]:
@@ -461,6 +591,7 @@ def parse_rules(words: Iterable[str]) -> frozenset[str]:
 
 
 __all__ = [
+    "DEVICE_COUNTS",
     "DEVICE_KEYS",
     "DRIFT_KEYS",
     "DRIFT_MODES",
@@ -475,10 +606,13 @@ __all__ = [
     "Mismatch",
     "NodeFacts",
     "Unfit",
+    "device_summary",
     "drift",
     "mismatches",
     "node_facts",
     "parse_expect",
+    "parse_expect_files",
     "parse_rules",
+    "read_expect_file",
     "unfit_devices",
 ]

@@ -19,11 +19,17 @@ Sources, each fact declared once here:
   NeuronCore-v2 per Trainium chip, eight NeuronCore-v3 per Trainium2 chip).
 - RDMA: EFA on p4d and later P types and on Trn types supports RDMA read (GPUDirect RDMA / Neuron
   device RDMA); the G types' EFA does not.
+
+:func:`expected_devices` turns the table into the node facts the ``device_count`` fitness rule holds a node
+to (:mod:`rollcall.checks.fitness`): a pod given every accelerator of its node should see all of them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+
+from rollcall.jobspec import GPU_RESOURCE, NEURON_RESOURCE, NEURONCORE_RESOURCE, NEURONDEVICE_RESOURCE
 
 
 @dataclass(frozen=True)
@@ -85,3 +91,27 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
 def lookup(name: str | None) -> InstanceType | None:
     """The table's entry for ``name`` (None for an unknown or missing type)."""
     return INSTANCE_TYPES.get(name) if name else None
+
+
+def expected_devices(name: str | None, requested: Mapping[str, int]) -> dict[str, str]:
+    """The devices a pod that ``requested`` these resources on a node of type ``name`` must see, as facts.
+
+    ``expected_gpus`` and ``expected_neuron_devices`` (the node facts of
+    :data:`rollcall.checks.fitness.OBSERVED_KEYS`) where the type is in the table and the pod was given
+    every GPU, or every NeuronCore or Neuron device, the type has: a pod given fewer (``--procs-per-node``)
+    sees only its own share, and nothing is expected of it.
+    """
+    known = lookup(name)
+    if known is None:
+        return {}
+    found = {}
+    if known.gpus and requested.get(GPU_RESOURCE, 0) >= known.gpus:
+        found["expected_gpus"] = str(known.gpus)
+    whole_neuron = known.neuron_devices and (
+        requested.get(NEURONCORE_RESOURCE, 0) >= known.advertised_neuron_cores
+        or max(requested.get(NEURONDEVICE_RESOURCE, 0), requested.get(NEURON_RESOURCE, 0))
+        >= known.neuron_devices
+    )
+    if whole_neuron:
+        found["expected_neuron_devices"] = str(known.neuron_devices)
+    return found

@@ -62,6 +62,7 @@ from rollcall.backends.kubernetes.faults import (
     unschedulable,
     where,
 )
+from rollcall.backends.kubernetes.instances import expected_devices
 from rollcall.backends.kubernetes.kube import (
     CONNECT_TIMEOUT_S,
     Informer,
@@ -281,14 +282,19 @@ class KubernetesJob:
         return status
 
     def _node_info(self) -> dict[str, dict[str, str]]:
-        """What each node the pods ran on says of itself (:attr:`.views.Node.facts`), by node name."""
+        """What each node the pods ran on says of itself (:attr:`.views.Node.facts`), by node name.
+
+        With the devices its pod must see where the pod was given all its instance type has
+        (:func:`.instances.expected_devices`).
+        """
         assert self.pods is not None
         found = {}
         for pod in self.pods.objects():
             name = Pod(pod).node_name
             node = self.nodes.get(name) if self.nodes is not None and name else None
             if name and node is not None:
-                found[name] = Node(node).facts
+                seen = Node(node)
+                found[name] = {**seen.facts, **expected_devices(seen.instance_type, Pod(pod).limits)}
         return found
 
     def _verdict(self) -> JobStatus | None:

@@ -276,6 +276,17 @@ class Pod(View):
     """A Pod."""
 
     @property
+    def limits(self) -> dict[str, int]:
+        """The whole-number resource limits of its containers, summed (the accelerators it was given)."""
+        found: dict[str, int] = {}
+        for container in _list(self._spec.get("containers")):
+            for key, value in _dict(_dict(container.get("resources")).get("limits")).items():
+                text = str(value)
+                if text.isdigit():
+                    found[key] = found.get(key, 0) + int(text)
+        return found
+
+    @property
     def node_name(self) -> str | None:
         """The node the pod is bound to, None before it is scheduled."""
         return _str(self._spec.get("nodeName")) or None
@@ -368,7 +379,8 @@ class Node(View):
         """What the node says of itself, by the keys of :data:`rollcall.checks.fitness.OBSERVED_KEYS`.
 
         The kubelet, container-runtime, kernel and OS image versions from ``status.nodeInfo``; its image
-        and group from the first of :data:`IMAGE_LABELS` and of :data:`GROUP_LABELS` it carries.
+        and group from the first of :data:`IMAGE_LABELS` and of :data:`GROUP_LABELS` it carries; its
+        instance type (``node.kubernetes.io/instance-type``).
         """
         info = _dict(self._status.get("nodeInfo"))
         found = {
@@ -378,6 +390,7 @@ class Node(View):
             "os_image": _str(info.get("osImage")),
             "image": next((self.labels[k] for k in IMAGE_LABELS if self.labels.get(k)), ""),
             "node_group": next((self.labels[k] for k in GROUP_LABELS if self.labels.get(k)), ""),
+            "instance_type": self.instance_type or "",
         }
         return {k: v for k, v in found.items() if v}
 

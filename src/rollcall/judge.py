@@ -162,7 +162,7 @@ class Facts:
     @cached_property
     def perf(self) -> PerfFigures:
         """The ranks' compute times and the groups' bus bandwidth."""
-        return PerfFigures.of(self.roll, self.layout.world_size, self.node)
+        return PerfFigures.of(self.roll, self.layout.world_size, self.node, _log_word(self))
 
     @cached_property
     def figures(self) -> Figures:

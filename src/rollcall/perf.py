@@ -57,16 +57,18 @@ class RankCompute:
     compute_ms_p90: float | None = None
     #: The Kubernetes node the rank ran on (its ``start`` event's ``node``), when it said.
     machine: str | None = None
+    #: What ``pod`` is: a ``pod``, or the ``log`` of a node's processes (local, Slurm).
+    source: str = "pod"
 
     def where(self) -> str:
         """``node 1 on ip-10-0-7-12, pod job-1-x7k2p``: the node index, the machine and the pod."""
-        return where(self.node, self.pod, self.machine)
+        return where(self.node, self.pod, self.machine, self.source)
 
 
-def where(node: int, pod: str | None, machine: str | None) -> str:
-    """A rank's place, as the findings name it: node index, the machine it ran on, the pod."""
+def where(node: int, pod: str | None, machine: str | None, source: str = "pod") -> str:
+    """A rank's place, as the findings name it: node index, the machine it ran on, the pod (or log)."""
     on = f" on {machine}" if machine else ""
-    return f"node {node}{on}" + (f", pod {pod}" if pod else "")
+    return f"node {node}{on}" + (f", {source} {pod}" if pod else "")
 
 
 @dataclass(frozen=True)
@@ -132,8 +134,13 @@ class PerfFigures:
     machines: Mapping[int, str] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, roll: RollCall, world_size: int, node_of: Callable[[int], int]) -> PerfFigures:
-        """The figures of ranks ``0..world_size-1``; ``node_of(rank)`` is the node a rank ran on."""
+    def of(
+        cls, roll: RollCall, world_size: int, node_of: Callable[[int], int], source: str = "pod"
+    ) -> PerfFigures:
+        """The figures of ranks ``0..world_size-1``; ``node_of(rank)`` is the node a rank ran on.
+
+        ``source`` is what a rank's log is called in the findings (``pod``, or ``log``).
+        """
         compute = []
         pods: dict[int, set[str]] = defaultdict(set)
         machines: dict[int, str] = {}
@@ -153,7 +160,7 @@ class PerfFigures:
                 pod = min(report.sources) if report.sources else None
                 machine = (report.start or {}).get("node")
                 machine = machine if isinstance(machine, str) and machine else None
-                compute.append(RankCompute(r, node, pod, report.compute_ms, p90, machine))
+                compute.append(RankCompute(r, node, pod, report.compute_ms, p90, machine, source))
             for key, record in report.bandwidth.items():
                 if _usable(record.busbw_gbps) and _usable(record.algbw_gbps):
                     measured[key].append(record)
@@ -221,6 +228,7 @@ class ComputeStraggler:
     compute_ms: float
     median_ms: float
     machine: str | None = None
+    source: str = "pod"
 
     @property
     def ratio(self) -> float:
@@ -228,7 +236,7 @@ class ComputeStraggler:
         return self.compute_ms / self.median_ms
 
     def __str__(self) -> str:
-        at = where(self.node, self.pod, self.machine)
+        at = where(self.node, self.pod, self.machine, self.source)
         return f"rank {self.rank} ({at}) at {self.compute_ms:.2f} ms per step, {self.ratio:.2f} x the median"
 
     def note(self) -> str:
@@ -250,7 +258,7 @@ def compute_stragglers(ranks: Sequence[RankCompute], straggler_ratio: float) -> 
         return []
     limit = mid / straggler_ratio
     return [
-        ComputeStraggler(r.rank, r.node, r.pod, r.compute_ms, mid, r.machine)
+        ComputeStraggler(r.rank, r.node, r.pod, r.compute_ms, mid, r.machine, r.source)
         for r in sorted(ranks, key=lambda r: r.rank)
         if r.compute_ms > limit
     ]

@@ -58,7 +58,7 @@ def test_a_slowed_rank_fails_by_name_with_its_node_and_pod(tmp_path):
     code, output, test = roll_call(tmp_path, "ROLLCALL_SLOW_RANK=3:4")
     assert code == 1, output
     assert "compute straggler(s) above 2 x the median compute time" in output
-    assert "rank 3 (node 1, pod node-1) at " in output
+    assert "rank 3 (node 1, log node-1) at " in output
     stragglers = test["perf"]["compute_stragglers"]
     assert [(s["rank"], s["node"], s["pod"]) for s in stragglers] == [(3, 1, "node-1")], output
     assert stragglers[0]["ratio"] > 2, output  # 4 by construction, give or take the others' noise

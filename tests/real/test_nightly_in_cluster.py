@@ -6,7 +6,8 @@ its metrics arrive at a real Pushgateway, and afterwards nothing of the run is l
 
 How the pod reaches the API server: the real nodes run no kube-proxy, so the `kubernetes` Service's
 ClusterIP (10.96.0.1) leads nowhere from a pod, and the local apiserver listens on the host's 127.0.0.1 only
-(``advertise-address`` 127.0.0.1, no Endpoints for the Service). Instead of a kube-proxy, this test starts a
+(``advertise-address`` 127.0.0.1, no Endpoints for the Service). Instead of a kube-proxy (not built yet:
+docs/control-plane.md says what it needs), this test starts a
 forwarder on the real nodes' host address (10.250.0.1, the bridge every pod already reaches CoreDNS
 through) to the apiserver's port, and sets ``KUBERNETES_SERVICE_HOST``/``KUBERNETES_SERVICE_PORT`` on the
 suite's container to it: exactly the two variables the in-cluster config reads, which the kubelet would

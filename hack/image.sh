@@ -4,7 +4,8 @@
 #   hack/image.sh base     the debian:12-slim base: a debootstrap minbase of bookworm, as an OCI image
 #   hack/image.sh bert     images/bert-training/Dockerfile.cpu, built by buildah FROM that base
 #   hack/image.sh pause    the pod sandbox image: the static pause program of hack/node-bin/pause
-#   hack/image.sh all      all three; each prints the docker-archive file it wrote or found
+#   hack/image.sh suite    images/suite/Dockerfile (the suite itself, no torch), FROM that base
+#   hack/image.sh all      pause, bert and suite; each prints the docker-archive file it wrote or found
 #   hack/image.sh clean    remove the builder's storage (the archives stay cached)
 #
 # Every image is a docker-archive file under the cache (~/.cache/rollcall/images), named by a hash of
@@ -24,6 +25,7 @@ UV_CACHE=${UV_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/uv}
 BASE_NAME=docker.io/library/debian:12-slim
 BERT_NAME=rollcall.local/rollcall-bert:cpu
 PAUSE_NAME=rollcall.local/pause:1
+SUITE_NAME=rollcall.local/rollcall-suite:1
 
 log() { printf '[image] %s\n' "$*" >&2; }
 die() {
@@ -128,6 +130,46 @@ cmd_bert() {
   echo "$file"
 }
 
+# The suite's build context (the repository root, less what its .dockerignore leaves out), as paths.
+suite_inputs() {
+  echo images/suite/Dockerfile images/suite/Dockerfile.dockerignore pyproject.toml README.md requirements.lock \
+    tests/__init__.py
+  (cd "$ROOT" && find src tests/e2e manifests -type f -not -path '*/__pycache__/*' -not -path '*.egg-info/*' |
+    LC_ALL=C sort)
+}
+
+cmd_suite() {
+  local hash file
+  # shellcheck disable=SC2046 # one path per word
+  hash=$(hash_of $(suite_inputs))
+  file=$IMAGES/rollcall-suite-$hash.tar
+  if [[ -f $file ]]; then
+    echo "$file"
+    return
+  fi
+  need buildah
+  local base start=$SECONDS
+  base=$(cmd_base)
+  trap wipe_store EXIT
+  buildah pull --quiet "docker-archive:$base" >/dev/null
+  log "building $SUITE_NAME from images/suite/Dockerfile (its wheels from uv's cache when it has them)"
+  mkdir -p "$UV_CACHE"
+  local tls=() bundle=${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}
+  if [[ -f $bundle ]]; then
+    tls=(--volume "$bundle:/run/build-ca.crt:ro" --build-arg SSL_CERT_FILE=/run/build-ca.crt
+      --build-arg PIP_CERT=/run/build-ca.crt)
+  fi
+  buildah bud --quiet --pull-never --isolation chroot --layers=false \
+    --volume "$UV_CACHE:/root/.cache/uv" "${tls[@]}" \
+    --ignorefile "$ROOT/images/suite/Dockerfile.dockerignore" \
+    -f "$ROOT/images/suite/Dockerfile" -t "$SUITE_NAME" "$ROOT" >"$CACHE/.bud.log" 2>&1 ||
+    { tail -30 "$CACHE/.bud.log" >&2; die "buildah bud failed (log: $CACHE/.bud.log)"; }
+  rm -f "$IMAGES"/rollcall-suite-*.tar
+  export_image "$SUITE_NAME" "$file"
+  log "built $SUITE_NAME in $((SECONDS - start))s: $(du -h "$file" | cut -f1)"
+  echo "$file"
+}
+
 cmd_pause() {
   local hash file
   hash=$(hash_of hack/node-bin/pause/main.go hack/node-bin/pause/go.mod)
@@ -162,12 +204,14 @@ main() {
   base) cmd_base ;;
   bert) cmd_bert ;;
   pause) cmd_pause ;;
+  suite) cmd_suite ;;
   all)
     (cmd_pause)
     (cmd_bert)
+    (cmd_suite)
     ;;
   clean) wipe_store ;;
-  names) printf '%s %s %s\n' "$BASE_NAME" "$BERT_NAME" "$PAUSE_NAME" ;;
+  names) printf '%s %s %s %s\n' "$BASE_NAME" "$BERT_NAME" "$PAUSE_NAME" "$SUITE_NAME" ;;
   *)
     sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
     exit 2

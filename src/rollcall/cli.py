@@ -19,6 +19,11 @@ cpu``) no cluster is contacted (and no EFA device requested: ``--efa on`` needs 
 reads the nodes of the kubeconfig's cluster. For slurm it is the sbatch script, without contacting Slurm
 (the layout must be given). Exit 0, or 4 (pytest's code for a usage error) when an option is bad or the
 objects cannot be rendered.
+
+``rollcall render --cronjob SCHEDULE --suite-image IMAGE --image IMAGE [--results-pvc NAME] [suite options]``
+prints instead the suite itself as a CronJob of the cluster, with its ServiceAccount and the RBAC of
+``manifests/rbac/`` (see :mod:`rollcall.backends.kubernetes.nightly`); the suite options given are the pod's
+``ROLLCALL_*`` environment, and no cluster is contacted.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -39,6 +45,7 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_MISSING, EXIT_USAGE = 0, 1, 2
 #: ``render`` takes the suite's options and answers a bad one as the suite does (pytest's usage error).
 EXIT_RENDER_USAGE = 4
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -89,6 +96,20 @@ def build_parser() -> argparse.ArgumentParser:
     assert isinstance(render, _Parser)
     render.usage_exit = EXIT_RENDER_USAGE
     render.add_argument("--name", default="rollcall", help="the job's name (a DNS label; default rollcall)")
+    render.add_argument(
+        "--cronjob",
+        metavar="SCHEDULE",
+        help="print instead a CronJob running the suite in the cluster on this schedule (five cron fields, "
+        "UTC), with its ServiceAccount and RBAC (manifests/rbac/); the other options are passed on to it",
+    )
+    render.add_argument(
+        "--suite-image", metavar="IMAGE", help="with --cronjob: the suite's image (images/suite/Dockerfile)"
+    )
+    render.add_argument(
+        "--results-pvc",
+        metavar="NAME",
+        help="with --cronjob: keep the results on this PersistentVolumeClaim (default: an emptyDir)",
+    )
     from rollcall.options import OPTIONS
 
     for spec in OPTIONS:
@@ -200,7 +221,9 @@ def render_job(args: argparse.Namespace) -> int:
     cli = {k.removeprefix("opt_"): v for k, v in vars(args).items() if k.startswith("opt_")}
     try:
         options = resolve(cli)
-        text = _render(options, args.name)
+        text = (
+            _render_cronjob(options, cli, args) if args.cronjob is not None else _render(options, args.name)
+        )
     except (OptionError, ValueError, DiscoveryError, ConfigException) as exc:
         print(f"rollcall render: {exc}", file=sys.stderr)
         return EXIT_RENDER_USAGE
@@ -209,6 +232,39 @@ def render_job(args: argparse.Namespace) -> int:
         return EXIT_RENDER_USAGE
     sys.stdout.write(text)
     return EXIT_OK
+
+
+def _render_cronjob(options: Options, cli: dict[str, Any], args: argparse.Namespace) -> str:
+    """The CronJob of ``--cronjob`` and its RBAC; no cluster is contacted (the suite discovers in the pod)."""
+    import os
+
+    from rollcall.backends.kubernetes.nightly import Nightly, check_schedule, render_text, suite_env
+    from rollcall.jobspec import check_image
+
+    schedule = check_schedule(args.cronjob)
+    if options.backend not in ("auto", "kubernetes"):
+        raise ValueError(
+            f"--cronjob with --backend {options.backend}: the CronJob runs the suite on the kubernetes "
+            "backend; leave --backend out"
+        )
+    if not args.suite_image:
+        raise ValueError(
+            "--cronjob needs --suite-image IMAGE, the suite's own image (images/suite/Dockerfile; "
+            "hack/image.sh suite builds one here)"
+        )
+    if not options.image:
+        raise ValueError("--cronjob needs --image IMAGE, the training image the suite's pods run")
+    if args.results_pvc is not None and not _DNS_SUBDOMAIN.match(args.results_pvc):
+        raise ValueError(
+            f"--results-pvc {args.results_pvc!r} is not a claim's name; give a DNS subdomain such as "
+            "rollcall-results"
+        )
+    try:
+        suite_image = check_image(args.suite_image)
+    except ValueError as exc:
+        raise ValueError(f"--suite-image {args.suite_image!r}: {exc}") from None
+    env = suite_env(options, cli, os.environ)
+    return render_text(Nightly(schedule, suite_image, env, args.results_pvc))
 
 
 def _render(options: Options, name: str) -> str:

@@ -28,7 +28,7 @@ from tests.cluster.controlplane import ControlPlane, ControlPlaneError
 
 NIGHTLY_DIR = MANIFESTS_DIR / "nightly"
 RBAC_DIR = MANIFESTS_DIR / "rbac"
-DOCKERFILE = MANIFESTS_DIR.parent / "images" / "rollcall" / "Dockerfile"
+DOCKERFILE = MANIFESTS_DIR.parent / "images" / "suite" / "Dockerfile"
 EXAMPLES_DIR = MANIFESTS_DIR.parent / "examples"
 NAMESPACE = "rollcall-system"
 SERVICE_ACCOUNT = f"system:serviceaccount:{NAMESPACE}:rollcall"

@@ -51,7 +51,7 @@ from rollcall.verdict import Kind, RankState
 if TYPE_CHECKING:
     from rollcall.gate import GateReport
     from rollcall.reports import TestRecord
-    from rollcall.verdict import Verdict
+    from rollcall.verdict import RankResult, Verdict
 
 STATES = tuple(s.value for s in RankState)
 
@@ -222,12 +222,22 @@ def _grid(
                     )
                     + why
                     + (f" [{', '.join(kinds)}]" if kinds else "")
-                    + (f"; {tp:.2f} samples/s" if tp else ""),
+                    + (f"; {tp:.2f} samples/s" if tp else "")
+                    + _compile_note(result),
                     "href": _rank_log(verdict, [rank], logs) or node_log,
                 }
             )
         nodes.append({"index": node, "cells": cells})
     return nodes
+
+
+def _compile_note(result: RankResult) -> str:
+    """What a rank's tile says of its compile: the cache's answer and the first step's seconds."""
+    cache = result.compile_cache
+    if cache is None or cache.state == "off":
+        return ""
+    seconds = f", {cache.compile_s:.1f} s" if cache.compile_s is not None else ""
+    return f"; compile cache {cache.state}{seconds}"
 
 
 def _rank_log(verdict: Verdict, ranks: Iterable[int], logs: Mapping[str, str]) -> str | None:

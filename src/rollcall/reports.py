@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -93,6 +93,12 @@ class TestRecord:
             "perf": verdict.perf_report.as_dict(),
             # The distinct parameter digests after each epoch and at completion: one each when replicas agree.
             "replicas": {stage: list(digests) for stage, digests in verdict.replicas.items()},
+            # By rank: whether the first step compiled from the compiler's cache, and its seconds.
+            "compile_cache": {
+                str(r): asdict(result.compile_cache)
+                for r, result in sorted(verdict.ranks.items())
+                if result.compile_cache is not None
+            },
             # Each node's facts (devices, versions, what could not be read and why), verdict and reasons.
             "nodes_detail": verdict.node_verdicts(),
             "unfit_nodes": verdict.unfit_nodes,

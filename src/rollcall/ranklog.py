@@ -61,6 +61,7 @@ into one :class:`RollCall`, which knows, for every rank, what it reported and in
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -632,6 +633,16 @@ def parse_ranges(text: object) -> tuple[int, ...] | None:
     """``"0-3,8"`` gives ``(0, 1, 2, 3, 8)``; None for anything else (not text, empty, a bad or reversed run)."""
     if not isinstance(text, str) or not text:
         return None
+    return _members(text)
+
+
+#: Distinct groups' ranges kept parsed: every rank of a group names the same members, so each group's are
+#: parsed once and its ranks share one tuple (the world's 8192 members, not 8192 copies of them).
+_MEMBERS_CACHED = 1 << 14
+
+
+@functools.lru_cache(maxsize=_MEMBERS_CACHED)
+def _members(text: str) -> tuple[int, ...] | None:
     members: set[int] = set()
     for part in text.split(","):
         m = _RANGE.match(part.strip())

@@ -360,3 +360,13 @@ def test_the_compile_cache_answer_is_read_from_throughput_with_the_compile_secon
     assert caches[2] is None  # an unknown answer is no answer; the throughput still counts
     assert roll.ranks[2].throughput == 5.0
     assert caches[3] == CompileCache("hit", None, None, None)  # a garbled count is dropped, not the answer
+
+
+def test_every_rank_of_a_group_shares_one_parsed_member_list():
+    world = 64
+    fields = {"scope": "world", "nodes": "0-1", "bytes": 8, "algbw_gbps": 1.0, "busbw_gbps": 1.9}
+    text = "\n".join(line("bandwidth", r, world, ranks=f"0-{world - 1}", **fields) for r in range(world))
+    roll = parse(text + "\n")
+    members = {id(rec.ranks) for rep in roll.ranks.values() for rec in rep.bandwidth.values()}
+    assert len(members) == 1  # one tuple for the group, not one copy per rank
+    assert roll.ranks[5].bandwidth["world", (0, 1)].ranks == tuple(range(world))

@@ -1,6 +1,6 @@
 """Where the suite's seconds go after the logs arrive, at scale, without a cluster: N nodes x 32 ranks.
 
-Usage: python bench/offline_scale.py [--nodes 64 256] [--procs-per-node 32] [--bandwidth] [--profile 15]
+Usage: python bench/offline_scale.py [--nodes 64 256] [--procs-per-node 32] [--bandwidth] [--runs 3] [--profile 15]
 
 For each size it synthesizes every pod's log as trn1.32xlarge nodes print it (torchrun's ``[rank]:`` prefix;
 each rank's ``start``, ``facts``, one ``epoch_time`` per epoch, ``throughput`` and ``complete``, written by the
@@ -12,8 +12,8 @@ times the suite's pure-Python path from the first byte on, phase by phase, as th
 - judge: the one :func:`~rollcall.judge.judge` of the attempt, against the options' default criteria;
 - results.json, ranks.junit.xml, report.html and the Prometheus text file, as the session's end writes them.
 
-Each phase's seconds and the process's peak RSS after it (the high-water mark, so it only grows) are printed
-in a table; ``--profile N`` also runs each phase under cProfile and prints its N costliest functions (own
+Each phase's seconds (the median of ``--runs``) and the process's peak RSS after it (the high-water mark, so
+it only grows; the highest of the runs; each size runs in a process of its own) are printed in a table; ``--profile N`` also runs each phase under cProfile and prints its N costliest functions (own
 time). ``--bandwidth`` adds the ``bandwidth`` events a cuda or cpu run reports (world, node and ring pairs).
 bench/scale.py measures the whole suite on kwok (a cluster); this one needs none.
 """
@@ -25,6 +25,8 @@ import cProfile
 import io
 import pstats
 import resource
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -246,13 +248,35 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, nargs="+", default=[64, 256])
     ap.add_argument("--procs-per-node", type=int, default=32)
     ap.add_argument("--bandwidth", action="store_true", help="add the bandwidth events of a cuda/cpu run")
+    ap.add_argument("--runs", type=int, default=3, help="runs per size; the table holds their medians")
     ap.add_argument(
         "--profile", type=int, default=0, metavar="N", help="cProfile each phase: N top functions"
     )
     args = ap.parse_args()
+    if len(args.nodes) > 1:  # each size in a process of its own, so that each peak RSS is that size's
+        for nodes in args.nodes:
+            argv = [
+                "--nodes",
+                str(nodes),
+                "--procs-per-node",
+                str(args.procs_per_node),
+                "--runs",
+                str(args.runs),
+            ]
+            argv += ["--profile", str(args.profile), *(["--bandwidth"] if args.bandwidth else [])]
+            subprocess.run([sys.executable, __file__, *argv], check=True)
+        return
     for nodes in args.nodes:
-        with tempfile.TemporaryDirectory(prefix="rollcall-offline-scale-") as tmp:
-            rows = run(nodes, args.procs_per_node, args.bandwidth, args.profile, Path(tmp))
+        runs = []
+        for _ in range(args.runs):
+            with tempfile.TemporaryDirectory(prefix="rollcall-offline-scale-") as tmp:
+                runs.append(run(nodes, args.procs_per_node, args.bandwidth, args.profile, Path(tmp)))
+        # each phase's median seconds over the runs, and the highest peak
+        rows = [
+            (phases[0][0], statistics.median(p[1] for p in phases), max(p[2] for p in phases))
+            for phases in zip(*runs, strict=True)
+        ]
+        print(f"median of {args.runs} run(s)")
         print(f"{'phase':<32}{'seconds':>9}{'peak RSS MiB':>14}")
         for name, seconds, rss in rows:
             print(f"{name:<32}{seconds:>9.2f}{rss:>14.0f}")

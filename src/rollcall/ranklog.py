@@ -450,7 +450,7 @@ class LogParser:
             label = (
                 f"epoch {epoch}"
                 if event == "epoch_time"
-                else f"bandwidth {value.scope} {ranges(value.nodes)}"
+                else _bandwidth_label(value.scope, value.nodes)
                 if event == "bandwidth"
                 else event
             )
@@ -544,6 +544,12 @@ def _epoch_proofs(report: RankReport, epoch: int, obj: dict[str, Any]) -> None:
         report.epoch_steps[epoch] = count
     if isinstance(digest, str):
         report.digests[epoch] = digest
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _bandwidth_label(scope: str, nodes: tuple[int, ...]) -> str:
+    """A bandwidth mark's label, ``bandwidth pair 3-4``: made once per group, not once per member."""
+    return f"bandwidth {scope} {ranges(nodes)}"
 
 
 def _compile_cache(obj: dict[str, Any]) -> CompileCache | None:

@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
 from rollcall.collect import RESULTS_FILE
+from rollcall.perf import shallow
 from rollcall.runner import RunOutcome, RunResult
 
 if TYPE_CHECKING:
@@ -95,7 +96,7 @@ class TestRecord:
             "replicas": {stage: list(digests) for stage, digests in verdict.replicas.items()},
             # By rank: whether the first step compiled from the compiler's cache, and its seconds.
             "compile_cache": {
-                str(r): asdict(result.compile_cache)
+                str(r): shallow(result.compile_cache)
                 for r, result in sorted(verdict.ranks.items())
                 if result.compile_cache is not None
             },

@@ -12,7 +12,8 @@ times the suite's pure-Python path from the first byte on, phase by phase, as th
 - judge: the one :func:`~rollcall.judge.judge` of the attempt, against the options' default criteria;
 - results.json, ranks.junit.xml, report.html and the Prometheus text file, as the session's end writes them.
 
-Each phase's seconds (the median of ``--runs``) and the process's peak RSS after it (the high-water mark, so
+Each phase's wall and CPU seconds (medians of ``--runs``; CPU time is the steadier figure on a shared
+machine) and the process's peak RSS after it (the high-water mark, so
 it only grows; the highest of the runs; each size runs in a process of its own) are printed in a table; ``--profile N`` also runs each phase under cProfile and prints its N costliest functions (own
 time). ``--bandwidth`` adds the ``bandwidth`` events a cuda or cpu run reports (world, node and ring pairs).
 bench/scale.py measures the whole suite on kwok (a cluster); this one needs none.
@@ -51,6 +52,8 @@ from rollcall.runner import Attempt, RunResult  # noqa: E402
 from rollcall.verdict import Evidence, Layout  # noqa: E402
 
 TRN1 = "trn1.32xlarge"
+#: A phase's name, wall seconds, CPU seconds of this process and peak RSS (MiB) after it.
+Row = tuple[str, float, float, float]
 EPOCHS = 3
 #: Bytes per write into a pod's sink, as a log stream hands them over.
 CHUNK = 1 << 16
@@ -180,17 +183,17 @@ def pod_log(node: int, nodes: int, ppn: int, bandwidth: bool) -> bytes:
     return b"".join(out)
 
 
-def measure(name: str, work: Callable[[], Any], profile: int, rows: list[tuple[str, float, float]]) -> Any:
+def measure(name: str, work: Callable[[], Any], profile: int, rows: list[Row]) -> Any:
     """Run ``work`` (under cProfile when ``profile``), append its row, print its costliest functions."""
     profiler = cProfile.Profile() if profile else None
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     if profiler is not None:
         profiler.enable()
     result = work()
     if profiler is not None:
         profiler.disable()
-    seconds = time.perf_counter() - started
-    rows.append((name, seconds, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+    rows.append((name, seconds, cpu, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
     if profiler is not None:
         text = io.StringIO()
         pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(profile)
@@ -200,14 +203,14 @@ def measure(name: str, work: Callable[[], Any], profile: int, rows: list[tuple[s
     return result
 
 
-def run(nodes: int, ppn: int, bandwidth: bool, profile: int, tmp: Path) -> list[tuple[str, float, float]]:
+def run(nodes: int, ppn: int, bandwidth: bool, profile: int, tmp: Path) -> list[Row]:
     """Synthesize one size's logs, then time each phase; the rows of its table."""
     world = nodes * ppn
     logs = [pod_log(n, nodes, ppn, bandwidth) for n in range(nodes)]
     spec = JobSpec(f"scale-{nodes}", nodes, ppn, accelerator="neuron", instance_type=TRN1)
     artifacts = tmp / f"run-{nodes}"
-    rows: list[tuple[str, float, float]] = [
-        ("synthesized logs (not timed)", 0.0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    rows: list[Row] = [
+        ("synthesized logs (not timed)", 0.0, 0.0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     ]
 
     def collect() -> Collector:
@@ -273,16 +276,20 @@ def main() -> None:
                 runs.append(run(nodes, args.procs_per_node, args.bandwidth, args.profile, Path(tmp)))
         # each phase's median seconds over the runs, and the highest peak
         rows = [
-            (phases[0][0], statistics.median(p[1] for p in phases), max(p[2] for p in phases))
+            (
+                phases[0][0],
+                statistics.median(p[1] for p in phases),
+                statistics.median(p[2] for p in phases),
+                max(p[3] for p in phases),
+            )
             for phases in zip(*runs, strict=True)
         ]
         print(f"median of {args.runs} run(s)")
-        print(f"{'phase':<32}{'seconds':>9}{'peak RSS MiB':>14}")
-        for name, seconds, rss in rows:
-            print(f"{name:<32}{seconds:>9.2f}{rss:>14.0f}")
-        print(
-            f"{'total (timed phases)':<32}{sum(r[1] for r in rows):>9.2f}{max(r[2] for r in rows):>14.0f}\n"
-        )
+        print(f"{'phase':<32}{'seconds':>9}{'CPU s':>8}{'peak RSS MiB':>14}")
+        for name, seconds, cpu, rss in rows:
+            print(f"{name:<32}{seconds:>9.2f}{cpu:>8.2f}{rss:>14.0f}")
+        total, total_cpu, peak = sum(r[1] for r in rows), sum(r[2] for r in rows), max(r[3] for r in rows)
+        print(f"{'total (timed phases)':<32}{total:>9.2f}{total_cpu:>8.2f}{peak:>14.0f}\n")
 
 
 if __name__ == "__main__":

@@ -53,7 +53,11 @@ added. Events, in order:
                  compile_s (the first step, which compiles the model, or in eager mode makes the first
                  kernels), warmup_s (the other warm-up steps), warmup_steps (how many ran, the first
                  included), timed_s (the timed epochs, barriers included, the digests not), digest_s
-                 (computing the epochs' parameter digests)
+                 (computing the epochs' parameter digests); compile_cache, whether the first step
+                 compiled from the compiler's cache: "hit" (inductor's FX graph cache answered every
+                 graph it was asked for), "miss" (it compiled at least one graph afresh) or "off" (nothing
+                 compiled: eager, or xla), with compile_cache_hits and compile_cache_misses (graphs
+                 found in and compiled past the cache by then; null when "off"), see "Compile cache"
     bandwidth    scope ("world", "node" or "pair"), ranks and nodes (the group's members as
                  compact ranges, "0-7,16"), bytes (per all-reduce), iters, seconds (per all-reduce,
                  as this rank saw it), algbw_gbps, busbw_gbps; sweep ([bytes, busbw_gbps] of each
@@ -217,6 +221,10 @@ cpu"``, ``"retired_pending": "Not Supported"``), never reported as healthy. ``py
 
 Compile cache: ``--compile-cache DIR`` (or ``ROLLCALL_COMPILE_CACHE``) keeps inductor's and Triton's
 caches under DIR (``TORCHINDUCTOR_CACHE_DIR``, ``TRITON_CACHE_DIR``), so a later run compiles from them.
+Whether it did is read from inductor's own counters (``torch._dynamo.utils.counters["inductor"]``:
+``fxgraph_cache_hit``, ``fxgraph_cache_miss``) after the first step, the one that compiles, and reported
+in ``throughput`` beside that step's seconds (``compile_cache``, ``compile_s``). Without ``--compile-cache``
+inductor keeps its cache in its default directory, which may answer too: the counters say what happened.
 """
 
 from __future__ import annotations
@@ -241,7 +249,7 @@ import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, NoReturn
 
 if TYPE_CHECKING:
     import torch
@@ -489,6 +497,24 @@ def compile_cache_env(directory: str) -> dict[str, str]:
         "TORCHINDUCTOR_CACHE_DIR": os.path.join(root, "inductor"),
         "TRITON_CACHE_DIR": os.path.join(root, "triton"),
     }
+
+
+#: What ``throughput``'s ``compile_cache`` says of the first step's compile.
+CompileCacheState = Literal["hit", "miss", "off"]
+
+
+def compile_cache_fields(compiled: bool, inductor: Mapping[str, int]) -> dict[str, Any]:
+    """``throughput``'s compile-cache fields, from inductor's counters after the first step.
+
+    Args:
+        compiled: whether the model was compiled (``--compile``); without it nothing is cached: "off".
+        inductor: ``torch._dynamo.utils.counters["inductor"]``: ``fxgraph_cache_hit``, ``fxgraph_cache_miss``.
+    """
+    if not compiled:
+        return {"compile_cache": "off", "compile_cache_hits": None, "compile_cache_misses": None}
+    hits, misses = int(inductor.get("fxgraph_cache_hit", 0)), int(inductor.get("fxgraph_cache_miss", 0))
+    state: CompileCacheState = "hit" if hits > 0 and misses == 0 else "miss"
+    return {"compile_cache": state, "compile_cache_hits": hits, "compile_cache_misses": misses}
 
 
 def _clean(value: Any) -> Any:
@@ -2428,12 +2454,15 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
     adaptive = args.warmup_settle > 0 and device != "xla"
     step_seconds: list[float] = []
     warmup_count = 0
+    compile_cache: dict[str, Any] | None = None
     while warmup_count < args.warmup_steps:
         count = 1 if adaptive or not step_seconds else args.warmup_steps - 1
         started = time.perf_counter()
         train_steps(count, "warm-up", warmup_count + 1)
         acc.synchronize()
         step_seconds.append(time.perf_counter() - started)
+        if len(step_seconds) == 1:  # what the compile found in the cache, before any later recompile
+            compile_cache = compile_cache_fields(bool(args.compile), _inductor_counters())
         if len(step_seconds) > 1:  # the first step compiles: not a step time
             watchdog.step_time(step_seconds[-1] / count)
         warmup_count += count
@@ -2523,6 +2552,8 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
         steps_per_epoch=args.steps_per_epoch,
         startup_s=round(startup_s, 3),
         compile_s=round(compile_s, 3),
+        # without warm-up the first timed step compiled: the counters after the epochs tell
+        **(compile_cache or compile_cache_fields(bool(args.compile), _inductor_counters())),
         warmup_s=round(warmup_s, 3),
         warmup_steps=warmup_count,
         timed_s=round(timed_s, 3),
@@ -2532,6 +2563,15 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
     watchdog.beat("bandwidth")
     measure_bandwidth(acc, env, log, args, link, watchdog=watchdog)
     leave(param_digest=parameter_digest(training.model) if device != "xla" else None)
+
+
+def _inductor_counters() -> dict[str, int]:
+    """Inductor's counters so far (its FX graph cache's hits and misses among them); empty without them."""
+    try:
+        from torch._dynamo.utils import counters
+    except ImportError:  # a torch without dynamo compiles nothing
+        return {}
+    return dict(counters["inductor"])
 
 
 def _round(value: float | None, digits: int) -> float | None:

@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from markupsafe import Markup, escape
+
 from rollcall.baseline import MEASURES
 from rollcall.checks.fitness import DRIFT_KEYS, Drift
 from rollcall.collect import REPORT_FILE, safe_name
@@ -51,7 +53,7 @@ from rollcall.verdict import Kind, RankState
 if TYPE_CHECKING:
     from rollcall.gate import GateReport
     from rollcall.reports import TestRecord
-    from rollcall.verdict import Verdict
+    from rollcall.verdict import RankResult, Verdict
 
 STATES = tuple(s.value for s in RankState)
 
@@ -222,12 +224,44 @@ def _grid(
                     )
                     + why
                     + (f" [{', '.join(kinds)}]" if kinds else "")
-                    + (f"; {tp:.2f} samples/s" if tp else ""),
+                    + (f"; {tp:.2f} samples/s" if tp else "")
+                    + _compile_note(result),
                     "href": _rank_log(verdict, [rank], logs) or node_log,
                 }
             )
-        nodes.append({"index": node, "cells": cells})
+        nodes.append({"index": node, "tiles": Markup("").join(_tile(c, node) for c in cells)})
     return nodes
+
+
+def _tile(cell: Mapping[str, Any], node: int) -> Markup:
+    """One rank's tile of the grid: a link to its log, or a plain tile without one.
+
+    Written here rather than in the template: a page of thousands of ranks spent most of its rendering
+    looking up each tile's fields through the template engine.
+    """
+    e = escape
+    classes = (
+        f"rank {cell['state']}"
+        + (" named" if cell["kinds"] else "")
+        + (f" {cell['role']}" if cell["role"] else "")
+    )
+    attrs = (
+        f'class="{e(classes)}" data-rank="{e(cell["rank"])}" data-node="{e(node)}" '
+        f'data-state="{e(cell["state"])}" data-kinds="{e(cell["kinds"])}" data-role="{e(cell["role"])}" '
+        f'title="{e(cell["title"])}"'
+    )
+    if cell["href"]:
+        return Markup(f'<a {attrs} href="{e(cell["href"])}">{e(cell["rank"])}</a>')
+    return Markup(f"<span {attrs}>{e(cell['rank'])}</span>")
+
+
+def _compile_note(result: RankResult) -> str:
+    """What a rank's tile says of its compile: the cache's answer and the first step's seconds."""
+    cache = result.compile_cache
+    if cache is None or cache.state == "off":
+        return ""
+    seconds = f", {cache.compile_s:.1f} s" if cache.compile_s is not None else ""
+    return f"; compile cache {cache.state}{seconds}"
 
 
 def _rank_log(verdict: Verdict, ranks: Iterable[int], logs: Mapping[str, str]) -> str | None:

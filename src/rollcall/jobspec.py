@@ -41,6 +41,8 @@ NEURON_RESOURCES = (NEURONCORE_RESOURCE, NEURONDEVICE_RESOURCE, NEURON_RESOURCE)
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
 #: Where ``--neuron-cache`` is mounted in the pods: the Neuron compiler's persistent cache.
 NEURON_CACHE_DIR = "/var/cache/neuron-compile-cache"
+#: Where ``--compile-cache`` is mounted in the pods: train.py's ``--compile-cache`` (inductor's and Triton's).
+COMPILE_CACHE_DIR = "/var/cache/rollcall-compile-cache"
 
 #: train.py's ``--device`` for each accelerator.
 DEVICE_OF: dict[Accelerator, str] = {"nvidia": "cuda", "neuron": "xla", "cpu": "cpu"}
@@ -116,12 +118,14 @@ def check_image(reference: str) -> str:
 
 
 @dataclass(frozen=True)
-class NeuronCache:
-    """Where the Neuron compile cache lives outside the pod, so that a run reuses the last run's graphs.
+class CacheVolume:
+    """Where a compiler's cache lives outside the pod, so that a run reuses the last run's compiled graphs.
 
+    ``--neuron-cache`` (the Neuron compiler's) and ``--compile-cache`` (inductor's and Triton's) are both one.
     Each run has a namespace of its own, so the volume is one a pod can name without a claim in it: a
     directory of the node (``host``; each node keeps its own cache) or an NFS export such as an Amazon EFS
-    file system (``nfs``; shared by every node).
+    file system (``nfs``; shared by every node). Backends without pods (local, slurm) use a ``host``
+    directory as it is.
     """
 
     kind: Literal["host", "nfs"]
@@ -135,8 +139,12 @@ class NeuronCache:
 _HOSTNAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$")
 
 
-def parse_neuron_cache(text: str) -> NeuronCache:
-    """``host:/PATH`` or ``nfs:SERVER:/PATH`` as a :class:`NeuronCache`; ValueError saying what is wrong."""
+#: The Neuron compile cache's volume: the same type as every cache volume.
+NeuronCache = CacheVolume
+
+
+def parse_cache_volume(text: str) -> CacheVolume:
+    """``host:/PATH`` or ``nfs:SERVER:/PATH`` as a :class:`CacheVolume`; ValueError saying what is wrong."""
     kind, _, rest = text.partition(":")
     server = None
     if kind == "nfs":
@@ -150,7 +158,12 @@ def parse_neuron_cache(text: str) -> NeuronCache:
     path = rest
     if not path.startswith("/") or "/../" in f"{path}/" or any(c.isspace() for c in path):
         raise ValueError(f"{path!r} is not an absolute path without '..' or spaces")
-    return NeuronCache("nfs" if server is not None else "host", path.rstrip("/") or "/", server)
+    return CacheVolume("nfs" if server is not None else "host", path.rstrip("/") or "/", server)
+
+
+def parse_compile_cache(text: str) -> CacheVolume:
+    """:func:`parse_cache_volume`, or a plain absolute directory ``/PATH`` (the same as ``host:/PATH``)."""
+    return parse_cache_volume(f"host:{text}" if text.startswith("/") else text)
 
 
 @dataclass(frozen=True)
@@ -228,6 +241,8 @@ class JobSpec:
         instance_type: value of ``node.kubernetes.io/instance-type`` to select nodes by.
         node_selector: more node labels the pods must land on (``--node-selector``).
         neuron_cache: a volume that keeps the Neuron compile cache between runs (``--neuron-cache``).
+        compile_cache: a volume that keeps inductor's and Triton's caches between runs
+            (``--compile-cache``), given to train.py as its ``--compile-cache``.
         requests: the container's requests of cpu, memory, ... (``--requests``), besides ``resources``.
         limits: the container's limits of cpu, memory, ... (``--limits``), besides ``resources``.
         scheduling: tolerations, priority, queue, pull secrets and service account (the kubernetes backend).
@@ -252,7 +267,8 @@ class JobSpec:
     resources: Mapping[str, int] = field(default_factory=dict)
     instance_type: str | None = None
     node_selector: Mapping[str, str] = field(default_factory=dict)
-    neuron_cache: NeuronCache | None = None
+    neuron_cache: CacheVolume | None = None
+    compile_cache: CacheVolume | None = None
     requests: Mapping[str, str] = field(default_factory=dict)
     limits: Mapping[str, str] = field(default_factory=dict)
     scheduling: Scheduling = field(default_factory=Scheduling)
@@ -280,9 +296,17 @@ class JobSpec:
         """Ranks in all."""
         return self.nodes * self.procs_per_node
 
-    def workload_argv(self) -> list[str]:
-        """train.py's arguments: the device of the accelerator, then the user's own."""
-        return ["--device", DEVICE_OF[self.accelerator], *self.workload_args]
+    def workload_argv(self, compile_cache_dir: str | None = None) -> list[str]:
+        """train.py's arguments: the device of the accelerator, the compile cache, then the user's own.
+
+        Args:
+            compile_cache_dir: where :attr:`compile_cache` is mounted for the ranks; without it (a backend
+                without pods) the ranks use its directory as it is.
+        """
+        cache = []
+        if self.compile_cache is not None:
+            cache = ["--compile-cache", compile_cache_dir or self.compile_cache.path]
+        return ["--device", DEVICE_OF[self.accelerator], *cache, *self.workload_args]
 
     def torchrun_command(
         self,
@@ -293,6 +317,7 @@ class JobSpec:
         launcher: Sequence[str] = ("torchrun",),
         script: str = IMAGE_SCRIPT,
         log_dir: str = POD_LOG_DIR,
+        compile_cache_dir: str | None = None,
     ) -> list[str]:
         """The command every node runs: static rendezvous, bounded, per-rank logs multiplexed by the agent.
 
@@ -316,7 +341,7 @@ class JobSpec:
             "--tee=3",
             "--event-log-handler=console",
             script,
-            *self.workload_argv(),
+            *self.workload_argv(compile_cache_dir),
         ]
 
     def workload_env(self, log_dir: str = POD_LOG_DIR) -> dict[str, str]:

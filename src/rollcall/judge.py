@@ -612,6 +612,7 @@ def judge(evidence: Evidence, criteria: Criteria | None = None, checks: Iterable
             complete=bool(report and report.complete),
             problems=tuple(p for p in found if r in p.ranks),
             marks=tuple(sorted(report.marks.values(), key=lambda m: m.time)) if report else (),
+            compile_cache=report.compile_cache if report else None,
         )
     mfus = [m for rep in facts.sound.values() if (m := _finite(rep.details.get("mfu"))) is not None]
     return Verdict(

@@ -31,8 +31,8 @@ from rollcall.checks.fitness import (
 from rollcall.jobspec import (
     DEFAULT_JOB_TIMEOUT_S,
     AcceleratorChoice,
+    CacheVolume,
     EfaChoice,
-    NeuronCache,
     Scheduling,
     Taint,
     TaintEffect,
@@ -40,7 +40,8 @@ from rollcall.jobspec import (
     check_args,
     check_env,
     check_image,
-    parse_neuron_cache,
+    parse_cache_volume,
+    parse_compile_cache,
 )
 
 BackendChoice = Literal["auto", "kubernetes", "local", "slurm"]
@@ -507,12 +508,21 @@ class Options:
     efa: EfaChoice = option(
         "--efa", _choice(EfaChoice), "auto", "request every EFA interface of the nodes' instance type"
     )
-    neuron_cache: NeuronCache | None = option(
+    neuron_cache: CacheVolume | None = option(
         "--neuron-cache",
-        parse_neuron_cache,
+        parse_cache_volume,
         None,
         "keep the Neuron compile cache between runs in this volume: host:/PATH (a directory of each node) "
         "or nfs:SERVER:/PATH (e.g. an Amazon EFS file system, shared by all nodes)",
+        "host:/PATH|nfs:SERVER:/PATH",
+    )
+    compile_cache: CacheVolume | None = option(
+        "--compile-cache",
+        parse_compile_cache,
+        None,
+        "keep inductor's and Triton's caches (train.py --compile-cache) between runs in this volume: "
+        "host:/PATH (a directory of each node; local and slurm also take a plain /PATH) or nfs:SERVER:/PATH "
+        "(kubernetes only; e.g. an Amazon EFS file system, shared by all nodes)",
         "host:/PATH|nfs:SERVER:/PATH",
     )
     min_throughput: float | None = option(

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from rollcall.ranklog import RollCall, ranges
@@ -65,6 +65,15 @@ class RankCompute:
         return where(self.node, self.pod, self.machine, self.source)
 
 
+def shallow(obj: Any) -> dict[str, Any]:
+    """A dataclass of plain values as a dict of its fields, JSON-ready: ``asdict`` without its deep copies.
+
+    The reports turn thousands of per-rank and per-group records into JSON; their values (numbers, text,
+    tuples of them) are never changed afterwards, so there is nothing to copy.
+    """
+    return {f.name: getattr(obj, f.name) for f in fields(obj)}
+
+
 def where(node: int, pod: str | None, machine: str | None, source: str = "pod") -> str:
     """A rank's place, as the findings name it: node index, the machine it ran on, the pod (or log)."""
     on = f" on {machine}" if machine else ""
@@ -96,7 +105,7 @@ class GroupBandwidth:
 
     def as_dict(self) -> dict[str, Any]:
         """The group, JSON-ready."""
-        return {**asdict(self), "nodes": list(self.nodes), "ranks": ranges(self.ranks), "label": self.label}
+        return {**shallow(self), "nodes": list(self.nodes), "ranks": ranges(self.ranks), "label": self.label}
 
 
 def _lowest_sweep(records: Sequence[Any]) -> tuple[tuple[int, float], ...]:
@@ -119,7 +128,7 @@ class NodeBandwidth:
 
     def as_dict(self) -> dict[str, Any]:
         """The node's figures, JSON-ready."""
-        return {**asdict(self), "pods": list(self.pods)}
+        return {**shallow(self), "pods": list(self.pods)}
 
 
 @dataclass(frozen=True)
@@ -210,7 +219,7 @@ class PerfFigures:
     def as_dict(self) -> dict[str, Any]:
         """The figures, JSON-ready: per rank, per group and per node."""
         return {
-            "compute": [asdict(c) for c in self.compute],
+            "compute": [shallow(c) for c in self.compute],
             "bandwidth": {
                 "groups": [g.as_dict() for g in self.groups],
                 "nodes": [n.as_dict() for n in self.nodes()],

@@ -41,6 +41,9 @@ Parsing rules:
   ``dump`` number replaces the one before, a ``resumed`` event withdraws every dump up to its number (the rank
   made progress again), and a stack event of a withdrawn dump is ignored; a frame counts only when whole
   (``[file, line, function, code, own]``), and a stack event without a ``dump`` number or a thread is dropped;
+- a ``throughput``'s ``compile_cache`` (``hit``, ``miss`` or ``off``: what the first step, which compiles, found
+  in the compiler's cache) is kept as :attr:`RankReport.compile_cache` with ``compile_s`` and the cache's hit and
+  miss counts (each None unless a number); any other value is no compile-cache report;
 - a ``facts`` event (what the rank read about its device and stack) is kept whole, the last one, as
   :attr:`RankReport.facts`: each fact under its name, and ``unknown`` (fact name to the reason it could not be
   read; dropped unless a mapping of text to text) apart, as :attr:`RankReport.unknown`;
@@ -58,6 +61,7 @@ into one :class:`RollCall`, which knows, for every rank, what it reported and in
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -137,6 +141,29 @@ class Mark:
 
 #: The events a rank's timeline shows (:attr:`RankReport.marks`), in the order a rank says them.
 MARKED_EVENTS: tuple[str, ...] = ("start", "epoch_time", "throughput", "bandwidth", "complete", "error")
+
+
+#: What a rank's first step found in the compiler's cache (train.py's ``compile_cache``).
+CompileCacheState = Literal["hit", "miss", "off"]
+COMPILE_CACHE_STATES: tuple[CompileCacheState, ...] = ("hit", "miss", "off")
+
+
+@dataclass(frozen=True)
+class CompileCache:
+    """Whether a rank's compile came from the compiler's cache, and what the compile cost.
+
+    Attributes:
+        state: ``hit`` (every graph compiled came from the cache), ``miss`` (at least one was compiled afresh)
+            or ``off`` (nothing was compiled).
+        compile_s: seconds of the first step, the one that compiles.
+        hits: graphs the cache answered by then (None when ``off``).
+        misses: graphs compiled past the cache by then (None when ``off``).
+    """
+
+    state: CompileCacheState
+    compile_s: float | None = None
+    hits: int | None = None
+    misses: int | None = None
 
 
 @dataclass(frozen=True)
@@ -236,6 +263,8 @@ class RankReport:
     #: it could not read, each with why.
     facts: dict[str, Any] | None = None
     unknown: dict[str, str] = field(default_factory=dict)
+    #: What the first step found in the compiler's cache (None: the rank did not say).
+    compile_cache: CompileCache | None = None
 
     @property
     def epoch_time(self) -> float | None:
@@ -421,7 +450,7 @@ class LogParser:
             label = (
                 f"epoch {epoch}"
                 if event == "epoch_time"
-                else f"bandwidth {value.scope} {ranges(value.nodes)}"
+                else _bandwidth_label(value.scope, value.nodes)
                 if event == "bandwidth"
                 else event
             )
@@ -431,6 +460,7 @@ class LogParser:
             report.details.update({k: v for k, v in obj.items() if k not in _ENVELOPE})
             report.compute_ms = _number(obj.get("compute_ms"))
             report.compute_ms_p90 = _number(obj.get("compute_ms_p90"))
+            report.compile_cache = _compile_cache(obj)
         elif event == "bandwidth":
             report.bandwidth[value.key] = value
         elif event == "epoch_time":
@@ -516,6 +546,26 @@ def _epoch_proofs(report: RankReport, epoch: int, obj: dict[str, Any]) -> None:
         report.digests[epoch] = digest
 
 
+@functools.lru_cache(maxsize=1 << 14)
+def _bandwidth_label(scope: str, nodes: tuple[int, ...]) -> str:
+    """A bandwidth mark's label, ``bandwidth pair 3-4``: made once per group, not once per member."""
+    return f"bandwidth {scope} {ranges(nodes)}"
+
+
+def _compile_cache(obj: dict[str, Any]) -> CompileCache | None:
+    """A ``throughput`` record's compile-cache report, or None without a known ``compile_cache``."""
+    state = obj.get("compile_cache")
+    for known in COMPILE_CACHE_STATES:
+        if state == known:
+            return CompileCache(
+                known,
+                _number(obj.get("compile_s")),
+                _count(obj.get("compile_cache_hits")),
+                _count(obj.get("compile_cache_misses")),
+            )
+    return None
+
+
 def _count(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -589,6 +639,16 @@ def parse_ranges(text: object) -> tuple[int, ...] | None:
     """``"0-3,8"`` gives ``(0, 1, 2, 3, 8)``; None for anything else (not text, empty, a bad or reversed run)."""
     if not isinstance(text, str) or not text:
         return None
+    return _members(text)
+
+
+#: Distinct groups' ranges kept parsed: every rank of a group names the same members, so each group's are
+#: parsed once and its ranks share one tuple (the world's 8192 members, not 8192 copies of them).
+_MEMBERS_CACHED = 1 << 14
+
+
+@functools.lru_cache(maxsize=_MEMBERS_CACHED)
+def _members(text: str) -> tuple[int, ...] | None:
     members: set[int] = set()
     for part in text.split(","):
         m = _RANGE.match(part.strip())

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
 from rollcall.collect import RESULTS_FILE
+from rollcall.perf import shallow
 from rollcall.runner import RunOutcome, RunResult
 
 if TYPE_CHECKING:
@@ -93,6 +94,12 @@ class TestRecord:
             "perf": verdict.perf_report.as_dict(),
             # The distinct parameter digests after each epoch and at completion: one each when replicas agree.
             "replicas": {stage: list(digests) for stage, digests in verdict.replicas.items()},
+            # By rank: whether the first step compiled from the compiler's cache, and its seconds.
+            "compile_cache": {
+                str(r): shallow(result.compile_cache)
+                for r, result in sorted(verdict.ranks.items())
+                if result.compile_cache is not None
+            },
             # Each node's facts (devices, versions, what could not be read and why), verdict and reasons.
             "nodes_detail": verdict.node_verdicts(),
             "unfit_nodes": verdict.unfit_nodes,
@@ -170,6 +177,9 @@ def write_unfit_nodes(path: Path, records: Sequence[TestRecord]) -> bool:
     return True
 
 
+XML_DECLARATION = '<?xml version="1.0" encoding="utf-8"?>\n'
+
+
 def write_rank_junit(path: Path, records: Sequence[TestRecord]) -> None:
     """Write the per-rank junit file: a suite per test, a case per rank."""
     suites = []
@@ -194,7 +204,9 @@ def write_rank_junit(path: Path, records: Sequence[TestRecord]) -> None:
             cases.append(case)
         suites.append(TestSuite(record.test_id, cases, properties={"backend": record.result.backend}))
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(to_xml_report_string(suites))
+    # Not pretty-printed: junit_xml's pretty printer parses the whole document again through minidom, the
+    # larger part of this file's cost at thousands of ranks; the content is the same.
+    path.write_text(XML_DECLARATION + to_xml_report_string(suites, prettyprint=False) + "\n")
 
 
 def _rank_stdout(result: RankResult) -> str | None:

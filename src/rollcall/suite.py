@@ -85,6 +85,7 @@ def job_spec(options: Options, placement: Placement, name: str) -> JobSpec:
         instance_type=p.instance_type,
         node_selector=o.node_selector,
         neuron_cache=o.neuron_cache,
+        compile_cache=o.compile_cache,
         requests=o.requests or {},
         limits=o.limits or {},
         scheduling=o.scheduling,
@@ -198,7 +199,8 @@ class Suite:
     def prepare(self, *, connect: bool) -> None:
         """Everything that can refute the options before a job runs; OptionError or BaselineError if so.
 
-        Reads ``--baseline`` (:attr:`criteria`), and with ``connect`` (a test will run a job) creates the
+        Refuses ``--taint-unfit`` off Kubernetes and an NFS ``--compile-cache`` where no pod mounts it,
+        reads ``--baseline`` (:attr:`criteria`), and with ``connect`` (a test will run a job) creates the
         backend: for kubernetes that connects and checks the kubeconfig, context, server and rights; for
         slurm it finds the slurm.conf naming a controller, before any Slurm command runs.
         """
@@ -207,6 +209,12 @@ class Suite:
                 f"--taint-unfit {self.options.taint_unfit}: taints Kubernetes nodes, but the backend is "
                 f"{self.backend_name} ({self.backend_reason}); drop --taint-unfit, or run on Kubernetes "
                 "(--backend kubernetes)"
+            )
+        cache = self.options.compile_cache
+        if cache is not None and cache.kind == "nfs" and self.backend_name != "kubernetes":
+            raise OptionError(
+                f"--compile-cache {cache}: the {self.backend_name} backend mounts no volume; "
+                "use --compile-cache /PATH, a directory its nodes can write (shared, or one of each node)"
             )
         self.criteria  # noqa: B018 - reads --baseline
         if connect and self.backend_name in ("kubernetes", "slurm"):

@@ -34,7 +34,7 @@ from rollcall.rootcause import Analysis, Disruption
 if TYPE_CHECKING:
     from rollcall.backends import JobStatus
     from rollcall.jobspec import JobSpec
-    from rollcall.ranklog import Mark, RollCall
+    from rollcall.ranklog import CompileCache, Mark, RollCall
 
 #: Settings of the workload, from its ``throughput`` events, that tell one configuration from another.
 WORKLOAD_KEYS: tuple[str, ...] = ("model", "seq_len", "batch_size")
@@ -269,6 +269,8 @@ class RankResult:
     problems: tuple[Problem, ...] = ()
     #: When it said each event that carried a time, earliest first (the page's timeline).
     marks: tuple[Mark, ...] = ()
+    #: What its first step found in the compiler's cache (None: it did not say).
+    compile_cache: CompileCache | None = None
 
     @property
     def pod(self) -> str | None:

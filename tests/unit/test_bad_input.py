@@ -230,6 +230,21 @@ def local_usage_error(pytester: pytest.Pytester, *args: str) -> str:
     return err
 
 
+@pytest.mark.parametrize("backend", ["local", "slurm"])
+def test_an_nfs_compile_cache_without_pods_to_mount_it_is_refused(pytester, backend):
+    pytester.makepyfile(test_roll=ROLL_CALL)
+    res = pytester.runpytest(
+        "-p", "no:cacheprovider", "--backend", backend, "--compile-cache", "nfs:fs-1.example:/compile"
+    )
+    out, err = res.stdout.str(), res.stderr.str()
+    assert res.ret == pytest.ExitCode.USAGE_ERROR, out + err
+    assert "Traceback" not in err + out and "a run started" not in out
+    assert (
+        f"--compile-cache nfs:fs-1.example:/compile: the {backend} backend mounts no volume; "
+        "use --compile-cache /PATH"
+    ) in err
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -458,3 +458,19 @@ def test_the_terminal_table_and_results_json_count_a_straggler_as_answered_too_s
     reports.write_results(tmp_path / "results.json", [record], {})
     test = json.loads((tmp_path / "results.json").read_text())["tests"][0]
     assert (test["verdict"], test["ranks_answered"], test["ranks_too_slow"]) == ("failed", 7, 1)
+
+
+def test_each_ranks_compile_cache_answer_is_in_results_json_and_on_its_tile(tmp_path):
+    collector = Collector(tmp_path / "test_cached")
+    spec = JobSpec("test-cached", 2, 2, accelerator="cpu")
+    answers = ['"compile_cache":"hit","compile_cache_hits":2,"compile_cache_misses":0,"compile_s":2.5,', ""]
+    for node in range(2):
+        text = workload_log(node, 2, 2).replace('"samples_per_sec":', answers[node] + '"samples_per_sec":')
+        collector.sink(f"{spec.name}-{node}-x7k2p").write(text.encode())
+    collector.close()
+    attempt = judged(collector.roll, spec, JobStatus(JobState.SUCCEEDED), tmp_path / "test_cached", 2.0)
+    record = reports.TestRecord("tests/e2e/t.py::test_cached", RunResult("scripted", [attempt]), "cpu")
+    cache = {"state": "hit", "compile_s": 2.5, "hits": 2, "misses": 0}
+    assert record.as_dict()["compile_cache"] == {"0": cache, "1": cache}  # node 1's ranks did not say
+    text = render([record], {}, tmp_path)
+    assert text.count("; compile cache hit, 2.5 s") == 2

@@ -18,7 +18,7 @@ from rollcall.backends.kubernetes.manifests import (
     render,
     validate,
 )
-from rollcall.jobspec import MANIFESTS_DIR, JobSpec, NeuronCache, Scheduling, Toleration
+from rollcall.jobspec import MANIFESTS_DIR, CacheVolume, JobSpec, NeuronCache, Scheduling, Toleration
 
 SPEC = JobSpec(
     name="bert-abc123",
@@ -305,6 +305,49 @@ def test_the_neuron_cache_volume_is_mounted_and_named_to_the_compiler(cache, vol
     no_cache = pod_of(render(SPEC, NAMES))
     assert [v["name"] for v in no_cache["volumes"]] == ["dshm"]
     assert "NEURON_COMPILE_CACHE_URL" not in env_of(render(SPEC, NAMES))
+
+
+@pytest.mark.parametrize(
+    ("cache", "volume"),
+    [
+        (
+            CacheVolume("host", "/var/cache/inductor"),
+            {"hostPath": {"path": "/var/cache/inductor", "type": "DirectoryOrCreate"}},
+        ),
+        (
+            CacheVolume("nfs", "/compile", "fs-2.efs.us-east-1.amazonaws.com"),
+            {"nfs": {"server": "fs-2.efs.us-east-1.amazonaws.com", "path": "/compile"}},
+        ),
+    ],
+)
+def test_the_compile_cache_volume_is_mounted_and_given_to_the_workload(cache, volume):
+    r = render(dataclasses.replace(SPEC, compile_cache=cache, neuron_cache=None), NAMES)  # validated offline
+    pod = pod_of(r)
+    assert {"name": "compile-cache", **volume} in pod["volumes"]
+    mount = {"name": "compile-cache", "mountPath": "/var/cache/rollcall-compile-cache"}
+    assert mount in pod["containers"][0]["volumeMounts"]
+    command = pod["containers"][0]["command"]
+    # the mount's path, never the node's or the export's own, after the device and before the user's own
+    at = command.index("--compile-cache")
+    assert command[at + 1] == "/var/cache/rollcall-compile-cache"
+    assert command[at - 2 : at] == ["--device", "xla"] and command[at + 2 :] == list(SPEC.workload_args)
+    assert "--compile-cache" not in pod_of(render(SPEC, NAMES))["containers"][0]["command"]
+
+
+def test_both_cache_volumes_mount_side_by_side():
+    both = dataclasses.replace(
+        SPEC, neuron_cache=CacheVolume("host", "/var/tmp/neuron"), compile_cache=CacheVolume("host", "/c")
+    )
+    pod = pod_of(render(both, NAMES))
+    assert [v["name"] for v in pod["volumes"]] == ["dshm", "neuron-cache", "compile-cache"]
+    mounts = {m["name"]: m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
+    assert mounts["neuron-cache"] != mounts["compile-cache"]
+
+
+def test_a_backend_without_pods_gives_the_workload_the_directory_itself():
+    spec = dataclasses.replace(SPEC, compile_cache=CacheVolume("host", "/srv/compile"))
+    argv = spec.workload_argv()
+    assert argv[argv.index("--compile-cache") + 1] == "/srv/compile"
 
 
 def test_the_job_tolerates_every_accelerator_and_efa_taint():

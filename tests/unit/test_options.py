@@ -2,7 +2,7 @@ import re
 
 import pytest
 
-from rollcall.jobspec import NeuronCache, Scheduling, Toleration
+from rollcall.jobspec import CacheVolume, NeuronCache, Scheduling, Toleration
 from rollcall.options import OptionError, env_name, resolve
 from rollcall.suite import choose_backend
 
@@ -131,6 +131,34 @@ def test_a_bad_neuron_cache_names_the_option_and_the_forms(value, fragment):
     text = str(exc.value)
     assert text.startswith(f"invalid --neuron-cache value {value!r} (from --neuron-cache): ")
     assert fragment in text and text.endswith("use --neuron-cache host:/PATH|nfs:SERVER:/PATH")
+
+
+def test_compile_cache_is_a_directory_or_a_volume_as_the_neuron_cache_is():
+    o = resolve({"compile_cache": "nfs:fs-0123.efs.us-east-1.amazonaws.com:/compile/"}, {})
+    assert o.compile_cache == CacheVolume("nfs", "/compile", "fs-0123.efs.us-east-1.amazonaws.com")
+    o = resolve({}, {"ROLLCALL_COMPILE_CACHE": "host:/var/tmp/compile"})
+    assert o.compile_cache == CacheVolume("host", "/var/tmp/compile")
+    # a plain directory is a directory of each node (local, slurm)
+    assert resolve({"compile_cache": "/srv/cache/"}, {}).compile_cache == CacheVolume("host", "/srv/cache")
+    assert resolve({}, {}).compile_cache is None
+
+
+@pytest.mark.parametrize(
+    ("value", "fragment"),
+    [
+        ("my-pvc", "expected host:/PATH (a directory of each node) or nfs:SERVER:/PATH"),
+        ("relative/dir", "expected host:/PATH"),
+        ("host:relative/dir", "'relative/dir' is not an absolute path"),
+        ("/a/../etc", "without '..'"),
+        ("nfs::/export", "'' is not an NFS server name"),
+    ],
+)
+def test_a_bad_compile_cache_names_the_option_and_the_forms(value, fragment):
+    with pytest.raises(OptionError) as exc:
+        resolve({"compile_cache": value}, {})
+    text = str(exc.value)
+    assert text.startswith(f"invalid --compile-cache value {value!r} (from --compile-cache): ")
+    assert fragment in text and text.endswith("use --compile-cache host:/PATH|nfs:SERVER:/PATH")
 
 
 def test_tolerations_take_kubectls_taint_syntax():

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from rollcall.ranklog import LogParser, RollCall, parse_files, ranges
+from rollcall.ranklog import CompileCache, LogParser, RollCall, parse_files, ranges
 
 
 def line(event, rank, world=4, **kw):
@@ -339,3 +339,34 @@ def test_each_event_keeps_when_the_rank_said_it_last():
     }
     assert report.start == {"model": "tiny"}  # the stamp is envelope, not a setting
     assert [e.message for e in report.errors] == ["late"]
+
+
+def test_the_compile_cache_answer_is_read_from_throughput_with_the_compile_seconds():
+    hit = {"compile_cache": "hit", "compile_cache_hits": 2, "compile_cache_misses": 0}
+    roll = parse(
+        "\n".join(
+            [
+                line("throughput", 0, samples_per_sec=5.0, compile_s=3.25, **hit),
+                line("throughput", 1, samples_per_sec=5.0, compile_s=9.5, compile_cache="miss"),
+                line("throughput", 2, samples_per_sec=5.0, compile_cache="maybe", compile_s=1.0),
+                line("throughput", 3, samples_per_sec=5.0, compile_cache="hit", compile_cache_hits="2"),
+            ]
+        )
+        + "\n"
+    )
+    caches = {r: roll.ranks[r].compile_cache for r in range(4)}
+    assert caches[0] == CompileCache("hit", 3.25, 2, 0)
+    assert caches[1] == CompileCache("miss", 9.5, None, None)
+    assert caches[2] is None  # an unknown answer is no answer; the throughput still counts
+    assert roll.ranks[2].throughput == 5.0
+    assert caches[3] == CompileCache("hit", None, None, None)  # a garbled count is dropped, not the answer
+
+
+def test_every_rank_of_a_group_shares_one_parsed_member_list():
+    world = 64
+    fields = {"scope": "world", "nodes": "0-1", "bytes": 8, "algbw_gbps": 1.0, "busbw_gbps": 1.9}
+    text = "\n".join(line("bandwidth", r, world, ranks=f"0-{world - 1}", **fields) for r in range(world))
+    roll = parse(text + "\n")
+    members = {id(rec.ranks) for rep in roll.ranks.values() for rec in rep.bandwidth.values()}
+    assert len(members) == 1  # one tuple for the group, not one copy per rank
+    assert roll.ranks[5].bandwidth["world", (0, 1)].ranks == tuple(range(world))

@@ -21,7 +21,7 @@ from rollcall.backends.slurm.state import (
     srun_errors,
 )
 from rollcall.cli import main
-from rollcall.jobspec import JobSpec
+from rollcall.jobspec import CacheVolume, JobSpec
 
 OUT = Path("/shared/artifacts/test_x/slurm")
 # Lines as Slurm 22.05's scontrol prints them (one record per line, -o).
@@ -84,6 +84,18 @@ def test_nvidia_script_gives_each_task_the_nodes_gpus_and_pyxis_runs_the_image()
     command = srun_command(script)
     assert command.startswith("exec torchrun ") and "/workspace/train.py --device cuda" in command
     assert "OMP_NUM_THREADS" not in script
+
+
+def test_the_compile_cache_is_the_nodes_directory_itself_or_mounted_into_the_image():
+    cache = CacheVolume("host", "/shared/compile")
+    bare = srun_command(render(spec(compile_cache=cache), Settings(), OUT))
+    assert "--compile-cache /shared/compile" in bare and "--container-mounts" not in bare
+    image = Settings(container_image="nvcr.io#nvidia/pytorch:24.01-py3")
+    script = render(spec(compile_cache=cache, accelerator="nvidia"), image, OUT)
+    assert "--container-mounts=/shared/compile:/var/cache/rollcall-compile-cache" in script
+    assert "--compile-cache /var/cache/rollcall-compile-cache" in srun_command(script)
+    assert "--container-mounts" not in render(spec(accelerator="nvidia"), image, OUT)
+    subprocess.run(["bash", "-n"], input=script, text=True, check=True)
 
 
 def test_the_time_limit_is_the_job_timeout_plus_the_margin():

@@ -817,3 +817,20 @@ def test_the_corruption_variables_name_a_rank():
     for bad in ("-1", "one", "1:2"):
         with pytest.raises(ValueError, match=r"ROLLCALL_CORRUPT_COLLECTIVE='.*' is not valid; write "):
             train.corrupted_rank(train.CORRUPT_COLLECTIVE_ENV, {"ROLLCALL_CORRUPT_COLLECTIVE": bad})
+
+
+def test_the_compile_cache_is_hit_only_when_every_graph_came_from_it():
+    fields = train.compile_cache_fields
+    assert fields(True, {"fxgraph_cache_hit": 2}) == {
+        "compile_cache": "hit",
+        "compile_cache_hits": 2,
+        "compile_cache_misses": 0,
+    }
+    assert fields(True, {"fxgraph_cache_hit": 1, "fxgraph_cache_miss": 1})["compile_cache"] == "miss"
+    assert fields(True, {})["compile_cache"] == "miss"  # compiled, and nothing came from the cache
+    assert fields(False, {"fxgraph_cache_hit": 5}) == {
+        "compile_cache": "off",
+        "compile_cache_hits": None,
+        "compile_cache_misses": None,
+    }
+    assert "compile_cache" in train.__doc__ and "fxgraph_cache_hit" in train.__doc__

@@ -27,8 +27,10 @@ from kubernetes import client
 
 from rollcall.backends.kubernetes.instances import lookup
 from rollcall.jobspec import (
+    COMPILE_CACHE_DIR,
     EFA_RESOURCE,
     NEURON_CACHE_DIR,
+    CacheVolume,
     JobSpec,
     Scheduling,
     Toleration,
@@ -56,6 +58,8 @@ EFA_RDMA_ENV = {"FI_EFA_USE_DEVICE_RDMA": "1"}
 NEURON_ENV = {"CCOM_SOCKET_IFNAME": "eth0"}
 #: The volume of ``--neuron-cache``.
 NEURON_CACHE_VOLUME = "neuron-cache"
+#: The volume of ``--compile-cache``.
+COMPILE_CACHE_VOLUME = "compile-cache"
 #: The label that submits a Job to a Kueue LocalQueue (``--queue``).
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
@@ -211,13 +215,19 @@ def render(spec: JobSpec, names: Names, *, extras: PodExtras | None = None) -> R
     container = pod["containers"][0]
     container["image"] = spec.image
     container["command"] = spec.torchrun_command(
-        node_rank="$(JOB_COMPLETION_INDEX)", master_addr=f"{names.job}-0.{names.service}"
+        node_rank="$(JOB_COMPLETION_INDEX)",
+        master_addr=f"{names.job}-0.{names.service}",
+        compile_cache_dir=COMPILE_CACHE_DIR,
     )
     env = {**fabric_env(spec), **spec.workload_env()}
     container["env"] += [{"name": k, "value": v} for k, v in env.items()]
-    if spec.neuron_cache is not None:
-        pod["volumes"].append(neuron_cache_volume(spec))
-        container["volumeMounts"].append({"name": NEURON_CACHE_VOLUME, "mountPath": NEURON_CACHE_DIR})
+    for name, volume, directory in (
+        (NEURON_CACHE_VOLUME, spec.neuron_cache, NEURON_CACHE_DIR),
+        (COMPILE_CACHE_VOLUME, spec.compile_cache, COMPILE_CACHE_DIR),
+    ):
+        if volume is not None:
+            pod["volumes"].append(cache_volume(name, volume))
+            container["volumeMounts"].append({"name": name, "mountPath": directory})
     container["ports"][0]["containerPort"] = spec.master_port
     devices = {k: str(v) for k, v in spec.resources.items()}
     requests = {**spec.requests, **devices}
@@ -253,13 +263,14 @@ def fabric_env(spec: JobSpec) -> dict[str, str]:
     return env
 
 
-def neuron_cache_volume(spec: JobSpec) -> Obj:
-    """The pod volume of ``--neuron-cache``: a directory of the node, or an NFS export."""
-    cache = spec.neuron_cache
-    assert cache is not None
+def cache_volume(name: str, cache: CacheVolume) -> Obj:
+    """The pod volume ``name`` of a compiler's cache (``--neuron-cache``, ``--compile-cache``).
+
+    A directory of the node (created when absent), or an NFS export.
+    """
     if cache.kind == "nfs":
-        return {"name": NEURON_CACHE_VOLUME, "nfs": {"server": cache.server, "path": cache.path}}
-    return {"name": NEURON_CACHE_VOLUME, "hostPath": {"path": cache.path, "type": "DirectoryOrCreate"}}
+        return {"name": name, "nfs": {"server": cache.server, "path": cache.path}}
+    return {"name": name, "hostPath": {"path": cache.path, "type": "DirectoryOrCreate"}}
 
 
 def _schedule(job: Obj, scheduling: Scheduling) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 import jinja2
 
-from rollcall.jobspec import IMAGE_SCRIPT, POD_LOG_DIR, REPO_SCRIPT, JobSpec, manifests_dir
+from rollcall.jobspec import COMPILE_CACHE_DIR, IMAGE_SCRIPT, POD_LOG_DIR, REPO_SCRIPT, JobSpec, manifests_dir
 from rollcall.options import Options
 
 #: The workload script in this repository, for clusters that run it from a shared file system.
@@ -130,9 +130,12 @@ def render(spec: JobSpec, settings: Settings, out_dir: Path) -> str:
             f"the artifacts directory {out} has characters #SBATCH lines cannot carry; "
             "use --artifacts-dir with letters, digits and / . _ - only"
         )
+    mounts = []
     if settings.container_image:
         launcher: Sequence[str] = ("torchrun",)
         script, log_dir = IMAGE_SCRIPT, POD_LOG_DIR
+        if spec.compile_cache is not None:  # the node's directory, where the pods would mount it
+            mounts.append(f"{spec.compile_cache.path}:{COMPILE_CACHE_DIR}")
     else:
         launcher, script, log_dir = settings.launcher, settings.script, str(out / "ranks")
     argv = spec.torchrun_command(
@@ -141,6 +144,7 @@ def render(spec: JobSpec, settings: Settings, out_dir: Path) -> str:
         launcher=launcher,
         script=script,
         log_dir=log_dir,
+        compile_cache_dir=COMPILE_CACHE_DIR if mounts else None,
     )
     command = "exec " + " ".join(shell_word(a) for a in argv)
     env = spec.workload_env(log_dir)
@@ -159,6 +163,7 @@ def render(spec: JobSpec, settings: Settings, out_dir: Path) -> str:
         "env": sorted(env.items()),
         "omp_threads_per": spec.procs_per_node if threads else 0,
         "container_image": settings.container_image,
+        "container_mounts": ",".join(mounts),
         "command": command,
         "port_base": PORT_BASE,
         "port_span": PORT_SPAN,

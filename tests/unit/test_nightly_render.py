@@ -92,9 +92,14 @@ def test_the_cronjob_runs_as_the_service_account_its_bindings_name(capsys):
         by_kind(docs, "ClusterRoleBinding")["roleRef"]["name"]
         == by_kind(docs, "ClusterRole")["metadata"]["name"]
     )
-    policy = by_kind(docs, "ValidatingAdmissionPolicy")
-    (condition,) = policy["spec"]["matchConditions"]
-    assert f"system:serviceaccount:{account['namespace']}:{account['name']}" in condition["expression"]
+    policies = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"]
+    assert sorted(p["metadata"]["name"] for p in policies) == [
+        "rollcall-node-taints",
+        "rollcall-own-namespaces",
+    ]
+    for policy in policies:
+        (condition,) = policy["spec"]["matchConditions"]
+        assert f"system:serviceaccount:{account['namespace']}:{account['name']}" in condition["expression"]
 
 
 def test_the_schedule_image_and_the_given_options_reach_the_pod(capsys, monkeypatch):

@@ -33,11 +33,12 @@ cache=${COMPILE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rollcall/compile}
 mkdir -p "$cache"
 workload=${WORKLOAD_ARGS:---impl compact --precision bf16 --compile}
 reference=${REFERENCE_ARGS:---impl hf --compile}
-# Per-GPU batch and steps: large enough to fill an H200 and to time a steady state. Warm-up ends once 5
+# Per-GPU batch and steps: the default batch of an H200 (train.CUDA_TOKENS_PER_STEP tokens) and enough steps
+# to time a steady state. Warm-up ends once 5
 # step times agree within 5%, after 40 steps at the most.
 common="--model large --warmup-steps 40 --warmup-settle 5 --warmup-tolerance 5 --compile-cache $cache"
-args_128="$common --seq-len 128 --batch-size ${BATCH_128:-256} --epochs 3 --steps-per-epoch 20"
-args_512="$common --seq-len 512 --batch-size ${BATCH_512:-48} --epochs 3 --steps-per-epoch 15"
+args_128="$common --seq-len 128 --batch-size ${BATCH_128:-384} --epochs 3 --steps-per-epoch 20"
+args_512="$common --seq-len 512 --batch-size ${BATCH_512:-96} --epochs 3 --steps-per-epoch 15"
 
 case_args() {  # name -> "nodes procs args"
   local layout impl=$workload seq

@@ -357,8 +357,11 @@ RUN_DEFAULTS: dict[str, dict[str, Any]] = {
     ),
 }
 #: Tokens per step (batch x sequence length) the default batch holds on a GPU of 128 GiB or more; less
-#: memory, proportionally fewer (seq 128: 256 samples on an H200, about 160 on an 80 GB H100).
-CUDA_TOKENS_PER_STEP = 32768
+#: memory, proportionally fewer (seq 128: 384 samples on an H200, 240 on an 80 GiB H100; seq 512: 96 and
+#: 60). On one H200 this many tokens ran 2.9% faster than 32768 at seq 128 and 3.3% at seq 512 (the
+#: optimizer and the step's fixed costs spread over more samples); 65536 gained nothing more
+#: (bench/NOTES.md).
+CUDA_TOKENS_PER_STEP = 49152
 CUDA_FULL_MEMORY = 128 << 30
 
 

@@ -215,11 +215,11 @@ def test_the_default_workload_fits_the_accelerator():
         "bf16",
         True,
         128,
-        256,
+        384,
     )
     args = train.parse_args(["--seq-len", "512"])
     train.apply_defaults(args, "cuda", 80 * 2**30)  # 80 GiB: proportionally fewer tokens per step
-    assert args.batch_size == 40
+    assert args.batch_size == 60
     args = train.parse_args(["--no-compile", "--impl", "hf"])
     train.apply_defaults(args, "cuda", None)  # memory unknown; what the user said stays
     assert (args.compile, args.impl, args.precision, args.batch_size) == (False, "hf", "bf16", 32)

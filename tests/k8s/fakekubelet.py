@@ -125,6 +125,8 @@ class FakeKubelet:
                 key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
                 if key in self.served:
                     continue
+                if FACTS in (pod["metadata"].get("annotations") or {}) and not pod["spec"].get("nodeName"):
+                    continue  # its start events name its node: served once the scheduler has bound it
                 try:
                     self._serve(pod)
                 except Exception as exc:  # the API server away for a moment: the next change retries

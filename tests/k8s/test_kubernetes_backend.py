@@ -324,6 +324,7 @@ def test_the_sweep_removes_only_old_namespaces_of_the_suite(make_suite, control_
 def test_the_status_carries_what_each_node_the_pods_ran_on_says_of_itself(
     make_suite, ensure_nodes, kube, request
 ):
+    from rollcall.backends.kubernetes.instances import advertised_counts, count_facts
     from rollcall.backends.kubernetes.views import Node
 
     ensure_nodes(2)
@@ -335,7 +336,11 @@ def test_the_status_carries_what_each_node_the_pods_ran_on_says_of_itself(
     assert len(info) == 2, info  # one entry per node a pod ran on
     for name, facts in info.items():
         node = call(kube.core.read_node, name)
-        # with the devices a pod given every NeuronCore of its trn1.32xlarge must see (the device_count rule)
-        assert facts == {**Node(node).facts, "expected_neuron_devices": "16"}
+        # with the devices a pod given every NeuronCore of its trn1.32xlarge must see (the device_count rule),
+        # and what it advertises beside what its type has (the advertised_devices rule)
+        seen = Node(node)
+        counts = count_facts(seen.instance_type, advertised_counts(seen.advertised))
+        assert counts["advertised_neuroncores"] == counts["type_neuroncores"] == "32"
+        assert facts == {**seen.facts, **counts, "expected_neuron_devices": "16"}
         assert facts["instance_type"] == "trn1.32xlarge"
         assert facts["kubelet"].startswith("kwok-") and facts["container_runtime"].startswith("kwok-")

@@ -279,3 +279,48 @@ def test_one_table_maps_each_accelerator_to_its_resources():
     p5, trn1 = shape("p5.48xlarge"), shape("trn1.32xlarge")
     assert p5 is not None and p5.resource == requested_resource("nvidia")
     assert trn1 is not None and trn1.resource == requested_resource("neuron")
+
+
+def test_a_node_advertising_fewer_gpus_than_its_type_is_named_where_it_lowers_the_request():
+    """A GPU a node does not advertise is a fault nothing here can produce: its allocatable is written short."""
+    short = {"nvidia.com/gpu": "7", "vpc.amazonaws.com/efa": "32"}
+    found = run([node("a", "p5"), node("b", "p5", allocatable=short)])
+    assert found.usable == ["a", "b"] and found.placement.resources["nvidia.com/gpu"] == 7
+    assert [str(s) for s in found.short["b"]] == [
+        "advertises 7 nvidia.com/gpu, its instance type p5.48xlarge has 8 GPUs"
+    ]
+    assert list(found.short) == ["b"]
+    lowered = (
+        "each pod requests 7 nvidia.com/gpu, fewer than the 8 of its instance type: b (1) advertise fewer "
+        "(rule advertised_devices)"
+    )
+    assert found.warnings() == [
+        "node b advertises 7 nvidia.com/gpu, its instance type p5.48xlarge has 8 GPUs (a device lost, or a "
+        "device plugin that did not enumerate it): rule advertised_devices names it after a run on it",
+        lowered,
+    ]
+    assert found.placement.description.startswith(
+        "2 usable node(s) of 2 (p5.48xlarge); each pod gets 7 nvidia.com/gpu, 32 vpc.amazonaws.com/efa; "
+        f"7 rank(s) per node ({lowered})"
+    )
+    # left out when the others suffice, and not named: the pods request the type's 8
+    spare = run([node("a", "p5"), node("b", "p5", allocatable=short), node("c", "p5")])
+    assert spare.short == {} and spare.warnings() == [] and "fewer than" not in spare.placement.description
+    # --procs-per-node chose the request: the short node is still named, the request is not "lowered"
+    chosen = run([node("a", "p5"), node("b", "p5", allocatable=short)], procs_per_node=4)
+    assert list(chosen.short) == ["b"] and "fewer than" not in chosen.placement.description
+    assert len(chosen.warnings()) == 1
+
+
+def test_a_trn1_node_advertising_fewer_neuroncores_than_its_type_is_named():
+    short = {**TRN1, "aws.amazon.com/neuroncore": "30"}
+    found = run([node("a"), node("b", allocatable=short)])
+    assert found.placement.resources["aws.amazon.com/neuroncore"] == 30
+    assert [str(s) for s in found.short["b"]] == [
+        "advertises 30 aws.amazon.com/neuroncore, its instance type trn1.32xlarge has 32 NeuronCores"
+    ]
+    assert found.lowered.startswith("each pod requests 30 aws.amazon.com/neuroncore, fewer than the 32 of")
+    # a type the table does not know is judged by what its nodes advertise: nothing is short
+    unknown = node("b", allocatable=short, labels={"node.kubernetes.io/instance-type": "trn9.huge"})
+    other = node("a", labels={"node.kubernetes.io/instance-type": "trn9.huge"})
+    assert run([other, unknown]).short == {}

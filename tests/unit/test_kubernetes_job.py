@@ -404,9 +404,30 @@ def test_each_nodes_facts_carry_its_type_and_the_gpus_a_pod_given_all_of_them_mu
     for n in nodes:
         n["metadata"]["labels"] = {"node.kubernetes.io/instance-type": "p5.48xlarge"}
     run.nodes = FakeInformer(*nodes)
+    # with its type's counts (the advertised_devices rule), and what it advertises where it says
+    of_type = {"instance_type": "p5.48xlarge", "type_gpus": "8", "type_efa": "32"}
     assert run._node_info() == {
-        "node-0": {"instance_type": "p5.48xlarge", "expected_gpus": "8"},
-        "node-1": {
-            "instance_type": "p5.48xlarge"
-        },  # given 4 of its 8: it sees its share, nothing is expected
+        "node-0": {**of_type, "expected_gpus": "8"},
+        "node-1": of_type,  # given 4 of its 8: it sees its share, nothing is expected
+    }
+
+
+def test_each_nodes_facts_carry_what_it_advertises_beside_what_its_type_has(tmp_path):
+    """A GPU a node does not advertise is a fault nothing here can produce: the Node's status is written."""
+    run = make(tmp_path, [pod("a", 0)])
+    short = node_obj("node-0")
+    short["metadata"]["labels"] = {"node.kubernetes.io/instance-type": "p5.48xlarge"}
+    short["status"] |= {
+        "capacity": {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "32"},
+        "allocatable": {"nvidia.com/gpu": "7", "vpc.amazonaws.com/efa": "32"},  # one unhealthy
+    }
+    run.nodes = FakeInformer(short)
+    assert run._node_info() == {
+        "node-0": {
+            "instance_type": "p5.48xlarge",
+            "advertised_gpus": "7",
+            "advertised_efa": "32",
+            "type_gpus": "8",
+            "type_efa": "32",
+        }
     }

@@ -1,5 +1,5 @@
-"""Node fitness beyond one device's own facts: a node that sees fewer devices than its instance type has, a
-compute straggler's device facts in its line, ``--expect-file``, and the libfabric and aws-ofi-nccl
+"""Node fitness beyond one device's own facts: a node that sees (or advertises) fewer devices than its
+instance type has, a compute straggler's device facts in its line, ``--expect-file``, and the libfabric and aws-ofi-nccl
 versions the workload reads from the install layout (a temporary directory stands for it)."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import pytest
 
 from rollcall import htmlreport, reports
 from rollcall.backends import JobState, JobStatus
-from rollcall.backends.kubernetes.instances import expected_devices
-from rollcall.backends.kubernetes.views import Node, Pod
+from rollcall.backends.kubernetes.instances import advertised_counts, count_facts, expected_devices
+from rollcall.backends.kubernetes.views import INSTANCE_TYPE_LABEL, Node, Pod
 from rollcall.checks.fitness import FitnessPolicy, parse_expect
 from rollcall.gate import criteria_of
 from rollcall.jobspec import JobSpec
@@ -131,6 +131,115 @@ def test_the_kubernetes_wing_expects_every_device_of_a_type_only_of_a_pod_given_
     assert pod.limits == {"nvidia.com/gpu": 8, "vpc.amazonaws.com/efa": 32}
     node = Node({"metadata": {"labels": {"node.kubernetes.io/instance-type": "p5.48xlarge"}}})
     assert node.facts == {"instance_type": "p5.48xlarge"}
+
+
+# ---------------------------------------------------------------- fewer devices advertised than the type has
+
+
+def p5_node(
+    name: str, gpus: str = "8", efa: str = "32", allocatable_gpus: str | None = None
+) -> dict[str, Any]:
+    """A fake p5.48xlarge Node object advertising ``gpus`` GPUs (``allocatable_gpus`` of them allocatable)."""
+    return {
+        "metadata": {"name": name, "labels": {"node.kubernetes.io/instance-type": "p5.48xlarge"}},
+        "status": {
+            "capacity": {"nvidia.com/gpu": gpus, "vpc.amazonaws.com/efa": efa},
+            "allocatable": {"nvidia.com/gpu": allocatable_gpus or gpus, "vpc.amazonaws.com/efa": efa},
+        },
+    }
+
+
+def observed_of(obj: dict[str, Any], gpus_given: int) -> dict[str, str]:
+    """What the kubernetes wing observes of a node whose pod was given ``gpus_given`` GPUs (job.py's facts)."""
+    seen = Node(obj)
+    return {
+        **seen.facts,
+        **count_facts(seen.instance_type, advertised_counts(seen.advertised)),
+        **expected_devices(seen.instance_type, {"nvidia.com/gpu": gpus_given}),
+    }
+
+
+def test_a_node_advertising_fewer_gpus_than_its_type_fails_though_its_ranks_saw_all_they_were_given():
+    """A GPU a node does not advertise is a fault nothing here can produce: the Node objects are written.
+
+    Discovery lowered each pod's request to the 7 GPUs the short node offers: the ranks see all 7, so
+    device_count finds nothing, and advertised_devices names the node, both counts and its type.
+    """
+    observed = {"n0": observed_of(p5_node("n0"), 7), "n1": observed_of(p5_node("n1", gpus="7"), 7)}
+    assert "expected_gpus" not in observed["n1"]  # device_count cannot see it
+    roll = roll_with({0: facts_of(fake_nvml(count=7)), 1: facts_of(fake_nvml(count=7))})
+    verdict = judged(roll, observed)
+    assert not verdict.passed
+    [problem] = verdict.of_kind(Kind.UNFIT_DEVICE)
+    assert problem.message == (
+        "unfit device: node 1 (n1): advertised_gpus=7 advertised, its instance type p5.48xlarge has 8 GPUs "
+        "(rule advertised_devices)"
+    )
+    assert verdict.unfit_nodes == ["n1"]
+    [unfit] = verdict.unfit
+    assert unfit.as_dict()["rule"] == "advertised_devices" and unfit.as_dict()["value"] == 7
+
+
+def test_an_unhealthy_gpu_left_out_of_allocatable_counts_as_not_advertised():
+    """The device plugin calling a GPU unhealthy cannot be produced here: allocatable is written short."""
+    assert Node(p5_node("n", allocatable_gpus="6")).advertised("nvidia.com/gpu") == 6
+    assert Node(p5_node("n")).advertised("aws.amazon.com/neuroncore") is None
+    observed = {
+        "n0": observed_of(p5_node("n0", allocatable_gpus="6"), 6),
+        "n1": observed_of(p5_node("n1"), 6),
+    }
+    roll = roll_with({0: facts_of(fake_nvml(count=6)), 1: facts_of(fake_nvml(count=6))})
+    [problem] = judged(roll, observed).of_kind(Kind.UNFIT_DEVICE)
+    assert problem.message.startswith("unfit device: node 0 (n0): advertised_gpus=6 advertised")
+
+
+def test_a_trn1_node_advertising_fewer_neuroncores_than_its_type_fails_naming_both_counts():
+    """A NeuronCore a node does not advertise cannot be produced here: the Node's status is written out."""
+    trn1 = {
+        "metadata": {"name": "n1", "labels": {"node.kubernetes.io/instance-type": "trn1.32xlarge"}},
+        "status": {
+            "capacity": {"aws.amazon.com/neuron": "16", "aws.amazon.com/neuroncore": "30"},
+            "allocatable": {"aws.amazon.com/neuron": "16", "aws.amazon.com/neuroncore": "30"},
+        },
+    }
+    seen = Node(trn1)
+    facts = count_facts(seen.instance_type, advertised_counts(seen.advertised))
+    assert facts == {
+        "advertised_neuron_devices": "16",
+        "advertised_neuroncores": "30",
+        "type_neuron_devices": "16",
+        "type_neuroncores": "32",
+        "type_efa": "8",
+    }  # the node lists no EFA: nothing is held against the type's 8
+    full = {**facts, "advertised_neuroncores": "32"}
+    observed = {"n0": {**seen.facts, **full}, "n1": {**seen.facts, **facts}}
+    ranks = {0: {"host": "n0", "neuron_devices": 16}, 1: {"host": "n1", "neuron_devices": 16}}
+    [problem] = judged(roll_with(ranks), observed).of_kind(Kind.UNFIT_DEVICE)
+    assert problem.message == (
+        "unfit device: node 1 (n1): advertised_neuroncores=30 advertised, its instance type trn1.32xlarge has "
+        "32 NeuronCores (rule advertised_devices)"
+    )
+
+
+def test_advertised_devices_warns_or_is_off_by_name_and_a_type_not_in_the_table_asks_nothing():
+    observed = {"n0": observed_of(p5_node("n0", gpus="7"), 7), "n1": observed_of(p5_node("n1"), 7)}
+    roll = roll_with({0: facts_of(fake_nvml(count=7)), 1: facts_of(fake_nvml(count=7))})
+    options = resolve({"fitness_warn": ["advertised_devices"]}, environ={})
+    warned = judged(roll, observed, fitness=criteria_of(options).fitness)
+    assert warned.passed and warned.unfit_nodes == []
+    [warning] = warned.warnings
+    assert warning.message.startswith("unfit device (warning): node 0 (n0): advertised_gpus=7 advertised")
+    off = judged(roll, observed, fitness=FitnessPolicy(off=frozenset({"advertised_devices"})))
+    assert off.passed and off.warnings == ()
+    unknown = {
+        **p5_node("n0", gpus="7"),
+        "metadata": {"name": "n0", "labels": {INSTANCE_TYPE_LABEL: "x9.big"}},
+    }
+    assert count_facts("x9.big", advertised_counts(Node(unknown).advertised)) == {
+        "advertised_gpus": "7",
+        "advertised_efa": "32",
+    }
+    assert judged(roll, {"n0": observed_of(unknown, 7), "n1": observed_of(p5_node("n1"), 7)}).passed
 
 
 # ---------------------------------------------------------------- a compute straggler's device facts

@@ -9,7 +9,9 @@ node (:attr:`~rollcall.backends.JobStatus.node_info`, e.g. a Kubernetes node's k
 - :func:`unfit_devices` holds every device to the rules of :data:`RULES` (uncorrected ECC errors, row
   remapping, retired pages, PCIe link, clock events, power limit) and every node to its instance type's
   device count (``device_count``: the GPUs NVML and CUDA list, the Neuron devices, against what the backend
-  says the node's type has); each rule fails, warns or is off (:class:`FitnessPolicy`); a rule whose fact a
+  says the node's type has), and to what the node advertises (``advertised_devices``: its GPUs, Neuron
+  devices, NeuronCores and EFA interfaces, against its type's, however many of them its ranks were given);
+  each rule fails, warns or is off (:class:`FitnessPolicy`); a rule whose fact a
   device could not read finds nothing there (the node's facts say the fact is unknown, and why: never
   healthy);
 - :func:`device_summary` is the line of a device's facts that explain a slow rank (clock events, SM clock,
@@ -67,6 +69,14 @@ OBSERVED_KEYS: tuple[str, ...] = (
     "instance_type",
     "expected_gpus",
     "expected_neuron_devices",
+    "advertised_gpus",
+    "advertised_neuron_devices",
+    "advertised_neuroncores",
+    "advertised_efa",
+    "type_gpus",
+    "type_neuron_devices",
+    "type_neuroncores",
+    "type_efa",
 )
 #: Facts of one device (NVML), one per rank.
 DEVICE_KEYS: tuple[str, ...] = (
@@ -118,7 +128,8 @@ EXPECT_KEYS: tuple[str, ...] = (*NODE_KEYS, *OBSERVED_KEYS, *DEVICE_KEYS)
 class Device:
     """One rank's device and what it read of it (``facts`` without the node-wide keys).
 
-    ``whole_node`` marks the node itself standing as the device of a node-wide rule (``device_count``):
+    ``whole_node`` marks the node itself standing as the device of a node-wide rule (``device_count``,
+    ``advertised_devices``):
     ``rank`` is then the node's first rank, ``facts`` the node's.
     """
 
@@ -331,6 +342,30 @@ def _device_count(f: Mapping[str, Any]) -> tuple[str, Any, str] | None:
     return None
 
 
+#: What ``advertised_devices`` compares: the count a node advertises (its capacity or allocatable, the
+#: lesser), the count its instance type has, and what they count.
+ADVERTISED_COUNTS: tuple[tuple[str, str, str], ...] = (
+    ("advertised_gpus", "type_gpus", "GPUs"),
+    ("advertised_neuron_devices", "type_neuron_devices", "Neuron devices"),
+    ("advertised_neuroncores", "type_neuroncores", "NeuronCores"),
+    ("advertised_efa", "type_efa", "EFA interfaces"),
+)
+
+
+def _advertised_devices(f: Mapping[str, Any]) -> tuple[str, Any, str] | None:
+    """A node advertising fewer GPUs, Neuron devices, NeuronCores or EFA interfaces than its type has.
+
+    Discovery lowers the pods' requests to what the nodes advertise, so the ranks see all they were given
+    and ``device_count`` finds nothing: this rule holds the node itself to its type.
+    """
+    for advertised_key, type_key, what in ADVERTISED_COUNTS:
+        advertised, has = _count(f.get(advertised_key)), _count(f.get(type_key))
+        if advertised is not None and has is not None and advertised < has:
+            kind = f.get("instance_type", "unknown")
+            return advertised_key, advertised, f"advertised, its instance type {kind} has {has} {what}"
+    return None
+
+
 #: Every fitness rule, by the name ``--fitness-warn`` and ``--fitness-off`` take.
 RULES: tuple[Rule, ...] = (
     Rule(
@@ -366,6 +401,12 @@ RULES: tuple[Rule, ...] = (
         "device_count",
         "the node's ranks see fewer GPUs or Neuron devices than its instance type has",
         _device_count,
+        scope="node",
+    ),
+    Rule(
+        "advertised_devices",
+        "the node advertises fewer GPUs, Neuron devices, NeuronCores or EFA interfaces than its type has",
+        _advertised_devices,
         scope="node",
     ),
 )
@@ -591,6 +632,7 @@ def parse_rules(words: Iterable[str]) -> frozenset[str]:
 
 
 __all__ = [
+    "ADVERTISED_COUNTS",
     "DEVICE_COUNTS",
     "DEVICE_KEYS",
     "DRIFT_KEYS",

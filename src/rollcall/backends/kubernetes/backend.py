@@ -205,6 +205,8 @@ class KubernetesBackend:
             problems = check_device_plugins(daemonsets, found.placement.accelerator, found.efa)
             if problems:
                 raise DiscoveryError("device plugins are not ready:\n  " + "\n  ".join(problems))
+        for line in found.warnings():
+            self._say(f"warning: {line}")
         self.discovery = found
         return found.placement
 

@@ -6,6 +6,12 @@ advertises the accelerator in its allocatable resources (``nvidia.com/gpu``; for
 preference, ``aws.amazon.com/neuroncore``, ``aws.amazon.com/neurondevice``, ``aws.amazon.com/neuron``).
 Ranks per node are the GPUs or NeuronCores (else whole Neuron devices) those nodes offer.
 
+A usable node of a known instance type (:mod:`.instances`) that advertises fewer GPUs, Neuron devices,
+NeuronCores or EFA interfaces than its type has stays usable, but is named (:attr:`Discovery.short`,
+:meth:`Discovery.warnings`): the pods' requests follow what the nodes offer, so its ranks see all they are
+given, and the ``advertised_devices`` fitness rule fails the node after the run. Where that lowered the
+request, the placement's description names the nodes.
+
 EFA: each pod requests every ``vpc.amazonaws.com/efa`` interface its instance type has
 (:mod:`.instances`); a node advertising fewer is unusable, named with both numbers. For a type the
 table does not know, the pods request what the nodes advertise, and a node advertising fewer than the others
@@ -28,11 +34,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubernetes.utils import parse_quantity
-
 from rollcall.backends import DiscoveryError, Placement, shown_names, unusable_nodes
 from rollcall.backends.kubernetes import views
-from rollcall.backends.kubernetes.instances import lookup
+from rollcall.backends.kubernetes.instances import Shortfall, advertised_counts, lookup, shortfalls
+from rollcall.backends.kubernetes.views import count
 from rollcall.jobspec import (
     EFA_RESOURCE,
     GPU_RESOURCE,
@@ -96,6 +101,7 @@ class Node:
     taints: tuple[Mapping[str, str], ...]
     allocatable: Mapping[str, int]
     labels: Mapping[str, str] = field(default_factory=dict)
+    counts: Mapping[str, int] = field(default_factory=dict)
 
     @classmethod
     def of(cls, obj: Obj) -> Node:
@@ -116,7 +122,13 @@ class Node:
             taints=node.taints,
             allocatable={k: count(v) for k, v in node.allocatable.items()},
             labels=dict(node.labels),
+            counts=advertised_counts(node.advertised),
         )
+
+    @property
+    def short(self) -> list[Shortfall]:
+        """What the node advertises fewer of than its instance type has (:func:`.instances.shortfalls`)."""
+        return shortfalls(self.instance_type, self.counts)
 
     def offers(self, resource: str) -> int:
         """How many of ``resource`` the node can allocate."""
@@ -125,21 +137,32 @@ class Node:
 
 @dataclass
 class Discovery:
-    """The outcome: what each pod gets, the usable nodes, and why each other node was left out."""
+    """The outcome: what each pod gets, the usable nodes, and why each other node was left out.
+
+    ``short`` holds the usable nodes advertising fewer GPUs, Neuron devices, NeuronCores or EFA interfaces
+    than their instance type has, each with what it lacks: the run goes on (the pods request what the nodes
+    offer), and the ``advertised_devices`` fitness rule names those its pods ran on.
+    """
 
     placement: Placement
     usable: list[str]
     rejected: dict[str, str] = field(default_factory=dict)
     efa: bool = False
     auto_mode: bool = False
+    short: dict[str, list[Shortfall]] = field(default_factory=dict)
+    #: Why each pod requests fewer of its accelerator than the type has (empty where it does not).
+    lowered: str = ""
 
+    def warnings(self) -> list[str]:
+        """The warnings to show: each node of :attr:`short` and what it lacks, then :attr:`lowered`.
 
-def count(quantity: object) -> int:
-    """An extended-resource quantity (``"8"``, ``8``, ``"1k"``) as a whole number; 0 when unreadable."""
-    try:
-        return int(parse_quantity(quantity))  # type: ignore[no-untyped-call]
-    except (ValueError, TypeError, ArithmeticError):
-        return 0
+        :attr:`lowered` says why each pod requests fewer than the type has, where it does.
+        """
+        return [
+            f"node {name} {'; '.join(map(str, lacks))} (a device lost, or a device plugin that did not "
+            "enumerate it): rule advertised_devices names it after a run on it"
+            for name, lacks in self.short.items()
+        ] + ([self.lowered] if self.lowered else [])
 
 
 def tolerates(tolerations: Sequence[Mapping[str, Any]], taint: Mapping[str, str]) -> bool:
@@ -235,14 +258,18 @@ def discover(
     if use_efa:
         requests[EFA_RESOURCE] = efa_need
     offer = ", ".join(f"{v} {k}" for k, v in requests.items()) or "cpu only"
+    short = {n.name: lacks for n in candidates if (lacks := n.short)}
+    lowered = _lowered(resource if procs_per_node is None else None, need, short)
     description = (
         f"{len(candidates)} usable node(s) of {len(all_nodes)} ({chosen_type or 'any type'}); "
-        f"each pod gets {offer}; {need} rank(s) per node" + _efa_note(efa, use_efa, chosen_type)
+        f"each pod gets {offer}; {need} rank(s) per node"
+        + (f" ({lowered})" if lowered else "")
+        + _efa_note(efa, use_efa, chosen_type)
     )
     placement = Placement(accel, need, requests, chosen_type, description)
     key, value = AUTO_MODE_LABEL
     auto_mode = bool(candidates) and all(n.labels.get(key) == value for n in candidates)
-    return Discovery(placement, [n.name for n in candidates], rejected, use_efa, auto_mode)
+    return Discovery(placement, [n.name for n in candidates], rejected, use_efa, auto_mode, short, lowered)
 
 
 def _unusable(
@@ -297,6 +324,23 @@ def _efa_need(instance_type: str | None, candidates: list[Node], rejected: dict[
         rejected[node.name] = f"offers {node.offers(EFA_RESOURCE)} {EFA_RESOURCE}, {why}"
         candidates.remove(node)
     return need
+
+
+def _lowered(resource: str | None, need: int, short: Mapping[str, list[Shortfall]]) -> str:
+    """Why each pod requests fewer of ``resource`` than the type has: the nodes advertising fewer, named."""
+    lowered = {
+        name: lack
+        for name, lacks in short.items()
+        for lack in lacks
+        if resource in lack.counted.resources and need < lack.has
+    }
+    if not lowered:
+        return ""
+    has = max(lack.has for lack in lowered.values())
+    return (
+        f"each pod requests {need} {resource}, fewer than the {has} of its instance type: "
+        f"{shown_names(list(lowered))} advertise fewer (rule advertised_devices)"
+    )
 
 
 def _efa_note(efa: EfaChoice, use_efa: bool, instance_type: str | None) -> str:

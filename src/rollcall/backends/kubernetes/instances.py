@@ -22,14 +22,26 @@ Sources, each fact declared once here:
 
 :func:`expected_devices` turns the table into the node facts the ``device_count`` fitness rule holds a node
 to (:mod:`rollcall.checks.fitness`): a pod given every accelerator of its node should see all of them.
+
+A node may also advertise fewer GPUs, Neuron devices, NeuronCores or EFA interfaces than its type has (a GPU
+lost, a device plugin that failed to enumerate one): discovery then lowers the pods' requests to what the
+nodes offer, and the ranks see all they were given. :func:`advertised_counts` reads what a node advertises
+(:data:`COUNTED`), :func:`count_facts` turns it and the type's counts into the node facts the
+``advertised_devices`` fitness rule compares, and :func:`shortfalls` names them at discovery.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from rollcall.jobspec import GPU_RESOURCE, NEURON_RESOURCE, NEURONCORE_RESOURCE, NEURONDEVICE_RESOURCE
+from rollcall.jobspec import (
+    EFA_RESOURCE,
+    GPU_RESOURCE,
+    NEURON_RESOURCE,
+    NEURONCORE_RESOURCE,
+    NEURONDEVICE_RESOURCE,
+)
 
 
 @dataclass(frozen=True)
@@ -114,4 +126,92 @@ def expected_devices(name: str | None, requested: Mapping[str, int]) -> dict[str
     )
     if whole_neuron:
         found["expected_neuron_devices"] = str(known.neuron_devices)
+    return found
+
+
+@dataclass(frozen=True)
+class Counted:
+    """One thing a node advertises and its instance type has a number of.
+
+    Attributes:
+        fact: the suffix of its node facts, ``advertised_<fact>`` and ``type_<fact>``.
+        resources: the resources the device plugins advertise it as (the least of those a node lists counts).
+        what: what it counts, in words.
+        of_type: how many the instance type has (0: the type has none, nothing is compared).
+    """
+
+    fact: str
+    resources: tuple[str, ...]
+    what: str
+    of_type: Callable[[InstanceType], int]
+
+
+#: What a node advertises of its accelerators and EFA, against its instance type.
+COUNTED: tuple[Counted, ...] = (
+    Counted("gpus", (GPU_RESOURCE,), "GPUs", lambda t: t.gpus),
+    Counted(
+        "neuron_devices",
+        (NEURONDEVICE_RESOURCE, NEURON_RESOURCE),
+        "Neuron devices",
+        lambda t: t.neuron_devices,
+    ),
+    Counted("neuroncores", (NEURONCORE_RESOURCE,), "NeuronCores", lambda t: t.advertised_neuron_cores),
+    Counted("efa", (EFA_RESOURCE,), "EFA interfaces", lambda t: t.efa),
+)
+
+
+def advertised_counts(advertised: Callable[[str], int | None]) -> dict[str, int]:
+    """What a node advertises of each of :data:`COUNTED`, by its ``fact``; one it lists none of is left out.
+
+    ``advertised`` is the node's count of a resource, None when it lists none
+    (:meth:`.views.Node.advertised`).
+    """
+    found = {}
+    for counted in COUNTED:
+        listed = [n for r in counted.resources if (n := advertised(r)) is not None]
+        if listed:
+            found[counted.fact] = min(listed)
+    return found
+
+
+@dataclass(frozen=True)
+class Shortfall:
+    """A node advertising fewer of something than its instance type has."""
+
+    counted: Counted
+    advertised: int
+    has: int
+    instance_type: str
+
+    def __str__(self) -> str:
+        resources = " or ".join(self.counted.resources)
+        return (
+            f"advertises {self.advertised} {resources}, its instance type {self.instance_type} has "
+            f"{self.has} {self.counted.what}"
+        )
+
+
+def shortfalls(name: str | None, counts: Mapping[str, int]) -> list[Shortfall]:
+    """What a node of type ``name`` advertising ``counts`` (:func:`advertised_counts`) has fewer of."""
+    known = lookup(name)
+    if known is None:
+        return []
+    found = []
+    for counted in COUNTED:
+        has, seen = counted.of_type(known), counts.get(counted.fact)
+        if has and seen is not None and seen < has:
+            found.append(Shortfall(counted, seen, has, known.name))
+    return found
+
+
+def count_facts(name: str | None, counts: Mapping[str, int]) -> dict[str, str]:
+    """The node facts ``advertised_<fact>`` (of ``counts``) and ``type_<fact>`` (of type ``name``'s entry).
+
+    The ``advertised_devices`` fitness rule compares them (:data:`rollcall.checks.fitness.ADVERTISED_COUNTS`);
+    a type missing from the table, or one with none of a thing, has no ``type_`` fact for it.
+    """
+    found = {f"advertised_{fact}": str(n) for fact, n in counts.items()}
+    known = lookup(name)
+    if known is not None:
+        found |= {f"type_{c.fact}": str(has) for c in COUNTED if (has := c.of_type(known))}
     return found

@@ -62,7 +62,7 @@ from rollcall.backends.kubernetes.faults import (
     unschedulable,
     where,
 )
-from rollcall.backends.kubernetes.instances import expected_devices
+from rollcall.backends.kubernetes.instances import advertised_counts, count_facts, expected_devices
 from rollcall.backends.kubernetes.kube import (
     CONNECT_TIMEOUT_S,
     Informer,
@@ -284,8 +284,9 @@ class KubernetesJob:
     def _node_info(self) -> dict[str, dict[str, str]]:
         """What each node the pods ran on says of itself (:attr:`.views.Node.facts`), by node name.
 
-        With the devices its pod must see where the pod was given all its instance type has
-        (:func:`.instances.expected_devices`).
+        With what it advertises of its accelerators and EFA beside what its instance type has
+        (:func:`.instances.count_facts`), and the devices its pod must see where the pod was given all its
+        instance type has (:func:`.instances.expected_devices`).
         """
         assert self.pods is not None
         found = {}
@@ -294,7 +295,11 @@ class KubernetesJob:
             node = self.nodes.get(name) if self.nodes is not None and name else None
             if name and node is not None:
                 seen = Node(node)
-                found[name] = {**seen.facts, **expected_devices(seen.instance_type, Pod(pod).limits)}
+                found[name] = {
+                    **seen.facts,
+                    **count_facts(seen.instance_type, advertised_counts(seen.advertised)),
+                    **expected_devices(seen.instance_type, Pod(pod).limits),
+                }
         return found
 
     def _verdict(self) -> JobStatus | None:

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from kubernetes.utils import parse_quantity
+
 Obj = dict[str, Any]
 
 #: The label (and annotation) the Job controller gives each pod of an Indexed Job: its completion index.
@@ -45,6 +47,14 @@ def epoch(text: object) -> float | None:
     """An API timestamp in seconds since the epoch; None when absent or unreadable."""
     when = parse_time(text)
     return None if when is None else when.timestamp()
+
+
+def count(quantity: object) -> int:
+    """An extended-resource quantity (``"8"``, ``8``, ``"1k"``) as a whole number; 0 when unreadable."""
+    try:
+        return int(parse_quantity(quantity))  # type: ignore[no-untyped-call]
+    except (ValueError, TypeError, ArithmeticError):
+        return 0
 
 
 def _dict(value: object) -> Obj:
@@ -368,6 +378,20 @@ class Node(View):
     def allocatable(self) -> Mapping[str, object]:
         """What the node can allocate, as the API's quantities (``"8"``, ``"2048Gi"``)."""
         return _dict(self._status.get("allocatable"))
+
+    @property
+    def capacity(self) -> Mapping[str, object]:
+        """What the node has, as the API's quantities: what its device plugins enumerated."""
+        return _dict(self._status.get("capacity"))
+
+    def advertised(self, resource: str) -> int | None:
+        """How many of ``resource`` the node advertises: the lesser of its capacity and its allocatable.
+
+        The kubelet leaves a device its plugin calls unhealthy out of allocatable, and one the plugin did not
+        enumerate out of both; None when neither lists the resource.
+        """
+        listed = [count(m[resource]) for m in (self.capacity, self.allocatable) if resource in m]
+        return min(listed) if listed else None
 
     @property
     def instance_type(self) -> str | None:

@@ -5,7 +5,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rollcall.backends.kubernetes.instances import INSTANCE_TYPES, lookup
+from rollcall.backends.kubernetes.instances import (
+    INSTANCE_TYPES,
+    advertised_counts,
+    count_facts,
+    lookup,
+    shortfalls,
+)
+from rollcall.backends.kubernetes.views import Node
 
 PROFILES = sorted((Path(__file__).resolve().parents[2] / "hack" / "profiles").glob("*.yaml"))
 
@@ -50,3 +57,28 @@ def test_fake_node_profiles_advertise_what_their_type_has(profile):
             "vpc.amazonaws.com/efa": t.efa,
         }
         assert have == {k: v for k, v in expected.items() if v}, f"{profile.name} {section}"
+
+
+@pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.stem)
+def test_fake_node_profiles_are_short_of_nothing_and_their_facts_pair_each_count_with_the_types(profile):
+    node = Node(yaml.safe_load(profile.read_text()))
+    counts = advertised_counts(node.advertised)
+    assert counts and shortfalls(node.instance_type, counts) == [], profile.name
+    facts = count_facts(node.instance_type, counts)
+    for fact in counts:
+        assert facts[f"advertised_{fact}"] == facts[f"type_{fact}"], f"{profile.name} {fact}"
+
+
+def test_a_short_count_is_named_with_the_resource_both_counts_and_the_type():
+    """A device a node does not advertise is a fault nothing here can produce: the counts are written."""
+    [lack] = shortfalls("trn2.48xlarge", {"neuron_devices": 16, "neuroncores": 56, "efa": 16})
+    assert str(lack) == (
+        "advertises 56 aws.amazon.com/neuroncore, its instance type trn2.48xlarge has 64 NeuronCores"
+    )  # 128 physical cores advertised two to a logical one (LNC=2)
+    assert [str(s) for s in shortfalls("p5.48xlarge", {"gpus": 8, "efa": 31})] == [
+        "advertises 31 vpc.amazonaws.com/efa, its instance type p5.48xlarge has 32 EFA interfaces"
+    ]
+    assert shortfalls("x9.big", {"gpus": 1}) == [] and shortfalls(None, {"gpus": 1}) == []
+    # a count a node lists in two resources (whole Neuron devices) is the lesser
+    listed = {"aws.amazon.com/neurondevice": 15, "aws.amazon.com/neuron": 16}
+    assert advertised_counts(listed.get) == {"neuron_devices": 15}

@@ -162,6 +162,12 @@ def test_node_job_daemonset_and_nodepool_views():
     assert node.cordoned and node.taints == ({"key": "k", "effect": "NoSchedule"},)
     assert node.allocatable == {"nvidia.com/gpu": "8"} and node.instance_type == "p5.48xlarge"
     assert node.holds("Ready")
+    assert node.advertised("nvidia.com/gpu") == 8 and node.advertised("vpc.amazonaws.com/efa") is None
+    # the lesser of capacity and allocatable: the kubelet leaves an unhealthy device out of allocatable
+    both = {"capacity": {"nvidia.com/gpu": "8"}, "allocatable": {"nvidia.com/gpu": "7"}}
+    assert Node({"status": both}).capacity == {"nvidia.com/gpu": "8"}
+    assert Node({"status": both}).advertised("nvidia.com/gpu") == 7
+    assert Node({"status": {"capacity": {"nvidia.com/gpu": "6"}}}).advertised("nvidia.com/gpu") == 6
     assert Job({"spec": {"suspend": True}}).suspended and not Job({"spec": {"suspend": False}}).suspended
     ds = DaemonSet({"metadata": {"name": "d"}, "status": {"desiredNumberScheduled": 3, "numberReady": 2}})
     assert (ds.name, ds.desired, ds.ready) == ("d", 3, 2)

@@ -196,8 +196,7 @@ def below_floors(
     for g in groups:
         floor = floors.for_group(g.scope, len(g.nodes))
         if floor is not None and g.busbw_gbps < floor.busbw_gbps:
-            group_pods = tuple(p for n in g.nodes for p in pods.get(n, ())) if g.scope != "world" else ()
-            found.append(BelowFloor(g, instance_type, floor, group_pods))
+            found.append(BelowFloor(g, instance_type, floor, g.pods_of(pods)))
     return found
 
 

@@ -123,16 +123,7 @@ cmd_down() {
     kubectl delete nodeclaims.karpenter.sh --all --timeout=120s >/dev/null 2>&1 ||
       log "NodeClaims still terminating after 120s"
   fi
-  if [[ -f $STATE/pid ]]; then
-    local pid i
-    pid=$(cat "$STATE/pid")
-    kill "$pid" 2>/dev/null || true
-    for ((i = 0; i < 50; i++)); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.2
-    done
-    kill -9 "$pid" 2>/dev/null || true
-  fi
+  stop_pidfile "$STATE/pid"
   rm -rf "$STATE"
   log "karpenter for cluster '$NAME' stopped"
 }

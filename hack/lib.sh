@@ -1,4 +1,4 @@
-# Shared by the hack/ scripts that build a binary once per machine; source it after defining log and die.
+# Functions the hack/ scripts share; source it after defining log and die.
 
 # cached_build DIR BINARY STAMP BUILDER: print DIR, holding DIR/BINARY built for STAMP. Under DIR's lock, a
 # binary built for the same STAMP (its .stamp file) is reused; else BUILDER runs with a fresh directory
@@ -22,4 +22,17 @@ cached_build() {
     fi
   } 9>"$dir/.lock"
   echo "$dir"
+}
+
+stop_pidfile() { # FILE: TERM, then KILL after 10 s, the process the file names; the file is removed
+  local file=$1 pid n
+  [[ -f $file ]] || return 0
+  pid=$(cat "$file")
+  kill "$pid" 2>/dev/null || true
+  for ((n = 0; n < 100; n++)); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -9 "$pid" 2>/dev/null || true
+  rm -f "$file"
 }

@@ -107,6 +107,15 @@ class GroupBandwidth:
         """The pods of the group's nodes, given each node's pods; none for the world, which is every pod."""
         return tuple(p for n in self.nodes for p in pods.get(n, ())) if self.scope != "world" else ()
 
+    def finding(self, pods: Sequence[str]) -> dict[str, Any]:
+        """What a finding about the group says of it (results.json): scope, nodes, pods, bus bandwidth."""
+        return {
+            "scope": self.scope,
+            "nodes": list(self.nodes),
+            "pods": list(pods),
+            "busbw_gbps": self.busbw_gbps,
+        }
+
     def as_dict(self) -> dict[str, Any]:
         """The group, JSON-ready."""
         return {**shallow(self), "nodes": list(self.nodes), "ranks": ranges(self.ranks), "label": self.label}
@@ -317,10 +326,7 @@ class SlowGroup:
     def as_dict(self) -> dict[str, Any]:
         """The finding, JSON-ready."""
         return {
-            "scope": self.group.scope,
-            "nodes": list(self.group.nodes),
-            "pods": list(self.pods),
-            "busbw_gbps": self.group.busbw_gbps,
+            **self.group.finding(self.pods),
             "median_gbps": self.median_gbps,
             "ratio": self.ratio,
             "message": str(self),

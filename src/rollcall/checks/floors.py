@@ -171,10 +171,7 @@ class BelowFloor:
     def as_dict(self) -> dict[str, Any]:
         """The finding, JSON-ready: the group, what it measured at which size, and the floor."""
         return {
-            "scope": self.group.scope,
-            "nodes": list(self.group.nodes),
-            "pods": list(self.pods),
-            "busbw_gbps": self.group.busbw_gbps,
+            **self.group.finding(self.pods),
             "bytes": self.group.bytes,
             "instance_type": self.instance_type,
             "floor": self.floor.as_dict(),

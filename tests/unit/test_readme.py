@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from rollcall.checks.fitness import DRIFT_KEYS, EXPECT_KEYS, RULE_NAMES
+from rollcall.jobspec import train_module
 from rollcall.options import OPTIONS, Spec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -87,3 +88,34 @@ def test_the_layout_names_every_module() -> None:
         if not named or (folder and f"`{folder}/`" not in text):
             missing.append("/".join(parts))
     assert missing == [], f"README.md's Layout names no entry for {missing}"
+
+
+def workload_rows(text: str, first: str) -> dict[str, str]:
+    """The rows of the table whose header starts with ``| first |``, by device, each row's text after it."""
+    table = text.split(f"| {first} |", 1)[1].split("\n\n", 1)[0]
+    rows = {}
+    for line in table.splitlines()[2:]:
+        device, _, rest = line.strip("| ").partition(" | ")
+        rows[device.split()[0].strip("`")] = rest
+    return rows
+
+
+@pytest.mark.parametrize(
+    ("doc", "first"),
+    [("README.md", "device | model"), ("images/bert-training/README.md", "device | backend")],
+)
+def test_the_workload_tables_say_its_run_defaults(doc: str, first: str) -> None:
+    train = train_module()
+    assert train is not None
+    rows = workload_rows((ROOT / doc).read_text(), first)
+    assert sorted(rows) == sorted(train.RUN_DEFAULTS)
+    for device, defaults in train.RUN_DEFAULTS.items():
+        row = rows[device]
+        assert defaults["model"] in re.findall(r"\w+", row), (
+            f"{doc}, {device}: the model is {defaults['model']}"
+        )
+        numbers = [int(n) for n in re.findall(r"\b\d+\b", row)]
+        batch = defaults.get("batch_size") or train.cuda_batch_size(defaults["seq_len"], 141 << 30)
+        want = [defaults["seq_len"], batch, defaults["warmup_steps"], defaults["epochs"]]
+        want.append(defaults["steps_per_epoch"])
+        assert all(n in numbers for n in want), f"{doc}, {device}: {row!r} should say {want}"

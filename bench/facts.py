@@ -7,20 +7,13 @@ that PCIe link and clocks are read under load). Exit status 1 when NVML cannot b
 """
 
 import argparse
-import importlib.util
 import json
 import sys
 from pathlib import Path
 
-TRAIN = Path(__file__).resolve().parents[1] / "images" / "bert-training" / "train.py"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-
-def load_train():
-    spec = importlib.util.spec_from_file_location("rollcall_train", TRAIN)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+from rollcall.jobspec import train_module
 
 
 def cuda_count() -> int | None:
@@ -36,7 +29,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--busy", action="store_true", help="queue matmuls on each GPU while reading")
     args = ap.parse_args()
-    train = load_train()
+    train = train_module()
     try:
         nvml = train.load_nvml()
         count = nvml.nvmlDeviceGetCount()

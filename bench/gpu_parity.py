@@ -15,22 +15,15 @@ when a same-precision difference passes --tolerance (default 1%).
 """
 
 import argparse
-import importlib.util
 import sys
 import time
 from pathlib import Path
 
 import torch
 
-TRAIN = Path(__file__).resolve().parents[1] / "images" / "bert-training" / "train.py"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-
-def load_train():
-    spec = importlib.util.spec_from_file_location("rollcall_train", TRAIN)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+from rollcall.jobspec import train_module
 
 
 def main() -> int:
@@ -42,7 +35,7 @@ def main() -> int:
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--tolerance", type=float, default=0.01)
     args = ap.parse_args()
-    train = load_train()
+    train = train_module()
     compact = train.compact_module()
     torch.manual_seed(1234)
     margs = argparse.Namespace(pretrained=None, model=args.model, dropout=0.0, impl="hf")

@@ -8,7 +8,6 @@ optimizer), profiled after warm-up.
 
 import argparse
 import contextlib
-import importlib.util
 import os
 import sys
 import time
@@ -17,15 +16,9 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-TRAIN = Path(__file__).resolve().parents[1] / "images" / "bert-training" / "train.py"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-
-def load_train():
-    spec = importlib.util.spec_from_file_location("rollcall_train", TRAIN)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+from rollcall.jobspec import train_module
 
 
 def category(name: str) -> str:
@@ -48,7 +41,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--top", type=int, default=15)
     args, workload = ap.parse_known_args()
-    train = load_train()
+    train = train_module()
     wargs = train.parse_args(
         ["--device", "cuda", "--model", "large", "--seq-len", "128", "--batch-size", "256", *workload]
     )

@@ -13,21 +13,13 @@ and largest fall over every (seed, rank), and how many did not fall at all::
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import statistics
 import sys
 from pathlib import Path
 
-TRAIN_PY = Path(__file__).resolve().parents[1] / "images" / "bert-training" / "train.py"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-
-def _train() -> object:
-    spec = importlib.util.spec_from_file_location("rollcall_bert_train", TRAIN_PY)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+from rollcall.jobspec import train_module
 
 
 def falls(train: object, argv: list[str], world: int) -> list[float]:
@@ -67,7 +59,7 @@ def main() -> None:
     p.add_argument("--world", type=int, default=2)
     p.add_argument("--seeds", type=int, default=20)
     known, rest = p.parse_known_args()
-    train = _train()
+    train = train_module()
     torch_threads = __import__("torch").get_num_threads()
     found = [
         f for seed in range(known.seeds) for f in falls(train, [*rest, "--seed", str(seed)], known.world)

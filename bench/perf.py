@@ -19,53 +19,36 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.local.e2e import roll_call
 
 
 def run(
     nodes: int, ppn: int, accelerator: str, env_pairs: list[str], workload_args: str, artifacts: Path
 ) -> tuple[dict, float]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        str(ROOT / "tests" / "e2e"),
-        "--backend",
-        "local",
-        "--nodes",
-        str(nodes),
-        "--procs-per-node",
-        str(ppn),
+    started = time.monotonic()
+    done = roll_call(
+        artifacts.parent,
+        workload_args,
         "--accelerator",
         accelerator,
-        "--job-timeout",
-        "900",
-        "--artifacts-dir",
-        str(artifacts),
-        "-p",
-        "no:cacheprovider",
-        "-q",
-    ]
-    if workload_args:
-        cmd += ["--workload-args", workload_args]
-    for pair in env_pairs:
-        cmd += ["--workload-env", pair]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ROLLCALL_")}
-    started = time.monotonic()
-    proc = subprocess.run(
-        cmd, check=False, cwd=artifacts.parent, env=env, capture_output=True, text=True, timeout=1200
+        workload_env=tuple(env_pairs),
+        nodes=nodes,
+        procs_per_node=ppn,
+        job_timeout=900,
+        artifacts=artifacts,
+        timeout=1200,
     )
     results = artifacts / "results.json"
     if not results.is_file():
-        sys.exit(f"no {results}: pytest exited with {proc.returncode}\n{(proc.stdout + proc.stderr)[-3000:]}")
+        sys.exit(f"no {results}: pytest exited with {done.returncode}\n{done.output[-3000:]}")
     return json.loads(results.read_text())["tests"][0], time.monotonic() - started
 
 

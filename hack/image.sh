@@ -97,10 +97,12 @@ cmd_base() {
   echo "$file"
 }
 
-cmd_bert() {
-  local dir=images/bert-training hash file
-  hash=$(hash_of "$dir/Dockerfile.cpu" "$dir/requirements.cpu.txt" "$dir/train.py" "$dir/bert_compact.py")
-  file=$IMAGES/rollcall-bert-cpu-$hash.tar
+# build_image NAME FILE DOCKERFILE CONTEXT [BUD ARGS...]: print FILE, the docker-archive of image NAME built
+# from DOCKERFILE in CONTEXT FROM the base image, unless FILE is there already; the older archives of its
+# kind (FILE's name up to its hash) are removed.
+build_image() {
+  local name=$1 file=$2 dockerfile=$3 context=$4
+  shift 4
   if [[ -f $file ]]; then
     echo "$file"
     return
@@ -110,7 +112,7 @@ cmd_bert() {
   base=$(cmd_base)
   trap wipe_store EXIT
   buildah pull --quiet "docker-archive:$base" >/dev/null
-  log "building $BERT_NAME from $dir/Dockerfile.cpu (torch from uv's cache when it has it)"
+  log "building $name from ${dockerfile#"$ROOT/"} (its Python packages from uv's cache when it has them)"
   mkdir -p "$UV_CACHE"
   # The host's CA bundle (it may hold a TLS proxy's CA) for pip and uv during the build only.
   local tls=() bundle=${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}
@@ -121,13 +123,19 @@ cmd_bert() {
   # chroot isolation: no daemon and no user namespace needed; the host's network reaches the package
   # registries. uv's cache is mounted so torch is not downloaded again.
   buildah bud --quiet --pull-never --isolation chroot --layers=false \
-    --volume "$UV_CACHE:/root/.cache/uv" "${tls[@]}" \
-    -f "$ROOT/$dir/Dockerfile.cpu" -t "$BERT_NAME" "$ROOT/$dir" >"$CACHE/.bud.log" 2>&1 ||
+    --volume "$UV_CACHE:/root/.cache/uv" "${tls[@]}" "$@" \
+    -f "$dockerfile" -t "$name" "$context" >"$CACHE/.bud.log" 2>&1 ||
     { tail -30 "$CACHE/.bud.log" >&2; die "buildah bud failed (log: $CACHE/.bud.log)"; }
-  rm -f "$IMAGES"/rollcall-bert-cpu-*.tar
-  export_image "$BERT_NAME" "$file"
-  log "built $BERT_NAME in $((SECONDS - start))s: $(du -h "$file" | cut -f1)"
+  rm -f "${file%-*}"-*.tar
+  export_image "$name" "$file"
+  log "built $name in $((SECONDS - start))s: $(du -h "$file" | cut -f1)"
   echo "$file"
+}
+
+cmd_bert() {
+  local dir=images/bert-training hash
+  hash=$(hash_of "$dir/Dockerfile.cpu" "$dir/requirements.cpu.txt" "$dir/train.py" "$dir/bert_compact.py")
+  build_image "$BERT_NAME" "$IMAGES/rollcall-bert-cpu-$hash.tar" "$ROOT/$dir/Dockerfile.cpu" "$ROOT/$dir"
 }
 
 # The suite's build context (the repository root, less what its .dockerignore leaves out), as paths.
@@ -139,35 +147,11 @@ suite_inputs() {
 }
 
 cmd_suite() {
-  local hash file
+  local hash
   # shellcheck disable=SC2046 # one path per word
   hash=$(hash_of $(suite_inputs))
-  file=$IMAGES/rollcall-suite-$hash.tar
-  if [[ -f $file ]]; then
-    echo "$file"
-    return
-  fi
-  need buildah
-  local base start=$SECONDS
-  base=$(cmd_base)
-  trap wipe_store EXIT
-  buildah pull --quiet "docker-archive:$base" >/dev/null
-  log "building $SUITE_NAME from images/suite/Dockerfile (its wheels from uv's cache when it has them)"
-  mkdir -p "$UV_CACHE"
-  local tls=() bundle=${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}
-  if [[ -f $bundle ]]; then
-    tls=(--volume "$bundle:/run/build-ca.crt:ro" --build-arg SSL_CERT_FILE=/run/build-ca.crt
-      --build-arg PIP_CERT=/run/build-ca.crt)
-  fi
-  buildah bud --quiet --pull-never --isolation chroot --layers=false \
-    --volume "$UV_CACHE:/root/.cache/uv" "${tls[@]}" \
-    --ignorefile "$ROOT/images/suite/Dockerfile.dockerignore" \
-    -f "$ROOT/images/suite/Dockerfile" -t "$SUITE_NAME" "$ROOT" >"$CACHE/.bud.log" 2>&1 ||
-    { tail -30 "$CACHE/.bud.log" >&2; die "buildah bud failed (log: $CACHE/.bud.log)"; }
-  rm -f "$IMAGES"/rollcall-suite-*.tar
-  export_image "$SUITE_NAME" "$file"
-  log "built $SUITE_NAME in $((SECONDS - start))s: $(du -h "$file" | cut -f1)"
-  echo "$file"
+  build_image "$SUITE_NAME" "$IMAGES/rollcall-suite-$hash.tar" "$ROOT/images/suite/Dockerfile" "$ROOT" \
+    --ignorefile "$ROOT/images/suite/Dockerfile.dockerignore"
 }
 
 cmd_pause() {

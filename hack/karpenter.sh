@@ -26,6 +26,8 @@ die() {
   log "error: $*"
   exit 1
 }
+# shellcheck source=hack/lib.sh
+. "$HACK/lib.sh"
 
 parse_opts() {
   while (($#)); do
@@ -45,37 +47,27 @@ kubectl() { "$("$HACK/cluster.sh" bin-dir)/kubectl" --kubeconfig "$KUBECONFIG_FI
 
 build_stamp() { echo "$KARPENTER_VERSION $("$GO" env GOVERSION)" | sha256sum | cut -d' ' -f1; }
 
+build_into() {
+  local tmp=$1 mod
+  log "building Karpenter $KARPENTER_VERSION (kwok provider) with $("$GO" env GOVERSION) into $CACHE_DIR"
+  log "(once per machine: ~4 min on 2 cores when cold)"
+  if ! GOTOOLCHAIN=local GOFLAGS= GOBIN=$tmp "$GO" install -v -ldflags "-s -w" \
+    "sigs.k8s.io/karpenter/kwok@$KARPENTER_VERSION" >"$tmp/build.log" 2>&1; then
+    tail -n 30 "$tmp/build.log" >&2
+    die "karpenter build failed (full log: $tmp/build.log)"
+  fi
+  mv -f "$tmp/kwok" "$tmp/karpenter"
+  # The CRDs of exactly this version, from the module just built.
+  rm -rf "$CACHE_DIR/crds"
+  mkdir -p "$CACHE_DIR/crds"
+  mod=$("$GO" env GOMODCACHE)/sigs.k8s.io/karpenter@$KARPENTER_VERSION
+  cp "$mod"/kwok/charts/crds/*.yaml "$mod"/kwok/apis/crds/*.yaml "$CACHE_DIR/crds/"
+  chmod u+w "$CACHE_DIR"/crds/*.yaml
+}
+
 cmd_build() {
   [[ -x $GO ]] || die "go not found (set GO=/path/to/go)"
-  mkdir -p "$CACHE_DIR"
-  {
-    flock 9
-    if [[ -x $CACHE_DIR/karpenter && -f $CACHE_DIR/.stamp && $(cat "$CACHE_DIR/.stamp") == "$(build_stamp)" ]]; then
-      log "karpenter is cached in $CACHE_DIR"
-    else
-      local tmp start=$SECONDS
-      tmp=$(mktemp -d "$CACHE_DIR/.build.XXXXXX")
-      log "building Karpenter $KARPENTER_VERSION (kwok provider) with $("$GO" env GOVERSION) into $CACHE_DIR"
-      log "(once per machine: ~4 min on 2 cores when cold)"
-      if ! GOTOOLCHAIN=local GOFLAGS= GOBIN=$tmp "$GO" install -v -ldflags "-s -w" \
-        "sigs.k8s.io/karpenter/kwok@$KARPENTER_VERSION" >"$tmp/build.log" 2>&1; then
-        tail -n 30 "$tmp/build.log" >&2
-        die "karpenter build failed (full log: $tmp/build.log)"
-      fi
-      mv -f "$tmp/kwok" "$CACHE_DIR/karpenter"
-      # The CRDs of exactly this version, from the module just built.
-      rm -rf "$CACHE_DIR/crds"
-      mkdir -p "$CACHE_DIR/crds"
-      local mod
-      mod=$("$GO" env GOMODCACHE)/sigs.k8s.io/karpenter@$KARPENTER_VERSION
-      cp "$mod"/kwok/charts/crds/*.yaml "$mod"/kwok/apis/crds/*.yaml "$CACHE_DIR/crds/"
-      chmod u+w "$CACHE_DIR"/crds/*.yaml
-      build_stamp >"$CACHE_DIR/.stamp"
-      rm -rf "$tmp"
-      log "built in $((SECONDS - start))s"
-    fi
-  } 9>"$CACHE_DIR/.lock"
-  echo "$CACHE_DIR"
+  cached_build "$CACHE_DIR" karpenter "$(build_stamp)" build_into
 }
 
 # ---------------------------------------------------------------- run
@@ -131,16 +123,7 @@ cmd_down() {
     kubectl delete nodeclaims.karpenter.sh --all --timeout=120s >/dev/null 2>&1 ||
       log "NodeClaims still terminating after 120s"
   fi
-  if [[ -f $STATE/pid ]]; then
-    local pid i
-    pid=$(cat "$STATE/pid")
-    kill "$pid" 2>/dev/null || true
-    for ((i = 0; i < 50; i++)); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.2
-    done
-    kill -9 "$pid" 2>/dev/null || true
-  fi
+  stop_pidfile "$STATE/pid"
   rm -rf "$STATE"
   log "karpenter for cluster '$NAME' stopped"
 }

@@ -48,6 +48,8 @@ die() {
   log "error: $*"
   exit 1
 }
+# shellcheck source=hack/lib.sh
+. "$HACK/lib.sh"
 
 node_ip() { echo "$NODE_NET.$((10 + $1))"; }
 netns_of() { echo "rollcall-node-$1"; }
@@ -401,19 +403,6 @@ cmd_stop_node() {
   [[ -d $dir ]] || die "no node $i in $state"
   stop_pidfile "$dir/kubelet.pid"
   stop_pidfile "$dir/containerd.pid"
-}
-
-stop_pidfile() { # FILE: TERM, then KILL after 10 s, the process the file names
-  local file=$1 pid n
-  [[ -f $file ]] || return 0
-  pid=$(cat "$file")
-  kill "$pid" 2>/dev/null || true
-  for ((n = 0; n < 100; n++)); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -9 "$pid" 2>/dev/null || true
-  rm -f "$file"
 }
 
 # kill_cgroup NAME: end every process left in the node's cgroups (containers whose shim is gone).

@@ -103,6 +103,19 @@ class GroupBandwidth:
             return f"node {self.nodes[0]}"
         return f"nodes {ranges(self.nodes)}"
 
+    def pods_of(self, pods: Mapping[int, Sequence[str]]) -> tuple[str, ...]:
+        """The pods of the group's nodes, given each node's pods; none for the world, which is every pod."""
+        return tuple(p for n in self.nodes for p in pods.get(n, ())) if self.scope != "world" else ()
+
+    def finding(self, pods: Sequence[str]) -> dict[str, Any]:
+        """What a finding about the group says of it (results.json): scope, nodes, pods, bus bandwidth."""
+        return {
+            "scope": self.scope,
+            "nodes": list(self.nodes),
+            "pods": list(pods),
+            "busbw_gbps": self.busbw_gbps,
+        }
+
     def as_dict(self) -> dict[str, Any]:
         """The group, JSON-ready."""
         return {**shallow(self), "nodes": list(self.nodes), "ranks": ranges(self.ranks), "label": self.label}
@@ -313,10 +326,7 @@ class SlowGroup:
     def as_dict(self) -> dict[str, Any]:
         """The finding, JSON-ready."""
         return {
-            "scope": self.group.scope,
-            "nodes": list(self.group.nodes),
-            "pods": list(self.pods),
-            "busbw_gbps": self.group.busbw_gbps,
+            **self.group.finding(self.pods),
             "median_gbps": self.median_gbps,
             "ratio": self.ratio,
             "message": str(self),
@@ -344,8 +354,7 @@ def slow_groups(
             low = min_busbw is not None and g.busbw_gbps < min_busbw
             low = low or (busbw_ratio > 0 and mid is not None and g.busbw_gbps < busbw_ratio * mid)
             if low:
-                group_pods = tuple(p for n in g.nodes for p in pods.get(n, ())) if scope != "world" else ()
-                found.append(SlowGroup(g, group_pods, mid, min_busbw, busbw_ratio))
+                found.append(SlowGroup(g, g.pods_of(pods), mid, min_busbw, busbw_ratio))
     return found
 
 
@@ -406,11 +415,7 @@ class PerfReport:
         low = self.lowest_group()
         if low is not None:
             group, scope_mid = low
-            pods = (
-                [p for n in group.nodes for p in self.figures.pods.get(n, ())]
-                if group.scope != "world"
-                else []
-            )
+            pods = group.pods_of(self.figures.pods)
             where = f"{group.label}" + (f" (pod(s) {', '.join(pods)})" if pods else "")
             versus = (
                 f", {group.busbw_gbps / scope_mid:.2f} x the median of {scope_mid:.4g} GB/s"

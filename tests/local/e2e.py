@@ -29,9 +29,11 @@ def roll_call(
     procs_per_node: int = 2,
     job_timeout: int = 600,
     artifacts: Path | None = None,
+    timeout: float = 900,
 ) -> RollCall:
     """Run the roll call on ``nodes`` local nodes x ``procs_per_node`` ranks with ``workload_args`` and the
-    suite's own ``args``, its reports in ``artifacts`` (``tmp_path/artifacts``).
+    suite's own ``args``, its reports in ``artifacts`` (``tmp_path/artifacts``), the whole run bounded by
+    ``timeout`` seconds.
 
     The run's environment keeps none of the caller's ``ROLLCALL_*`` variables; ``workload_env`` pairs
     (``NAME=VALUE``) go to the ranks through ``--workload-env``.
@@ -62,5 +64,5 @@ def roll_call(
     for pair in workload_env:
         cmd += ["--workload-env", pair]
     env = {k: v for k, v in os.environ.items() if not k.startswith("ROLLCALL_")}
-    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout)
     return RollCall(proc.returncode, proc.stdout + proc.stderr, artifacts)

@@ -171,10 +171,7 @@ class BelowFloor:
     def as_dict(self) -> dict[str, Any]:
         """The finding, JSON-ready: the group, what it measured at which size, and the floor."""
         return {
-            "scope": self.group.scope,
-            "nodes": list(self.group.nodes),
-            "pods": list(self.pods),
-            "busbw_gbps": self.group.busbw_gbps,
+            **self.group.finding(self.pods),
             "bytes": self.group.bytes,
             "instance_type": self.instance_type,
             "floor": self.floor.as_dict(),
@@ -196,8 +193,7 @@ def below_floors(
     for g in groups:
         floor = floors.for_group(g.scope, len(g.nodes))
         if floor is not None and g.busbw_gbps < floor.busbw_gbps:
-            group_pods = tuple(p for n in g.nodes for p in pods.get(n, ())) if g.scope != "world" else ()
-            found.append(BelowFloor(g, instance_type, floor, group_pods))
+            found.append(BelowFloor(g, instance_type, floor, g.pods_of(pods)))
     return found
 
 

@@ -2,6 +2,6 @@
 
 - :mod:`.conf`: the slurm.conf Slurm's commands read, checked before any of them runs.
 - :mod:`.backend`: :class:`~.backend.SlurmBackend` (discover, launch, wait, cancel).
-- :mod:`.script`: the batch script rendered from ``manifests/slurm.sbatch.j2``.
-- :mod:`.state`: what ``sinfo``, ``scontrol`` and ``sacct`` say, parsed.
+- :mod:`.script`: the batch script rendered from ``manifests/slurm/job.sbatch.j2``.
+- :mod:`.state`: what ``scontrol show job|nodes|partition`` and srun print, parsed.
 """

@@ -1277,6 +1277,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="the compact model's attention kernel (scaled_dot_product_attention's backend)",
     )
     p.add_argument(
+        "--fused-ln-dropout",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="the compact model's dropout+residual+LayerNorm as bert_compact.py's Triton kernels on cuda "
+        "(one Philox call per four elements, the mask redrawn in the backward; off by default)",
+    )
+    p.add_argument(
         "--precision",
         choices=PRECISIONS,
         default=None,
@@ -1374,6 +1381,8 @@ def apply_defaults(args: argparse.Namespace, device: str, memory_bytes: int | No
         args.batch_size = cuda_batch_size(args.seq_len, memory_bytes) if memory_bytes else 32
     if args.attention != "auto" and args.impl != "compact":
         raise ValueError("--attention picks the compact model's kernel: add --impl compact")
+    if args.fused_ln_dropout and args.impl != "compact":
+        raise ValueError("--fused-ln-dropout fuses the compact model's chains: add --impl compact")
     if args.dist_backend and args.dist_backend != Accelerator.BACKENDS[device] and device != "cuda":
         raise ValueError(f"--dist-backend {args.dist_backend} is for --device cuda (cpu uses gloo, xla xla)")
 
@@ -1576,6 +1585,7 @@ def _build_compact(args: argparse.Namespace) -> tuple[torch.nn.Module, BertShape
         dropout=dropout,
         attn_dropout=attn_dropout,
         attention=getattr(args, "attention", "auto"),
+        fused_norm=getattr(args, "fused_ln_dropout", False),
     )
     if args.pretrained:
         compact.load_hf_state_dict(model, hf.state_dict())

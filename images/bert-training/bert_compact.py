@@ -280,8 +280,13 @@ def fused_norm_available(t: torch.Tensor) -> bool:
 def dropout_add_layer_norm(
     a: torch.Tensor, x: torch.Tensor, norm: nn.LayerNorm, p: float, training: bool, *, fused: bool
 ) -> torch.Tensor:
-    """``norm(dropout(a, p) + x)``: the Triton kernels where ``fused`` and available, else PyTorch's ops."""
-    if not (fused and fused_norm_available(a)):
+    """``norm(dropout(a, p) + x)``: the Triton kernels where ``fused`` and available, else PyTorch's ops.
+
+    The kernels keep one dtype throughout, so tensors of several (autocast's bf16 activations beside fp32
+    parameters) take PyTorch's ops, whose LayerNorm autocast runs in float32.
+    """
+    same_dtype = a.dtype == x.dtype == norm.weight.dtype
+    if not (fused and same_dtype and fused_norm_available(a)):
         return norm(F.dropout(a, p, training) + x)  # type: ignore[no-any-return]
     p = p if training else 0.0
     seed = torch.randint(0, 2**31 - 1, (1,), device=a.device, dtype=torch.int64)

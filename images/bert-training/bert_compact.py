@@ -4,6 +4,9 @@ The same parameters (count, shapes and, through :func:`hf_parameter_map`, one to
 names) and the same function, written for a compiler: one fused query/key/value projection per layer,
 attention through ``scaled_dot_product_attention`` (flash attention on a GPU), and the bias+GELU and
 dropout+residual+LayerNorm chains as plain expressions that ``torch.compile`` fuses into single kernels.
+With ``fused_norm`` the dropout+residual+LayerNorm chain runs on CUDA as hand-written Triton kernels
+instead (:func:`dropout_add_layer_norm`: one Philox call per four elements, the mask regenerated in the
+backward from the seed), the plain expression remaining the path everywhere else.
 The module computes the pre-training loss (MLM + NSP) of a batch itself, with the MLM head on the masked
 positions only (or on every token), so shapes are static and no logits over the whole sequence exist.
 
@@ -23,6 +26,14 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+try:  # torch's CUDA wheels ship Triton; without it the plain expression is the only path
+    import triton
+    import triton.language as tl
+except ImportError:  # pragma: no cover - the CPU image has no Triton
+    triton = None
+#: Triton's interpreter (``TRITON_INTERPRET=1`` when Triton was imported) runs the kernels on CPU tensors.
+_INTERPRETING = triton is not None and bool(triton.knobs.runtime.interpret)
+
 LAYER_NORM_EPS = 1e-12  # BertConfig.layer_norm_eps
 MAX_POSITIONS = 512  # BertConfig.max_position_embeddings as the workload sets it
 TYPE_VOCAB = 2  # BertConfig.type_vocab_size
@@ -38,6 +49,250 @@ ATTENTION_BACKENDS: dict[str, SDPBackend | None] = {
 }
 
 
+# ---------------------------------------------------------------- dropout + residual + LayerNorm in Triton
+#
+# One program per row in the forward: z = dropout(a) + x, y = LayerNorm(z); z (the normalised input, as
+# LayerNorm's backward needs it), mean and 1/std are saved, the mask is not: element j of row r keeps its
+# value when Philox draw (seed, r * hidden / 4 + j // 4), output j % 4 (in the order below), is >= p, so
+# each call of Philox serves four elements and the backward draws the same mask again. The backward walks
+# a share of the rows per program, its weight and bias gradients summed per program, then over programs.
+
+if triton is not None:
+
+    @triton.jit
+    def _dropout_add_ln_fwd(  # noqa: PLR0917 - the kernel's and the op's schema are positional
+        A, X, W, B, Y, Z, MEAN, RSTD, SEED, n_cols, p, scale, eps, QUARTER: tl.constexpr
+    ):  # pragma: no cover - runs on a GPU, or in Triton's interpreter (tests/unit/fused_norm_cases.py)
+        row = tl.program_id(0).to(tl.int64)
+        cols = tl.arange(0, 4 * QUARTER)
+        inside = cols < n_cols
+        r0, r1, r2, r3 = tl.rand4x(tl.load(SEED), row * (n_cols // 4) + tl.arange(0, QUARTER))
+        keep = tl.reshape(tl.join(tl.join(r0, r1), tl.join(r2, r3)), (4 * QUARTER,)) >= p
+        a = tl.load(A + row * n_cols + cols, mask=inside, other=0.0).to(tl.float32)
+        x = tl.load(X + row * n_cols + cols, mask=inside, other=0.0).to(tl.float32)
+        z = tl.where(keep, a * scale, 0.0) + x
+        z_stored = z.to(Z.dtype.element_ty)
+        tl.store(Z + row * n_cols + cols, z_stored, mask=inside)
+        z = z_stored.to(tl.float32)  # normalise what the backward will read back
+        mean = tl.sum(z, axis=0) / n_cols
+        d = tl.where(inside, z - mean, 0.0)
+        rstd = 1.0 / tl.sqrt(tl.sum(d * d, axis=0) / n_cols + eps)
+        w = tl.load(W + cols, mask=inside, other=0.0).to(tl.float32)
+        b = tl.load(B + cols, mask=inside, other=0.0).to(tl.float32)
+        tl.store(Y + row * n_cols + cols, (d * rstd * w + b).to(Y.dtype.element_ty), mask=inside)
+        tl.store(MEAN + row, mean)
+        tl.store(RSTD + row, rstd)
+
+    @triton.jit
+    def _dropout_add_ln_bwd(  # noqa: PLR0917 - the kernel's and the op's schema are positional
+        DY,
+        Z,
+        MEAN,
+        RSTD,
+        W,
+        SEED,
+        DA,
+        DX,
+        DW,
+        DB,
+        n_rows,
+        n_cols,
+        p,
+        scale,
+        QUARTER: tl.constexpr,
+        ROWS: tl.constexpr,
+    ):  # pragma: no cover - runs on a GPU, or in Triton's interpreter (tests/unit/fused_norm_cases.py)
+        program = tl.program_id(0)
+        cols = tl.arange(0, 4 * QUARTER)
+        inside = cols < n_cols
+        seed = tl.load(SEED)
+        w = tl.load(W + cols, mask=inside, other=0.0).to(tl.float32)
+        dw = tl.zeros((4 * QUARTER,), dtype=tl.float32)
+        db = tl.zeros((4 * QUARTER,), dtype=tl.float32)
+        first = program.to(tl.int64) * ROWS
+        for i in range(ROWS):
+            row = first + i
+            if row < n_rows:
+                dy = tl.load(DY + row * n_cols + cols, mask=inside, other=0.0).to(tl.float32)
+                z = tl.load(Z + row * n_cols + cols, mask=inside, other=0.0).to(tl.float32)
+                xhat = tl.where(inside, (z - tl.load(MEAN + row)) * tl.load(RSTD + row), 0.0)
+                g = dy * w
+                dz = (g - xhat * (tl.sum(xhat * g, axis=0) / n_cols) - tl.sum(g, axis=0) / n_cols) * tl.load(
+                    RSTD + row
+                )
+                r0, r1, r2, r3 = tl.rand4x(seed, row * (n_cols // 4) + tl.arange(0, QUARTER))
+                keep = tl.reshape(tl.join(tl.join(r0, r1), tl.join(r2, r3)), (4 * QUARTER,)) >= p
+                tl.store(DX + row * n_cols + cols, dz.to(DX.dtype.element_ty), mask=inside)
+                tl.store(
+                    DA + row * n_cols + cols,
+                    tl.where(keep, dz * scale, 0.0).to(DA.dtype.element_ty),
+                    mask=inside,
+                )
+                dw += dy * xhat
+                db += dy
+        tl.store(DW + program * n_cols + cols, dw, mask=inside)
+        tl.store(DB + program * n_cols + cols, db, mask=inside)
+
+
+def _launch_shape(n_cols: int) -> tuple[int, int]:
+    """``(QUARTER, num_warps)`` for rows of ``n_cols`` (a multiple of 4): a quarter row, a power of two."""
+    quarter = triton.next_power_of_2(n_cols // 4)
+    return quarter, min(8, max(1, quarter // 64))
+
+
+def _scale(p: float) -> float:
+    """What a kept element is multiplied by: ``1 / (1 - p)`` (nothing is kept at ``p`` 1)."""
+    return 1.0 / (1.0 - p) if p < 1 else 0.0
+
+
+@torch.library.custom_op("rollcall::dropout_add_layer_norm", mutates_args=())
+def _fused_forward(  # noqa: PLR0917 - the kernel's and the op's schema are positional
+    a: torch.Tensor,
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor,
+    seed: torch.Tensor,
+    p: float,
+    eps: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(LayerNorm(dropout(a) + x), dropout(a) + x, mean, 1/std)`` over the last dimension; see above."""
+    n_cols = a.size(-1)
+    a2, x2 = a.reshape(-1, n_cols).contiguous(), x.reshape(-1, n_cols).contiguous()
+    y, z = torch.empty_like(a2), torch.empty_like(a2)
+    mean = torch.empty(a2.size(0), device=a.device, dtype=torch.float32)
+    rstd = torch.empty_like(mean)
+    quarter, warps = _launch_shape(n_cols)
+    _dropout_add_ln_fwd[(a2.size(0),)](
+        a2,
+        x2,
+        weight,
+        bias,
+        y,
+        z,
+        mean,
+        rstd,
+        seed,
+        n_cols,
+        p,
+        _scale(p),
+        eps,
+        QUARTER=quarter,
+        num_warps=warps,
+    )
+    return y.view_as(a), z.view_as(a), mean, rstd
+
+
+@_fused_forward.register_fake
+def _(  # noqa: PLR0917 - the kernel's and the op's schema are positional
+    a: torch.Tensor,
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor,
+    seed: torch.Tensor,
+    p: float,
+    eps: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    rows = a.numel() // a.size(-1)
+    stats = a.new_empty(rows, dtype=torch.float32)
+    return torch.empty_like(a), torch.empty_like(a), stats, torch.empty_like(stats)
+
+
+@torch.library.custom_op("rollcall::dropout_add_layer_norm_backward", mutates_args=())
+def _fused_backward(  # noqa: PLR0917 - the kernel's and the op's schema are positional
+    dy: torch.Tensor,
+    z: torch.Tensor,
+    mean: torch.Tensor,
+    rstd: torch.Tensor,
+    weight: torch.Tensor,
+    seed: torch.Tensor,
+    p: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The gradients of :func:`_fused_forward` for ``(a, x, weight, bias)`` from that of its first output."""
+    n_cols = z.size(-1)
+    dy2, z2 = dy.reshape(-1, n_cols).contiguous(), z.reshape(-1, n_cols)
+    n_rows = z2.size(0)
+    units = torch.cuda.get_device_properties(z.device).multi_processor_count if z.is_cuda else 2
+    programs = max(1, min(n_rows, 8 * units))
+    per_program = triton.cdiv(n_rows, programs)
+    programs = triton.cdiv(n_rows, per_program)
+    da, dx = torch.empty_like(z2), torch.empty_like(z2)
+    dw = torch.empty(programs, n_cols, device=z.device, dtype=torch.float32)
+    db = torch.empty_like(dw)
+    quarter, warps = _launch_shape(n_cols)
+    _dropout_add_ln_bwd[(programs,)](
+        dy2,
+        z2,
+        mean,
+        rstd,
+        weight,
+        seed,
+        da,
+        dx,
+        dw,
+        db,
+        n_rows,
+        n_cols,
+        p,
+        _scale(p),
+        QUARTER=quarter,
+        ROWS=per_program,
+        num_warps=warps,
+    )
+    return da.view_as(z), dx.view_as(z), dw.sum(0).to(weight.dtype), db.sum(0).to(weight.dtype)
+
+
+@_fused_backward.register_fake
+def _(  # noqa: PLR0917 - the kernel's and the op's schema are positional
+    dy: torch.Tensor,
+    z: torch.Tensor,
+    mean: torch.Tensor,
+    rstd: torch.Tensor,
+    weight: torch.Tensor,
+    seed: torch.Tensor,
+    p: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    return torch.empty_like(z), torch.empty_like(z), torch.empty_like(weight), torch.empty_like(weight)
+
+
+def _setup_context(ctx: torch.autograd.function.FunctionCtx, inputs: tuple, output: tuple) -> None:  # type: ignore[type-arg]
+    _, _, weight, _, seed, p, _ = inputs
+    _, z, mean, rstd = output
+    ctx.save_for_backward(z, mean, rstd, weight, seed)
+    ctx.p = p  # type: ignore[attr-defined]
+
+
+def _autograd_backward(
+    ctx: torch.autograd.function.FunctionCtx, dy: torch.Tensor, *_: torch.Tensor
+) -> tuple[torch.Tensor | None, ...]:
+    z, mean, rstd, weight, seed = ctx.saved_tensors  # type: ignore[attr-defined]
+    da, dx, dw, db = _fused_backward(dy, z, mean, rstd, weight, seed, ctx.p)  # type: ignore[attr-defined]
+    return da, dx, dw, db, None, None, None
+
+
+_fused_forward.register_autograd(_autograd_backward, setup_context=_setup_context)
+
+
+def fused_norm_available(t: torch.Tensor) -> bool:
+    """Whether :func:`dropout_add_layer_norm` runs the Triton kernels for ``t``: CUDA, or the interpreter."""
+    return triton is not None and t.size(-1) % 4 == 0 and (t.is_cuda or _INTERPRETING)
+
+
+def dropout_add_layer_norm(
+    a: torch.Tensor, x: torch.Tensor, norm: nn.LayerNorm, p: float, training: bool, *, fused: bool
+) -> torch.Tensor:
+    """``norm(dropout(a, p) + x)``: the Triton kernels where ``fused`` and available, else PyTorch's ops.
+
+    The kernels keep one dtype throughout, so tensors of several (autocast's bf16 activations beside fp32
+    parameters) take PyTorch's ops, whose LayerNorm autocast runs in float32.
+    """
+    same_dtype = a.dtype == x.dtype == norm.weight.dtype
+    if not (fused and same_dtype and fused_norm_available(a)):
+        return norm(F.dropout(a, p, training) + x)  # type: ignore[no-any-return]
+    p = p if training else 0.0
+    seed = torch.randint(0, 2**31 - 1, (1,), device=a.device, dtype=torch.int64)
+    return _fused_forward(a, x, norm.weight, norm.bias, seed, p, norm.eps)[0]
+
+
 class EncoderLayer(nn.Module):
     """One post-LayerNorm transformer layer, as BERT's."""
 
@@ -50,6 +305,7 @@ class EncoderLayer(nn.Module):
         dropout: float,
         attn_dropout: float,
         attention: str = "auto",
+        fused_norm: bool = False,
     ) -> None:
         super().__init__()
         if hidden % heads:
@@ -60,6 +316,7 @@ class EncoderLayer(nn.Module):
         self.backend = ATTENTION_BACKENDS[attention]
         self.dropout = dropout
         self.attn_dropout = attn_dropout
+        self.fused_norm = fused_norm
         self.qkv = nn.Linear(hidden, 3 * hidden)  # rows: query, then key, then value
         self.attn_out = nn.Linear(hidden, hidden)
         self.attn_norm = nn.LayerNorm(hidden, eps=LAYER_NORM_EPS)
@@ -75,9 +332,11 @@ class EncoderLayer(nn.Module):
         with sdpa_kernel(self.backend) if self.backend is not None else contextlib.nullcontext():
             a = F.scaled_dot_product_attention(q, k, v, dropout_p=p)
         a = a.transpose(1, 2).reshape(b, s, h)
-        x = self.attn_norm(F.dropout(self.attn_out(a), self.dropout, self.training) + x)
+        x = dropout_add_layer_norm(
+            self.attn_out(a), x, self.attn_norm, self.dropout, self.training, fused=self.fused_norm
+        )
         y = self.ffn_out(F.gelu(self.ffn_in(x)))
-        return self.ffn_norm(F.dropout(y, self.dropout, self.training) + x)  # type: ignore[no-any-return]
+        return dropout_add_layer_norm(y, x, self.ffn_norm, self.dropout, self.training, fused=self.fused_norm)
 
 
 class CompactBertForPreTraining(nn.Module):
@@ -100,6 +359,7 @@ class CompactBertForPreTraining(nn.Module):
         attn_dropout: float = 0.1,
         masked_head: bool = True,
         attention: str = "auto",
+        fused_norm: bool = False,
     ) -> None:
         super().__init__()
         self.dropout = dropout
@@ -110,7 +370,13 @@ class CompactBertForPreTraining(nn.Module):
         self.embed_norm = nn.LayerNorm(hidden, eps=LAYER_NORM_EPS)
         self.layers = nn.ModuleList(
             EncoderLayer(
-                hidden, heads, intermediate, dropout=dropout, attn_dropout=attn_dropout, attention=attention
+                hidden,
+                heads,
+                intermediate,
+                dropout=dropout,
+                attn_dropout=attn_dropout,
+                attention=attention,
+                fused_norm=fused_norm,
             )
             for _ in range(layers)
         )

@@ -4,9 +4,10 @@ Started by torchrun, one process per accelerator (or per CPU worker). Each rank 
 initialised BERT on synthetic MLM + NSP batches with DDP (none at world size 1) and reports what happened
 on stdout as roll-call lines. Nothing is downloaded; the script works offline. ``--impl hf`` (default)
 trains Hugging Face's ``BertForPreTraining``; ``--impl compact`` the same model written for the compiler
-in ``bert_compact.py`` beside this file (fused QKV, flash attention, fusable elementwise chains). The
-process group is NCCL's on cuda and gloo's on cpu; ``--dist-backend gloo`` on cuda lets ranks share one
-GPU (NCCL refuses that), at the cost of collectives through host memory.
+in ``bert_compact.py`` beside this file (fused QKV, flash attention, fusable elementwise chains; on cuda
+its dropout+residual+LayerNorm as Triton kernels, ``--fused-ln-dropout``). The process group is NCCL's on
+cuda and gloo's on cpu; ``--dist-backend gloo`` on cuda lets ranks share one GPU (NCCL refuses that), at
+the cost of collectives through host memory.
 
 Environment read (set by torchrun; never MPI variables):
     RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE   global/local rank and sizes. Without WORLD_SIZE
@@ -1277,6 +1278,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="the compact model's attention kernel (scaled_dot_product_attention's backend)",
     )
     p.add_argument(
+        "--fused-ln-dropout",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="the compact model's dropout+residual+LayerNorm as bert_compact.py's Triton kernels on cuda "
+        "(one Philox call per four elements, the mask redrawn in the backward; on by default with "
+        "--impl compact on cuda)",
+    )
+    p.add_argument(
         "--precision",
         choices=PRECISIONS,
         default=None,
@@ -1374,6 +1383,10 @@ def apply_defaults(args: argparse.Namespace, device: str, memory_bytes: int | No
         args.batch_size = cuda_batch_size(args.seq_len, memory_bytes) if memory_bytes else 32
     if args.attention != "auto" and args.impl != "compact":
         raise ValueError("--attention picks the compact model's kernel: add --impl compact")
+    if args.fused_ln_dropout is None:  # on where it was measured to help (bench/NOTES.md: +0.8% on an H200)
+        args.fused_ln_dropout = device == "cuda" and args.impl == "compact"
+    elif args.fused_ln_dropout and args.impl != "compact":
+        raise ValueError("--fused-ln-dropout fuses the compact model's chains: add --impl compact")
     if args.dist_backend and args.dist_backend != Accelerator.BACKENDS[device] and device != "cuda":
         raise ValueError(f"--dist-backend {args.dist_backend} is for --device cuda (cpu uses gloo, xla xla)")
 
@@ -1576,6 +1589,7 @@ def _build_compact(args: argparse.Namespace) -> tuple[torch.nn.Module, BertShape
         dropout=dropout,
         attn_dropout=attn_dropout,
         attention=getattr(args, "attention", "auto"),
+        fused_norm=bool(getattr(args, "fused_ln_dropout", False)),
     )
     if args.pretrained:
         compact.load_hf_state_dict(model, hf.state_dict())

@@ -232,6 +232,21 @@ def test_the_default_workload_fits_the_accelerator():
         assert (args.model, args.impl, args.precision, args.compile) == expected
 
 
+def test_fused_ln_dropout_is_on_for_the_compact_model_on_cuda_only():
+    for argv, device, on in (
+        ([], "cuda", True),
+        (["--impl", "hf"], "cuda", False),
+        (["--no-fused-ln-dropout"], "cuda", False),
+        ([], "cpu", False),
+        (["--impl", "compact"], "cpu", False),
+        (["--impl", "compact", "--fused-ln-dropout"], "cpu", True),  # asked for: the CPU takes PyTorch's ops
+        ([], "xla", False),
+    ):
+        args = train.parse_args(argv)
+        train.apply_defaults(args, device)
+        assert args.fused_ln_dropout is on, (argv, device)
+
+
 def test_cli_and_device_defaults():
     args = train.parse_args(["--device", "cpu"])
     train.apply_defaults(args, "cpu")
@@ -534,6 +549,7 @@ def test_precision_labels():
         (["--warmup-settle", "-1"], "warmup"),
         (["--warmup-tolerance", "0"], "warmup"),
         (["--attention", "flash"], "--impl compact"),
+        (["--fused-ln-dropout"], "--impl compact"),
     ],
 )
 def test_bad_warm_up_rules_and_options_are_refused(argv, match):

@@ -1,0 +1,125 @@
+"""The Triton dropout+residual+LayerNorm kernels of bert_compact.py against PyTorch's ops, on the CPU.
+
+Run by tests/unit/test_fused_norm.py in a process of its own with ``TRITON_INTERPRET=1`` (Triton reads it
+when it is first imported, so not in a pytest process that has imported it already); float32, so the
+kernels' results must match PyTorch's within float32 rounding.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+torch = pytest.importorskip("torch")
+triton = pytest.importorskip("triton")
+
+from tests.unit.test_workload import train  # noqa: E402
+
+compact = train.compact_module()
+F = torch.nn.functional
+TOL = {"rtol": 1e-5, "atol": 1e-5}
+op = torch.ops.rollcall.dropout_add_layer_norm
+
+
+def _inputs(hidden: int, seed: int = 0) -> tuple[torch.Tensor, ...]:
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(3, 7, hidden, generator=g)  # 21 rows: on 2 CPU "units", 11 programs of 2 rows, one of 1
+    x = torch.randn(3, 7, hidden, generator=g)
+    w = 1 + 0.1 * torch.randn(hidden, generator=g)
+    b = 0.1 * torch.randn(hidden, generator=g)
+    return tuple(t.requires_grad_() for t in (a, x, w, b))
+
+
+def _seed(value: int) -> torch.Tensor:
+    return torch.tensor([value], dtype=torch.int64)
+
+
+def _grads(out: torch.Tensor, inputs: tuple[torch.Tensor, ...], dy: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return torch.autograd.grad(out, inputs, dy)
+
+
+def test_interpreter_is_on():
+    assert compact.fused_norm_available(torch.zeros(2, 8))
+    assert not compact.fused_norm_available(torch.zeros(2, 6))  # rows of a multiple of 4 only
+
+
+@pytest.mark.parametrize("hidden", [64, 48])  # 48: a quarter row of 12 in a block of 16, masked
+def test_no_dropout_is_layer_norm_of_the_sum(hidden):
+    a, x, w, b = _inputs(hidden)
+    dy = torch.randn(3, 7, hidden)
+    y, z, mean, rstd = op(a, x, w, b, _seed(1), 0.0, 1e-12)
+    ref = F.layer_norm(a + x, (hidden,), w, b, 1e-12)
+    torch.testing.assert_close(y, ref, **TOL)
+    torch.testing.assert_close(z, a + x, **TOL)
+    rows = (a + x).reshape(-1, hidden)
+    torch.testing.assert_close(mean, rows.mean(-1), **TOL)
+    torch.testing.assert_close(rstd, torch.rsqrt(rows.var(-1, correction=0) + 1e-12), **TOL)
+    for mine, theirs in zip(_grads(y, (a, x, w, b), dy), _grads(ref, (a, x, w, b), dy), strict=True):
+        torch.testing.assert_close(mine, theirs, **TOL)
+
+
+def test_dropout_mask_of_the_forward_is_the_backward_s():
+    p, hidden = 0.3, 64
+    a, x, w, b = _inputs(hidden)
+    dy = torch.randn(3, 7, hidden)
+    y, z, _, _ = op(a, x, w, b, _seed(5), p, 1e-12)
+    dropped = (z - x) == 0  # a is nowhere zero: z - x is 0 exactly where dropped
+    share = dropped.float().mean().item()
+    assert abs(share - p) < 0.05, share  # 1,344 draws: the share's spread is about 0.0125
+    da, dx, dw, db = _grads(y, (a, x, w, b), dy)
+    assert torch.equal(da == 0, dropped)  # the gradient's zeros are the forward's
+    keep = (~dropped).float()
+    ref = F.layer_norm(a * keep / (1 - p) + x, (hidden,), w, b, 1e-12)
+    torch.testing.assert_close(y, ref, **TOL)
+    for mine, theirs in zip((da, dx, dw, db), _grads(ref, (a, x, w, b), dy), strict=True):
+        torch.testing.assert_close(mine, theirs, **TOL)
+
+
+def test_the_seed_picks_the_mask():
+    a, x, w, b = _inputs(64)
+    masks = [(op(a, x, w, b, _seed(s), 0.5, 1e-12)[1] - x) == 0 for s in (7, 7, 8)]
+    assert torch.equal(masks[0], masks[1])
+    assert not torch.equal(masks[0], masks[2])
+
+
+def test_op_registrations():
+    a, x, w, b = _inputs(64)
+    torch.library.opcheck(op, (a, x, w, b, _seed(3), 0.0, 1e-12))
+
+
+def test_compact_model_fused_equals_plain_without_dropout():
+    torch.manual_seed(3)
+    args = argparse.Namespace(pretrained=None, model="tiny", dropout=0.0, impl="compact")
+    plain, shape = train.build_model(args)
+    fused, _ = train.build_model(argparse.Namespace(**vars(args), fused_ln_dropout=True))
+    assert all(layer.fused_norm for layer in fused.layers)
+    fused.load_state_dict(plain.state_dict())
+    batch = train.make_batch(11, 2, 16, shape.vocab)
+    losses = []
+    for model in (plain, fused):
+        model.train()
+        loss = model(batch)
+        loss.backward()
+        losses.append(loss.detach())
+    torch.testing.assert_close(losses[0], losses[1], rtol=1e-5, atol=0)
+    for (name, p1), p2 in zip(plain.named_parameters(), fused.parameters(), strict=True):
+        torch.testing.assert_close(p2.grad, p1.grad, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_compiles_in_one_graph():
+    a, x, w, b = _inputs(64)
+    norm = torch.nn.LayerNorm(64, eps=1e-12)
+    with torch.no_grad():
+        norm.weight.copy_(w)
+        norm.bias.copy_(b)
+
+    def step(a: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return compact.dropout_add_layer_norm(a, x, norm, 0.1, False, fused=True)
+
+    compiled = torch.compile(step, backend="aot_eager", fullgraph=True)  # a graph break fails here
+    dy = torch.randn(3, 7, 64)
+    mine, theirs = compiled(a, x), step(a, x)
+    torch.testing.assert_close(mine, theirs, **TOL)
+    for g1, g2 in zip(_grads(mine, (a, x), dy), _grads(theirs, (a, x), dy), strict=True):
+        torch.testing.assert_close(g1, g2, **TOL)

@@ -33,8 +33,10 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -157,7 +159,7 @@ class KubernetesJob:
     _waiting_read_at: float = -CAPACITY_POLL_S
     _shown: tuple[tuple[tuple[str, int], ...], str] = ((), "")
     _shown_at: float = 0.0
-    _cleaned: bool = False
+    _confirming: Future[None] | None = None
 
     @property
     def namespace(self) -> str:
@@ -602,10 +604,37 @@ class KubernetesJob:
         """Stop reading, delete the namespace (foreground) and wait until it is gone; safe to call twice.
 
         In an existing namespace, the run's Job (foreground) and Service go instead, and the namespace stays.
+        A second call (or one after :meth:`cleanup_later`) does nothing.
         """
-        if self._cleaned:
-            return
-        self._cleaned = True
+        if self._confirming is None:
+            self.cleanup_later().result()
+
+    def cleanup_later(self) -> Future[None]:
+        """:meth:`cleanup`, its wait in a thread of its own: the deletion is asked for before this returns.
+
+        The future's :class:`CleanupError` names what is not gone within ``cleanup_timeout_s``; called
+        again, the same future (:class:`~rollcall.backends.ConfirmsLater`).
+        """
+        if self._confirming is not None:
+            return self._confirming
+        confirming: Future[None] = Future()
+        self._confirming = confirming
+        confirming.set_running_or_notify_cancel()
+        try:
+            watches = self._ask_deletion()
+        except BaseException as exc:
+            confirming.set_exception(exc)
+            raise
+        threading.Thread(
+            target=self._confirm,
+            args=(watches, confirming),
+            daemon=True,
+            name=f"rollcall-cleanup {self.namespace}",
+        ).start()
+        return confirming
+
+    def _ask_deletion(self) -> list[Informer]:
+        """Stop reading and watching, ask for the run's objects to be deleted; the watches of what must go."""
         kube, ns = self.settings.kube, self.namespace
         for f in self.followers.values():
             f.close()
@@ -620,7 +649,12 @@ class KubernetesJob:
                 delete_labelled(kube, ns, self.names.selector)
         except Exception as exc:
             raise CleanupError(f"could not delete {self._owned}: {message_of(exc)}", [self._owned]) from exc
-        watches = [w.start() for w in self._leftovers()]
+        for f in self.followers.values():
+            f.join(2)
+        return [w.start() for w in self._leftovers()]
+
+    def _confirm(self, watches: list[Informer], confirming: Future[None]) -> None:
+        """Wait until nothing ``watches`` sees is left, within the bound; settle ``confirming``."""
         try:
             wait_for(
                 lambda: True if not any(w.objects() for w in watches) else None,
@@ -630,15 +664,16 @@ class KubernetesJob:
             )
             if self.settings.ledger is not None:
                 self.settings.ledger.remove(self.claim)
+            confirming.set_result(None)
         except (WaitTimeout, WatchLost) as exc:
             message = f"{self._owned} is not gone yet ({exc}); the sweep or the session's reaper will retry"
             log.warning(message)
-            raise CleanupError(message, [self._owned]) from None
+            confirming.set_exception(CleanupError(message, [self._owned]))
+        except BaseException as exc:
+            confirming.set_exception(exc)
         finally:
             for w in watches:
                 w.stop()
-            for f in self.followers.values():
-                f.join(2)
 
     def _leftovers(self) -> list[Informer]:
         """Watches of what clean-up waits to see gone: the namespace, or the run's own objects in it."""

@@ -100,6 +100,8 @@ DRAIN_S = 60.0
 #: How often NodeClaims and scale-up events are read while the pods wait for capacity.
 CAPACITY_POLL_S = 5.0
 _PHASES = ("Pending", "Running", "Succeeded", "Failed")
+#: One pod's :func:`.faults.disruption`, :func:`.faults.pod_fault` and :func:`.faults.unschedulable`.
+Assessment = tuple[Disruption | None, str | None, str | None]
 
 
 class RollcallWarning(UserWarning):
@@ -160,6 +162,7 @@ class KubernetesJob:
     _shown: tuple[tuple[tuple[str, int], ...], str] = ((), "")
     _shown_at: float = 0.0
     _confirming: Future[None] | None = None
+    _assessed: dict[str, tuple[tuple[str | None, str | None, bool], Assessment]] = field(default_factory=dict)
 
     @property
     def namespace(self) -> str:
@@ -313,11 +316,10 @@ class KubernetesJob:
         if found is not None:  # before any fault: ranks dying because a peer was taken away are consequences
             return JobStatus.disrupted(found)
         for pod in pods:
-            fault = pod_fault(pod)
+            _, fault, message = self._assess(pod)
             if fault:
                 return JobStatus(JobState.FAILED, fault)
             name = Pod(pod).name
-            message = unschedulable(pod)
             if message is None or self.settings.arriving is not None:  # capacity is coming: not a fault
                 self._unschedulable_since.pop(name, None)
                 continue
@@ -356,13 +358,29 @@ class KubernetesJob:
 
         The nodes' watch never holds the verdict up: until it has listed, only the pods' own conditions count.
         """
-        known = self.nodes is not None and self.nodes.synced.is_set()
         for pod in sorted(pods, key=index_of):
-            node = self.nodes.get(Pod(pod).node_name or "") if self.nodes else None
-            found = disruption(pod, node, nodes_known=known)
+            found = self._assess(pod)[0]
             if found is not None:
                 return found
         return None
+
+    def _assess(self, pod: dict[str, Any]) -> Assessment:
+        """What this copy of ``pod`` says: its :func:`.faults.disruption`, its fault, the scheduler's message.
+
+        Worked out once per version of the pod and of its node (the wait re-tests every pod on each change of
+        any, so at a few hundred pods this is most of its work); the functions are pure.
+        """
+        view = Pod(pod)
+        node = self.nodes.get(view.node_name or "") if self.nodes else None
+        known = self.nodes is not None and self.nodes.synced.is_set()
+        version = pod.get("metadata", {}).get("resourceVersion")
+        key = (version, (node or {}).get("metadata", {}).get("resourceVersion"), known)
+        cached = self._assessed.get(view.name)
+        if cached is not None and version is not None and cached[0] == key:
+            return cached[1]
+        found = (disruption(pod, node, nodes_known=known), pod_fault(pod), unschedulable(pod))
+        self._assessed[view.name] = (key, found)
+        return found
 
     def _deleted_under_run(
         self, job: dict[str, Any] | None, pods: list[dict[str, Any]], now: float

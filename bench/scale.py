@@ -1,6 +1,6 @@
 """The suite's own overhead at scale: 64 kwok nodes x 32 ranks (2048 ranks) on the local control plane.
 
-Usage: python bench/scale.py [--nodes 64] [--runs 3] [--run-seconds 5] [--kubeconfig PATH --name NAME]
+Usage: python bench/scale.py [--nodes 64] [--runs 3] [--run-seconds 5] [--profile DIR] [--kubeconfig PATH --name NAME]
 
 Each run is a child ``pytest`` (the plugin and the kubernetes backend) running one roll call of ``--nodes``
 trn1.32xlarge pods; every pod's log holds its 32 ranks' lines. Overhead is the child's wall time minus the
@@ -9,6 +9,12 @@ namespace, dry runs, scheduling, watches, log streaming and parsing, the verdict
 of the namespace, plus Python's start-up. Peak memory is the child's maximum RSS. Targets: overhead < 15 s,
 peak < 300 MiB.
 
+``--profile DIR`` runs each child under cProfile (its main thread, wall-clock timer), keeps each run's
+profile as ``DIR/run-N.prof`` (for ``python -m pstats``) and prints where its seconds
+went, phase by phase (:data:`PHASES`: start-up and imports, connecting, discovery, the namespace, the dry
+runs and creations, waiting for the pods, draining the logs, judging, clean-up, the reports); the rest is
+pytest's own work and what the table names no phase for.
+
 Without ``--kubeconfig`` a cluster is started (hack/cluster.sh) and removed at the end.
 """
 
@@ -16,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import pstats
 import statistics
 import subprocess
 import sys
@@ -51,6 +58,38 @@ def test_roll_call(rollcall):
 """
 
 
+#: The child's phases under ``--profile``: a name and the functions (``file suffix``, ``name``) whose
+#: cumulative wall time, summed, is the phase's (none of them calls another).
+PHASES: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
+    ("imports (all, wherever they run)", (("<frozen importlib._bootstrap>", "_find_and_load"),)),
+    ("connect and access check", (("kubernetes/backend.py", "from_options"),)),
+    ("discovery", (("kubernetes/backend.py", "discover"),)),
+    ("namespace + default ServiceAccount", (("kubernetes/job.py", "_await_default_service_account"),)),
+    ("provision (all: namespace, dry runs, creations, watches)", (("kubernetes/job.py", "provision"),)),
+    ("wait for the job (watches)", (("kubernetes/kube.py", "wait_for"),)),
+    ("drain the logs", (("kubernetes/job.py", "_drain"),)),
+    ("judge", (("rollcall/judge.py", "judge"),)),
+    ("clean-up (namespace deletion)", (("kubernetes/job.py", "cleanup"),)),
+    ("reports at session end", (("rollcall/plugin.py", "pytest_sessionfinish"),)),
+)
+
+
+def phase_table(profile: Path) -> list[tuple[str, float]]:
+    """Each of :data:`PHASES` with its seconds in ``profile`` (cProfile's output), and the whole."""
+    stats: dict[tuple[str, int, str], tuple[int, int, float, float, object]]
+    stats = pstats.Stats(str(profile)).stats  # type: ignore[attr-defined]
+    rows = []
+    for name, functions in PHASES:
+        seconds = sum(
+            ct
+            for (file, _line, fn), (_cc, _nc, _tt, ct, _callers) in stats.items()
+            if any(file.endswith(suffix) and fn == want for suffix, want in functions)
+        )
+        rows.append((name, seconds))
+    rows.append(("whole child (profiled)", max(ct for (_cc, _nc, _tt, ct, _c) in stats.values())))
+    return rows
+
+
 class PodClock:
     """When each pod was first seen Running and Succeeded (watched from this process)."""
 
@@ -79,13 +118,15 @@ class PodClock:
 
 
 def run_once(
-    cp: ControlPlane, clock: PodClock, nodes: int, seconds: float, workdir: Path
+    cp: ControlPlane, clock: PodClock, nodes: int, seconds: float, workdir: Path, profile: Path | None = None
 ) -> dict[str, float]:
     workdir.mkdir(parents=True)
     (workdir / "conftest.py").write_text(CONFTEST.format(seconds=seconds))
     (workdir / "test_scale.py").write_text(TEST)
+    profiler = ["-m", "cProfile", "-o", str(profile / f"{workdir.name}.prof")] if profile else []
     cmd = [
         sys.executable,
+        *profiler,
         "-m",
         "pytest",
         "-q",
@@ -124,9 +165,14 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=64)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--run-seconds", type=float, default=5.0, help="how long each fake pod runs")
+    ap.add_argument(
+        "--profile", type=Path, metavar="DIR", help="profile each child into DIR; print its phases"
+    )
     ap.add_argument("--kubeconfig", type=Path, help="use this running local cluster (its nodes are added to)")
     ap.add_argument("--name", default="rollcall", help="name of that cluster (hack/cluster.sh --name)")
     args = ap.parse_args()
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
 
     with tempfile.TemporaryDirectory(prefix="rollcall-scale-") as tmp:
         work = Path(tmp)
@@ -144,8 +190,14 @@ def main() -> None:
             clock = PodClock(api)
             clock.pods.start()
             rows = [
-                run_once(cp, clock, args.nodes, args.run_seconds, work / f"run-{i}") for i in range(args.runs)
+                run_once(cp, clock, args.nodes, args.run_seconds, work / f"run-{i}", args.profile)
+                for i in range(args.runs)
             ]
+            phases = (
+                [phase_table(args.profile / f"run-{i}.prof") for i in range(args.runs)]
+                if args.profile
+                else []
+            )
             kubelet.stop()
             clock.pods.stop()
         finally:
@@ -164,6 +216,10 @@ def main() -> None:
     print(
         f"{'median':<6}{med['wall']:>9.1f}{med['running']:>12.1f}{med['overhead']:>12.1f}{med['rss_mib']:>14.0f}"
     )
+    if phases:
+        print("\nwhere the child's seconds went (cProfile, main thread, wall clock; median of the runs)")
+        for n, (name, _) in enumerate(phases[0]):
+            print(f"  {name:<58}{statistics.median(p[n][1] for p in phases):>7.2f} s")
 
 
 if __name__ == "__main__":

@@ -109,24 +109,28 @@ class TestRecord:
 
 
 def junit_properties(record: TestRecord) -> list[tuple[str, object]]:
-    """Properties for pytest's own junit report."""
-    d = record.as_dict()
-    tp = d["throughput"]
+    """Properties for pytest's own junit report.
+
+    Read from the record, not :meth:`TestRecord.as_dict`: that waits for the clean-up's confirmation, which
+    the session's end reads instead.
+    """
+    last = record.result.last
+    tp = last.verdict.throughput.as_dict()
     props: list[tuple[str, object]] = [
-        ("backend", d["backend"]),
-        ("accelerator", d["accelerator"]),
-        ("world_size", d["world_size"]),
-        ("ranks_answered", record.result.last.verdict.answered),
+        ("backend", record.result.backend),
+        ("accelerator", record.accelerator),
+        ("world_size", last.spec.world_size),
+        ("ranks_answered", last.verdict.answered),
         ("throughput_total", tp["total"]),
         ("throughput_mean", tp["mean"]),
         ("throughput_min", tp["min"]),
         ("throughput_max", tp["max"]),
-        ("epoch_time_mean", d["epoch_time_mean"]),
-        ("flaky", d["flaky"]),
-        ("outcome", d["outcome"]),
+        ("epoch_time_mean", last.verdict.epoch_time_mean),
+        ("flaky", record.result.flaky),
+        ("outcome", record.result.outcome),
     ]
-    if d["mfu_mean"] is not None:
-        props.append(("mfu_mean", d["mfu_mean"]))
+    if last.verdict.mfu_mean is not None:
+        props.append(("mfu_mean", last.verdict.mfu_mean))
     if record.gate is not None:
         props.append(("config", str(record.gate.key)))
         props.append(("stragglers", len(record.gate.stragglers)))

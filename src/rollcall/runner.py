@@ -8,7 +8,11 @@ The wait ends early at a hang: once every rank that has not completed has stalle
 (:func:`rollcall.checks.hangs.stop_reason` over the roll call as the logs arrive), the backend ends the job.
 
 Clean-up runs in ``finally`` (pass, fail, timeout, Ctrl-C, SIGTERM turned into an exception) unless
-``keep`` is set; its own errors are logged, never raised over the real failure.
+``keep`` is set; its own errors are logged, never raised over the real failure. A backend that can confirm
+its clean-up later (:class:`~rollcall.backends.ConfirmsLater`: the kubernetes backend, whose namespace takes
+seconds to go) only asks for the deletion here; the confirmation runs on while the attempt is judged and the
+session goes on, and :attr:`Attempt.cleanup_error` waits for it (within the backend's clean-up bound) when it
+is first read, as the session's reports read it.
 
 With ``--retries N`` a failed attempt is run again, up to N times, unless only the release gate failed it
 (a straggler, a slow link, a regression: running again would hide them). An attempt the infrastructure
@@ -22,11 +26,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from rollcall.backends import Backend, CleanupError, JobState, JobStatus
+from rollcall.backends import Backend, CleanupError, ConfirmsLater, JobState, JobStatus
 from rollcall.checks.hangs import stop_reason
 from rollcall.collect import Collector
 from rollcall.jobspec import JobSpec
@@ -53,10 +58,32 @@ class Attempt:
     verdict: Verdict
     artifacts: Path
     duration_s: float
-    #: What clean-up could not remove or confirm gone (None: it left nothing, or ``--keep`` skipped it).
-    cleanup_error: CleanupError | None = None
+    #: What clean-up could not remove or confirm gone, as far as known (read :attr:`cleanup_error`).
+    cleanup_left: CleanupError | None = None
     #: Seconds from the launch until the first rank's ``start`` event was read (None: none was).
     first_rank_s: float | None = None
+    #: The clean-up's confirmation, while it still runs (:class:`~rollcall.backends.ConfirmsLater`).
+    confirming: Future[None] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def cleanup_error(self) -> CleanupError | None:
+        """What clean-up could not remove or confirm gone (None: it left nothing, or ``--keep`` skipped it).
+
+        Waits for a confirmation still running, within the backend's clean-up bound.
+        """
+        if self.confirming is not None:
+            confirming, self.confirming = self.confirming, None
+            try:
+                confirming.result()
+            except CleanupError as exc:  # the session fails for it (the plugin), not the roll call
+                log.error("clean-up of job %s: %s", self.spec.name, exc)
+                self.cleanup_left = exc
+            except Exception as exc:
+                log.error("clean-up of job %s failed: %s: %s", self.spec.name, type(exc).__name__, exc)
+                self.cleanup_left = CleanupError(
+                    f"clean-up of job {self.spec.name} failed: {type(exc).__name__}: {exc}"
+                )
+        return self.cleanup_left
 
     @property
     def passed(self) -> bool:
@@ -136,6 +163,7 @@ def run_once(
     collector = Collector(artifacts)
     job = None
     left: CleanupError | None = None
+    confirming: Future[None] | None = None
     try:
         job = backend.launch(spec, collector)
         watch = _Watch(spec.world_size, started, collector, live)
@@ -143,7 +171,10 @@ def run_once(
     finally:
         if job is not None and not keep:
             try:
-                job.cleanup()
+                if isinstance(job, ConfirmsLater):
+                    confirming = job.cleanup_later()
+                else:
+                    job.cleanup()
             except CleanupError as exc:  # the session fails for it (the plugin), not the roll call
                 log.error("clean-up of job %s: %s", spec.name, exc)
                 left = exc
@@ -163,7 +194,7 @@ def run_once(
     first = watch.first_rank_s
     if first is None and any(r.start is not None for r in collector.roll.ranks.values()):
         first = time.monotonic() - started  # a job shorter than one poll: its end bounds the first start
-    return Attempt(spec, status, verdict, artifacts, time.monotonic() - started, left, first)
+    return Attempt(spec, status, verdict, artifacts, time.monotonic() - started, left, first, confirming)
 
 
 class _Watch:

@@ -12,8 +12,9 @@ from __future__ import annotations
 import enum
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from rollcall.collect import Collector
 from rollcall.jobspec import Accelerator, JobSpec
@@ -177,6 +178,20 @@ class Job(Protocol):
 
         Raises :class:`CleanupError` naming what is left when something still exists after the backend's
         clean-up bound, or what could not be deleted; never raises for what is already gone.
+        """
+        ...
+
+
+@runtime_checkable
+class ConfirmsLater(Protocol):
+    """A job whose clean-up can be confirmed while the session goes on (the runner prefers it, if offered)."""
+
+    def cleanup_later(self) -> Future[None]:
+        """Ask for everything the job created to be removed now; confirm that it is gone in the background.
+
+        What :meth:`Job.cleanup` does, split in two: a deletion that cannot even be asked for raises
+        :class:`CleanupError` at once; what is still there after the backend's clean-up bound is the future's
+        :class:`CleanupError`. The future always settles within that bound.
         """
         ...
 

@@ -33,8 +33,10 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -98,6 +100,8 @@ DRAIN_S = 60.0
 #: How often NodeClaims and scale-up events are read while the pods wait for capacity.
 CAPACITY_POLL_S = 5.0
 _PHASES = ("Pending", "Running", "Succeeded", "Failed")
+#: One pod's :func:`.faults.disruption`, :func:`.faults.pod_fault` and :func:`.faults.unschedulable`.
+Assessment = tuple[Disruption | None, str | None, str | None]
 
 
 class RollcallWarning(UserWarning):
@@ -157,7 +161,8 @@ class KubernetesJob:
     _waiting_read_at: float = -CAPACITY_POLL_S
     _shown: tuple[tuple[tuple[str, int], ...], str] = ((), "")
     _shown_at: float = 0.0
-    _cleaned: bool = False
+    _confirming: Future[None] | None = None
+    _assessed: dict[str, tuple[tuple[str | None, str | None, bool], Assessment]] = field(default_factory=dict)
 
     @property
     def namespace(self) -> str:
@@ -316,11 +321,10 @@ class KubernetesJob:
         if found is not None:  # before any fault: ranks dying because a peer was taken away are consequences
             return JobStatus.disrupted(found)
         for pod in pods:
-            fault = pod_fault(pod)
+            _, fault, message = self._assess(pod)
             if fault:
                 return JobStatus(JobState.FAILED, fault)
             name = Pod(pod).name
-            message = unschedulable(pod)
             if message is None or self.settings.arriving is not None:  # capacity is coming: not a fault
                 self._unschedulable_since.pop(name, None)
                 continue
@@ -359,13 +363,29 @@ class KubernetesJob:
 
         The nodes' watch never holds the verdict up: until it has listed, only the pods' own conditions count.
         """
-        known = self.nodes is not None and self.nodes.synced.is_set()
         for pod in sorted(pods, key=index_of):
-            node = self.nodes.get(Pod(pod).node_name or "") if self.nodes else None
-            found = disruption(pod, node, nodes_known=known)
+            found = self._assess(pod)[0]
             if found is not None:
                 return found
         return None
+
+    def _assess(self, pod: dict[str, Any]) -> Assessment:
+        """What this copy of ``pod`` says: its :func:`.faults.disruption`, its fault, the scheduler's message.
+
+        Worked out once per version of the pod and of its node (the wait re-tests every pod on each change of
+        any, so at a few hundred pods this is most of its work); the functions are pure.
+        """
+        view = Pod(pod)
+        node = self.nodes.get(view.node_name or "") if self.nodes else None
+        known = self.nodes is not None and self.nodes.synced.is_set()
+        version = pod.get("metadata", {}).get("resourceVersion")
+        key = (version, (node or {}).get("metadata", {}).get("resourceVersion"), known)
+        cached = self._assessed.get(view.name)
+        if cached is not None and version is not None and cached[0] == key:
+            return cached[1]
+        found = (disruption(pod, node, nodes_known=known), pod_fault(pod), unschedulable(pod))
+        self._assessed[view.name] = (key, found)
+        return found
 
     def _deleted_under_run(
         self, job: dict[str, Any] | None, pods: list[dict[str, Any]], now: float
@@ -607,10 +627,37 @@ class KubernetesJob:
         """Stop reading, delete the namespace (foreground) and wait until it is gone; safe to call twice.
 
         In an existing namespace, the run's Job (foreground) and Service go instead, and the namespace stays.
+        A second call (or one after :meth:`cleanup_later`) does nothing.
         """
-        if self._cleaned:
-            return
-        self._cleaned = True
+        if self._confirming is None:
+            self.cleanup_later().result()
+
+    def cleanup_later(self) -> Future[None]:
+        """:meth:`cleanup`, its wait in a thread of its own: the deletion is asked for before this returns.
+
+        The future's :class:`CleanupError` names what is not gone within ``cleanup_timeout_s``; called
+        again, the same future (:class:`~rollcall.backends.ConfirmsLater`).
+        """
+        if self._confirming is not None:
+            return self._confirming
+        confirming: Future[None] = Future()
+        self._confirming = confirming
+        confirming.set_running_or_notify_cancel()
+        try:
+            watches = self._ask_deletion()
+        except BaseException as exc:
+            confirming.set_exception(exc)
+            raise
+        threading.Thread(
+            target=self._confirm,
+            args=(watches, confirming),
+            daemon=True,
+            name=f"rollcall-cleanup {self.namespace}",
+        ).start()
+        return confirming
+
+    def _ask_deletion(self) -> list[Informer]:
+        """Stop reading and watching, ask for the run's objects to be deleted; the watches of what must go."""
         kube, ns = self.settings.kube, self.namespace
         for f in self.followers.values():
             f.close()
@@ -625,7 +672,12 @@ class KubernetesJob:
                 delete_labelled(kube, ns, self.names.selector)
         except Exception as exc:
             raise CleanupError(f"could not delete {self._owned}: {message_of(exc)}", [self._owned]) from exc
-        watches = [w.start() for w in self._leftovers()]
+        for f in self.followers.values():
+            f.join(2)
+        return [w.start() for w in self._leftovers()]
+
+    def _confirm(self, watches: list[Informer], confirming: Future[None]) -> None:
+        """Wait until nothing ``watches`` sees is left, within the bound; settle ``confirming``."""
         try:
             wait_for(
                 lambda: True if not any(w.objects() for w in watches) else None,
@@ -635,15 +687,16 @@ class KubernetesJob:
             )
             if self.settings.ledger is not None:
                 self.settings.ledger.remove(self.claim)
+            confirming.set_result(None)
         except (WaitTimeout, WatchLost) as exc:
             message = f"{self._owned} is not gone yet ({exc}); the sweep or the session's reaper will retry"
             log.warning(message)
-            raise CleanupError(message, [self._owned]) from None
+            confirming.set_exception(CleanupError(message, [self._owned]))
+        except BaseException as exc:
+            confirming.set_exception(exc)
         finally:
             for w in watches:
                 w.stop()
-            for f in self.followers.values():
-                f.join(2)
 
     def _leftovers(self) -> list[Informer]:
         """Watches of what clean-up waits to see gone: the namespace, or the run's own objects in it."""

@@ -58,6 +58,11 @@ xla-smoke: $(XLA_VENV)/.installed
 	$(XLA_VENV)/bin/python -m pytest tests/e2e --backend local --accelerator neuron --nodes 2 \
 	  --workload-env PJRT_DEVICE=CPU --artifacts-dir artifacts/xla --job-timeout 900 \
 	  --workload-args "--seq-len 32 --batch-size 4 --warmup-steps 1 --epochs 1 --steps-per-epoch 2" $(PYTEST_ARGS)
+	@# The replicas agree: one parameter digest after each epoch and at completion (none reported fails too).
+	$(XLA_VENV)/bin/python -c 'import json, sys; from rollcall.collect import RESULTS_FILE; \
+	  tests = json.load(open("artifacts/xla/" + RESULTS_FILE))["tests"]; \
+	  bad = {t["test_id"]: t["replicas"] for t in tests if not t["replicas"] or any(len(d) != 1 for d in t["replicas"].values())}; \
+	  sys.exit(f"xla-smoke: not one parameter digest per stage: {bad}" if bad or not tests else None)'
 
 # The CPU image's pins: torch, transformers and numpy as in requirements.lock, with their dependencies.
 lock-image:

@@ -6,8 +6,9 @@ on stdout as roll-call lines. Nothing is downloaded; the script works offline. `
 trains Hugging Face's ``BertForPreTraining``; ``--impl compact`` the same model written for the compiler
 in ``bert_compact.py`` beside this file (fused QKV, flash attention, fusable elementwise chains; on cuda
 its dropout+residual+LayerNorm as Triton kernels, ``--fused-ln-dropout``). The process group is NCCL's on
-cuda and gloo's on cpu; ``--dist-backend gloo`` on cuda lets ranks share one GPU (NCCL refuses that), at
-the cost of collectives through host memory.
+cuda, gloo's on cpu and torch-xla's on xla (gloo's on torch-xla's CPU runtime, see "Replicas");
+``--dist-backend gloo`` on cuda lets ranks share one GPU (NCCL refuses that), at the cost of collectives
+through host memory.
 
 Environment read (set by torchrun; never MPI variables):
     RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE   global/local rank and sizes. Without WORLD_SIZE
@@ -15,7 +16,8 @@ Environment read (set by torchrun; never MPI variables):
     GROUP_RANK                                       node rank; falls back to NODE_RANK, then
                                                      JOB_COMPLETION_INDEX, then 0.
     MASTER_ADDR, MASTER_PORT                         rendezvous of the default process group.
-    PJRT_DEVICE                                      marks an XLA (Neuron) device as configured.
+    PJRT_DEVICE                                      marks an XLA (Neuron) device as configured
+                                                     (CPU: torch-xla's CPU runtime, see "Replicas").
     NODE_NAME                                        the Kubernetes node, reported in ``start``;
                                                      without it SLURMD_NODENAME, the Slurm node.
     ROLLCALL_FAIL_RANK, ROLLCALL_HANG_RANK,
@@ -70,7 +72,7 @@ added. Events, in order:
     facts        what this rank can read about its own device and stack (see "Device facts"), one
                  flat object of fact names, and unknown: {fact: reason} for each fact that could not be
                  read -- after warm-up, with work queued on the device
-    complete     param_digest (after the last step; null on xla, see "Replicas")
+    complete     param_digest (after the last step, see "Replicas")
                  -- then all ranks meet in a barrier and leave the process group
     error        message -- instead of the rest, on any failure; the suite orders failures by ``time``
 Plain progress lines without the prefix may appear in between, and, at any point, the watchdog's:
@@ -159,7 +161,14 @@ Replicas: DDP gives every rank the same averaged gradients and every replica sta
 so the parameters are bitwise equal on every rank. ``param_digest`` is the first 16 hex digits of the
 SHA-256 of every parameter's bytes in the model's order (the device's bytes, copied to the host), taken
 after each timed epoch (outside its seconds) and before ``complete``; ranks whose digest differs from the
-others' hold a diverged replica.
+others' hold a diverged replica. On xla ``xm.optimizer_step`` averages the gradients over the XLA runtime's
+world (``torch_xla.runtime.world_size()``) before the step. torch-xla's CPU runtime (``PJRT_DEVICE=CPU``)
+spans one process: under torchrun each rank's runtime world is that rank alone (its world_size is 1, so
+``xm.optimizer_step`` reduces nothing, ``xm.rendezvous`` waits for no one, and the ``xla://`` process group
+holds one rank), and the replicas would each train on their own data. There the ranks join a gloo process
+group (torchrun's env:// rendezvous) instead, average the gradients over it in host memory (the traced
+backward is run first, then one flat buffer is all-reduced and copied back before the optimizer step) and
+meet in its barriers, so their replicas stay bitwise equal as on every other device.
 
 Timing: untimed warm-up steps, then ``--epochs`` epochs of ``--steps-per-epoch`` steps. Warm-up ends
 when step times settle: once the last ``--warmup-settle`` K step times (each closed by a device
@@ -1407,6 +1416,7 @@ class Accelerator:
         self.backend = backend or self.BACKENDS[kind]
         self._xm: Any = None
         self._sync: Callable[[], Any] = lambda: None
+        self.host_collectives = False  # xla whose runtime spans one process: gloo on the host instead
         if kind == "cuda":
             if not torch.cuda.is_available():
                 raise RuntimeError("--device cuda but no CUDA device is available")
@@ -1429,6 +1439,10 @@ class Accelerator:
             self._sync = getattr(torch_xla, "sync", xm.mark_step)
             self.device = torch_xla.device() if hasattr(torch_xla, "device") else xm.xla_device()
             self.name = os.environ.get("PJRT_DEVICE", "xla")
+            # torch-xla's CPU runtime spans one process: see "Replicas" for why its ranks reduce on the host.
+            self.host_collectives = self.name.upper() == "CPU"
+            if self.host_collectives:
+                self.backend = "gloo"
             self.bf16 = False  # the Neuron compiler picks matmul precision itself
         else:
             self.device = torch.device("cpu")
@@ -1439,7 +1453,7 @@ class Accelerator:
         """Join the default process group (torchrun's env:// rendezvous, or xla://)."""
         import torch.distributed as dist
 
-        if self.kind == "xla":
+        if self.kind == "xla" and not self.host_collectives:
             dist.init_process_group("xla", init_method="xla://")
         elif env.launched:
             if self.backend == "nccl":  # NCCL's flight recorder, where this torch has it (see the docstring)
@@ -1472,10 +1486,30 @@ class Accelerator:
 
     def optimizer_step(self, optimizer: Any) -> None:
         """One optimizer step; on xla, all-reduce the gradients across ranks first."""
-        if self.kind == "xla":
+        if self.host_collectives:
+            self._host_reduce_gradients(optimizer)
+            optimizer.step()
+        elif self.kind == "xla":
             self._xm.optimizer_step(optimizer)
         else:
             optimizer.step()
+
+    def _host_reduce_gradients(self, optimizer: Any) -> None:
+        """Average the gradients across ranks over gloo through host memory (one flat buffer)."""
+        import torch
+        import torch.distributed as dist
+
+        if dist.get_world_size() < 2:
+            return
+        grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+        self._sync()  # run the traced backward: the gradients exist only once the graph has run
+        flat = torch.cat([g.detach().reshape(-1).cpu() for g in grads])
+        dist.all_reduce(flat)
+        flat /= dist.get_world_size()
+        offset = 0
+        for g in grads:
+            g.copy_(flat[offset : offset + g.numel()].view_as(g).to(g.device))
+            offset += g.numel()
 
     def step_boundary(self) -> None:
         """End of one training step: XLA compiles and runs the traced graph here."""
@@ -1486,7 +1520,7 @@ class Accelerator:
         """Wait until every rank gets here."""
         import torch.distributed as dist
 
-        if self.kind == "xla":
+        if self.kind == "xla" and not self.host_collectives:
             self._xm.rendezvous(tag)  # the xla process group's barrier() does not wait
         else:
             dist.barrier()
@@ -2513,9 +2547,7 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
         loss_value = float(loss.detach().float().cpu()) if loss is not None else math.nan
         samples = args.steps_per_epoch * args.batch_size
         digest_started = time.perf_counter()
-        # Not on xla: its replicas are not yet shown to stay bitwise identical (torch-xla's CPU runtime
-        # diverged in the last bit), so no digest is reported there and the suite checks none.
-        digest = parameter_digest(training.model) if device != "xla" else None
+        digest = parameter_digest(training.model)
         digest_s += time.perf_counter() - digest_started
         log.emit(
             "epoch_time",
@@ -2579,7 +2611,7 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
     )
     watchdog.beat("bandwidth")
     measure_bandwidth(acc, env, log, args, link, watchdog=watchdog)
-    leave(param_digest=parameter_digest(training.model) if device != "xla" else None)
+    leave(param_digest=parameter_digest(training.model))
 
 
 def _inductor_counters() -> dict[str, int]:

@@ -1,0 +1,57 @@
+"""The xla CPU runtime's gradient reduction over gloo: two real ranks on loopback end with the same average."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+TRAIN_PY = Path(__file__).resolve().parents[2] / "images" / "bert-training" / "train.py"
+
+RANK_SCRIPT = """
+import importlib.util, sys, torch, torch.distributed as dist
+spec = importlib.util.spec_from_file_location("rollcall_bert_train", sys.argv[1])
+train = sys.modules["rollcall_bert_train"] = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(train)
+acc = train.Accelerator("cpu", 0)
+acc.host_collectives = True
+dist.init_process_group("gloo")
+params = [torch.nn.Parameter(torch.zeros(5)), torch.nn.Parameter(torch.zeros(2, 3))]
+generator = torch.Generator().manual_seed(dist.get_rank())
+for p in params:
+    p.grad = torch.randn(p.shape, generator=generator)
+acc._host_reduce_gradients(torch.optim.SGD(params, lr=0.1))
+print(torch.cat([p.grad.reshape(-1) for p in params]).numpy().tobytes().hex())
+dist.destroy_process_group()
+"""
+
+
+def _expected() -> str:
+    grads = []
+    for rank in range(2):
+        generator = torch.Generator().manual_seed(rank)
+        grads.append(torch.cat([torch.randn(5, generator=generator), torch.randn(6, generator=generator)]))
+    return ((grads[0] + grads[1]) / 2).numpy().tobytes().hex()
+
+
+def test_host_reduce_gives_every_rank_the_same_average():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    base = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": "2"}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", RANK_SCRIPT, str(TRAIN_PY)],
+            env={**base, "RANK": str(rank), "LOCAL_RANK": "0"},
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for rank in range(2)
+    ]
+    outputs = [p.communicate(timeout=120)[0].strip() for p in procs]
+    assert [p.returncode for p in procs] == [0, 0]
+    assert outputs == [_expected()] * 2

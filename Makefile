@@ -82,9 +82,10 @@ test-unit: setup
 
 # Unit tests, the local backend (real torchrun), the report in headless Chromium, and the kubernetes backend
 # against a real local control plane (hack/cluster.sh builds it once per machine, then reuses the cache).
+# The unit tests share nothing machine-wide, so two xdist workers run them; the rest runs in one session.
 test: lint cluster-build
-	$(PY) -m pytest tests/unit tests/local tests/browser tests/cluster tests/k8s tests/real tests/slurm \
-	  $(PYTEST_ARGS)
+	$(PY) -m pytest -n 2 tests/unit $(PYTEST_ARGS)
+	$(PY) -m pytest tests/local tests/browser tests/cluster tests/k8s tests/real tests/slurm $(PYTEST_ARGS)
 
 cluster-build:
 	hack/deps.sh

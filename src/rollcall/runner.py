@@ -8,11 +8,12 @@ The wait ends early at a hang: once every rank that has not completed has stalle
 (:func:`rollcall.checks.hangs.stop_reason` over the roll call as the logs arrive), the backend ends the job.
 
 Clean-up runs in ``finally`` (pass, fail, timeout, Ctrl-C, SIGTERM turned into an exception) unless
-``keep`` is set; its own errors are logged, never raised over the real failure. A backend that can confirm
-its clean-up later (:class:`~rollcall.backends.ConfirmsLater`: the kubernetes backend, whose namespace takes
-seconds to go) only asks for the deletion here; the confirmation runs on while the attempt is judged and the
-session goes on, and :attr:`Attempt.cleanup_error` waits for it (within the backend's clean-up bound) when it
-is first read, as the session's reports read it.
+``keep`` is set; its own errors are logged, never raised over the real failure. After a wait that ended (an
+interrupted one deletes and waits, as the process is about to end), a backend that can confirm its clean-up
+later (:class:`~rollcall.backends.ConfirmsLater`: the kubernetes backend, whose namespace takes seconds to
+go) only asks for the deletion here; the confirmation runs on while the attempt is judged and the session
+goes on, and :attr:`Attempt.cleanup_error` waits for it (within the backend's clean-up bound) when it is
+first read, as the session's reports read it.
 
 With ``--retries N`` a failed attempt is run again, up to N times, unless only the release gate failed it
 (a straggler, a slow link, a regression: running again would hide them). An attempt the infrastructure
@@ -164,14 +165,18 @@ def run_once(
     job = None
     left: CleanupError | None = None
     confirming: Future[None] | None = None
+    waited = False
     try:
         job = backend.launch(spec, collector)
         watch = _Watch(spec.world_size, started, collector, live)
         status = job.wait(spec.job_timeout_s, stop=watch.poll)
+        waited = True
     finally:
         if job is not None and not keep:
             try:
-                if isinstance(job, ConfirmsLater):
+                # Interrupted (Ctrl-C, SIGTERM, a timeout): the process is about to end, so the deletion is
+                # waited for here, never left to a confirmation nobody would wait for.
+                if waited and isinstance(job, ConfirmsLater):
                     confirming = job.cleanup_later()
                 else:
                     job.cleanup()

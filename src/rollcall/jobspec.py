@@ -139,10 +139,6 @@ class CacheVolume:
 _HOSTNAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$")
 
 
-#: The Neuron compile cache's volume: the same type as every cache volume.
-NeuronCache = CacheVolume
-
-
 def parse_cache_volume(text: str) -> CacheVolume:
     """``host:/PATH`` or ``nfs:SERVER:/PATH`` as a :class:`CacheVolume`; ValueError saying what is wrong."""
     kind, _, rest = text.partition(":")

@@ -18,7 +18,7 @@ from rollcall.backends.kubernetes.manifests import (
     render,
     validate,
 )
-from rollcall.jobspec import MANIFESTS_DIR, CacheVolume, JobSpec, NeuronCache, Scheduling, Toleration
+from rollcall.jobspec import MANIFESTS_DIR, CacheVolume, JobSpec, Scheduling, Toleration
 
 SPEC = JobSpec(
     name="bert-abc123",
@@ -286,11 +286,11 @@ def test_neuron_pods_bootstrap_collectives_over_their_own_interface_unless_told_
     ("cache", "volume"),
     [
         (
-            NeuronCache("host", "/var/tmp/neuron"),
+            CacheVolume("host", "/var/tmp/neuron"),
             {"hostPath": {"path": "/var/tmp/neuron", "type": "DirectoryOrCreate"}},
         ),
         (
-            NeuronCache("nfs", "/neuron", "fs-1.efs.us-east-1.amazonaws.com"),
+            CacheVolume("nfs", "/neuron", "fs-1.efs.us-east-1.amazonaws.com"),
             {"nfs": {"server": "fs-1.efs.us-east-1.amazonaws.com", "path": "/neuron"}},
         ),
     ],

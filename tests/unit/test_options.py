@@ -2,7 +2,7 @@ import re
 
 import pytest
 
-from rollcall.jobspec import CacheVolume, NeuronCache, Scheduling, Toleration
+from rollcall.jobspec import CacheVolume, Scheduling, Toleration
 from rollcall.options import OptionError, env_name, resolve
 from rollcall.suite import choose_backend
 
@@ -108,9 +108,9 @@ def test_node_selectors_requests_and_limits():
 
 def test_neuron_cache_is_a_node_directory_or_an_nfs_export():
     o = resolve({"neuron_cache": "nfs:fs-0123.efs.us-east-1.amazonaws.com:/neuron/"}, {})
-    assert o.neuron_cache == NeuronCache("nfs", "/neuron", "fs-0123.efs.us-east-1.amazonaws.com")
+    assert o.neuron_cache == CacheVolume("nfs", "/neuron", "fs-0123.efs.us-east-1.amazonaws.com")
     o = resolve({}, {"ROLLCALL_NEURON_CACHE": "host:/var/tmp/neuron-compile-cache"})
-    assert o.neuron_cache == NeuronCache("host", "/var/tmp/neuron-compile-cache")
+    assert o.neuron_cache == CacheVolume("host", "/var/tmp/neuron-compile-cache")
     assert str(o.neuron_cache) == "host:/var/tmp/neuron-compile-cache"
     assert resolve({}, {}).neuron_cache is None
 

@@ -234,7 +234,11 @@ def test_ctrl_c_and_sigterm_cancel_the_job_and_leave_squeue_empty(tmp_path, clea
 
     try:
         pids = wait_until(
-            f"the job's workload to run with its environment; pytest said:\n{output.read_text()}",
+            lambda: (
+                f"the job's workload to run with its environment; pytest said:\n{output.read_text()}\n"
+                + clean.run("squeue", "-h", "-o", "%i %T %r %j")
+                + clean.run("sinfo", "-N", "-h", "-o", "%N %T %E")
+            ),
             workload_running,
             timeout=120,
         )

@@ -4,7 +4,9 @@
 them) and tears it down at the end, also after failures; ``ROLLCALL_TEST_REAL_KUBECONFIG`` (with
 ``ROLLCALL_TEST_REAL_CLUSTER_NAME``) reuses a running one. The pods run the workload's own CPU image
 (``hack/image.sh bert``). After each test no namespace of the suite may be left, and neither runtime may
-hold a container of one.
+run a container of one; after the package's last test neither may hold one at all. A stopped container
+outlives its pod until the kubelet's garbage collection, which runs once a minute (a period the kubelet
+does not let one set): waiting for it after every test cost about 45 s a test.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ REAL = "rollcall.test/node=real"
 #: BERT tiny, a few steps: every rank still builds, joins, trains and reports for real.
 WORKLOAD_ARGS = "--seq-len 32 --batch-size 4 --warmup-steps 1 --epochs 2 --steps-per-epoch 2"
 NAMESPACE_LABEL = "io.kubernetes.pod.namespace"
+POD_LABEL = "io.kubernetes.pod.name"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -100,28 +103,53 @@ def containers(cp: ControlPlane, node: int) -> list[dict[str, Any]]:
     return found
 
 
-def suite_containers(cp: ControlPlane) -> list[str]:
-    """Containers of the suite's namespaces left in either runtime, as ``node:namespace/id``."""
-    return [
-        f"{node}:{c['labels'][NAMESPACE_LABEL]}/{c['id'][:12]}"
-        for node in range(REAL_NODES)
-        for c in containers(cp, node)
-        if c["labels"].get(NAMESPACE_LABEL, "").startswith("rollcall-")
-    ]
+def live_tasks(cp: ControlPlane, node: int) -> set[str]:
+    """The containers (sandboxes too) of real node ``node`` whose task is not stopped: a process still there."""
+    out = cluster_sh("ctr", "--name", cp.name, str(node), "-n", "k8s.io", "tasks", "ls")
+    rows = [line.split() for line in out.splitlines()[1:]]  # TASK PID STATUS
+    return {row[0] for row in rows if row and row[-1] != "STOPPED"}
+
+
+def suite_containers(cp: ControlPlane, *, running: bool = False) -> list[str]:
+    """Containers of the suite's namespaces left in either runtime (``running``: with a live task), as
+    ``node:namespace/pod/id``."""
+    found = []
+    for node in range(REAL_NODES):
+        live = live_tasks(cp, node) if running else None
+        for c in containers(cp, node):
+            labels = c["labels"]
+            if labels.get(NAMESPACE_LABEL, "").startswith("rollcall-") and (live is None or c["id"] in live):
+                found.append(f"{node}:{labels[NAMESPACE_LABEL]}/{labels.get(POD_LABEL, '?')}/{c['id'][:12]}")
+    return found
+
+
+@pytest.fixture(scope="package", autouse=True)
+def no_container_left(real_cluster: ControlPlane) -> Iterator[None]:
+    """After the package's last test, neither runtime holds a container of the suite (the kubelets' garbage
+    collection, once a minute, gets a bound of two of its periods)."""
+    yield
+    assert wait_until(
+        lambda: f"the runtimes to hold no container of the suite; left: {suite_containers(real_cluster)}",
+        lambda: not suite_containers(real_cluster) or None,
+        timeout=150,
+        every=2,
+    )
 
 
 @pytest.fixture(autouse=True)
 def nothing_left_behind(real_cluster: ControlPlane, kube: Kube) -> Iterator[None]:
-    """No namespace of the suite and no container of one may outlive a test (the kubelets get a bound)."""
+    """No namespace of the suite and no running container of one may outlive a test (the kubelets get a
+    bound)."""
     yield
     assert wait_until(
         "the suite's namespaces to be gone", lambda: not suite_namespaces(kube) or None, timeout=90
     )
     assert wait_until(
-        "the runtimes to hold no container of the suite",
-        lambda: not suite_containers(real_cluster) or None,
+        lambda: f"no container of the suite to run; running: {suite_containers(real_cluster, running=True)}",
+        lambda: not suite_containers(real_cluster, running=True) or None,
         timeout=60,
-    ), suite_containers(real_cluster)
+        every=1,
+    )
 
 
 def real_options(cp: ControlPlane, artifacts: Path, **values: Any) -> Any:

@@ -26,7 +26,7 @@ from tests.cluster.controlplane import REPO_ROOT
 from tests.k8s.conftest import suite_namespaces
 from tests.waiting import wait_until
 
-from .conftest import IMAGE, NAMESPACE_LABEL, REAL, REAL_NODES, WORKLOAD_ARGS, containers
+from .conftest import IMAGE, NAMESPACE_LABEL, REAL, REAL_NODES, WORKLOAD_ARGS, containers, live_tasks
 
 # Each run may take its job timeout (300 s, real_options) plus start-up and the 90 s clean-up.
 pytestmark = [pytest.mark.real_nodes, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -58,14 +58,19 @@ def e2e_command(cp, tmp_path, *args: str) -> list[str]:
 
 
 def training_containers(cp) -> list[str]:
-    """The suite's training containers (not sandboxes) in either runtime."""
-    return [
-        c["id"]
-        for node in range(REAL_NODES)
-        for c in containers(cp, node)
-        if c["labels"].get(NAMESPACE_LABEL, "").startswith("rollcall-")
-        and c["labels"].get("io.kubernetes.container.name") == "train"
-    ]
+    """The suite's running training containers (not sandboxes, not the stopped ones of earlier runs that
+    the kubelets have not collected yet) in either runtime."""
+    found = []
+    for node in range(REAL_NODES):
+        live = live_tasks(cp, node)
+        found += [
+            c["id"]
+            for c in containers(cp, node)
+            if c["labels"].get(NAMESPACE_LABEL, "").startswith("rollcall-")
+            and c["labels"].get("io.kubernetes.container.name") == "train"
+            and c["id"] in live
+        ]
+    return found
 
 
 def roll_of(attempt) -> RollCall:

@@ -3,7 +3,10 @@
 kwok runs no containers; it serves a pod's log from the CRI-format file that a kwok ``Logs`` object names.
 :class:`FakeKubelet` watches the suite's pods in every namespace and, as each appears, writes the log its
 node would print (one torchrun agent's interleaved, prefixed rank lines, for the pod's completion index,
-``--nnodes`` and ``--nproc-per-node``) and creates the ``Logs`` object.
+``--nnodes`` and ``--nproc-per-node``), creates the ``Logs`` object, then marks the pod ``log-served``
+(:data:`SERVED`). kwok starts a pod of the suite only once it is marked (``hack/kwok/stages.yaml``), as a
+real kubelet serves a container's log from its start: a log the suite follows before kwok has it would
+come back empty, and at 64 pods and more the suite's watches often won that race.
 
 Pod annotations steer what a pod "prints":
 
@@ -42,6 +45,8 @@ EVENT_PREFIX = "ROLLCALL "
 LOG_SKIP = "rollcall.test/log-skip"
 NCCL_NET = "rollcall.test/nccl-net"
 FACTS = "rollcall.test/facts"
+#: The mark kwok's pod-running stage waits for on a pod of the suite (hack/kwok/stages.yaml).
+SERVED = "rollcall.test/log-served"
 
 
 def _flag(command: list[str], name: str) -> int:
@@ -99,6 +104,7 @@ class FakeKubelet:
         self.cp = cp
         self.api = cp.api_client()
         self.custom = client.CustomObjectsApi(self.api)
+        self.core = client.CoreV1Api(self.api)
         self.served: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
         # A kubelet never gives up on its API server: the watch outlasts any restart of it (the suite's own
@@ -146,15 +152,19 @@ class FakeKubelet:
         try:
             self.custom.create_namespaced_custom_object("kwok.x-k8s.io", "v1alpha1", ns, "logs", body)
         except client.exceptions.ApiException as exc:
-            if exc.status == 409:  # served twice
-                return
             if exc.status in (403, 404) and not self._namespace_active(ns):  # terminating or gone
                 return
-            raise  # e.g. the Logs resource not served yet by an API server that just restarted
+            if exc.status != 409:  # 409: served before, and the mark below failed then
+                raise  # e.g. the Logs resource not served yet by an API server that just restarted
+        try:
+            self.core.patch_namespaced_pod(name, ns, {"metadata": {"annotations": {SERVED: "true"}}})
+        except client.exceptions.ApiException as exc:
+            if exc.status != 404:  # 404: the pod was deleted before it ran
+                raise
 
     def _namespace_active(self, ns: str) -> bool:
         try:
-            namespace = client.CoreV1Api(self.api).read_namespace(ns)
+            namespace = self.core.read_namespace(ns)
         except client.exceptions.ApiException as exc:
             if exc.status == 404:
                 return False

@@ -201,8 +201,26 @@ def test_discovery_reads_the_nodes_and_names_a_drained_one(slurm):
             backend.discover(resolve({"accelerator": "cpu", "nodes": 2}))
     finally:
         slurm.run("scontrol", "update", "nodename=rc2", "state=resume")
+        # A resumed node may read IDLE+NOT_RESPONDING until slurmctld hears from its slurmd again; the next
+        # test's discovery refused it then. The cluster is handed on as discovery found it: both usable.
+        wait_until(
+            lambda: (
+                "both nodes usable again after the resume:\n" + slurm.run("scontrol", "show", "node", "rc2")
+            ),
+            lambda: usable(backend),
+            timeout=120,
+            every=0.5,
+        )
     assert "need 2 usable node(s), found 1" in str(exc.value)
     assert "state IDLE+DRAIN (rollcall test" in str(exc.value) and "rc2 (1)" in str(exc.value)
+
+
+def usable(backend: SlurmBackend) -> bool:
+    try:
+        backend.discover(resolve({"accelerator": "cpu", "nodes": 2}))
+    except DiscoveryError:
+        return False
+    return True
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
@@ -227,6 +245,7 @@ def test_ctrl_c_and_sigterm_cancel_the_job_and_leave_squeue_empty(tmp_path, clea
 
     def workload_running():
         # the batch script's own shell sets the workload's environment for what it starts: wait for those
+        assert proc.poll() is None, f"pytest ended (exit {proc.returncode}) first:\n{output.read_text()}"
         if not any(" RUNNING " in line for line in clean.queue()):
             return None
         pids = job_processes(clean.conf)

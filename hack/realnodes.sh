@@ -122,7 +122,20 @@ cmd_up() {
   network_up "$state" "$count"
   coredns_up "$state" "$kubeconfig"
   for ((i = 0; i < count; i++)); do
-    node_up "$state" "$kubeconfig" "$i" "$profile" "$log_max"
+    node_up "$state" "$kubeconfig" "$i" "$profile"
+  done
+  # The images go into every node's containerd at once: one import (about 5 GB unpacked) took 100 s, and
+  # one after the other the nodes waited for each other.
+  local pids=()
+  for ((i = 0; i < count; i++)); do
+    import_images "$state/node-$i" &
+    pids+=($!)
+  done
+  for i in "${!pids[@]}"; do
+    wait "${pids[$i]}" || die "image import into $(cat "$state/node-$i/name") failed"
+  done
+  for ((i = 0; i < count; i++)); do
+    kubelet_up "$state/node-$i" "$i" "$log_max"
   done
   local kubectl=("$K8S_BIN/kubectl" --kubeconfig "$kubeconfig")
   for ((i = 0; i < count; i++)); do
@@ -218,8 +231,10 @@ make_cgroup() {
   done
 }
 
+# node_up STATE KUBECONFIG I PROFILE: node I's directory, its forwarders to the apiserver, its CNI and its
+# containerd, started.
 node_up() {
-  local state=$1 kubeconfig=$2 i=$3 profile=$4 log_max=$5
+  local state=$1 kubeconfig=$2 i=$3 profile=$4
   local dir=$state/node-$i name api_port
   name=$(node_name "$profile" "$i")
   mkdir -p "$dir"/{containerd/tmp,cni,kubelet,pod-logs,runc}
@@ -285,15 +300,24 @@ imports = []
         SystemdCgroup = false
 EOF
   start_containerd "$dir" "$i"
-  local image start=$SECONDS
+  cp "$kubeconfig" "$dir/kubeconfig"
+}
+
+# import_images DIR: the pause and bert images into node DIR's containerd.
+import_images() {
+  local dir=$1 image name start=$SECONDS
+  name=$(cat "$dir/name")
   for image in pause bert; do
     ctr_of "$dir" -n k8s.io images import "$("$HACK/image.sh" "$image")" \
       >>"$dir/import.log" 2>&1 || { tail -5 "$dir/import.log" >&2; die "image import into $name failed"; }
   done
   log "$name: images imported in $((SECONDS - start))s"
+}
 
+# kubelet_up DIR I LOG_MAX_SIZE: node I's cgroup and kubelet configuration; its kubelet, started.
+kubelet_up() {
+  local dir=$1 i=$2 log_max=$3
   make_cgroup "$CGROUP_PREFIX-$i"
-  cp "$kubeconfig" "$dir/kubeconfig"
   : >"$dir/resolv.base"
   cat >"$dir/kubelet.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1

@@ -7,7 +7,9 @@ After each test, no namespace of the suite may be left.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -68,21 +70,79 @@ def suite_objects(kube: Kube, namespace: str) -> dict[str, dict[str, Any]]:
     }
 
 
+def active_suite_namespaces(kube: Kube) -> list[dict[str, Any]]:
+    """The suite's namespaces not being deleted (an earlier test's may still be going)."""
+    return [n for n in suite_namespaces(kube) if not n["metadata"].get("deletionTimestamp")]
+
+
+#: How long a namespace a test left may take to go, from the test's end.
+NAMESPACE_BOUND_S = 30.0
+
+
+@dataclass
+class Leftovers:
+    """The namespaces each test left still listed at its end: each must be gone within its bound.
+
+    A namespace takes at least 5 s to go (the namespace controller waits that long before it starts, a
+    constant of kube-controller-manager), so waiting after every test cost 5 s each; the next tests run
+    meanwhile, and each teardown (and the package's end) checks what earlier tests left.
+    """
+
+    pending: dict[str, tuple[str, float]] = field(default_factory=dict)
+    kube: Kube | None = None
+
+    def add(self, kube: Kube, names: set[str], test: str) -> None:
+        self.kube = kube
+        for name in names:
+            self.pending[name] = (test, time.monotonic() + NAMESPACE_BOUND_S)
+
+    def settle(self, *, wait: bool) -> None:
+        """Drop what is gone; fail naming each namespace still listed past its bound, and the test that left
+        it (``wait``: until every one is gone or late)."""
+
+        def all_gone() -> bool:
+            assert self.kube is not None
+            listed = {n["metadata"]["name"] for n in suite_namespaces(self.kube)}
+            for name in [n for n in self.pending if n not in listed]:
+                del self.pending[name]
+            late = {n: t for n, (t, deadline) in self.pending.items() if time.monotonic() > deadline}
+            for name in late:
+                del self.pending[name]
+            assert not late, f"namespaces still there {NAMESPACE_BOUND_S:g} s after their test ended: " + (
+                ", ".join(f"{n} (left by {t})" for n, t in sorted(late.items()))
+            )
+            return not self.pending
+
+        if not self.pending:
+            return
+        if wait:
+            wait_until(
+                "the namespaces the tests left to go", lambda: all_gone() or None, NAMESPACE_BOUND_S + 5
+            )
+        else:
+            all_gone()
+
+
+@pytest.fixture(scope="package")
+def leftovers() -> Iterator[Leftovers]:
+    """The package's :class:`Leftovers`; at its end, every namespace a test left is gone within its bound."""
+    found = Leftovers()
+    yield found
+    found.settle(wait=True)
+
+
 @pytest.fixture(autouse=True)
-def nothing_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Every test must leave no namespace of the suite behind (terminating ones get a short grace)."""
+def nothing_left_behind(request: pytest.FixtureRequest, leftovers: Leftovers) -> Iterator[None]:
+    """Every test must leave no namespace of the suite behind: each one it leaves still listed must be gone
+    within :data:`NAMESPACE_BOUND_S` of its end, checked by the later tests' teardowns and at the end."""
     if not request.node.get_closest_marker("control_plane"):
         yield
         return
     kube = request.getfixturevalue("kube")
     before = {n["metadata"]["name"] for n in suite_namespaces(kube)}
     yield
-    left = wait_until(
-        "the test's namespaces to be gone",
-        lambda: not ({n["metadata"]["name"] for n in suite_namespaces(kube)} - before) or None,
-        timeout=30,
-    )
-    assert left
+    leftovers.add(kube, {n["metadata"]["name"] for n in suite_namespaces(kube)} - before, request.node.nodeid)
+    leftovers.settle(wait=False)
 
 
 @pytest.fixture

@@ -77,7 +77,7 @@ def test_too_few_nodes_fails_before_creating_anything(make_suite, kube, kubelet,
     text = str(err.value)
     assert text.startswith("need 50 usable node(s), found ")
     assert "trn1-32xlarge-0" in text
-    assert {n["metadata"]["name"] for n in suite_namespaces(kube)} == before
+    assert {n["metadata"]["name"] for n in suite_namespaces(kube)} <= before
     assert len(kubelet.served) == pods_before
 
 
@@ -87,7 +87,7 @@ def test_a_job_larger_than_discovery_found_is_refused_at_launch(make_suite, kube
     before = {n["metadata"]["name"] for n in suite_namespaces(kube)}
     with pytest.raises(DiscoveryError, match="nothing was created: need 40 usable node"):
         run(suite, request, nodes=40)
-    assert {n["metadata"]["name"] for n in suite_namespaces(kube)} == before
+    assert {n["metadata"]["name"] for n in suite_namespaces(kube)} <= before
 
 
 def test_discovery_says_why_nodes_are_not_usable(make_suite, control_plane, ensure_nodes, request):

@@ -26,6 +26,7 @@ for p in params:
     p.grad = torch.randn(p.shape, generator=generator)
 acc._host_reduce_gradients(torch.optim.SGD(params, lr=0.1))
 print(torch.cat([p.grad.reshape(-1) for p in params]).numpy().tobytes().hex())
+dist.barrier()  # as train.py leaves: rank 0 hosts the store and must not go first
 dist.destroy_process_group()
 """
 

@@ -32,6 +32,8 @@ FAIL_LABEL = "rollcall.test/fail"
 RUN_DURATION_ANNOTATION = "rollcall.test/run-duration"
 EXIT_CODE_ANNOTATION = "rollcall.test/exit-code"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+#: The taint the node lifecycle controller keeps on a node until it has seen it Ready.
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 
 
 class ControlPlaneError(RuntimeError):
@@ -202,7 +204,9 @@ class ControlPlane:
     def add_named_nodes(
         self, names: list[str], profile: str = "trn1.32xlarge", timeout: float = 300
     ) -> list[str]:
-        """Add (or restore, after a test deleted them) the fake nodes ``names`` of a profile; wait until Ready."""
+        """Add (or restore, after a test deleted them) the fake nodes ``names`` of a profile; wait until they
+        are Ready and schedulable: the node lifecycle controller lifts the ``not-ready`` taint after the
+        Ready condition, and at a few hundred nodes it lags by seconds."""
         if not names:
             return []
         template = (PROFILES_DIR / f"{profile}.yaml").read_text()
@@ -214,6 +218,23 @@ class ControlPlane:
             f"--timeout={int(timeout)}s",
             *(f"node/{n}" for n in names),
             timeout=timeout + 30,
+        )
+        added = set(names)
+
+        def not_ready() -> list[str]:
+            nodes = self.get("nodes", "-l", f"{INSTANCE_TYPE_LABEL}={profile}")["items"]
+            return sorted(
+                n["metadata"]["name"]
+                for n in nodes
+                if n["metadata"]["name"] in added
+                and any(t["key"] == NOT_READY_TAINT for t in n["spec"].get("taints") or [])
+            )
+
+        wait_until(
+            lambda: f"{NOT_READY_TAINT} to be lifted from {not_ready()}",
+            lambda: not not_ready() or None,
+            timeout,
+            every=1,
         )
         return names
 

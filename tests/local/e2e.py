@@ -36,7 +36,9 @@ def roll_call(
     ``timeout`` seconds.
 
     The run's environment keeps none of the caller's ``ROLLCALL_*`` variables; ``workload_env`` pairs
-    (``NAME=VALUE``) go to the ranks through ``--workload-env``.
+    (``NAME=VALUE``) go to the ranks through ``--workload-env``. The relative-speed checks are off unless
+    ``args`` sets them (a later option wins): ranks sharing 2 loaded cores stray from their median by more
+    than a healthy cluster's ranks do, and the tests of those checks set their own ratios.
     """
     artifacts = artifacts or tmp_path / "artifacts"
     cmd = [
@@ -56,6 +58,7 @@ def roll_call(
         str(artifacts),
         "--workload-args",
         workload_args,
+        *("--straggler-ratio", "0", "--busbw-ratio", "0"),
         *args,
         "-p",
         "no:cacheprovider",

@@ -2,10 +2,12 @@
 
 Real torchrun, gloo and BERT tiny on the CPU, 2 nodes x 1 rank, kept short. Five sessions make the history
 (each its own artifacts directory and ``results.json``); then two sessions judge against it through the
-options: a healthy one passes, one whose every rank is slowed 2x (``ROLLCALL_SLOW_RANK=0:2,1:2``) fails with
-the reference, the spread and the count in its message. (A 1.5x slowdown, 33% below the history, passed
-now and then: on 2 shared cores a whole run, history included, strays by more than the 8 points between
-that and the 25% allowed.)
+options: a healthy one passes, one whose every rank is slowed 3x (``ROLLCALL_SLOW_RANK=0:3,1:3``) fails with
+the reference, the spread and the count in its message. The allowance is 75%, wide on purpose: on 2 shared
+cores a healthy run of this size strays from its history by 10-20% as a rule and by 42% in one CI run
+(15.5 -> 22.0 ms compute per step), and a 1.5x slowdown passed a 25% allowance now and then; 3x slower is
+200% above the history in its times, well clear of the allowance either way (its throughput, a third of
+the history's, is not 75% below it: the times fail it).
 """
 
 import json
@@ -22,8 +24,8 @@ SHORT = "--seq-len 32 --batch-size 4 --warmup-steps 1 --epochs 1 --steps-per-epo
 
 
 def session(tmp_path, name, *extra, history=True):
-    # 25%: a healthy run on 2 shared cores strays 10-20% from its history; 2x slower is 50% below it
-    judged = ("--baseline-history", str(tmp_path / "history"), "--max-regression", "25") if history else ()
+    # 75%: see the module's docstring
+    judged = ("--baseline-history", str(tmp_path / "history"), "--max-regression", "75") if history else ()
     run = e2e.roll_call(
         tmp_path, SHORT, *judged, "--progress-every", "1", *extra, procs_per_node=1, artifacts=tmp_path / name
     )
@@ -32,7 +34,7 @@ def session(tmp_path, name, *extra, history=True):
 
 
 @pytest.mark.timeout(1800)
-def test_a_history_of_five_runs_passes_a_healthy_run_and_fails_one_slowed_2x(tmp_path):
+def test_a_history_of_five_runs_passes_a_healthy_run_and_fails_one_slowed_3x(tmp_path):
     for n in range(5):
         run, test = session(tmp_path, f"history/run-{n}", history=False)
         assert run.returncode == 0 and test["release_gate"]["sound"], run.output[-4000:]
@@ -47,10 +49,10 @@ def test_a_history_of_five_runs_passes_a_healthy_run_and_fails_one_slowed_2x(tmp
         healthy.output
     )
 
-    slowed, test = session(tmp_path, "slowed", "--workload-env", "ROLLCALL_SLOW_RANK=0:2,1:2")
+    slowed, test = session(tmp_path, "slowed", "--workload-env", "ROLLCALL_SLOW_RANK=0:3,1:3")
     assert slowed.returncode == 1, slowed.output[-4000:]
     regressed = {r["measure"]: r for r in test["release_gate"]["regressions"]}
-    # Every measure of a rank slows 2x, but each fails only beyond both 25% and 3 spreads of its own
+    # Every measure of a rank slows 3x, but each fails only beyond both 75% and 3 spreads of its own
     # history, and on 2 shared cores one measure's history can be noisy enough to hold it: at least one of
     # the four must fail, each that does with the reference, the spread and the count.
     slower = {
@@ -62,7 +64,9 @@ def test_a_history_of_five_runs_passes_a_healthy_run_and_fails_one_slowed_2x(tmp
     slowed_measures = [m for m in slower if m in regressed]
     assert slowed_measures, test["problems"]
     for measure in slowed_measures:
-        assert (regressed[measure]["ratio"] - 1) * slower[measure] > 0.25, regressed[measure]
+        ratio = regressed[measure]["ratio"]
+        # a time fails above 1.75 x its reference, a throughput below 0.25 x (75% less)
+        assert (ratio > 1.75) if slower[measure] > 0 else (ratio < 0.25), regressed[measure]
     median = regressed[slowed_measures[0]]
     assert median["runs"] == 5 and median["spread"] is not None
     assert "the median of the last 5 sound run(s)" in median["message"]

@@ -7,6 +7,7 @@ bf16 rows as the compact BERT-large has them at seq 128, batch 384 (49,152 rows 
 forward's largest difference from PyTorch's ops at dropout 0 (against float32), the share dropped and
 whether the gradient's zeros are the forward's at the given dropout, then the forward and backward times
 (triton.testing.do_bench, median) with the bytes each moves per second, and PyTorch's eager ops beside.
+``--sweep`` then times the backward for other tiles (elements a tile x programs per multiprocessor).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ def main() -> None:
     ap.add_argument("--hidden", type=int, default=1024)
     ap.add_argument("--dropout", type=float, default=0.1)
     ap.add_argument("--device", default="cuda", help="cpu: the numerics only, in Triton's interpreter")
+    ap.add_argument("--sweep", action="store_true", help="time the backward's other tile shapes too")
     args = ap.parse_args()
     n, h, p = args.rows, args.hidden, args.dropout
     dev, dt = args.device, torch.bfloat16
@@ -73,6 +75,18 @@ def main() -> None:
     for name, ms in (("forward", fwd_ms), ("backward", bwd_ms)):
         print(f"{name}: {ms * 1e3:.1f} us, {moved / (ms * 1e-3) / 1e12:.2f} TB/s")
     print(f"PyTorch eager forward (dropout, add, layer_norm): {eager_ms * 1e3:.1f} us")
+    if not args.sweep:
+        return
+    units = torch.cuda.get_device_properties(a.device).multi_processor_count
+    for elements in (2048, 4096, 8192, 16384):
+        for per_unit in (1, 2, 4, 8):
+            compact.BACKWARD_TILE_ELEMENTS, compact.BACKWARD_PROGRAMS_PER_UNIT = elements, per_unit
+            block, tiles, programs = compact._backward_shape(n, h, units)
+            ms = triton.testing.do_bench(lambda: bwd(dy, z, mean, rstd, w, seed, p), return_mode="median")
+            print(
+                f"backward, tiles of {elements} elements ({block} rows) x {tiles} a program, {programs} programs, "
+                f"{compact._backward_warps(block, h)} warps: {ms * 1e3:.1f} us, {moved / (ms * 1e-3) / 1e12:.2f} TB/s"
+            )
 
 
 if __name__ == "__main__":

@@ -55,7 +55,8 @@ ATTENTION_BACKENDS: dict[str, SDPBackend | None] = {
 # LayerNorm's backward needs it), mean and 1/std are saved, the mask is not: element j of row r keeps its
 # value when Philox draw (seed, r * hidden / 4 + j // 4), output j % 4 (in the order below), is >= p, so
 # each call of Philox serves four elements and the backward draws the same mask again. The backward walks
-# a share of the rows per program, its weight and bias gradients summed per program, then over programs.
+# tiles of several rows per program (many rows in flight), its weight and bias gradients summed per
+# program, then over programs.
 
 if triton is not None:
 
@@ -100,7 +101,8 @@ if triton is not None:
         p,
         scale,
         QUARTER: tl.constexpr,
-        ROWS: tl.constexpr,
+        BLOCK_ROWS: tl.constexpr,
+        TILES: tl.constexpr,
     ):  # pragma: no cover - runs on a GPU, or in Triton's interpreter (tests/unit/fused_norm_cases.py)
         program = tl.program_id(0)
         cols = tl.arange(0, 4 * QUARTER)
@@ -109,27 +111,26 @@ if triton is not None:
         w = tl.load(W + cols, mask=inside, other=0.0).to(tl.float32)
         dw = tl.zeros((4 * QUARTER,), dtype=tl.float32)
         db = tl.zeros((4 * QUARTER,), dtype=tl.float32)
-        first = program.to(tl.int64) * ROWS
-        for i in range(ROWS):
-            row = first + i
-            if row < n_rows:
-                dy = tl.load(DY + row * n_cols + cols, mask=inside, other=0.0).to(tl.float32)
-                z = tl.load(Z + row * n_cols + cols, mask=inside, other=0.0).to(tl.float32)
-                xhat = tl.where(inside, (z - tl.load(MEAN + row)) * tl.load(RSTD + row), 0.0)
-                g = dy * w
-                dz = (g - xhat * (tl.sum(xhat * g, axis=0) / n_cols) - tl.sum(g, axis=0) / n_cols) * tl.load(
-                    RSTD + row
-                )
-                r0, r1, r2, r3 = tl.rand4x(seed, row * (n_cols // 4) + tl.arange(0, QUARTER))
-                keep = tl.reshape(tl.join(tl.join(r0, r1), tl.join(r2, r3)), (4 * QUARTER,)) >= p
-                tl.store(DX + row * n_cols + cols, dz.to(DX.dtype.element_ty), mask=inside)
-                tl.store(
-                    DA + row * n_cols + cols,
-                    tl.where(keep, dz * scale, 0.0).to(DA.dtype.element_ty),
-                    mask=inside,
-                )
-                dw += dy * xhat
-                db += dy
+        for tile in range(TILES):
+            rows = (program.to(tl.int64) * TILES + tile) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+            live = rows < n_rows
+            here = live[:, None] & inside[None, :]
+            at = rows[:, None] * n_cols + cols[None, :]
+            dy = tl.load(DY + at, mask=here, other=0.0).to(tl.float32)
+            z = tl.load(Z + at, mask=here, other=0.0).to(tl.float32)
+            mean = tl.load(MEAN + rows, mask=live, other=0.0)
+            rstd = tl.load(RSTD + rows, mask=live, other=0.0)
+            xhat = tl.where(here, (z - mean[:, None]) * rstd[:, None], 0.0)
+            g = dy * w[None, :]
+            c1 = tl.sum(xhat * g, axis=1) / n_cols
+            c2 = tl.sum(g, axis=1) / n_cols
+            dz = (g - xhat * c1[:, None] - c2[:, None]) * rstd[:, None]
+            r0, r1, r2, r3 = tl.rand4x(seed, rows[:, None] * (n_cols // 4) + tl.arange(0, QUARTER)[None, :])
+            keep = tl.reshape(tl.join(tl.join(r0, r1), tl.join(r2, r3)), (BLOCK_ROWS, 4 * QUARTER)) >= p
+            tl.store(DX + at, dz.to(DX.dtype.element_ty), mask=here)
+            tl.store(DA + at, tl.where(keep, dz * scale, 0.0).to(DA.dtype.element_ty), mask=here)
+            dw += tl.sum(dy * xhat, axis=0)
+            db += tl.sum(dy, axis=0)
         tl.store(DW + program * n_cols + cols, dw, mask=inside)
         tl.store(DB + program * n_cols + cols, db, mask=inside)
 
@@ -138,6 +139,32 @@ def _launch_shape(n_cols: int) -> tuple[int, int]:
     """``(QUARTER, num_warps)`` for rows of ``n_cols`` (a multiple of 4): a quarter row, a power of two."""
     quarter = triton.next_power_of_2(n_cols // 4)
     return quarter, min(8, max(1, quarter // 64))
+
+
+#: The backward's tile: about this many elements (rows of a power of two), and programs per multiprocessor.
+#: Measured on an H200 at 49,152 rows of 1,024 (bench/NOTES.md): 2 rows a tile, 4 programs per unit, 171 us;
+#: 8 rows 284-317 us, 16 rows 562-599 us.
+BACKWARD_TILE_ELEMENTS = 2048
+BACKWARD_PROGRAMS_PER_UNIT = 4
+
+
+def _backward_shape(n_rows: int, n_cols: int, units: int) -> tuple[int, int, int]:
+    """``(BLOCK_ROWS, TILES, programs)``: each program walks ``TILES`` tiles of ``BLOCK_ROWS`` rows.
+
+    A tile holds about :data:`BACKWARD_TILE_ELEMENTS` elements (no more rows than a ``units``-th of all), so
+    every load has many rows in flight; each program sums its tiles' weight and bias gradients, and there
+    are about :data:`BACKWARD_PROGRAMS_PER_UNIT` programs per multiprocessor: few partial sums to add.
+    """
+    width = 4 * triton.next_power_of_2(n_cols // 4)
+    block = max(1, min(BACKWARD_TILE_ELEMENTS // width, triton.next_power_of_2(triton.cdiv(n_rows, units))))
+    block = 1 << (block.bit_length() - 1)  # a power of two
+    tiles = triton.cdiv(triton.cdiv(n_rows, block), BACKWARD_PROGRAMS_PER_UNIT * units)
+    return block, tiles, triton.cdiv(n_rows, block * tiles)
+
+
+def _backward_warps(block: int, n_cols: int) -> int:
+    """Warps for a tile of ``block`` rows: about 32 elements of it per thread, 1 to 16 warps."""
+    return min(16, max(1, block * 4 * triton.next_power_of_2(n_cols // 4) // 1024))
 
 
 def _scale(p: float) -> float:
@@ -212,13 +239,11 @@ def _fused_backward(  # noqa: PLR0917 - the kernel's and the op's schema are pos
     dy2, z2 = dy.reshape(-1, n_cols).contiguous(), z.reshape(-1, n_cols)
     n_rows = z2.size(0)
     units = torch.cuda.get_device_properties(z.device).multi_processor_count if z.is_cuda else 2
-    programs = max(1, min(n_rows, 8 * units))
-    per_program = triton.cdiv(n_rows, programs)
-    programs = triton.cdiv(n_rows, per_program)
+    block, tiles, programs = _backward_shape(n_rows, n_cols, units)
     da, dx = torch.empty_like(z2), torch.empty_like(z2)
     dw = torch.empty(programs, n_cols, device=z.device, dtype=torch.float32)
     db = torch.empty_like(dw)
-    quarter, warps = _launch_shape(n_cols)
+    quarter, _ = _launch_shape(n_cols)
     _dropout_add_ln_bwd[(programs,)](
         dy2,
         z2,
@@ -235,8 +260,9 @@ def _fused_backward(  # noqa: PLR0917 - the kernel's and the op's schema are pos
         p,
         _scale(p),
         QUARTER=quarter,
-        ROWS=per_program,
-        num_warps=warps,
+        BLOCK_ROWS=block,
+        TILES=tiles,
+        num_warps=_backward_warps(block, n_cols),
     )
     return da.view_as(z), dx.view_as(z), dw.sum(0).to(weight.dtype), db.sum(0).to(weight.dtype)
 
@@ -404,12 +430,20 @@ class CompactBertForPreTraining(nn.Module):
 
     def forward(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """The pre-training loss of ``batch`` (a scalar, float32)."""
+        x = self.embed(batch)
+        for layer in self.layers:
+            x = layer(x)
+        return self.pretraining_loss(x, batch)
+
+    def embed(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """The embeddings of ``batch``: ``[batch, seq, hidden]``, normalised, dropout applied."""
         ids = batch["input_ids"]
         x = self.word(ids) + self.token_type(batch["token_type_ids"])
         x = x + self.position.weight[: ids.size(1)]
-        x = F.dropout(self.embed_norm(x), self.dropout, self.training)
-        for layer in self.layers:
-            x = layer(x)
+        return F.dropout(self.embed_norm(x), self.dropout, self.training)
+
+    def pretraining_loss(self, x: torch.Tensor, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """MLM + NSP loss from the encoder's output ``x``."""
         pooled = torch.tanh(self.pooler(x[:, 0]))
         if self.masked_head:
             index = batch["masked_positions"].unsqueeze(-1).expand(-1, -1, x.size(-1))
@@ -421,6 +455,18 @@ class CompactBertForPreTraining(nn.Module):
         mlm = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten())
         nsp = F.cross_entropy(self.nsp(pooled).float(), batch["next_sentence_label"])
         return mlm + nsp
+
+    def compile_regions(self, **options: object) -> None:
+        """``torch.compile`` each layer, the embeddings and the heads apart (``options``: torch.compile's).
+
+        The layers share one compiled graph (their code and shapes are the same; the parameters are its
+        inputs), so a cold compile traces one layer instead of all of them; the loop over layers stays
+        eager.
+        """
+        for layer in self.layers:
+            layer.compile(**options)
+        self.embed = torch.compile(self.embed, **options)  # type: ignore[method-assign]
+        self.pretraining_loss = torch.compile(self.pretraining_loss, **options)  # type: ignore[method-assign]
 
 
 def hf_parameter_map(layers: int) -> dict[str, tuple[str, int, int]]:

@@ -49,9 +49,9 @@ added. Events, in order:
                  finite), param_digest (see "Replicas")   -- one per timed epoch
     throughput   samples_per_sec (this rank), tflops (achieved, this rank), mfu (null when the
                  device peak is unknown), flops_per_sample, model, seq_len, batch_size, impl, precision,
-                 compile_mode; compute_ms and compute_ms_p90 (median and 90th percentile of this
-                 rank's own compute per step, milliseconds, see "Compute time"; null with
-                 --compute-steps 0), compute_steps; and where this rank's wall time went, in seconds:
+                 compile_mode, compile_scope; compute_ms and compute_ms_p90 (median and 90th
+                 percentile of this rank's own compute per step, milliseconds, see "Compute time"; null
+                 with --compute-steps 0), compute_steps; and where this rank's wall time went, in seconds:
                  startup_s (process start to the first step: imports, process group, model, data),
                  compile_s (the first step, which compiles the model, or in eager mode makes the first
                  kernels), warmup_s (the other warm-up steps), warmup_steps (how many ran, the first
@@ -296,6 +296,7 @@ DEVICES = ("auto", "cuda", "xla", "cpu")
 IMPLS = ("hf", "compact")
 PRECISIONS = ("autocast", "bf16")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune-no-cudagraphs", "max-autotune")
+COMPILE_SCOPES = ("model", "layer")  # --compile-scope: one graph for the model, or one shared by its layers
 COMPILE_CACHE_ENV = "ROLLCALL_COMPILE_CACHE"
 PROCESS_STARTED = time.monotonic()  # before torch is imported: start-up counts from here
 
@@ -1269,6 +1270,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="torch.compile mode; reduce-overhead adds CUDA graphs (default: default)",
     )
     p.add_argument(
+        "--compile-scope",
+        choices=COMPILE_SCOPES,
+        help="model: compile the whole model as one graph; layer: each encoder layer, the embeddings and "
+        "the heads apart, the layers sharing one graph (half the cold compile; --impl compact only, "
+        "and its default)",
+    )
+    p.add_argument(
         "--compile-cache",
         metavar="DIR",
         default=os.environ.get(COMPILE_CACHE_ENV) or None,
@@ -1390,6 +1398,10 @@ def apply_defaults(args: argparse.Namespace, device: str, memory_bytes: int | No
             setattr(args, key, value)
     if args.batch_size is None:
         args.batch_size = cuda_batch_size(args.seq_len, memory_bytes) if memory_bytes else 32
+    if args.compile_scope is None:  # layer where it was measured: same speed, half the cold compile
+        args.compile_scope = "layer" if args.impl == "compact" else "model"
+    elif args.compile_scope != "model" and args.impl != "compact":
+        raise ValueError("--compile-scope layer compiles the compact model's layers: add --impl compact")
     if args.attention != "auto" and args.impl != "compact":
         raise ValueError("--attention picks the compact model's kernel: add --impl compact")
     if args.fused_ln_dropout is None:  # on where it was measured to help (bench/NOTES.md: +0.8% on an H200)
@@ -2030,7 +2042,11 @@ def build_training(args: argparse.Namespace, acc: Accelerator, env: DistEnv) -> 
     loss_module = pretraining_loss(model, masked_head=args.mlm_head == "masked")
     mode = None if args.compile_mode == "default" else args.compile_mode
     # Compile the model itself, then let DDP wrap it: DDP's hooks stay outside the compiled graph.
-    step_module = torch.compile(loss_module, mode=mode, dynamic=False) if args.compile else loss_module
+    step_module = loss_module
+    if args.compile and getattr(args, "compile_scope", "model") == "layer":
+        model.compile_regions(mode=mode, dynamic=False)
+    elif args.compile:
+        step_module = torch.compile(loss_module, mode=mode, dynamic=False)
     # One rank has no gradients to reduce: no DDP wrapper, no reducer, no bucket copies.
     step_model: Callable[..., Any] = (
         acc.data_parallel(step_module, DDP, env.local_rank) if env.world_size > 1 else step_module
@@ -2595,6 +2611,7 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
         mlm_head=args.mlm_head,
         compiled=bool(args.compile),
         compile_mode=args.compile_mode if args.compile else None,
+        compile_scope=args.compile_scope if args.compile else None,
         impl=args.impl,
         precision=training.precision,
         epochs=args.epochs,

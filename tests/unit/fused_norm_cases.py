@@ -24,11 +24,34 @@ op = torch.ops.rollcall.dropout_add_layer_norm
 
 def _inputs(hidden: int, seed: int = 0) -> tuple[torch.Tensor, ...]:
     g = torch.Generator().manual_seed(seed)
-    a = torch.randn(3, 7, hidden, generator=g)  # 21 rows: on 2 CPU "units", 11 programs of 2 rows, one of 1
+    a = torch.randn(3, 7, hidden, generator=g)  # 21 rows: see BACKWARD_SHAPES
     x = torch.randn(3, 7, hidden, generator=g)
     w = 1 + 0.1 * torch.randn(hidden, generator=g)
     b = 0.1 * torch.randn(hidden, generator=g)
     return tuple(t.requires_grad_() for t in (a, x, w, b))
+
+
+#: (tile elements, programs per unit) of the backward: 21 rows of 64 on 2 CPU "units" make 2 programs of
+#: one tile of 16 rows (the second with 5 live); or 2 programs of 6 tiles of 2 rows (the last 3 tiles empty).
+BACKWARD_SHAPES = {"one tile": (8192, 4), "six tiles": (128, 1)}
+
+
+@pytest.fixture(params=list(BACKWARD_SHAPES))
+def backward_shape(request, monkeypatch):
+    elements, per_unit = BACKWARD_SHAPES[request.param]
+    monkeypatch.setattr(compact, "BACKWARD_TILE_ELEMENTS", elements)
+    monkeypatch.setattr(compact, "BACKWARD_PROGRAMS_PER_UNIT", per_unit)
+    return compact._backward_shape(21, 64, 2)
+
+
+def test_the_backward_shapes(backward_shape):
+    assert backward_shape in ((16, 1, 2), (2, 6, 2))  # (rows a tile, tiles a program, programs)
+
+
+def test_the_backward_shape_of_bert_large():
+    # seq 128, batch 384 on 132 multiprocessors: 523 programs of 47 tiles of 2 rows, 2 warps each
+    assert compact._backward_shape(49152, 1024, 132) == (2, 47, 523)
+    assert compact._backward_warps(2, 1024) == 2
 
 
 def _seed(value: int) -> torch.Tensor:
@@ -45,7 +68,7 @@ def test_interpreter_is_on():
 
 
 @pytest.mark.parametrize("hidden", [64, 48])  # 48: a quarter row of 12 in a block of 16, masked
-def test_no_dropout_is_layer_norm_of_the_sum(hidden):
+def test_no_dropout_is_layer_norm_of_the_sum(hidden, backward_shape):
     a, x, w, b = _inputs(hidden)
     dy = torch.randn(3, 7, hidden)
     y, z, mean, rstd = op(a, x, w, b, _seed(1), 0.0, 1e-12)
@@ -59,7 +82,7 @@ def test_no_dropout_is_layer_norm_of_the_sum(hidden):
         torch.testing.assert_close(mine, theirs, **TOL)
 
 
-def test_dropout_mask_of_the_forward_is_the_backward_s():
+def test_dropout_mask_of_the_forward_is_the_backward_s(backward_shape):
     p, hidden = 0.3, 64
     a, x, w, b = _inputs(hidden)
     dy = torch.randn(3, 7, hidden)

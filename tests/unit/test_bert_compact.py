@@ -123,3 +123,33 @@ def test_master_weight_optimizer_matches_fp32_adamw():
     assert torch.equal(low.weight, low_opt.master[0].to(torch.bfloat16))
     assert torch.allclose(low_opt.master[0], ref.weight, atol=2e-2)
     assert low.weight.grad is None
+
+
+def test_compiled_regions_share_one_graph_for_every_layer_and_keep_the_loss():
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    _, eager = _models()
+    _, regions = _models()
+    layers = 4  # tiny has 2: more layers must still make no more graphs
+    for model in (eager, regions):
+        model.layers.extend(
+            type(model.layers[0])(TINY.hidden, TINY.heads, TINY.intermediate, dropout=0.0, attn_dropout=0.0)
+            for _ in range(layers - len(model.layers))
+        )
+    regions.load_state_dict(eager.state_dict())
+    regions.compile_regions(backend="aot_eager", dynamic=False)
+    batch = train.make_batch(5, 2, 16, TINY.vocab)
+    losses = []
+    for model in (eager, regions):
+        loss = model(batch)
+        loss.backward()
+        losses.append(loss.detach())
+    torch.testing.assert_close(losses[1], losses[0], rtol=LOSS_RTOL, atol=0)
+    for (name, p1), p2 in zip(eager.named_parameters(), regions.parameters(), strict=True):
+        torch.testing.assert_close(p2.grad, p1.grad, rtol=GRAD_RTOL, atol=GRAD_ATOL, msg=name)
+    # the embeddings, one layer's graph for all 4, the heads; a second step compiles nothing more
+    assert counters["stats"]["unique_graphs"] == 3, dict(counters["stats"])
+    regions(batch).backward()
+    assert counters["stats"]["unique_graphs"] == 3, dict(counters["stats"])

@@ -247,6 +247,19 @@ def test_fused_ln_dropout_is_on_for_the_compact_model_on_cuda_only():
         assert args.fused_ln_dropout is on, (argv, device)
 
 
+def test_the_compact_model_compiles_layer_by_layer_unless_told():
+    for argv, device, scope in (
+        ([], "cuda", "layer"),
+        (["--impl", "hf"], "cuda", "model"),
+        (["--compile-scope", "model"], "cuda", "model"),
+        ([], "cpu", "model"),
+        (["--impl", "compact"], "cpu", "layer"),
+    ):
+        args = train.parse_args(argv)
+        train.apply_defaults(args, device)
+        assert args.compile_scope == scope, (argv, device)
+
+
 def test_cli_and_device_defaults():
     args = train.parse_args(["--device", "cpu"])
     train.apply_defaults(args, "cpu")
@@ -550,6 +563,7 @@ def test_precision_labels():
         (["--warmup-tolerance", "0"], "warmup"),
         (["--attention", "flash"], "--impl compact"),
         (["--fused-ln-dropout"], "--impl compact"),
+        (["--compile-scope", "layer"], "--impl compact"),
     ],
 )
 def test_bad_warm_up_rules_and_options_are_refused(argv, match):

@@ -1,0 +1,61 @@
+"""Where the workload's start-up goes on one GPU, before its first step: each phase timed, then a profile.
+
+    python3 bench/gpu_startup.py [train.py arguments]   # default: the cuda defaults (compact BERT-large,
+                                                        # bf16 weights with fp32 masters, compiled)
+
+Runs the start-up phases of ``train.py`` in one process without torchrun (world size 1): the device, the
+model made on it, the loss module, ``torch.compile`` (lazy: it only wraps), the optimizer and the data, each
+with ``torch.cuda.synchronize`` at its end; then the same model and optimizer again under cProfile, whose
+20 costliest calls (cumulative) are printed.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import pstats
+import sys
+import time
+from pathlib import Path
+
+started = time.monotonic()
+import torch  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "images/bert-training"))
+import train  # noqa: E402
+
+
+def main() -> None:
+    stamps = [("python and torch imports", time.monotonic() - started)]
+
+    def phase(name: str, t0: float) -> float:
+        torch.cuda.synchronize()
+        now = time.monotonic()
+        stamps.append((name, now - t0))
+        return now
+
+    argv = sys.argv[1:] or []
+    args = train.parse_args(["--device", "cuda", *argv])
+    t = time.monotonic()
+    train.apply_defaults(args, "cuda", torch.cuda.get_device_properties(0).total_memory)
+    acc = train.Accelerator("cuda", 0)
+    torch.zeros(1, device="cuda")
+    t = phase("device (CUDA context)", t)
+    env = train.DistEnv(rank=0, local_rank=0, world_size=1, node_rank=0, local_world_size=1, launched=False)
+    training = train.build_training(args, acc, env)
+    t = phase("model and optimizer (build_training)", t)
+    train.batch_pool(args, 0, training.shape.vocab, acc.device)
+    t = phase("data", t)
+    for name, s in stamps:
+        print(f"{name:40s} {s:7.2f} s")
+    del training
+    torch.cuda.empty_cache()
+    profile = cProfile.Profile()
+    profile.enable()
+    train.build_training(args, acc, env)
+    torch.cuda.synchronize()
+    profile.disable()
+    pstats.Stats(profile).sort_stats("cumulative").print_stats(25)
+
+
+if __name__ == "__main__":
+    main()

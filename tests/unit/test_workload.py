@@ -260,6 +260,14 @@ def test_the_compact_model_compiles_layer_by_layer_unless_told():
         assert args.compile_scope == scope, (argv, device)
 
 
+def test_the_accelerators_default_runs_are_long_enough_to_prove_learning():
+    from rollcall.checks.proofs import LEARNING_STEPS
+
+    for device in ("cuda", "xla"):
+        d = train.RUN_DEFAULTS[device]
+        assert (d["epochs"] - 1) * d["steps_per_epoch"] >= LEARNING_STEPS, device
+
+
 def test_cli_and_device_defaults():
     args = train.parse_args(["--device", "cpu"])
     train.apply_defaults(args, "cpu")
@@ -816,6 +824,31 @@ def test_a_received_result_is_checked_against_the_exact_sum():
     found = train.mismatch(received, expected)  # NaN is wrong too, and now the first wrong element
     assert (found.elements, found.index, found.expected) == (1025, 5, 6.0 + 43.0 + 80.0)
     assert math.isnan(found.got)
+
+
+def test_the_device_checksums_change_with_any_bit_and_not_with_the_chunking(monkeypatch):
+    import torch
+
+    torch.manual_seed(0)
+    tensors = [torch.randn(5, 3), torch.randn(7).to(torch.bfloat16), torch.randn(4, dtype=torch.float64)]
+    sums = train.parameter_checksums(tensors)
+    assert sums.dtype == torch.int64 and sums.shape == (3,)
+    assert torch.equal(sums, train.parameter_checksums([t.clone() for t in tensors]))
+    monkeypatch.setattr(train, "_CHUNK", 2)  # several passes per tensor: the same sums
+    assert torch.equal(sums, train.parameter_checksums(tensors))
+    ints = {2: torch.int16, 4: torch.int32, 8: torch.int64}
+    for which, tensor in enumerate(tensors):
+        bits = 8 * tensor.element_size()
+        for element in (0, tensor.numel() - 1):
+            for bit in range(bits):
+                flipped = tensor.clone()
+                word = flipped.view(-1)[element : element + 1].view(ints[tensor.element_size()])
+                word.bitwise_xor_(torch.tensor(1 << bit if bit < bits - 1 else -(1 << bit), dtype=word.dtype))
+                changed = train.parameter_checksums([flipped])[0]
+                assert changed != sums[which], (which, element, bit)
+    swapped = tensors[0].clone().view(-1)
+    swapped[[0, 1]] = swapped[[1, 0]]
+    assert train.parameter_checksums([swapped.view(5, 3)])[0] != sums[0]  # where a value sits counts
 
 
 def test_a_flipped_bit_changes_the_parameter_digest_and_nothing_else_does():

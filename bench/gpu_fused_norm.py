@@ -7,7 +7,8 @@ bf16 rows as the compact BERT-large has them at seq 128, batch 384 (49,152 rows 
 forward's largest difference from PyTorch's ops at dropout 0 (against float32), the share dropped and
 whether the gradient's zeros are the forward's at the given dropout, then the forward and backward times
 (triton.testing.do_bench, median) with the bytes each moves per second, and PyTorch's eager ops beside.
-``--sweep`` then times the backward for other tiles (elements a tile x programs per multiprocessor).
+``--sweep`` then times the backward for other tiles (elements a tile, programs per multiprocessor,
+elements per thread).
 """
 
 from __future__ import annotations
@@ -78,15 +79,17 @@ def main() -> None:
     if not args.sweep:
         return
     units = torch.cuda.get_device_properties(a.device).multi_processor_count
-    for elements in (2048, 4096, 8192, 16384):
-        for per_unit in (1, 2, 4, 8):
-            compact.BACKWARD_TILE_ELEMENTS, compact.BACKWARD_PROGRAMS_PER_UNIT = elements, per_unit
-            block, tiles, programs = compact._backward_shape(n, h, units)
-            ms = triton.testing.do_bench(lambda: bwd(dy, z, mean, rstd, w, seed, p), return_mode="median")
-            print(
-                f"backward, tiles of {elements} elements ({block} rows) x {tiles} a program, {programs} programs, "
-                f"{compact._backward_warps(block, h)} warps: {ms * 1e3:.1f} us, {moved / (ms * 1e-3) / 1e12:.2f} TB/s"
-            )
+    shapes = [(e, u, 32) for e in (2048, 4096, 8192, 16384) for u in (1, 2, 4, 8)]
+    shapes += [(e, u, t) for e in (1024, 2048, 4096) for u in (4, 8) for t in (8, 16, 64)]
+    for elements, per_unit, per_thread in shapes:
+        compact.BACKWARD_TILE_ELEMENTS, compact.BACKWARD_PROGRAMS_PER_UNIT = elements, per_unit
+        compact.BACKWARD_ELEMENTS_PER_THREAD = per_thread
+        block, tiles, programs = compact._backward_shape(n, h, units)
+        ms = triton.testing.do_bench(lambda: bwd(dy, z, mean, rstd, w, seed, p), return_mode="median")
+        print(
+            f"backward, tiles of {elements} elements ({block} rows) x {tiles} a program, {programs} programs, "
+            f"{compact._backward_warps(block, h)} warps: {ms * 1e3:.1f} us, {moved / (ms * 1e-3) / 1e12:.2f} TB/s"
+        )
 
 
 if __name__ == "__main__":

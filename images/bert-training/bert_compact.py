@@ -162,9 +162,14 @@ def _backward_shape(n_rows: int, n_cols: int, units: int) -> tuple[int, int, int
     return block, tiles, triton.cdiv(n_rows, block * tiles)
 
 
+#: Elements of the backward's tile per thread (so its warps: 2 for 2,048 elements).
+BACKWARD_ELEMENTS_PER_THREAD = 32
+
+
 def _backward_warps(block: int, n_cols: int) -> int:
-    """Warps for a tile of ``block`` rows: about 32 elements of it per thread, 1 to 16 warps."""
-    return min(16, max(1, block * 4 * triton.next_power_of_2(n_cols // 4) // 1024))
+    """Warps for a tile of ``block`` rows: :data:`BACKWARD_ELEMENTS_PER_THREAD` per thread, 1 to 16 warps."""
+    elements = block * 4 * triton.next_power_of_2(n_cols // 4)
+    return min(16, max(1, elements // (32 * BACKWARD_ELEMENTS_PER_THREAD)))
 
 
 def _scale(p: float) -> float:

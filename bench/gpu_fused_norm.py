@@ -8,7 +8,7 @@ forward's largest difference from PyTorch's ops at dropout 0 (against float32), 
 whether the gradient's zeros are the forward's at the given dropout, then the forward and backward times
 (triton.testing.do_bench, median) with the bytes each moves per second, and PyTorch's eager ops beside.
 ``--sweep`` then times the backward for other tiles (elements a tile, programs per multiprocessor,
-elements per thread).
+elements per thread, the sums over rows added up each tile or at the end).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def main() -> None:
     )
     zero = torch.zeros_like(x)  # with no residual, z is exactly 0 where dropped and a's multiple elsewhere
     _, z0, mean0, rstd0 = op(a, zero, w, b, seed, p, 1e-12)
-    da, dx, _, _ = bwd(dy, z0, mean0, rstd0, w, seed, p)
+    da, dx, *_ = bwd(dy, z0, mean0, rstd0, w, seed, p)
     dropped = z0 == 0
     mismatch = ((da == 0) != dropped)[a != 0].sum().item()  # where a is 0, z is 0 kept or not
     print(
@@ -79,16 +79,18 @@ def main() -> None:
     if not args.sweep:
         return
     units = torch.cuda.get_device_properties(a.device).multi_processor_count
-    shapes = [(e, u, 32) for e in (2048, 4096, 8192, 16384) for u in (1, 2, 4, 8)]
-    shapes += [(e, u, t) for e in (1024, 2048, 4096) for u in (4, 8) for t in (8, 16, 64)]
-    for elements, per_unit, per_thread in shapes:
+    shapes = [
+        (e, u, t, each) for e in (1024, 2048, 4096) for u in (4, 8) for t in (16, 32) for each in (0, 1)
+    ]
+    for elements, per_unit, per_thread, each in shapes:
         compact.BACKWARD_TILE_ELEMENTS, compact.BACKWARD_PROGRAMS_PER_UNIT = elements, per_unit
-        compact.BACKWARD_ELEMENTS_PER_THREAD = per_thread
+        compact.BACKWARD_ELEMENTS_PER_THREAD, compact.BACKWARD_SUM_EACH_TILE = per_thread, bool(each)
         block, tiles, programs = compact._backward_shape(n, h, units)
         ms = triton.testing.do_bench(lambda: bwd(dy, z, mean, rstd, w, seed, p), return_mode="median")
         print(
             f"backward, tiles of {elements} elements ({block} rows) x {tiles} a program, {programs} programs, "
-            f"{compact._backward_warps(block, h)} warps: {ms * 1e3:.1f} us, {moved / (ms * 1e-3) / 1e12:.2f} TB/s"
+            f"{compact._backward_warps(block, h)} warps, {'sums each tile' if each else 'sums at the end'}: "
+            f"{ms * 1e3:.1f} us, {moved / (ms * 1e-3) / 1e12:.2f} TB/s"
         )
 
 

@@ -6,7 +6,9 @@ attention through ``scaled_dot_product_attention`` (flash attention on a GPU), a
 dropout+residual+LayerNorm chains as plain expressions that ``torch.compile`` fuses into single kernels.
 With ``fused_norm`` the dropout+residual+LayerNorm chain runs on CUDA as hand-written Triton kernels
 instead (:func:`dropout_add_layer_norm`: one Philox call per four elements, the mask regenerated in the
-backward from the seed), the plain expression remaining the path everywhere else.
+backward from the seed; with ``fused_bias`` the bias of the matmul before it too), and with
+``fused_gelu`` the bias+GELU chain (:func:`bias_gelu`), the plain expressions remaining the path
+everywhere else.
 The module computes the pre-training loss (MLM + NSP) of a batch itself, with the MLM head on the masked
 positions only (or on every token), so shapes are static and no logits over the whole sequence exist.
 
@@ -62,7 +64,22 @@ if triton is not None:
 
     @triton.jit
     def _dropout_add_ln_fwd(  # noqa: PLR0917 - the kernel's and the op's schema are positional
-        A, X, W, B, Y, Z, MEAN, RSTD, SEED, n_cols, p, scale, eps, QUARTER: tl.constexpr
+        A,
+        X,
+        W,
+        B,
+        Y,
+        Z,
+        MEAN,
+        RSTD,
+        SEED,
+        A_BIAS,
+        n_cols,
+        p,
+        scale,
+        eps,
+        QUARTER: tl.constexpr,
+        HAS_BIAS: tl.constexpr,
     ):  # pragma: no cover - runs on a GPU, or in Triton's interpreter (tests/unit/fused_norm_cases.py)
         row = tl.program_id(0).to(tl.int64)
         cols = tl.arange(0, 4 * QUARTER)
@@ -70,6 +87,8 @@ if triton is not None:
         r0, r1, r2, r3 = tl.rand4x(tl.load(SEED), row * (n_cols // 4) + tl.arange(0, QUARTER))
         keep = tl.reshape(tl.join(tl.join(r0, r1), tl.join(r2, r3)), (4 * QUARTER,)) >= p
         a = tl.load(A + row * n_cols + cols, mask=inside, other=0.0).to(tl.float32)
+        if HAS_BIAS:  # the bias of the matmul that made a, added here instead of in its epilogue
+            a = (a.to(A.dtype.element_ty) + tl.load(A_BIAS + cols, mask=inside, other=0.0)).to(tl.float32)
         x = tl.load(X + row * n_cols + cols, mask=inside, other=0.0).to(tl.float32)
         z = tl.where(keep, a * scale, 0.0) + x
         z_stored = z.to(Z.dtype.element_ty)
@@ -96,6 +115,7 @@ if triton is not None:
         DX,
         DW,
         DB,
+        DA_SUM,
         n_rows,
         n_cols,
         p,
@@ -103,14 +123,19 @@ if triton is not None:
         QUARTER: tl.constexpr,
         BLOCK_ROWS: tl.constexpr,
         TILES: tl.constexpr,
+        SUM_EACH_TILE: tl.constexpr,
     ):  # pragma: no cover - runs on a GPU, or in Triton's interpreter (tests/unit/fused_norm_cases.py)
         program = tl.program_id(0)
         cols = tl.arange(0, 4 * QUARTER)
         inside = cols < n_cols
         seed = tl.load(SEED)
         w = tl.load(W + cols, mask=inside, other=0.0).to(tl.float32)
-        dw = tl.zeros((4 * QUARTER,), dtype=tl.float32)
-        db = tl.zeros((4 * QUARTER,), dtype=tl.float32)
+        # the sums over rows: each tile's added up (SUM_EACH_TILE), or kept per row of the tile and added up
+        # once at the end
+        acc_rows: tl.constexpr = 1 if SUM_EACH_TILE else BLOCK_ROWS
+        dw = tl.zeros((acc_rows, 4 * QUARTER), dtype=tl.float32)
+        db = tl.zeros((acc_rows, 4 * QUARTER), dtype=tl.float32)
+        da_sum = tl.zeros((acc_rows, 4 * QUARTER), dtype=tl.float32)
         for tile in range(TILES):
             rows = (program.to(tl.int64) * TILES + tile) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
             live = rows < n_rows
@@ -128,11 +153,19 @@ if triton is not None:
             r0, r1, r2, r3 = tl.rand4x(seed, rows[:, None] * (n_cols // 4) + tl.arange(0, QUARTER)[None, :])
             keep = tl.reshape(tl.join(tl.join(r0, r1), tl.join(r2, r3)), (BLOCK_ROWS, 4 * QUARTER)) >= p
             tl.store(DX + at, dz.to(DX.dtype.element_ty), mask=here)
-            tl.store(DA + at, tl.where(keep, dz * scale, 0.0).to(DA.dtype.element_ty), mask=here)
-            dw += tl.sum(dy * xhat, axis=0)
-            db += tl.sum(dy, axis=0)
-        tl.store(DW + program * n_cols + cols, dw, mask=inside)
-        tl.store(DB + program * n_cols + cols, db, mask=inside)
+            da = tl.where(keep, dz * scale, 0.0).to(DA.dtype.element_ty)
+            tl.store(DA + at, da, mask=here)
+            if SUM_EACH_TILE:
+                dw += tl.sum(dy * xhat, axis=0)[None, :]
+                db += tl.sum(dy, axis=0)[None, :]
+                da_sum += tl.sum(da.to(tl.float32), axis=0)[None, :]  # a's matmul's bias gradient
+            else:
+                dw += dy * xhat
+                db += dy
+                da_sum += da.to(tl.float32)
+        tl.store(DW + program * n_cols + cols, tl.sum(dw, axis=0), mask=inside)
+        tl.store(DB + program * n_cols + cols, tl.sum(db, axis=0), mask=inside)
+        tl.store(DA_SUM + program * n_cols + cols, tl.sum(da_sum, axis=0), mask=inside)
 
 
 def _launch_shape(n_cols: int) -> tuple[int, int]:
@@ -142,10 +175,10 @@ def _launch_shape(n_cols: int) -> tuple[int, int]:
 
 
 #: The backward's tile: about this many elements (rows of a power of two), and programs per multiprocessor.
-#: Measured on an H200 at 49,152 rows of 1,024 (bench/NOTES.md): 2 rows a tile, 4 programs per unit, 171 us;
-#: 8 rows 284-317 us, 16 rows 562-599 us.
-BACKWARD_TILE_ELEMENTS = 2048
-BACKWARD_PROGRAMS_PER_UNIT = 4
+#: Measured on an H200 at 49,152 rows of 1,024 (bench/NOTES.md, ``bench/gpu_fused_norm.py --sweep``): one
+#: row a tile, 8 programs per unit, 2 warps, 174 us; 2 rows 182-209 us, 4 rows 202-595 us.
+BACKWARD_TILE_ELEMENTS = 1024
+BACKWARD_PROGRAMS_PER_UNIT = 8
 
 
 def _backward_shape(n_rows: int, n_cols: int, units: int) -> tuple[int, int, int]:
@@ -162,8 +195,11 @@ def _backward_shape(n_rows: int, n_cols: int, units: int) -> tuple[int, int, int
     return block, tiles, triton.cdiv(n_rows, block * tiles)
 
 
-#: Elements of the backward's tile per thread (so its warps: 2 for 2,048 elements).
-BACKWARD_ELEMENTS_PER_THREAD = 32
+#: Elements of the backward's tile per thread (so its warps: 2 for 1,024 elements).
+BACKWARD_ELEMENTS_PER_THREAD = 16
+#: Whether the backward adds up each tile's rows for the weight, bias and matmul-bias gradients as it goes,
+#: or keeps a sum per row of the tile and adds those up once at the end (the same at one row a tile).
+BACKWARD_SUM_EACH_TILE = False
 
 
 def _backward_warps(block: int, n_cols: int) -> int:
@@ -186,8 +222,12 @@ def _fused_forward(  # noqa: PLR0917 - the kernel's and the op's schema are posi
     seed: torch.Tensor,
     p: float,
     eps: float,
+    a_bias: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(LayerNorm(dropout(a) + x), dropout(a) + x, mean, 1/std)`` over the last dimension; see above."""
+    """``(LayerNorm(dropout(a') + x), dropout(a') + x, mean, 1/std)`` over the last dimension; see above.
+
+    ``a'`` is ``a + a_bias`` (the bias of the matmul that made ``a``), or ``a`` without ``a_bias``.
+    """
     n_cols = a.size(-1)
     a2, x2 = a.reshape(-1, n_cols).contiguous(), x.reshape(-1, n_cols).contiguous()
     y, z = torch.empty_like(a2), torch.empty_like(a2)
@@ -204,11 +244,13 @@ def _fused_forward(  # noqa: PLR0917 - the kernel's and the op's schema are posi
         mean,
         rstd,
         seed,
+        a_bias if a_bias is not None else weight,  # not read without the bias
         n_cols,
         p,
         _scale(p),
         eps,
         QUARTER=quarter,
+        HAS_BIAS=a_bias is not None,
         num_warps=warps,
     )
     return y.view_as(a), z.view_as(a), mean, rstd
@@ -223,6 +265,7 @@ def _(  # noqa: PLR0917 - the kernel's and the op's schema are positional
     seed: torch.Tensor,
     p: float,
     eps: float,
+    a_bias: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     rows = a.numel() // a.size(-1)
     stats = a.new_empty(rows, dtype=torch.float32)
@@ -238,8 +281,11 @@ def _fused_backward(  # noqa: PLR0917 - the kernel's and the op's schema are pos
     weight: torch.Tensor,
     seed: torch.Tensor,
     p: float,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The gradients of :func:`_fused_forward` for ``(a, x, weight, bias)`` from that of its first output."""
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The gradients of :func:`_fused_forward` for ``(a, x, weight, bias, a_bias)`` from its first output's.
+
+    ``a_bias``'s is the sum of ``a``'s over rows, whether the forward had that bias or not.
+    """
     n_cols = z.size(-1)
     dy2, z2 = dy.reshape(-1, n_cols).contiguous(), z.reshape(-1, n_cols)
     n_rows = z2.size(0)
@@ -247,7 +293,7 @@ def _fused_backward(  # noqa: PLR0917 - the kernel's and the op's schema are pos
     block, tiles, programs = _backward_shape(n_rows, n_cols, units)
     da, dx = torch.empty_like(z2), torch.empty_like(z2)
     dw = torch.empty(programs, n_cols, device=z.device, dtype=torch.float32)
-    db = torch.empty_like(dw)
+    db, da_sum = torch.empty_like(dw), torch.empty_like(dw)
     quarter, _ = _launch_shape(n_cols)
     _dropout_add_ln_bwd[(programs,)](
         dy2,
@@ -260,6 +306,7 @@ def _fused_backward(  # noqa: PLR0917 - the kernel's and the op's schema are pos
         dx,
         dw,
         db,
+        da_sum,
         n_rows,
         n_cols,
         p,
@@ -267,9 +314,11 @@ def _fused_backward(  # noqa: PLR0917 - the kernel's and the op's schema are pos
         QUARTER=quarter,
         BLOCK_ROWS=block,
         TILES=tiles,
+        SUM_EACH_TILE=BACKWARD_SUM_EACH_TILE,
         num_warps=_backward_warps(block, n_cols),
     )
-    return da.view_as(z), dx.view_as(z), dw.sum(0).to(weight.dtype), db.sum(0).to(weight.dtype)
+    sums = (t.sum(0).to(weight.dtype) for t in (dw, db, da_sum))
+    return (da.view_as(z), dx.view_as(z), *sums)  # type: ignore[return-value]
 
 
 @_fused_backward.register_fake
@@ -281,23 +330,25 @@ def _(  # noqa: PLR0917 - the kernel's and the op's schema are positional
     weight: torch.Tensor,
     seed: torch.Tensor,
     p: float,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    return torch.empty_like(z), torch.empty_like(z), torch.empty_like(weight), torch.empty_like(weight)
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    sums = (torch.empty_like(weight) for _ in range(3))
+    return (torch.empty_like(z), torch.empty_like(z), *sums)  # type: ignore[return-value]
 
 
 def _setup_context(ctx: torch.autograd.function.FunctionCtx, inputs: tuple, output: tuple) -> None:  # type: ignore[type-arg]
-    _, _, weight, _, seed, p, _ = inputs
+    _, _, weight, _, seed, p, _, a_bias = inputs
     _, z, mean, rstd = output
     ctx.save_for_backward(z, mean, rstd, weight, seed)
     ctx.p = p  # type: ignore[attr-defined]
+    ctx.has_bias = a_bias is not None  # type: ignore[attr-defined]
 
 
 def _autograd_backward(
     ctx: torch.autograd.function.FunctionCtx, dy: torch.Tensor, *_: torch.Tensor
 ) -> tuple[torch.Tensor | None, ...]:
     z, mean, rstd, weight, seed = ctx.saved_tensors  # type: ignore[attr-defined]
-    da, dx, dw, db = _fused_backward(dy, z, mean, rstd, weight, seed, ctx.p)  # type: ignore[attr-defined]
-    return da, dx, dw, db, None, None, None
+    da, dx, dw, db, d_bias = _fused_backward(dy, z, mean, rstd, weight, seed, ctx.p)  # type: ignore[attr-defined]
+    return da, dx, dw, db, None, None, None, d_bias if ctx.has_bias else None  # type: ignore[attr-defined]
 
 
 _fused_forward.register_autograd(_autograd_backward, setup_context=_setup_context)
@@ -309,19 +360,206 @@ def fused_norm_available(t: torch.Tensor) -> bool:
 
 
 def dropout_add_layer_norm(
-    a: torch.Tensor, x: torch.Tensor, norm: nn.LayerNorm, p: float, training: bool, *, fused: bool
+    a: torch.Tensor,
+    x: torch.Tensor,
+    norm: nn.LayerNorm,
+    p: float,
+    training: bool,
+    *,
+    fused: bool,
+    bias: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """``norm(dropout(a, p) + x)``: the Triton kernels where ``fused`` and available, else PyTorch's ops.
+    """``norm(dropout(a + bias, p) + x)``: the Triton kernels where ``fused`` and available, else PyTorch's.
+
+    Without ``bias``, ``norm(dropout(a, p) + x)``.
 
     The kernels keep one dtype throughout, so tensors of several (autocast's bf16 activations beside fp32
     parameters) take PyTorch's ops, whose LayerNorm autocast runs in float32.
     """
-    same_dtype = a.dtype == x.dtype == norm.weight.dtype
+    same_dtype = a.dtype == x.dtype == norm.weight.dtype and (bias is None or bias.dtype == a.dtype)
     if not (fused and same_dtype and fused_norm_available(a)):
+        a = a if bias is None else a + bias
         return norm(F.dropout(a, p, training) + x)  # type: ignore[no-any-return]
     p = p if training else 0.0
     seed = torch.randint(0, 2**31 - 1, (1,), device=a.device, dtype=torch.int64)
-    return _fused_forward(a, x, norm.weight, norm.bias, seed, p, norm.eps)[0]
+    return _fused_forward(a, x, norm.weight, norm.bias, seed, p, norm.eps, bias)[0]
+
+
+# ---------------------------------------------------------------- bias + GELU in Triton
+#
+# The intermediate layer's GELU(h + b), h being its matmul's output without the bias (BERT's exact, erf
+# GELU, computed in float32). The forward saves h; the backward adds the bias again, writes
+# dh = dy * GELU'(h + b) and sums the bias's gradient per program over its rows in float32, then over
+# programs. Against the compiler's fusion of the same chain, the backward neither writes GELU(h + b) again
+# (the next matmul saved it as its input) nor reads dh a second time for the bias's gradient.
+
+#: Launch shapes measured on an H200 at 49,152 rows of 4,096 (bench/NOTES.md, ``bench/gpu_fused_gelu.py
+#: --sweep``): the forward's elements per program; the backward's tile (rows x columns) and programs per
+#: multiprocessor; warps for both.
+GELU_BLOCK = 2048
+GELU_BACKWARD_TILE = (32, 128)
+GELU_BACKWARD_PROGRAMS_PER_UNIT = 8
+GELU_WARPS = 4
+
+#: The standard normal's CDF in the kernels: libdevice's erf (``False``), or an erfc series whose relative
+#: error is below 1.2e-7 (Numerical Recipes' ``erfcc``: one exp, no branch; 8% faster in the forward and
+#: accurate in relative terms in the far left tail, where ``1 + erf`` cancels) (``True``).
+GELU_ERFC_SERIES = True
+
+if triton is not None:
+
+    @triton.jit
+    def _normal_cdf(u, SERIES: tl.constexpr):  # pragma: no cover - runs on a GPU, or in the interpreter
+        """Phi(u) = erfc(-u / sqrt(2)) / 2, in float32."""
+        if SERIES:
+            z = -u * 0.7071067811865476
+            t = 1.0 / (1.0 + 0.5 * tl.abs(z))
+            poly = 0.17087277 * t - 0.82215223
+            poly = poly * t + 1.48851587
+            poly = poly * t - 1.13520398
+            poly = poly * t + 0.27886807
+            poly = poly * t - 0.18628806
+            poly = poly * t + 0.09678418
+            poly = poly * t + 0.37409196
+            poly = poly * t + 1.00002368
+            poly = poly * t - 1.26551223
+            r = t * tl.exp(poly - z * z)  # erfc(|z|)
+            cdf = 0.5 * tl.where(z >= 0, r, 2.0 - r)
+        else:
+            cdf = 0.5 * (1.0 + tl.math.erf(u * 0.7071067811865476))
+        return cdf
+
+    @triton.jit
+    def _bias_gelu_fwd(  # noqa: PLR0917 - the kernel's and the op's schema are positional
+        H, B, Y, n_elements, N: tl.constexpr, BLOCK: tl.constexpr, SERIES: tl.constexpr
+    ):  # pragma: no cover - runs on a GPU, or in Triton's interpreter (tests/unit/fused_norm_cases.py)
+        at = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+        inside = at < n_elements
+        u = tl.load(H + at, mask=inside, other=0.0).to(tl.float32)
+        u += tl.load(B + at % N, mask=inside, other=0.0).to(tl.float32)
+        y = u * _normal_cdf(u, SERIES)
+        tl.store(Y + at, y.to(Y.dtype.element_ty), mask=inside)
+
+    @triton.jit
+    def _bias_gelu_bwd(  # noqa: PLR0917 - the kernel's and the op's schema are positional
+        DY,
+        H,
+        B,
+        DH,
+        DB,
+        n_rows,
+        N: tl.constexpr,
+        BLOCK_ROWS: tl.constexpr,
+        BLOCK_COLS: tl.constexpr,
+        TILES: tl.constexpr,
+        SERIES: tl.constexpr,
+    ):  # pragma: no cover - runs on a GPU, or in Triton's interpreter (tests/unit/fused_norm_cases.py)
+        group = tl.program_id(1)
+        cols = tl.program_id(0) * BLOCK_COLS + tl.arange(0, BLOCK_COLS)
+        inside = cols < N
+        b = tl.load(B + cols, mask=inside, other=0.0).to(tl.float32)
+        db = tl.zeros((BLOCK_ROWS, BLOCK_COLS), dtype=tl.float32)  # reduced over rows once, at the end
+        for tile in range(TILES):
+            rows = (group.to(tl.int64) * TILES + tile) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+            here = (rows < n_rows)[:, None] & inside[None, :]
+            at = rows[:, None] * N + cols[None, :]
+            dy = tl.load(DY + at, mask=here, other=0.0).to(tl.float32)
+            u = tl.load(H + at, mask=here, other=0.0).to(tl.float32) + b[None, :]
+            cdf = _normal_cdf(u, SERIES)
+            pdf = tl.exp(-0.5 * u * u) * 0.3989422804014327  # 1 / sqrt(2 pi)
+            dh = (dy * (cdf + u * pdf)).to(DH.dtype.element_ty)
+            tl.store(DH + at, dh, mask=here)
+            db += dh.to(tl.float32)  # what the matmul's bias gradient sums: dh as stored
+        tl.store(DB + group * N + cols, tl.sum(db, axis=0), mask=inside)
+
+
+def _gelu_backward_shape(n_rows: int, n_cols: int, units: int) -> tuple[int, int, int, int, int]:
+    """``(BLOCK_ROWS, BLOCK_COLS, TILES, column blocks, row groups)`` of the bias+GELU backward's grid."""
+    block_rows, block_cols = GELU_BACKWARD_TILE
+    block_cols = min(block_cols, triton.next_power_of_2(n_cols))
+    col_blocks = triton.cdiv(n_cols, block_cols)
+    groups = max(1, triton.cdiv(GELU_BACKWARD_PROGRAMS_PER_UNIT * units, col_blocks))
+    tiles = triton.cdiv(triton.cdiv(n_rows, block_rows), groups)
+    return block_rows, block_cols, tiles, col_blocks, triton.cdiv(n_rows, block_rows * tiles)
+
+
+@torch.library.custom_op("rollcall::bias_gelu", mutates_args=())
+def _bias_gelu(h: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """``GELU(h + bias)`` (erf GELU) over ``h``'s last dimension; see above."""
+    h2 = h.contiguous()
+    y = torch.empty_like(h2)
+    n = h2.numel()
+    _bias_gelu_fwd[(triton.cdiv(n, GELU_BLOCK),)](
+        h2, bias, y, n, N=h2.size(-1), BLOCK=GELU_BLOCK, SERIES=GELU_ERFC_SERIES, num_warps=GELU_WARPS
+    )
+    return y
+
+
+@_bias_gelu.register_fake
+def _(h: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(h, memory_format=torch.contiguous_format)
+
+
+@torch.library.custom_op("rollcall::bias_gelu_backward", mutates_args=())
+def _bias_gelu_backward(
+    dy: torch.Tensor, h: torch.Tensor, bias: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The gradients of :func:`_bias_gelu` for ``(h, bias)`` from that of its output."""
+    n_cols = h.size(-1)
+    dy2, h2 = dy.reshape(-1, n_cols).contiguous(), h.reshape(-1, n_cols).contiguous()
+    n_rows = h2.size(0)
+    units = torch.cuda.get_device_properties(h.device).multi_processor_count if h.is_cuda else 2
+    block_rows, block_cols, tiles, col_blocks, groups = _gelu_backward_shape(n_rows, n_cols, units)
+    dh = torch.empty_like(h2)
+    db = torch.empty(groups, n_cols, device=h.device, dtype=torch.float32)
+    _bias_gelu_bwd[(col_blocks, groups)](
+        dy2,
+        h2,
+        bias,
+        dh,
+        db,
+        n_rows,
+        N=n_cols,
+        BLOCK_ROWS=block_rows,
+        BLOCK_COLS=block_cols,
+        TILES=tiles,
+        SERIES=GELU_ERFC_SERIES,
+        num_warps=GELU_WARPS,
+    )
+    return dh.view(h.shape), db.sum(0).to(bias.dtype)
+
+
+@_bias_gelu_backward.register_fake
+def _(dy: torch.Tensor, h: torch.Tensor, bias: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.empty_like(h, memory_format=torch.contiguous_format), torch.empty_like(bias)
+
+
+def _gelu_setup_context(
+    ctx: torch.autograd.function.FunctionCtx,
+    inputs: tuple,  # type: ignore[type-arg]
+    output: torch.Tensor,
+) -> None:
+    ctx.save_for_backward(*inputs)
+
+
+def _gelu_autograd_backward(
+    ctx: torch.autograd.function.FunctionCtx, dy: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    h, bias = ctx.saved_tensors  # type: ignore[attr-defined]
+    return _bias_gelu_backward(dy, h, bias)  # type: ignore[no-any-return]
+
+
+_bias_gelu.register_autograd(_gelu_autograd_backward, setup_context=_gelu_setup_context)
+
+
+def bias_gelu(h: torch.Tensor, bias: torch.Tensor, *, fused: bool) -> torch.Tensor:
+    """``GELU(h + bias)``: the Triton kernels where ``fused`` and available, else PyTorch's ops.
+
+    The kernels keep one dtype, so autocast's bf16 ``h`` beside a float32 bias takes PyTorch's ops.
+    """
+    if fused and triton is not None and h.dtype == bias.dtype and (h.is_cuda or _INTERPRETING):
+        return _bias_gelu(h, bias)  # type: ignore[no-any-return]
+    return F.gelu(h + bias)
 
 
 class EncoderLayer(nn.Module):
@@ -337,6 +575,8 @@ class EncoderLayer(nn.Module):
         attn_dropout: float,
         attention: str = "auto",
         fused_norm: bool = False,
+        fused_gelu: bool = False,
+        fused_bias: bool = False,
     ) -> None:
         super().__init__()
         if hidden % heads:
@@ -348,6 +588,8 @@ class EncoderLayer(nn.Module):
         self.dropout = dropout
         self.attn_dropout = attn_dropout
         self.fused_norm = fused_norm
+        self.fused_gelu = fused_gelu
+        self.fused_bias = fused_bias and fused_norm
         self.qkv = nn.Linear(hidden, 3 * hidden)  # rows: query, then key, then value
         self.attn_out = nn.Linear(hidden, hidden)
         self.attn_norm = nn.LayerNorm(hidden, eps=LAYER_NORM_EPS)
@@ -363,11 +605,24 @@ class EncoderLayer(nn.Module):
         with sdpa_kernel(self.backend) if self.backend is not None else contextlib.nullcontext():
             a = F.scaled_dot_product_attention(q, k, v, dropout_p=p)
         a = a.transpose(1, 2).reshape(b, s, h)
-        x = dropout_add_layer_norm(
-            self.attn_out(a), x, self.attn_norm, self.dropout, self.training, fused=self.fused_norm
+        x = self._residual(self.attn_out, a, x, self.attn_norm)
+        if self.fused_gelu:
+            y = bias_gelu(F.linear(x, self.ffn_in.weight), self.ffn_in.bias, fused=True)
+        else:
+            y = F.gelu(self.ffn_in(x))
+        return self._residual(self.ffn_out, y, x, self.ffn_norm)
+
+    def _residual(
+        self, linear: nn.Linear, y: torch.Tensor, x: torch.Tensor, norm: nn.LayerNorm
+    ) -> torch.Tensor:
+        """``norm(dropout(linear(y)) + x)``; with ``fused_bias`` the fused kernel adds ``linear``'s bias."""
+        if self.fused_bias:
+            a, bias = F.linear(y, linear.weight), linear.bias
+        else:
+            a, bias = linear(y), None
+        return dropout_add_layer_norm(
+            a, x, norm, self.dropout, self.training, fused=self.fused_norm, bias=bias
         )
-        y = self.ffn_out(F.gelu(self.ffn_in(x)))
-        return dropout_add_layer_norm(y, x, self.ffn_norm, self.dropout, self.training, fused=self.fused_norm)
 
 
 class CompactBertForPreTraining(nn.Module):
@@ -391,6 +646,8 @@ class CompactBertForPreTraining(nn.Module):
         masked_head: bool = True,
         attention: str = "auto",
         fused_norm: bool = False,
+        fused_gelu: bool = False,
+        fused_bias: bool = False,
     ) -> None:
         super().__init__()
         self.dropout = dropout
@@ -408,6 +665,8 @@ class CompactBertForPreTraining(nn.Module):
                 attn_dropout=attn_dropout,
                 attention=attention,
                 fused_norm=fused_norm,
+                fused_gelu=fused_gelu,
+                fused_bias=fused_bias,
             )
             for _ in range(layers)
         )

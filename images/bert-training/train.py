@@ -1345,6 +1345,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--impl compact on cuda)",
     )
     p.add_argument(
+        "--fused-gelu",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="the compact model's bias+GELU as bert_compact.py's Triton kernels on cuda (the bias's "
+        "gradient summed in the backward's kernel; on by default with --fused-ln-dropout)",
+    )
+    p.add_argument(
+        "--fused-bias",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="with --fused-ln-dropout, the biases of the matmuls before it added in its kernels (their "
+        "gradients summed there) instead of in the matmuls' epilogues (on by default with it)",
+    )
+    p.add_argument(
         "--precision",
         choices=PRECISIONS,
         default=None,
@@ -1450,6 +1464,14 @@ def apply_defaults(args: argparse.Namespace, device: str, memory_bytes: int | No
         args.fused_ln_dropout = device == "cuda" and args.impl == "compact"
     elif args.fused_ln_dropout and args.impl != "compact":
         raise ValueError("--fused-ln-dropout fuses the compact model's chains: add --impl compact")
+    if args.fused_gelu is None:  # on where the dropout+LayerNorm kernels are (bench/NOTES.md)
+        args.fused_gelu = bool(args.fused_ln_dropout)
+    elif args.fused_gelu and args.impl != "compact":
+        raise ValueError("--fused-gelu fuses the compact model's bias+GELU: add --impl compact")
+    if args.fused_bias is None:
+        args.fused_bias = bool(args.fused_ln_dropout)
+    elif args.fused_bias and not args.fused_ln_dropout:
+        raise ValueError("--fused-bias adds the biases in the --fused-ln-dropout kernels: add that")
     if args.dist_backend and args.dist_backend != Accelerator.BACKENDS[device] and device != "cuda":
         raise ValueError(f"--dist-backend {args.dist_backend} is for --device cuda (cpu uses gloo, xla xla)")
 
@@ -1678,6 +1700,8 @@ def _build_compact(args: argparse.Namespace) -> tuple[torch.nn.Module, BertShape
         attn_dropout=attn_dropout,
         attention=getattr(args, "attention", "auto"),
         fused_norm=bool(getattr(args, "fused_ln_dropout", False)),
+        fused_gelu=bool(getattr(args, "fused_gelu", False)),
+        fused_bias=bool(getattr(args, "fused_bias", False)),
     )
     if args.pretrained:
         compact.load_hf_state_dict(model, hf.state_dict())

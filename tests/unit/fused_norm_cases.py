@@ -1,4 +1,4 @@
-"""The Triton dropout+residual+LayerNorm kernels of bert_compact.py against PyTorch's ops, on the CPU.
+"""bert_compact.py's Triton kernels (dropout+residual+LayerNorm, bias+GELU) against PyTorch's ops, on the CPU.
 
 Run by tests/unit/test_fused_norm.py in a process of its own with ``TRITON_INTERPRET=1`` (Triton reads it
 when it is first imported, so not in a pytest process that has imported it already); float32, so the
@@ -31,16 +31,18 @@ def _inputs(hidden: int, seed: int = 0) -> tuple[torch.Tensor, ...]:
     return tuple(t.requires_grad_() for t in (a, x, w, b))
 
 
-#: (tile elements, programs per unit) of the backward: 21 rows of 64 on 2 CPU "units" make 2 programs of
-#: one tile of 16 rows (the second with 5 live); or 2 programs of 6 tiles of 2 rows (the last 3 tiles empty).
-BACKWARD_SHAPES = {"one tile": (8192, 4), "six tiles": (128, 1)}
+#: (tile elements, programs per unit, the sums added up each tile) of the backward: 21 rows of 64 on 2 CPU
+#: "units" make 2 programs of one tile of 16 rows (the second with 5 live); or 2 programs of 6 tiles of 2
+#: rows (the last 3 tiles empty).
+BACKWARD_SHAPES = {"one tile": (8192, 4, True), "six tiles": (128, 1, False)}
 
 
 @pytest.fixture(params=list(BACKWARD_SHAPES))
 def backward_shape(request, monkeypatch):
-    elements, per_unit = BACKWARD_SHAPES[request.param]
+    elements, per_unit, each = BACKWARD_SHAPES[request.param]
     monkeypatch.setattr(compact, "BACKWARD_TILE_ELEMENTS", elements)
     monkeypatch.setattr(compact, "BACKWARD_PROGRAMS_PER_UNIT", per_unit)
+    monkeypatch.setattr(compact, "BACKWARD_SUM_EACH_TILE", each)
     return compact._backward_shape(21, 64, 2)
 
 
@@ -49,9 +51,9 @@ def test_the_backward_shapes(backward_shape):
 
 
 def test_the_backward_shape_of_bert_large():
-    # seq 128, batch 384 on 132 multiprocessors: 523 programs of 47 tiles of 2 rows, 2 warps each
-    assert compact._backward_shape(49152, 1024, 132) == (2, 47, 523)
-    assert compact._backward_warps(2, 1024) == 2
+    # seq 128, batch 384 on 132 multiprocessors: 1,046 programs of 47 tiles of one row, 2 warps each
+    assert compact._backward_shape(49152, 1024, 132) == (1, 47, 1046)
+    assert compact._backward_warps(1, 1024) == 2
 
 
 def _seed(value: int) -> torch.Tensor:
@@ -99,6 +101,22 @@ def test_dropout_mask_of_the_forward_is_the_backward_s(backward_shape):
         torch.testing.assert_close(mine, theirs, **TOL)
 
 
+@pytest.mark.parametrize("p", [0.0, 0.3])
+def test_the_matmul_bias_added_in_the_kernel(p, backward_shape):
+    a, x, w, b = _inputs(64)
+    bias = (0.5 * torch.randn(64)).requires_grad_()
+    dy = torch.randn(3, 7, 64)
+    y, z, _, _ = op(a, x, w, b, _seed(5), p, 1e-12, bias)
+    dropped = (z - x) == 0
+    keep = (~dropped).float()
+    ref = F.layer_norm((a + bias) * keep / (1 - p) + x, (64,), w, b, 1e-12)
+    torch.testing.assert_close(y, ref, **TOL)
+    mine, theirs = _grads(y, (a, x, w, b, bias), dy), _grads(ref, (a, x, w, b, bias), dy)
+    for g1, g2 in zip(mine, theirs, strict=True):
+        torch.testing.assert_close(g1, g2, **TOL)
+    torch.testing.assert_close(mine[-1], mine[0].sum((0, 1)), **TOL)  # the bias's: a's, summed
+
+
 def test_the_seed_picks_the_mask():
     a, x, w, b = _inputs(64)
     masks = [(op(a, x, w, b, _seed(s), 0.5, 1e-12)[1] - x) == 0 for s in (7, 7, 8)]
@@ -109,6 +127,7 @@ def test_the_seed_picks_the_mask():
 def test_op_registrations():
     a, x, w, b = _inputs(64)
     torch.library.opcheck(op, (a, x, w, b, _seed(3), 0.0, 1e-12))
+    torch.library.opcheck(op, (a, x, w, b, _seed(3), 0.2, 1e-12, torch.randn(64, requires_grad=True)))
 
 
 def test_compact_model_fused_equals_plain_without_dropout():
@@ -145,4 +164,97 @@ def test_compiles_in_one_graph():
     mine, theirs = compiled(a, x), step(a, x)
     torch.testing.assert_close(mine, theirs, **TOL)
     for g1, g2 in zip(_grads(mine, (a, x), dy), _grads(theirs, (a, x), dy), strict=True):
+        torch.testing.assert_close(g1, g2, **TOL)
+
+
+# ---------------------------------------------------------------- bias + GELU
+
+gelu_op = torch.ops.rollcall.bias_gelu
+
+
+def _gelu_inputs(width: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    h = 2 * torch.randn(3, 7, width, generator=g)  # 21 rows, values across GELU's curve
+    bias = 0.5 * torch.randn(width, generator=g)
+    return h.requires_grad_(), bias.requires_grad_()
+
+
+#: (rows, columns) of the backward's tile, programs per unit, the erfc series: 21 rows of 64 on 2 CPU
+#: "units" make 2 column blocks of one tile of 32 rows (11 of them dead), or 1 column block x 2 groups of
+#: 3 tiles of 4 rows.
+GELU_BACKWARD_SHAPES = {"one tile, libdevice": ((32, 32), 1, False), "tiles, series": ((4, 64), 1, True)}
+
+
+@pytest.fixture(params=list(GELU_BACKWARD_SHAPES))
+def gelu_backward_shape(request, monkeypatch):
+    tile, per_unit, series = GELU_BACKWARD_SHAPES[request.param]
+    monkeypatch.setattr(compact, "GELU_BACKWARD_TILE", tile)
+    monkeypatch.setattr(compact, "GELU_BACKWARD_PROGRAMS_PER_UNIT", per_unit)
+    monkeypatch.setattr(compact, "GELU_ERFC_SERIES", series)
+    monkeypatch.setattr(compact, "GELU_BLOCK", 128)  # 1,344 elements: 11 programs, the last one masked
+    return compact._gelu_backward_shape(21, 64, 2)
+
+
+def test_the_gelu_backward_shapes(gelu_backward_shape):
+    assert gelu_backward_shape in ((32, 32, 1, 2, 1), (4, 64, 3, 1, 2))
+
+
+def test_the_gelu_backward_shape_of_bert_large():
+    # seq 128, batch 384, intermediate 4,096 on 132 multiprocessors: 32 column blocks x 33 row groups
+    assert compact._gelu_backward_shape(49152, 4096, 132) == (32, 128, 47, 32, 33)
+
+
+@pytest.mark.parametrize("width", [64, 48])  # 48: a column block of 64, masked
+def test_bias_gelu_is_gelu_of_the_sum(width, gelu_backward_shape):
+    h, bias = _gelu_inputs(width)
+    dy = torch.randn(3, 7, width)
+    y = gelu_op(h, bias)
+    ref = F.gelu(h + bias)
+    torch.testing.assert_close(y, ref, **TOL)
+    for mine, theirs in zip(_grads(y, (h, bias), dy), _grads(ref, (h, bias), dy), strict=True):
+        torch.testing.assert_close(mine, theirs, **TOL)
+
+
+def test_bias_gelu_op_registrations():
+    torch.library.opcheck(gelu_op, _gelu_inputs(64))
+
+
+def test_bias_gelu_falls_back_where_dtypes_differ():
+    h, bias = _gelu_inputs(64)
+    out = compact.bias_gelu(h.detach().bfloat16(), bias.detach(), fused=True)  # autocast's case
+    assert out.dtype == torch.float32  # PyTorch's promotion, not the kernel's single dtype
+    torch.testing.assert_close(out, F.gelu(h.detach().bfloat16() + bias.detach()))
+
+
+@pytest.mark.parametrize("variant", [{"fused_gelu": True}, {"fused_ln_dropout": True, "fused_bias": True}])
+def test_compact_model_variants_equal_the_plain_model(variant):
+    torch.manual_seed(3)
+    args = argparse.Namespace(pretrained=None, model="tiny", dropout=0.0, impl="compact")
+    plain, shape = train.build_model(args)
+    other, _ = train.build_model(argparse.Namespace(**vars(args), **variant))
+    assert all(layer.fused_gelu or layer.fused_bias for layer in other.layers)
+    other.load_state_dict(plain.state_dict())
+    batch = train.make_batch(11, 2, 16, shape.vocab)
+    losses = []
+    for model in (plain, other):
+        model.train()
+        loss = model(batch)
+        loss.backward()
+        losses.append(loss.detach())
+    torch.testing.assert_close(losses[0], losses[1], rtol=1e-5, atol=0)
+    for (name, p1), p2 in zip(plain.named_parameters(), other.parameters(), strict=True):
+        torch.testing.assert_close(p2.grad, p1.grad, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_bias_gelu_compiles_in_one_graph():
+    h, bias = _gelu_inputs(64)
+
+    def step(h: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        return compact.bias_gelu(h * 1.5, bias, fused=True)
+
+    compiled = torch.compile(step, backend="aot_eager", fullgraph=True)
+    dy = torch.randn(3, 7, 64)
+    mine, theirs = compiled(h, bias), step(h, bias)
+    torch.testing.assert_close(mine, theirs, **TOL)
+    for g1, g2 in zip(_grads(mine, (h, bias), dy), _grads(theirs, (h, bias), dy), strict=True):
         torch.testing.assert_close(g1, g2, **TOL)

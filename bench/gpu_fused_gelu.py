@@ -13,7 +13,6 @@ times other launch shapes with either CDF (``GELU_ERFC_SERIES``) and prints each
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -21,12 +20,11 @@ import torch
 import torch.nn.functional as F
 import triton.testing
 
-spec = importlib.util.spec_from_file_location(
-    "rollcall_bert_compact", Path(__file__).resolve().parents[1] / "images/bert-training/bert_compact.py"
-)
-compact = importlib.util.module_from_spec(spec)
-sys.modules[spec.name] = compact
-spec.loader.exec_module(compact)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from rollcall.jobspec import train_module
+
+compact = train_module().compact_module()
 
 
 def main() -> None:

@@ -223,3 +223,160 @@ def test_wait_for_returns_the_value_and_times_out_with_the_last_state():
             describe=lambda: "only a",
         )
     informer.stop()
+
+
+class Recorder:
+    """Typed-API methods that record their calls and answer from a script (an exception is raised)."""
+
+    def __init__(self, **answers):
+        self.answers = answers
+        self.calls = []
+
+    def __getattr__(self, name):
+        def method(*args, **kw):
+            self.calls.append(
+                (name, args, kw.get("label_selector"), (kw.get("body") or {}).get("propagationPolicy"))
+            )
+            answer = self.answers.get(name, {})
+            if isinstance(answer, Exception):
+                raise answer
+            return Body(answer)
+
+        return method
+
+
+def test_delete_labelled_deletes_the_jobs_and_services_foreground_then_the_pods_in_one_request():
+    rec = Recorder(
+        list_namespaced_job={"items": [obj("run-job", 1)]},
+        list_namespaced_service={"items": [obj("run-job", 2)]},
+    )
+    kb = kube.Kube(api=None, source="test")  # type: ignore[arg-type]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(kube.Kube, "core", property(lambda self: rec))
+        mp.setattr(kube.Kube, "batch", property(lambda self: rec))
+        asked = kube.delete_labelled(kb, "team", "rollcall/run-id=abc")
+    assert asked == ["job/run-job", "service/run-job"]
+    assert rec.calls == [
+        ("list_namespaced_job", ("team",), "rollcall/run-id=abc", None),
+        ("delete_namespaced_job", ("run-job", "team"), None, "Foreground"),
+        ("list_namespaced_service", ("team",), "rollcall/run-id=abc", None),
+        ("delete_namespaced_service", ("run-job", "team"), None, "Foreground"),
+        ("delete_collection_namespaced_pod", ("team",), "rollcall/run-id=abc", None),
+    ]
+
+
+@pytest.mark.parametrize("status", [403, 404])
+def test_delete_labelled_leaves_the_pods_to_the_collector_when_their_request_is_refused(status):
+    rec = Recorder(
+        list_namespaced_job={"items": [obj("run-job", 1)]},
+        delete_collection_namespaced_pod=api_error(status, "pods is forbidden"),
+    )
+    kb = kube.Kube(api=None, source="test")  # type: ignore[arg-type]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(kube.Kube, "core", property(lambda self: rec))
+        mp.setattr(kube.Kube, "batch", property(lambda self: rec))
+        assert kube.delete_labelled(kb, "team", "rollcall/run-id=abc") == ["job/run-job"]
+        rec.answers["delete_collection_namespaced_pod"] = api_error(422, "invalid selector")
+        with pytest.raises(ApiException):
+            kube.delete_labelled(kb, "team", "rollcall/run-id=abc")
+
+
+class Sent:
+    """A stand-in for the client's REST layer: records each request, answers ``status`` with ``body``."""
+
+    def __init__(self, status=200, body=b"{}"):
+        self.requests = []
+        self.status, self.body = status, body
+
+    def __call__(self, method, url, header_params=None, body=None, post_params=None, _request_timeout=None):
+        path, _, query = url.partition("?")  # the query's order is no matter
+        sorted_query = sorted(query.split("&")) if query else []
+        self.requests.append(
+            (method, path, sorted_query, header_params.get("Content-Type"), body, _request_timeout)
+        )
+        raw = urllib3.HTTPResponse(body=self.body, status=self.status, preload_content=True)
+        from kubernetes.client.rest import RESTResponse
+
+        return RESTResponse(raw)
+
+
+REVIEW = {
+    "apiVersion": "authorization.k8s.io/v1",
+    "kind": "SelfSubjectAccessReview",
+    "spec": {"resourceAttributes": {"verb": "list", "resource": "pods", "namespace": "ns"}},
+}
+#: Calls the suite makes, each as the generated typed API's method takes them.
+GENERATED_CALLS = [
+    (
+        "core",
+        "list_namespaced_pod",
+        ("ns",),
+        {"label_selector": "a=b", "watch": True, "timeout_seconds": 240},
+    ),
+    ("core", "list_pod_for_all_namespaces", (), {"allow_watch_bookmarks": True, "resource_version": "7"}),
+    ("core", "read_namespaced_pod_log", ("p", "ns"), {"container": "c", "follow": True, "timestamps": True}),
+    ("core", "delete_namespace", ("ns",), {"body": {"propagationPolicy": "Foreground"}}),
+    ("core", "create_namespaced_service", ("ns",), {"body": {"kind": "Service"}, "dry_run": "All"}),
+    ("core", "delete_collection_namespaced_pod", ("ns",), {"label_selector": "rollcall/run-id=x"}),
+    ("core", "patch_node", ("n", {"spec": {}}), {"_content_type": "application/merge-patch+json"}),
+    ("core", "patch_namespaced_pod", ("p", "ns", {"metadata": {}}), {}),
+    ("core", "list_namespaced_event", (), {"namespace": "ns", "field_selector": "involvedObject.name=x"}),
+    ("batch", "create_namespaced_job", ("ns",), {"body": {"kind": "Job"}, "field_validation": "Strict"}),
+    ("batch", "delete_namespaced_job", ("j", "ns"), {"body": {"propagationPolicy": "Background"}}),
+    ("apps", "list_daemon_set_for_all_namespaces", (), {"_continue": "tok", "limit": 5}),
+    ("custom", "list_cluster_custom_object", ("karpenter.sh", "v1", "nodepools"), {}),
+    ("custom", "create_namespaced_custom_object", ("kwok.x-k8s.io", "v1alpha1", "ns", "logs", {"a": 1}), {}),
+    ("version", "get_code", (), {}),
+    ("authorization", "create_self_subject_access_review", (REVIEW,), {}),
+]
+GENERATED = {
+    "core": "CoreV1Api",
+    "batch": "BatchV1Api",
+    "apps": "AppsV1Api",
+    "custom": "CustomObjectsApi",
+    "version": "VersionApi",
+    "authorization": "AuthorizationV1Api",
+}
+
+
+@pytest.mark.parametrize(
+    ("group", "name", "args", "kwargs"), GENERATED_CALLS, ids=[c[1] for c in GENERATED_CALLS]
+)
+def test_the_api_sends_what_the_generated_client_sends(group, name, args, kwargs):
+    from kubernetes import client
+
+    cfg = client.Configuration(host="https://k8s.example:6443")
+    cfg.api_key = {"BearerToken": "Bearer t"}
+    api = client.ApiClient(cfg)
+    sent = Sent()
+    api.call_api = sent
+    generated = getattr(getattr(client, GENERATED[group])(api), name)
+    ours = getattr(getattr(kube.Kube(api, "test"), group), name)
+    assert ours.__name__ == name
+    kw = {**kwargs, "_preload_content": False, "_request_timeout": (10.0, 60.0)}
+    generated(*args, **kw)
+    answer = ours(*args, **kw)
+    assert sent.requests[0] == sent.requests[1]
+    assert isinstance(answer, urllib3.HTTPResponse) and json.loads(answer.data) == {}
+
+
+def test_the_api_answers_json_raises_the_servers_errors_and_refuses_what_it_cannot_send():
+    from kubernetes import client
+
+    api = client.ApiClient(client.Configuration(host="https://k8s.example:6443"))
+    api.call_api = Sent(body=b'{"kind": "Namespace", "metadata": {"name": "x"}}')
+    core = kube.Kube(api, "test").core
+    assert core.read_namespace("x") == {"kind": "Namespace", "metadata": {"name": "x"}}
+    assert call(core.read_namespace, "x")["metadata"]["name"] == "x"
+
+    api.call_api = Sent(status=404, body=b'{"kind": "Status", "message": "namespaces \\"x\\" not found"}')
+    with pytest.raises(ApiException) as err:
+        call(core.read_namespace, "x")
+    assert err.value.status == 404 and message_of(err.value) == 'HTTP 404: namespaces "x" not found'
+
+    with pytest.raises(AttributeError, match="no API method read_namespaced_widget"):
+        core.read_namespaced_widget  # noqa: B018
+    with pytest.raises(TypeError, match="missing the argument 'namespace'"):
+        core.list_namespaced_pod()
+    with pytest.raises(TypeError, match="too many positional arguments"):
+        core.read_namespace("x", {}, {})

@@ -20,7 +20,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from rollcall.backends.kubernetes.kube import Kube, call, message_of
@@ -40,7 +39,7 @@ ALL_NAMESPACES = frozenset({"daemonsets"})
 #: Rights only some options need, by the option's field in :class:`~rollcall.options.Options`.
 ONLY_WITH = {("apps", "daemonsets"): "check_device_plugins"}
 #: Verbs of a resource only some options need (the others' verbs on it every run needs).
-VERBS_ONLY_WITH = {("", "nodes", "patch"): "taint_unfit"}
+VERBS_ONLY_WITH = {("", "nodes", "patch"): "taint_unfit", ("", "pods", "deletecollection"): "namespace"}
 
 
 class Unreachable(OptionError):
@@ -121,7 +120,7 @@ def check(kube: Kube, namespace: str, options: Options) -> None:
 def probe(kube: Kube) -> None:
     """One request to the server, not retried: :class:`Unreachable` when it does not answer."""
     try:
-        call(client.VersionApi(kube.api).get_code, retry_s=0, timeout=PROBE_TIMEOUT_S)
+        call(kube.version.get_code, retry_s=0, timeout=PROBE_TIMEOUT_S)
     except ApiException as exc:
         if exc.status == 401:
             raise Unreachable(
@@ -157,7 +156,7 @@ def _review(kube: Kube, right: Right, run: str) -> bool | None:
         "spec": {"resourceAttributes": attributes},
     }
     try:
-        answer = call(client.AuthorizationV1Api(kube.api).create_self_subject_access_review, body, retry_s=10)
+        answer = call(kube.authorization.create_self_subject_access_review, body, retry_s=10)
     except ApiException as exc:
         log.warning("could not review the suite's rights (%s): %s", right, message_of(exc))
         return None

@@ -1,6 +1,7 @@
 """The suite's own overhead at scale: 64 kwok nodes x 32 ranks (2048 ranks) on the local control plane.
 
-Usage: python bench/scale.py [--nodes 64] [--runs 3] [--run-seconds 5] [--profile DIR] [--kubeconfig PATH --name NAME]
+Usage: python bench/scale.py [--nodes 64] [--runs 3] [--run-seconds 5] [--namespace NAME] [--profile DIR]
+                             [--kubeconfig PATH --name NAME]
 
 Each run is a child ``pytest`` (the plugin and the kubernetes backend) running one roll call of ``--nodes``
 trn1.32xlarge pods; every pod's log holds its 32 ranks' lines. Overhead is the child's wall time minus the
@@ -10,6 +11,14 @@ of the namespace, plus Python's start-up. Peak memory is the child's maximum RSS
 at 64 nodes overhead < 6 s and peak < 150 MiB, at 256 nodes < 15 s and < 300 MiB. The namespace's deletion,
 from the ask to gone, is printed apart: the child waits for it before its end, and kube-controller-manager's
 namespace controller starts on a namespace only 5 s after its deletion was asked (a constant of its own).
+
+``--namespace NAME`` runs every child inside one existing namespace instead (the suite's ``--namespace``):
+the bench creates it before the runs (not counted) and deletes it at the end; each run creates and deletes
+only its Job and Service there. After each run the bench compares everything listable in the namespace with
+what was there before the runs and fails, naming them, if any object is left: the run's Job, Service, pods,
+and what controllers made of them (EndpointSlices, Endpoints; Events excepted: the event TTL removes them).
+The clean-up column is then the run's objects' deletion, from the Job's deletion asked to the last of the
+Job, its pods and the Service gone (watched from the bench).
 
 ``--profile DIR`` runs each child under cProfile (its main thread, wall-clock timer), keeps each run's
 profile as ``DIR/run-N.prof`` (for ``python -m pstats``) and prints where its seconds
@@ -63,7 +72,8 @@ def test_roll_call(rollcall):
 
 
 #: The child's phases under ``--profile``: a name and the functions (``file suffix``, ``name``) whose
-#: cumulative wall time, summed, is the phase's (none of them calls another).
+#: cumulative wall time, summed, is the phase's (none of them calls another; a row indented is part of the
+#: row above it).
 PHASES: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
     ("imports (all, wherever they run)", (("<frozen importlib._bootstrap>", "_find_and_load"),)),
     ("connect and access check", (("kubernetes/backend.py", "from_options"),)),
@@ -73,13 +83,17 @@ PHASES: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
     ("wait for the job (watches)", (("kubernetes/kube.py", "wait_for"),)),
     ("drain the logs", (("kubernetes/job.py", "_drain"),)),
     ("judge", (("rollcall/judge.py", "judge"),)),
-    ("clean-up (namespace deletion)", (("kubernetes/job.py", "cleanup"),)),
+    ("clean-up asked (the deletion's ask, watches started)", (("kubernetes/job.py", "_ask_deletion"),)),
     ("reports at session end", (("rollcall/plugin.py", "pytest_sessionfinish"),)),
+    ("  of them, the clean-up's confirmation awaited", (("rollcall/runner.py", "cleanup_error"),)),
 )
 
 
 def phase_table(profile: Path) -> list[tuple[str, float]]:
-    """Each of :data:`PHASES` with its seconds in ``profile`` (cProfile's output), and the whole."""
+    """Each of :data:`PHASES` with its seconds in ``profile`` (cProfile's output), and the whole.
+
+    A row indented under another is part of it (the clean-up's confirmation is awaited by the reports).
+    """
     stats: dict[tuple[str, int, str], tuple[int, int, float, float, object]]
     stats = pstats.Stats(str(profile)).stats  # type: ignore[attr-defined]
     rows = []
@@ -95,8 +109,9 @@ def phase_table(profile: Path) -> list[tuple[str, float]]:
 
 
 class PodClock:
-    """When each pod was first seen Running and Succeeded, and when each namespace of the suite was asked
-    to go and was gone (watched from this process)."""
+    """When each pod was first seen Running and Succeeded, when each namespace of the suite was asked to go
+    and was gone, and when each of the suite's Jobs, Services and pods was asked to go and was gone (watched
+    from this process)."""
 
     def __init__(self, api: client.ApiClient) -> None:
         self.running: dict[str, float] = {}
@@ -110,14 +125,42 @@ class PodClock:
             core.list_namespace, "namespaces", label_selector=f"{MANAGED_BY_LABEL}={MANAGED_BY}"
         )
         self.namespaces.subscribe(self._tick_namespaces)
+        batch = client.BatchV1Api(api)
+        managed = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
+        self.objects = {
+            "job": Informer(batch.list_job_for_all_namespaces, "jobs", label_selector=managed),
+            "service": Informer(core.list_service_for_all_namespaces, "services", label_selector=managed),
+            "pod": self.pods,
+        }
+        #: ``kind/namespace/name``: when first seen, seen with a deletionTimestamp, seen gone.
+        self.seen: dict[str, float] = {}
+        self.asked: dict[str, float] = {}
+        self.went: dict[str, float] = {}
+        for kind, informer in self.objects.items():
+            informer.subscribe(lambda kind=kind, informer=informer: self._tick_objects(kind, informer))
 
     def start(self) -> None:
-        self.pods.start()
-        self.namespaces.start()
+        for informer in (*self.objects.values(), self.namespaces):
+            informer.start()
+        for informer in (*self.objects.values(), self.namespaces):
+            informer.synced.wait(30)
 
     def stop(self) -> None:
-        self.pods.stop()
-        self.namespaces.stop()
+        for informer in (*self.objects.values(), self.namespaces):
+            informer.stop()
+
+    def _tick_objects(self, kind: str, informer: Informer) -> None:
+        now = time.monotonic()
+        listed = set()
+        for obj in informer.objects():
+            key = f"{kind}/{obj['metadata']['namespace']}/{obj['metadata']['name']}"
+            listed.add(key)
+            self.seen.setdefault(key, now)
+            if obj["metadata"].get("deletionTimestamp"):
+                self.asked.setdefault(key, now)
+        for key in self.seen.keys() - listed:
+            if key.startswith(f"{kind}/"):
+                self.went.setdefault(key, now)
 
     def _tick(self) -> None:
         now = time.monotonic()
@@ -149,9 +192,55 @@ class PodClock:
         spans = [self.gone[n] - t for n, t in self.deleting.items() if t >= since and n in self.gone]
         return max(spans, default=0.0)
 
+    def objects_deletion(self, since: float) -> float:
+        """How long the Jobs, Services and pods first seen since ``since`` took to go: from the first Job's
+        deletion seen (asked, or gone) to the last of them gone."""
+        keys = [k for k, t in self.seen.items() if t >= since]
+        jobs = [self.asked.get(k, self.went.get(k)) for k in keys if k.startswith("job/")]
+        starts = [t for t in jobs if t is not None]
+        ends = [self.went[k] for k in keys if k in self.went]
+        return max(ends) - min(starts) if starts and ends else 0.0
+
+
+#: Kinds that a run's objects leave behind on purpose: events expire by the API server's event TTL, and the
+#: fake kubelet's Logs (kwok) are the bench's own, deleted by it after each run.
+NOT_LEFTOVERS = ("events", "events.events.k8s.io", "logs.kwok.x-k8s.io")
+
+
+class Namespace:
+    """The existing namespace of ``--namespace``: created before the runs, its contents compared after each
+    run with those before the first, deleted at the end."""
+
+    def __init__(self, cp: ControlPlane, name: str) -> None:
+        self.cp, self.name = cp, name
+        kinds = cp.kubectl("api-resources", "--verbs=list,delete", "--namespaced", "-o", "name").split()
+        self.kinds = [k for k in kinds if k not in NOT_LEFTOVERS]
+        cp.create_namespace(name)
+        self.before = self.contents()
+
+    def contents(self) -> set[str]:
+        """Every object in the namespace (of the kinds that can be listed and deleted), as ``kind/name``."""
+        items = self.cp.get(",".join(self.kinds), "-n", self.name)["items"]
+        return {f"{o['kind']}/{o['metadata']['name']}" for o in items}
+
+    def left(self) -> list[str]:
+        """What the run left in the namespace, right after it; then the fake kubelet's Logs go (not counted)."""
+        left = sorted(self.contents() - self.before)
+        self.cp.kubectl("delete", "logs.kwok.x-k8s.io", "--all", "-n", self.name, "--wait=true")
+        return left
+
+    def delete(self) -> None:
+        self.cp.kubectl("delete", "namespace", self.name, "--ignore-not-found", "--wait=true", timeout=300)
+
 
 def run_once(
-    cp: ControlPlane, clock: PodClock, nodes: int, seconds: float, workdir: Path, profile: Path | None = None
+    cp: ControlPlane,
+    clock: PodClock,
+    nodes: int,
+    seconds: float,
+    workdir: Path,
+    profile: Path | None = None,
+    namespace: Namespace | None = None,
 ) -> dict[str, float]:
     workdir.mkdir(parents=True)
     (workdir / "conftest.py").write_text(CONFTEST.format(seconds=seconds))
@@ -169,6 +258,7 @@ def run_once(
         str(workdir),
         *("--backend", "kubernetes", "--kubeconfig", str(cp.kubeconfig), "--image", IMAGE),
         *("--nodes", str(nodes), "--instance-type", TRN1, "--artifacts-dir", str(workdir / "artifacts")),
+        *(("--namespace", namespace.name) if namespace else ()),
         str(workdir),
     ]
     env = {**os.environ, "PYTHONPATH": ""}
@@ -181,10 +271,16 @@ def run_once(
         proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.monotonic() - started
     span, pods = clock.span(started)
-    deletion = clock.deletion(started)
+    deletion = clock.objects_deletion(started) if namespace else clock.deletion(started)
     if proc.returncode != 0:
         sys.stderr.write((workdir / "pytest.out").read_text()[-4000:])
         raise SystemExit(f"the suite failed (exit {proc.returncode}); see above")
+    if namespace:
+        left = namespace.left()
+        if left:
+            raise SystemExit(
+                f"{workdir.name} left {len(left)} object(s) in namespace {namespace.name}: " + ", ".join(left)
+            )
     return {
         "wall": wall,
         "running": span,
@@ -205,6 +301,12 @@ def main() -> None:
     )
     ap.add_argument("--kubeconfig", type=Path, help="use this running local cluster (its nodes are added to)")
     ap.add_argument("--name", default="rollcall", help="name of that cluster (hack/cluster.sh --name)")
+    ap.add_argument(
+        "--namespace",
+        metavar="NAME",
+        help="run every child inside this namespace (the suite's --namespace), created before the runs and "
+        "deleted after them; fail if a run leaves anything in it",
+    )
     args = ap.parse_args()
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
@@ -224,10 +326,17 @@ def main() -> None:
             kubelet = FakeKubelet(cp).start()
             clock = PodClock(api)
             clock.start()
-            rows = [
-                run_once(cp, clock, args.nodes, args.run_seconds, work / f"run-{i}", args.profile)
-                for i in range(args.runs)
-            ]
+            namespace = Namespace(cp, args.namespace) if args.namespace else None
+            try:
+                rows = [
+                    run_once(
+                        cp, clock, args.nodes, args.run_seconds, work / f"run-{i}", args.profile, namespace
+                    )
+                    for i in range(args.runs)
+                ]
+            finally:
+                if namespace:
+                    namespace.delete()
             phases = (
                 [phase_table(args.profile / f"run-{i}.prof") for i in range(args.runs)]
                 if args.profile
@@ -244,12 +353,22 @@ def main() -> None:
     target = TARGETS.get(args.nodes)
     if target:
         print(f"targets at {args.nodes} nodes: overhead < {target[0]:g} s, peak RSS < {target[1]:g} MiB\n")
-    print(
-        "ns deletion: from the namespace's deletion asked to gone (kube-controller-manager starts on it 5 s "
-        "after the ask);\nthe child waits for it before its end, so it is part of the overhead\n"
-    )
+    if args.namespace:
+        print(
+            f"mode: one existing namespace ({args.namespace}, --namespace), each run's Job and Service created "
+            "and deleted there;\nnothing of any run was left in it\n"
+            "clean-up: from the Job's deletion asked to the last of the Job, its pods and the Service gone;\n"
+            "the child waits for it before its end, so it is part of the overhead\n"
+        )
+    else:
+        print(
+            "mode: a namespace per run, created and deleted by the run\n"
+            "ns deletion: from the namespace's deletion asked to gone (kube-controller-manager starts on it "
+            "5 s after the ask);\nthe child waits for it before its end, so it is part of the overhead\n"
+        )
     columns = ("wall", "running", "overhead", "deletion", "rss_mib")
-    heads = ("wall s", "pods ran s", "overhead s", "ns deletion s", "peak RSS MiB")
+    heads = ("wall s", "pods ran s", "overhead s", "clean-up s" if args.namespace else "ns deletion s")
+    heads += ("peak RSS MiB",)
     print(f"{'run':<7}" + "".join(f"{h:>15}" for h in heads) + f"{'pods':>6}")
     for i, r in enumerate(rows, 1):
         print(f"{i:<7}" + "".join(f"{r[c]:>15.1f}" for c in columns) + f"{r['pods']:>6.0f}")

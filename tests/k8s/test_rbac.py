@@ -162,6 +162,22 @@ def test_writes_are_confined_to_the_suites_own_namespaces(as_suite, control_plan
         assert "may only create jobs in namespaces labelled" in denied(
             as_suite.batch.create_namespaced_job, "someone-elses", body=job
         )
+        # a run in an existing namespace deletes its pods in one request: only in a namespace opened to it
+        theirs = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "theirs",
+                "namespace": "someone-elses",
+                "labels": {MANAGED_BY_LABEL: MANAGED_BY},
+            },
+            "spec": {"containers": [{"name": "c", "image": "x"}]},
+        }
+        control_plane.apply(theirs)
+        assert "may only delete pods in namespaces labelled" in denied(
+            as_suite.core.delete_collection_namespaced_pod, "someone-elses"
+        )
+        assert control_plane.get("pod", "theirs", "-n", "someone-elses")["metadata"]["name"] == "theirs"
     finally:
         control_plane.kubectl("delete", "namespace", "someone-elses", "--wait=false")
 

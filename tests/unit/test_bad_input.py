@@ -211,6 +211,8 @@ def test_the_rights_checked_are_the_cluster_roles():
     assert Right("watch", "", "nodes") in needed
     assert not any(r.resource == "daemonsets" for r in needed), "only --check-device-plugins reads them"
     assert Right("list", "apps", "daemonsets") in rights(["check_device_plugins"])
+    assert Right("deletecollection", "", "pods") not in needed, "only a run in an existing namespace asks it"
+    assert Right("deletecollection", "", "pods") in rights(["namespace"])
     assert Right("create", "", "namespaces").where("rollcall-x") == "at the cluster scope"
     assert Right("create", "batch", "jobs").where("rollcall-x") == "in namespace rollcall-x (a run's own)"
     assert str(Right("get", "", "pods", "log")) == "get pods/log"

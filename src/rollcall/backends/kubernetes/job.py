@@ -25,8 +25,8 @@ collect
 clean up
     The namespace is deleted with foreground propagation, its Jobs first
     (:func:`.kube.delete_namespace`), and awaited within a bound (a warning otherwise).
-    In an existing namespace, the run's Job (foreground, so its pods go first) and Service are deleted
-    instead, and awaited likewise; the namespace stays.
+    In an existing namespace, the run's Job (foreground, so its pods go first), Service and pods (in one
+    request: :func:`.kube.delete_labelled`) are deleted instead, and awaited likewise; the namespace stays.
 """
 
 from __future__ import annotations

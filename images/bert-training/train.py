@@ -139,8 +139,9 @@ with the same functions: :func:`check_fault_injection`).
 
 ``ROLLCALL_SLOW_RANK=<rank>:<factor>`` (factor >= 1) makes that rank's device that many times slower (a
 comma-separated list, ``0:1.5,1:1.5``, slows each rank it names by its own factor):
-after its own work of each step (training and compute steps alike) it runs extra matmuls on its device
-for (factor - 1) times the wall-clock time that work took, so each of its steps takes factor times as
+after its own work of each step (training and compute steps alike; a rank alone in its world: after each
+training step's backward, which it times as compute) it runs extra matmuls on its device for
+(factor - 1) times the wall-clock time that work took, so each of its steps takes factor times as
 long. It is real work sized in time, not a sleep, and never inside a collective; sizing it in time (not
 as a fixed number of repeats) keeps the factor exact on a CPU shared by all ranks, where a fixed amount
 of extra work would run faster once the other ranks wait. ``ROLLCALL_SLOW_LINK=<node>:<ms>`` is a test
@@ -185,8 +186,11 @@ forward + backward (no optimizer step; gradients are dropped after each) inside 
 (at world size 1 there is no DDP, so nothing to hold back), under the training steps' precision, so no
 collective runs within them. All ranks start each such step together (barrier), the device is
 synchronised before it starts and after it ends, and it is timed by CUDA events on cuda and by the
-wall clock elsewhere (on xla the timed step includes running the traced graph). compute_ms is the
-median over those steps, compute_ms_p90 the 90th percentile (linear interpolation).
+wall clock elsewhere (on xla the timed step includes running the traced graph). A rank alone in its world
+on cuda or cpu (no DDP: nothing collective in any step) runs no such steps: the forward + backward of its
+last ``--compute-steps`` training steps in the timed epochs are timed instead (CUDA events read after the
+epochs, so no step waits; the wall clock on cpu). compute_ms is the median over those steps,
+compute_ms_p90 the 90th percentile (linear interpolation).
 
 Collective bandwidth: after that (cuda and cpu; not on xla; off with ``--bandwidth-mb 0`` or one rank)
 the ranks all-reduce one float32 buffer of ``--bandwidth-mb`` MiB (64 on accelerators, 8 on cpu) in
@@ -1341,7 +1345,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="the compact model's dropout+residual+LayerNorm as bert_compact.py's Triton kernels on cuda "
-        "(one Philox call per four elements, the mask redrawn in the backward; on by default with "
+        "(one Philox call per eight elements, the mask redrawn in the backward; on by default with "
         "--impl compact on cuda)",
     )
     p.add_argument(
@@ -1841,6 +1845,46 @@ class StepClock:
             return float(self._event.elapsed_time(end))
         self.acc.synchronize()
         return (time.perf_counter() - self._started) * 1000
+
+
+class ComputeTimer:
+    """Each training step's forward + backward timed inside the timed epochs, where one rank trains alone.
+
+    With one rank there is no DDP, so no collective runs within a training step and the timed epochs' own
+    steps serve as the compute steps (see "Compute time"): on cuda a CUDA event is recorded before each
+    step's forward and after its backward, and all are read once the epochs are over, so no step waits for
+    the device; on the CPU the wall clock, the work being done when the calls return.
+    """
+
+    def __init__(self, acc: Accelerator) -> None:
+        self.acc = acc
+        self._marks: list[tuple[Any, Any]] = []
+        self._start: Any = None
+
+    def _now(self) -> Any:
+        import torch
+
+        if self.acc.kind == "cuda":
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            return event
+        return time.perf_counter()
+
+    def start(self) -> None:
+        """Before a step's forward."""
+        self._start = self._now()
+
+    def stop(self) -> None:
+        """After the same step's backward."""
+        self._marks.append((self._start, self._now()))
+
+    def times_ms(self, last: int) -> list[float]:
+        """Milliseconds of each of the last ``last`` steps timed (all of them when fewer ran)."""
+        marks = self._marks[-last:] if last > 0 else []
+        if self.acc.kind == "cuda" and marks:
+            marks[-1][1].synchronize()
+            return [float(a.elapsed_time(b)) for a, b in marks]
+        return [(b - a) * 1000 for a, b in marks]
 
 
 class Slowdown:
@@ -2551,20 +2595,31 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
     steps = itertools.count()
     slowdown = Slowdown(acc, slow.get(env.rank, 1.0))
 
-    def train_steps(count: int, label: str, first: int) -> torch.Tensor | None:
+    # One rank alone times its compute within the timed epochs instead of in steps of their own.
+    timer = ComputeTimer(acc) if env.world_size == 1 and device != "xla" and args.compute_steps else None
+
+    def train_steps(
+        count: int, label: str, first: int, clock: ComputeTimer | None = None
+    ) -> torch.Tensor | None:
         loss = None
         for i in range(count):
             watchdog.beat(f"{label} step {first + i}")
             slowdown.begin()
+            if clock is not None:
+                clock.start()
             if training.cudagraphs:
                 torch.compiler.cudagraph_mark_step_begin()
             with autocast():
                 loss = step_model(batches[next(steps) % len(batches)])
             loss.backward()
+            if clock is not None:
+                slowdown.end()  # its extra work is compute, as in measure_compute
+                clock.stop()
             acc.optimizer_step(optimizer)
             optimizer.zero_grad(set_to_none=True)
             acc.step_boundary()
-            slowdown.end()
+            if clock is None:
+                slowdown.end()
             watchdog.first_step_done()
         return loss
 
@@ -2615,12 +2670,12 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
         started = time.perf_counter()
         label = f"epoch {epoch}"
         if epoch == 1 and corrupt_replica:  # ROLLCALL_CORRUPT_RANK: one bit flips after the first timed step
-            loss = train_steps(1, label, 1)
+            loss = train_steps(1, label, 1, timer)
             _flip_replica_bit(training, env.rank)
             if args.steps_per_epoch > 1:
-                loss = train_steps(args.steps_per_epoch - 1, label, 2)
+                loss = train_steps(args.steps_per_epoch - 1, label, 2, timer)
         else:
-            loss = train_steps(args.steps_per_epoch, label, 1)
+            loss = train_steps(args.steps_per_epoch, label, 1, timer)
         acc.synchronize()
         seconds = time.perf_counter() - started
         watchdog.beat(f"epoch {epoch} end")
@@ -2649,16 +2704,20 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
             _maybe_inject_fault(env.rank)
 
     timed_s = time.perf_counter() - timed_started - digest_s
-    compute = measure_compute(
-        acc,
-        step_model,
-        optimizer,
-        batches,
-        steps=args.compute_steps,
-        slowdown=slowdown,
-        autocast=autocast,
-        cudagraphs=training.cudagraphs,
-        watchdog=watchdog,
+    compute = (
+        timer.times_ms(args.compute_steps)
+        if timer is not None
+        else measure_compute(
+            acc,
+            step_model,
+            optimizer,
+            batches,
+            steps=args.compute_steps,
+            slowdown=slowdown,
+            autocast=autocast,
+            cudagraphs=training.cudagraphs,
+            watchdog=watchdog,
+        )
     )
     watchdog.beat("throughput")
     samples_per_sec = args.epochs * args.steps_per_epoch * args.batch_size / total_seconds
@@ -2797,5 +2856,22 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def end_process(code: int) -> NoReturn:
+    """End this process with ``code`` once its output is out, skipping the interpreter's teardown.
+
+    Called after :func:`main` returned: the process group is gone and every event written. Python's
+    teardown frees every module's objects and, on cuda, the compiled graphs, the allocator's memory and
+    the CUDA context; on one CPU rank it took 0.9 s after the last line (bench/NOTES.md), time the launcher
+    and the suite would wait for. Inductor's compile workers are shut down first (they would see their
+    parent gone within a second and leave anyway).
+    """
+    with contextlib.suppress(Exception):
+        if "torch._inductor.async_compile" in sys.modules:
+            sys.modules["torch._inductor.async_compile"].shutdown_compile_workers()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    end_process(main())

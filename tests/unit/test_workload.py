@@ -897,3 +897,46 @@ def test_the_compile_cache_is_hit_only_when_every_graph_came_from_it():
         "compile_cache_misses": None,
     }
     assert "compile_cache" in train.__doc__ and "fxgraph_cache_hit" in train.__doc__
+
+
+def test_the_compute_timer_keeps_the_last_steps_it_was_asked_for():
+    acc = train.Accelerator("cpu", 0)
+    timer = train.ComputeTimer(acc)
+    for _ in range(3):
+        timer.start()
+        timer.stop()
+    assert len(timer.times_ms(2)) == 2
+    assert len(timer.times_ms(10)) == 3  # fewer steps ran than asked for: all of them
+    assert timer.times_ms(0) == []
+    assert all(ms >= 0 for ms in timer.times_ms(3))
+
+
+@pytest.mark.slow
+def test_a_rank_alone_times_its_compute_within_the_timed_epochs():
+    # One process, no torchrun: world size 1, so no compute steps of their own run (the last 4 of the 6
+    # timed steps are timed); the process ends with the code main returned.
+    pytest.importorskip("torch")
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    proc = subprocess.run(
+        [sys.executable, str(TRAIN_PY), "--device", "cpu", "--compute-steps", "4"],
+        env={**env, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=170,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    records = _events(proc.stdout)
+    assert [r["event"] for r in records] == [
+        "start",
+        "facts",
+        "epoch_time",
+        "epoch_time",
+        "throughput",
+        "complete",
+    ]
+    throughput = records[4]
+    assert throughput["compute_steps"] == 4
+    assert 0 < throughput["compute_ms"] <= throughput["compute_ms_p90"]
+    # each timed step's forward + backward is part of its epoch: 4 of them fit in the two epochs' time
+    epochs_ms = 1000 * sum(r["seconds"] for r in records if r["event"] == "epoch_time")
+    assert 4 * throughput["compute_ms"] < epochs_ms

@@ -8,7 +8,8 @@ forward's largest difference from PyTorch's ops at dropout 0 (against float32), 
 whether the gradient's zeros are the forward's at the given dropout, then the forward and backward times
 (triton.testing.do_bench, median) with the bytes each moves per second, and PyTorch's eager ops beside.
 ``--sweep`` then times the backward for other tiles (elements a tile, programs per multiprocessor,
-elements per thread, the sums over rows added up each tile or at the end).
+elements per thread, the sums over rows added up each tile or at the end); ``--rounds 7`` both kernels
+with that many rounds of Philox instead of ``DROPOUT_ROUNDS``.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ def main() -> None:
     ap.add_argument("--dropout", type=float, default=0.1)
     ap.add_argument("--device", default="cuda", help="cpu: the numerics only, in Triton's interpreter")
     ap.add_argument("--sweep", action="store_true", help="time the backward's other tile shapes too")
+    ap.add_argument("--rounds", type=int, nargs="*", default=[], help="time both with these Philox rounds")
     args = ap.parse_args()
     n, h, p = args.rows, args.hidden, args.dropout
     dev, dt = args.device, torch.bfloat16
@@ -74,6 +76,14 @@ def main() -> None:
     for name, ms in (("forward", fwd_ms), ("backward", bwd_ms)):
         print(f"{name}: {ms * 1e3:.1f} us, {moved / (ms * 1e-3) / 1e12:.2f} TB/s")
     print(f"PyTorch eager forward (dropout, add, layer_norm): {eager_ms * 1e3:.1f} us")
+    rounds = compact.DROPOUT_ROUNDS
+    for compact.DROPOUT_ROUNDS in args.rounds:
+        fwd_ms = triton.testing.do_bench(lambda: op(a, x, w, b, seed, p, 1e-12), return_mode="median")
+        bwd_ms = triton.testing.do_bench(lambda: bwd(dy, z, mean, rstd, w, seed, p), return_mode="median")
+        print(
+            f"{compact.DROPOUT_ROUNDS} rounds: forward {fwd_ms * 1e3:.1f} us, backward {bwd_ms * 1e3:.1f} us"
+        )
+    compact.DROPOUT_ROUNDS = rounds
     if not args.sweep:
         return
     units = torch.cuda.get_device_properties(a.device).multi_processor_count

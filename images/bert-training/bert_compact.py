@@ -5,7 +5,7 @@ names) and the same function, written for a compiler: one fused query/key/value 
 attention through ``scaled_dot_product_attention`` (flash attention on a GPU), and the bias+GELU and
 dropout+residual+LayerNorm chains as plain expressions that ``torch.compile`` fuses into single kernels.
 With ``fused_norm`` the dropout+residual+LayerNorm chain runs on CUDA as hand-written Triton kernels
-instead (:func:`dropout_add_layer_norm`: one Philox call per four elements, the mask regenerated in the
+instead (:func:`dropout_add_layer_norm`: one Philox call per eight elements, the mask regenerated in the
 backward from the seed; with ``fused_bias`` the bias of the matmul before it too), and with
 ``fused_gelu`` the bias+GELU chain (:func:`bias_gelu`), the plain expressions remaining the path
 everywhere else.
@@ -55,12 +55,43 @@ ATTENTION_BACKENDS: dict[str, SDPBackend | None] = {
 #
 # One program per row in the forward: z = dropout(a) + x, y = LayerNorm(z); z (the normalised input, as
 # LayerNorm's backward needs it), mean and 1/std are saved, the mask is not: element j of row r keeps its
-# value when Philox draw (seed, r * hidden / 4 + j // 4), output j % 4 (in the order below), is >= p, so
-# each call of Philox serves four elements and the backward draws the same mask again. The backward walks
+# value when 16-bit number j % 8 (in the order of :func:`_keep`) of Philox call (seed, r * hidden / 8 +
+# j // 8) is at least round(p * 65536) (:func:`_drop_threshold`), so each call of Philox (four 32-bit
+# numbers, halved) serves eight elements and the backward draws the same mask again. The backward walks
 # tiles of several rows per program (many rows in flight), its weight and bias gradients summed per
 # program, then over programs.
 
+#: Rounds of each Philox call (Random123's default; cuRAND's Philox4_32_10 has as many).
+DROPOUT_ROUNDS = 10
+
+
+def _drop_threshold(p: float) -> int:
+    """Elements whose 16-bit number is below this are dropped: a rate of ``p`` to within 2**-17."""
+    return min(1 << 16, max(0, round(p * (1 << 16))))
+
+
+def _scale(p: float) -> float:
+    """What a kept element is multiplied by: one over the rate kept (nothing is kept at ``p`` 1)."""
+    threshold = _drop_threshold(p)
+    return (1 << 16) / ((1 << 16) - threshold) if threshold < 1 << 16 else 0.0
+
+
 if triton is not None:
+
+    @triton.jit
+    def _keep(seed, call, threshold, ROUNDS: tl.constexpr):  # pragma: no cover - GPU or interpreter
+        """Whether each of the eight elements that every Philox call (``call``: their offsets) serves is kept.
+
+        Shaped ``call.shape + (2, 2, 2)``; callers reshape it to ``call.shape[:-1] + (8 * call.shape[-1],)``,
+        so the eight elements of a call lie side by side.
+        """
+        r0, r1, r2, r3 = tl.randint4x(seed, call, ROUNDS)
+        low = 0xFFFF
+        v = tl.join(
+            tl.join(tl.join(r0 & low, r0 >> 16), tl.join(r1 & low, r1 >> 16)),
+            tl.join(tl.join(r2 & low, r2 >> 16), tl.join(r3 & low, r3 >> 16)),
+        )
+        return v.to(tl.int32) >= threshold
 
     @triton.jit
     def _dropout_add_ln_fwd(  # noqa: PLR0917 - the kernel's and the op's schema are positional
@@ -75,17 +106,18 @@ if triton is not None:
         SEED,
         A_BIAS,
         n_cols,
-        p,
+        threshold,
         scale,
         eps,
-        QUARTER: tl.constexpr,
+        EIGHTH: tl.constexpr,
         HAS_BIAS: tl.constexpr,
+        ROUNDS: tl.constexpr,
     ):  # pragma: no cover - runs on a GPU, or in Triton's interpreter (tests/unit/fused_norm_cases.py)
         row = tl.program_id(0).to(tl.int64)
-        cols = tl.arange(0, 4 * QUARTER)
+        cols = tl.arange(0, 8 * EIGHTH)
         inside = cols < n_cols
-        r0, r1, r2, r3 = tl.rand4x(tl.load(SEED), row * (n_cols // 4) + tl.arange(0, QUARTER))
-        keep = tl.reshape(tl.join(tl.join(r0, r1), tl.join(r2, r3)), (4 * QUARTER,)) >= p
+        calls = row * (n_cols // 8) + tl.arange(0, EIGHTH)
+        keep = tl.reshape(_keep(tl.load(SEED), calls, threshold, ROUNDS), (8 * EIGHTH,))
         a = tl.load(A + row * n_cols + cols, mask=inside, other=0.0).to(tl.float32)
         if HAS_BIAS:  # the bias of the matmul that made a, added here instead of in its epilogue
             a = (a.to(A.dtype.element_ty) + tl.load(A_BIAS + cols, mask=inside, other=0.0)).to(tl.float32)
@@ -118,24 +150,25 @@ if triton is not None:
         DA_SUM,
         n_rows,
         n_cols,
-        p,
+        threshold,
         scale,
-        QUARTER: tl.constexpr,
+        EIGHTH: tl.constexpr,
         BLOCK_ROWS: tl.constexpr,
         TILES: tl.constexpr,
         SUM_EACH_TILE: tl.constexpr,
+        ROUNDS: tl.constexpr,
     ):  # pragma: no cover - runs on a GPU, or in Triton's interpreter (tests/unit/fused_norm_cases.py)
         program = tl.program_id(0)
-        cols = tl.arange(0, 4 * QUARTER)
+        cols = tl.arange(0, 8 * EIGHTH)
         inside = cols < n_cols
         seed = tl.load(SEED)
         w = tl.load(W + cols, mask=inside, other=0.0).to(tl.float32)
         # the sums over rows: each tile's added up (SUM_EACH_TILE), or kept per row of the tile and added up
         # once at the end
         acc_rows: tl.constexpr = 1 if SUM_EACH_TILE else BLOCK_ROWS
-        dw = tl.zeros((acc_rows, 4 * QUARTER), dtype=tl.float32)
-        db = tl.zeros((acc_rows, 4 * QUARTER), dtype=tl.float32)
-        da_sum = tl.zeros((acc_rows, 4 * QUARTER), dtype=tl.float32)
+        dw = tl.zeros((acc_rows, 8 * EIGHTH), dtype=tl.float32)
+        db = tl.zeros((acc_rows, 8 * EIGHTH), dtype=tl.float32)
+        da_sum = tl.zeros((acc_rows, 8 * EIGHTH), dtype=tl.float32)
         for tile in range(TILES):
             rows = (program.to(tl.int64) * TILES + tile) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
             live = rows < n_rows
@@ -150,8 +183,8 @@ if triton is not None:
             c1 = tl.sum(xhat * g, axis=1) / n_cols
             c2 = tl.sum(g, axis=1) / n_cols
             dz = (g - xhat * c1[:, None] - c2[:, None]) * rstd[:, None]
-            r0, r1, r2, r3 = tl.rand4x(seed, rows[:, None] * (n_cols // 4) + tl.arange(0, QUARTER)[None, :])
-            keep = tl.reshape(tl.join(tl.join(r0, r1), tl.join(r2, r3)), (BLOCK_ROWS, 4 * QUARTER)) >= p
+            calls = rows[:, None] * (n_cols // 8) + tl.arange(0, EIGHTH)[None, :]
+            keep = tl.reshape(_keep(seed, calls, threshold, ROUNDS), (BLOCK_ROWS, 8 * EIGHTH))
             tl.store(DX + at, dz.to(DX.dtype.element_ty), mask=here)
             da = tl.where(keep, dz * scale, 0.0).to(DA.dtype.element_ty)
             tl.store(DA + at, da, mask=here)
@@ -169,9 +202,9 @@ if triton is not None:
 
 
 def _launch_shape(n_cols: int) -> tuple[int, int]:
-    """``(QUARTER, num_warps)`` for rows of ``n_cols`` (a multiple of 4): a quarter row, a power of two."""
-    quarter = triton.next_power_of_2(n_cols // 4)
-    return quarter, min(8, max(1, quarter // 64))
+    """``(EIGHTH, num_warps)`` for rows of ``n_cols`` (a multiple of 8): an eighth row, a power of two."""
+    eighth = triton.next_power_of_2(n_cols // 8)
+    return eighth, min(8, max(1, eighth // 32))
 
 
 #: The backward's tile: about this many elements (rows of a power of two), and programs per multiprocessor.
@@ -188,7 +221,7 @@ def _backward_shape(n_rows: int, n_cols: int, units: int) -> tuple[int, int, int
     every load has many rows in flight; each program sums its tiles' weight and bias gradients, and there
     are about :data:`BACKWARD_PROGRAMS_PER_UNIT` programs per multiprocessor: few partial sums to add.
     """
-    width = 4 * triton.next_power_of_2(n_cols // 4)
+    width = 8 * triton.next_power_of_2(n_cols // 8)
     block = max(1, min(BACKWARD_TILE_ELEMENTS // width, triton.next_power_of_2(triton.cdiv(n_rows, units))))
     block = 1 << (block.bit_length() - 1)  # a power of two
     tiles = triton.cdiv(triton.cdiv(n_rows, block), BACKWARD_PROGRAMS_PER_UNIT * units)
@@ -204,13 +237,8 @@ BACKWARD_SUM_EACH_TILE = False
 
 def _backward_warps(block: int, n_cols: int) -> int:
     """Warps for a tile of ``block`` rows: :data:`BACKWARD_ELEMENTS_PER_THREAD` per thread, 1 to 16 warps."""
-    elements = block * 4 * triton.next_power_of_2(n_cols // 4)
+    elements = block * 8 * triton.next_power_of_2(n_cols // 8)
     return min(16, max(1, elements // (32 * BACKWARD_ELEMENTS_PER_THREAD)))
-
-
-def _scale(p: float) -> float:
-    """What a kept element is multiplied by: ``1 / (1 - p)`` (nothing is kept at ``p`` 1)."""
-    return 1.0 / (1.0 - p) if p < 1 else 0.0
 
 
 @torch.library.custom_op("rollcall::dropout_add_layer_norm", mutates_args=())
@@ -233,7 +261,7 @@ def _fused_forward(  # noqa: PLR0917 - the kernel's and the op's schema are posi
     y, z = torch.empty_like(a2), torch.empty_like(a2)
     mean = torch.empty(a2.size(0), device=a.device, dtype=torch.float32)
     rstd = torch.empty_like(mean)
-    quarter, warps = _launch_shape(n_cols)
+    eighth, warps = _launch_shape(n_cols)
     _dropout_add_ln_fwd[(a2.size(0),)](
         a2,
         x2,
@@ -246,11 +274,12 @@ def _fused_forward(  # noqa: PLR0917 - the kernel's and the op's schema are posi
         seed,
         a_bias if a_bias is not None else weight,  # not read without the bias
         n_cols,
-        p,
+        _drop_threshold(p),
         _scale(p),
         eps,
-        QUARTER=quarter,
+        EIGHTH=eighth,
         HAS_BIAS=a_bias is not None,
+        ROUNDS=DROPOUT_ROUNDS,
         num_warps=warps,
     )
     return y.view_as(a), z.view_as(a), mean, rstd
@@ -294,7 +323,7 @@ def _fused_backward(  # noqa: PLR0917 - the kernel's and the op's schema are pos
     da, dx = torch.empty_like(z2), torch.empty_like(z2)
     dw = torch.empty(programs, n_cols, device=z.device, dtype=torch.float32)
     db, da_sum = torch.empty_like(dw), torch.empty_like(dw)
-    quarter, _ = _launch_shape(n_cols)
+    eighth, _ = _launch_shape(n_cols)
     _dropout_add_ln_bwd[(programs,)](
         dy2,
         z2,
@@ -309,12 +338,13 @@ def _fused_backward(  # noqa: PLR0917 - the kernel's and the op's schema are pos
         da_sum,
         n_rows,
         n_cols,
-        p,
+        _drop_threshold(p),
         _scale(p),
-        QUARTER=quarter,
+        EIGHTH=eighth,
         BLOCK_ROWS=block,
         TILES=tiles,
         SUM_EACH_TILE=BACKWARD_SUM_EACH_TILE,
+        ROUNDS=DROPOUT_ROUNDS,
         num_warps=_backward_warps(block, n_cols),
     )
     sums = (t.sum(0).to(weight.dtype) for t in (dw, db, da_sum))
@@ -356,7 +386,7 @@ _fused_forward.register_autograd(_autograd_backward, setup_context=_setup_contex
 
 def fused_norm_available(t: torch.Tensor) -> bool:
     """Whether :func:`dropout_add_layer_norm` runs the Triton kernels for ``t``: CUDA, or the interpreter."""
-    return triton is not None and t.size(-1) % 4 == 0 and (t.is_cuda or _INTERPRETING)
+    return triton is not None and t.size(-1) % 8 == 0 and (t.is_cuda or _INTERPRETING)
 
 
 def dropout_add_layer_norm(

@@ -6,13 +6,21 @@
 #                               ending in -hf (s128-1-hf, ...) runs plain Hugging Face + torch.compile
 #                               instead, the reference the table's "vs hf" column divides by. Default:
 #                               s128-1 s128-1-hf s512-1 s512-1-hf, and the 2-GPU cases where 2 GPUs are here.
-#                               REPEAT=3 repeats the 1-GPU seq-128 case.
+#                               default: the suite's default roll call on 1 GPU (the workload's own
+#                               defaults, only the compile cache named), as a user's first run.
+#                               REPEAT=3 repeats the 1-GPU seq-128 case and the default one.
 #
 # The workload runs as WORKLOAD_ARGS says (default: the compact BERT, bf16 weights with fp32 masters,
 # compiled); the reference as REFERENCE_ARGS (BertForPreTraining, bf16 autocast, compiled; both with the
 # MLM head on the masked positions only and no DDP at world size 1, so both do the same work). Both keep
 # their compiler caches in COMPILE_CACHE (default ~/.cache/rollcall/compile); FRESH_CACHE=1 empties it
 # first, so the first run of each case compiles cold.
+#
+# PYCACHE=DIR keeps Python's bytecode in DIR (PYTHONPYCACHEPREFIX), written by the first run even where
+# PYTHONDONTWRITEBYTECODE is set and read by the later ones, as on a node whose image carries its bytecode
+# (images/bert-training/Dockerfile.nvidia compiles it at build). Without it, on an image that ships its
+# packages without bytecode and forbids writing it, every process compiles torch's modules from source
+# (FRESH_CACHE=1 empties DIR too).
 #
 # Uses the machine's python3 (torch, transformers, pytest); the suite itself runs from src/. Results go to
 # $OUT (or artifacts/gpu), one results.json per case and its wall time (pytest start to verdict) in
@@ -31,6 +39,12 @@ extra=${BENCH_ARGS:-}
 cache=${COMPILE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rollcall/compile}
 [ "${FRESH_CACHE:-0}" = 1 ] && rm -rf "$cache"
 mkdir -p "$cache"
+if [ -n "${PYCACHE:-}" ]; then
+  [ "${FRESH_CACHE:-0}" = 1 ] && rm -rf "$PYCACHE"
+  mkdir -p "$PYCACHE"
+  export PYTHONPYCACHEPREFIX=$PYCACHE
+  unset PYTHONDONTWRITEBYTECODE
+fi
 workload=${WORKLOAD_ARGS:---impl compact --precision bf16 --compile}
 reference=${REFERENCE_ARGS:---impl hf --compile}
 # Per-GPU batch and steps: the default batch of an H200 (train.CUDA_TOKENS_PER_STEP tokens) and enough steps
@@ -42,6 +56,7 @@ args_512="$common --seq-len 512 --batch-size ${BATCH_512:-96} --epochs 3 --steps
 
 case_args() {  # name -> "nodes procs args"
   local layout impl=$workload seq
+  if [ "$1" = default ]; then echo "1 1 --compile-cache $cache"; return; fi
   seq=${1%%-*}
   layout=${1#*-}
   if [ "${layout%-hf}" != "$layout" ]; then layout=${layout%-hf}; impl=$reference; fi
@@ -80,7 +95,7 @@ run_case() {  # name dir
 
 for c in "${cases[@]}"; do
   n=1
-  [ "$c" = s128-1 ] && n=$repeat
+  case $c in s128-1 | default) n=$repeat ;; esac
   for i in $(seq 1 "$n"); do
     name=$c; [ "$n" -gt 1 ] && name="$c-run$i"
     echo "== $name"

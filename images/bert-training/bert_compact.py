@@ -592,6 +592,53 @@ def bias_gelu(h: torch.Tensor, bias: torch.Tensor, *, fused: bool) -> torch.Tens
     return F.gelu(h + bias)
 
 
+# ---------------------------------------------------------------- a layer input's two gradients in one matmul
+#
+# Each sublayer's input x feeds a matmul (the query/key/value projection, the intermediate layer) and the
+# residual of the LayerNorm after it, so autograd adds two gradients for x: the residual's and the matmul's
+# input gradient, a separate elementwise kernel that reads both and writes their sum. As one autograd node
+# with two outputs, the matmul's backward gets both and lets the matmul add the residual's (cuBLAS's
+# ``addmm`` with beta 1: one more read of the residual's gradient in its epilogue, one rounding).
+
+
+class _LinearAndResidual(torch.autograd.Function):
+    """``(linear(x, weight, bias), x)``, the second output being x's use as a residual."""
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return F.linear(x, weight, bias), x.view_as(x)
+
+    @staticmethod
+    def setup_context(ctx: torch.autograd.function.FunctionCtx, inputs: tuple, output: tuple) -> None:  # type: ignore[type-arg,override]
+        x, weight, bias = inputs
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias = bias is not None  # type: ignore[attr-defined]
+
+    @staticmethod
+    def backward(  # type: ignore[override]
+        ctx: torch.autograd.function.FunctionCtx, dy: torch.Tensor, d_residual: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        x, weight = ctx.saved_tensors  # type: ignore[attr-defined]
+        dy2, x2 = dy.reshape(-1, dy.size(-1)), x.reshape(-1, x.size(-1))
+        if d_residual is None:
+            dx = dy2 @ weight
+        else:
+            dx = torch.addmm(d_residual.reshape(-1, x.size(-1)), dy2, weight)
+        db = dy2.sum(0) if ctx.has_bias else None  # type: ignore[attr-defined]
+        return dx.view_as(x), dy2.t() @ x2, db
+
+
+def linear_and_residual(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, *, fused: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(linear(x, weight, bias), x)``; ``fused``: x's two gradients summed by the matmul's backward."""
+    if fused:
+        return _LinearAndResidual.apply(x, weight, bias)  # type: ignore[no-any-return]
+    return F.linear(x, weight, bias), x
+
+
 class EncoderLayer(nn.Module):
     """One post-LayerNorm transformer layer, as BERT's."""
 
@@ -607,6 +654,7 @@ class EncoderLayer(nn.Module):
         fused_norm: bool = False,
         fused_gelu: bool = False,
         fused_bias: bool = False,
+        fused_residual: bool = False,
     ) -> None:
         super().__init__()
         if hidden % heads:
@@ -620,6 +668,7 @@ class EncoderLayer(nn.Module):
         self.fused_norm = fused_norm
         self.fused_gelu = fused_gelu
         self.fused_bias = fused_bias and fused_norm
+        self.fused_residual = fused_residual
         self.qkv = nn.Linear(hidden, 3 * hidden)  # rows: query, then key, then value
         self.attn_out = nn.Linear(hidden, hidden)
         self.attn_norm = nn.LayerNorm(hidden, eps=LAYER_NORM_EPS)
@@ -630,16 +679,16 @@ class EncoderLayer(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``[batch, seq, hidden]`` in and out."""
         b, s, h = x.shape
-        q, k, v = self.qkv(x).view(b, s, 3, self.heads, h // self.heads).permute(2, 0, 3, 1, 4).unbind(0)
+        qkv, x = linear_and_residual(x, self.qkv.weight, self.qkv.bias, fused=self.fused_residual)
+        q, k, v = qkv.view(b, s, 3, self.heads, h // self.heads).permute(2, 0, 3, 1, 4).unbind(0)
         p = self.attn_dropout if self.training else 0.0
         with sdpa_kernel(self.backend) if self.backend is not None else contextlib.nullcontext():
             a = F.scaled_dot_product_attention(q, k, v, dropout_p=p)
         a = a.transpose(1, 2).reshape(b, s, h)
         x = self._residual(self.attn_out, a, x, self.attn_norm)
-        if self.fused_gelu:
-            y = bias_gelu(F.linear(x, self.ffn_in.weight), self.ffn_in.bias, fused=True)
-        else:
-            y = F.gelu(self.ffn_in(x))
+        bias = None if self.fused_gelu else self.ffn_in.bias
+        y, x = linear_and_residual(x, self.ffn_in.weight, bias, fused=self.fused_residual)
+        y = bias_gelu(y, self.ffn_in.bias, fused=True) if self.fused_gelu else F.gelu(y)
         return self._residual(self.ffn_out, y, x, self.ffn_norm)
 
     def _residual(
@@ -678,6 +727,7 @@ class CompactBertForPreTraining(nn.Module):
         fused_norm: bool = False,
         fused_gelu: bool = False,
         fused_bias: bool = False,
+        fused_residual: bool = False,
     ) -> None:
         super().__init__()
         self.dropout = dropout
@@ -697,6 +747,7 @@ class CompactBertForPreTraining(nn.Module):
                 fused_norm=fused_norm,
                 fused_gelu=fused_gelu,
                 fused_bias=fused_bias,
+                fused_residual=fused_residual,
             )
             for _ in range(layers)
         )

@@ -1363,6 +1363,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "gradients summed there) instead of in the matmuls' epilogues (on by default with it)",
     )
     p.add_argument(
+        "--fused-residual-grad",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="the compact model's layer inputs' two gradients (the residual's and the matmul's) summed by "
+        "the matmul's backward (addmm) instead of a kernel of their own (on by default with "
+        "--fused-ln-dropout)",
+    )
+    p.add_argument(
         "--precision",
         choices=PRECISIONS,
         default=None,
@@ -1476,6 +1484,10 @@ def apply_defaults(args: argparse.Namespace, device: str, memory_bytes: int | No
         args.fused_bias = bool(args.fused_ln_dropout)
     elif args.fused_bias and not args.fused_ln_dropout:
         raise ValueError("--fused-bias adds the biases in the --fused-ln-dropout kernels: add that")
+    if args.fused_residual_grad is None:
+        args.fused_residual_grad = bool(args.fused_ln_dropout)
+    elif args.fused_residual_grad and args.impl != "compact":
+        raise ValueError("--fused-residual-grad changes the compact model's layers: add --impl compact")
     if args.dist_backend and args.dist_backend != Accelerator.BACKENDS[device] and device != "cuda":
         raise ValueError(f"--dist-backend {args.dist_backend} is for --device cuda (cpu uses gloo, xla xla)")
 
@@ -1706,6 +1718,7 @@ def _build_compact(args: argparse.Namespace) -> tuple[torch.nn.Module, BertShape
         fused_norm=bool(getattr(args, "fused_ln_dropout", False)),
         fused_gelu=bool(getattr(args, "fused_gelu", False)),
         fused_bias=bool(getattr(args, "fused_bias", False)),
+        fused_residual=bool(getattr(args, "fused_residual_grad", False)),
     )
     if args.pretrained:
         compact.load_hf_state_dict(model, hf.state_dict())

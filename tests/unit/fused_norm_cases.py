@@ -225,12 +225,23 @@ def test_bias_gelu_falls_back_where_dtypes_differ():
 
 
 #: train.py's arguments -> the layer attribute each turns on
-LAYER_SWITCHES = {"fused_ln_dropout": "fused_norm", "fused_gelu": "fused_gelu", "fused_bias": "fused_bias"}
+LAYER_SWITCHES = {
+    "fused_ln_dropout": "fused_norm",
+    "fused_gelu": "fused_gelu",
+    "fused_bias": "fused_bias",
+    "fused_residual_grad": "fused_residual",
+}
 
 
 @pytest.mark.parametrize(
     "variant",
-    [{"fused_ln_dropout": True}, {"fused_gelu": True}, {"fused_ln_dropout": True, "fused_bias": True}],
+    [
+        {"fused_ln_dropout": True},
+        {"fused_gelu": True},
+        {"fused_ln_dropout": True, "fused_bias": True},
+        {"fused_residual_grad": True},
+        {"fused_ln_dropout": True, "fused_gelu": True, "fused_bias": True, "fused_residual_grad": True},
+    ],
 )
 def test_compact_model_variants_equal_the_plain_model(variant):
     """Without dropout, the kernels' model is the plain one: the same loss and gradients."""

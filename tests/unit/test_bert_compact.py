@@ -153,3 +153,39 @@ def test_compiled_regions_share_one_graph_for_every_layer_and_keep_the_loss():
     assert counters["stats"]["unique_graphs"] == 3, dict(counters["stats"])
     regions(batch).backward()
     assert counters["stats"]["unique_graphs"] == 3, dict(counters["stats"])
+
+
+def _layer_backward_ops(fused: bool) -> tuple[list[torch.Tensor], set[str]]:
+    """One compiled layer's input and parameter gradients, and the ATen ops of its backward graph."""
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    ops: set[str] = set()
+
+    def backward_compiler(gm: torch.fx.GraphModule, _inputs: object) -> object:
+        ops.update(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+        return make_boxed_func(gm.forward)
+
+    torch._dynamo.reset()
+    torch.manual_seed(11)
+    layer = compact.EncoderLayer(
+        TINY.hidden, TINY.heads, TINY.intermediate, dropout=0.0, attn_dropout=0.0, fused_residual=fused
+    )
+    x = torch.randn(2, 16, TINY.hidden, requires_grad=True)
+
+    def forward_compiler(gm: torch.fx.GraphModule, _inputs: object) -> object:
+        return make_boxed_func(gm.forward)
+
+    backend = aot_autograd(fw_compiler=forward_compiler, bw_compiler=backward_compiler)
+    torch.compile(layer, backend=backend, fullgraph=True)(x).square().sum().backward()
+    return [x.grad, *(p.grad for p in layer.parameters())], ops
+
+
+def test_a_layer_inputs_two_gradients_are_summed_by_its_matmuls():
+    """Same gradients; the residual's gradient is added by the matmul (addmm) instead of an add of its own."""
+    plain, plain_ops = _layer_backward_ops(fused=False)
+    fused, fused_ops = _layer_backward_ops(fused=True)
+    for mine, theirs in zip(fused, plain, strict=True):
+        torch.testing.assert_close(mine, theirs, rtol=GRAD_RTOL, atol=GRAD_ATOL)
+    assert "aten.addmm.default" in fused_ops
+    assert "aten.addmm.default" not in plain_ops  # the forward's biased matmuls are not in the backward

@@ -245,6 +245,7 @@ def test_fused_ln_dropout_is_on_for_the_compact_model_on_cuda_only():
         args = train.parse_args(argv)
         train.apply_defaults(args, device)
         assert args.fused_ln_dropout is on, (argv, device)
+        assert args.fused_residual_grad is on, (argv, device)  # measured with the kernels (bench/NOTES.md)
 
 
 def test_the_compact_model_compiles_layer_by_layer_unless_told():

@@ -240,6 +240,9 @@ Whether it did is read from inductor's own counters (``torch._dynamo.utils.count
 ``fxgraph_cache_hit``, ``fxgraph_cache_miss``) after the first step, the one that compiles, and reported
 in ``throughput`` beside that step's seconds (``compile_cache``, ``compile_s``). Without ``--compile-cache``
 inductor keeps its cache in its default directory, which may answer too: the counters say what happened.
+Where torch has no bytecode beside its modules (an image that ships none and forbids writing it), the
+rank keeps Python's bytecode under DIR too (``DIR/python``, ``PYTHONPYCACHEPREFIX``), so a later run's
+imports skip compiling torch from source (:func:`keep_bytecode`).
 """
 
 from __future__ import annotations
@@ -517,6 +520,32 @@ def compile_cache_env(directory: str) -> dict[str, str]:
         "TORCHINDUCTOR_CACHE_DIR": os.path.join(root, "inductor"),
         "TRITON_CACHE_DIR": os.path.join(root, "triton"),
     }
+
+
+def keep_bytecode(directory: str, module: str = "torch") -> str | None:
+    """Keeps Python's bytecode under ``directory``/python where ``module`` has none; that directory, or None.
+
+    An interpreter that finds no bytecode beside torch's modules (an image that ships none and sets
+    ``PYTHONDONTWRITEBYTECODE``) compiles every module it imports from source, in every process of every
+    run: about 8 s of a rank's start-up on an H200 host (``import torch._inductor.compile_fx`` 11.5-13.9 s
+    from source, 3.2-3.6 s from bytecode; bench/NOTES.md). Then this process, and through
+    ``PYTHONPYCACHEPREFIX`` its children (inductor's compile workers), read and write their bytecode under
+    the compile cache instead, so a later run reads it. Nothing changes where ``module`` is already imported
+    (the imports this is for are done), where a prefix is set, or where ``module`` has its bytecode beside
+    it (a prefix would hide it: an image's own bytecode would go unread).
+    """
+    if module in sys.modules or sys.pycache_prefix is not None:
+        return None
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
+        return None
+    if os.path.exists(importlib.util.cache_from_source(spec.origin)):
+        return None
+    prefix = os.path.join(os.path.abspath(directory), "python")
+    sys.pycache_prefix = prefix
+    sys.dont_write_bytecode = False
+    os.environ["PYTHONPYCACHEPREFIX"] = prefix
+    return prefix
 
 
 #: What ``throughput``'s ``compile_cache`` says of the first step's compile.
@@ -2850,6 +2879,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.compile_cache:  # before torch is imported, so that inductor and Triton see it
         os.environ.update(compile_cache_env(args.compile_cache))
+        keep_bytecode(args.compile_cache)
     try:
         ending = exit_rank(os.environ)
         from torch.distributed.elastic.multiprocessing.errors import record

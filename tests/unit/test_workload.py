@@ -558,6 +558,48 @@ def test_compile_cache_defaults_from_the_environment(monkeypatch, tmp_path):
     assert train.parse_args([]).compile_cache is None
 
 
+_KEEP_BYTECODE = """
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("train", sys.argv[1])
+train = importlib.util.module_from_spec(spec)
+sys.modules["train"] = train
+spec.loader.exec_module(train)
+print(train.keep_bytecode(sys.argv[2], "fakepkg"))
+import fakepkg
+"""
+
+
+@pytest.mark.parametrize("shipped", [False, True], ids=["no-bytecode", "bytecode-beside-it"])
+def test_the_compile_cache_keeps_bytecode_only_for_modules_shipped_without_it(tmp_path, shipped):
+    """A process that would compile a package from source, bytecode writing forbidden, writes it under the cache."""
+    package = tmp_path / "site" / "fakepkg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("VALUE = 1\n")
+    if shipped:
+        import py_compile
+
+        py_compile.compile(
+            str(package / "__init__.py"), cfile=importlib.util.cache_from_source(str(package / "__init__.py"))
+        )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPYCACHEPREFIX"}
+    env.update(PYTHONPATH=str(tmp_path / "site"), PYTHONDONTWRITEBYTECODE="1")
+    cache = tmp_path / "cache"
+    out = subprocess.run(
+        [sys.executable, "-c", _KEEP_BYTECODE, str(TRAIN_PY), str(cache)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout.split()
+    written = [p for p in cache.rglob("*.pyc") if p.parent.name == "fakepkg"]
+    if shipped:
+        assert out == ["None"] and not cache.exists()
+    else:
+        assert out == [str(cache / "python")]
+        assert [p.name.split(".")[0] for p in written] == ["__init__"], written
+
+
 def test_precision_labels():
     assert train.precision_label("autocast", bf16=True) == "bf16-autocast"
     assert train.precision_label("bf16", bf16=True) == "bf16-master-fp32"

@@ -8,6 +8,7 @@ kernels' results must match PyTorch's within float32 rounding.
 from __future__ import annotations
 
 import argparse
+import math
 
 import pytest
 
@@ -177,18 +178,21 @@ def _gelu_inputs(width: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]
     return h.requires_grad_(), bias.requires_grad_()
 
 
-#: (rows, columns) of the backward's tile, programs per unit, the erfc series: 21 rows of 64 on 2 CPU
-#: "units" make 2 column blocks of one tile of 32 rows (11 of them dead), or 1 column block x 2 groups of
-#: 3 tiles of 4 rows.
-GELU_BACKWARD_SHAPES = {"one tile, libdevice": ((32, 32), 1, False), "tiles, series": ((4, 64), 1, True)}
+#: (rows, columns) of the backward's tile, programs per unit, the CDF: 21 rows of 64 on 2 CPU "units" make
+#: 2 column blocks of one tile of 32 rows (11 of them dead), or 1 column block x 2 groups of 3 tiles of 4 rows.
+GELU_BACKWARD_SHAPES = {
+    "one tile, libdevice": ((32, 32), 1, "erf"),
+    "tiles, series": ((4, 64), 1, "series"),
+    "tiles, shared exp": ((4, 64), 1, "shared-exp"),
+}
 
 
 @pytest.fixture(params=list(GELU_BACKWARD_SHAPES))
 def gelu_backward_shape(request, monkeypatch):
-    tile, per_unit, series = GELU_BACKWARD_SHAPES[request.param]
+    tile, per_unit, cdf = GELU_BACKWARD_SHAPES[request.param]
     monkeypatch.setattr(compact, "GELU_BACKWARD_TILE", tile)
     monkeypatch.setattr(compact, "GELU_BACKWARD_PROGRAMS_PER_UNIT", per_unit)
-    monkeypatch.setattr(compact, "GELU_ERFC_SERIES", series)
+    monkeypatch.setattr(compact, "GELU_CDF", cdf)
     monkeypatch.setattr(compact, "GELU_BLOCK", 128)  # 1,344 elements: 11 programs, the last one masked
     return compact._gelu_backward_shape(21, 64, 2)
 
@@ -211,6 +215,24 @@ def test_bias_gelu_is_gelu_of_the_sum(width, gelu_backward_shape):
     torch.testing.assert_close(y, ref, **TOL)
     for mine, theirs in zip(_grads(y, (h, bias), dy), _grads(ref, (h, bias), dy), strict=True):
         torch.testing.assert_close(mine, theirs, **TOL)
+
+
+@pytest.mark.parametrize("cdf", compact.GELU_CDFS)
+def test_each_gelu_cdf_is_within_a_millionth_of_float64(cdf, monkeypatch):
+    """GELU and its derivative across [-12, 12] against float64, in float32 in and out."""
+    monkeypatch.setattr(compact, "GELU_CDF", cdf)
+    u64 = torch.linspace(-12, 12, 48 * 101, dtype=torch.float64).view(48, 101)
+    h, zero = u64.float(), torch.zeros(101)
+    phi = torch.special.ndtr(u64)
+    dh, _ = torch.ops.rollcall.bias_gelu_backward(torch.ones_like(h), h, zero)
+    errors = {
+        "y": (gelu_op(h, zero).double() - u64 * phi).abs().max().item(),
+        "dh": (dh.double() - (phi + u64 * torch.exp(-0.5 * u64 * u64) / math.sqrt(2 * math.pi)))
+        .abs()
+        .max()
+        .item(),
+    }
+    assert max(errors.values()) < 1e-6, errors
 
 
 def test_bias_gelu_op_registrations():

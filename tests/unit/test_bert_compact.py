@@ -8,6 +8,7 @@ norm over each parameter, plus 1e-6 absolute) for the gradients.
 from __future__ import annotations
 
 import argparse
+import copy
 
 import pytest
 
@@ -163,7 +164,9 @@ def _layer_backward_ops(fused: bool) -> tuple[list[torch.Tensor], set[str]]:
     ops: set[str] = set()
 
     def backward_compiler(gm: torch.fx.GraphModule, _inputs: object) -> object:
-        ops.update(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+        for n in gm.graph.nodes:
+            if n.op == "call_function":  # a mutating op's functional form names the op as its first argument
+                ops.update(str(a) for a in (n.target, *n.args[:1]) if callable(a))
         return make_boxed_func(gm.forward)
 
     torch._dynamo.reset()
@@ -187,5 +190,29 @@ def test_a_layer_inputs_two_gradients_are_summed_by_its_matmuls():
     fused, fused_ops = _layer_backward_ops(fused=True)
     for mine, theirs in zip(fused, plain, strict=True):
         torch.testing.assert_close(mine, theirs, rtol=GRAD_RTOL, atol=GRAD_ATOL)
-    assert "aten.addmm.default" in fused_ops
+    assert "rollcall.addmm_into.default" in fused_ops  # traced: added into the residual's gradient
+    assert "rollcall.addmm_into.default" not in plain_ops
     assert "aten.addmm.default" not in plain_ops  # the forward's biased matmuls are not in the backward
+
+
+def test_compiled_the_matmul_adds_into_the_residuals_gradient_in_place():
+    """Inductor keeps the sum in place: no copy of the residual's gradient before the matmul adds to it."""
+    from torch._dynamo.utils import ReinplaceCounters
+    from torch._inductor.utils import run_and_get_code
+
+    torch._dynamo.reset()
+    ReinplaceCounters.clear()
+    torch.manual_seed(11)
+    layer = compact.EncoderLayer(
+        TINY.hidden, TINY.heads, TINY.intermediate, dropout=0.0, attn_dropout=0.0, fused_residual=True
+    )
+    reference = copy.deepcopy(layer)
+    x = torch.randn(2, 16, TINY.hidden, requires_grad=True)
+    compiled = torch.compile(layer, fullgraph=True)
+    _, code = run_and_get_code(lambda: compiled(x).square().sum().backward())
+    backward = "\n".join(code)
+    assert backward.count("torch.ops.rollcall.addmm_into.default(") == 2  # the q/k/v and intermediate inputs
+    assert ReinplaceCounters.get_total_missed() == 0
+    x2 = x.detach().clone().requires_grad_()
+    reference(x2).square().sum().backward()
+    torch.testing.assert_close(x.grad, x2.grad, rtol=GRAD_RTOL, atol=GRAD_ATOL)

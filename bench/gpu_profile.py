@@ -40,6 +40,7 @@ def main() -> None:
     )
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--top", type=int, default=15)
+    ap.add_argument("--ops", type=int, default=0, help="also the N operators with the most GPU time")
     args, workload = ap.parse_known_args()
     train = train_module()
     wargs = train.parse_args(
@@ -100,6 +101,13 @@ def main() -> None:
     print("  top kernels:")
     for name, us in sorted(kernels.items(), key=lambda kv: -kv[1])[: args.top]:
         print(f"  {us / args.steps / 1e3:8.2f} ms  {name[:110]}")
+    if args.ops:
+        # the operators that launched the kernels (a copy's or a memcpy's source, say), by GPU time
+        ops = [e for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.CPU]
+        gpu = [(getattr(e, "device_time_total", 0) or getattr(e, "cuda_time_total", 0), e.key) for e in ops]
+        print("  top operators (GPU time of all they launched):")
+        for us, name in sorted(gpu, reverse=True)[: args.ops]:
+            print(f"  {us / args.steps / 1e3:8.2f} ms  {name[:110]}")
 
 
 if __name__ == "__main__":

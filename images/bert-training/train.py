@@ -1400,6 +1400,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--fused-ln-dropout)",
     )
     p.add_argument(
+        "--fused-adamw",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="with --precision bf16, the AdamW step through the fp32 masters as one Triton kernel of "
+        "bert_compact.py instead of two copies and torch's fused AdamW (on by default on cuda)",
+    )
+    p.add_argument(
         "--precision",
         choices=PRECISIONS,
         default=None,
@@ -1517,6 +1524,10 @@ def apply_defaults(args: argparse.Namespace, device: str, memory_bytes: int | No
         args.fused_residual_grad = bool(args.fused_ln_dropout)
     elif args.fused_residual_grad and args.impl != "compact":
         raise ValueError("--fused-residual-grad changes the compact model's layers: add --impl compact")
+    if args.fused_adamw is None:  # where it was measured (bench/NOTES.md)
+        args.fused_adamw = device == "cuda"
+    elif args.fused_adamw and device != "cuda":
+        raise ValueError("--fused-adamw runs a Triton kernel on a GPU: add --device cuda or drop it")
     if args.dist_backend and args.dist_backend != Accelerator.BACKENDS[device] and device != "cuda":
         raise ValueError(f"--dist-backend {args.dist_backend} is for --device cuda (cpu uses gloo, xla xla)")
 
@@ -2134,13 +2145,21 @@ class MasterWeightAdamW:
 
     Each step copies the gradients into the masters' fp32 gradients, steps the masters with a (fused)
     AdamW and copies them back into the parameters: two foreach copies a step instead of autocast's
-    cast of every weight in every forward.
+    cast of every weight in every forward. With ``kernel`` (``--fused-adamw``, a GPU's default) all three
+    are one Triton kernel of bert_compact.py that reads the bf16 gradients and writes the bf16 parameters.
     """
 
-    def __init__(self, params: Iterable[torch.nn.Parameter], lr: float, fused: bool | None) -> None:
+    def __init__(
+        self, params: Iterable[torch.nn.Parameter], lr: float, fused: bool | None, kernel: bool = False
+    ) -> None:
         import torch
 
         self.params = [p for p in params if p.requires_grad]
+        #: ``kernel``: bert_compact's one-kernel AdamW (gradients read in bf16, parameters written there)
+        self.kernel = compact_module().MasterAdamW(self.params, lr) if kernel else None
+        if self.kernel is not None:
+            self.master = self.kernel.master
+            return
         self.master = [p.detach().to(torch.float32, copy=True).requires_grad_() for p in self.params]
         for m in self.master:
             m.grad = torch.zeros_like(m)
@@ -2150,6 +2169,9 @@ class MasterWeightAdamW:
         """One AdamW step of the masters, written back into the parameters."""
         import torch
 
+        if self.kernel is not None:
+            self.kernel.step()
+            return
         with torch.no_grad():
             grads = [p.grad for p in self.params]
             have = [(m.grad, g) for m, g in zip(self.master, grads, strict=True) if g is not None]
@@ -2205,7 +2227,12 @@ def build_training(args: argparse.Namespace, acc: Accelerator, env: DistEnv) -> 
     )
     fused = True if acc.kind == "cuda" else None
     optimizer: Any = (
-        MasterWeightAdamW(model.parameters(), lr=args.lr, fused=fused)
+        MasterWeightAdamW(
+            model.parameters(),
+            lr=args.lr,
+            fused=fused,
+            kernel=bool(getattr(args, "fused_adamw", False)) and acc.kind == "cuda",
+        )
         if bf16_weights
         else torch.optim.AdamW(model.parameters(), lr=args.lr, fused=fused)
     )

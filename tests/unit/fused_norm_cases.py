@@ -298,3 +298,33 @@ def test_bias_gelu_compiles_in_one_graph():
     torch.testing.assert_close(mine, theirs, **TOL)
     for g1, g2 in zip(_grads(mine, (h, bias), dy), _grads(theirs, (h, bias), dy), strict=True):
         torch.testing.assert_close(g1, g2, **TOL)
+
+
+def test_the_adamw_kernel_steps_as_torchs_adamw(monkeypatch):
+    """Every master, moment and bf16 parameter as torch's AdamW on fp32 copies, over blocks and parameters."""
+    monkeypatch.setattr(compact, "ADAMW_BLOCK", 64)  # 150 elements: 3 blocks, the last 22 live
+    g = torch.Generator().manual_seed(5)
+    shapes = [(10, 15), (64,), (7,)]
+    params = [torch.randn(s, generator=g).to(torch.bfloat16) for s in shapes]
+    reference = [p.float().requires_grad_() for p in params]
+    mine = train.MasterWeightAdamW([p.requires_grad_() for p in params], lr=1e-2, fused=None, kernel=True)
+    theirs = torch.optim.AdamW(reference, lr=1e-2)
+    for step in range(4):
+        for i, (p, r) in enumerate(zip(params, reference, strict=True)):
+            grad = torch.randn(p.shape, generator=g).to(torch.bfloat16)
+            no_grad = step == 2 and i == 1  # steps as with a zero gradient, as the masters' optimizer does
+            p.grad = None if no_grad else grad
+            r.grad = torch.zeros_like(r) if no_grad else grad.float()
+        mine.step()
+        theirs.step()
+        mine.zero_grad()
+        for p, m, r in zip(params, mine.master, reference, strict=True):
+            assert m.dtype == torch.float32 and p.grad is None
+            torch.testing.assert_close(m, r.detach(), rtol=1e-5, atol=1e-6)
+            assert torch.equal(p.detach(), m.to(torch.bfloat16))
+    for at, r in zip((0, 192, 256), reference, strict=True):  # each segment padded to whole blocks of 64
+        state, n = theirs.state[r], r.numel()
+        torch.testing.assert_close(mine.kernel._exp_avg[at : at + n], state["exp_avg"].reshape(-1), **TOL)
+        torch.testing.assert_close(
+            mine.kernel._exp_avg_sq[at : at + n], state["exp_avg_sq"].reshape(-1), **TOL
+        )

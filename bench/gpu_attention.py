@@ -3,13 +3,22 @@
 Usage (on a GPU machine): python bench/gpu_attention.py [--seq-len 128] [--batch-size 256] [--dropout 0.1]
 q, k and v are views of one [batch, seq, 3, heads, 64] bf16 tensor, as the compact model's fused
 projection makes them; times are CUDA-event medians of 20 runs after 5, times 24 layers for a step's share.
+``triton`` is bert_compact.py's kernels (``--attention triton``), which take that tensor as it is; at
+dropout 0 its output and gradient are compared with cuDNN's. ``--sweep`` also times the Triton kernels at
+other block sizes and warps.
 """
 
 import argparse
+import sys
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from rollcall.jobspec import train_module
 
 
 def main() -> None:
@@ -17,36 +26,76 @@ def main() -> None:
     ap.add_argument("--seq-len", type=int, default=128)
     ap.add_argument("--batch-size", type=int, default=256)
     ap.add_argument("--dropout", type=float, default=0.1)
+    ap.add_argument("--sweep", action="store_true", help="the Triton kernels at other launch shapes too")
     args = ap.parse_args()
     b, s, heads, d = args.batch_size, args.seq_len, 16, 64
     qkv = torch.randn(b, s, 3, heads, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     grad = torch.randn(b, heads, s, d, device="cuda", dtype=torch.bfloat16)
+    bias = torch.zeros(3 * heads * d, device="cuda", dtype=torch.bfloat16, requires_grad=True)  # its gradient
     flops = 4 * b * heads * s * s * d * 3  # two matmuls forward, twice that backward
-    for name, backend in (
-        ("cudnn", SDPBackend.CUDNN_ATTENTION),
-        ("flash", SDPBackend.FLASH_ATTENTION),
-        ("efficient", SDPBackend.EFFICIENT_ATTENTION),
-    ):
+    compact = train_module().compact_module()
+    results = {}
+    backends: list[tuple[str, SDPBackend | None, tuple | None]] = [
+        ("cudnn", SDPBackend.CUDNN_ATTENTION, None),
+        ("flash", SDPBackend.FLASH_ATTENTION, None),
+        ("efficient", SDPBackend.EFFICIENT_ATTENTION, None),
+        ("triton", None, None),
+    ]
+    if args.sweep:  # (forward blocks, backward blocks, warps)
+        backends += [
+            (f"triton {shape}", None, shape)
+            for shape in (
+                ((128, 64), (64, 64), 8),
+                ((64, 64), (64, 64), 4),
+                ((128, 128), (64, 128), 8),
+                ((128, 64), (32, 64), 4),
+                ((128, 64), (128, 64), 8),
+            )
+        ]
+    for name, backend, shape in backends:
+        if shape is not None:
+            compact.ATTENTION_FORWARD_BLOCKS, compact.ATTENTION_BACKWARD_BLOCKS, compact.ATTENTION_WARPS = (
+                shape
+            )
         times = []
         try:
             for i in range(25):
-                q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 start.record()
-                with sdpa_kernel(backend):
-                    out = F.scaled_dot_product_attention(q, k, v, dropout_p=args.dropout)
-                out.backward(grad)
+                if backend is None:
+                    out = compact.attention(qkv.view(b, s, -1), bias, heads, args.dropout)
+                    out.backward(grad.transpose(1, 2).reshape(b, s, heads * d))
+                else:
+                    q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+                    with sdpa_kernel(backend):
+                        out = F.scaled_dot_product_attention(q, k, v, dropout_p=args.dropout)
+                    out.backward(grad)
                 end.record()
                 torch.cuda.synchronize()
                 if i >= 5:
                     times.append(start.elapsed_time(end))
+                if i == 24:
+                    results[name] = (
+                        out.detach().view(b, s, heads * d)
+                        if backend is None
+                        else out.detach().transpose(1, 2).reshape(b, s, heads * d),
+                        qkv.grad,
+                    )
                 qkv.grad = None
-        except RuntimeError as exc:
+        except Exception as exc:  # a backend or kernel that cannot run here is reported
             print(f"{name:>10}: not available ({str(exc).splitlines()[0][:80]})")
             continue
         ms = sorted(times)[len(times) // 2]
         print(
             f"{name:>10}: {ms:.3f} ms per layer, {24 * ms:.1f} ms per 24-layer step, {flops / ms / 1e9:.0f} TFLOP/s"
+        )
+
+    if args.dropout == 0 and "triton" in results and "cudnn" in results:
+        (o1, g1), (o2, g2) = results["triton"], results["cudnn"]
+        print(
+            f"triton against cudnn at dropout 0: output largest difference {(o1 - o2).abs().max().item():.4f}"
+            f" (largest value {o2.abs().max().item():.2f}), gradient {(g1 - g2).abs().max().item():.4f}"
+            f" (largest {g2.abs().max().item():.2f})"
         )
 
 

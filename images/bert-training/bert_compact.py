@@ -48,6 +48,7 @@ ATTENTION_BACKENDS: dict[str, SDPBackend | None] = {
     "cudnn": SDPBackend.CUDNN_ATTENTION,
     "efficient": SDPBackend.EFFICIENT_ATTENTION,
     "math": SDPBackend.MATH,
+    "triton": None,  # this file's Triton kernels, with their own dropout (:func:`attention`)
 }
 
 
@@ -608,6 +609,419 @@ def bias_gelu(h: torch.Tensor, bias: torch.Tensor, *, fused: bool) -> torch.Tens
     return F.gelu(h + bias)
 
 
+# ---------------------------------------------------------------- attention with dropout in Triton
+#
+# Scaled dot-product attention straight from the query/key/value projection's output ([batch, seq,
+# 3 * hidden]: each row's queries, then keys, then values, head by head), no mask, dropout on the
+# probabilities. The forward is flash attention's (an online softmax over blocks of keys; each row's
+# log-sum-exp saved, base 2); the backward recomputes the probabilities from it, one kernel for the keys'
+# and values' gradients (a block of keys walking the queries), one for the queries' (a block of queries
+# walking the keys), and writes all three into one tensor laid out as the projection's output, so
+# nothing stacks them. Probability (i, j) of head (n, h) is dropped as the LayerNorm kernels' elements
+# are: 16-bit number j % 8 (:func:`_keep`) of Philox call ((n * heads + h) * seq + i) * seq / 8 + j // 8
+# below round(p * 65536); both backward kernels draw the same numbers again. ``--attention triton``.
+
+#: Query and key block sizes of the forward and of the backward kernels, and their warps.
+ATTENTION_FORWARD_BLOCKS = (128, 64)
+ATTENTION_BACKWARD_BLOCKS = (64, 64)
+ATTENTION_WARPS = 4
+_LOG2E = 1.4426950408889634
+
+if triton is not None:
+
+    @triton.jit
+    def _attention_keep(  # noqa: PLR0917 - a Triton function's arguments are positional
+        seed, bh, rows, cols0, S, threshold, BLOCK_N: tl.constexpr, ROUNDS: tl.constexpr
+    ):  # pragma: no cover - runs on a GPU, or in Triton's interpreter
+        """Which probabilities of ``rows``, columns ``cols0`` on (``BLOCK_N``), of head ``bh`` stay."""
+        calls = (bh * S + rows)[:, None].to(tl.int64) * (S // 8)
+        calls += (cols0 // 8 + tl.arange(0, BLOCK_N // 8))[None, :]
+        return tl.reshape(_keep(seed, calls, threshold, ROUNDS), (rows.shape[0], BLOCK_N))
+
+    @triton.jit
+    def _attention_fwd(  # noqa: PLR0917 - a kernel's arguments are positional
+        QKV,
+        OUT,
+        LSE,
+        SEED,
+        S: tl.constexpr,
+        threshold,
+        drop_scale,
+        qk_scale,
+        HEADS: tl.constexpr,
+        D: tl.constexpr,
+        BLOCK_M: tl.constexpr,
+        BLOCK_N: tl.constexpr,
+        DROPOUT: tl.constexpr,
+        ROUNDS: tl.constexpr,
+    ):  # pragma: no cover - runs on a GPU, or in Triton's interpreter (tests/unit/fused_norm_cases.py)
+        hidden: tl.constexpr = HEADS * D
+        bh = tl.program_id(1)
+        n, h = bh // HEADS, bh % HEADS
+        rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+        dims = tl.arange(0, D)
+        base = QKV + n.to(tl.int64) * S * 3 * hidden + h * D
+        q = tl.load(base + rows[:, None] * 3 * hidden + dims[None, :], mask=rows[:, None] < S, other=0.0)
+        seed = tl.load(SEED)
+        m_i = tl.full((BLOCK_M,), float("-inf"), tl.float32)
+        l_i = tl.zeros((BLOCK_M,), tl.float32)
+        acc = tl.zeros((BLOCK_M, D), tl.float32)
+        for start in range(0, S, BLOCK_N):
+            cols = start + tl.arange(0, BLOCK_N)
+            at = cols[:, None] * 3 * hidden + dims[None, :]
+            k = tl.load(base + hidden + at, mask=cols[:, None] < S, other=0.0)
+            v = tl.load(base + 2 * hidden + at, mask=cols[:, None] < S, other=0.0)
+            qk = tl.dot(q, tl.trans(k)) * qk_scale
+            qk = tl.where(cols[None, :] < S, qk, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(qk, 1))
+            p = tl.math.exp2(qk - m_new[:, None])
+            alpha = tl.math.exp2(m_i - m_new)
+            l_i = l_i * alpha + tl.sum(p, 1)
+            if DROPOUT:
+                p = tl.where(_attention_keep(seed, bh, rows, start, S, threshold, BLOCK_N, ROUNDS), p, 0.0)
+            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+            m_i = m_new
+        out = acc * (drop_scale / l_i)[:, None]
+        o_at = OUT + n.to(tl.int64) * S * hidden + h * D + rows[:, None] * hidden + dims[None, :]
+        tl.store(o_at, out.to(OUT.dtype.element_ty), mask=rows[:, None] < S)
+        tl.store(LSE + bh.to(tl.int64) * S + rows, m_i + tl.math.log2(l_i), mask=rows < S)
+
+    @triton.jit
+    def _attention_bwd_delta(  # noqa: PLR0917 - a kernel's arguments are positional
+        OUT, DO, DELTA, S: tl.constexpr, HEADS: tl.constexpr, D: tl.constexpr, BLOCK_M: tl.constexpr
+    ):  # pragma: no cover - runs on a GPU, or in Triton's interpreter
+        """Each row's sum of dO * O: the probabilities' gradient's share that softmax's backward subtracts."""
+        hidden: tl.constexpr = HEADS * D
+        bh = tl.program_id(1)
+        n, h = bh // HEADS, bh % HEADS
+        rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+        at = n.to(tl.int64) * S * hidden + h * D + rows[:, None] * hidden + tl.arange(0, D)[None, :]
+        o = tl.load(OUT + at, mask=rows[:, None] < S, other=0.0).to(tl.float32)
+        do = tl.load(DO + at, mask=rows[:, None] < S, other=0.0).to(tl.float32)
+        tl.store(DELTA + bh.to(tl.int64) * S + rows, tl.sum(o * do, 1), mask=rows < S)
+
+    @triton.jit
+    def _attention_bwd_scores(  # noqa: PLR0917 - the two backward kernels' shared step
+        q,
+        k,
+        v,
+        do,
+        lse,
+        delta,
+        rows,
+        cols0,
+        bh,
+        seed,
+        S,
+        threshold,
+        drop_scale,
+        qk_scale,
+        BLOCK_N: tl.constexpr,
+        DROPOUT: tl.constexpr,
+        ROUNDS: tl.constexpr,
+    ):  # pragma: no cover - runs on a GPU, or in Triton's interpreter
+        """(the kept probabilities, scaled; the scores' gradient) of one block of queries by one of keys."""
+        cols = cols0 + tl.arange(0, BLOCK_N)
+        qk = tl.dot(q, tl.trans(k)) * qk_scale
+        live = (rows[:, None] < S) & (cols[None, :] < S)
+        p = tl.where(live, tl.math.exp2(qk - lse[:, None]), 0.0)
+        dp = tl.dot(do, tl.trans(v))
+        if DROPOUT:
+            keep = _attention_keep(seed, bh, rows, cols0, S, threshold, BLOCK_N, ROUNDS)
+            kept = tl.where(keep, p * drop_scale, 0.0)
+            dp = tl.where(keep, dp * drop_scale, 0.0)
+        else:
+            kept = p
+        return kept, p * (dp - delta[:, None])
+
+    @triton.jit
+    def _attention_bwd_dkdv(  # noqa: PLR0917 - a kernel's arguments are positional
+        QKV,
+        DO,
+        LSE,
+        DELTA,
+        DQKV,
+        DB,
+        SEED,
+        S: tl.constexpr,
+        threshold,
+        drop_scale,
+        qk_scale,
+        sm_scale,
+        HEADS: tl.constexpr,
+        D: tl.constexpr,
+        BLOCK_M: tl.constexpr,
+        BLOCK_N: tl.constexpr,
+        DROPOUT: tl.constexpr,
+        ROUNDS: tl.constexpr,
+    ):  # pragma: no cover - runs on a GPU, or in Triton's interpreter
+        hidden: tl.constexpr = HEADS * D
+        bh = tl.program_id(1)
+        n, h = bh // HEADS, bh % HEADS
+        cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+        dims = tl.arange(0, D)
+        base = n.to(tl.int64) * S * 3 * hidden + h * D
+        o_base = n.to(tl.int64) * S * hidden + h * D
+        at = base + cols[:, None] * 3 * hidden + dims[None, :]
+        k = tl.load(QKV + hidden + at, mask=cols[:, None] < S, other=0.0)
+        v = tl.load(QKV + 2 * hidden + at, mask=cols[:, None] < S, other=0.0)
+        seed = tl.load(SEED)
+        dk = tl.zeros((BLOCK_N, D), tl.float32)
+        dv = tl.zeros((BLOCK_N, D), tl.float32)
+        for start in range(0, S, BLOCK_M):
+            rows = start + tl.arange(0, BLOCK_M)
+            inside = rows[:, None] < S
+            q = tl.load(QKV + base + rows[:, None] * 3 * hidden + dims[None, :], mask=inside, other=0.0)
+            do = tl.load(DO + o_base + rows[:, None] * hidden + dims[None, :], mask=inside, other=0.0)
+            lse = tl.load(LSE + bh.to(tl.int64) * S + rows, mask=rows < S, other=0.0)
+            delta = tl.load(DELTA + bh.to(tl.int64) * S + rows, mask=rows < S, other=0.0)
+            kept, ds = _attention_bwd_scores(
+                q,
+                k,
+                v,
+                do,
+                lse,
+                delta,
+                rows,
+                tl.program_id(0) * BLOCK_N,
+                bh,
+                seed,
+                S,
+                threshold,
+                drop_scale,
+                qk_scale,
+                BLOCK_N,
+                DROPOUT,
+                ROUNDS,
+            )
+            dv += tl.dot(tl.trans(kept.to(do.dtype)), do)
+            dk += tl.dot(tl.trans(ds.to(q.dtype)), q)
+        dk = (dk * sm_scale).to(DQKV.dtype.element_ty)
+        dv = dv.to(DQKV.dtype.element_ty)
+        tl.store(DQKV + hidden + at, dk, mask=cols[:, None] < S)
+        tl.store(DQKV + 2 * hidden + at, dv, mask=cols[:, None] < S)
+        # the projection's bias's gradient: this block's rows summed, per block of keys (rows past S are 0)
+        db = DB + (n.to(tl.int64) * tl.num_programs(0) + tl.program_id(0)) * 3 * hidden + h * D + dims
+        tl.store(db + hidden, tl.sum(dk.to(tl.float32), 0))
+        tl.store(db + 2 * hidden, tl.sum(dv.to(tl.float32), 0))
+
+    @triton.jit
+    def _attention_bwd_dq(  # noqa: PLR0917 - a kernel's arguments are positional
+        QKV,
+        DO,
+        LSE,
+        DELTA,
+        DQKV,
+        DB,
+        SEED,
+        S: tl.constexpr,
+        threshold,
+        drop_scale,
+        qk_scale,
+        sm_scale,
+        HEADS: tl.constexpr,
+        D: tl.constexpr,
+        BLOCK_M: tl.constexpr,
+        BLOCK_N: tl.constexpr,
+        DROPOUT: tl.constexpr,
+        ROUNDS: tl.constexpr,
+    ):  # pragma: no cover - runs on a GPU, or in Triton's interpreter
+        hidden: tl.constexpr = HEADS * D
+        bh = tl.program_id(1)
+        n, h = bh // HEADS, bh % HEADS
+        rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+        dims = tl.arange(0, D)
+        base = n.to(tl.int64) * S * 3 * hidden + h * D
+        o_base = n.to(tl.int64) * S * hidden + h * D
+        inside = rows[:, None] < S
+        at = base + rows[:, None] * 3 * hidden + dims[None, :]
+        q = tl.load(QKV + at, mask=inside, other=0.0)
+        do = tl.load(DO + o_base + rows[:, None] * hidden + dims[None, :], mask=inside, other=0.0)
+        lse = tl.load(LSE + bh.to(tl.int64) * S + rows, mask=rows < S, other=0.0)
+        delta = tl.load(DELTA + bh.to(tl.int64) * S + rows, mask=rows < S, other=0.0)
+        seed = tl.load(SEED)
+        dq = tl.zeros((BLOCK_M, D), tl.float32)
+        for start in range(0, S, BLOCK_N):
+            cols = start + tl.arange(0, BLOCK_N)
+            kv = base + cols[:, None] * 3 * hidden + dims[None, :]
+            k = tl.load(QKV + hidden + kv, mask=cols[:, None] < S, other=0.0)
+            v = tl.load(QKV + 2 * hidden + kv, mask=cols[:, None] < S, other=0.0)
+            _, ds = _attention_bwd_scores(
+                q,
+                k,
+                v,
+                do,
+                lse,
+                delta,
+                rows,
+                start,
+                bh,
+                seed,
+                S,
+                threshold,
+                drop_scale,
+                qk_scale,
+                BLOCK_N,
+                DROPOUT,
+                ROUNDS,
+            )
+            dq += tl.dot(ds.to(k.dtype), k)
+        dq = (dq * sm_scale).to(DQKV.dtype.element_ty)
+        tl.store(DQKV + at, dq, mask=inside)
+        db = DB + (n.to(tl.int64) * tl.num_programs(0) + tl.program_id(0)) * 3 * hidden + h * D + dims
+        tl.store(db, tl.sum(dq.to(tl.float32), 0))
+
+
+def _attention_shape(qkv: torch.Tensor, heads: int) -> tuple[int, int, int, int]:
+    """(batch, seq, hidden, head size) of a ``[batch, seq, 3 * hidden]`` projection output."""
+    batch, seq, three_hidden = qkv.shape
+    return batch, seq, three_hidden // 3, three_hidden // 3 // heads
+
+
+@torch.library.custom_op("rollcall::attention", mutates_args=())
+def _attention(
+    qkv: torch.Tensor, bias: torch.Tensor, seed: torch.Tensor, p: float, heads: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(attention output [batch, seq, hidden], each row's log-sum-exp, base 2)``; see above.
+
+    ``bias`` is the projection's (already in ``qkv``): not read, its gradient is the backward's.
+    """
+    batch, seq, hidden, d = _attention_shape(qkv, heads)
+    qkv = qkv.contiguous()
+    out = qkv.new_empty(batch, seq, hidden)
+    lse = torch.empty(batch * heads, seq, device=qkv.device, dtype=torch.float32)
+    block_m, block_n = ATTENTION_FORWARD_BLOCKS
+    _attention_fwd[(triton.cdiv(seq, block_m), batch * heads)](
+        qkv,
+        out,
+        lse,
+        seed,
+        seq,
+        _drop_threshold(p),
+        _scale(p),
+        d**-0.5 * _LOG2E,
+        HEADS=heads,
+        D=d,
+        BLOCK_M=block_m,
+        BLOCK_N=block_n,
+        DROPOUT=p > 0,
+        ROUNDS=DROPOUT_ROUNDS,
+        num_warps=ATTENTION_WARPS,
+    )
+    return out, lse
+
+
+@_attention.register_fake
+def _(
+    qkv: torch.Tensor, bias: torch.Tensor, seed: torch.Tensor, p: float, heads: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    batch, seq, hidden, _ = _attention_shape(qkv, heads)
+    return qkv.new_empty(batch, seq, hidden), qkv.new_empty(batch * heads, seq, dtype=torch.float32)
+
+
+@torch.library.custom_op("rollcall::attention_backward", mutates_args=())
+def _attention_backward(  # noqa: PLR0917 - the op's schema is positional
+    dout: torch.Tensor,
+    qkv: torch.Tensor,
+    out: torch.Tensor,
+    lse: torch.Tensor,
+    seed: torch.Tensor,
+    p: float,
+    heads: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The gradients of :func:`_attention`'s input (laid out as it) and of the projection's bias (float32)."""
+    batch, seq, _, d = _attention_shape(qkv, heads)
+    qkv, dout = qkv.contiguous(), dout.contiguous()
+    delta = torch.empty_like(lse)
+    dqkv = torch.empty_like(qkv)
+    block_m, block_n = ATTENTION_BACKWARD_BLOCKS
+    # the bias's gradient summed per block of rows by both kernels, then over blocks
+    blocks = max(triton.cdiv(seq, block_m), triton.cdiv(seq, block_n))
+    db = torch.zeros(batch * blocks, qkv.size(-1), device=qkv.device, dtype=torch.float32)
+    _attention_bwd_delta[(triton.cdiv(seq, block_m), batch * heads)](
+        out, dout, delta, seq, HEADS=heads, D=d, BLOCK_M=block_m, num_warps=ATTENTION_WARPS
+    )
+    args = (
+        qkv,
+        dout,
+        lse,
+        delta,
+        dqkv,
+        db,
+        seed,
+        seq,
+        _drop_threshold(p),
+        _scale(p),
+        d**-0.5 * _LOG2E,
+        d**-0.5,
+    )
+    shape = {"HEADS": heads, "D": d, "BLOCK_M": block_m, "BLOCK_N": block_n, "DROPOUT": p > 0}
+    _attention_bwd_dkdv[(triton.cdiv(seq, block_n), batch * heads)](
+        *args, **shape, ROUNDS=DROPOUT_ROUNDS, num_warps=ATTENTION_WARPS
+    )
+    _attention_bwd_dq[(triton.cdiv(seq, block_m), batch * heads)](
+        *args, **shape, ROUNDS=DROPOUT_ROUNDS, num_warps=ATTENTION_WARPS
+    )
+    return dqkv, db.sum(0)
+
+
+@_attention_backward.register_fake
+def _(  # noqa: PLR0917 - the op's schema is positional
+    dout: torch.Tensor,
+    qkv: torch.Tensor,
+    out: torch.Tensor,
+    lse: torch.Tensor,
+    seed: torch.Tensor,
+    p: float,
+    heads: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    dqkv = torch.empty_like(qkv, memory_format=torch.contiguous_format)
+    return dqkv, qkv.new_empty(qkv.size(-1), dtype=torch.float32)
+
+
+def _attention_setup_context(ctx: torch.autograd.function.FunctionCtx, inputs: tuple, output: tuple) -> None:  # type: ignore[type-arg]
+    qkv, bias, seed, p, heads = inputs
+    out, lse = output
+    ctx.save_for_backward(qkv, out, lse, seed)
+    ctx.p, ctx.heads, ctx.bias_dtype = p, heads, bias.dtype  # type: ignore[attr-defined]
+
+
+def _attention_autograd_backward(
+    ctx: torch.autograd.function.FunctionCtx, dout: torch.Tensor, _: torch.Tensor
+) -> tuple[torch.Tensor | None, ...]:
+    qkv, out, lse, seed = ctx.saved_tensors  # type: ignore[attr-defined]
+    dqkv, db = _attention_backward(dout, qkv, out, lse, seed, ctx.p, ctx.heads)  # type: ignore[attr-defined]
+    return dqkv, db.to(ctx.bias_dtype), None, None, None  # type: ignore[attr-defined]
+
+
+_attention.register_autograd(_attention_autograd_backward, setup_context=_attention_setup_context)
+
+
+def triton_attention_available(device: torch.device, seq: int, head_size: int) -> bool:
+    """Whether :func:`attention` can run here.
+
+    On CUDA or in the interpreter, for a sequence length that is a multiple of 8 and a head size that is a
+    power of two from 16.
+    """
+    return (
+        triton is not None
+        and (device.type == "cuda" or _INTERPRETING)
+        and seq % 8 == 0
+        and head_size >= 16
+        and head_size & (head_size - 1) == 0
+    )
+
+
+def attention(qkv: torch.Tensor, bias: torch.Tensor, heads: int, p: float) -> torch.Tensor:
+    """Attention of ``qkv`` (``[batch, seq, 3 * hidden]``) with dropout ``p``: ``[batch, seq, hidden]``.
+
+    The Triton kernels above (:func:`triton_attention_available`); ``bias`` is the projection's, already in
+    ``qkv``, whose gradient they sum: the projection must not (pass it its bias detached).
+    """
+    seed = torch.randint(0, 2**31 - 1, (1,), device=qkv.device, dtype=torch.int64)
+    return _attention(qkv, bias, seed, p, heads)[0]  # type: ignore[no-any-return]
+
+
 # ---------------------------------------------------------------- AdamW on fp32 masters in one Triton kernel
 #
 # The bf16 parameters' AdamW step through fp32 masters, one kernel over every parameter: each program
@@ -783,9 +1197,8 @@ class _LinearAndResidual(torch.autograd.Function):
 
     @staticmethod
     def setup_context(ctx: torch.autograd.function.FunctionCtx, inputs: tuple, output: tuple) -> None:  # type: ignore[type-arg,override]
-        x, weight, bias = inputs
+        x, weight, _ = inputs
         ctx.save_for_backward(x, weight)
-        ctx.has_bias = bias is not None  # type: ignore[attr-defined]
 
     @staticmethod
     def backward(  # type: ignore[override]
@@ -800,7 +1213,7 @@ class _LinearAndResidual(torch.autograd.Function):
             addmm_into(dx, dy2, weight)
         else:
             dx = torch.addmm(d_residual.reshape(-1, x.size(-1)), dy2, weight)
-        db = dy2.sum(0) if ctx.has_bias else None  # type: ignore[attr-defined]
+        db = dy2.sum(0) if ctx.needs_input_grad[2] else None  # type: ignore[attr-defined]
         return dx.view_as(x), dy2.t() @ x2, db
 
 
@@ -836,6 +1249,7 @@ class EncoderLayer(nn.Module):
         if attention not in ATTENTION_BACKENDS:
             raise ValueError(f"attention {attention!r} is not one of {', '.join(ATTENTION_BACKENDS)}")
         self.heads = heads
+        self.attention = attention
         self.backend = ATTENTION_BACKENDS[attention]
         self.dropout = dropout
         self.attn_dropout = attn_dropout
@@ -853,12 +1267,20 @@ class EncoderLayer(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``[batch, seq, hidden]`` in and out."""
         b, s, h = x.shape
-        qkv, x = linear_and_residual(x, self.qkv.weight, self.qkv.bias, fused=self.fused_residual)
-        q, k, v = qkv.view(b, s, 3, self.heads, h // self.heads).permute(2, 0, 3, 1, 4).unbind(0)
         p = self.attn_dropout if self.training else 0.0
-        with sdpa_kernel(self.backend) if self.backend is not None else contextlib.nullcontext():
-            a = F.scaled_dot_product_attention(q, k, v, dropout_p=p)
-        a = a.transpose(1, 2).reshape(b, s, h)
+        triton_kernels = self.attention == "triton" and triton_attention_available(
+            x.device, s, h // self.heads
+        )
+        # with the Triton attention its backward sums the projection's bias's gradient, not the projection
+        bias = self.qkv.bias.detach() if triton_kernels else self.qkv.bias
+        qkv, x = linear_and_residual(x, self.qkv.weight, bias, fused=self.fused_residual)
+        if triton_kernels:
+            a = attention(qkv, self.qkv.bias, self.heads, p)
+        else:
+            q, k, v = qkv.view(b, s, 3, self.heads, h // self.heads).permute(2, 0, 3, 1, 4).unbind(0)
+            with sdpa_kernel(self.backend) if self.backend is not None else contextlib.nullcontext():
+                a = F.scaled_dot_product_attention(q, k, v, dropout_p=p)
+            a = a.transpose(1, 2).reshape(b, s, h)
         x = self._residual(self.attn_out, a, x, self.attn_norm)
         bias = None if self.fused_gelu else self.ffn_in.bias
         y, x = linear_and_residual(x, self.ffn_in.weight, bias, fused=self.fused_residual)

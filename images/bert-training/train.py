@@ -1365,9 +1365,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument(
         "--attention",
-        choices=("auto", "flash", "cudnn", "efficient", "math"),
+        choices=("auto", "flash", "cudnn", "efficient", "math", "triton"),
         default="auto",
-        help="the compact model's attention kernel (scaled_dot_product_attention's backend)",
+        help="the compact model's attention kernel: scaled_dot_product_attention's backend, or triton: "
+        "bert_compact.py's kernels with their own dropout",
     )
     p.add_argument(
         "--fused-ln-dropout",

@@ -328,3 +328,74 @@ def test_the_adamw_kernel_steps_as_torchs_adamw(monkeypatch):
         torch.testing.assert_close(
             mine.kernel._exp_avg_sq[at : at + n], state["exp_avg_sq"].reshape(-1), **TOL
         )
+
+
+ATTENTION = {"batch": 2, "seq": 40, "heads": 2}  # 40 rows and keys: blocks of 16 with a partial last one
+
+
+@pytest.fixture
+def attention_blocks(monkeypatch):
+    monkeypatch.setattr(compact, "ATTENTION_FORWARD_BLOCKS", (16, 16))
+    monkeypatch.setattr(compact, "ATTENTION_BACKWARD_BLOCKS", (16, 16))
+
+
+def _attention_kept(seed: torch.Tensor, p: float) -> torch.Tensor:
+    """The kernel's own mask ([batch * heads, seq, seq]): zero queries and keys make every probability 1 / seq,
+    and each key's value a one-hot of its position (head size 64 >= seq), so output (i, j) is keep(i, j) / seq
+    times the dropout's scale."""
+    n, s, heads = ATTENTION["batch"], ATTENTION["seq"], ATTENTION["heads"]
+    qkv = torch.zeros(n, s, 3, heads, 64)
+    qkv[:, :, 2, :, :s] = torch.eye(s)[None, :, None, :]
+    out, _ = torch.ops.rollcall.attention(qkv.reshape(n, s, -1), torch.zeros(3 * heads * 64), seed, p, heads)
+    return out.view(n, s, heads, 64)[..., :s].permute(0, 2, 1, 3).reshape(n * heads, s, s) > 0
+
+
+def _reference_attention(qkv: torch.Tensor, heads: int, kept: torch.Tensor | None, p: float) -> torch.Tensor:
+    n, s, three_hidden = qkv.shape
+    q, k, v = qkv.view(n, s, 3, heads, -1).permute(2, 0, 3, 1, 4).unbind(0)
+    probs = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(q.size(-1)), dim=-1)
+    if kept is not None:
+        probs = probs * kept.view_as(probs) * compact._scale(p)
+    return (probs @ v).transpose(1, 2).reshape(n, s, three_hidden // 3)
+
+
+@pytest.mark.parametrize("p", [0.0, 0.3])
+def test_the_attention_kernels_match_pytorch(attention_blocks, p):
+    """Forward and every gradient of the Triton attention against PyTorch's ops with the same dropout mask."""
+    n, s, heads = ATTENTION["batch"], ATTENTION["seq"], ATTENTION["heads"]
+    g = torch.Generator().manual_seed(3)
+    qkv = torch.randn(n, s, 3 * heads * 16, generator=g).requires_grad_()
+    bias = torch.zeros(3 * heads * 16, requires_grad=True)  # already in qkv: only its gradient is summed
+    grad = torch.randn(n, s, heads * 16, generator=g)
+    seed = _seed(1234)
+    kept = _attention_kept(seed, p) if p else None
+    if kept is not None:  # the drop rate, and masks that differ between heads and rows
+        assert abs(1 - kept.float().mean().item() - p) < 0.03
+        assert not torch.equal(kept[0], kept[1]) and not torch.equal(kept[0, 0], kept[0, 1])
+    out, _ = torch.ops.rollcall.attention(qkv, bias, seed, p, heads)
+    out.backward(grad)
+    mine = qkv.grad
+    qkv.grad = None
+    expected = _reference_attention(qkv, heads, kept, p)
+    expected.backward(grad)
+    torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(mine, qkv.grad, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(bias.grad, qkv.grad.sum((0, 1)), rtol=1e-4, atol=1e-5)
+
+
+def test_a_layer_with_the_triton_attention_matches_pytorchs_without_dropout(attention_blocks):
+    torch.manual_seed(0)
+    mine = compact.EncoderLayer(32, 2, 64, dropout=0.0, attn_dropout=0.0, attention="triton")
+    theirs = compact.EncoderLayer(32, 2, 64, dropout=0.0, attn_dropout=0.0, attention="math")
+    theirs.load_state_dict(mine.state_dict())
+    x = torch.randn(2, 24, 32)
+    outs = []
+    for layer in (mine, theirs):
+        xi = x.clone().requires_grad_()
+        y = layer(xi)
+        y.square().sum().backward()
+        outs.append((y, xi.grad))
+    torch.testing.assert_close(outs[0][0], outs[1][0], rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(outs[0][1], outs[1][1], rtol=1e-4, atol=1e-4)
+    for (name, a), b in zip(mine.named_parameters(), theirs.parameters(), strict=True):
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-4, msg=name)  # the q/k/v bias's too

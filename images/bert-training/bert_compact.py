@@ -701,6 +701,29 @@ if triton is not None:
         tl.store(DELTA + bh.to(tl.int64) * S + rows, tl.sum(o * do, 1), mask=rows < S)
 
     @triton.jit
+    def _attention_keys(  # noqa: PLR0917 - a Triton function's arguments are positional
+        QKV, base, cols, S, HIDDEN: tl.constexpr, D: tl.constexpr
+    ):  # pragma: no cover - runs on a GPU, or in Triton's interpreter
+        """The keys and values of ``cols`` (zero past ``S``) of the head at ``base``."""
+        at = base + cols[:, None] * 3 * HIDDEN + tl.arange(0, D)[None, :]
+        k = tl.load(QKV + HIDDEN + at, mask=cols[:, None] < S, other=0.0)
+        v = tl.load(QKV + 2 * HIDDEN + at, mask=cols[:, None] < S, other=0.0)
+        return k, v
+
+    @triton.jit
+    def _attention_queries(  # noqa: PLR0917 - a Triton function's arguments are positional
+        QKV, DO, LSE, DELTA, bh, base, o_base, rows, S, HIDDEN: tl.constexpr, D: tl.constexpr
+    ):  # pragma: no cover - runs on a GPU, or in Triton's interpreter
+        """The queries of ``rows`` (zero past ``S``), their output's gradient, log-sum-exp and dO * O sum."""
+        dims = tl.arange(0, D)
+        inside = rows[:, None] < S
+        q = tl.load(QKV + base + rows[:, None] * 3 * HIDDEN + dims[None, :], mask=inside, other=0.0)
+        do = tl.load(DO + o_base + rows[:, None] * HIDDEN + dims[None, :], mask=inside, other=0.0)
+        lse = tl.load(LSE + bh.to(tl.int64) * S + rows, mask=rows < S, other=0.0)
+        delta = tl.load(DELTA + bh.to(tl.int64) * S + rows, mask=rows < S, other=0.0)
+        return q, do, lse, delta
+
+    @triton.jit
     def _attention_bwd_scores(  # noqa: PLR0917 - the two backward kernels' shared step
         q,
         k,
@@ -735,7 +758,7 @@ if triton is not None:
         return kept, p * (dp - delta[:, None])
 
     @triton.jit
-    def _attention_bwd_dkdv(  # noqa: PLR0917 - a kernel's arguments are positional
+    def _attention_bwd(  # noqa: PLR0917 - a kernel's arguments are positional
         QKV,
         DO,
         LSE,
@@ -754,122 +777,88 @@ if triton is not None:
         BLOCK_N: tl.constexpr,
         DROPOUT: tl.constexpr,
         ROUNDS: tl.constexpr,
+        FOR_QUERIES: tl.constexpr,
     ):  # pragma: no cover - runs on a GPU, or in Triton's interpreter
-        hidden: tl.constexpr = HEADS * D
-        bh = tl.program_id(1)
-        n, h = bh // HEADS, bh % HEADS
-        cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-        dims = tl.arange(0, D)
-        base = n.to(tl.int64) * S * 3 * hidden + h * D
-        o_base = n.to(tl.int64) * S * hidden + h * D
-        at = base + cols[:, None] * 3 * hidden + dims[None, :]
-        k = tl.load(QKV + hidden + at, mask=cols[:, None] < S, other=0.0)
-        v = tl.load(QKV + 2 * hidden + at, mask=cols[:, None] < S, other=0.0)
-        seed = tl.load(SEED)
-        dk = tl.zeros((BLOCK_N, D), tl.float32)
-        dv = tl.zeros((BLOCK_N, D), tl.float32)
-        for start in range(0, S, BLOCK_M):
-            rows = start + tl.arange(0, BLOCK_M)
-            inside = rows[:, None] < S
-            q = tl.load(QKV + base + rows[:, None] * 3 * hidden + dims[None, :], mask=inside, other=0.0)
-            do = tl.load(DO + o_base + rows[:, None] * hidden + dims[None, :], mask=inside, other=0.0)
-            lse = tl.load(LSE + bh.to(tl.int64) * S + rows, mask=rows < S, other=0.0)
-            delta = tl.load(DELTA + bh.to(tl.int64) * S + rows, mask=rows < S, other=0.0)
-            kept, ds = _attention_bwd_scores(
-                q,
-                k,
-                v,
-                do,
-                lse,
-                delta,
-                rows,
-                tl.program_id(0) * BLOCK_N,
-                bh,
-                seed,
-                S,
-                threshold,
-                drop_scale,
-                qk_scale,
-                BLOCK_N,
-                DROPOUT,
-                ROUNDS,
-            )
-            dv += tl.dot(tl.trans(kept.to(do.dtype)), do)
-            dk += tl.dot(tl.trans(ds.to(q.dtype)), q)
-        dk = (dk * sm_scale).to(DQKV.dtype.element_ty)
-        dv = dv.to(DQKV.dtype.element_ty)
-        tl.store(DQKV + hidden + at, dk, mask=cols[:, None] < S)
-        tl.store(DQKV + 2 * hidden + at, dv, mask=cols[:, None] < S)
-        # the projection's bias's gradient: this block's rows summed, per block of keys (rows past S are 0)
-        db = DB + (n.to(tl.int64) * tl.num_programs(0) + tl.program_id(0)) * 3 * hidden + h * D + dims
-        tl.store(db + hidden, tl.sum(dk.to(tl.float32), 0))
-        tl.store(db + 2 * hidden, tl.sum(dv.to(tl.float32), 0))
+        """The gradients of a block of keys and values, walking the queries; or (``FOR_QUERIES``) of queries.
 
-    @triton.jit
-    def _attention_bwd_dq(  # noqa: PLR0917 - a kernel's arguments are positional
-        QKV,
-        DO,
-        LSE,
-        DELTA,
-        DQKV,
-        DB,
-        SEED,
-        S: tl.constexpr,
-        threshold,
-        drop_scale,
-        qk_scale,
-        sm_scale,
-        HEADS: tl.constexpr,
-        D: tl.constexpr,
-        BLOCK_M: tl.constexpr,
-        BLOCK_N: tl.constexpr,
-        DROPOUT: tl.constexpr,
-        ROUNDS: tl.constexpr,
-    ):  # pragma: no cover - runs on a GPU, or in Triton's interpreter
+        Either sums its block's rows into the projection's bias's gradient (rows past S are zero), one row
+        of partial sums per block.
+        """
         hidden: tl.constexpr = HEADS * D
         bh = tl.program_id(1)
         n, h = bh // HEADS, bh % HEADS
-        rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
         dims = tl.arange(0, D)
         base = n.to(tl.int64) * S * 3 * hidden + h * D
         o_base = n.to(tl.int64) * S * hidden + h * D
-        inside = rows[:, None] < S
-        at = base + rows[:, None] * 3 * hidden + dims[None, :]
-        q = tl.load(QKV + at, mask=inside, other=0.0)
-        do = tl.load(DO + o_base + rows[:, None] * hidden + dims[None, :], mask=inside, other=0.0)
-        lse = tl.load(LSE + bh.to(tl.int64) * S + rows, mask=rows < S, other=0.0)
-        delta = tl.load(DELTA + bh.to(tl.int64) * S + rows, mask=rows < S, other=0.0)
         seed = tl.load(SEED)
-        dq = tl.zeros((BLOCK_M, D), tl.float32)
-        for start in range(0, S, BLOCK_N):
-            cols = start + tl.arange(0, BLOCK_N)
-            kv = base + cols[:, None] * 3 * hidden + dims[None, :]
-            k = tl.load(QKV + hidden + kv, mask=cols[:, None] < S, other=0.0)
-            v = tl.load(QKV + 2 * hidden + kv, mask=cols[:, None] < S, other=0.0)
-            _, ds = _attention_bwd_scores(
-                q,
-                k,
-                v,
-                do,
-                lse,
-                delta,
-                rows,
-                start,
-                bh,
-                seed,
-                S,
-                threshold,
-                drop_scale,
-                qk_scale,
-                BLOCK_N,
-                DROPOUT,
-                ROUNDS,
-            )
-            dq += tl.dot(ds.to(k.dtype), k)
-        dq = (dq * sm_scale).to(DQKV.dtype.element_ty)
-        tl.store(DQKV + at, dq, mask=inside)
         db = DB + (n.to(tl.int64) * tl.num_programs(0) + tl.program_id(0)) * 3 * hidden + h * D + dims
-        tl.store(db, tl.sum(dq.to(tl.float32), 0))
+        if FOR_QUERIES:
+            rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+            q, do, lse, delta = _attention_queries(QKV, DO, LSE, DELTA, bh, base, o_base, rows, S, hidden, D)
+            dq = tl.zeros((BLOCK_M, D), tl.float32)
+            for start in range(0, S, BLOCK_N):
+                k, v = _attention_keys(QKV, base, start + tl.arange(0, BLOCK_N), S, hidden, D)
+                _, ds = _attention_bwd_scores(
+                    q,
+                    k,
+                    v,
+                    do,
+                    lse,
+                    delta,
+                    rows,
+                    start,
+                    bh,
+                    seed,
+                    S,
+                    threshold,
+                    drop_scale,
+                    qk_scale,
+                    BLOCK_N,
+                    DROPOUT,
+                    ROUNDS,
+                )
+                dq += tl.dot(ds.to(k.dtype), k)
+            dq = (dq * sm_scale).to(DQKV.dtype.element_ty)
+            tl.store(DQKV + base + rows[:, None] * 3 * hidden + dims[None, :], dq, mask=rows[:, None] < S)
+            tl.store(db, tl.sum(dq.to(tl.float32), 0))
+        else:
+            cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+            at = base + cols[:, None] * 3 * hidden + dims[None, :]
+            k, v = _attention_keys(QKV, base, cols, S, hidden, D)
+            dk = tl.zeros((BLOCK_N, D), tl.float32)
+            dv = tl.zeros((BLOCK_N, D), tl.float32)
+            for start in range(0, S, BLOCK_M):
+                rows = start + tl.arange(0, BLOCK_M)
+                q, do, lse, delta = _attention_queries(
+                    QKV, DO, LSE, DELTA, bh, base, o_base, rows, S, hidden, D
+                )
+                kept, ds = _attention_bwd_scores(
+                    q,
+                    k,
+                    v,
+                    do,
+                    lse,
+                    delta,
+                    rows,
+                    tl.program_id(0) * BLOCK_N,
+                    bh,
+                    seed,
+                    S,
+                    threshold,
+                    drop_scale,
+                    qk_scale,
+                    BLOCK_N,
+                    DROPOUT,
+                    ROUNDS,
+                )
+                dv += tl.dot(tl.trans(kept.to(do.dtype)), do)
+                dk += tl.dot(tl.trans(ds.to(q.dtype)), q)
+            dk = (dk * sm_scale).to(DQKV.dtype.element_ty)
+            dv = dv.to(DQKV.dtype.element_ty)
+            tl.store(DQKV + hidden + at, dk, mask=cols[:, None] < S)
+            tl.store(DQKV + 2 * hidden + at, dv, mask=cols[:, None] < S)
+            tl.store(db + hidden, tl.sum(dk.to(tl.float32), 0))
+            tl.store(db + 2 * hidden, tl.sum(dv.to(tl.float32), 0))
 
 
 def _attention_shape(qkv: torch.Tensor, heads: int) -> tuple[int, int, int, int]:
@@ -956,12 +945,10 @@ def _attention_backward(  # noqa: PLR0917 - the op's schema is positional
         d**-0.5,
     )
     shape = {"HEADS": heads, "D": d, "BLOCK_M": block_m, "BLOCK_N": block_n, "DROPOUT": p > 0}
-    _attention_bwd_dkdv[(triton.cdiv(seq, block_n), batch * heads)](
-        *args, **shape, ROUNDS=DROPOUT_ROUNDS, num_warps=ATTENTION_WARPS
-    )
-    _attention_bwd_dq[(triton.cdiv(seq, block_m), batch * heads)](
-        *args, **shape, ROUNDS=DROPOUT_ROUNDS, num_warps=ATTENTION_WARPS
-    )
+    for for_queries, block in ((False, block_n), (True, block_m)):
+        _attention_bwd[(triton.cdiv(seq, block), batch * heads)](
+            *args, **shape, ROUNDS=DROPOUT_ROUNDS, FOR_QUERIES=for_queries, num_warps=ATTENTION_WARPS
+        )
     return dqkv, db.sum(0)
 
 

@@ -619,7 +619,10 @@ def bias_gelu(h: torch.Tensor, bias: torch.Tensor, *, fused: bool) -> torch.Tens
 # walking the keys), and writes all three into one tensor laid out as the projection's output, so
 # nothing stacks them. Probability (i, j) of head (n, h) is dropped as the LayerNorm kernels' elements
 # are: 16-bit number j % 8 (:func:`_keep`) of Philox call ((n * heads + h) * seq + i) * seq / 8 + j // 8
-# below round(p * 65536); both backward kernels draw the same numbers again. ``--attention triton``.
+# below round(p * 65536). The forward keeps each decision as a bit (byte (n * heads + h, i, j // 8), bit
+# e for number e of :func:`_keep`'s order): both backward kernels read them, drawing nothing, since
+# Philox's ten rounds a call cost the forward as much again as its matmuls at seq 512 when drawn three
+# times. ``--attention triton``.
 
 #: Query and key block sizes of the forward and of the backward kernels, and their warps.
 ATTENTION_FORWARD_BLOCKS = (128, 64)
@@ -633,16 +636,45 @@ if triton is not None:
     def _attention_keep(  # noqa: PLR0917 - a Triton function's arguments are positional
         seed, bh, rows, cols0, S, threshold, BLOCK_N: tl.constexpr, ROUNDS: tl.constexpr
     ):  # pragma: no cover - runs on a GPU, or in Triton's interpreter
-        """Which probabilities of ``rows``, columns ``cols0`` on (``BLOCK_N``), of head ``bh`` stay."""
+        """Which probabilities of ``rows``, columns ``cols0`` on (``BLOCK_N``), of head ``bh`` stay: bytes."""
         calls = (bh * S + rows)[:, None].to(tl.int64) * (S // 8)
         calls += (cols0 // 8 + tl.arange(0, BLOCK_N // 8))[None, :]
-        return tl.reshape(_keep(seed, calls, threshold, ROUNDS), (rows.shape[0], BLOCK_N))
+        r0, r1, r2, r3 = tl.randint4x(seed, calls, ROUNDS)
+        bits = ((r0 & 0xFFFF).to(tl.int32) >= threshold).to(tl.int32)
+        bits = bits | (((r0 >> 16).to(tl.int32) >= threshold).to(tl.int32) << 1)
+        bits = bits | (((r1 & 0xFFFF).to(tl.int32) >= threshold).to(tl.int32) << 2)
+        bits = bits | (((r1 >> 16).to(tl.int32) >= threshold).to(tl.int32) << 3)
+        bits = bits | (((r2 & 0xFFFF).to(tl.int32) >= threshold).to(tl.int32) << 4)
+        bits = bits | (((r2 >> 16).to(tl.int32) >= threshold).to(tl.int32) << 5)
+        bits = bits | (((r3 & 0xFFFF).to(tl.int32) >= threshold).to(tl.int32) << 6)
+        bits = bits | (((r3 >> 16).to(tl.int32) >= threshold).to(tl.int32) << 7)
+        return bits.to(tl.uint8)
+
+    @triton.jit
+    def _attention_kept_at(  # noqa: PLR0917 - a Triton function's arguments are positional
+        KEPT, bh, rows, cols0, S, BLOCK_N: tl.constexpr
+    ):  # pragma: no cover - runs on a GPU, or in Triton's interpreter
+        """(where the bytes of ``rows``, columns ``cols0`` on, of head ``bh`` lie; which of them exist)."""
+        bytes_ = cols0 // 8 + tl.arange(0, BLOCK_N // 8)
+        at = KEPT + (bh * S + rows)[:, None].to(tl.int64) * (S // 8) + bytes_[None, :]
+        return at, (rows[:, None] < S) & (bytes_[None, :] < S // 8)
+
+    @triton.jit
+    def _attention_unpack(bits, BLOCK_N: tl.constexpr):  # pragma: no cover - GPU or interpreter
+        """The kept probabilities of a block from its bytes: bit e of each is number e of :func:`_keep`."""
+        b = bits.to(tl.int32)
+        v = tl.join(
+            tl.join(tl.join(b & 1, b & 2), tl.join(b & 4, b & 8)),
+            tl.join(tl.join(b & 16, b & 32), tl.join(b & 64, b & 128)),
+        )
+        return tl.reshape(v != 0, (bits.shape[0], BLOCK_N))
 
     @triton.jit
     def _attention_fwd(  # noqa: PLR0917 - a kernel's arguments are positional
         QKV,
         OUT,
         LSE,
+        KEPT,
         SEED,
         S: tl.constexpr,
         threshold,
@@ -669,6 +701,10 @@ if triton is not None:
         for start in range(0, S, BLOCK_N):
             cols = start + tl.arange(0, BLOCK_N)
             at = cols[:, None] * 3 * hidden + dims[None, :]
+            if DROPOUT:  # drawn before the scores, so Philox's registers are free again for them
+                bits = _attention_keep(seed, bh, rows, start, S, threshold, BLOCK_N, ROUNDS)
+                kept_at, kept_exists = _attention_kept_at(KEPT, bh, rows, start, S, BLOCK_N)
+                tl.store(kept_at, bits, mask=kept_exists)
             k = tl.load(base + hidden + at, mask=cols[:, None] < S, other=0.0)
             v = tl.load(base + 2 * hidden + at, mask=cols[:, None] < S, other=0.0)
             qk = tl.dot(q, tl.trans(k)) * qk_scale
@@ -677,9 +713,10 @@ if triton is not None:
             p = tl.math.exp2(qk - m_new[:, None])
             alpha = tl.math.exp2(m_i - m_new)
             l_i = l_i * alpha + tl.sum(p, 1)
+            p = p.to(v.dtype)
             if DROPOUT:
-                p = tl.where(_attention_keep(seed, bh, rows, start, S, threshold, BLOCK_N, ROUNDS), p, 0.0)
-            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+                p = tl.where(_attention_unpack(bits, BLOCK_N), p, 0.0)
+            acc = acc * alpha[:, None] + tl.dot(p, v)
             m_i = m_new
         out = acc * (drop_scale / l_i)[:, None]
         o_at = OUT + n.to(tl.int64) * S * hidden + h * D + rows[:, None] * hidden + dims[None, :]
@@ -734,14 +771,12 @@ if triton is not None:
         rows,
         cols0,
         bh,
-        seed,
+        KEPT,
         S,
-        threshold,
         drop_scale,
         qk_scale,
         BLOCK_N: tl.constexpr,
         DROPOUT: tl.constexpr,
-        ROUNDS: tl.constexpr,
     ):  # pragma: no cover - runs on a GPU, or in Triton's interpreter
         """(the kept probabilities, scaled; the scores' gradient) of one block of queries by one of keys."""
         cols = cols0 + tl.arange(0, BLOCK_N)
@@ -750,7 +785,8 @@ if triton is not None:
         p = tl.where(live, tl.math.exp2(qk - lse[:, None]), 0.0)
         dp = tl.dot(do, tl.trans(v))
         if DROPOUT:
-            keep = _attention_keep(seed, bh, rows, cols0, S, threshold, BLOCK_N, ROUNDS)
+            kept_at, kept_exists = _attention_kept_at(KEPT, bh, rows, cols0, S, BLOCK_N)
+            keep = _attention_unpack(tl.load(kept_at, mask=kept_exists, other=0), BLOCK_N)
             kept = tl.where(keep, p * drop_scale, 0.0)
             dp = tl.where(keep, dp * drop_scale, 0.0)
         else:
@@ -765,9 +801,8 @@ if triton is not None:
         DELTA,
         DQKV,
         DB,
-        SEED,
+        KEPT,
         S: tl.constexpr,
-        threshold,
         drop_scale,
         qk_scale,
         sm_scale,
@@ -776,7 +811,6 @@ if triton is not None:
         BLOCK_M: tl.constexpr,
         BLOCK_N: tl.constexpr,
         DROPOUT: tl.constexpr,
-        ROUNDS: tl.constexpr,
         FOR_QUERIES: tl.constexpr,
     ):  # pragma: no cover - runs on a GPU, or in Triton's interpreter
         """The gradients of a block of keys and values, walking the queries; or (``FOR_QUERIES``) of queries.
@@ -790,7 +824,6 @@ if triton is not None:
         dims = tl.arange(0, D)
         base = n.to(tl.int64) * S * 3 * hidden + h * D
         o_base = n.to(tl.int64) * S * hidden + h * D
-        seed = tl.load(SEED)
         db = DB + (n.to(tl.int64) * tl.num_programs(0) + tl.program_id(0)) * 3 * hidden + h * D + dims
         if FOR_QUERIES:
             rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -808,14 +841,12 @@ if triton is not None:
                     rows,
                     start,
                     bh,
-                    seed,
+                    KEPT,
                     S,
-                    threshold,
                     drop_scale,
                     qk_scale,
                     BLOCK_N,
                     DROPOUT,
-                    ROUNDS,
                 )
                 dq += tl.dot(ds.to(k.dtype), k)
             dq = (dq * sm_scale).to(DQKV.dtype.element_ty)
@@ -842,14 +873,12 @@ if triton is not None:
                     rows,
                     tl.program_id(0) * BLOCK_N,
                     bh,
-                    seed,
+                    KEPT,
                     S,
-                    threshold,
                     drop_scale,
                     qk_scale,
                     BLOCK_N,
                     DROPOUT,
-                    ROUNDS,
                 )
                 dv += tl.dot(tl.trans(kept.to(do.dtype)), do)
                 dk += tl.dot(tl.trans(ds.to(q.dtype)), q)
@@ -870,20 +899,24 @@ def _attention_shape(qkv: torch.Tensor, heads: int) -> tuple[int, int, int, int]
 @torch.library.custom_op("rollcall::attention", mutates_args=())
 def _attention(
     qkv: torch.Tensor, bias: torch.Tensor, seed: torch.Tensor, p: float, heads: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(attention output [batch, seq, hidden], each row's log-sum-exp, base 2)``; see above.
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(attention output [batch, seq, hidden], each row's log-sum-exp (base 2), the kept probabilities)``.
 
-    ``bias`` is the projection's (already in ``qkv``): not read, its gradient is the backward's.
+    See above; the kept probabilities are bits, eight a byte (``[batch * heads, seq, seq / 8]`` uint8; empty
+    at ``p`` 0), so the backward reads them rather than drawing them twice more. ``bias`` is the
+    projection's (already in ``qkv``): not read, its gradient is the backward's.
     """
     batch, seq, hidden, d = _attention_shape(qkv, heads)
     qkv = qkv.contiguous()
     out = qkv.new_empty(batch, seq, hidden)
     lse = torch.empty(batch * heads, seq, device=qkv.device, dtype=torch.float32)
+    kept = _attention_kept_bits(qkv, heads, p)
     block_m, block_n = ATTENTION_FORWARD_BLOCKS
     _attention_fwd[(triton.cdiv(seq, block_m), batch * heads)](
         qkv,
         out,
         lse,
+        kept,
         seed,
         seq,
         _drop_threshold(p),
@@ -897,15 +930,23 @@ def _attention(
         ROUNDS=DROPOUT_ROUNDS,
         num_warps=ATTENTION_WARPS,
     )
-    return out, lse
+    return out, lse, kept
+
+
+def _attention_kept_bits(qkv: torch.Tensor, heads: int, p: float) -> torch.Tensor:
+    """Room for :func:`_attention`'s kept probabilities, a bit each (none without dropout)."""
+    batch, seq, _, _ = _attention_shape(qkv, heads)
+    shape = (batch * heads, seq, seq // 8) if p > 0 else (0,)
+    return torch.empty(shape, device=qkv.device, dtype=torch.uint8)
 
 
 @_attention.register_fake
 def _(
     qkv: torch.Tensor, bias: torch.Tensor, seed: torch.Tensor, p: float, heads: int
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     batch, seq, hidden, _ = _attention_shape(qkv, heads)
-    return qkv.new_empty(batch, seq, hidden), qkv.new_empty(batch * heads, seq, dtype=torch.float32)
+    lse = qkv.new_empty(batch * heads, seq, dtype=torch.float32)
+    return qkv.new_empty(batch, seq, hidden), lse, _attention_kept_bits(qkv, heads, p)
 
 
 @torch.library.custom_op("rollcall::attention_backward", mutates_args=())
@@ -914,7 +955,7 @@ def _attention_backward(  # noqa: PLR0917 - the op's schema is positional
     qkv: torch.Tensor,
     out: torch.Tensor,
     lse: torch.Tensor,
-    seed: torch.Tensor,
+    kept: torch.Tensor,
     p: float,
     heads: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -937,9 +978,8 @@ def _attention_backward(  # noqa: PLR0917 - the op's schema is positional
         delta,
         dqkv,
         db,
-        seed,
+        kept,
         seq,
-        _drop_threshold(p),
         _scale(p),
         d**-0.5 * _LOG2E,
         d**-0.5,
@@ -947,7 +987,7 @@ def _attention_backward(  # noqa: PLR0917 - the op's schema is positional
     shape = {"HEADS": heads, "D": d, "BLOCK_M": block_m, "BLOCK_N": block_n, "DROPOUT": p > 0}
     for for_queries, block in ((False, block_n), (True, block_m)):
         _attention_bwd[(triton.cdiv(seq, block), batch * heads)](
-            *args, **shape, ROUNDS=DROPOUT_ROUNDS, FOR_QUERIES=for_queries, num_warps=ATTENTION_WARPS
+            *args, **shape, FOR_QUERIES=for_queries, num_warps=ATTENTION_WARPS
         )
     return dqkv, db.sum(0)
 
@@ -958,7 +998,7 @@ def _(  # noqa: PLR0917 - the op's schema is positional
     qkv: torch.Tensor,
     out: torch.Tensor,
     lse: torch.Tensor,
-    seed: torch.Tensor,
+    kept: torch.Tensor,
     p: float,
     heads: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -967,17 +1007,17 @@ def _(  # noqa: PLR0917 - the op's schema is positional
 
 
 def _attention_setup_context(ctx: torch.autograd.function.FunctionCtx, inputs: tuple, output: tuple) -> None:  # type: ignore[type-arg]
-    qkv, bias, seed, p, heads = inputs
-    out, lse = output
-    ctx.save_for_backward(qkv, out, lse, seed)
+    qkv, bias, _, p, heads = inputs
+    out, lse, kept = output
+    ctx.save_for_backward(qkv, out, lse, kept)
     ctx.p, ctx.heads, ctx.bias_dtype = p, heads, bias.dtype  # type: ignore[attr-defined]
 
 
 def _attention_autograd_backward(
-    ctx: torch.autograd.function.FunctionCtx, dout: torch.Tensor, _: torch.Tensor
+    ctx: torch.autograd.function.FunctionCtx, dout: torch.Tensor, *_: torch.Tensor
 ) -> tuple[torch.Tensor | None, ...]:
-    qkv, out, lse, seed = ctx.saved_tensors  # type: ignore[attr-defined]
-    dqkv, db = _attention_backward(dout, qkv, out, lse, seed, ctx.p, ctx.heads)  # type: ignore[attr-defined]
+    qkv, out, lse, kept = ctx.saved_tensors  # type: ignore[attr-defined]
+    dqkv, db = _attention_backward(dout, qkv, out, lse, kept, ctx.p, ctx.heads)  # type: ignore[attr-defined]
     return dqkv, db.to(ctx.bias_dtype), None, None, None  # type: ignore[attr-defined]
 
 

@@ -346,7 +346,7 @@ def _attention_kept(seed: torch.Tensor, p: float) -> torch.Tensor:
     n, s, heads = ATTENTION["batch"], ATTENTION["seq"], ATTENTION["heads"]
     qkv = torch.zeros(n, s, 3, heads, 64)
     qkv[:, :, 2, :, :s] = torch.eye(s)[None, :, None, :]
-    out, _ = torch.ops.rollcall.attention(qkv.reshape(n, s, -1), torch.zeros(3 * heads * 64), seed, p, heads)
+    out = torch.ops.rollcall.attention(qkv.reshape(n, s, -1), torch.zeros(3 * heads * 64), seed, p, heads)[0]
     return out.view(n, s, heads, 64)[..., :s].permute(0, 2, 1, 3).reshape(n * heads, s, s) > 0
 
 
@@ -372,7 +372,14 @@ def test_the_attention_kernels_match_pytorch(attention_blocks, p):
     if kept is not None:  # the drop rate, and masks that differ between heads and rows
         assert abs(1 - kept.float().mean().item() - p) < 0.03
         assert not torch.equal(kept[0], kept[1]) and not torch.equal(kept[0, 0], kept[0, 1])
-    out, _ = torch.ops.rollcall.attention(qkv, bias, seed, p, heads)
+    out, _, bits = torch.ops.rollcall.attention(qkv, bias, seed, p, heads)
+    if kept is not None:  # the bits the backward reads are the forward's mask: bit e of byte j // 8 for
+        # number e of _keep's order, which puts number e at position e's three bits reversed
+        order = torch.tensor([0, 4, 2, 6, 1, 5, 3, 7])
+        packed = (kept.view(n * heads, s, s // 8, 8)[..., order].int() << torch.arange(8)).sum(-1)
+        assert torch.equal(bits.int(), packed)
+    else:
+        assert bits.numel() == 0
     out.backward(grad)
     mine = qkv.grad
     qkv.grad = None

@@ -27,11 +27,12 @@ SCALARS = {"threshold": "i32", "drop_scale": "fp32", "qk_scale": "fp32"}
 BACKWARD = {
     **dict.fromkeys(("QKV", "DO", "DQKV"), "*bf16"),
     **dict.fromkeys(("LSE", "DELTA", "DB"), "*fp32"),
-    "SEED": "*i64",
+    "KEPT": "*u8",
     "S": "constexpr",
-    **SCALARS,
+    "drop_scale": "fp32",
+    "qk_scale": "fp32",
     "sm_scale": "fp32",
-    **dict.fromkeys(("HEADS", "D", "BLOCK_M", "BLOCK_N", "DROPOUT", "ROUNDS", "FOR_QUERIES"), "constexpr"),
+    **dict.fromkeys(("HEADS", "D", "BLOCK_M", "BLOCK_N", "DROPOUT", "FOR_QUERIES"), "constexpr"),
 }
 
 
@@ -41,7 +42,7 @@ def _kernels() -> dict[str, tuple[object, dict[str, str], dict[str, object], int
     bwd_m, bwd_n = compact.ATTENTION_BACKWARD_BLOCKS
     warps = compact.ATTENTION_WARPS
     forward = {
-        "QKV": "*bf16", "OUT": "*bf16", "LSE": "*fp32", "SEED": "*i64", "S": "constexpr", **SCALARS,
+        "QKV": "*bf16", "OUT": "*bf16", "LSE": "*fp32", "KEPT": "*u8", "SEED": "*i64", "S": "constexpr", **SCALARS,
         **dict.fromkeys(("HEADS", "D", "BLOCK_M", "BLOCK_N", "DROPOUT", "ROUNDS"), "constexpr"),
     }  # fmt: skip
     adamw = {
@@ -54,6 +55,7 @@ def _kernels() -> dict[str, tuple[object, dict[str, str], dict[str, object], int
         "BLOCK": "constexpr",
     }
     backward = {**ATTENTION, "BLOCK_M": bwd_m, "BLOCK_N": bwd_n}
+    del backward["ROUNDS"]  # the backward reads the forward's mask
     return {
         "attention forward": (compact._attention_fwd, forward, {**ATTENTION, "BLOCK_M": fwd_m, "BLOCK_N": fwd_n}, warps),
         "attention backward, keys": (compact._attention_bwd, BACKWARD, {**backward, "FOR_QUERIES": False}, warps),

@@ -5,7 +5,7 @@ q, k and v are views of one [batch, seq, 3, heads, 64] bf16 tensor, as the compa
 projection makes them; times are CUDA-event medians of 20 runs after 5, times 24 layers for a step's share.
 ``triton`` is bert_compact.py's kernels (``--attention triton``), which take that tensor as it is; at
 dropout 0 its output and gradient are compared with cuDNN's. ``--sweep`` also times the Triton kernels at
-other block sizes and warps.
+other block sizes and warps, and with the two backward kernels where one would do.
 """
 
 import argparse
@@ -41,22 +41,25 @@ def main() -> None:
         ("efficient", SDPBackend.EFFICIENT_ATTENTION, None),
         ("triton", None, None),
     ]
-    if args.sweep:  # (forward blocks, backward blocks, warps)
+    if args.sweep:  # (forward blocks, backward blocks, warps, longest sequence of one backward kernel)
         backends += [
             (f"triton {shape}", None, shape)
             for shape in (
-                ((128, 64), (64, 64), 8),
-                ((64, 64), (64, 64), 4),
-                ((128, 128), (64, 128), 8),
-                ((128, 64), (32, 64), 4),
-                ((128, 64), (128, 64), 8),
+                ((128, 64), (64, 64), 4, 0),
+                ((64, 64), (64, 64), 4, 0),
+                ((128, 32), (64, 64), 4, 0),
+                ((128, 64), (64, 64), 4, 128),
+                ((64, 64), (64, 64), 4, 128),
             )
         ]
     for name, backend, shape in backends:
         if shape is not None:
-            compact.ATTENTION_FORWARD_BLOCKS, compact.ATTENTION_BACKWARD_BLOCKS, compact.ATTENTION_WARPS = (
-                shape
-            )
+            (
+                compact.ATTENTION_FORWARD_BLOCKS,
+                compact.ATTENTION_BACKWARD_BLOCKS,
+                compact.ATTENTION_WARPS,
+                compact.ATTENTION_WHOLE_SEQ,
+            ) = shape
         times = []
         try:
             for i in range(25):

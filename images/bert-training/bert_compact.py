@@ -43,7 +43,7 @@ PAD_ID = 0  # BertConfig.pad_token_id: that embedding row starts at zero and get
 INIT_STD = 0.02  # BertConfig.initializer_range
 #: ``attention=`` names: which fused attention kernel ``scaled_dot_product_attention`` may use.
 ATTENTION_BACKENDS: dict[str, SDPBackend | None] = {
-    "auto": None,  # PyTorch's choice (cuDNN's on Hopper)
+    "auto": None,  # Triton's kernels to ATTENTION_WHOLE_SEQ in bf16/fp16 where they run, else PyTorch's
     "flash": SDPBackend.FLASH_ATTENTION,
     "cudnn": SDPBackend.CUDNN_ATTENTION,
     "efficient": SDPBackend.EFFICIENT_ATTENTION,
@@ -628,6 +628,10 @@ def bias_gelu(h: torch.Tensor, bias: torch.Tensor, *, fused: bool) -> torch.Tens
 ATTENTION_FORWARD_BLOCKS = (128, 64)
 ATTENTION_BACKWARD_BLOCKS = (64, 64)
 ATTENTION_WARPS = 4
+#: Sequences up to this long take one backward kernel (:func:`_attention_bwd_whole`), with these warps; the
+#: kernels are ``--attention auto``'s choice there (PyTorch's, cuDNN's on Hopper, beyond).
+ATTENTION_WHOLE_SEQ = 128
+ATTENTION_WHOLE_WARPS = 8
 _LOG2E = 1.4426950408889634
 
 if triton is not None:
@@ -889,6 +893,58 @@ if triton is not None:
             tl.store(db + hidden, tl.sum(dk.to(tl.float32), 0))
             tl.store(db + 2 * hidden, tl.sum(dv.to(tl.float32), 0))
 
+    @triton.jit
+    def _attention_bwd_whole(  # noqa: PLR0917 - a kernel's arguments are positional
+        QKV,
+        OUT,
+        DO,
+        LSE,
+        DQKV,
+        DB,
+        KEPT,
+        S: tl.constexpr,
+        drop_scale,
+        qk_scale,
+        sm_scale,
+        HEADS: tl.constexpr,
+        D: tl.constexpr,
+        BLOCK: tl.constexpr,
+        DROPOUT: tl.constexpr,
+    ):  # pragma: no cover - runs on a GPU, or in Triton's interpreter
+        """Every gradient of one head whose queries and keys all fit one block (``S`` up to ``BLOCK``).
+
+        The scores and their gradient are computed once rather than by each of the two kernels above, and
+        each row's sum of dO * O here rather than by a kernel of its own; the bias's partial sums are one row
+        a batch element.
+        """
+        hidden: tl.constexpr = HEADS * D
+        bh = tl.program_id(0)
+        n, h = bh // HEADS, bh % HEADS
+        dims = tl.arange(0, D)
+        rows = tl.arange(0, BLOCK)
+        base = n.to(tl.int64) * S * 3 * hidden + h * D
+        o_at = n.to(tl.int64) * S * hidden + h * D + rows[:, None] * hidden + dims[None, :]
+        inside = rows[:, None] < S
+        at = base + rows[:, None] * 3 * hidden + dims[None, :]
+        q = tl.load(QKV + at, mask=inside, other=0.0)
+        k, v = _attention_keys(QKV, base, rows, S, hidden, D)
+        do = tl.load(DO + o_at, mask=inside, other=0.0)
+        delta = tl.sum(tl.load(OUT + o_at, mask=inside, other=0.0).to(tl.float32) * do.to(tl.float32), 1)
+        lse = tl.load(LSE + bh.to(tl.int64) * S + rows, mask=rows < S, other=0.0)
+        kept, ds = _attention_bwd_scores(
+            q, k, v, do, lse, delta, rows, 0, bh, KEPT, S, drop_scale, qk_scale, BLOCK, DROPOUT
+        )
+        dq = (tl.dot(ds.to(k.dtype), k) * sm_scale).to(DQKV.dtype.element_ty)
+        dk = (tl.dot(tl.trans(ds.to(q.dtype)), q) * sm_scale).to(DQKV.dtype.element_ty)
+        dv = tl.dot(tl.trans(kept.to(do.dtype)), do).to(DQKV.dtype.element_ty)
+        tl.store(DQKV + at, dq, mask=inside)
+        tl.store(DQKV + hidden + at, dk, mask=inside)
+        tl.store(DQKV + 2 * hidden + at, dv, mask=inside)
+        db = DB + n.to(tl.int64) * 3 * hidden + h * D + dims
+        tl.store(db, tl.sum(dq.to(tl.float32), 0))
+        tl.store(db + hidden, tl.sum(dk.to(tl.float32), 0))
+        tl.store(db + 2 * hidden, tl.sum(dv.to(tl.float32), 0))
+
 
 def _attention_shape(qkv: torch.Tensor, heads: int) -> tuple[int, int, int, int]:
     """(batch, seq, hidden, head size) of a ``[batch, seq, 3 * hidden]`` projection output."""
@@ -962,8 +1018,29 @@ def _attention_backward(  # noqa: PLR0917 - the op's schema is positional
     """The gradients of :func:`_attention`'s input (laid out as it) and of the projection's bias (float32)."""
     batch, seq, _, d = _attention_shape(qkv, heads)
     qkv, dout = qkv.contiguous(), dout.contiguous()
-    delta = torch.empty_like(lse)
     dqkv = torch.empty_like(qkv)
+    if seq <= ATTENTION_WHOLE_SEQ:
+        db = torch.empty(batch, qkv.size(-1), device=qkv.device, dtype=torch.float32)
+        _attention_bwd_whole[(batch * heads,)](
+            qkv,
+            out,
+            dout,
+            lse,
+            dqkv,
+            db,
+            kept,
+            seq,
+            _scale(p),
+            d**-0.5 * _LOG2E,
+            d**-0.5,
+            HEADS=heads,
+            D=d,
+            BLOCK=max(16, triton.next_power_of_2(seq)),
+            DROPOUT=p > 0,
+            num_warps=ATTENTION_WHOLE_WARPS,
+        )
+        return dqkv, db.sum(0)
+    delta = torch.empty_like(lse)
     block_m, block_n = ATTENTION_BACKWARD_BLOCKS
     # the bias's gradient summed per block of rows by both kernels, then over blocks
     blocks = max(triton.cdiv(seq, block_m), triton.cdiv(seq, block_n))
@@ -1037,6 +1114,16 @@ def triton_attention_available(device: torch.device, seq: int, head_size: int) -
         and head_size >= 16
         and head_size & (head_size - 1) == 0
     )
+
+
+def _half_precision(x: torch.Tensor) -> bool:
+    """Whether a layer taking ``x`` computes in bf16 or fp16 (``x``'s own, or autocast's).
+
+    The kernels' matmuls then match PyTorch's; in float32 they would round to tf32 where PyTorch's would not.
+    """
+    halves = (torch.bfloat16, torch.float16)
+    kind = x.device.type
+    return x.dtype in halves or (torch.is_autocast_enabled(kind) and torch.get_autocast_dtype(kind) in halves)
 
 
 def attention(qkv: torch.Tensor, bias: torch.Tensor, heads: int, p: float) -> torch.Tensor:
@@ -1295,7 +1382,8 @@ class EncoderLayer(nn.Module):
         """``[batch, seq, hidden]`` in and out."""
         b, s, h = x.shape
         p = self.attn_dropout if self.training else 0.0
-        triton_kernels = self.attention == "triton" and triton_attention_available(
+        auto = self.attention == "auto" and s <= ATTENTION_WHOLE_SEQ and _half_precision(x)
+        triton_kernels = (self.attention == "triton" or auto) and triton_attention_available(
             x.device, s, h // self.heads
         )
         # with the Triton attention its backward sums the projection's bias's gradient, not the projection

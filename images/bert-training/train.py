@@ -1368,7 +1368,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         choices=("auto", "flash", "cudnn", "efficient", "math", "triton"),
         default="auto",
         help="the compact model's attention kernel: scaled_dot_product_attention's backend, or triton: "
-        "bert_compact.py's kernels with their own dropout",
+        "bert_compact.py's kernels with their own dropout (auto: those to seq 128 on cuda, else PyTorch's)",
     )
     p.add_argument(
         "--fused-ln-dropout",

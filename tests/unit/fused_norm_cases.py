@@ -333,10 +333,12 @@ def test_the_adamw_kernel_steps_as_torchs_adamw(monkeypatch):
 ATTENTION = {"batch": 2, "seq": 40, "heads": 2}  # 40 rows and keys: blocks of 16 with a partial last one
 
 
-@pytest.fixture
-def attention_blocks(monkeypatch):
+@pytest.fixture(params=["two backward kernels", "one backward kernel"])
+def attention_blocks(monkeypatch, request):
     monkeypatch.setattr(compact, "ATTENTION_FORWARD_BLOCKS", (16, 16))
     monkeypatch.setattr(compact, "ATTENTION_BACKWARD_BLOCKS", (16, 16))
+    whole = request.param == "one backward kernel"  # every query and key of a head in one block (64)
+    monkeypatch.setattr(compact, "ATTENTION_WHOLE_SEQ", ATTENTION["seq"] if whole else 0)
 
 
 def _attention_kept(seed: torch.Tensor, p: float) -> torch.Tensor:

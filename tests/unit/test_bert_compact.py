@@ -216,3 +216,33 @@ def test_compiled_the_matmul_adds_into_the_residuals_gradient_in_place():
     x2 = x.detach().clone().requires_grad_()
     reference(x2).square().sum().backward()
     torch.testing.assert_close(x.grad, x2.grad, rtol=GRAD_RTOL, atol=GRAD_ATOL)
+
+
+@pytest.mark.parametrize(
+    ("attention", "seq", "dtype", "autocast", "triton"),
+    [
+        ("auto", 128, torch.bfloat16, False, True),  # bf16 weights (--precision bf16)
+        ("auto", 64, torch.float32, True, True),  # autocast to bf16
+        ("auto", 136, torch.bfloat16, False, False),  # longer than one backward kernel's block
+        ("auto", 64, torch.float32, False, False),  # float32: PyTorch's attention, not tf32 matmuls
+        ("math", 64, torch.bfloat16, False, False),
+        ("triton", 256, torch.float32, False, True),
+    ],
+)
+def test_auto_attention_takes_the_triton_kernels_only_where_they_were_measured_faster(
+    monkeypatch, attention, seq, dtype, autocast, triton
+):
+    """Where the kernels can run (here pretended), ``auto`` takes them at half precision up to seq 128."""
+    calls = []
+
+    def fake(qkv, bias, heads, p):
+        calls.append(qkv.shape)
+        return qkv[..., : qkv.size(-1) // 3]
+
+    monkeypatch.setattr(compact, "triton_attention_available", lambda device, s, d: True)
+    monkeypatch.setattr(compact, "attention", fake)
+    layer = compact.EncoderLayer(32, 2, 64, dropout=0.0, attn_dropout=0.0, attention=attention).to(dtype)
+    x = torch.randn(2, seq, 32, dtype=dtype)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        layer(x)
+    assert bool(calls) == triton

@@ -35,6 +35,17 @@ BACKWARD = {
     **dict.fromkeys(("HEADS", "D", "BLOCK_M", "BLOCK_N", "DROPOUT", "FOR_QUERIES"), "constexpr"),
 }
 
+WHOLE = {
+    **dict.fromkeys(("QKV", "OUT", "DO", "DQKV"), "*bf16"),
+    **dict.fromkeys(("LSE", "DB"), "*fp32"),
+    "KEPT": "*u8",
+    "S": "constexpr",
+    "drop_scale": "fp32",
+    "qk_scale": "fp32",
+    "sm_scale": "fp32",
+    **dict.fromkeys(("HEADS", "D", "BLOCK", "DROPOUT"), "constexpr"),
+}
+
 
 def _kernels() -> dict[str, tuple[object, dict[str, str], dict[str, object], int]]:
     """name: (kernel, signature, constexprs, warps) at the default launch shapes."""
@@ -56,10 +67,13 @@ def _kernels() -> dict[str, tuple[object, dict[str, str], dict[str, object], int
     }
     backward = {**ATTENTION, "BLOCK_M": bwd_m, "BLOCK_N": bwd_n}
     del backward["ROUNDS"]  # the backward reads the forward's mask
+    whole = {**backward, "S": compact.ATTENTION_WHOLE_SEQ, "BLOCK": compact.ATTENTION_WHOLE_SEQ}
+    del whole["BLOCK_M"], whole["BLOCK_N"]
     return {
         "attention forward": (compact._attention_fwd, forward, {**ATTENTION, "BLOCK_M": fwd_m, "BLOCK_N": fwd_n}, warps),
         "attention backward, keys": (compact._attention_bwd, BACKWARD, {**backward, "FOR_QUERIES": False}, warps),
         "attention backward, queries": (compact._attention_bwd, BACKWARD, {**backward, "FOR_QUERIES": True}, warps),
+        "attention backward, one block": (compact._attention_bwd_whole, WHOLE, whole, compact.ATTENTION_WHOLE_WARPS),
         "master AdamW": (compact._master_adamw, adamw, {"BLOCK": compact.ADAMW_BLOCK}, compact.ADAMW_WARPS),
     }  # fmt: skip
 

@@ -1382,9 +1382,10 @@ class EncoderLayer(nn.Module):
         """``[batch, seq, hidden]`` in and out."""
         b, s, h = x.shape
         p = self.attn_dropout if self.training else 0.0
-        auto = self.attention == "auto" and s <= ATTENTION_WHOLE_SEQ and _half_precision(x)
-        triton_kernels = (self.attention == "triton" or auto) and triton_attention_available(
-            x.device, s, h // self.heads
+        triton_kernels = (
+            self.attention in {"triton", "auto"}
+            and triton_attention_available(x.device, s, h // self.heads)
+            and (self.attention == "triton" or (s <= ATTENTION_WHOLE_SEQ and _half_precision(x)))
         )
         # with the Triton attention its backward sums the projection's bias's gradient, not the projection
         bias = self.qkv.bias.detach() if triton_kernels else self.qkv.bias

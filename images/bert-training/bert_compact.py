@@ -644,15 +644,15 @@ if triton is not None:
         calls = (bh * S + rows)[:, None].to(tl.int64) * (S // 8)
         calls += (cols0 // 8 + tl.arange(0, BLOCK_N // 8))[None, :]
         r0, r1, r2, r3 = tl.randint4x(seed, calls, ROUNDS)
-        bits = ((r0 & 0xFFFF).to(tl.int32) >= threshold).to(tl.int32)
-        bits = bits | (((r0 >> 16).to(tl.int32) >= threshold).to(tl.int32) << 1)
-        bits = bits | (((r1 & 0xFFFF).to(tl.int32) >= threshold).to(tl.int32) << 2)
-        bits = bits | (((r1 >> 16).to(tl.int32) >= threshold).to(tl.int32) << 3)
-        bits = bits | (((r2 & 0xFFFF).to(tl.int32) >= threshold).to(tl.int32) << 4)
-        bits = bits | (((r2 >> 16).to(tl.int32) >= threshold).to(tl.int32) << 5)
-        bits = bits | (((r3 & 0xFFFF).to(tl.int32) >= threshold).to(tl.int32) << 6)
-        bits = bits | (((r3 >> 16).to(tl.int32) >= threshold).to(tl.int32) << 7)
+        bits = _attention_kept_pair(r0, threshold) | (_attention_kept_pair(r1, threshold) << 2)
+        bits |= (_attention_kept_pair(r2, threshold) << 4) | (_attention_kept_pair(r3, threshold) << 6)
         return bits.to(tl.uint8)
+
+    @triton.jit
+    def _attention_kept_pair(r, threshold):  # pragma: no cover - runs on a GPU, or in Triton's interpreter
+        """Bits 0 and 1: whether the low and the high 16-bit half of ``r`` keep their elements."""
+        low = ((r & 0xFFFF).to(tl.int32) >= threshold).to(tl.int32)
+        return low | (((r >> 16).to(tl.int32) >= threshold).to(tl.int32) << 1)
 
     @triton.jit
     def _attention_kept_at(  # noqa: PLR0917 - a Triton function's arguments are positional

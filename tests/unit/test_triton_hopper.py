@@ -24,14 +24,13 @@ PTXAS = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
 
 ATTENTION = {"S": 512, "HEADS": 16, "D": 64, "DROPOUT": True, "ROUNDS": compact.DROPOUT_ROUNDS}
 SCALARS = {"threshold": "i32", "drop_scale": "fp32", "qk_scale": "fp32"}
+BACKWARD_SCALARS = {"drop_scale": "fp32", "qk_scale": "fp32", "sm_scale": "fp32"}
 BACKWARD = {
     **dict.fromkeys(("QKV", "DO", "DQKV"), "*bf16"),
     **dict.fromkeys(("LSE", "DELTA", "DB"), "*fp32"),
     "KEPT": "*u8",
     "S": "constexpr",
-    "drop_scale": "fp32",
-    "qk_scale": "fp32",
-    "sm_scale": "fp32",
+    **BACKWARD_SCALARS,
     **dict.fromkeys(("HEADS", "D", "BLOCK_M", "BLOCK_N", "DROPOUT", "FOR_QUERIES"), "constexpr"),
 }
 
@@ -40,9 +39,7 @@ WHOLE = {
     **dict.fromkeys(("LSE", "DB"), "*fp32"),
     "KEPT": "*u8",
     "S": "constexpr",
-    "drop_scale": "fp32",
-    "qk_scale": "fp32",
-    "sm_scale": "fp32",
+    **BACKWARD_SCALARS,
     **dict.fromkeys(("HEADS", "D", "BLOCK", "DROPOUT"), "constexpr"),
 }
 

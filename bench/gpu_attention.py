@@ -4,7 +4,7 @@ Usage (on a GPU machine): python bench/gpu_attention.py [--seq-len 128] [--batch
 q, k and v are views of one [batch, seq, 3, heads, 64] bf16 tensor, as the compact model's fused
 projection makes them; times are CUDA-event medians of 20 runs after 5, times 24 layers for a step's share.
 ``triton`` is bert_compact.py's kernels (``--attention triton``), which take that tensor as it is; at
-dropout 0 its output and gradient are compared with cuDNN's. ``--sweep`` also times the Triton kernels at
+dropout 0 its output and gradient are compared with cuDNN's. The forward's share is timed in the same runs. ``--sweep`` also times the Triton kernels at
 other block sizes and warps, and with the two backward kernels where one would do.
 """
 
@@ -41,15 +41,20 @@ def main() -> None:
         ("efficient", SDPBackend.EFFICIENT_ATTENTION, None),
         ("triton", None, None),
     ]
-    if args.sweep:  # (forward blocks, backward blocks, warps, longest sequence of one backward kernel)
+    if (
+        args.sweep
+    ):  # (forward blocks, backward blocks, (forward, backward) warps, longest one-kernel backward)
         backends += [
             (f"triton {shape}", None, shape)
             for shape in (
-                ((128, 64), (64, 64), 4, 0),
-                ((64, 64), (64, 64), 4, 0),
-                ((128, 32), (64, 64), 4, 0),
-                ((128, 64), (64, 64), 4, 128),
-                ((64, 64), (64, 64), 4, 128),
+                ((128, 64), (64, 64), (4, 4), 0),
+                ((64, 64), (64, 64), (4, 4), 0),
+                ((128, 64), (64, 64), (8, 4), 0),
+                ((128, 128), (64, 64), (8, 4), 0),
+                ((64, 128), (64, 64), (4, 4), 0),
+                ((64, 64), (128, 64), (4, 8), 0),
+                ((128, 64), (64, 64), (4, 4), 128),
+                ((64, 64), (64, 64), (4, 4), 128),
             )
         ]
     for name, backend, shape in backends:
@@ -60,23 +65,26 @@ def main() -> None:
                 compact.ATTENTION_WARPS,
                 compact.ATTENTION_WHOLE_SEQ,
             ) = shape
-        times = []
+        times, forward_times = [], []
         try:
             for i in range(25):
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start, mid, end = (torch.cuda.Event(enable_timing=True) for _ in range(3))
                 start.record()
                 if backend is None:
                     out = compact.attention(qkv.view(b, s, -1), bias, heads, args.dropout)
+                    mid.record()
                     out.backward(grad.transpose(1, 2).reshape(b, s, heads * d))
                 else:
                     q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
                     with sdpa_kernel(backend):
                         out = F.scaled_dot_product_attention(q, k, v, dropout_p=args.dropout)
+                    mid.record()
                     out.backward(grad)
                 end.record()
                 torch.cuda.synchronize()
                 if i >= 5:
                     times.append(start.elapsed_time(end))
+                    forward_times.append(start.elapsed_time(mid))
                 if i == 24:
                     results[name] = (
                         out.detach().view(b, s, heads * d)
@@ -88,9 +96,10 @@ def main() -> None:
         except Exception as exc:  # a backend or kernel that cannot run here is reported
             print(f"{name:>10}: not available ({str(exc).splitlines()[0][:80]})")
             continue
-        ms = sorted(times)[len(times) // 2]
+        ms, forward_ms = (sorted(t)[len(t) // 2] for t in (times, forward_times))
         print(
-            f"{name:>10}: {ms:.3f} ms per layer, {24 * ms:.1f} ms per 24-layer step, {flops / ms / 1e9:.0f} TFLOP/s"
+            f"{name:>10}: {ms:.3f} ms per layer (forward {forward_ms:.3f}), {24 * ms:.1f} ms per 24-layer step,"
+            f" {flops / ms / 1e9:.0f} TFLOP/s"
         )
 
     if args.dropout == 0 and "triton" in results and "cudnn" in results:

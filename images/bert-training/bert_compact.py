@@ -617,17 +617,21 @@ def bias_gelu(h: torch.Tensor, bias: torch.Tensor, *, fused: bool) -> torch.Tens
 # log-sum-exp saved, base 2); the backward recomputes the probabilities from it, one kernel for the keys'
 # and values' gradients (a block of keys walking the queries), one for the queries' (a block of queries
 # walking the keys), and writes all three into one tensor laid out as the projection's output, so
-# nothing stacks them. Probability (i, j) of head (n, h) is dropped as the LayerNorm kernels' elements
-# are: 16-bit number j % 8 (:func:`_keep`) of Philox call ((n * heads + h) * seq + i) * seq / 8 + j // 8
-# below round(p * 65536). The forward keeps each decision as a bit (byte (n * heads + h, i, j // 8), bit
-# e for number e of :func:`_keep`'s order): both backward kernels read them, drawing nothing, since
-# Philox's ten rounds a call cost the forward as much again as its matmuls at seq 512 when drawn three
-# times. ``--attention triton``.
+# nothing stacks them. The dropout decisions are bits, 32 a word: each head's [seq, seq] probabilities in
+# tiles of 64 x 64 (padded), tile (column c, row r) at words (c * tiles + r) * 128 on, and bit b + 2j + 16h
+# of its word 32w + l is row 16w + 8h + l // 4, column 8j + 2 (l % 4) + b of the tile: the elements that
+# thread l of warp w holds of a Hopper MMA's 64 x 64 result with four warps, so a kernel turns a tile's 128
+# words into its mask without moving data between threads (where it used a byte of eight neighbours, the
+# forward's mask went through shared memory). Byte c of the head's word g is Philox call (bh * tiles *
+# tiles * 128 + g) * 4 + c's eight decisions, 16-bit halves below round(p * 65536) dropped, as the
+# LayerNorm kernels' elements are. The forward draws them and stores the words; both backward kernels read
+# them, drawing nothing, since Philox's ten rounds a call cost the forward as much again as its matmuls at
+# seq 512 when drawn three times. Blocks are multiples of 64 both ways. ``--attention triton``.
 
-#: Query and key block sizes of the forward and of the backward kernels, and their warps.
+#: Query and key block sizes of the forward and of the backward kernels, and (forward, backward) warps.
 ATTENTION_FORWARD_BLOCKS = (128, 64)
 ATTENTION_BACKWARD_BLOCKS = (64, 64)
-ATTENTION_WARPS = 4
+ATTENTION_WARPS = (4, 4)
 #: Sequences up to this long take one backward kernel (:func:`_attention_bwd_whole`), with these warps; the
 #: kernels are ``--attention auto``'s choice there (PyTorch's, cuDNN's on Hopper, beyond).
 ATTENTION_WHOLE_SEQ = 128
@@ -637,16 +641,36 @@ _LOG2E = 1.4426950408889634
 if triton is not None:
 
     @triton.jit
-    def _attention_keep(  # noqa: PLR0917 - a Triton function's arguments are positional
-        seed, bh, rows, cols0, S, threshold, BLOCK_N: tl.constexpr, ROUNDS: tl.constexpr
+    def _attention_words(  # noqa: PLR0917 - a Triton function's arguments are positional
+        bh, row0, col0, T: tl.constexpr, ROWS: tl.constexpr, COLS: tl.constexpr
     ):  # pragma: no cover - runs on a GPU, or in Triton's interpreter
-        """Which probabilities of ``rows``, columns ``cols0`` on (``BLOCK_N``), of head ``bh`` stay: bytes."""
-        calls = (bh * S + rows)[:, None].to(tl.int64) * (S // 8)
-        calls += (cols0 // 8 + tl.arange(0, BLOCK_N // 8))[None, :]
+        """(the words of the tiles of rows ``row0``.. and columns ``col0``.. of head ``bh``; which exist).
+
+        Shaped ``[COLS // 64, ROWS // 64, 128]``: a block's tiles, each tile's 128 words.
+        """
+        ct = col0 // 64 + tl.arange(0, COLS // 64)
+        rt = row0 // 64 + tl.arange(0, ROWS // 64)
+        tiles = (bh.to(tl.int64) * T + ct[:, None]) * T + rt[None, :]
+        return tiles[:, :, None] * 128 + tl.arange(0, 128)[None, None, :], (rt < T)[None, :, None]
+
+    @triton.jit
+    def _attention_draw(
+        seed, words, threshold, ROUNDS: tl.constexpr
+    ):  # pragma: no cover - GPU or interpreter
+        """The kept bits of ``words``: byte c of word g is Philox call 4g + c's eight decisions."""
+        word = _attention_kept_byte(seed, words * 4, threshold, ROUNDS)
+        for c in tl.static_range(1, 4):
+            word |= _attention_kept_byte(seed, words * 4 + c, threshold, ROUNDS) << (8 * c)
+        return word
+
+    @triton.jit
+    def _attention_kept_byte(
+        seed, calls, threshold, ROUNDS: tl.constexpr
+    ):  # pragma: no cover - GPU or interpreter
+        """Eight decisions of each Philox call: bits 2i and 2i + 1 from number i's low and high halves."""
         r0, r1, r2, r3 = tl.randint4x(seed, calls, ROUNDS)
         bits = _attention_kept_pair(r0, threshold) | (_attention_kept_pair(r1, threshold) << 2)
-        bits |= (_attention_kept_pair(r2, threshold) << 4) | (_attention_kept_pair(r3, threshold) << 6)
-        return bits.to(tl.uint8)
+        return bits | (_attention_kept_pair(r2, threshold) << 4) | (_attention_kept_pair(r3, threshold) << 6)
 
     @triton.jit
     def _attention_kept_pair(r, threshold):  # pragma: no cover - runs on a GPU, or in Triton's interpreter
@@ -655,23 +679,21 @@ if triton is not None:
         return low | (((r >> 16).to(tl.int32) >= threshold).to(tl.int32) << 1)
 
     @triton.jit
-    def _attention_kept_at(  # noqa: PLR0917 - a Triton function's arguments are positional
-        KEPT, bh, rows, cols0, S, BLOCK_N: tl.constexpr
-    ):  # pragma: no cover - runs on a GPU, or in Triton's interpreter
-        """(where the bytes of ``rows``, columns ``cols0`` on, of head ``bh`` lie; which of them exist)."""
-        bytes_ = cols0 // 8 + tl.arange(0, BLOCK_N // 8)
-        at = KEPT + (bh * S + rows)[:, None].to(tl.int64) * (S // 8) + bytes_[None, :]
-        return at, (rows[:, None] < S) & (bytes_[None, :] < S // 8)
+    def _attention_unpack(
+        words, ROWS: tl.constexpr, COLS: tl.constexpr
+    ):  # pragma: no cover - GPU or interpreter
+        """A block's kept probabilities (``[ROWS, COLS]``) from its tiles' words (:func:`_attention_words`).
 
-    @triton.jit
-    def _attention_unpack(bits, BLOCK_N: tl.constexpr):  # pragma: no cover - GPU or interpreter
-        """The kept probabilities of a block from its bytes: bit e of each is number e of :func:`_keep`."""
-        b = bits.to(tl.int32)
-        v = tl.join(
-            tl.join(tl.join(b & 1, b & 2), tl.join(b & 4, b & 8)),
-            tl.join(tl.join(b & 16, b & 32), tl.join(b & 64, b & 128)),
-        )
-        return tl.reshape(v != 0, (bits.shape[0], BLOCK_N))
+        Bit b + 2j + 16h of word 32w + l is row 16w + 8h + l // 4, column 8j + 2 (l % 4) + b of its tile.
+        """
+        e = tl.reshape(words, (COLS // 64, ROWS // 64, 4, 8, 4))  # tile column, tile row, w, l // 4, l % 4
+        e = tl.join(e, e >> 1)  # b
+        e = tl.join(e, e >> 2)  # the three bits of j
+        e = tl.join(e, e >> 4)
+        e = tl.join(e, e >> 8)
+        e = tl.join(e, e >> 16)  # h
+        e = tl.permute(e, (1, 2, 9, 3, 0, 8, 7, 6, 4, 5))
+        return tl.reshape(e & 1, (ROWS, COLS)) != 0
 
     @triton.jit
     def _attention_fwd(  # noqa: PLR0917 - a kernel's arguments are positional
@@ -692,6 +714,7 @@ if triton is not None:
         ROUNDS: tl.constexpr,
     ):  # pragma: no cover - runs on a GPU, or in Triton's interpreter (tests/unit/fused_norm_cases.py)
         hidden: tl.constexpr = HEADS * D
+        T: tl.constexpr = (S + 63) // 64
         bh = tl.program_id(1)
         n, h = bh // HEADS, bh % HEADS
         rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -706,20 +729,21 @@ if triton is not None:
             cols = start + tl.arange(0, BLOCK_N)
             at = cols[:, None] * 3 * hidden + dims[None, :]
             if DROPOUT:  # drawn before the scores, so Philox's registers are free again for them
-                bits = _attention_keep(seed, bh, rows, start, S, threshold, BLOCK_N, ROUNDS)
-                kept_at, kept_exists = _attention_kept_at(KEPT, bh, rows, start, S, BLOCK_N)
-                tl.store(kept_at, bits, mask=kept_exists)
+                words, exist = _attention_words(bh, tl.program_id(0) * BLOCK_M, start, T, BLOCK_M, BLOCK_N)
+                kept = _attention_draw(seed, words, threshold, ROUNDS)
+                tl.store(KEPT + words, kept, mask=exist)
             k = tl.load(base + hidden + at, mask=cols[:, None] < S, other=0.0)
             v = tl.load(base + 2 * hidden + at, mask=cols[:, None] < S, other=0.0)
             qk = tl.dot(q, tl.trans(k)) * qk_scale
-            qk = tl.where(cols[None, :] < S, qk, float("-inf"))
+            if S % BLOCK_N:  # a partial last block of keys
+                qk = tl.where(cols[None, :] < S, qk, float("-inf"))
             m_new = tl.maximum(m_i, tl.max(qk, 1))
             p = tl.math.exp2(qk - m_new[:, None])
             alpha = tl.math.exp2(m_i - m_new)
             l_i = l_i * alpha + tl.sum(p, 1)
             p = p.to(v.dtype)
             if DROPOUT:
-                p = tl.where(_attention_unpack(bits, BLOCK_N), p, 0.0)
+                p = tl.where(_attention_unpack(kept, BLOCK_M, BLOCK_N), p, 0.0)
             acc = acc * alpha[:, None] + tl.dot(p, v)
             m_i = m_new
         out = acc * (drop_scale / l_i)[:, None]
@@ -728,18 +752,11 @@ if triton is not None:
         tl.store(LSE + bh.to(tl.int64) * S + rows, m_i + tl.math.log2(l_i), mask=rows < S)
 
     @triton.jit
-    def _attention_bwd_delta(  # noqa: PLR0917 - a kernel's arguments are positional
-        OUT, DO, DELTA, S: tl.constexpr, HEADS: tl.constexpr, D: tl.constexpr, BLOCK_M: tl.constexpr
+    def _attention_delta(
+        OUT, o_at, inside, do
     ):  # pragma: no cover - runs on a GPU, or in Triton's interpreter
         """Each row's sum of dO * O: the probabilities' gradient's share that softmax's backward subtracts."""
-        hidden: tl.constexpr = HEADS * D
-        bh = tl.program_id(1)
-        n, h = bh // HEADS, bh % HEADS
-        rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-        at = n.to(tl.int64) * S * hidden + h * D + rows[:, None] * hidden + tl.arange(0, D)[None, :]
-        o = tl.load(OUT + at, mask=rows[:, None] < S, other=0.0).to(tl.float32)
-        do = tl.load(DO + at, mask=rows[:, None] < S, other=0.0).to(tl.float32)
-        tl.store(DELTA + bh.to(tl.int64) * S + rows, tl.sum(o * do, 1), mask=rows < S)
+        return tl.sum(tl.load(OUT + o_at, mask=inside, other=0.0).to(tl.float32) * do.to(tl.float32), 1)
 
     @triton.jit
     def _attention_keys(  # noqa: PLR0917 - a Triton function's arguments are positional
@@ -753,16 +770,15 @@ if triton is not None:
 
     @triton.jit
     def _attention_queries(  # noqa: PLR0917 - a Triton function's arguments are positional
-        QKV, DO, LSE, DELTA, bh, base, o_base, rows, S, HIDDEN: tl.constexpr, D: tl.constexpr
+        QKV, DO, LSE, bh, base, o_base, rows, S, HIDDEN: tl.constexpr, D: tl.constexpr
     ):  # pragma: no cover - runs on a GPU, or in Triton's interpreter
-        """The queries of ``rows`` (zero past ``S``), their output's gradient, log-sum-exp and dO * O sum."""
+        """The queries of ``rows`` (zero past ``S``), their output's gradient and log-sum-exp."""
         dims = tl.arange(0, D)
         inside = rows[:, None] < S
         q = tl.load(QKV + base + rows[:, None] * 3 * HIDDEN + dims[None, :], mask=inside, other=0.0)
         do = tl.load(DO + o_base + rows[:, None] * HIDDEN + dims[None, :], mask=inside, other=0.0)
         lse = tl.load(LSE + bh.to(tl.int64) * S + rows, mask=rows < S, other=0.0)
-        delta = tl.load(DELTA + bh.to(tl.int64) * S + rows, mask=rows < S, other=0.0)
-        return q, do, lse, delta
+        return q, do, lse
 
     @triton.jit
     def _attention_bwd_scores(  # noqa: PLR0917 - the two backward kernels' shared step
@@ -773,24 +789,27 @@ if triton is not None:
         lse,
         delta,
         rows,
+        row0,
         cols0,
         bh,
         KEPT,
-        S,
+        S: tl.constexpr,
         drop_scale,
         qk_scale,
+        BLOCK_M: tl.constexpr,
         BLOCK_N: tl.constexpr,
         DROPOUT: tl.constexpr,
     ):  # pragma: no cover - runs on a GPU, or in Triton's interpreter
         """(the kept probabilities, scaled; the scores' gradient) of one block of queries by one of keys."""
         cols = cols0 + tl.arange(0, BLOCK_N)
         qk = tl.dot(q, tl.trans(k)) * qk_scale
-        live = (rows[:, None] < S) & (cols[None, :] < S)
-        p = tl.where(live, tl.math.exp2(qk - lse[:, None]), 0.0)
+        p = tl.math.exp2(qk - lse[:, None])
+        if S % BLOCK_M or S % BLOCK_N:  # a partial last block
+            p = tl.where((rows[:, None] < S) & (cols[None, :] < S), p, 0.0)
         dp = tl.dot(do, tl.trans(v))
         if DROPOUT:
-            kept_at, kept_exists = _attention_kept_at(KEPT, bh, rows, cols0, S, BLOCK_N)
-            keep = _attention_unpack(tl.load(kept_at, mask=kept_exists, other=0), BLOCK_N)
+            words, exist = _attention_words(bh, row0, cols0, (S + 63) // 64, BLOCK_M, BLOCK_N)
+            keep = _attention_unpack(tl.load(KEPT + words, mask=exist, other=0), BLOCK_M, BLOCK_N)
             kept = tl.where(keep, p * drop_scale, 0.0)
             dp = tl.where(keep, dp * drop_scale, 0.0)
         else:
@@ -800,6 +819,7 @@ if triton is not None:
     @triton.jit
     def _attention_bwd(  # noqa: PLR0917 - a kernel's arguments are positional
         QKV,
+        OUT,
         DO,
         LSE,
         DELTA,
@@ -819,8 +839,10 @@ if triton is not None:
     ):  # pragma: no cover - runs on a GPU, or in Triton's interpreter
         """The gradients of a block of keys and values, walking the queries; or (``FOR_QUERIES``) of queries.
 
-        Either sums its block's rows into the projection's bias's gradient (rows past S are zero), one row
-        of partial sums per block.
+        The queries' kernel runs first and stores each of its rows' sum of dO * O (the share of the
+        probabilities' gradient that softmax's backward subtracts), which the keys' kernel reads. Either sums
+        its block's rows into the projection's bias's gradient (rows past S are zero), one row of partial sums
+        per block.
         """
         hidden: tl.constexpr = HEADS * D
         bh = tl.program_id(1)
@@ -831,7 +853,11 @@ if triton is not None:
         db = DB + (n.to(tl.int64) * tl.num_programs(0) + tl.program_id(0)) * 3 * hidden + h * D + dims
         if FOR_QUERIES:
             rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-            q, do, lse, delta = _attention_queries(QKV, DO, LSE, DELTA, bh, base, o_base, rows, S, hidden, D)
+            q, do, lse = _attention_queries(QKV, DO, LSE, bh, base, o_base, rows, S, hidden, D)
+            delta = _attention_delta(
+                OUT, o_base + rows[:, None] * hidden + dims[None, :], rows[:, None] < S, do
+            )
+            tl.store(DELTA + bh.to(tl.int64) * S + rows, delta, mask=rows < S)
             dq = tl.zeros((BLOCK_M, D), tl.float32)
             for start in range(0, S, BLOCK_N):
                 k, v = _attention_keys(QKV, base, start + tl.arange(0, BLOCK_N), S, hidden, D)
@@ -843,12 +869,14 @@ if triton is not None:
                     lse,
                     delta,
                     rows,
+                    tl.program_id(0) * BLOCK_M,
                     start,
                     bh,
                     KEPT,
                     S,
                     drop_scale,
                     qk_scale,
+                    BLOCK_M,
                     BLOCK_N,
                     DROPOUT,
                 )
@@ -864,9 +892,8 @@ if triton is not None:
             dv = tl.zeros((BLOCK_N, D), tl.float32)
             for start in range(0, S, BLOCK_M):
                 rows = start + tl.arange(0, BLOCK_M)
-                q, do, lse, delta = _attention_queries(
-                    QKV, DO, LSE, DELTA, bh, base, o_base, rows, S, hidden, D
-                )
+                q, do, lse = _attention_queries(QKV, DO, LSE, bh, base, o_base, rows, S, hidden, D)
+                delta = tl.load(DELTA + bh.to(tl.int64) * S + rows, mask=rows < S, other=0.0)
                 kept, ds = _attention_bwd_scores(
                     q,
                     k,
@@ -875,12 +902,14 @@ if triton is not None:
                     lse,
                     delta,
                     rows,
+                    start,
                     tl.program_id(0) * BLOCK_N,
                     bh,
                     KEPT,
                     S,
                     drop_scale,
                     qk_scale,
+                    BLOCK_M,
                     BLOCK_N,
                     DROPOUT,
                 )
@@ -929,10 +958,10 @@ if triton is not None:
         q = tl.load(QKV + at, mask=inside, other=0.0)
         k, v = _attention_keys(QKV, base, rows, S, hidden, D)
         do = tl.load(DO + o_at, mask=inside, other=0.0)
-        delta = tl.sum(tl.load(OUT + o_at, mask=inside, other=0.0).to(tl.float32) * do.to(tl.float32), 1)
+        delta = _attention_delta(OUT, o_at, inside, do)
         lse = tl.load(LSE + bh.to(tl.int64) * S + rows, mask=rows < S, other=0.0)
         kept, ds = _attention_bwd_scores(
-            q, k, v, do, lse, delta, rows, 0, bh, KEPT, S, drop_scale, qk_scale, BLOCK, DROPOUT
+            q, k, v, do, lse, delta, rows, 0, 0, bh, KEPT, S, drop_scale, qk_scale, BLOCK, BLOCK, DROPOUT
         )
         dq = (tl.dot(ds.to(k.dtype), k) * sm_scale).to(DQKV.dtype.element_ty)
         dk = (tl.dot(tl.trans(ds.to(q.dtype)), q) * sm_scale).to(DQKV.dtype.element_ty)
@@ -958,9 +987,9 @@ def _attention(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(attention output [batch, seq, hidden], each row's log-sum-exp (base 2), the kept probabilities)``.
 
-    See above; the kept probabilities are bits, eight a byte (``[batch * heads, seq, seq / 8]`` uint8; empty
-    at ``p`` 0), so the backward reads them rather than drawing them twice more. ``bias`` is the
-    projection's (already in ``qkv``): not read, its gradient is the backward's.
+    See above; the kept probabilities are bits, 32 a word (``[batch * heads, tiles * tiles * 128]`` int32 for
+    ``tiles`` of 64 a side; empty at ``p`` 0), so the backward reads them rather than drawing them twice
+    more. ``bias`` is the projection's (already in ``qkv``): not read, its gradient is the backward's.
     """
     batch, seq, hidden, d = _attention_shape(qkv, heads)
     qkv = qkv.contiguous()
@@ -984,7 +1013,7 @@ def _attention(
         BLOCK_N=block_n,
         DROPOUT=p > 0,
         ROUNDS=DROPOUT_ROUNDS,
-        num_warps=ATTENTION_WARPS,
+        num_warps=ATTENTION_WARPS[0],
     )
     return out, lse, kept
 
@@ -992,8 +1021,9 @@ def _attention(
 def _attention_kept_bits(qkv: torch.Tensor, heads: int, p: float) -> torch.Tensor:
     """Room for :func:`_attention`'s kept probabilities, a bit each (none without dropout)."""
     batch, seq, _, _ = _attention_shape(qkv, heads)
-    shape = (batch * heads, seq, seq // 8) if p > 0 else (0,)
-    return torch.empty(shape, device=qkv.device, dtype=torch.uint8)
+    tiles = -(-seq // 64)
+    shape = (batch * heads, tiles * tiles * 128) if p > 0 else (0,)
+    return torch.empty(shape, device=qkv.device, dtype=torch.int32)
 
 
 @_attention.register_fake
@@ -1035,7 +1065,7 @@ def _attention_backward(  # noqa: PLR0917 - the op's schema is positional
             d**-0.5,
             HEADS=heads,
             D=d,
-            BLOCK=max(16, triton.next_power_of_2(seq)),
+            BLOCK=max(64, triton.next_power_of_2(seq)),
             DROPOUT=p > 0,
             num_warps=ATTENTION_WHOLE_WARPS,
         )
@@ -1045,11 +1075,9 @@ def _attention_backward(  # noqa: PLR0917 - the op's schema is positional
     # the bias's gradient summed per block of rows by both kernels, then over blocks
     blocks = max(triton.cdiv(seq, block_m), triton.cdiv(seq, block_n))
     db = torch.zeros(batch * blocks, qkv.size(-1), device=qkv.device, dtype=torch.float32)
-    _attention_bwd_delta[(triton.cdiv(seq, block_m), batch * heads)](
-        out, dout, delta, seq, HEADS=heads, D=d, BLOCK_M=block_m, num_warps=ATTENTION_WARPS
-    )
     args = (
         qkv,
+        out,
         dout,
         lse,
         delta,
@@ -1062,9 +1090,9 @@ def _attention_backward(  # noqa: PLR0917 - the op's schema is positional
         d**-0.5,
     )
     shape = {"HEADS": heads, "D": d, "BLOCK_M": block_m, "BLOCK_N": block_n, "DROPOUT": p > 0}
-    for for_queries, block in ((False, block_n), (True, block_m)):
+    for for_queries, block in ((True, block_m), (False, block_n)):  # the queries' first: they sum dO * O
         _attention_bwd[(triton.cdiv(seq, block), batch * heads)](
-            *args, **shape, FOR_QUERIES=for_queries, num_warps=ATTENTION_WARPS
+            *args, **shape, FOR_QUERIES=for_queries, num_warps=ATTENTION_WARPS[1]
         )
     return dqkv, db.sum(0)
 

@@ -330,26 +330,41 @@ def test_the_adamw_kernel_steps_as_torchs_adamw(monkeypatch):
         )
 
 
-ATTENTION = {"batch": 2, "seq": 40, "heads": 2}  # 40 rows and keys: blocks of 16 with a partial last one
+ATTENTION = {"batch": 2, "heads": 2}
+#: 72 rows and keys: blocks of 64 with a partial last one; 128: whole blocks, compiled without those masks
+ATTENTION_SEQS = [72, 128]
 
 
 @pytest.fixture(params=["two backward kernels", "one backward kernel"])
 def attention_blocks(monkeypatch, request):
-    monkeypatch.setattr(compact, "ATTENTION_FORWARD_BLOCKS", (16, 16))
-    monkeypatch.setattr(compact, "ATTENTION_BACKWARD_BLOCKS", (16, 16))
-    whole = request.param == "one backward kernel"  # every query and key of a head in one block (64)
-    monkeypatch.setattr(compact, "ATTENTION_WHOLE_SEQ", ATTENTION["seq"] if whole else 0)
+    whole = request.param == "one backward kernel"  # every query and key of a head in one block (128)
+    monkeypatch.setattr(compact, "ATTENTION_FORWARD_BLOCKS", (64, 64) if whole else (128, 64))
+    monkeypatch.setattr(compact, "ATTENTION_BACKWARD_BLOCKS", (64, 64))
+    monkeypatch.setattr(compact, "ATTENTION_WHOLE_SEQ", max(ATTENTION_SEQS) if whole else 0)
 
 
-def _attention_kept(seed: torch.Tensor, p: float) -> torch.Tensor:
+def _attention_kept(seed: torch.Tensor, p: float, s: int) -> torch.Tensor:
     """The kernel's own mask ([batch * heads, seq, seq]): zero queries and keys make every probability 1 / seq,
-    and each key's value a one-hot of its position (head size 64 >= seq), so output (i, j) is keep(i, j) / seq
+    and each key's value a one-hot of its position (head size 128 >= seq), so output (i, j) is keep(i, j) / seq
     times the dropout's scale."""
-    n, s, heads = ATTENTION["batch"], ATTENTION["seq"], ATTENTION["heads"]
-    qkv = torch.zeros(n, s, 3, heads, 64)
+    n, heads = ATTENTION["batch"], ATTENTION["heads"]
+    qkv = torch.zeros(n, s, 3, heads, 128)
     qkv[:, :, 2, :, :s] = torch.eye(s)[None, :, None, :]
-    out = torch.ops.rollcall.attention(qkv.reshape(n, s, -1), torch.zeros(3 * heads * 64), seed, p, heads)[0]
-    return out.view(n, s, heads, 64)[..., :s].permute(0, 2, 1, 3).reshape(n * heads, s, s) > 0
+    out = torch.ops.rollcall.attention(qkv.reshape(n, s, -1), torch.zeros(3 * heads * 128), seed, p, heads)[0]
+    return out.view(n, s, heads, 128)[..., :s].permute(0, 2, 1, 3).reshape(n * heads, s, s) > 0
+
+
+def _unpacked_words(words: torch.Tensor, s: int) -> torch.Tensor:
+    """The mask in the kernels' words ([batch * heads, tiles * tiles * 128] int32) as [batch * heads, s, s].
+
+    Tile (column c, row r) of a head is words (c * tiles + r) * 128 on; bit b + 2j + 16h of its word 32w + l
+    is row 16w + 8h + l // 4, column 8j + 2 (l % 4) + b of the tile.
+    """
+    heads, tiles = words.size(0), math.isqrt(words.size(1) // 128)
+    bits = (words.view(heads, tiles, tiles, 4, 8, 4, 1) >> torch.arange(32)) & 1
+    bits = bits.view(heads, tiles, tiles, 4, 8, 4, 2, 8, 2)  # c, r, w, l // 4, l % 4, h, j, b
+    rows_then_columns = bits.permute(0, 2, 3, 6, 4, 1, 7, 5, 8).reshape(heads, tiles * 64, tiles * 64)
+    return rows_then_columns[:, :s, :s].bool()
 
 
 def _reference_attention(qkv: torch.Tensor, heads: int, kept: torch.Tensor | None, p: float) -> torch.Tensor:
@@ -361,25 +376,23 @@ def _reference_attention(qkv: torch.Tensor, heads: int, kept: torch.Tensor | Non
     return (probs @ v).transpose(1, 2).reshape(n, s, three_hidden // 3)
 
 
+@pytest.mark.parametrize("s", ATTENTION_SEQS)
 @pytest.mark.parametrize("p", [0.0, 0.3])
-def test_the_attention_kernels_match_pytorch(attention_blocks, p):
+def test_the_attention_kernels_match_pytorch(attention_blocks, p, s):
     """Forward and every gradient of the Triton attention against PyTorch's ops with the same dropout mask."""
-    n, s, heads = ATTENTION["batch"], ATTENTION["seq"], ATTENTION["heads"]
+    n, heads = ATTENTION["batch"], ATTENTION["heads"]
     g = torch.Generator().manual_seed(3)
     qkv = torch.randn(n, s, 3 * heads * 16, generator=g).requires_grad_()
     bias = torch.zeros(3 * heads * 16, requires_grad=True)  # already in qkv: only its gradient is summed
     grad = torch.randn(n, s, heads * 16, generator=g)
     seed = _seed(1234)
-    kept = _attention_kept(seed, p) if p else None
+    kept = _attention_kept(seed, p, s) if p else None
     if kept is not None:  # the drop rate, and masks that differ between heads and rows
         assert abs(1 - kept.float().mean().item() - p) < 0.03
         assert not torch.equal(kept[0], kept[1]) and not torch.equal(kept[0, 0], kept[0, 1])
     out, _, bits = torch.ops.rollcall.attention(qkv, bias, seed, p, heads)
-    if kept is not None:  # the bits the backward reads are the forward's mask: bit e of byte j // 8 for
-        # number e of _keep's order, which puts number e at position e's three bits reversed
-        order = torch.tensor([0, 4, 2, 6, 1, 5, 3, 7])
-        packed = (kept.view(n * heads, s, s // 8, 8)[..., order].int() << torch.arange(8)).sum(-1)
-        assert torch.equal(bits.int(), packed)
+    if kept is not None:  # the bits the backward reads are the forward's mask
+        assert bits.dtype == torch.int32 and torch.equal(_unpacked_words(bits, s), kept)
     else:
         assert bits.numel() == 0
     out.backward(grad)

@@ -26,9 +26,9 @@ ATTENTION = {"S": 512, "HEADS": 16, "D": 64, "DROPOUT": True, "ROUNDS": compact.
 SCALARS = {"threshold": "i32", "drop_scale": "fp32", "qk_scale": "fp32"}
 BACKWARD_SCALARS = {"drop_scale": "fp32", "qk_scale": "fp32", "sm_scale": "fp32"}
 BACKWARD = {
-    **dict.fromkeys(("QKV", "DO", "DQKV"), "*bf16"),
+    **dict.fromkeys(("QKV", "OUT", "DO", "DQKV"), "*bf16"),
     **dict.fromkeys(("LSE", "DELTA", "DB"), "*fp32"),
-    "KEPT": "*u8",
+    "KEPT": "*i32",
     "S": "constexpr",
     **BACKWARD_SCALARS,
     **dict.fromkeys(("HEADS", "D", "BLOCK_M", "BLOCK_N", "DROPOUT", "FOR_QUERIES"), "constexpr"),
@@ -37,7 +37,7 @@ BACKWARD = {
 WHOLE = {
     **dict.fromkeys(("QKV", "OUT", "DO", "DQKV"), "*bf16"),
     **dict.fromkeys(("LSE", "DB"), "*fp32"),
-    "KEPT": "*u8",
+    "KEPT": "*i32",
     "S": "constexpr",
     **BACKWARD_SCALARS,
     **dict.fromkeys(("HEADS", "D", "BLOCK", "DROPOUT"), "constexpr"),
@@ -48,9 +48,9 @@ def _kernels() -> dict[str, tuple[object, dict[str, str], dict[str, object], int
     """name: (kernel, signature, constexprs, warps) at the default launch shapes."""
     fwd_m, fwd_n = compact.ATTENTION_FORWARD_BLOCKS
     bwd_m, bwd_n = compact.ATTENTION_BACKWARD_BLOCKS
-    warps = compact.ATTENTION_WARPS
+    fwd_warps, bwd_warps = compact.ATTENTION_WARPS
     forward = {
-        "QKV": "*bf16", "OUT": "*bf16", "LSE": "*fp32", "KEPT": "*u8", "SEED": "*i64", "S": "constexpr", **SCALARS,
+        "QKV": "*bf16", "OUT": "*bf16", "LSE": "*fp32", "KEPT": "*i32", "SEED": "*i64", "S": "constexpr", **SCALARS,
         **dict.fromkeys(("HEADS", "D", "BLOCK_M", "BLOCK_N", "DROPOUT", "ROUNDS"), "constexpr"),
     }  # fmt: skip
     adamw = {
@@ -67,9 +67,9 @@ def _kernels() -> dict[str, tuple[object, dict[str, str], dict[str, object], int
     whole = {**backward, "S": compact.ATTENTION_WHOLE_SEQ, "BLOCK": compact.ATTENTION_WHOLE_SEQ}
     del whole["BLOCK_M"], whole["BLOCK_N"]
     return {
-        "attention forward": (compact._attention_fwd, forward, {**ATTENTION, "BLOCK_M": fwd_m, "BLOCK_N": fwd_n}, warps),
-        "attention backward, keys": (compact._attention_bwd, BACKWARD, {**backward, "FOR_QUERIES": False}, warps),
-        "attention backward, queries": (compact._attention_bwd, BACKWARD, {**backward, "FOR_QUERIES": True}, warps),
+        "attention forward": (compact._attention_fwd, forward, {**ATTENTION, "BLOCK_M": fwd_m, "BLOCK_N": fwd_n}, fwd_warps),
+        "attention backward, keys": (compact._attention_bwd, BACKWARD, {**backward, "FOR_QUERIES": False}, bwd_warps),
+        "attention backward, queries": (compact._attention_bwd, BACKWARD, {**backward, "FOR_QUERIES": True}, bwd_warps),
         "attention backward, one block": (compact._attention_bwd_whole, WHOLE, whole, compact.ATTENTION_WHOLE_WARPS),
         "master AdamW": (compact._master_adamw, adamw, {"BLOCK": compact.ADAMW_BLOCK}, compact.ADAMW_WARPS),
     }  # fmt: skip

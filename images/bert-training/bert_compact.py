@@ -43,7 +43,7 @@ PAD_ID = 0  # BertConfig.pad_token_id: that embedding row starts at zero and get
 INIT_STD = 0.02  # BertConfig.initializer_range
 #: ``attention=`` names: which fused attention kernel ``scaled_dot_product_attention`` may use.
 ATTENTION_BACKENDS: dict[str, SDPBackend | None] = {
-    "auto": None,  # Triton's kernels to ATTENTION_WHOLE_SEQ in bf16/fp16 where they run, else PyTorch's
+    "auto": None,  # Triton's kernels in bf16/fp16 where they run, else PyTorch's
     "flash": SDPBackend.FLASH_ATTENTION,
     "cudnn": SDPBackend.CUDNN_ATTENTION,
     "efficient": SDPBackend.EFFICIENT_ATTENTION,
@@ -632,8 +632,9 @@ def bias_gelu(h: torch.Tensor, bias: torch.Tensor, *, fused: bool) -> torch.Tens
 ATTENTION_FORWARD_BLOCKS = (128, 64)
 ATTENTION_BACKWARD_BLOCKS = (64, 64)
 ATTENTION_WARPS = (4, 4)
-#: Sequences up to this long take one backward kernel (:func:`_attention_bwd_whole`), with these warps; the
-#: kernels are ``--attention auto``'s choice there (PyTorch's, cuDNN's on Hopper, beyond).
+#: Sequences up to this long take one backward kernel (:func:`_attention_bwd_whole`), with these warps. The
+#: kernels are ``--attention auto``'s choice in bf16 and fp16: faster than cuDNN's in the step at seq 128 and
+#: 512 on an H200 (bench/NOTES.md).
 ATTENTION_WHOLE_SEQ = 128
 ATTENTION_WHOLE_WARPS = 8
 _LOG2E = 1.4426950408889634
@@ -1413,7 +1414,7 @@ class EncoderLayer(nn.Module):
         triton_kernels = (
             self.attention in {"triton", "auto"}
             and triton_attention_available(x.device, s, h // self.heads)
-            and (self.attention == "triton" or (s <= ATTENTION_WHOLE_SEQ and _half_precision(x)))
+            and (self.attention == "triton" or _half_precision(x))
         )
         # with the Triton attention its backward sums the projection's bias's gradient, not the projection
         bias = self.qkv.bias.detach() if triton_kernels else self.qkv.bias

@@ -631,7 +631,7 @@ def bias_gelu(h: torch.Tensor, bias: torch.Tensor, *, fused: bool) -> torch.Tens
 #: Query and key block sizes of the forward and of the backward kernels, and (forward, backward) warps.
 ATTENTION_FORWARD_BLOCKS = (128, 64)
 ATTENTION_BACKWARD_BLOCKS = (64, 64)
-ATTENTION_WARPS = (4, 4)
+ATTENTION_WARPS = (8, 4)
 #: Sequences up to this long take one backward kernel (:func:`_attention_bwd_whole`), with these warps. The
 #: kernels are ``--attention auto``'s choice in bf16 and fp16: faster than cuDNN's in the step at seq 128 and
 #: 512 on an H200 (bench/NOTES.md).

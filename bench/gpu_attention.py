@@ -4,8 +4,9 @@ Usage (on a GPU machine): python bench/gpu_attention.py [--seq-len 128] [--batch
 q, k and v are views of one [batch, seq, 3, heads, 64] bf16 tensor, as the compact model's fused
 projection makes them; times are CUDA-event medians of 20 runs after 5, times 24 layers for a step's share.
 ``triton`` is bert_compact.py's kernels (``--attention triton``), which take that tensor as it is; at
-dropout 0 its output and gradient are compared with cuDNN's. The forward's share is timed in the same runs. ``--sweep`` also times the Triton kernels at
-other block sizes and warps, and with the two backward kernels where one would do.
+dropout 0 its output and gradient are compared with cuDNN's. The forward's share is timed in the same
+runs. ``--sweep`` also times the Triton kernels at other block sizes and warps, and with the two backward
+kernels where one would do.
 """
 
 import argparse
@@ -41,9 +42,8 @@ def main() -> None:
         ("efficient", SDPBackend.EFFICIENT_ATTENTION, None),
         ("triton", None, None),
     ]
-    if (
-        args.sweep
-    ):  # (forward blocks, backward blocks, (forward, backward) warps, longest one-kernel backward)
+    if args.sweep:
+        # (forward blocks, backward blocks, (forward, backward) warps, longest one-kernel backward)
         backends += [
             (f"triton {shape}", None, shape)
             for shape in (

@@ -643,12 +643,13 @@ if triton is not None:
 
     @triton.jit
     def _attention_words(  # noqa: PLR0917 - a Triton function's arguments are positional
-        bh, row0, col0, T: tl.constexpr, ROWS: tl.constexpr, COLS: tl.constexpr
+        bh, row0, col0, S: tl.constexpr, ROWS: tl.constexpr, COLS: tl.constexpr
     ):  # pragma: no cover - runs on a GPU, or in Triton's interpreter
         """(the words of the tiles of rows ``row0``.. and columns ``col0``.. of head ``bh``; which exist).
 
         Shaped ``[COLS // 64, ROWS // 64, 128]``: a block's tiles, each tile's 128 words.
         """
+        T: tl.constexpr = (S + 63) // 64  # tiles a side
         ct = col0 // 64 + tl.arange(0, COLS // 64)
         rt = row0 // 64 + tl.arange(0, ROWS // 64)
         tiles = (bh.to(tl.int64) * T + ct[:, None]) * T + rt[None, :]
@@ -715,7 +716,6 @@ if triton is not None:
         ROUNDS: tl.constexpr,
     ):  # pragma: no cover - runs on a GPU, or in Triton's interpreter (tests/unit/fused_norm_cases.py)
         hidden: tl.constexpr = HEADS * D
-        T: tl.constexpr = (S + 63) // 64
         bh = tl.program_id(1)
         n, h = bh // HEADS, bh % HEADS
         rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -730,7 +730,7 @@ if triton is not None:
             cols = start + tl.arange(0, BLOCK_N)
             at = cols[:, None] * 3 * hidden + dims[None, :]
             if DROPOUT:  # drawn before the scores, so Philox's registers are free again for them
-                words, exist = _attention_words(bh, tl.program_id(0) * BLOCK_M, start, T, BLOCK_M, BLOCK_N)
+                words, exist = _attention_words(bh, tl.program_id(0) * BLOCK_M, start, S, BLOCK_M, BLOCK_N)
                 kept = _attention_draw(seed, words, threshold, ROUNDS)
                 tl.store(KEPT + words, kept, mask=exist)
             k = tl.load(base + hidden + at, mask=cols[:, None] < S, other=0.0)
@@ -809,7 +809,7 @@ if triton is not None:
             p = tl.where((rows[:, None] < S) & (cols[None, :] < S), p, 0.0)
         dp = tl.dot(do, tl.trans(v))
         if DROPOUT:
-            words, exist = _attention_words(bh, row0, cols0, (S + 63) // 64, BLOCK_M, BLOCK_N)
+            words, exist = _attention_words(bh, row0, cols0, S, BLOCK_M, BLOCK_N)
             keep = _attention_unpack(tl.load(KEPT + words, mask=exist, other=0), BLOCK_M, BLOCK_N)
             kept = tl.where(keep, p * drop_scale, 0.0)
             dp = tl.where(keep, dp * drop_scale, 0.0)

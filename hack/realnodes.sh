@@ -377,6 +377,7 @@ start_kubelet() { # DIR I
   name=$(cat "$dir/name")
   PATH=$NODE_BIN:$PATH nsenter --net="$(netns_path "$i")" setsid "$K8S_BIN/kubelet" --config "$dir/kubelet.yaml" \
     --kubeconfig "$dir/kubeconfig" --root-dir "$dir/kubelet" --hostname-override "$name" \
+    --cert-dir "$dir/kubelet/pki" \
     --node-ip "$(node_ip "$i")" \
     --node-labels "node.kubernetes.io/instance-type=$(cat "$dir/profile"),rollcall.test/node=real" \
     </dev/null >>"$dir/kubelet.log" 2>&1 &

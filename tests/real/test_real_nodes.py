@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -97,6 +99,23 @@ def test_every_rank_answers_from_two_real_nodes(make_suite, real_nodes, request)
     assert {nodes[0], nodes[1]} != {nodes[2], nodes[3]} and set(nodes.values()) == set(real_nodes), nodes
     logs = sorted(attempt.artifacts.glob("*.log"))
     assert len(logs) == 2 and all(b"ROLLCALL " in p.read_bytes() for p in logs)
+
+
+def test_each_kubelet_serves_a_certificate_of_its_own_from_its_own_directory(real_cluster, real_nodes):
+    """Two kubelets left at the default ``--cert-dir`` wrote the same host files at once, and one could start
+    with the other's key ("private key does not match public key") and never become Ready. Each node's
+    kubelet now keeps its self-signed serving pair under its node's state: the handshake with each one
+    verifies against that node's own file, and the certificate names that node."""
+    for i, name in enumerate(real_nodes):
+        node_dir = REPO_ROOT / ".cluster" / real_cluster.name / "real" / f"node-{i}"
+        pki = node_dir / "kubelet" / "pki" / "kubelet.crt"
+        assert pki.is_file(), f"{name}: no serving certificate at {pki}"
+        context = ssl.create_default_context(cafile=pki)
+        context.check_hostname = False  # verified against its own CA; the name is checked below
+        address = (f"10.250.0.{10 + i}", 10250)
+        with socket.create_connection(address, timeout=10) as raw, context.wrap_socket(raw) as tls:
+            subject = dict(pair[0] for pair in tls.getpeercert()["subject"])
+        assert subject["commonName"].split("@")[0] == name, (name, subject)
 
 
 def test_a_slowed_rank_is_named_by_its_compute_time_with_its_node_pod_and_machine(

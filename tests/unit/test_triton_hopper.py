@@ -75,8 +75,8 @@ def _kernels() -> dict[str, tuple[object, dict[str, str], dict[str, object], int
     }  # fmt: skip
 
 
-def _ptxas_report(name: str, tmp_path: Path) -> tuple[int, int]:
-    """(registers a thread, bytes spilled) of kernel ``name`` compiled for sm_90."""
+def compile_for_hopper(name: str, out_dir: Path) -> tuple[Path, str]:
+    """Kernel ``name`` compiled for sm_90 at its default launch shape: (its cubin, ptxas's ``-v`` report)."""
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
@@ -91,15 +91,21 @@ def _ptxas_report(name: str, tmp_path: Path) -> tuple[int, int]:
         target=GPUTarget("cuda", 90, 32),
         options={"num_warps": warps},
     )
-    ptx = tmp_path / "kernel.ptx"
+    ptx, cubin = out_dir / "kernel.ptx", out_dir / "kernel.cubin"
     ptx.write_text(kernel.asm["ptx"])
     report = subprocess.run(
-        [str(PTXAS), "-arch=sm_90a", "-v", str(ptx), "-o", str(tmp_path / "kernel.cubin")],
+        [str(PTXAS), "-arch=sm_90a", "-v", str(ptx), "-o", str(cubin)],
         capture_output=True,
         text=True,
         check=True,
         timeout=300,
     ).stderr
+    return cubin, report
+
+
+def _ptxas_report(name: str, tmp_path: Path) -> tuple[int, int]:
+    """(registers a thread, bytes spilled) of kernel ``name`` compiled for sm_90."""
+    _, report = compile_for_hopper(name, tmp_path)
     registers = re.search(r"Used (\d+) registers", report)
     spills = re.findall(r"(\d+) bytes spill (?:stores|loads)", report)
     assert registers and spills, report

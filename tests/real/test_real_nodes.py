@@ -112,7 +112,9 @@ def test_each_kubelet_serves_a_certificate_of_its_own_from_its_own_directory(rea
         assert pki.is_file(), f"{name}: no serving certificate at {pki}"
         context = ssl.create_default_context(cafile=pki)
         context.check_hostname = False  # verified against its own CA; the name is checked below
-        address = (f"10.250.0.{10 + i}", 10250)
+        status = real_cluster.get("node", name)["status"]
+        ip = next(a["address"] for a in status["addresses"] if a["type"] == "InternalIP")
+        address = (ip, status["daemonEndpoints"]["kubeletEndpoint"]["Port"])
         with socket.create_connection(address, timeout=10) as raw, context.wrap_socket(raw) as tls:
             subject = dict(pair[0] for pair in tls.getpeercert()["subject"])
         assert subject["commonName"].split("@")[0] == name, (name, subject)

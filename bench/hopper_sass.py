@@ -62,10 +62,9 @@ def main() -> None:
             sass = subprocess.run(
                 [str(CUOBJDUMP), "--dump-sass", str(cubin)], capture_output=True, text=True, check=True
             ).stdout
-        registers = re.search(r"Used (\d+) registers", report)
-        spilled = sum(int(s) for s in re.findall(r"(\d+) bytes spill (?:stores|loads)", report))
+        registers, spilled = hopper.ptxas_usage(report)
         code = [(int(a, 16), op) for a, op in INSTRUCTION.findall(sass)]
-        head = f"{name:<30} {registers.group(1) if registers else '?':>4} {spilled:>5} {len(code):>5}"
+        head = f"{name:<30} {registers:>4} {spilled:>5} {len(code):>5}"
         if not loops(sass):
             print(f"{head} {'no loop':>11}")
         for first, last in loops(sass):

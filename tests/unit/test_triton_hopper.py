@@ -103,13 +103,17 @@ def compile_for_hopper(name: str, out_dir: Path) -> tuple[Path, str]:
     return cubin, report
 
 
-def _ptxas_report(name: str, tmp_path: Path) -> tuple[int, int]:
-    """(registers a thread, bytes spilled) of kernel ``name`` compiled for sm_90."""
-    _, report = compile_for_hopper(name, tmp_path)
+def ptxas_usage(report: str) -> tuple[int, int]:
+    """(registers a thread, bytes spilled) from ptxas's ``-v`` report."""
     registers = re.search(r"Used (\d+) registers", report)
     spills = re.findall(r"(\d+) bytes spill (?:stores|loads)", report)
     assert registers and spills, report
     return int(registers.group(1)), sum(int(s) for s in spills)
+
+
+def _ptxas_report(name: str, tmp_path: Path) -> tuple[int, int]:
+    """(registers a thread, bytes spilled) of kernel ``name`` compiled for sm_90."""
+    return ptxas_usage(compile_for_hopper(name, tmp_path)[1])
 
 
 @pytest.mark.slow

@@ -78,6 +78,71 @@ def _scale(p: float) -> float:
 
 
 if triton is not None:
+    if _INTERPRETING:
+
+        @triton.jit
+        def _mul_wide_a(x):  # pragma: no cover - Triton's interpreter
+            """(high, low) 32 bits of ``x`` times Philox's first round multiplier (the interpreter's way)."""
+            return tl.math.umulhi(x, 0xD2511F53), x * 0xD2511F53
+
+        @triton.jit
+        def _mul_wide_b(x):  # pragma: no cover - Triton's interpreter
+            """(high, low) 32 bits of ``x`` times Philox's second round multiplier (the interpreter's way)."""
+            return tl.math.umulhi(x, 0xCD9E8D57), x * 0xCD9E8D57
+
+    else:
+
+        @triton.jit
+        def _mul_wide_a(x):  # pragma: no cover - runs on a GPU
+            """(high, low) 32 bits of ``x`` times Philox's first round multiplier: one 64-bit product."""
+            return tl.inline_asm_elementwise(
+                "{ .reg .b64 w; mul.wide.u32 w, $2, 0xD2511F53; mov.b64 {$1, $0}, w; }",
+                "=r,=r,r",
+                [x],
+                dtype=(tl.uint32, tl.uint32),
+                is_pure=True,
+                pack=1,
+            )
+
+        @triton.jit
+        def _mul_wide_b(x):  # pragma: no cover - runs on a GPU
+            """(high, low) 32 bits of ``x`` times Philox's second round multiplier: one 64-bit product."""
+            return tl.inline_asm_elementwise(
+                "{ .reg .b64 w; mul.wide.u32 w, $2, 0xCD9E8D57; mov.b64 {$1, $0}, w; }",
+                "=r,=r,r",
+                [x],
+                dtype=(tl.uint32, tl.uint32),
+                is_pure=True,
+                pack=1,
+            )
+
+    @triton.jit
+    def _philox(seed, offset, ROUNDS: tl.constexpr):  # pragma: no cover - GPU or interpreter
+        """``tl.randint4x(seed, offset, ROUNDS)``, the same four numbers, each round's products fewer.
+
+        Triton's Philox takes a round's high and low halves of a 32 x 32-bit product as two multiplies
+        (IMAD.HI and IMAD on Hopper); here each pair is one 64-bit product (``mul.wide.u32``: one
+        IMAD.WIDE), and the first round, whose counter words 2 and 3 are zero, multiplies once.
+        ``tests/unit/test_philox_gpu.py`` holds it to ``tl.randint4x`` on a GPU; the interpreter, which runs
+        no inline PTX, takes the two halves apart.
+        """
+        seed = seed.to(tl.uint64)
+        k0 = (seed & 0xFFFFFFFF).to(tl.uint32)
+        k1 = ((seed >> 32) & 0xFFFFFFFF).to(tl.uint32)
+        hi, c3 = _mul_wide_a(offset.to(tl.uint32))
+        if tl.constexpr(offset.dtype.primitive_bitwidth) > 32:
+            c0 = (offset >> 32).to(tl.uint32) ^ k0
+        else:  # no high word
+            c0 = c3 * 0 ^ k0
+        c2 = hi ^ k1
+        c1 = c3 * 0
+        for _ in tl.static_range(1, ROUNDS):
+            k0 = tl.add(k0, 0x9E3779B9, sanitize_overflow=False)
+            k1 = tl.add(k1, 0xBB67AE85, sanitize_overflow=False)
+            hi_b, lo_b = _mul_wide_b(c2)
+            hi_a, lo_a = _mul_wide_a(c0)
+            c0, c1, c2, c3 = hi_b ^ c1 ^ k0, lo_b, hi_a ^ c3 ^ k1, lo_a
+        return c0, c1, c2, c3
 
     @triton.jit
     def _keep(seed, call, threshold, ROUNDS: tl.constexpr):  # pragma: no cover - GPU or interpreter
@@ -86,7 +151,7 @@ if triton is not None:
         Shaped ``call.shape + (2, 2, 2)``; callers reshape it to ``call.shape[:-1] + (8 * call.shape[-1],)``,
         so the eight elements of a call lie side by side.
         """
-        r0, r1, r2, r3 = tl.randint4x(seed, call, ROUNDS)
+        r0, r1, r2, r3 = _philox(seed, call, ROUNDS)
         low = 0xFFFF
         v = tl.join(
             tl.join(tl.join(r0 & low, r0 >> 16), tl.join(r1 & low, r1 >> 16)),
@@ -670,7 +735,7 @@ if triton is not None:
         seed, calls, threshold, ROUNDS: tl.constexpr
     ):  # pragma: no cover - GPU or interpreter
         """Eight decisions of each Philox call: bits 2i and 2i + 1 from number i's low and high halves."""
-        r0, r1, r2, r3 = tl.randint4x(seed, calls, ROUNDS)
+        r0, r1, r2, r3 = _philox(seed, calls, ROUNDS)
         bits = _attention_kept_pair(r0, threshold) | (_attention_kept_pair(r1, threshold) << 2)
         return bits | (_attention_kept_pair(r2, threshold) << 4) | (_attention_kept_pair(r3, threshold) << 6)
 

@@ -421,3 +421,13 @@ def test_a_layer_with_the_triton_attention_matches_pytorchs_without_dropout(atte
     torch.testing.assert_close(outs[0][1], outs[1][1], rtol=1e-4, atol=1e-4)
     for (name, a), b in zip(mine.named_parameters(), theirs.parameters(), strict=True):
         torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-4, msg=name)  # the q/k/v bias's too
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
+@pytest.mark.parametrize("seed", [0, 0x7EDC_BA98_7654_3210, -1])
+def test_the_kernels_philox_is_tritons_in_the_interpreter(seed, dtype):
+    from tests.unit.test_philox_gpu import philox_both
+
+    ours, theirs = philox_both(seed, "cpu", dtype=dtype)
+    assert theirs.unique().numel() > 4000
+    assert torch.equal(ours, theirs)

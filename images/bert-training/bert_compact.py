@@ -800,11 +800,12 @@ if triton is not None:
                 tl.store(KEPT + words, kept, mask=exist)
             k = tl.load(base + hidden + at, mask=cols[:, None] < S, other=0.0)
             v = tl.load(base + 2 * hidden + at, mask=cols[:, None] < S, other=0.0)
-            qk = tl.dot(q, tl.trans(k)) * qk_scale
+            qk = tl.dot(q, tl.trans(k))
             if S % BLOCK_N:  # a partial last block of keys
                 qk = tl.where(cols[None, :] < S, qk, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(qk, 1))
-            p = tl.math.exp2(qk - m_new[:, None])
+            # the scale (positive) applied to the row's maximum, then in the exponent's one FFMA
+            m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+            p = tl.math.exp2(qk * qk_scale - m_new[:, None])
             alpha = tl.math.exp2(m_i - m_new)
             l_i = l_i * alpha + tl.sum(p, 1)
             p = p.to(v.dtype)
@@ -819,10 +820,14 @@ if triton is not None:
 
     @triton.jit
     def _attention_delta(
-        OUT, o_at, inside, do
+        OUT, o_at, inside, do, drop_scale
     ):  # pragma: no cover - runs on a GPU, or in Triton's interpreter
-        """Each row's sum of dO * O: the probabilities' gradient's share that softmax's backward subtracts."""
-        return tl.sum(tl.load(OUT + o_at, mask=inside, other=0.0).to(tl.float32) * do.to(tl.float32), 1)
+        """Each row's sum of dO * O (what softmax's backward subtracts) over the dropout's scale.
+
+        :func:`_attention_bwd_scores` leaves that scale out; the callers apply it once to the sums.
+        """
+        o = tl.load(OUT + o_at, mask=inside, other=0.0).to(tl.float32)
+        return tl.sum(o * do.to(tl.float32), 1) / drop_scale
 
     @triton.jit
     def _attention_keys(  # noqa: PLR0917 - a Triton function's arguments are positional
@@ -860,13 +865,16 @@ if triton is not None:
         bh,
         KEPT,
         S: tl.constexpr,
-        drop_scale,
         qk_scale,
         BLOCK_M: tl.constexpr,
         BLOCK_N: tl.constexpr,
         DROPOUT: tl.constexpr,
     ):  # pragma: no cover - runs on a GPU, or in Triton's interpreter
-        """(the kept probabilities, scaled; the scores' gradient) of one block of queries by one of keys."""
+        """(the kept probabilities; the scores' gradient) of one block of queries by one of keys.
+
+        Both without the dropout's scale, which the callers apply once to the sums they make of them
+        (``delta``: :func:`_attention_delta`'s, over that scale).
+        """
         cols = cols0 + tl.arange(0, BLOCK_N)
         qk = tl.dot(q, tl.trans(k)) * qk_scale
         p = tl.math.exp2(qk - lse[:, None])
@@ -876,8 +884,8 @@ if triton is not None:
         if DROPOUT:
             words, exist = _attention_words(bh, row0, cols0, S, BLOCK_M, BLOCK_N)
             keep = _attention_unpack(tl.load(KEPT + words, mask=exist, other=0), BLOCK_M, BLOCK_N)
-            kept = tl.where(keep, p * drop_scale, 0.0)
-            dp = tl.where(keep, dp * drop_scale, 0.0)
+            kept = tl.where(keep, p, 0.0)
+            dp = tl.where(keep, dp, 0.0)
         else:
             kept = p
         return kept, p * (dp - delta[:, None])
@@ -921,7 +929,7 @@ if triton is not None:
             rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
             q, do, lse = _attention_queries(QKV, DO, LSE, bh, base, o_base, rows, S, hidden, D)
             delta = _attention_delta(
-                OUT, o_base + rows[:, None] * hidden + dims[None, :], rows[:, None] < S, do
+                OUT, o_base + rows[:, None] * hidden + dims[None, :], rows[:, None] < S, do, drop_scale
             )
             tl.store(DELTA + bh.to(tl.int64) * S + rows, delta, mask=rows < S)
             dq = tl.zeros((BLOCK_M, D), tl.float32)
@@ -940,14 +948,13 @@ if triton is not None:
                     bh,
                     KEPT,
                     S,
-                    drop_scale,
                     qk_scale,
                     BLOCK_M,
                     BLOCK_N,
                     DROPOUT,
                 )
                 dq += tl.dot(ds.to(k.dtype), k)
-            dq = (dq * sm_scale).to(DQKV.dtype.element_ty)
+            dq = (dq * (sm_scale * drop_scale)).to(DQKV.dtype.element_ty)
             tl.store(DQKV + base + rows[:, None] * 3 * hidden + dims[None, :], dq, mask=rows[:, None] < S)
             tl.store(db, tl.sum(dq.to(tl.float32), 0))
         else:
@@ -973,7 +980,6 @@ if triton is not None:
                     bh,
                     KEPT,
                     S,
-                    drop_scale,
                     qk_scale,
                     BLOCK_M,
                     BLOCK_N,
@@ -981,8 +987,8 @@ if triton is not None:
                 )
                 dv += tl.dot(tl.trans(kept.to(do.dtype)), do)
                 dk += tl.dot(tl.trans(ds.to(q.dtype)), q)
-            dk = (dk * sm_scale).to(DQKV.dtype.element_ty)
-            dv = dv.to(DQKV.dtype.element_ty)
+            dk = (dk * (sm_scale * drop_scale)).to(DQKV.dtype.element_ty)
+            dv = (dv * drop_scale).to(DQKV.dtype.element_ty)
             tl.store(DQKV + hidden + at, dk, mask=cols[:, None] < S)
             tl.store(DQKV + 2 * hidden + at, dv, mask=cols[:, None] < S)
             tl.store(db + hidden, tl.sum(dk.to(tl.float32), 0))
@@ -1024,14 +1030,14 @@ if triton is not None:
         q = tl.load(QKV + at, mask=inside, other=0.0)
         k, v = _attention_keys(QKV, base, rows, S, hidden, D)
         do = tl.load(DO + o_at, mask=inside, other=0.0)
-        delta = _attention_delta(OUT, o_at, inside, do)
+        delta = _attention_delta(OUT, o_at, inside, do, drop_scale)
         lse = tl.load(LSE + bh.to(tl.int64) * S + rows, mask=rows < S, other=0.0)
         kept, ds = _attention_bwd_scores(
-            q, k, v, do, lse, delta, rows, 0, 0, bh, KEPT, S, drop_scale, qk_scale, BLOCK, BLOCK, DROPOUT
+            q, k, v, do, lse, delta, rows, 0, 0, bh, KEPT, S, qk_scale, BLOCK, BLOCK, DROPOUT
         )
-        dq = (tl.dot(ds.to(k.dtype), k) * sm_scale).to(DQKV.dtype.element_ty)
-        dk = (tl.dot(tl.trans(ds.to(q.dtype)), q) * sm_scale).to(DQKV.dtype.element_ty)
-        dv = tl.dot(tl.trans(kept.to(do.dtype)), do).to(DQKV.dtype.element_ty)
+        dq = (tl.dot(ds.to(k.dtype), k) * (sm_scale * drop_scale)).to(DQKV.dtype.element_ty)
+        dk = (tl.dot(tl.trans(ds.to(q.dtype)), q) * (sm_scale * drop_scale)).to(DQKV.dtype.element_ty)
+        dv = (tl.dot(tl.trans(kept.to(do.dtype)), do) * drop_scale).to(DQKV.dtype.element_ty)
         tl.store(DQKV + at, dq, mask=inside)
         tl.store(DQKV + hidden + at, dk, mask=inside)
         tl.store(DQKV + 2 * hidden + at, dv, mask=inside)

@@ -41,6 +41,11 @@ MAX_POSITIONS = 512  # BertConfig.max_position_embeddings as the workload sets i
 TYPE_VOCAB = 2  # BertConfig.type_vocab_size
 PAD_ID = 0  # BertConfig.pad_token_id: that embedding row starts at zero and gets no gradient
 INIT_STD = 0.02  # BertConfig.initializer_range
+#: The MLM decoder's matmuls run on the vocabulary padded to a multiple of this (16 bytes of bf16), the
+#: padded logits sliced off before the loss: at BERT's 30,522 the logits' rows are not 16-byte aligned, and
+#: eagerly cuBLAS's forward and backward took 5.8 ms where 30,528 takes 2.0 (one H200, bench/NOTES.md).
+#: Compiled, inductor pads them itself where its benchmark says so; padded here, the step gained 0.2-0.5%.
+VOCAB_ALIGN = 8
 #: ``attention=`` names: which fused attention kernel ``scaled_dot_product_attention`` may use.
 ATTENTION_BACKENDS: dict[str, SDPBackend | None] = {
     "auto": None,  # Triton's kernels in bf16/fp16 where they run, else PyTorch's
@@ -1608,8 +1613,10 @@ class CompactBertForPreTraining(nn.Module):
         else:
             labels = batch["labels"]
         t = self.head_norm(F.gelu(self.head_transform(x)))
-        logits = F.linear(t, self.word.weight, self.head_bias)
-        mlm = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten())
+        vocab = self.head_bias.numel()
+        pad = -vocab % VOCAB_ALIGN
+        logits = F.linear(t, F.pad(self.word.weight, (0, 0, 0, pad)), F.pad(self.head_bias, (0, pad)))
+        mlm = F.cross_entropy(logits[..., :vocab].flatten(0, 1).float(), labels.flatten())
         nsp = F.cross_entropy(self.nsp(pooled).float(), batch["next_sentence_label"])
         return mlm + nsp
 

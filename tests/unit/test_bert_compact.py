@@ -246,3 +246,30 @@ def test_auto_attention_takes_the_triton_kernels_only_where_they_were_measured_f
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
         layer(x)
     assert bool(calls) == triton
+
+
+def test_the_mlm_decoder_multiplies_a_vocabulary_padded_to_16_bytes_of_bf16():
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Shapes(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.seen: list[tuple[int, ...]] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            if func in (torch.ops.aten.addmm.default, torch.ops.aten.mm.default):
+                self.seen.append(tuple(args[-1].shape))
+            return func(*args, **(kwargs or {}))
+
+    vocab = 1018  # as BERT's 30,522: not a multiple of 8
+    torch.manual_seed(3)
+    mine = compact.CompactBertForPreTraining(
+        vocab=vocab, hidden=TINY.hidden, layers=1, heads=TINY.heads, intermediate=TINY.intermediate
+    )
+    with Shapes() as shapes:
+        loss = mine(train.make_batch(14, 6, 48, vocab))
+    padded = vocab + -vocab % compact.VOCAB_ALIGN
+    assert (mine.word.weight.size(1), padded) in shapes.seen  # the decoder's matmul, its weight transposed
+    assert all(vocab not in shape for shape in shapes.seen)
+    loss.backward()
+    assert mine.word.weight.grad is not None and mine.word.weight.grad.shape == (vocab, TINY.hidden)

@@ -41,6 +41,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--top", type=int, default=15)
     ap.add_argument("--ops", type=int, default=0, help="also the N operators with the most GPU time")
+    ap.add_argument("--gaps", type=int, default=0, help="also the GPU's idle time and its N longest gaps")
     args, workload = ap.parse_known_args()
     train = train_module()
     wargs = train.parse_args(
@@ -108,6 +109,38 @@ def main() -> None:
         print("  top operators (GPU time of all they launched):")
         for us, name in sorted(gpu, reverse=True)[: args.ops]:
             print(f"  {us / args.steps / 1e3:8.2f} ms  {name[:110]}")
+    if args.gaps:
+        print_gaps(prof, args.steps, args.gaps)
+
+
+def print_gaps(prof: profile, steps: int, longest: int) -> None:
+    """The GPU's idle time a step between its kernels and copies, and the longest gaps with their neighbours.
+
+    The profiler's own overhead lengthens the host's side, so a gap here is at most what the step without
+    the profiler has; a gap where the host waits for the device (a synchronising call) shows as one long one.
+    """
+    spans = sorted(
+        (e.time_range.start, e.time_range.end, e.name)
+        for e in prof.events()
+        if e.device_type == torch.autograd.DeviceType.CUDA and "#" not in e.name
+    )
+    if not spans:
+        return
+    gaps: list[tuple[float, str, str]] = []
+    end, last = spans[0][1], spans[0][2]
+    for start, stop, name in spans[1:]:
+        if start > end:
+            gaps.append((start - end, last, name))
+        if stop > end:
+            end, last = stop, name
+    idle = sum(g for g, _, _ in gaps)
+    small = sum(g for g, _, _ in gaps if g < 20)
+    print(
+        f"  GPU idle between its work: {idle / steps / 1e3:.2f} ms/step in {len(gaps) / steps:.0f} gaps, "
+        f"{small / steps / 1e3:.2f} ms of it in gaps under 20 us; the longest:"
+    )
+    for gap, before, after in sorted(gaps, reverse=True)[:longest]:
+        print(f"  {gap:8.1f} us  after {before[:50]}  before {after[:50]}")
 
 
 if __name__ == "__main__":

@@ -86,36 +86,19 @@ if triton is not None:
     if _INTERPRETING:
 
         @triton.jit
-        def _mul_wide_a(x):  # pragma: no cover - Triton's interpreter
-            """(high, low) 32 bits of ``x`` times Philox's first round multiplier (the interpreter's way)."""
-            return tl.math.umulhi(x, 0xD2511F53), x * 0xD2511F53
-
-        @triton.jit
-        def _mul_wide_b(x):  # pragma: no cover - Triton's interpreter
-            """(high, low) 32 bits of ``x`` times Philox's second round multiplier (the interpreter's way)."""
-            return tl.math.umulhi(x, 0xCD9E8D57), x * 0xCD9E8D57
+        def _mul_wide(x, m: tl.constexpr):  # pragma: no cover - Triton's interpreter
+            """(high, low) 32 bits of ``x * m``, unsigned: two products, as the interpreter runs no PTX."""
+            return tl.math.umulhi(x, m), x * m
 
     else:
 
         @triton.jit
-        def _mul_wide_a(x):  # pragma: no cover - runs on a GPU
-            """(high, low) 32 bits of ``x`` times Philox's first round multiplier: one 64-bit product."""
+        def _mul_wide(x, m: tl.constexpr):  # pragma: no cover - runs on a GPU
+            """(high, low) 32 bits of ``x * m``, unsigned: one 64-bit product (IMAD.WIDE.U32 on Hopper)."""
             return tl.inline_asm_elementwise(
-                "{ .reg .b64 w; mul.wide.u32 w, $2, 0xD2511F53; mov.b64 {$1, $0}, w; }",
-                "=r,=r,r",
-                [x],
-                dtype=(tl.uint32, tl.uint32),
-                is_pure=True,
-                pack=1,
-            )
-
-        @triton.jit
-        def _mul_wide_b(x):  # pragma: no cover - runs on a GPU
-            """(high, low) 32 bits of ``x`` times Philox's second round multiplier: one 64-bit product."""
-            return tl.inline_asm_elementwise(
-                "{ .reg .b64 w; mul.wide.u32 w, $2, 0xCD9E8D57; mov.b64 {$1, $0}, w; }",
-                "=r,=r,r",
-                [x],
+                "{ .reg .b64 w; mul.wide.u32 w, $2, $3; mov.b64 {$1, $0}, w; }",
+                "=r,=r,r,r",
+                [x, tl.full(x.shape, m, tl.uint32)],
                 dtype=(tl.uint32, tl.uint32),
                 is_pure=True,
                 pack=1,
@@ -134,7 +117,7 @@ if triton is not None:
         seed = seed.to(tl.uint64)
         k0 = (seed & 0xFFFFFFFF).to(tl.uint32)
         k1 = ((seed >> 32) & 0xFFFFFFFF).to(tl.uint32)
-        hi, c3 = _mul_wide_a(offset.to(tl.uint32))
+        hi, c3 = _mul_wide(offset.to(tl.uint32), 0xD2511F53)
         if tl.constexpr(offset.dtype.primitive_bitwidth) > 32:
             c0 = (offset >> 32).to(tl.uint32) ^ k0
         else:  # no high word
@@ -144,8 +127,8 @@ if triton is not None:
         for _ in tl.static_range(1, ROUNDS):
             k0 = tl.add(k0, 0x9E3779B9, sanitize_overflow=False)
             k1 = tl.add(k1, 0xBB67AE85, sanitize_overflow=False)
-            hi_b, lo_b = _mul_wide_b(c2)
-            hi_a, lo_a = _mul_wide_a(c0)
+            hi_b, lo_b = _mul_wide(c2, 0xCD9E8D57)
+            hi_a, lo_a = _mul_wide(c0, 0xD2511F53)
             c0, c1, c2, c3 = hi_b ^ c1 ^ k0, lo_b, hi_a ^ c3 ^ k1, lo_a
         return c0, c1, c2, c3
 

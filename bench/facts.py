@@ -1,9 +1,10 @@
 """The facts the workload reports about each local GPU, as one JSON list, through the workload's own reader.
 
 Usage (on a GPU machine, with ``nvidia-ml-py`` installed): python bench/facts.py [--busy]
-Prints ``train.device_facts("cuda", index)`` for every GPU NVML lists (by NVML's index), the same fields a
-rank's ``facts`` event carries (with CUDA's device count, and the libfabric and aws-ofi-nccl versions). ``--busy`` first queues matmuls on each GPU (as a training rank does, so
-that PCIe link and clocks are read under load). Exit status 1 when NVML cannot be loaded.
+Prints ``rollcall_workload.facts.device_facts("cuda", index)`` for every GPU NVML lists (by NVML's index), the
+same fields a rank's ``facts`` event carries (with CUDA's device count, and the libfabric and aws-ofi-nccl
+versions). ``--busy`` first queues matmuls on each GPU (as a training rank does, so that PCIe link and clocks
+are read under load). Exit status 1 when NVML cannot be loaded.
 """
 
 import argparse
@@ -13,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from rollcall.jobspec import train_module
+from rollcall_workload.facts import device_facts, fabric_facts, load_nvml
 
 
 def cuda_count() -> int | None:
@@ -29,9 +30,8 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--busy", action="store_true", help="queue matmuls on each GPU while reading")
     args = ap.parse_args()
-    train = train_module()
     try:
-        nvml = train.load_nvml()
+        nvml = load_nvml()
         count = nvml.nvmlDeviceGetCount()
         nvml.nvmlShutdown()
     except Exception as exc:
@@ -45,7 +45,7 @@ def main() -> int:
             a = torch.randn(4096, 4096, device=f"cuda:{index}", dtype=torch.float16)
             for _ in range(256):
                 a = (a @ a).clamp_(-1, 1)
-        facts.append(train.device_facts("cuda", index, cuda_devices=cuda_count(), fabric=train.fabric_facts))
+        facts.append(device_facts("cuda", index, cuda_devices=cuda_count(), fabric=fabric_facts))
         if args.busy:
             torch.cuda.synchronize(index)
     print(json.dumps(facts, indent=2))

@@ -47,8 +47,8 @@ if [ -n "${PYCACHE:-}" ]; then
 fi
 workload=${WORKLOAD_ARGS:---impl compact --precision bf16 --compile}
 reference=${REFERENCE_ARGS:---impl hf --compile}
-# Per-GPU batch and steps: the default batch of an H200 (train.CUDA_TOKENS_PER_STEP tokens) and enough steps
-# to time a steady state. Warm-up ends once 5
+# Per-GPU batch and steps: the default batch of an H200 (rollcall_workload.cli.CUDA_TOKENS_PER_STEP tokens)
+# and enough steps to time a steady state. Warm-up ends once 5
 # step times agree within 5%, after 40 steps at the most.
 common="--model large --warmup-steps 40 --warmup-settle 5 --warmup-tolerance 5 --compile-cache $cache"
 args_128="$common --seq-len 128 --batch-size ${BATCH_128:-384} --epochs 3 --steps-per-epoch 20"

@@ -3,8 +3,8 @@
 Usage (on a GPU machine): python bench/gpu_attention.py [--seq-len 128] [--batch-size 256] [--dropout 0.1]
 q, k and v are views of one [batch, seq, 3, heads, 64] bf16 tensor, as the compact model's fused
 projection makes them; times are CUDA-event medians of 20 runs after 5, times 24 layers for a step's share.
-``triton`` is bert_compact.py's kernels (``--attention triton``), which take that tensor as it is; at
-dropout 0 its output and gradient are compared with cuDNN's. The forward's share is timed in the same
+``triton`` is rollcall_workload.compact's kernels (``--attention triton``), which take that tensor as it
+is; at dropout 0 its output and gradient are compared with cuDNN's. The forward's share is timed in the same
 runs. ``--sweep`` also times the Triton kernels at other block sizes and warps, and with the two backward
 kernels where one would do.
 """
@@ -19,7 +19,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from rollcall.jobspec import train_module
+from rollcall_workload import compact
 
 
 def main() -> None:
@@ -34,7 +34,6 @@ def main() -> None:
     grad = torch.randn(b, heads, s, d, device="cuda", dtype=torch.bfloat16)
     bias = torch.zeros(3 * heads * d, device="cuda", dtype=torch.bfloat16, requires_grad=True)  # its gradient
     flops = 4 * b * heads * s * s * d * 3  # two matmuls forward, twice that backward
-    compact = train_module().compact_module()
     results = {}
     backends: list[tuple[str, SDPBackend | None, tuple | None]] = [
         ("cudnn", SDPBackend.CUDNN_ATTENTION, None),

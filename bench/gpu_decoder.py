@@ -5,8 +5,8 @@
 bf16, as the compact BERT-large's masked head has it at seq 512, batch 96 (77 masked positions a sample:
 7,392 rows): ``F.linear(x, w, b)`` for each vocabulary, forward alone and forward + backward (the input's,
 the weight's and the bias's gradients), CUDA-event medians of 20 runs after 5, eager. At 30,522 the
-logits' rows are 61,044 bytes, not a multiple of 16, and cuBLAS takes slower kernels; bert_compact.py pads
-the vocabulary to ``VOCAB_ALIGN``.
+logits' rows are 61,044 bytes, not a multiple of 16, and cuBLAS takes slower kernels;
+rollcall_workload.compact pads the vocabulary to ``VOCAB_ALIGN``.
 """
 
 from __future__ import annotations

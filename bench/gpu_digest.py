@@ -17,8 +17,12 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "images/bert-training"))
-import train
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from rollcall_workload import compact
+from rollcall_workload.contract import PARAM_DIGEST_HEX
+from rollcall_workload.proofs import flip_bit, parameter_digest
+from rollcall_workload.shape import MODEL_PRESETS
 
 
 def host_bytes(model: torch.nn.Module) -> str:
@@ -26,18 +30,18 @@ def host_bytes(model: torch.nn.Module) -> str:
     digest = hashlib.sha256()
     for param in model.parameters():
         digest.update(param.detach().reshape(-1).view(torch.uint8).cpu().numpy().data)
-    return digest.hexdigest()[: train.PARAM_DIGEST_HEX]
+    return digest.hexdigest()[:PARAM_DIGEST_HEX]
 
 
 def main() -> None:
-    compact, s = train.compact_module(), train.MODEL_PRESETS["large"]
+    s = MODEL_PRESETS["large"]
     with torch.device("cuda"):
         model = compact.CompactBertForPreTraining(
             vocab=s.vocab, hidden=s.hidden, layers=s.layers, heads=s.heads, intermediate=s.intermediate
         ).to(torch.bfloat16)
     ways: tuple[tuple[str, Callable[[torch.nn.Module], str]], ...] = (
         ("host bytes", host_bytes),
-        ("GPU checksums", train.parameter_digest),
+        ("GPU checksums", parameter_digest),
     )
     for name, digest_of in ways:
         digest_of(model)
@@ -47,12 +51,12 @@ def main() -> None:
             out = digest_of(model)
             times.append(time.perf_counter() - started)
         print(f"{name}: median {statistics.median(times) * 1e3:.1f} ms, digest {out}")
-    first = train.parameter_digest(model)
+    first = parameter_digest(model)
     param = next(model.parameters())
-    train.flip_bit(param)
-    print("a flipped bit changes it:", train.parameter_digest(model) != first)
-    train.flip_bit(param)
-    print("flipped back, the same again:", train.parameter_digest(model) == first)
+    flip_bit(param)
+    print("a flipped bit changes it:", parameter_digest(model) != first)
+    flip_bit(param)
+    print("flipped back, the same again:", parameter_digest(model) == first)
 
 
 if __name__ == "__main__":

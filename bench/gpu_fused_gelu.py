@@ -1,4 +1,4 @@
-"""The Triton bias+GELU of bert_compact.py alone on a GPU, against the compiler's fusion of the same chain.
+"""The Triton bias+GELU of rollcall_workload.compact alone on a GPU, against the compiler's fusion of the same chain.
 
     python3 bench/gpu_fused_gelu.py [--rows 49152] [--width 4096]
 
@@ -23,9 +23,7 @@ import triton.testing
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from rollcall.jobspec import train_module
-
-compact = train_module().compact_module()
+from rollcall_workload import compact
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""The Triton dropout+residual+LayerNorm of bert_compact.py alone on a GPU: its numerics and its speed.
+"""The Triton dropout+residual+LayerNorm of rollcall_workload.compact alone on a GPU: its numerics and its speed.
 
     python3 bench/gpu_fused_norm.py [--rows 49152] [--hidden 1024] [--dropout 0.1]
     TRITON_INTERPRET=1 python3 bench/gpu_fused_norm.py --device cpu --rows 64 --hidden 64   # numerics only
@@ -24,9 +24,7 @@ import triton.testing
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from rollcall.jobspec import train_module
-
-compact = train_module().compact_module()
+from rollcall_workload import compact
 
 
 def main() -> None:

@@ -23,7 +23,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from rollcall.jobspec import train_module
+from rollcall_workload import compact
+from rollcall_workload.model import build_model, make_batch, pretraining_loss
+from rollcall_workload.training import MasterWeightAdamW
 
 
 def main() -> int:
@@ -35,29 +37,27 @@ def main() -> int:
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--tolerance", type=float, default=0.01)
     args = ap.parse_args()
-    train = train_module()
-    compact = train.compact_module()
     torch.manual_seed(1234)
     margs = argparse.Namespace(pretrained=None, model=args.model, dropout=0.0, impl="hf")
     with torch.device("cuda"):
-        hf, shape = train.build_model(margs)
+        hf, shape = build_model(margs)
     initial = {k: v.clone() for k, v in hf.state_dict().items()}
     del hf
     batches = [
-        {k: v.cuda() for k, v in train.make_batch(i, args.batch_size, args.seq_len, shape.vocab).items()}
+        {k: v.cuda() for k, v in make_batch(i, args.batch_size, args.seq_len, shape.vocab).items()}
         for i in range(8)
     ]
 
     def curve(name: str) -> list[float]:
         if name.startswith("hf-"):
             with torch.device("cuda"):
-                model = train.build_model(margs)[0]
+                model = build_model(margs)[0]
             model.load_state_dict(initial)
             model = model.cuda().train()
-            step_fn = train.pretraining_loss(model, masked_head=True)
+            step_fn = pretraining_loss(model, masked_head=True)
         else:
             with torch.device("cuda"):
-                model = train.build_model(argparse.Namespace(**{**vars(margs), "impl": "compact"}))[0]
+                model = build_model(argparse.Namespace(**{**vars(margs), "impl": "compact"}))[0]
             compact.load_hf_state_dict(model, initial)
             model = model.cuda().train()
             step_fn = model
@@ -66,7 +66,7 @@ def main() -> int:
             model = model.to(torch.bfloat16)
             if name.startswith("compact-"):
                 step_fn = torch.compile(model, dynamic=False)
-            opt = train.MasterWeightAdamW(model.parameters(), lr=args.lr, fused=True)
+            opt = MasterWeightAdamW(model.parameters(), lr=args.lr, fused=True)
         else:
             opt = torch.optim.AdamW(model.parameters(), lr=args.lr, fused=True)
         losses = []

@@ -2,8 +2,8 @@
 
 Usage (on a GPU machine): python bench/gpu_profile.py [--steps 6] [--top 15] [train.py's arguments]
     e.g. --seq-len 128 --batch-size 256 --impl compact --precision bf16 --compile
-One process, no DDP: the workload's own step (train.build_training: model, loss, precision, compile mode,
-optimizer), profiled after warm-up.
+One process, no DDP: the workload's own step (rollcall_workload.training.build_training: model, loss,
+precision, compile mode, optimizer), profiled after warm-up.
 """
 
 import argparse
@@ -18,7 +18,12 @@ from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from rollcall.jobspec import train_module
+from rollcall_workload.cli import apply_defaults, parse_args
+from rollcall_workload.compile_cache import compile_cache_env
+from rollcall_workload.dist import Accelerator, DistEnv
+from rollcall_workload.model import batch_pool, mlm_predictions
+from rollcall_workload.shape import flops_per_sample
+from rollcall_workload.training import build_training
 
 
 def category(name: str) -> str:
@@ -43,17 +48,16 @@ def main() -> None:
     ap.add_argument("--ops", type=int, default=0, help="also the N operators with the most GPU time")
     ap.add_argument("--gaps", type=int, default=0, help="also the GPU's idle time and its N longest gaps")
     args, workload = ap.parse_known_args()
-    train = train_module()
-    wargs = train.parse_args(
+    wargs = parse_args(
         ["--device", "cuda", "--model", "large", "--seq-len", "128", "--batch-size", "256", *workload]
     )
-    train.apply_defaults(wargs, "cuda")
+    apply_defaults(wargs, "cuda")
     if wargs.compile_cache:
-        os.environ.update(train.compile_cache_env(wargs.compile_cache))
-    acc = train.Accelerator("cuda", 0)
-    env = train.DistEnv(rank=0, local_rank=0, world_size=1, node_rank=0, local_world_size=1, launched=False)
-    t = train.build_training(wargs, acc, env)
-    batches = train.batch_pool(wargs, 0, t.shape.vocab, acc.device)
+        os.environ.update(compile_cache_env(wargs.compile_cache))
+    acc = Accelerator("cuda", 0)
+    env = DistEnv(rank=0, local_rank=0, world_size=1, node_rank=0, local_world_size=1, launched=False)
+    t = build_training(wargs, acc, env)
+    batches = batch_pool(wargs, 0, t.shape.vocab, acc.device)
     autocast = acc.autocast if t.autocast else contextlib.nullcontext
     count = [0]
 
@@ -88,8 +92,8 @@ def main() -> None:
             totals[category(evt.key)] = totals.get(category(evt.key), 0.0) + dev
             kernels[evt.key] = kernels.get(evt.key, 0.0) + dev
     busy = sum(totals.values()) / args.steps / 1e3
-    mlm = train.mlm_predictions(wargs.seq_len) if wargs.mlm_head == "masked" else None
-    fps = train.flops_per_sample(t.shape, wargs.seq_len, mlm)
+    mlm = mlm_predictions(wargs.seq_len) if wargs.mlm_head == "masked" else None
+    fps = flops_per_sample(t.shape, wargs.seq_len, mlm)
     sps = wargs.batch_size / wall
     print(
         f"model {wargs.model} seq {wargs.seq_len} batch {wargs.batch_size} impl {wargs.impl} {t.precision} "

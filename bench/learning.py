@@ -1,9 +1,9 @@
 """How much the workload's loss falls between the first and the last timed epoch, over many seeds.
 
-Emulates a DDP run of ``--world`` ranks in one process with train.py's own model, loss, data and AdamW: each
-step averages the ranks' gradients (as DDP's all-reduce does) and each rank's epoch loss is its own batch's
-loss at the epoch's last step, as ``epoch_time`` reports it. Prints, per configuration, the smallest, median
-and largest fall over every (seed, rank), and how many did not fall at all::
+Emulates a DDP run of ``--world`` ranks in one process with ``rollcall_workload``'s own model, loss, data and
+AdamW: each step averages the ranks' gradients (as DDP's all-reduce does) and each rank's epoch loss is its
+own batch's loss at the epoch's last step, as ``epoch_time`` reports it. Prints, per configuration, the
+smallest, median and largest fall over every (seed, rank), and how many did not fall at all::
 
     .venv/bin/python bench/learning.py --world 2 --seeds 20                      # make e2e-local's run
     .venv/bin/python bench/learning.py --world 4 --seeds 20 --seq-len 32 --batch-size 4 \\
@@ -19,21 +19,22 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from rollcall.jobspec import train_module
+from rollcall_workload.cli import apply_defaults, parse_args
+from rollcall_workload.model import batch_pool, build_model, pretraining_loss
 
 
-def falls(train: object, argv: list[str], world: int) -> list[float]:
+def falls(argv: list[str], world: int) -> list[float]:
     """Each rank's first-epoch loss minus its last-epoch loss, for one seed's emulated run."""
     import torch
 
-    args = train.parse_args(argv)  # type: ignore[attr-defined]
-    train.apply_defaults(args, "cpu")  # type: ignore[attr-defined]
+    args = parse_args(argv)
+    apply_defaults(args, "cpu")
     torch.manual_seed(args.seed)
-    model, shape = train.build_model(args)  # type: ignore[attr-defined]
+    model, shape = build_model(args)
     model.train()
-    step = train.pretraining_loss(model, masked_head=True)  # type: ignore[attr-defined]
+    step = pretraining_loss(model, masked_head=True)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
-    pools = [train.batch_pool(args, r, shape.vocab, "cpu") for r in range(world)]  # type: ignore[attr-defined]
+    pools = [batch_pool(args, r, shape.vocab, "cpu") for r in range(world)]
     index = 0
 
     def steps(count: int) -> list[float]:
@@ -59,11 +60,8 @@ def main() -> None:
     p.add_argument("--world", type=int, default=2)
     p.add_argument("--seeds", type=int, default=20)
     known, rest = p.parse_known_args()
-    train = train_module()
     torch_threads = __import__("torch").get_num_threads()
-    found = [
-        f for seed in range(known.seeds) for f in falls(train, [*rest, "--seed", str(seed)], known.world)
-    ]
+    found = [f for seed in range(known.seeds) for f in falls([*rest, "--seed", str(seed)], known.world)]
     print(
         f"world {known.world} {' '.join(rest) or '(cpu defaults)'}: {len(found)} rank-runs, fall of the loss "
         f"min {min(found):.4f} median {statistics.median(found):.4f} max {max(found):.4f}; "

@@ -3,9 +3,10 @@
 Usage: python bench/offline_scale.py [--nodes 64 256] [--procs-per-node 32] [--bandwidth] [--runs 3] [--profile 15]
 
 For each size it synthesizes every pod's log as trn1.32xlarge nodes print it (torchrun's ``[rank]:`` prefix;
-each rank's ``start``, ``facts``, one ``epoch_time`` per epoch, ``throughput`` and ``complete``, written by the
-workload's own line formatter, ``train.py``'s ``encode_event``; the NCCL and progress lines between them), then
-times the suite's pure-Python path from the first byte on, phase by phase, as the plugin runs it:
+each rank's ``start``, ``facts``, one ``epoch_time`` per epoch, ``throughput`` and ``complete``, written by
+the workload's own line formatter, ``rollcall_workload.contract.encode_event``; the NCCL and progress lines
+between them), then times the suite's pure-Python path from the first byte on, phase by phase, as the plugin
+runs it:
 
 - collect: every pod's log through its :class:`~rollcall.collect.LogSink` (the artifact file and the parser);
 - live: one live roll call of the whole world (the wait draws one every second);
@@ -42,7 +43,7 @@ from rollcall.backends import JobState, JobStatus  # noqa: E402
 from rollcall.collect import RANKS_JUNIT_FILE, REPORT_FILE, RESULTS_FILE, Collector  # noqa: E402
 from rollcall.gate import GateReport, criteria_of  # noqa: E402
 from rollcall.htmlreport import write_report  # noqa: E402
-from rollcall.jobspec import JobSpec, train_module  # noqa: E402
+from rollcall.jobspec import JobSpec  # noqa: E402
 from rollcall.judge import judge  # noqa: E402
 from rollcall.live.view import LiveRollCall  # noqa: E402
 from rollcall.metrics.prometheus import write_textfile  # noqa: E402
@@ -50,6 +51,7 @@ from rollcall.options import DEFAULTS  # noqa: E402
 from rollcall.reports import TestRecord, write_rank_junit, write_results  # noqa: E402
 from rollcall.runner import Attempt, RunResult  # noqa: E402
 from rollcall.verdict import Evidence, Layout  # noqa: E402
+from rollcall_workload.contract import encode_event  # noqa: E402
 
 TRN1 = "trn1.32xlarge"
 #: A phase's name, wall seconds, CPU seconds of this process and peak RSS (MiB) after it.
@@ -73,8 +75,6 @@ FACTS = {
 
 def rank_events(rank: int, nodes: int, ppn: int, bandwidth: bool) -> Iterator[bytes]:
     """One rank's roll-call lines, encoded by the workload itself."""
-    train = train_module()
-    assert train is not None, "the bench needs the checkout's train.py"
     world = nodes * ppn
     node, local = divmod(rank, ppn)
     t = 1_796_000_000.0 + rank * 1e-3
@@ -82,7 +82,7 @@ def rank_events(rank: int, nodes: int, ppn: int, bandwidth: bool) -> Iterator[by
     def event(name: str, **fields: Any) -> bytes:
         nonlocal t
         t += 1.0
-        line: bytes = train.encode_event(name, rank, world, time=round(t, 6), **fields)
+        line: bytes = encode_event(name, rank, world, time=round(t, 6), **fields)
         return line
 
     host = f"ip-10-0-{node // 250}-{node % 250}"

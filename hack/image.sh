@@ -134,8 +134,11 @@ build_image() {
 
 cmd_bert() {
   local dir=images/bert-training hash
-  hash=$(hash_of "$dir/Dockerfile.cpu" "$dir/requirements.cpu.txt" "$dir/train.py" "$dir/bert_compact.py")
-  build_image "$BERT_NAME" "$IMAGES/rollcall-bert-cpu-$hash.tar" "$ROOT/$dir/Dockerfile.cpu" "$ROOT/$dir"
+  # shellcheck disable=SC2046 # one path per word
+  hash=$(hash_of "$dir/Dockerfile.cpu" "$dir/Dockerfile.cpu.dockerignore" "$dir/requirements.cpu.txt" \
+    "$dir/train.py" $(cd "$ROOT" && find src/rollcall_workload -name '*.py' | LC_ALL=C sort))
+  build_image "$BERT_NAME" "$IMAGES/rollcall-bert-cpu-$hash.tar" "$ROOT/$dir/Dockerfile.cpu" "$ROOT" \
+    --ignorefile "$ROOT/$dir/Dockerfile.cpu.dockerignore"
 }
 
 # The suite's build context (the repository root, less what its .dockerignore leaves out), as paths.

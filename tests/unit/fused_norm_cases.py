@@ -15,9 +15,9 @@ import pytest
 torch = pytest.importorskip("torch")
 triton = pytest.importorskip("triton")
 
-from tests.unit.test_workload import train  # noqa: E402
+from rollcall_workload import compact, training  # noqa: E402
+from rollcall_workload import model as workload_model  # noqa: E402
 
-compact = train.compact_module()
 F = torch.nn.functional
 TOL = {"rtol": 1e-5, "atol": 1e-5}
 op = torch.ops.rollcall.dropout_add_layer_norm
@@ -269,12 +269,12 @@ def test_compact_model_variants_equal_the_plain_model(variant):
     """Without dropout, the kernels' model is the plain one: the same loss and gradients."""
     torch.manual_seed(3)
     args = argparse.Namespace(pretrained=None, model="tiny", dropout=0.0, impl="compact")
-    plain, shape = train.build_model(args)
-    other, _ = train.build_model(argparse.Namespace(**vars(args), **variant))
+    plain, shape = workload_model.build_model(args)
+    other, _ = workload_model.build_model(argparse.Namespace(**vars(args), **variant))
     for layer in other.layers:
         assert all(getattr(layer, LAYER_SWITCHES[key]) for key in variant)
     other.load_state_dict(plain.state_dict())
-    batch = train.make_batch(11, 2, 16, shape.vocab)
+    batch = workload_model.make_batch(11, 2, 16, shape.vocab)
     losses = []
     for model in (plain, other):
         model.train()
@@ -307,7 +307,7 @@ def test_the_adamw_kernel_steps_as_torchs_adamw(monkeypatch):
     shapes = [(10, 15), (64,), (7,)]
     params = [torch.randn(s, generator=g).to(torch.bfloat16) for s in shapes]
     reference = [p.float().requires_grad_() for p in params]
-    mine = train.MasterWeightAdamW([p.requires_grad_() for p in params], lr=1e-2, fused=None, kernel=True)
+    mine = training.MasterWeightAdamW([p.requires_grad_() for p in params], lr=1e-2, fused=None, kernel=True)
     theirs = torch.optim.AdamW(reference, lr=1e-2)
     for step in range(4):
         for i, (p, r) in enumerate(zip(params, reference, strict=True)):

@@ -12,13 +12,15 @@ import copy
 
 import pytest
 
-from tests.unit.test_workload import train
-
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-compact = train.compact_module()
-TINY = train.MODEL_PRESETS["tiny"]
+from rollcall_workload import compact  # noqa: E402
+from rollcall_workload import model as workload_model  # noqa: E402
+from rollcall_workload import shape as workload_shape  # noqa: E402
+from rollcall_workload import training as workload_training  # noqa: E402
+
+TINY = workload_shape.MODEL_PRESETS["tiny"]
 LOSS_RTOL = 1e-5
 GRAD_RTOL = 1e-4
 GRAD_ATOL = 1e-6
@@ -27,8 +29,8 @@ GRAD_ATOL = 1e-6
 def _models(dropout: float = 0.0) -> tuple[torch.nn.Module, torch.nn.Module]:
     torch.manual_seed(7)
     args = argparse.Namespace(pretrained=None, model="tiny", dropout=dropout, impl="hf")
-    hf, _ = train.build_model(args)
-    mine, shape = train.build_model(argparse.Namespace(**{**vars(args), "impl": "compact"}))
+    hf, _ = workload_model.build_model(args)
+    mine, shape = workload_model.build_model(argparse.Namespace(**{**vars(args), "impl": "compact"}))
     assert shape == TINY
     compact.load_hf_state_dict(mine, hf.state_dict())
     return hf.train(), mine.train()
@@ -56,15 +58,15 @@ def test_tied_decoder_is_the_word_embedding():
 
 
 def _batch(seed: int, seq_len: int = 48) -> dict[str, torch.Tensor]:
-    return train.make_batch(seed, 6, seq_len, TINY.vocab)
+    return workload_model.make_batch(seed, 6, seq_len, TINY.vocab)
 
 
 @pytest.mark.parametrize("masked_head", [True, False], ids=["masked-head", "head-on-all-tokens"])
 def test_same_loss_and_gradients_from_the_same_weights(masked_head):
     hf, mine = _models()
     batch = _batch(11)
-    hf_loss = train.pretraining_loss(hf, masked_head=masked_head)(batch)
-    mine_loss = train.pretraining_loss(mine, masked_head=masked_head)(batch)
+    hf_loss = workload_model.pretraining_loss(hf, masked_head=masked_head)(batch)
+    mine_loss = workload_model.pretraining_loss(mine, masked_head=masked_head)(batch)
     assert hf_loss.item() == pytest.approx(mine_loss.item(), rel=LOSS_RTOL)
     hf_loss.backward()
     mine_loss.backward()
@@ -112,7 +114,7 @@ def test_master_weight_optimizer_matches_fp32_adamw():
     low = torch.nn.Linear(16, 8).to(torch.bfloat16)
     low.load_state_dict({k: v.to(torch.bfloat16) for k, v in ref.state_dict().items()})
     ref_opt = torch.optim.AdamW(ref.parameters(), lr=1e-2)
-    low_opt = train.MasterWeightAdamW(low.parameters(), lr=1e-2, fused=None)
+    low_opt = workload_training.MasterWeightAdamW(low.parameters(), lr=1e-2, fused=None)
     for step in range(5):
         x = torch.randn(4, 16, generator=torch.Generator().manual_seed(step))
         for model, opt, inp in ((ref, ref_opt, x), (low, low_opt, x.to(torch.bfloat16))):
@@ -141,7 +143,7 @@ def test_compiled_regions_share_one_graph_for_every_layer_and_keep_the_loss():
         )
     regions.load_state_dict(eager.state_dict())
     regions.compile_regions(backend="aot_eager", dynamic=False)
-    batch = train.make_batch(5, 2, 16, TINY.vocab)
+    batch = workload_model.make_batch(5, 2, 16, TINY.vocab)
     losses = []
     for model in (eager, regions):
         loss = model(batch)
@@ -267,7 +269,7 @@ def test_the_mlm_decoder_multiplies_a_vocabulary_padded_to_16_bytes_of_bf16():
         vocab=vocab, hidden=TINY.hidden, layers=1, heads=TINY.heads, intermediate=TINY.intermediate
     )
     with Shapes() as shapes:
-        loss = mine(train.make_batch(14, 6, 48, vocab))
+        loss = mine(workload_model.make_batch(14, 6, 48, vocab))
     padded = vocab + -vocab % compact.VOCAB_ALIGN
     assert (mine.word.weight.size(1), padded) in shapes.seen  # the decoder's matmul, its weight transposed
     assert all(vocab not in shape for shape in shapes.seen)

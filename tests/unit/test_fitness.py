@@ -20,9 +20,10 @@ from rollcall.options import DEFAULTS, OptionError, resolve
 from rollcall.ranklog import RollCall
 from rollcall.runner import Attempt, RunResult
 from rollcall.verdict import Criteria, Evidence, Kind, Layout
+from rollcall_workload import contract
+from rollcall_workload import facts as workload_facts
 
 from .helpers import event, rank_lines
-from .test_workload import train
 
 
 class NVMLError(Exception):
@@ -108,7 +109,7 @@ def fake_nvml(**over: Any) -> SimpleNamespace:
 
 def facts_of(nvml: SimpleNamespace) -> dict[str, Any]:
     """The ``facts`` fields the workload reads on cuda through ``nvml``."""
-    return train.device_facts("cuda", 0, nvml_loader=lambda: nvml)
+    return workload_facts.device_facts("cuda", 0, nvml_loader=lambda: nvml)
 
 
 def roll_with(per_rank: dict[int, dict[str, Any]], nodes: int = 2, ppn: int = 1) -> RollCall:
@@ -118,7 +119,7 @@ def roll_with(per_rank: dict[int, dict[str, Any]], nodes: int = 2, ppn: int = 1)
     for r in range(world):
         text += rank_lines(r, world, ppn)
         if r in per_rank:
-            text.append(train.encode_event("facts", r, world, **per_rank[r]).decode().rstrip("\n"))
+            text.append(contract.encode_event("facts", r, world, **per_rank[r]).decode().rstrip("\n"))
     roll = RollCall()
     parser = roll.parser("pod-0")
     parser.feed(("\n".join(text) + "\n").encode())
@@ -150,7 +151,7 @@ def test_a_healthy_gpu_reads_every_fact_and_none_unknown():
     assert facts["power_limit_w"] == 700.0 and facts["memory_mib"] == 150_000
     assert facts["clock_events"] == [] and facts["gpu_uuid"].startswith("GPU-")
     assert "shutdown" in nvml.calls
-    assert len(train.encode_event("facts", 0, 1, **facts)) < train.MAX_LINE_BYTES
+    assert len(contract.encode_event("facts", 0, 1, **facts)) < contract.MAX_LINE_BYTES
 
 
 def test_a_fact_nvml_cannot_read_is_unknown_with_the_reason_never_healthy():
@@ -167,10 +168,10 @@ def test_without_nvml_or_a_gpu_the_facts_say_why():
     def missing() -> Any:
         raise ImportError("No module named 'pynvml'")
 
-    on_cuda = train.device_facts("cuda", 0, nvml_loader=missing)
+    on_cuda = workload_facts.device_facts("cuda", 0, nvml_loader=missing)
     assert on_cuda["unknown"]["nvml"] == "no NVML: ImportError: No module named 'pynvml'"
     assert "driver" not in on_cuda
-    on_cpu = train.device_facts("cpu")
+    on_cpu = workload_facts.device_facts("cpu")
     assert on_cpu["unknown"] == {"nvml": "no NVML: device is cpu"}
     assert on_cpu["python"] and on_cpu["kernel"] and on_cpu["torch"]
 
@@ -181,12 +182,14 @@ def test_a_gpu_that_answers_nothing_still_fits_one_line():
     every += ("ecc_volatile", "ecc_aggregate", "remapped", "retired_pending", "events", "sm", "sm_max")
     facts = facts_of(fake_nvml(**dict.fromkeys((*every, "power", "power_default", "temperature"), lost)))
     assert len(facts["unknown"]) == 21 and all(v.startswith("GPU is lost") for v in facts["unknown"].values())
-    assert all(len(v) == train.SHORT_REASON for v in facts["unknown"].values())  # cut to keep the line whole
-    assert len(train.encode_event("facts", 1023, 1024, **facts)) < train.MAX_LINE_BYTES
+    assert all(
+        len(v) == workload_facts.SHORT_REASON for v in facts["unknown"].values()
+    )  # cut to keep the line whole
+    assert len(contract.encode_event("facts", 1023, 1024, **facts)) < contract.MAX_LINE_BYTES
 
 
 def test_on_xla_without_neuron_every_neuron_fact_is_unknown_with_why():
-    facts = train.device_facts("xla")
+    facts = workload_facts.device_facts("xla")
     unknown = facts["unknown"]
     assert {"neuron_driver", "neuron_runtime", "neuron_compiler", "neuron_devices", "neuron_cores"} <= set(
         unknown
@@ -285,7 +288,7 @@ def test_expect_fails_a_node_whose_fact_does_not_match_naming_the_value_and_the_
 
 
 def test_expect_of_a_fact_a_node_could_not_read_does_not_pass():
-    cpu = {0: train.device_facts("cpu"), 1: train.device_facts("cpu")}
+    cpu = {0: workload_facts.device_facts("cpu"), 1: workload_facts.device_facts("cpu")}
     verdict = verdict_of(roll_with(cpu), expect=(("driver", "580.*"),))
     assert len(verdict.of_kind(Kind.EXPECTATION)) == 2
     assert "driver unknown" in verdict.of_kind(Kind.EXPECTATION)[0].message

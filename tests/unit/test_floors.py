@@ -17,6 +17,7 @@ from rollcall.options import DEFAULTS, OptionError, resolve
 from rollcall.ranklog import RollCall
 from rollcall.suite import job_spec
 from rollcall.verdict import Kind
+from rollcall_workload import cli
 from tests.unit.helpers import event, judged, rank_lines
 
 
@@ -170,16 +171,12 @@ def test_a_given_min_busbw_replaces_the_floors():
 
 
 def test_a_sweep_of_sizes_is_parsed_like_nccl_tests_and_reaches_the_groups():
-    from rollcall.jobspec import train_module
-
-    t = train_module()
-    assert t is not None
-    assert t.parse_args(["--bandwidth-sizes", "1M:8M:2"]).bandwidth_sizes == (2**20, 2**21, 2**22, 2**23)
-    assert t.parse_args(["--bandwidth-sizes", "64K:1M:4"]).bandwidth_sizes == (2**16, 2**18, 2**20)
-    assert t.parse_args(["--bandwidth-sizes", "2G:2G"]).bandwidth_sizes == (2 * 2**30,)
+    assert cli.parse_args(["--bandwidth-sizes", "1M:8M:2"]).bandwidth_sizes == (2**20, 2**21, 2**22, 2**23)
+    assert cli.parse_args(["--bandwidth-sizes", "64K:1M:4"]).bandwidth_sizes == (2**16, 2**18, 2**20)
+    assert cli.parse_args(["--bandwidth-sizes", "2G:2G"]).bandwidth_sizes == (2 * 2**30,)
     for bad in ("8M:1M", "1M", "1M:2M:1", "1X:2M", "1M:8G"):
-        with pytest.raises(t.CommandLineError, match="--bandwidth-sizes: must be MIN:MAX"):
-            t.parse_args(["--bandwidth-sizes", bad])
+        with pytest.raises(cli.CommandLineError, match="--bandwidth-sizes: must be MIN:MAX"):
+            cli.parse_args(["--bandwidth-sizes", bad])
     roll = RollCall()
     parser = roll.parser("pod-0")
     common = {"scope": "world", "ranks": "0-1", "nodes": "0", "bytes": 2**22, "algbw_gbps": 1.0}

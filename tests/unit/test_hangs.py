@@ -1,7 +1,7 @@
 """Stalled ranks from real stacks: the workload's watchdog captures them, the suite parses and classifies them.
 
 Each stack here is captured from a real thread of this process by the workload's own capture code
-(``train.thread_stacks``), encoded as the workload writes it (``train.encode_stack``), parsed by
+(``workload_watchdog.thread_stacks``), encoded as the workload writes it (``workload_watchdog.encode_stack``), parsed by
 :mod:`rollcall.ranklog` and classified by :mod:`rollcall.checks.hangs`.
 """
 
@@ -20,7 +20,8 @@ from rollcall.checks.hangs import DDP_WAIT, classify, resolve, stall_of, stalls,
 from rollcall.judge import judge
 from rollcall.ranklog import Frame, RollCall
 from rollcall.verdict import Evidence, Kind, Layout
-from tests.unit.test_workload import train
+from rollcall_workload import cli, contract
+from rollcall_workload import watchdog as workload_watchdog
 from tests.waiting import wait_until
 
 
@@ -28,7 +29,7 @@ def _captured(name: str, where: str) -> list:
     """The frames of thread ``name`` once its innermost frame runs function ``where``."""
 
     def probe():
-        for thread, _, frames in train.thread_stacks():
+        for thread, _, frames in workload_watchdog.thread_stacks():
             if thread == name and frames and frames[-1][2] == where:
                 return frames
         return None
@@ -45,7 +46,7 @@ def _roll(lines: list[bytes]) -> RollCall:
 
 
 def _stack_line(rank: int, frames: list, dump: int = 1, **fields) -> bytes:
-    return train.encode_stack(
+    return workload_watchdog.encode_stack(
         rank,
         4,
         frames,
@@ -127,7 +128,7 @@ def test_a_thread_waiting_in_the_rendezvous_of_torch_distributed_is_waiting(tmp_
             lambda: next(
                 (
                     f
-                    for t, _, f in train.thread_stacks()
+                    for t, _, f in workload_watchdog.thread_stacks()
                     if t == "test-joins_a_world_of_two" and any("torch/distributed/" in x[0] for x in f)
                 ),
                 None,
@@ -203,7 +204,7 @@ def test_a_thread_stalled_in_backward_is_ambiguous_waiting_beside_a_hung_rank_el
             lambda: next(
                 (
                     f
-                    for t, _, f in train.thread_stacks()
+                    for t, _, f in workload_watchdog.thread_stacks()
                     if t == "test-runs_a_backward_that_waits" and f and f[-1][2] == "wait" and len(f) > 3
                 ),
                 None,
@@ -237,7 +238,7 @@ def test_store_and_work_waits_read_as_waiting_by_their_line():
 
 def test_a_new_dump_replaces_the_last_and_resumed_withdraws_it():
     frames = [["train.py", 10, "run", "time.sleep(1)", True]]
-    resumed = train.encode_event("resumed", 2, 4, dump=1, stalled_s=70.0, phase="epoch 2 step 1")
+    resumed = contract.encode_event("resumed", 2, 4, dump=1, stalled_s=70.0, phase="epoch 2 step 1")
     roll = _roll([_stack_line(2, frames, dump=1), resumed, _stack_line(2, frames, dump=1, thread="late")])
     assert roll.ranks[2].stall is None  # the late line of the withdrawn dump is ignored
     roll = _roll([_stack_line(2, frames, dump=1, phase="a"), _stack_line(2, frames, dump=2, phase="b")])
@@ -245,7 +246,7 @@ def test_a_new_dump_replaces_the_last_and_resumed_withdraws_it():
         2,
         "b",
     )
-    bad = train.encode_event("stack", 2, 4, dump=1, thread="MainThread", main=True, frames=[["x", "1"], 3])
+    bad = contract.encode_event("stack", 2, 4, dump=1, thread="MainThread", main=True, frames=[["x", "1"], 3])
     roll = _roll([bad])
     stall = roll.ranks[2].stall
     assert (
@@ -256,7 +257,7 @@ def test_a_new_dump_replaces_the_last_and_resumed_withdraws_it():
 def test_a_deep_stack_keeps_its_innermost_frames_on_one_line_under_the_limit():
     frames = [[f"/very/long/path/{'d' * 60}/m{i}.py", i, f"f{i}", "x" * 150, False] for i in range(200)]
     line = _stack_line(0, frames)
-    assert len(line) < train.MAX_LINE_BYTES and line.count(b"\n") == 1
+    assert len(line) < contract.MAX_LINE_BYTES and line.count(b"\n") == 1
     stall = stall_of(_roll([line]).ranks[0])
     assert stall is not None and stall.dump.main is not None
     kept = stall.dump.main
@@ -325,19 +326,19 @@ class FakeLog:
         self.lines.append(data)
 
     def emit(self, event: str, **fields) -> None:
-        self.write(train.encode_event(event, 0, 1, **fields))
+        self.write(contract.encode_event(event, 0, 1, **fields))
 
 
 def test_the_watchdog_dumps_at_the_bound_again_each_bound_and_says_when_the_rank_resumes():
     now = [0.0]
     log = FakeLog()
-    dog = train.Watchdog(log, hang_after=None, first_step=120.0, clock=lambda: now[0])
+    dog = workload_watchdog.Watchdog(log, hang_after=None, first_step=120.0, clock=lambda: now[0])
     assert dog.bound() == 120.0  # until the first step completes
     dog.first_step_done()
-    assert dog.bound() == train.HANG_FLOOR_S  # no step time yet: the floor
+    assert dog.bound() == workload_watchdog.HANG_FLOOR_S  # no step time yet: the floor
     for seconds in (4.0, 5.0, 6.0):
         dog.step_time(seconds)
-    assert dog.bound() == train.HANG_STEP_MULTIPLE * 5.0  # 20 x the median, above the floor
+    assert dog.bound() == workload_watchdog.HANG_STEP_MULTIPLE * 5.0  # 20 x the median, above the floor
     dog.beat("epoch 1 end")
     now[0] = 99.0
     assert not dog.check() and log.lines == []
@@ -355,15 +356,18 @@ def test_the_watchdog_dumps_at_the_bound_again_each_bound_and_says_when_the_rank
 
 
 def test_an_explicit_hang_after_holds_after_the_first_step_and_is_the_first_steps_floor():
-    dog = train.Watchdog(FakeLog(), hang_after=5.0, first_step=120.0)
+    dog = workload_watchdog.Watchdog(FakeLog(), hang_after=5.0, first_step=120.0)
     assert dog.bound() == 120.0
     dog.first_step_done()
     assert dog.bound() == 5.0
-    assert train.Watchdog(FakeLog(), hang_after=500.0, first_step=120.0).bound() == 500.0
-    assert train.first_step_bound("xla", False) == 1800.0 and train.first_step_bound("cpu", True) == 600.0
+    assert workload_watchdog.Watchdog(FakeLog(), hang_after=500.0, first_step=120.0).bound() == 500.0
+    assert (
+        workload_watchdog.first_step_bound("xla", False) == 1800.0
+        and workload_watchdog.first_step_bound("cpu", True) == 600.0
+    )
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "nan"])
 def test_a_bad_hang_after_is_refused_by_the_parser(value):
-    with pytest.raises(train.CommandLineError, match="argument --hang-after: must be a number > 0"):
-        train.parse_args(["--hang-after", value])
+    with pytest.raises(cli.CommandLineError, match="argument --hang-after: must be a number > 0"):
+        cli.parse_args(["--hang-after", value])

@@ -1,6 +1,6 @@
 """The xla CPU runtime's gradient reduction over gloo: two real ranks on loopback end with the same average.
 
-The test hosts the ranks' store, as torchrun's agent does for train.py's ranks: where rank 0 hosted it,
+The test hosts the ranks' store, as torchrun's agent does for the workload's ranks: where rank 0 hosted it,
 rank 0 once aborted while leaving the process group ("terminate called without an active exception", on a
 loaded CI machine, its result already printed), which no rank under torchrun can do that way.
 """
@@ -10,19 +10,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
-TRAIN_PY = Path(__file__).resolve().parents[2] / "images" / "bert-training" / "train.py"
-
 RANK_SCRIPT = """
-import importlib.util, os, sys, torch, torch.distributed as dist
-spec = importlib.util.spec_from_file_location("rollcall_bert_train", sys.argv[1])
-train = sys.modules["rollcall_bert_train"] = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(train)
-acc = train.Accelerator("cpu", 0)
+import os, torch, torch.distributed as dist
+from rollcall_workload.dist import Accelerator
+acc = Accelerator("cpu", 0)
 acc.host_collectives = True
 rank, port = int(os.environ["RANK"]), int(os.environ["MASTER_PORT"])
 store = dist.TCPStore("127.0.0.1", port, is_master=False)
@@ -51,7 +46,7 @@ def test_host_reduce_gives_every_rank_the_same_average():
     base = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(store.port), "WORLD_SIZE": "2"}
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", RANK_SCRIPT, str(TRAIN_PY)],
+            [sys.executable, "-c", RANK_SCRIPT],
             env={**base, "RANK": str(rank), "LOCAL_RANK": "0"},
             stdout=subprocess.PIPE,
             text=True,

@@ -1,5 +1,5 @@
-"""The workload images: each Dockerfile pins its base, adds a pinned transformers and ships the same train.py
-(with bert_compact.py beside it)."""
+"""The workload images: each Dockerfile pins its base, adds a pinned transformers and ships the same workload
+(the package rollcall_workload, with its entry point train.py beside it)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import pytest
 from rollcall.backends.kubernetes.efa import NET_CLUES
 from rollcall.jobspec import IMAGE_SCRIPT
 
-IMAGE_DIR = Path(__file__).resolve().parents[2] / "images" / "bert-training"
-DOCKERFILES = sorted(IMAGE_DIR.glob("Dockerfile.*"))
+ROOT = Path(__file__).resolve().parents[2]
+IMAGE_DIR = ROOT / "images" / "bert-training"
+DOCKERFILES = sorted(p for p in IMAGE_DIR.glob("Dockerfile.*") if p.suffix != ".dockerignore")
 
 
 def _instructions(path: Path) -> list[tuple[str, str]]:
@@ -45,14 +46,28 @@ def test_base_image_is_pinned(dockerfile):
 
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
-def test_image_ships_train_py_at_the_suite_path(dockerfile):
+def test_image_ships_the_workload_package_beside_its_entry_point(dockerfile):
     instructions = _instructions(dockerfile)
     copies = [args.split() for word, args in instructions if word == "COPY"]
-    # train.py and the compact model it imports from its own folder, side by side in /workspace
-    assert ["train.py", "bert_compact.py", "/workspace/"] in copies
-    assert (IMAGE_DIR / "bert_compact.py").is_file()
+    # the package and the entry point that imports it, side by side in /workspace (the script's folder is
+    # first on sys.path); the build context is the repository root
+    assert ["images/bert-training/train.py", IMAGE_SCRIPT] in copies
+    assert ["src/rollcall_workload", f"{Path(IMAGE_SCRIPT).parent}/rollcall_workload"] in copies
     assert ("WORKDIR", "/workspace") in instructions
     assert IMAGE_SCRIPT == "/workspace/train.py"
+    for source, _ in copies:
+        assert (ROOT / source).exists(), f"{dockerfile.name} copies {source}, which is not in the repository"
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
+def test_the_build_context_holds_what_the_image_copies_and_nothing_else(dockerfile):
+    """Each Dockerfile's own .dockerignore (BuildKit's <Dockerfile>.dockerignore) lets in exactly its COPY sources."""
+    ignore = dockerfile.with_name(dockerfile.name + ".dockerignore")
+    lines = [ln for ln in ignore.read_text().splitlines() if ln and not ln.startswith("#")]
+    assert lines[0] == "*"
+    allowed = {ln[1:].rstrip("/") for ln in lines if ln.startswith("!")}
+    copies = {args.split()[0] for word, args in _instructions(dockerfile) if word == "COPY"}
+    assert allowed == copies
 
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
@@ -61,7 +76,7 @@ def test_transformers_is_pinned_and_nothing_is_downloaded_at_run_time(dockerfile
     runs = " ".join(args for word, args in instructions if word == "RUN")
     # Pins may also come from a requirements file the image copies in and installs.
     copied = [args.split()[0] for word, args in instructions if word == "COPY"]
-    runs += " ".join((IMAGE_DIR / c).read_text() for c in copied if c.endswith(".txt"))
+    runs += " ".join((ROOT / c).read_text() for c in copied if c.endswith(".txt"))
     assert re.search(r"transformers==\d+\.\d+\.\d+", runs), runs
     assert "HF_HUB_OFFLINE=1" in " ".join(args for word, args in instructions if word == "ENV")
     assert not any(word == "ENTRYPOINT" and args not in ("[]",) for word, args in instructions)

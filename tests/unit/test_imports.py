@@ -140,3 +140,37 @@ def test_the_package_root_holds_at_most_22_modules():
         "kubernetes",
         "slurm",
     }
+
+
+WORKLOAD = PACKAGE.parent / "rollcall_workload"
+
+
+def workload_graph() -> dict[str, set[str]]:
+    files = {
+        ".".join(p.relative_to(WORKLOAD.parent).with_suffix("").parts): p for p in WORKLOAD.rglob("*.py")
+    }
+    modules = set(files) | {"rollcall_workload"}
+    return {name: imports(path, modules) - {name} for name, path in files.items()}
+
+
+def test_the_workload_imports_nothing_of_the_suite():
+    """The workload runs in images that hold only it: no module of rollcall_workload imports rollcall."""
+    for path in WORKLOAD.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            assert not any(n == "rollcall" or n.startswith("rollcall.") for n in names), (
+                f"{path.name} imports the suite: {names}"
+            )
+
+
+def test_the_workload_has_no_import_circle():
+    edges = workload_graph()
+    assert "rollcall_workload.cli" in edges["rollcall_workload.run"]
+    found = cycle(edges)
+    assert found is None, "import circle: " + " -> ".join(found or [])

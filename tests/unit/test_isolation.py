@@ -14,9 +14,11 @@ from rollcall.isolation.probe import (
     trial_spec,
     with_isolation,
 )
-from rollcall.jobspec import NODE_IDS_ENV, JobSpec, train_module
+from rollcall.jobspec import NODE_IDS_ENV, JobSpec
 from rollcall.ranklog import RollCall
 from rollcall.verdict import Kind, Problem
+from rollcall_workload import bandwidth as workload_bandwidth
+from rollcall_workload import cli, contract, faults
 from tests.unit.helpers import judged, node_log
 
 
@@ -154,28 +156,20 @@ def test_the_verdict_lists_the_suspects_with_every_trials_evidence():
 # -- the workload's side: node ids, the scopes, the bandwidth-only mode ------------------------------
 
 
-def train():
-    module = train_module()
-    assert module is not None
-    return module
-
-
 def test_the_workload_maps_node_ranks_to_the_worlds_nodes():
-    t = train()
-    assert t.node_ids({}) == () and t.node_id({}, 1) == 1
-    assert t.node_ids({NODE_IDS_ENV: "2,3"}) == (2, 3)
-    assert t.node_id({NODE_IDS_ENV: "2,3"}, 0) == 2
+    assert faults.node_ids({}) == () and faults.node_id({}, 1) == 1
+    assert faults.node_ids({NODE_IDS_ENV: "2,3"}) == (2, 3)
+    assert faults.node_id({NODE_IDS_ENV: "2,3"}, 0) == 2
     for bad in ("2,x", "1,1", "-1"):
         with pytest.raises(ValueError, match=f"{NODE_IDS_ENV}="):
-            t.check_fault_injection({NODE_IDS_ENV: bad})
+            faults.check_fault_injection({NODE_IDS_ENV: bad})
     with pytest.raises(ValueError, match="names 2 node"):
-        t.node_id({NODE_IDS_ENV: "2,3"}, 2)
+        faults.node_id({NODE_IDS_ENV: "2,3"}, 2)
 
 
 def test_the_workload_measures_only_the_scopes_asked_for():
-    t = train()
     nodes = [0, 0, 1, 1, 2, 2]
-    assert [g.scope for g in t.bandwidth_groups(nodes)] == [
+    assert [g.scope for g in workload_bandwidth.bandwidth_groups(nodes)] == [
         "world",
         "node",
         "node",
@@ -184,12 +178,15 @@ def test_the_workload_measures_only_the_scopes_asked_for():
         "pair",
         "pair",
     ]
-    assert [g.scope for g in t.bandwidth_groups(nodes, ("world",))] == ["world"]
-    args = t.parse_args(["--bandwidth-only", "--bandwidth-scopes", "world,pair"])
+    assert [g.scope for g in workload_bandwidth.bandwidth_groups(nodes, ("world",))] == ["world"]
+    args = cli.parse_args(["--bandwidth-only", "--bandwidth-scopes", "world,pair"])
     assert args.bandwidth_only and args.bandwidth_scopes == ("world", "pair")
-    assert t.parse_args([]).bandwidth_scopes == t.BANDWIDTH_SCOPES and not t.parse_args([]).bandwidth_only
-    with pytest.raises(t.CommandLineError, match="--bandwidth-scopes: must be a comma-separated list"):
-        t.parse_args(["--bandwidth-scopes", "rack"])
+    assert (
+        cli.parse_args([]).bandwidth_scopes == contract.BANDWIDTH_SCOPES
+        and not cli.parse_args([]).bandwidth_only
+    )
+    with pytest.raises(cli.CommandLineError, match="--bandwidth-scopes: must be a comma-separated list"):
+        cli.parse_args(["--bandwidth-scopes", "rack"])
 
 
 def test_a_trial_of_nodes_whose_machines_are_known_is_pinned_to_them():

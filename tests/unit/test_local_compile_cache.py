@@ -10,7 +10,7 @@ from rollcall.backends import local
 from rollcall.backends.local import COMPILE_CACHE_ENV, LocalBackend, compile_cache_dir
 from rollcall.collect import Collector
 from rollcall.jobspec import JobSpec
-from tests.unit.test_workload import train
+from rollcall_workload import compile_cache
 
 
 @pytest.mark.parametrize(
@@ -26,7 +26,7 @@ def test_cache_directory(environ, expected):
 
 
 def test_the_variable_is_the_one_train_py_reads():
-    assert COMPILE_CACHE_ENV == train.COMPILE_CACHE_ENV
+    assert COMPILE_CACHE_ENV == compile_cache.COMPILE_CACHE_ENV
 
 
 def _launched_env(monkeypatch, tmp_path, env):

@@ -25,11 +25,12 @@ from rollcall.options import DEFAULTS, OptionError, resolve
 from rollcall.ranklog import RollCall
 from rollcall.runner import Attempt, RunResult
 from rollcall.verdict import Evidence, Kind, Layout
+from rollcall_workload import contract
+from rollcall_workload import facts as workload_facts
 
 from .helpers import event
 from .test_bad_input import local_usage_error
 from .test_fitness import facts_of, fake_nvml, roll_with
-from .test_workload import train
 
 pytest_plugins = ["pytester"]
 
@@ -66,7 +67,7 @@ def test_a_node_whose_ranks_see_fewer_gpus_than_its_type_fails_naming_node_count
 
 def test_cuda_listing_fewer_devices_than_nvml_is_the_count_named():
     """CUDA failing to use a GPU that NVML lists cannot be produced here either: both counts are given."""
-    short = train.device_facts("cuda", 0, nvml_loader=fake_nvml, cuda_devices=6)
+    short = workload_facts.device_facts("cuda", 0, nvml_loader=fake_nvml, cuda_devices=6)
     verdict = judged(roll_with({0: facts_of(fake_nvml()), 1: short}), {"n0": P5, "n1": P5})
     [problem] = verdict.of_kind(Kind.UNFIT_DEVICE)
     assert "node 1 (n1): cuda_devices=6 seen, expected 8 GPUs" in problem.message
@@ -258,7 +259,7 @@ def straggling_roll(
             event("complete", r, world),
         ]
         if r in per_rank:
-            lines.append(train.encode_event("facts", r, world, **per_rank[r]).decode().rstrip("\n"))
+            lines.append(contract.encode_event("facts", r, world, **per_rank[r]).decode().rstrip("\n"))
     roll = RollCall()
     parser = roll.parser("pod-0")
     parser.feed(("\n".join(lines) + "\n").encode())
@@ -355,16 +356,22 @@ def install(
 def fabric(root: Path, **env: str):
     """:func:`fabric_facts` reading ``root``'s layout, with no ``fi_info`` on ``PATH`` unless ``env`` says."""
     prefixes = tuple(str(root / p) for p in ("opt/amazon/efa", "opt/amazon/ofi-nccl", "usr"))
-    return functools.partial(train.fabric_facts, env={"PATH": str(root / "bin"), **env}, prefixes=prefixes)
+    return functools.partial(
+        workload_facts.fabric_facts, env={"PATH": str(root / "bin"), **env}, prefixes=prefixes
+    )
 
 
 def cut(reason: str) -> str:
     """``reason`` as a ``facts`` event keeps it."""
-    return reason if len(reason) <= train.MAX_REASON else reason[: train.MAX_REASON - 3] + "..."
+    return (
+        reason
+        if len(reason) <= workload_facts.MAX_REASON
+        else reason[: workload_facts.MAX_REASON - 3] + "..."
+    )
 
 
 def cuda_facts(root: Path, **env: str) -> dict[str, Any]:
-    return train.device_facts("cuda", 0, nvml_loader=fake_nvml, fabric=fabric(root, **env))
+    return workload_facts.device_facts("cuda", 0, nvml_loader=fake_nvml, fabric=fabric(root, **env))
 
 
 def test_the_installed_libfabric_and_aws_ofi_nccl_versions_are_facts(tmp_path):
@@ -392,18 +399,22 @@ def test_absent_libraries_are_unknown_with_where_they_were_looked_for_never_heal
     assert facts["unknown"]["aws_ofi_nccl"] == "no libnccl-net*.so in no library directory"
     install(tmp_path, pc=False, plugin=b"\0some other vendor's net plugin\0")
     lib = tmp_path / "opt/amazon/efa/lib"
-    unknown = cuda_facts(tmp_path)["unknown"]  # each the functions' own reason, cut to train.MAX_REASON
+    unknown = cuda_facts(tmp_path)[
+        "unknown"
+    ]  # each the functions' own reason, cut to workload_facts.MAX_REASON
     prefixes = fabric(tmp_path).keywords["prefixes"]
     with pytest.raises(LookupError) as fabric_said:
-        train.libfabric_version({}, prefixes, fi_info=lambda env, prefixes: None)
+        workload_facts.libfabric_version({}, prefixes, fi_info=lambda env, prefixes: None)
     with pytest.raises(LookupError) as plugin_said:
-        train.ofi_nccl_version({}, prefixes)
+        workload_facts.ofi_nccl_version({}, prefixes)
     assert str(fabric_said.value) == f"no fi_info; {lib}/libfabric.so.1 has no libfabric.pc beside it"
     plugin = tmp_path / "opt/amazon/ofi-nccl/lib/libnccl-net-ofi.so"
     assert str(plugin_said.value) == f"{plugin} carries no aws-ofi-nccl version"
     assert unknown["libfabric"] == cut(str(fabric_said.value))
     assert unknown["aws_ofi_nccl"] == cut(str(plugin_said.value))
-    assert train.device_facts("cpu")["unknown"] == {"nvml": "no NVML: device is cpu"}  # cpu reads neither
+    assert workload_facts.device_facts("cpu")["unknown"] == {
+        "nvml": "no NVML: device is cpu"
+    }  # cpu reads neither
 
 
 def test_nccl_net_plugin_and_ld_library_path_choose_the_plugin(tmp_path):
@@ -447,8 +458,8 @@ def test_the_real_path_reads_them_from_the_process_environment(tmp_path, monkeyp
     monkeypatch.setenv(
         "LD_LIBRARY_PATH", f"{tmp_path}/opt/amazon/ofi-nccl/lib{os.pathsep}{tmp_path}/opt/amazon/efa/lib"
     )
-    sheet = train.FactSheet()
-    train.fabric_facts(sheet, prefixes=())
+    sheet = workload_facts.FactSheet()
+    workload_facts.fabric_facts(sheet, prefixes=())
     assert sheet.values["aws_ofi_nccl"] == "1.14.0" and sheet.values["libfabric"] == "1.22.0amzn4.0"
 
 

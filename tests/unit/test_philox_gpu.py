@@ -14,9 +14,7 @@ torch = pytest.importorskip("torch")
 triton = pytest.importorskip("triton")
 tl = pytest.importorskip("triton.language")
 
-from tests.unit.test_workload import train  # noqa: E402
-
-compact = train.compact_module()
+from rollcall_workload import compact  # noqa: E402
 
 #: seeds with their high word set and not, and 0 (the keys start at zero)
 SEEDS = (0, 1, 0x0123_4567, 0x7EDC_BA98_7654_3210, -1)

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from rollcall.checks.fitness import DRIFT_KEYS, EXPECT_KEYS, RULE_NAMES
-from rollcall.jobspec import train_module
 from rollcall.options import OPTIONS, Spec
+from rollcall_workload import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
@@ -105,17 +105,15 @@ def workload_rows(text: str, first: str) -> dict[str, str]:
     [("README.md", "device | model"), ("images/bert-training/README.md", "device | backend")],
 )
 def test_the_workload_tables_say_its_run_defaults(doc: str, first: str) -> None:
-    train = train_module()
-    assert train is not None
     rows = workload_rows((ROOT / doc).read_text(), first)
-    assert sorted(rows) == sorted(train.RUN_DEFAULTS)
-    for device, defaults in train.RUN_DEFAULTS.items():
+    assert sorted(rows) == sorted(cli.RUN_DEFAULTS)
+    for device, defaults in cli.RUN_DEFAULTS.items():
         row = rows[device]
         assert defaults["model"] in re.findall(r"\w+", row), (
             f"{doc}, {device}: the model is {defaults['model']}"
         )
         numbers = [int(n) for n in re.findall(r"\b\d+\b", row)]
-        batch = defaults.get("batch_size") or train.cuda_batch_size(defaults["seq_len"], 141 << 30)
+        batch = defaults.get("batch_size") or cli.cuda_batch_size(defaults["seq_len"], 141 << 30)
         want = [defaults["seq_len"], batch, defaults["warmup_steps"], defaults["epochs"]]
         want.append(defaults["steps_per_epoch"])
         assert all(n in numbers for n in want), f"{doc}, {device}: {row!r} should say {want}"

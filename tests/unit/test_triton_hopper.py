@@ -17,9 +17,8 @@ import pytest
 pytest.importorskip("torch")
 triton = pytest.importorskip("triton")
 
-from tests.unit.test_workload import train  # noqa: E402
+from rollcall_workload import compact  # noqa: E402
 
-compact = train.compact_module()
 PTXAS = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
 
 ATTENTION = {"S": 512, "HEADS": 16, "D": 64, "DROPOUT": True, "ROUNDS": compact.DROPOUT_ROUNDS}

@@ -1,4 +1,4 @@
-"""The workload images/bert-training/train.py: its pure helpers, and real 2-rank torchrun runs on cpu."""
+"""The workload (the package rollcall_workload): its pure helpers, and real 2-rank torchrun runs on cpu."""
 
 from __future__ import annotations
 
@@ -10,31 +10,28 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
+from rollcall_workload import bandwidth as workload_bandwidth
+from rollcall_workload import cli, contract, faults, proofs, timing
+from rollcall_workload import compile_cache as workload_compile_cache
+from rollcall_workload import dist as workload_dist
+from rollcall_workload import main as workload_main
+from rollcall_workload import model as workload_model
+from rollcall_workload import shape as workload_shape
+from rollcall_workload import training as workload_training
+
+#: The entry point torchrun runs in the images and from the checkout.
 TRAIN_PY = Path(__file__).resolve().parents[2] / "images" / "bert-training" / "train.py"
-
-
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("rollcall_bert_train", TRAIN_PY)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
-
-
-train = _load()
 
 
 def _events(output: str) -> list[dict]:
     """Every roll-call record in ``output`` (the script's lines start with the marker)."""
     records = []
     for line in output.splitlines():
-        if line.startswith(train.EVENT_PREFIX):
-            records.append(json.loads(line[len(train.EVENT_PREFIX) :]))
+        if line.startswith(contract.EVENT_PREFIX):
+            records.append(json.loads(line[len(contract.EVENT_PREFIX) :]))
     return records
 
 
@@ -43,9 +40,8 @@ def _events(output: str) -> list[dict]:
 
 def test_module_imports_without_torch():
     code = (
-        "import importlib.util, sys\n"
-        f"spec = importlib.util.spec_from_file_location('t', {str(TRAIN_PY)!r})\n"
-        "m = importlib.util.module_from_spec(spec); sys.modules['t'] = m; spec.loader.exec_module(m)\n"
+        "import sys, runpy\n"
+        "import rollcall_workload.main, rollcall_workload.cli, rollcall_workload.shape as m\n"
         "assert 'torch' not in sys.modules and 'transformers' not in sys.modules, 'imported torch'\n"
         "print(m.flops_per_sample(m.MODEL_PRESETS['large'], 128))\n"
     )
@@ -54,33 +50,37 @@ def test_module_imports_without_torch():
 
 
 def test_flops_bert_large_seq128_mlm_head_on_all_tokens():
-    flops = train.flops_per_sample(train.MODEL_PRESETS["large"], 128)
+    flops = workload_shape.flops_per_sample(workload_shape.MODEL_PRESETS["large"], 128)
     assert flops / 1e9 == pytest.approx(261.6, abs=0.05)
 
 
 def test_flops_parts():
-    shape = train.BertShape(hidden=64, layers=3, heads=2, intermediate=256, vocab=1000)
+    shape = workload_shape.BertShape(hidden=64, layers=3, heads=2, intermediate=256, vocab=1000)
     seq = 32
     encoder = 3 * (4 * 64 * 64 + 2 * 64 * 256)
     head = 64 * 64 + 64 * 1000
     pooler = 64 * 64 + 2 * 64
     attention = 12 * 3 * 64 * seq * seq
-    assert train.flops_per_sample(shape, seq) == 6 * (encoder * seq + head * seq + pooler) + attention
+    assert (
+        workload_shape.flops_per_sample(shape, seq) == 6 * (encoder * seq + head * seq + pooler) + attention
+    )
     # the MLM head on 5 tokens only
     assert (
-        train.flops_per_sample(shape, seq, mlm_tokens=5)
+        workload_shape.flops_per_sample(shape, seq, mlm_tokens=5)
         == 6 * (encoder * seq + head * 5 + pooler) + attention
     )
 
 
 def test_flops_grow_with_model_and_sequence():
-    presets = train.MODEL_PRESETS
+    presets = workload_shape.MODEL_PRESETS
     assert (
-        train.flops_per_sample(presets["tiny"], 128)
-        < train.flops_per_sample(presets["base"], 128)
-        < train.flops_per_sample(presets["large"], 128)
+        workload_shape.flops_per_sample(presets["tiny"], 128)
+        < workload_shape.flops_per_sample(presets["base"], 128)
+        < workload_shape.flops_per_sample(presets["large"], 128)
     )
-    assert train.flops_per_sample(presets["base"], 512) > 4 * train.flops_per_sample(presets["base"], 128)
+    assert workload_shape.flops_per_sample(presets["base"], 512) > 4 * workload_shape.flops_per_sample(
+        presets["base"], 128
+    )
 
 
 @pytest.mark.parametrize(
@@ -106,17 +106,17 @@ def test_flops_grow_with_model_and_sequence():
     ],
 )
 def test_peak_lookup(name, peak):
-    assert train.peak_flops(name) == peak
+    assert workload_shape.peak_flops(name) == peak
 
 
 def test_mfu():
-    assert train.model_flops_utilization(1e9, 100.0, 1e12) == pytest.approx(0.1)
-    assert train.model_flops_utilization(1e9, 100.0, None) is None
-    assert train.model_flops_utilization(1e9, 100.0, 0.0) is None
+    assert workload_shape.model_flops_utilization(1e9, 100.0, 1e12) == pytest.approx(0.1)
+    assert workload_shape.model_flops_utilization(1e9, 100.0, None) is None
+    assert workload_shape.model_flops_utilization(1e9, 100.0, 0.0) is None
 
 
 def test_event_line_is_one_json_line_under_pipe_buf():
-    data = train.encode_event("epoch_time", 3, 64, epoch=1, seconds=0.31)
+    data = contract.encode_event("epoch_time", 3, 64, epoch=1, seconds=0.31)
     assert data.startswith(b"ROLLCALL ") and data.endswith(b"\n") and data.count(b"\n") == 1
     assert len(data) < 4096
     record = json.loads(data[len(b"ROLLCALL ") :])
@@ -130,7 +130,7 @@ def test_event_line_is_one_json_line_under_pipe_buf():
     "message", ["x" * 100_000, "line one\nline two\r\n" * 2000, "\u00e9\u4e2d\U0001f600" * 3000]
 )
 def test_long_error_message_stays_one_line(message):
-    data = train.encode_event("error", 1, 2, message=message)
+    data = contract.encode_event("error", 1, 2, message=message)
     assert len(data) < 4096 and data.count(b"\n") == 1
     record = json.loads(data[len(b"ROLLCALL ") :])
     assert record["event"] == "error" and record["rank"] == 1 and record["world_size"] == 2
@@ -138,7 +138,7 @@ def test_long_error_message_stays_one_line(message):
 
 
 def test_non_finite_numbers_become_null():
-    data = train.encode_event("throughput", 0, 1, samples_per_sec=math.inf, mfu=math.nan)
+    data = contract.encode_event("throughput", 0, 1, samples_per_sec=math.inf, mfu=math.nan)
     record = json.loads(data[len(b"ROLLCALL ") :])
     assert record["samples_per_sec"] is None and record["mfu"] is None
 
@@ -146,7 +146,7 @@ def test_non_finite_numbers_become_null():
 def test_log_writes_each_line_whole():
     read_fd, write_fd = os.pipe()
     try:
-        log = train.RollcallLog(rank=5, world_size=8, fd=write_fd)
+        log = contract.RollcallLog(rank=5, world_size=8, fd=write_fd)
         log.emit("start", host="h", device="cuda:5")
         log.emit("complete")
         os.close(write_fd)
@@ -158,10 +158,10 @@ def test_log_writes_each_line_whole():
 
 
 def test_dist_env_from_torchrun():
-    env = train.read_dist_env(
+    env = workload_dist.read_dist_env(
         {"RANK": "9", "LOCAL_RANK": "1", "WORLD_SIZE": "16", "GROUP_RANK": "4", "LOCAL_WORLD_SIZE": "2"}
     )
-    assert env == train.DistEnv(
+    assert env == workload_dist.DistEnv(
         rank=9, local_rank=1, world_size=16, node_rank=4, local_world_size=2, launched=True
     )
 
@@ -177,11 +177,13 @@ def test_dist_env_from_torchrun():
     ],
 )
 def test_node_rank_fallbacks(environ, node_rank):
-    assert train.read_dist_env(environ).node_rank == node_rank
+    assert workload_dist.read_dist_env(environ).node_rank == node_rank
 
 
 def test_dist_env_without_torchrun_is_one_process():
-    env = train.read_dist_env({"OMPI_COMM_WORLD_RANK": "3", "PMI_RANK": "3"})  # MPI variables are ignored
+    env = workload_dist.read_dist_env(
+        {"OMPI_COMM_WORLD_RANK": "3", "PMI_RANK": "3"}
+    )  # MPI variables are ignored
     assert (env.rank, env.world_size, env.local_world_size, env.launched) == (0, 1, 1, False)
 
 
@@ -198,17 +200,17 @@ def test_dist_env_without_torchrun_is_one_process():
     ],
 )
 def test_resolve_device(requested, cuda, xla_importable, xla_configured, device):
-    assert train.resolve_device(requested, cuda, xla_importable, xla_configured) == device
+    assert workload_dist.resolve_device(requested, cuda, xla_importable, xla_configured) == device
 
 
 def test_xla_configured_by_pjrt_device():
-    assert train.xla_configured({"PJRT_DEVICE": "NEURON"})
+    assert workload_dist.xla_configured({"PJRT_DEVICE": "NEURON"})
 
 
 def test_the_default_workload_fits_the_accelerator():
     """cpu: a short proof; cuda: what keeps a GPU busy, its batch sized to its memory; xla: the Neuron path."""
-    args = train.parse_args([])
-    train.apply_defaults(args, "cuda", 141 * 10**9)  # an H200
+    args = cli.parse_args([])
+    cli.apply_defaults(args, "cuda", 141 * 10**9)  # an H200
     assert (args.model, args.impl, args.precision, args.compile, args.seq_len, args.batch_size) == (
         "large",
         "compact",
@@ -217,18 +219,18 @@ def test_the_default_workload_fits_the_accelerator():
         128,
         384,
     )
-    args = train.parse_args(["--seq-len", "512"])
-    train.apply_defaults(args, "cuda", 80 * 2**30)  # 80 GiB: proportionally fewer tokens per step
+    args = cli.parse_args(["--seq-len", "512"])
+    cli.apply_defaults(args, "cuda", 80 * 2**30)  # 80 GiB: proportionally fewer tokens per step
     assert args.batch_size == 60
-    args = train.parse_args(["--no-compile", "--impl", "hf"])
-    train.apply_defaults(args, "cuda", None)  # memory unknown; what the user said stays
+    args = cli.parse_args(["--no-compile", "--impl", "hf"])
+    cli.apply_defaults(args, "cuda", None)  # memory unknown; what the user said stays
     assert (args.compile, args.impl, args.precision, args.batch_size) == (False, "hf", "bf16", 32)
     for device, expected in (
         ("cpu", ("tiny", "hf", "autocast", False)),
         ("xla", ("base", "hf", "autocast", False)),
     ):
-        args = train.parse_args([])
-        train.apply_defaults(args, device)
+        args = cli.parse_args([])
+        cli.apply_defaults(args, device)
         assert (args.model, args.impl, args.precision, args.compile) == expected
 
 
@@ -242,8 +244,8 @@ def test_fused_ln_dropout_is_on_for_the_compact_model_on_cuda_only():
         (["--impl", "compact", "--fused-ln-dropout"], "cpu", True),  # asked for: the CPU takes PyTorch's ops
         ([], "xla", False),
     ):
-        args = train.parse_args(argv)
-        train.apply_defaults(args, device)
+        args = cli.parse_args(argv)
+        cli.apply_defaults(args, device)
         assert args.fused_ln_dropout is on, (argv, device)
         assert args.fused_residual_grad is on, (argv, device)  # measured with the kernels (bench/NOTES.md)
 
@@ -256,8 +258,8 @@ def test_the_compact_model_compiles_layer_by_layer_unless_told():
         ([], "cpu", "model"),
         (["--impl", "compact"], "cpu", "layer"),
     ):
-        args = train.parse_args(argv)
-        train.apply_defaults(args, device)
+        args = cli.parse_args(argv)
+        cli.apply_defaults(args, device)
         assert args.compile_scope == scope, (argv, device)
 
 
@@ -265,13 +267,13 @@ def test_the_accelerators_default_runs_are_long_enough_to_prove_learning():
     from rollcall.checks.proofs import LEARNING_STEPS
 
     for device in ("cuda", "xla"):
-        d = train.RUN_DEFAULTS[device]
+        d = cli.RUN_DEFAULTS[device]
         assert (d["epochs"] - 1) * d["steps_per_epoch"] >= LEARNING_STEPS, device
 
 
 def test_cli_and_device_defaults():
-    args = train.parse_args(["--device", "cpu"])
-    train.apply_defaults(args, "cpu")
+    args = cli.parse_args(["--device", "cpu"])
+    cli.apply_defaults(args, "cpu")
     assert (
         args.model,
         args.seq_len,
@@ -281,8 +283,8 @@ def test_cli_and_device_defaults():
         args.steps_per_epoch,
     ) == ("tiny", 64, 8, 2, 2, 3)
     assert (args.compute_steps, args.bandwidth_mb, args.bandwidth_iters) == (10, 8.0, 10)
-    args = train.parse_args(["--batch-size", "4", "--model", "large", "--peak-tflops", "500", "--compile"])
-    train.apply_defaults(args, "cuda")
+    args = cli.parse_args(["--batch-size", "4", "--model", "large", "--peak-tflops", "500", "--compile"])
+    cli.apply_defaults(args, "cuda")
     assert (args.model, args.seq_len, args.batch_size, args.peak_tflops, args.compile) == (
         "large",
         128,
@@ -308,8 +310,8 @@ def test_cli_and_device_defaults():
 )
 def test_bad_sizes_are_refused(argv):
     # refused by the parser itself, so the suite can check a command line before launch
-    with pytest.raises(train.CommandLineError, match=f"argument {argv[0]}: must be a"):
-        train.parse_args(argv)
+    with pytest.raises(cli.CommandLineError, match=f"argument {argv[0]}: must be a"):
+        cli.parse_args(argv)
 
 
 @pytest.mark.parametrize(
@@ -324,24 +326,24 @@ def test_bad_sizes_are_refused(argv):
     ],
 )
 def test_the_parser_names_the_argument_and_what_it_must_be(argv, message):
-    with pytest.raises(train.CommandLineError) as caught:
-        train.parse_args(argv)
+    with pytest.raises(cli.CommandLineError) as caught:
+        cli.parse_args(argv)
     assert str(caught.value) == message
 
 
 def test_dist_backend_overrides_only_cudas_nccl():
     for device, backend in (("cuda", "gloo"), ("cuda", "nccl"), ("cpu", "gloo")):
-        train.apply_defaults(train.parse_args(["--dist-backend", backend]), device)
+        cli.apply_defaults(cli.parse_args(["--dist-backend", backend]), device)
     for device, backend in (("cpu", "nccl"), ("xla", "gloo")):
         with pytest.raises(ValueError, match=f"--dist-backend {backend} is for --device cuda"):
-            train.apply_defaults(train.parse_args(["--dist-backend", backend]), device)
-    assert train.Accelerator.BACKENDS == {"cuda": "nccl", "xla": "xla", "cpu": "gloo"}
+            cli.apply_defaults(cli.parse_args(["--dist-backend", backend]), device)
+    assert workload_dist.Accelerator.BACKENDS == {"cuda": "nccl", "xla": "xla", "cpu": "gloo"}
 
 
 def test_invalid_command_line_prints_error_and_returns_2(capfd, monkeypatch):
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setenv("WORLD_SIZE", "2")
-    assert train.main(["--model", "huge"]) == 2
+    assert workload_main.main(["--model", "huge"]) == 2
     records = _events(capfd.readouterr().out)
     assert [(r["event"], r["rank"], r["world_size"]) for r in records] == [("error", 1, 2)]
     assert records[0]["message"].startswith("invalid command line: argument --model: invalid choice: 'huge'")
@@ -351,23 +353,23 @@ def test_an_error_is_stamped_with_the_wall_clock_time(capfd, monkeypatch):
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setenv("WORLD_SIZE", "2")
     before = time.time()
-    train.main(["--model", "huge"])
+    workload_main.main(["--model", "huge"])
     after = time.time()
     (record,) = _events(capfd.readouterr().out)
     assert isinstance(record["time"], float) and before - 1e-3 <= record["time"] <= after + 1e-3
 
 
 def test_fault_injection_targets_one_rank():
-    assert train.injected_fault(1, {train.FAIL_RANK_ENV: "1"}) == "fail"
-    assert train.injected_fault(0, {train.FAIL_RANK_ENV: "1"}) is None
-    assert train.injected_fault(2, {train.HANG_RANK_ENV: "2"}) == "hang"
-    assert train.injected_fault(2, {}) is None
-    assert train.FAIL_RANK_ENV == "ROLLCALL_FAIL_RANK" and train.HANG_RANK_ENV == "ROLLCALL_HANG_RANK"
+    assert faults.injected_fault(1, {faults.FAIL_RANK_ENV: "1"}) == "fail"
+    assert faults.injected_fault(0, {faults.FAIL_RANK_ENV: "1"}) is None
+    assert faults.injected_fault(2, {faults.HANG_RANK_ENV: "2"}) == "hang"
+    assert faults.injected_fault(2, {}) is None
+    assert faults.FAIL_RANK_ENV == "ROLLCALL_FAIL_RANK" and faults.HANG_RANK_ENV == "ROLLCALL_HANG_RANK"
 
 
 def test_fault_injection_takes_a_list_of_ranks():
-    env = {train.FAIL_RANK_ENV: "0,2", train.HANG_RANK_ENV: " 1, 5 "}
-    assert [train.injected_fault(rank, env) for rank in range(6)] == [
+    env = {faults.FAIL_RANK_ENV: "0,2", faults.HANG_RANK_ENV: " 1, 5 "}
+    assert [faults.injected_fault(rank, env) for rank in range(6)] == [
         "fail",
         "hang",
         "fail",
@@ -375,19 +377,19 @@ def test_fault_injection_takes_a_list_of_ranks():
         None,
         "hang",
     ]
-    assert train.injected_fault(3, {train.FAIL_RANK_ENV: "3", train.HANG_RANK_ENV: "3"}) == "fail"
+    assert faults.injected_fault(3, {faults.FAIL_RANK_ENV: "3", faults.HANG_RANK_ENV: "3"}) == "fail"
 
 
 def test_a_hung_node_is_named_in_the_world_its_node_ids_give():
-    env = {train.HANG_NODE_ENV: "2"}
-    assert [train.hung_node(env, n) for n in range(4)] == [None, None, 2, None]
+    env = {faults.HANG_NODE_ENV: "2"}
+    assert [faults.hung_node(env, n) for n in range(4)] == [None, None, 2, None]
     # a trial of nodes 2 and 3 of a larger world: node rank 0 is node 2
-    subset = {**env, train.NODE_IDS_ENV: "2,3"}
-    assert [train.hung_node(subset, n) for n in range(2)] == [2, None]
-    assert train.hung_node({**env, train.NODE_IDS_ENV: "0,3"}, 0) is None
-    assert train.hung_node({}, 2) is None and train.HANG_NODE_ENV == "ROLLCALL_HANG_NODE"
+    subset = {**env, contract.NODE_IDS_ENV: "2,3"}
+    assert [faults.hung_node(subset, n) for n in range(2)] == [2, None]
+    assert faults.hung_node({**env, contract.NODE_IDS_ENV: "0,3"}, 0) is None
+    assert faults.hung_node({}, 2) is None and faults.HANG_NODE_ENV == "ROLLCALL_HANG_NODE"
     with pytest.raises(ValueError) as caught:
-        train.check_fault_injection({train.HANG_NODE_ENV: "node2"})
+        faults.check_fault_injection({faults.HANG_NODE_ENV: "node2"})
     assert str(caught.value) == (
         "ROLLCALL_HANG_NODE='node2' is not valid; write ROLLCALL_HANG_NODE=<node>[,<node>...], "
         "e.g. ROLLCALL_HANG_NODE=0,2"
@@ -397,7 +399,7 @@ def test_a_hung_node_is_named_in_the_world_its_node_ids_give():
 @pytest.mark.parametrize("bad", ["x", "0,", "0;2", "-1", "1.5", "0,,2"])
 def test_a_malformed_rank_list_is_refused_by_name(bad):
     with pytest.raises(ValueError) as caught:
-        train.injected_fault(0, {train.HANG_RANK_ENV: bad})
+        faults.injected_fault(0, {faults.HANG_RANK_ENV: bad})
     assert str(caught.value) == (
         f"ROLLCALL_HANG_RANK={bad!r} is not valid; write ROLLCALL_HANG_RANK=<rank>[,<rank>...], "
         "e.g. ROLLCALL_HANG_RANK=0,2"
@@ -405,7 +407,7 @@ def test_a_malformed_rank_list_is_refused_by_name(bad):
 
 
 def test_a_malformed_fault_injection_variable_fails_the_rank_at_start_naming_it():
-    env = {**os.environ, "RANK": "0", "WORLD_SIZE": "1", train.HANG_RANK_ENV: "1;5"}
+    env = {**os.environ, "RANK": "0", "WORLD_SIZE": "1", faults.HANG_RANK_ENV: "1;5"}
     proc = subprocess.run(
         [sys.executable, str(TRAIN_PY), "--device", "cpu"],
         env=env,
@@ -422,17 +424,17 @@ def test_a_malformed_fault_injection_variable_fails_the_rank_at_start_naming_it(
 
 
 def test_chatty_is_parsed_or_refused_by_name():
-    assert train.chatty({}) is None
-    assert train.chatty({"ROLLCALL_CHATTY": "1:3000000"}) == train.Chatty(rank=1, size=3000000)
+    assert faults.chatty({}) is None
+    assert faults.chatty({"ROLLCALL_CHATTY": "1:3000000"}) == faults.Chatty(rank=1, size=3000000)
     for bad in ("1", "x:10", "1:-1", "-1:10", "1:2:3"):
         with pytest.raises(
             ValueError, match=r"^ROLLCALL_CHATTY=.* is not valid; write ROLLCALL_CHATTY=<rank>:<bytes>$"
         ):
-            train.chatty({"ROLLCALL_CHATTY": bad})
+            faults.chatty({"ROLLCALL_CHATTY": bad})
 
 
 def test_every_fault_injection_variable_is_checked_at_once():
-    train.check_fault_injection({"ROLLCALL_FAIL_RANK": "0,2", "ROLLCALL_SLOW_RANK": "1:2", "OTHER": "x"})
+    faults.check_fault_injection({"ROLLCALL_FAIL_RANK": "0,2", "ROLLCALL_SLOW_RANK": "1:2", "OTHER": "x"})
     for name, bad in (
         ("ROLLCALL_FAIL_RANK", "0-2"),
         ("ROLLCALL_HANG_RANK", "one"),
@@ -441,110 +443,110 @@ def test_every_fault_injection_variable_is_checked_at_once():
         ("ROLLCALL_SLOW_LINK", "1:-1"),
     ):
         with pytest.raises(ValueError, match=f"^{name}"):
-            train.check_fault_injection({name: bad})
+            faults.check_fault_injection({name: bad})
 
 
 def test_slow_rank_and_slow_link_are_parsed_or_refused_by_name():
-    assert train.slow_rank({}) is None and train.slow_link({"ROLLCALL_SLOW_LINK": " "}) is None
-    assert train.slow_rank({"ROLLCALL_SLOW_RANK": "3:2.5"}) == train.SlowRank(rank=3, factor=2.5)
-    assert train.slow_link({"ROLLCALL_SLOW_LINK": "1:40"}) == train.SlowLink(node=1, delay_ms=40.0)
+    assert faults.slow_rank({}) is None and faults.slow_link({"ROLLCALL_SLOW_LINK": " "}) is None
+    assert faults.slow_rank({"ROLLCALL_SLOW_RANK": "3:2.5"}) == faults.SlowRank(rank=3, factor=2.5)
+    assert faults.slow_link({"ROLLCALL_SLOW_LINK": "1:40"}) == faults.SlowLink(node=1, delay_ms=40.0)
     for bad in ("3", "3:", "x:2", "-1:2", "3:nan", "3:inf"):
         with pytest.raises(ValueError, match=r"ROLLCALL_SLOW_RANK=.*write ROLLCALL_SLOW_RANK=<rank>:<factor"):
-            train.slow_rank({"ROLLCALL_SLOW_RANK": bad})
+            faults.slow_rank({"ROLLCALL_SLOW_RANK": bad})
     with pytest.raises(ValueError, match="factor must be at least 1"):
-        train.slow_rank({"ROLLCALL_SLOW_RANK": "3:0.5"})
-    assert train.slow_ranks({}) == {} and train.slow_ranks({"ROLLCALL_SLOW_RANK": "3:2.5"}) == {3: 2.5}
-    assert train.slow_ranks({"ROLLCALL_SLOW_RANK": "0:1.5, 1:1.5"}) == {0: 1.5, 1: 1.5}
+        faults.slow_rank({"ROLLCALL_SLOW_RANK": "3:0.5"})
+    assert faults.slow_ranks({}) == {} and faults.slow_ranks({"ROLLCALL_SLOW_RANK": "3:2.5"}) == {3: 2.5}
+    assert faults.slow_ranks({"ROLLCALL_SLOW_RANK": "0:1.5, 1:1.5"}) == {0: 1.5, 1: 1.5}
     with pytest.raises(ValueError, match="rank 1 is named twice"):
-        train.slow_ranks({"ROLLCALL_SLOW_RANK": "1:2,1:3"})
+        faults.slow_ranks({"ROLLCALL_SLOW_RANK": "1:2,1:3"})
     with pytest.raises(ValueError, match="has an empty entry; write ROLLCALL_SLOW_RANK=<rank>"):
-        train.slow_ranks({"ROLLCALL_SLOW_RANK": "0:2,"})
+        faults.slow_ranks({"ROLLCALL_SLOW_RANK": "0:2,"})
     with pytest.raises(ValueError, match=r"ROLLCALL_SLOW_RANK='x:2' is not valid"):
-        train.check_fault_injection({"ROLLCALL_SLOW_RANK": "0:2,x:2"})
+        faults.check_fault_injection({"ROLLCALL_SLOW_RANK": "0:2,x:2"})
     with pytest.raises(ValueError, match="delay must not be negative"):
-        train.slow_link({"ROLLCALL_SLOW_LINK": "1:-5"})
+        faults.slow_link({"ROLLCALL_SLOW_LINK": "1:-5"})
 
 
 def test_percentile_interpolates_between_closest_ranks():
-    assert train.percentile([3.0], 90) == 3.0
-    assert train.percentile([4.0, 1.0, 3.0, 2.0], 50) == 2.5
-    assert train.percentile([1.0, 2.0, 3.0, 4.0, 5.0], 50) == 3.0
-    assert train.percentile([float(v) for v in range(11)], 90) == pytest.approx(9.0)
-    assert train.percentile([1.0, 2.0], 90) == pytest.approx(1.9)
+    assert timing.percentile([3.0], 90) == 3.0
+    assert timing.percentile([4.0, 1.0, 3.0, 2.0], 50) == 2.5
+    assert timing.percentile([1.0, 2.0, 3.0, 4.0, 5.0], 50) == 3.0
+    assert timing.percentile([float(v) for v in range(11)], 90) == pytest.approx(9.0)
+    assert timing.percentile([1.0, 2.0], 90) == pytest.approx(1.9)
     with pytest.raises(ValueError):
-        train.percentile([], 50)
+        timing.percentile([], 50)
 
 
 def test_compute_fields():
-    assert train.compute_fields([]) == {"compute_ms": None, "compute_ms_p90": None, "compute_steps": 0}
-    fields = train.compute_fields([10.0, 12.0, 11.0, 30.0, 10.5])
+    assert timing.compute_fields([]) == {"compute_ms": None, "compute_ms_p90": None, "compute_steps": 0}
+    fields = timing.compute_fields([10.0, 12.0, 11.0, 30.0, 10.5])
     assert fields == {"compute_ms": 11.0, "compute_ms_p90": pytest.approx(22.8), "compute_steps": 5}
 
 
 def test_bus_bandwidth_follows_nccl_tests():
     # 1 GB in 0.1 s: algbw 10 GB/s; busbw = algbw x 2(n-1)/n
-    assert train.bus_bandwidth(10**9, 0.1, 2) == pytest.approx((10.0, 10.0))
-    assert train.bus_bandwidth(10**9, 0.1, 8) == pytest.approx((10.0, 17.5))
-    assert train.bus_bandwidth(10**9, 0.1, 1) == pytest.approx((10.0, 0.0))
+    assert workload_bandwidth.bus_bandwidth(10**9, 0.1, 2) == pytest.approx((10.0, 10.0))
+    assert workload_bandwidth.bus_bandwidth(10**9, 0.1, 8) == pytest.approx((10.0, 17.5))
+    assert workload_bandwidth.bus_bandwidth(10**9, 0.1, 1) == pytest.approx((10.0, 0.0))
 
 
 def test_compact_ranges():
-    assert train.compact_ranges([]) == ""
-    assert train.compact_ranges([3, 0, 1, 2, 8, 10, 9]) == "0-3,8-10"
-    assert train.compact_ranges([5]) == "5"
+    assert workload_bandwidth.compact_ranges([]) == ""
+    assert workload_bandwidth.compact_ranges([3, 0, 1, 2, 8, 10, 9]) == "0-3,8-10"
+    assert workload_bandwidth.compact_ranges([5]) == "5"
 
 
 def test_bandwidth_groups_world_nodes_and_ring_pairs():
-    G = train.CommGroup
+    G = workload_bandwidth.CommGroup
     # 2 nodes x 2 ranks: the world and each node; the one pair of nodes would be the world again
-    assert train.bandwidth_groups([0, 0, 1, 1]) == [
+    assert workload_bandwidth.bandwidth_groups([0, 0, 1, 1]) == [
         G("world", (0, 1), (0, 1, 2, 3)),
         G("node", (0,), (0, 1)),
         G("node", (1,), (2, 3)),
     ]
     # one rank per node: no node group measures anything; 3 nodes make a ring of 3 pairs
-    assert train.bandwidth_groups([0, 1, 2]) == [
+    assert workload_bandwidth.bandwidth_groups([0, 1, 2]) == [
         G("world", (0, 1, 2), (0, 1, 2)),
         G("pair", (0, 1), (0, 1)),
         G("pair", (1, 2), (1, 2)),
         G("pair", (0, 2), (0, 2)),
     ]
     # one node: only the node (the world is the same group)
-    assert train.bandwidth_groups([0, 0]) == [G("world", (0,), (0, 1))]
-    assert train.bandwidth_groups([0]) == []
-    groups = train.bandwidth_groups([n for n in range(4) for _ in range(2)])
+    assert workload_bandwidth.bandwidth_groups([0, 0]) == [G("world", (0,), (0, 1))]
+    assert workload_bandwidth.bandwidth_groups([0]) == []
+    groups = workload_bandwidth.bandwidth_groups([n for n in range(4) for _ in range(2)])
     assert [g.scope for g in groups] == ["world"] + ["node"] * 4 + ["pair"] * 4
     assert groups[-1] == G("pair", (0, 3), (0, 1, 6, 7))
 
 
 def test_bandwidth_rounds_run_disjoint_groups_together():
-    groups = train.bandwidth_groups([n for n in range(4) for _ in range(2)])
-    rounds = train.bandwidth_rounds(groups)
+    groups = workload_bandwidth.bandwidth_groups([n for n in range(4) for _ in range(2)])
+    rounds = workload_bandwidth.bandwidth_rounds(groups)
     assert rounds == [[0], [1, 2, 3, 4], [5, 7], [6, 8]]  # world; nodes; pairs (0,1)+(2,3); (1,2)+(0,3)
     for chosen in rounds:
         members = [r for i in chosen for r in groups[i].ranks]
         assert len(members) == len(set(members))
-    odd = train.bandwidth_rounds(train.bandwidth_groups([0, 1, 2]))
+    odd = workload_bandwidth.bandwidth_rounds(workload_bandwidth.bandwidth_groups([0, 1, 2]))
     assert odd == [[0], [1], [2], [3]]  # a ring of 3 pairs: every two share a node
 
 
 def test_batch_seeds_differ_per_seed_rank_and_index():
-    seeds = {train.batch_seed(s, r, i) for s in range(3) for r in range(64) for i in range(4)}
+    seeds = {workload_model.batch_seed(s, r, i) for s in range(3) for r in range(64) for i in range(4)}
     assert len(seeds) == 3 * 64 * 4
 
 
 def test_warm_up_settles_when_the_last_k_steps_agree():
     compile_then_steady = [40.0, 0.2, 0.14, 0.137, 0.138, 0.136, 0.137]
-    assert not train.settled(compile_then_steady[:6], 5, 5.0)  # 0.2 is still in the window
-    assert train.settled(compile_then_steady, 5, 5.0)
-    assert not train.settled(compile_then_steady, 5, 0.5)  # 0.14 is 2% off the median
-    assert not train.settled([0.1] * 4, 5, 5.0)  # fewer than k times
-    assert not train.settled([0.1] * 8, 0, 5.0)  # k = 0: never (a fixed count instead)
-    assert not train.settled([0.0] * 5, 5, 5.0)
+    assert not timing.settled(compile_then_steady[:6], 5, 5.0)  # 0.2 is still in the window
+    assert timing.settled(compile_then_steady, 5, 5.0)
+    assert not timing.settled(compile_then_steady, 5, 0.5)  # 0.14 is 2% off the median
+    assert not timing.settled([0.1] * 4, 5, 5.0)  # fewer than k times
+    assert not timing.settled([0.1] * 8, 0, 5.0)  # k = 0: never (a fixed count instead)
+    assert not timing.settled([0.0] * 5, 5, 5.0)
 
 
 def test_compile_cache_env_points_inductor_and_triton_under_one_directory(tmp_path):
-    env = train.compile_cache_env(str(tmp_path))
+    env = workload_compile_cache.compile_cache_env(str(tmp_path))
     assert env == {
         "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
         "TRITON_CACHE_DIR": str(tmp_path / "triton"),
@@ -552,19 +554,16 @@ def test_compile_cache_env_points_inductor_and_triton_under_one_directory(tmp_pa
 
 
 def test_compile_cache_defaults_from_the_environment(monkeypatch, tmp_path):
-    monkeypatch.setenv(train.COMPILE_CACHE_ENV, str(tmp_path))
-    assert train.parse_args([]).compile_cache == str(tmp_path)
-    monkeypatch.delenv(train.COMPILE_CACHE_ENV)
-    assert train.parse_args([]).compile_cache is None
+    monkeypatch.setenv(workload_compile_cache.COMPILE_CACHE_ENV, str(tmp_path))
+    assert cli.parse_args([]).compile_cache == str(tmp_path)
+    monkeypatch.delenv(workload_compile_cache.COMPILE_CACHE_ENV)
+    assert cli.parse_args([]).compile_cache is None
 
 
 _KEEP_BYTECODE = """
-import importlib.util, sys
-spec = importlib.util.spec_from_file_location("train", sys.argv[1])
-train = importlib.util.module_from_spec(spec)
-sys.modules["train"] = train
-spec.loader.exec_module(train)
-print(train.keep_bytecode(sys.argv[2], "fakepkg"))
+import sys
+from rollcall_workload.compile_cache import keep_bytecode
+print(keep_bytecode(sys.argv[1], "fakepkg"))
 import fakepkg
 """
 
@@ -585,7 +584,7 @@ def test_the_compile_cache_keeps_bytecode_only_for_modules_shipped_without_it(tm
     env.update(PYTHONPATH=str(tmp_path / "site"), PYTHONDONTWRITEBYTECODE="1")
     cache = tmp_path / "cache"
     out = subprocess.run(
-        [sys.executable, "-c", _KEEP_BYTECODE, str(TRAIN_PY), str(cache)],
+        [sys.executable, "-c", _KEEP_BYTECODE, str(cache)],
         env=env,
         capture_output=True,
         text=True,
@@ -601,10 +600,10 @@ def test_the_compile_cache_keeps_bytecode_only_for_modules_shipped_without_it(tm
 
 
 def test_precision_labels():
-    assert train.precision_label("autocast", bf16=True) == "bf16-autocast"
-    assert train.precision_label("bf16", bf16=True) == "bf16-master-fp32"
-    assert train.precision_label("bf16", bf16=False) == "fp32"
-    assert train.precision_label("autocast", bf16=False) == "fp32"
+    assert workload_training.precision_label("autocast", bf16=True) == "bf16-autocast"
+    assert workload_training.precision_label("bf16", bf16=True) == "bf16-master-fp32"
+    assert workload_training.precision_label("bf16", bf16=False) == "fp32"
+    assert workload_training.precision_label("autocast", bf16=False) == "fp32"
 
 
 @pytest.mark.parametrize(
@@ -619,12 +618,12 @@ def test_precision_labels():
 )
 def test_bad_warm_up_rules_and_options_are_refused(argv, match):
     with pytest.raises(ValueError, match=match):
-        train.apply_defaults(train.parse_args(argv), "cpu")
-    train.apply_defaults(train.parse_args(["--attention", "flash", "--impl", "compact"]), "cpu")
+        cli.apply_defaults(cli.parse_args(argv), "cpu")
+    cli.apply_defaults(cli.parse_args(["--attention", "flash", "--impl", "compact"]), "cpu")
 
 
 def test_docstring_is_the_contract():
-    doc = train.__doc__
+    doc = contract.__doc__
     for word in (
         "ROLLCALL",
         "start",
@@ -670,9 +669,9 @@ def test_docstring_is_the_contract():
 
 def test_synthetic_batch():
     torch = pytest.importorskip("torch")
-    batch = train.make_batch(seed=7, batch_size=16, seq_len=64, vocab=8192)
-    again = train.make_batch(seed=7, batch_size=16, seq_len=64, vocab=8192)
-    other = train.make_batch(seed=8, batch_size=16, seq_len=64, vocab=8192)
+    batch = workload_model.make_batch(seed=7, batch_size=16, seq_len=64, vocab=8192)
+    again = workload_model.make_batch(seed=7, batch_size=16, seq_len=64, vocab=8192)
+    other = workload_model.make_batch(seed=8, batch_size=16, seq_len=64, vocab=8192)
     assert all(torch.equal(batch[k], again[k]) for k in batch)
     assert not torch.equal(batch["input_ids"], other["input_ids"])
 
@@ -680,14 +679,14 @@ def test_synthetic_batch():
     assert ids.shape == labels.shape == types.shape == (16, 64) and batch["next_sentence_label"].shape == (
         16,
     )
-    assert (ids[:, 0] == train.CLS_ID).all() and (ids[:, -1] == train.SEP_ID).all()
-    assert ((ids == train.SEP_ID).sum(dim=1) == 2).all()  # [CLS] A [SEP] B [SEP]
+    assert (ids[:, 0] == workload_model.CLS_ID).all() and (ids[:, -1] == workload_model.SEP_ID).all()
+    assert ((ids == workload_model.SEP_ID).sum(dim=1) == 2).all()  # [CLS] A [SEP] B [SEP]
     assert int(ids.min()) >= 0 and int(ids.max()) < 8192
     masked = labels != -100
     assert 0.08 < masked.float().mean().item() < 0.22
-    assert (labels[masked] >= train.FIRST_WORD_ID).all()  # only words are masked, never [CLS]/[SEP]
-    assert (ids[masked] == train.MASK_ID).float().mean().item() > 0.6
-    assert (ids[~masked] != train.MASK_ID).all()
+    assert (labels[masked] >= workload_model.FIRST_WORD_ID).all()  # only words are masked, never [CLS]/[SEP]
+    assert (ids[masked] == workload_model.MASK_ID).float().mean().item() > 0.6
+    assert (ids[~masked] != workload_model.MASK_ID).all()
     assert set(types.unique().tolist()) == {0, 1} and (types[:, 0] == 0).all() and (types[:, -1] == 1).all()
     assert set(batch["next_sentence_label"].unique().tolist()) <= {0, 1}
 
@@ -721,7 +720,7 @@ def torchrun_runs():
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     results = {}
-    for name, extra_env in (("ok", {}), ("fail", {train.FAIL_RANK_ENV: "1"})):
+    for name, extra_env in (("ok", {}), ("fail", {faults.FAIL_RANK_ENV: "1"})):
         started = time.monotonic()
         proc = _torchrun(extra_env)
         try:
@@ -787,7 +786,7 @@ def test_injected_failure_is_reported_and_fails_the_job(torchrun_runs):
     assert [r["event"] for r in rank1][:3] == ["start", "facts", "epoch_time"], out
     assert rank1[-1]["event"] == "error", out
     assert isinstance(rank1[-1]["time"], float), out
-    assert "injected failure" in rank1[-1]["message"] and train.FAIL_RANK_ENV in rank1[-1]["message"]
+    assert "injected failure" in rank1[-1]["message"] and faults.FAIL_RANK_ENV in rank1[-1]["message"]
     assert not any(r["event"] == "complete" for r in _events(out)), out
 
 
@@ -799,9 +798,8 @@ def test_torchrun_runs_finish_promptly(torchrun_runs):
 
 def test_masked_positions_are_static_and_match_labels():
     torch = pytest.importorskip("torch")
-    # the module-level `train` is the workload loaded by path
-    batch = train.make_batch(seed=3, batch_size=8, seq_len=128, vocab=8192)
-    k = train.mlm_predictions(128)
+    batch = workload_model.make_batch(seed=3, batch_size=8, seq_len=128, vocab=8192)
+    k = workload_model.mlm_predictions(128)
     assert k == 19
     assert batch["masked_positions"].shape == batch["masked_labels"].shape == (8, k)
     masked = batch["labels"] != -100
@@ -815,21 +813,19 @@ def test_pretraining_loss_reaches_every_parameter(masked_head):
     pytest.importorskip("transformers")
     import argparse
 
-    # the module-level `train` is the workload loaded by path
     args = argparse.Namespace(pretrained=None, model="tiny")
-    model, shape = train.build_model(args)
-    batch = train.make_batch(seed=1, batch_size=4, seq_len=32, vocab=shape.vocab)
-    loss = train.pretraining_loss(model, masked_head=masked_head)(batch)
+    model, shape = workload_model.build_model(args)
+    batch = workload_model.make_batch(seed=1, batch_size=4, seq_len=32, vocab=shape.vocab)
+    loss = workload_model.pretraining_loss(model, masked_head=masked_head)(batch)
     loss.backward()
     assert loss.isfinite()
     assert all(p.grad is not None for p in model.parameters())
 
 
 def test_flops_count_the_mlm_head_on_masked_tokens_only():
-    # the module-level `train` is the workload loaded by path
-    large = train.MODEL_PRESETS["large"]
-    full = train.flops_per_sample(large, 128)
-    masked = train.flops_per_sample(large, 128, train.mlm_predictions(128))
+    large = workload_shape.MODEL_PRESETS["large"]
+    full = workload_shape.flops_per_sample(large, 128)
+    masked = workload_shape.flops_per_sample(large, 128, workload_model.mlm_predictions(128))
     head = 1024 * 1024 + 1024 * 30522
     assert full - masked == pytest.approx(6 * head * (128 - 19))
 
@@ -838,24 +834,24 @@ def test_flops_count_the_mlm_head_on_masked_tokens_only():
 
 
 def test_each_rank_sends_a_pattern_of_small_integers_whose_sums_are_exact():
-    assert train.pattern_row(0)[:3] == [1, 2, 3] and train.pattern_row(0)[-1] == 251
-    assert train.pattern_row(1)[:2] == [38, 39]  # 37 further on: rank-distinct
-    assert sorted(train.pattern_row(5)) == list(range(1, 252))  # each value once per period
-    assert train.expected_row([0, 1])[:2] == [39, 41]
-    assert train.expected_row(range(2048))[0] == sum((37 * r) % 251 + 1 for r in range(2048))
-    assert max(train.expected_row(range(2**16))) < 2**24  # float32 holds every sum exactly
+    assert proofs.pattern_row(0)[:3] == [1, 2, 3] and proofs.pattern_row(0)[-1] == 251
+    assert proofs.pattern_row(1)[:2] == [38, 39]  # 37 further on: rank-distinct
+    assert sorted(proofs.pattern_row(5)) == list(range(1, 252))  # each value once per period
+    assert proofs.expected_row([0, 1])[:2] == [39, 41]
+    assert proofs.expected_row(range(2048))[0] == sum((37 * r) % 251 + 1 for r in range(2048))
+    assert max(proofs.expected_row(range(2**16))) < 2**24  # float32 holds every sum exactly
 
 
 def test_a_received_result_is_checked_against_the_exact_sum():
     import torch
 
-    expected = train.pattern_tensor(train.expected_row([0, 1, 2]), 4096, "cpu")
+    expected = proofs.pattern_tensor(proofs.expected_row([0, 1, 2]), 4096, "cpu")
     assert expected.shape == (4096,) and expected[251].item() == expected[0].item() == 1 + 38 + 75
-    check = train.ResultCheck()
+    check = proofs.ResultCheck()
     check.check(expected.clone(), expected)
     assert check.fields() == {"checked": 1, "mismatch": None}
     received = expected.clone()
-    train.drop_chunk(received)
+    proofs.drop_chunk(received)
     check.check(received, expected)
     received[5] = torch.nan
     check.check(received, expected)
@@ -864,7 +860,7 @@ def test_a_received_result_is_checked_against_the_exact_sum():
         # element 1365 is 110 into its period: ranks 0, 1 and 2 sent 111, 148 and 185
         "mismatch": {"iters": 2, "elements": 1024, "index": 4096 // 3, "expected": 444.0, "got": 0.0},
     }
-    found = train.mismatch(received, expected)  # NaN is wrong too, and now the first wrong element
+    found = proofs.mismatch(received, expected)  # NaN is wrong too, and now the first wrong element
     assert (found.elements, found.index, found.expected) == (1025, 5, 6.0 + 43.0 + 80.0)
     assert math.isnan(found.got)
 
@@ -874,11 +870,11 @@ def test_the_device_checksums_change_with_any_bit_and_not_with_the_chunking(monk
 
     torch.manual_seed(0)
     tensors = [torch.randn(5, 3), torch.randn(7).to(torch.bfloat16), torch.randn(4, dtype=torch.float64)]
-    sums = train.parameter_checksums(tensors)
+    sums = proofs.parameter_checksums(tensors)
     assert sums.dtype == torch.int64 and sums.shape == (3,)
-    assert torch.equal(sums, train.parameter_checksums([t.clone() for t in tensors]))
-    monkeypatch.setattr(train, "_CHUNK", 2)  # several passes per tensor: the same sums
-    assert torch.equal(sums, train.parameter_checksums(tensors))
+    assert torch.equal(sums, proofs.parameter_checksums([t.clone() for t in tensors]))
+    monkeypatch.setattr(proofs, "_CHUNK", 2)  # several passes per tensor: the same sums
+    assert torch.equal(sums, proofs.parameter_checksums(tensors))
     ints = {2: torch.int16, 4: torch.int32, 8: torch.int64}
     for which, tensor in enumerate(tensors):
         bits = 8 * tensor.element_size()
@@ -887,11 +883,11 @@ def test_the_device_checksums_change_with_any_bit_and_not_with_the_chunking(monk
                 flipped = tensor.clone()
                 word = flipped.view(-1)[element : element + 1].view(ints[tensor.element_size()])
                 word.bitwise_xor_(torch.tensor(1 << bit if bit < bits - 1 else -(1 << bit), dtype=word.dtype))
-                changed = train.parameter_checksums([flipped])[0]
+                changed = proofs.parameter_checksums([flipped])[0]
                 assert changed != sums[which], (which, element, bit)
     swapped = tensors[0].clone().view(-1)
     swapped[[0, 1]] = swapped[[1, 0]]
-    assert train.parameter_checksums([swapped.view(5, 3)])[0] != sums[0]  # where a value sits counts
+    assert proofs.parameter_checksums([swapped.view(5, 3)])[0] != sums[0]  # where a value sits counts
 
 
 def test_a_flipped_bit_changes_the_parameter_digest_and_nothing_else_does():
@@ -899,34 +895,34 @@ def test_a_flipped_bit_changes_the_parameter_digest_and_nothing_else_does():
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2))
-    digest = train.parameter_digest(model)
-    assert len(digest) == 16 and digest == train.parameter_digest(model)
+    digest = proofs.parameter_digest(model)
+    assert len(digest) == 16 and digest == proofs.parameter_digest(model)
     first = next(model.parameters())
     before = first.detach().clone()
-    train.flip_bit(first)
+    proofs.flip_bit(first)
     changed = (first != before).nonzero().tolist()
     assert changed == [[0, 0]]
     assert first[0, 0].item() != before[0, 0].item() and abs(first[0, 0].item()) < 2 * abs(
         before[0, 0].item()
     )
-    assert train.parameter_digest(model) != digest
-    train.flip_bit(first)
-    assert train.parameter_digest(model) == digest
+    assert proofs.parameter_digest(model) != digest
+    proofs.flip_bit(first)
+    assert proofs.parameter_digest(model) == digest
     bf16 = torch.ones(2, dtype=torch.bfloat16)
-    train.flip_bit(bf16)
+    proofs.flip_bit(bf16)
     assert bf16.tolist() == [1.5, 1.0]  # the highest mantissa bit of bf16's 7
 
 
 def test_the_corruption_variables_name_a_rank():
-    assert train.corrupted_rank(train.CORRUPT_RANK_ENV, {}) is None
-    assert train.corrupted_rank(train.CORRUPT_RANK_ENV, {"ROLLCALL_CORRUPT_RANK": " 3 "}) == 3
+    assert faults.corrupted_rank(faults.CORRUPT_RANK_ENV, {}) is None
+    assert faults.corrupted_rank(faults.CORRUPT_RANK_ENV, {"ROLLCALL_CORRUPT_RANK": " 3 "}) == 3
     for bad in ("-1", "one", "1:2"):
         with pytest.raises(ValueError, match=r"ROLLCALL_CORRUPT_COLLECTIVE='.*' is not valid; write "):
-            train.corrupted_rank(train.CORRUPT_COLLECTIVE_ENV, {"ROLLCALL_CORRUPT_COLLECTIVE": bad})
+            faults.corrupted_rank(faults.CORRUPT_COLLECTIVE_ENV, {"ROLLCALL_CORRUPT_COLLECTIVE": bad})
 
 
 def test_the_compile_cache_is_hit_only_when_every_graph_came_from_it():
-    fields = train.compile_cache_fields
+    fields = workload_compile_cache.compile_cache_fields
     assert fields(True, {"fxgraph_cache_hit": 2}) == {
         "compile_cache": "hit",
         "compile_cache_hits": 2,
@@ -939,12 +935,12 @@ def test_the_compile_cache_is_hit_only_when_every_graph_came_from_it():
         "compile_cache_hits": None,
         "compile_cache_misses": None,
     }
-    assert "compile_cache" in train.__doc__ and "fxgraph_cache_hit" in train.__doc__
+    assert "compile_cache" in contract.__doc__ and "fxgraph_cache_hit" in contract.__doc__
 
 
 def test_the_compute_timer_keeps_the_last_steps_it_was_asked_for():
-    acc = train.Accelerator("cpu", 0)
-    timer = train.ComputeTimer(acc)
+    acc = workload_dist.Accelerator("cpu", 0)
+    timer = timing.ComputeTimer(acc)
     for _ in range(3):
         timer.start()
         timer.stop()

@@ -1,0 +1,339 @@
+"""One rank's run, phase by phase: join, build, warm up, time the epochs, measure, prove, complete."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import math
+import os
+import socket
+import sys
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+from rollcall_workload.bandwidth import measure_bandwidth
+from rollcall_workload.cli import apply_defaults
+from rollcall_workload.compile_cache import _inductor_counters, compile_cache_fields
+from rollcall_workload.contract import NODE_NAME_ENV, SLURM_NODE_ENV, RollcallLog
+from rollcall_workload.dist import Accelerator, DistEnv, resolve_device, xla_configured, xla_importable
+from rollcall_workload.facts import report_facts
+from rollcall_workload.faults import (
+    CORRUPT_RANK_ENV,
+    FAIL_RANK_ENV,
+    HANG_NODE_ENV,
+    HANG_RANK_ENV,
+    chatty,
+    check_fault_injection,
+    corrupted_rank,
+    hung_node,
+    injected_fault,
+    node_id,
+    slow_link,
+    slow_ranks,
+)
+from rollcall_workload.model import batch_pool, mlm_predictions
+from rollcall_workload.proofs import flip_bit, parameter_digest
+from rollcall_workload.shape import flops_per_sample, model_flops_utilization, peak_flops
+from rollcall_workload.timing import (
+    PROCESS_STARTED,
+    ComputeTimer,
+    Slowdown,
+    compute_fields,
+    measure_compute,
+    settled,
+)
+from rollcall_workload.training import MasterWeightAdamW, Training, build_training, precision_label
+from rollcall_workload.watchdog import HANG_FLOOR_S, Watchdog, first_step_bound
+
+
+def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
+    """Join the group, train, time and report; raises on any failure."""
+    check_fault_injection(os.environ)  # a malformed variable fails every rank at once, before torch loads
+    _maybe_hang_node(env)
+    import torch
+    import torch.distributed as dist
+
+    stamps = {"python and torch imports": time.monotonic()}  # each phase of start-up, where it ended
+    device = resolve_device(
+        args.device, torch.cuda.is_available(), xla_importable(), xla_configured(os.environ)
+    )
+    memory = torch.cuda.get_device_properties(env.local_rank).total_memory if device == "cuda" else None
+    apply_defaults(args, device, memory)
+    first_step = args.first_step_hang_after or first_step_bound(device, bool(args.compile))
+    # XLA compiles again whenever the graph changes (the first timed step too): there every step may take
+    # as long as the first, so the default bound never falls below the first step's.
+    floor = first_step if device == "xla" else HANG_FLOOR_S
+    watchdog = Watchdog(log, args.hang_after, first_step, floor=floor).start()
+    slow, link = slow_ranks(os.environ), slow_link(os.environ)
+    corrupt_replica = corrupted_rank(CORRUPT_RANK_ENV, os.environ) == env.rank
+    if device == "xla" and args.compile:
+        raise ValueError("--compile is not supported with --device xla")
+    if device == "xla" and args.precision == "bf16":
+        raise ValueError("--precision bf16 is not supported with --device xla (the compiler picks precision)")
+    if device == "cpu" and not os.environ.get("OMP_NUM_THREADS"):
+        # Without a launcher's OMP_NUM_THREADS, share this host's cores among the ranks on it.
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        torch.set_num_threads(max(1, cpus // max(1, env.local_world_size)))
+
+    model_label = (
+        f"pretrained:{os.path.basename(os.path.normpath(args.pretrained))}" if args.pretrained else args.model
+    )
+    acc = Accelerator(device, env.local_rank, args.dist_backend)
+    watchdog.beat("rendezvous")
+    acc.init_process_group(env)
+    watchdog.beat("model and data")
+    stamps["device and process group"] = time.monotonic()
+    log.emit(
+        "start",
+        local_rank=env.local_rank,
+        node_rank=env.node_rank,
+        local_world_size=env.local_world_size,
+        host=socket.gethostname(),
+        node=os.environ.get(NODE_NAME_ENV) or os.environ.get(SLURM_NODE_ENV) or None,
+        device=str(acc.device),
+        device_name=acc.name,
+        model=model_label,
+        seq_len=args.seq_len,
+        batch_size=args.batch_size,
+        precision=precision_label(args.precision, acc.bf16),
+        torch=torch.__version__,
+        node_id=node_id(os.environ, env.node_rank),
+    )
+
+    def leave(**fields: Any) -> None:
+        log.emit("complete", **fields)
+        watchdog.beat("final barrier")
+        acc.barrier("rollcall-complete")  # the rank hosting the store must not leave first
+        watchdog.beat("leaving the process group")
+        dist.destroy_process_group()
+        watchdog.stop()
+
+    if args.bandwidth_only:
+        watchdog.beat("bandwidth")
+        measure_bandwidth(acc, env, log, args, link, watchdog=watchdog)
+        leave()
+        return
+
+    training = build_training(args, acc, env)
+    stamps["model and optimizer"] = time.monotonic()
+    step_model, optimizer, shape = training.step_model, training.optimizer, training.shape
+    autocast = acc.autocast if training.autocast else contextlib.nullcontext
+    batches = batch_pool(args, env.rank, shape.vocab, acc.device)
+    steps = itertools.count()
+    slowdown = Slowdown(acc, slow.get(env.rank, 1.0))
+
+    # One rank alone times its compute within the timed epochs instead of in steps of their own.
+    timer = ComputeTimer(acc) if env.world_size == 1 and device != "xla" and args.compute_steps else None
+
+    def train_steps(
+        count: int, label: str, first: int, clock: ComputeTimer | None = None
+    ) -> torch.Tensor | None:
+        loss = None
+        for i in range(count):
+            watchdog.beat(f"{label} step {first + i}")
+            slowdown.begin()
+            if clock is not None:
+                clock.start()
+            if training.cudagraphs:
+                torch.compiler.cudagraph_mark_step_begin()
+            with autocast():
+                loss = step_model(batches[next(steps) % len(batches)])
+            loss.backward()
+            if clock is not None:
+                slowdown.end()  # its extra work is compute, as in measure_compute
+                clock.stop()
+            acc.optimizer_step(optimizer)
+            optimizer.zero_grad(set_to_none=True)
+            acc.step_boundary()
+            if clock is None:
+                slowdown.end()
+            watchdog.first_step_done()
+        return loss
+
+    def every_rank(flag: bool) -> bool:
+        if env.world_size == 1:
+            return flag
+        watchdog.beat("warm-up agreement")
+        value = torch.tensor([int(flag)], device=acc.device)
+        dist.all_reduce(value, op=dist.ReduceOp.MIN)
+        return bool(value.item())
+
+    stamps["data"] = time.monotonic()
+    startup_s = time.monotonic() - PROCESS_STARTED
+    if env.rank == 0:
+        ends = [PROCESS_STARTED, *stamps.values()]
+        parts = ", ".join(f"{k} {b - a:.1f}" for k, a, b in zip(stamps, ends, ends[1:], strict=False))
+        print(f"rollcall: start-up {startup_s:.1f}s: {parts}", flush=True)
+    # Warm-up: the first step alone (it compiles), then steps one by one until their times settle on
+    # every rank, or (fixed count) the rest at once.
+    adaptive = args.warmup_settle > 0 and device != "xla"
+    step_seconds: list[float] = []
+    warmup_count = 0
+    compile_cache: dict[str, Any] | None = None
+    while warmup_count < args.warmup_steps:
+        count = 1 if adaptive or not step_seconds else args.warmup_steps - 1
+        started = time.perf_counter()
+        train_steps(count, "warm-up", warmup_count + 1)
+        acc.synchronize()
+        step_seconds.append(time.perf_counter() - started)
+        if len(step_seconds) == 1:  # what the compile found in the cache, before any later recompile
+            compile_cache = compile_cache_fields(bool(args.compile), _inductor_counters())
+        if len(step_seconds) > 1:  # the first step compiles: not a step time
+            watchdog.step_time(step_seconds[-1] / count)
+        warmup_count += count
+        if adaptive and every_rank(settled(step_seconds, args.warmup_settle, args.warmup_tolerance)):
+            break
+    compile_s = step_seconds[0] if step_seconds else 0.0
+    warmup_s = sum(step_seconds[1:])
+    watchdog.beat("facts")
+    report_facts(acc, env.local_rank, log)
+
+    timed_started = time.perf_counter()
+    total_seconds = digest_s = 0.0
+    for epoch in range(1, args.epochs + 1):
+        watchdog.beat(f"epoch {epoch} barrier")
+        acc.barrier(f"rollcall-epoch-{epoch}")  # all ranks start the epoch together
+        acc.synchronize()
+        started = time.perf_counter()
+        label = f"epoch {epoch}"
+        if epoch == 1 and corrupt_replica:  # ROLLCALL_CORRUPT_RANK: one bit flips after the first timed step
+            loss = train_steps(1, label, 1, timer)
+            _flip_replica_bit(training, env.rank)
+            if args.steps_per_epoch > 1:
+                loss = train_steps(args.steps_per_epoch - 1, label, 2, timer)
+        else:
+            loss = train_steps(args.steps_per_epoch, label, 1, timer)
+        acc.synchronize()
+        seconds = time.perf_counter() - started
+        watchdog.beat(f"epoch {epoch} end")
+        watchdog.step_time(seconds / args.steps_per_epoch)
+        total_seconds += seconds
+        loss_value = float(loss.detach().float().cpu()) if loss is not None else math.nan
+        samples = args.steps_per_epoch * args.batch_size
+        digest_started = time.perf_counter()
+        digest = parameter_digest(training.model)
+        digest_s += time.perf_counter() - digest_started
+        log.emit(
+            "epoch_time",
+            epoch=epoch,
+            seconds=round(seconds, 6),
+            steps=args.steps_per_epoch,
+            samples=samples,
+            loss=round(loss_value, 4),
+            param_digest=digest,
+        )
+        if env.rank == 0:
+            print(f"rollcall: epoch {epoch}/{args.epochs} {seconds:.3f}s loss {loss_value:.4f}", flush=True)
+        if not math.isfinite(loss_value):
+            raise RuntimeError(f"loss is not finite in epoch {epoch}: {loss_value}")
+        if epoch == 1:
+            _chatter(env.rank, os.environ)
+            _maybe_inject_fault(env.rank)
+
+    timed_s = time.perf_counter() - timed_started - digest_s
+    compute = (
+        timer.times_ms(args.compute_steps)
+        if timer is not None
+        else measure_compute(
+            acc,
+            step_model,
+            optimizer,
+            batches,
+            steps=args.compute_steps,
+            slowdown=slowdown,
+            autocast=autocast,
+            cudagraphs=training.cudagraphs,
+            watchdog=watchdog,
+        )
+    )
+    watchdog.beat("throughput")
+    samples_per_sec = args.epochs * args.steps_per_epoch * args.batch_size / total_seconds
+    mlm_tokens = mlm_predictions(args.seq_len) if args.mlm_head == "masked" else None
+    fps = flops_per_sample(shape, args.seq_len, mlm_tokens)
+    peak = args.peak_tflops * 1e12 if args.peak_tflops else (peak_flops(acc.name) if acc.bf16 else None)
+    log.emit(
+        "throughput",
+        samples_per_sec=round(samples_per_sec, 3),
+        tflops=round(fps * samples_per_sec / 1e12, 4),
+        mfu=_round(model_flops_utilization(fps, samples_per_sec, peak), 4),
+        flops_per_sample=fps,
+        model=model_label,
+        seq_len=args.seq_len,
+        batch_size=args.batch_size,
+        mlm_head=args.mlm_head,
+        compiled=bool(args.compile),
+        compile_mode=args.compile_mode if args.compile else None,
+        compile_scope=args.compile_scope if args.compile else None,
+        impl=args.impl,
+        precision=training.precision,
+        epochs=args.epochs,
+        steps_per_epoch=args.steps_per_epoch,
+        startup_s=round(startup_s, 3),
+        compile_s=round(compile_s, 3),
+        # without warm-up the first timed step compiled: the counters after the epochs tell
+        **(compile_cache or compile_cache_fields(bool(args.compile), _inductor_counters())),
+        warmup_s=round(warmup_s, 3),
+        warmup_steps=warmup_count,
+        timed_s=round(timed_s, 3),
+        digest_s=round(digest_s, 3),
+        **compute_fields(compute),
+    )
+    watchdog.beat("bandwidth")
+    measure_bandwidth(acc, env, log, args, link, watchdog=watchdog)
+    leave(param_digest=parameter_digest(training.model))
+
+
+def _round(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def _chatter(rank: int, environ: Mapping[str, str]) -> None:
+    """Print the plain lines that ``ROLLCALL_CHATTY=<rank>:<bytes>`` asks of this rank, in 50 chunks."""
+    asked = chatty(environ)
+    if asked is None or asked.rank != rank:
+        return
+    line = f"rollcall: rank {rank} chatter " + "x" * 200 + "\n"
+    lines_per_chunk = max(1, asked.size // len(line) // 50)
+    for _ in range(50):
+        sys.stdout.write(line * lines_per_chunk)
+        sys.stdout.flush()
+        time.sleep(0.1)
+
+
+def _flip_replica_bit(training: Training, rank: int) -> None:
+    """``ROLLCALL_CORRUPT_RANK``: flip one bit of this replica's first parameter (and of its fp32 master)."""
+    flip_bit(next(training.model.parameters()))
+    if isinstance(training.optimizer, MasterWeightAdamW):  # the master is written back each step
+        flip_bit(training.optimizer.master[0])
+    print(
+        f"rollcall: rank {rank} flipped one bit of its first parameter as asked by {CORRUPT_RANK_ENV}",
+        flush=True,
+    )
+
+
+def _maybe_inject_fault(rank: int) -> None:
+    fault = injected_fault(rank, os.environ)
+    if fault == "fail":
+        raise RuntimeError(f"injected failure on rank {rank} ({FAIL_RANK_ENV})")
+    if fault == "hang":
+        print(f"rollcall: rank {rank} hangs as asked by {HANG_RANK_ENV}", flush=True)
+        while True:
+            time.sleep(3600)
+
+
+def _maybe_hang_node(env: DistEnv) -> None:
+    """``ROLLCALL_HANG_NODE``: this rank's node never reaches rendezvous (no watchdog, no event)."""
+    node = hung_node(os.environ, env.node_rank)
+    if node is None:
+        return
+    print(
+        f"rollcall: rank {env.rank} of node {node} hangs before rendezvous as asked by {HANG_NODE_ENV}",
+        flush=True,
+    )
+    while True:
+        time.sleep(3600)

@@ -15,8 +15,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from rollcall_workload import compact
 from rollcall_workload.cli import apply_defaults, parse_args
+from rollcall_workload.kernels import adamw
 from rollcall_workload.model import build_model
 from rollcall_workload.training import MasterWeightAdamW
 
@@ -51,7 +51,7 @@ def main() -> None:
     ms = time_steps(MasterWeightAdamW(params, lr=1e-4, fused=True))
     print(f"{'copies + torch fused AdamW (40 B an element)':<44} {ms:7.3f} {40 * n / ms / 1e9:6.2f}")
     for block, warps in SHAPES:
-        compact.ADAMW_BLOCK, compact.ADAMW_WARPS = block, warps
+        adamw.ADAMW_BLOCK, adamw.ADAMW_WARPS = block, warps
         ms = time_steps(MasterWeightAdamW(params, lr=1e-4, fused=True, kernel=True))
         label = f"kernel, {block} elements, {warps} warps (28 B)"
         print(f"{label:<44} {ms:7.3f} {28 * n / ms / 1e9:6.2f}")

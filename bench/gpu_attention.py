@@ -19,7 +19,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from rollcall_workload import compact
+from rollcall_workload.kernels import attention as attention_kernels
 
 
 def main() -> None:
@@ -59,10 +59,10 @@ def main() -> None:
     for name, backend, shape in backends:
         if shape is not None:
             (
-                compact.ATTENTION_FORWARD_BLOCKS,
-                compact.ATTENTION_BACKWARD_BLOCKS,
-                compact.ATTENTION_WARPS,
-                compact.ATTENTION_WHOLE_SEQ,
+                attention_kernels.ATTENTION_FORWARD_BLOCKS,
+                attention_kernels.ATTENTION_BACKWARD_BLOCKS,
+                attention_kernels.ATTENTION_WARPS,
+                attention_kernels.ATTENTION_WHOLE_SEQ,
             ) = shape
         times, forward_times = [], []
         try:
@@ -70,7 +70,7 @@ def main() -> None:
                 start, mid, end = (torch.cuda.Event(enable_timing=True) for _ in range(3))
                 start.record()
                 if backend is None:
-                    out = compact.attention(qkv.view(b, s, -1), bias, heads, args.dropout)
+                    out = attention_kernels.attention(qkv.view(b, s, -1), bias, heads, args.dropout)
                     mid.record()
                     out.backward(grad.transpose(1, 2).reshape(b, s, heads * d))
                 else:

@@ -23,7 +23,7 @@ import triton.testing
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from rollcall_workload import compact
+from rollcall_workload.kernels import gelu as gelu_kernels
 
 
 def main() -> None:
@@ -76,18 +76,18 @@ def main() -> None:
     if not (args.cdfs or args.sweep):
         return
     shapes = (
-        compact.GELU_BLOCK,
-        compact.GELU_WARPS,
-        compact.GELU_BACKWARD_TILE,
-        compact.GELU_BACKWARD_PROGRAMS_PER_UNIT,
+        gelu_kernels.GELU_BLOCK,
+        gelu_kernels.GELU_WARPS,
+        gelu_kernels.GELU_BACKWARD_TILE,
+        gelu_kernels.GELU_BACKWARD_PROGRAMS_PER_UNIT,
     )
-    for cdf in compact.GELU_CDFS:
-        compact.GELU_CDF = cdf
+    for cdf in gelu_kernels.GELU_CDFS:
+        gelu_kernels.GELU_CDF = cdf
         (
-            compact.GELU_BLOCK,
-            compact.GELU_WARPS,
-            compact.GELU_BACKWARD_TILE,
-            compact.GELU_BACKWARD_PROGRAMS_PER_UNIT,
+            gelu_kernels.GELU_BLOCK,
+            gelu_kernels.GELU_WARPS,
+            gelu_kernels.GELU_BACKWARD_TILE,
+            gelu_kernels.GELU_BACKWARD_PROGRAMS_PER_UNIT,
         ) = shapes
         y, (dh, db) = fwd(h, bias), bwd(dy, h, bias)
         diffs = [(t.float() - r).abs().max().item() for t, r in ((y, ref), (dh, ref_dh), (db, ref_db))]
@@ -100,14 +100,17 @@ def main() -> None:
         if not args.sweep:
             continue
         for block, warps in ((1024, 4), (2048, 4), (2048, 8), (4096, 8), (8192, 8), (8192, 16)):
-            compact.GELU_BLOCK, compact.GELU_WARPS = block, warps
+            gelu_kernels.GELU_BLOCK, gelu_kernels.GELU_WARPS = block, warps
             ms = triton.testing.do_bench(lambda: fwd(h, bias), return_mode="median")
             print(f"forward, {cdf}, {block} elements, {warps} warps: {ms * 1e3:.1f} us")
         for tile in ((8, 256), (16, 256), (32, 128), (16, 512), (32, 256)):
             for per_unit in (2, 4, 8):
                 for warps in (4, 8):
-                    compact.GELU_BACKWARD_TILE, compact.GELU_BACKWARD_PROGRAMS_PER_UNIT = tile, per_unit
-                    compact.GELU_WARPS = warps
+                    gelu_kernels.GELU_BACKWARD_TILE, gelu_kernels.GELU_BACKWARD_PROGRAMS_PER_UNIT = (
+                        tile,
+                        per_unit,
+                    )
+                    gelu_kernels.GELU_WARPS = warps
                     ms = triton.testing.do_bench(lambda: bwd(dy, h, bias), return_mode="median")
                     print(
                         f"backward, {cdf}, tile {tile}, {per_unit} a unit, {warps} warps: {ms * 1e3:.1f} us"

@@ -24,7 +24,7 @@ import triton.testing
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from rollcall_workload import compact
+from rollcall_workload.kernels import norm, philox
 
 
 def main() -> None:
@@ -74,14 +74,14 @@ def main() -> None:
     for name, ms in (("forward", fwd_ms), ("backward", bwd_ms)):
         print(f"{name}: {ms * 1e3:.1f} us, {moved / (ms * 1e-3) / 1e12:.2f} TB/s")
     print(f"PyTorch eager forward (dropout, add, layer_norm): {eager_ms * 1e3:.1f} us")
-    rounds = compact.DROPOUT_ROUNDS
-    for compact.DROPOUT_ROUNDS in args.rounds:
+    rounds = philox.DROPOUT_ROUNDS
+    for philox.DROPOUT_ROUNDS in args.rounds:
         fwd_ms = triton.testing.do_bench(lambda: op(a, x, w, b, seed, p, 1e-12), return_mode="median")
         bwd_ms = triton.testing.do_bench(lambda: bwd(dy, z, mean, rstd, w, seed, p), return_mode="median")
         print(
-            f"{compact.DROPOUT_ROUNDS} rounds: forward {fwd_ms * 1e3:.1f} us, backward {bwd_ms * 1e3:.1f} us"
+            f"{philox.DROPOUT_ROUNDS} rounds: forward {fwd_ms * 1e3:.1f} us, backward {bwd_ms * 1e3:.1f} us"
         )
-    compact.DROPOUT_ROUNDS = rounds
+    philox.DROPOUT_ROUNDS = rounds
     if not args.sweep:
         return
     units = torch.cuda.get_device_properties(a.device).multi_processor_count
@@ -89,13 +89,13 @@ def main() -> None:
         (e, u, t, each) for e in (1024, 2048, 4096) for u in (4, 8) for t in (16, 32) for each in (0, 1)
     ]
     for elements, per_unit, per_thread, each in shapes:
-        compact.BACKWARD_TILE_ELEMENTS, compact.BACKWARD_PROGRAMS_PER_UNIT = elements, per_unit
-        compact.BACKWARD_ELEMENTS_PER_THREAD, compact.BACKWARD_SUM_EACH_TILE = per_thread, bool(each)
-        block, tiles, programs = compact._backward_shape(n, h, units)
+        norm.BACKWARD_TILE_ELEMENTS, norm.BACKWARD_PROGRAMS_PER_UNIT = elements, per_unit
+        norm.BACKWARD_ELEMENTS_PER_THREAD, norm.BACKWARD_SUM_EACH_TILE = per_thread, bool(each)
+        block, tiles, programs = norm._backward_shape(n, h, units)
         ms = triton.testing.do_bench(lambda: bwd(dy, z, mean, rstd, w, seed, p), return_mode="median")
         print(
             f"backward, tiles of {elements} elements ({block} rows) x {tiles} a program, {programs} programs, "
-            f"{compact._backward_warps(block, h)} warps, {'sums each tile' if each else 'sums at the end'}: "
+            f"{norm._backward_warps(block, h)} warps, {'sums each tile' if each else 'sums at the end'}: "
             f"{ms * 1e3:.1f} us, {moved / (ms * 1e-3) / 1e12:.2f} TB/s"
         )
 

@@ -237,20 +237,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--impl",
         choices=IMPLS,
         default=None,
-        help="hf: Hugging Face BertForPreTraining; compact: the same model in bert_compact.py (cuda default)",
+        help="hf: Hugging Face BertForPreTraining; compact: the same model written for the compiler "
+        "(cuda default)",
     )
     p.add_argument(
         "--attention",
         choices=("auto", "flash", "cudnn", "efficient", "math", "triton"),
         default="auto",
         help="the compact model's attention kernel: scaled_dot_product_attention's backend, or triton: "
-        "bert_compact.py's kernels with their own dropout (auto: those to seq 128 on cuda, else PyTorch's)",
+        "the workload's Triton kernels with their own dropout (auto: those in bf16 on cuda, else PyTorch's)",
     )
     p.add_argument(
         "--fused-ln-dropout",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="the compact model's dropout+residual+LayerNorm as bert_compact.py's Triton kernels on cuda "
+        help="the compact model's dropout+residual+LayerNorm as the workload's Triton kernels on cuda "
         "(one Philox call per eight elements, the mask redrawn in the backward; on by default with "
         "--impl compact on cuda)",
     )
@@ -258,7 +259,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--fused-gelu",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="the compact model's bias+GELU as bert_compact.py's Triton kernels on cuda (the bias's "
+        help="the compact model's bias+GELU as the workload's Triton kernels on cuda (the bias's "
         "gradient summed in the backward's kernel; on by default with --fused-ln-dropout)",
     )
     p.add_argument(
@@ -280,8 +281,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--fused-adamw",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="with --precision bf16, the AdamW step through the fp32 masters as one Triton kernel of "
-        "bert_compact.py instead of two copies and torch's fused AdamW (on by default on cuda)",
+        help="with --precision bf16, the AdamW step through the fp32 masters as one of the "
+        "workload's Triton kernels instead of two copies and torch's fused AdamW (on by default on cuda)",
     )
     p.add_argument(
         "--precision",

@@ -4,7 +4,7 @@ Started by torchrun, one process per accelerator (or per CPU worker). Each rank 
 initialised BERT on synthetic MLM + NSP batches with DDP (none at world size 1) and reports what happened
 on stdout as roll-call lines. Nothing is downloaded; the script works offline. ``--impl hf`` (default)
 trains Hugging Face's ``BertForPreTraining``; ``--impl compact`` the same model written for the compiler
-in ``bert_compact.py`` beside this file (fused QKV, flash attention, fusable elementwise chains; on cuda
+in :mod:`rollcall_workload.compact` (fused QKV, flash attention, fusable elementwise chains; on cuda
 its dropout+residual+LayerNorm as Triton kernels, ``--fused-ln-dropout``). The process group is NCCL's on
 cuda, gloo's on cpu and torch-xla's on xla (gloo's on torch-xla's CPU runtime, see "Replicas");
 ``--dist-backend gloo`` on cuda lets ranks share one GPU (NCCL refuses that), at the cost of collectives

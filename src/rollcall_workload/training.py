@@ -39,9 +39,9 @@ class MasterWeightAdamW:
         import torch
 
         self.params: list[torch.Tensor] = [p for p in params if p.requires_grad]
-        #: ``kernel``: bert_compact's one-kernel AdamW (gradients read in bf16, parameters written there)
+        #: ``kernel``: the workload's one-kernel AdamW (gradients read in bf16, parameters written there)
         if kernel:
-            from rollcall_workload.compact import MasterAdamW  # imports torch and Triton
+            from rollcall_workload.kernels.adamw import MasterAdamW  # imports torch and Triton
 
             self.kernel: Any = MasterAdamW(self.params, lr)
         else:

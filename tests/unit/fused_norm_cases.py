@@ -1,4 +1,4 @@
-"""bert_compact.py's Triton kernels (dropout+residual+LayerNorm, bias+GELU) against PyTorch's ops, on the CPU.
+"""The workload's Triton kernels (dropout+residual+LayerNorm, bias+GELU) against PyTorch's ops, on the CPU.
 
 Run by tests/unit/test_fused_norm.py in a process of its own with ``TRITON_INTERPRET=1`` (Triton reads it
 when it is first imported, so not in a pytest process that has imported it already); float32, so the
@@ -17,6 +17,10 @@ triton = pytest.importorskip("triton")
 
 from rollcall_workload import compact, training  # noqa: E402
 from rollcall_workload import model as workload_model  # noqa: E402
+from rollcall_workload.kernels import adamw as adamw_kernels  # noqa: E402
+from rollcall_workload.kernels import attention as attention_kernels  # noqa: E402
+from rollcall_workload.kernels import gelu, philox  # noqa: E402
+from rollcall_workload.kernels import norm as norm_kernels  # noqa: E402
 
 F = torch.nn.functional
 TOL = {"rtol": 1e-5, "atol": 1e-5}
@@ -41,10 +45,10 @@ BACKWARD_SHAPES = {"one tile": (8192, 4, True), "six tiles": (128, 1, False)}
 @pytest.fixture(params=list(BACKWARD_SHAPES))
 def backward_shape(request, monkeypatch):
     elements, per_unit, each = BACKWARD_SHAPES[request.param]
-    monkeypatch.setattr(compact, "BACKWARD_TILE_ELEMENTS", elements)
-    monkeypatch.setattr(compact, "BACKWARD_PROGRAMS_PER_UNIT", per_unit)
-    monkeypatch.setattr(compact, "BACKWARD_SUM_EACH_TILE", each)
-    return compact._backward_shape(21, 64, 2)
+    monkeypatch.setattr(norm_kernels, "BACKWARD_TILE_ELEMENTS", elements)
+    monkeypatch.setattr(norm_kernels, "BACKWARD_PROGRAMS_PER_UNIT", per_unit)
+    monkeypatch.setattr(norm_kernels, "BACKWARD_SUM_EACH_TILE", each)
+    return norm_kernels._backward_shape(21, 64, 2)
 
 
 def test_the_backward_shapes(backward_shape):
@@ -53,8 +57,8 @@ def test_the_backward_shapes(backward_shape):
 
 def test_the_backward_shape_of_bert_large():
     # seq 128, batch 384 on 132 multiprocessors: 1,046 programs of 47 tiles of one row, 2 warps each
-    assert compact._backward_shape(49152, 1024, 132) == (1, 47, 1046)
-    assert compact._backward_warps(1, 1024) == 2
+    assert norm_kernels._backward_shape(49152, 1024, 132) == (1, 47, 1046)
+    assert norm_kernels._backward_warps(1, 1024) == 2
 
 
 def _seed(value: int) -> torch.Tensor:
@@ -66,8 +70,8 @@ def _grads(out: torch.Tensor, inputs: tuple[torch.Tensor, ...], dy: torch.Tensor
 
 
 def test_interpreter_is_on():
-    assert compact.fused_norm_available(torch.zeros(2, 8))
-    assert not compact.fused_norm_available(torch.zeros(2, 12))  # rows of a multiple of 8 only
+    assert norm_kernels.fused_norm_available(torch.zeros(2, 8))
+    assert not norm_kernels.fused_norm_available(torch.zeros(2, 12))  # rows of a multiple of 8 only
 
 
 @pytest.mark.parametrize("hidden", [64, 48])  # 48: an eighth row of 6 in a block of 8, masked
@@ -96,7 +100,7 @@ def test_dropout_mask_of_the_forward_is_the_backward_s(backward_shape):
     da, dx, dw, db = _grads(y, (a, x, w, b), dy)
     assert torch.equal(da == 0, dropped)  # the gradient's zeros are the forward's
     keep = (~dropped).float()
-    ref = F.layer_norm(a * keep * compact._scale(p) + x, (hidden,), w, b, 1e-12)
+    ref = F.layer_norm(a * keep * philox._scale(p) + x, (hidden,), w, b, 1e-12)
     torch.testing.assert_close(y, ref, **TOL)
     for mine, theirs in zip((da, dx, dw, db), _grads(ref, (a, x, w, b), dy), strict=True):
         torch.testing.assert_close(mine, theirs, **TOL)
@@ -110,7 +114,7 @@ def test_the_matmul_bias_added_in_the_kernel(p, backward_shape):
     y, z, _, _ = op(a, x, w, b, _seed(5), p, 1e-12, bias)
     dropped = (z - x) == 0
     keep = (~dropped).float()
-    ref = F.layer_norm((a + bias) * keep * compact._scale(p) + x, (64,), w, b, 1e-12)
+    ref = F.layer_norm((a + bias) * keep * philox._scale(p) + x, (64,), w, b, 1e-12)
     torch.testing.assert_close(y, ref, **TOL)
     mine, theirs = _grads(y, (a, x, w, b, bias), dy), _grads(ref, (a, x, w, b, bias), dy)
     for g1, g2 in zip(mine, theirs, strict=True):
@@ -119,9 +123,9 @@ def test_the_matmul_bias_added_in_the_kernel(p, backward_shape):
 
 
 def test_the_drop_rate_is_p_to_16_bits():
-    assert compact._drop_threshold(0.1) == 6554 and compact._drop_threshold(0.0) == 0
-    assert compact._scale(0.1) == pytest.approx(1 / 0.9, rel=1e-5) and compact._scale(1.0) == 0.0
-    assert compact._scale(0.0) == 1.0
+    assert philox._drop_threshold(0.1) == 6554 and philox._drop_threshold(0.0) == 0
+    assert philox._scale(0.1) == pytest.approx(1 / 0.9, rel=1e-5) and philox._scale(1.0) == 0.0
+    assert philox._scale(0.0) == 1.0
 
 
 def test_each_of_a_philox_calls_eight_elements_is_dropped_at_the_rate():
@@ -156,7 +160,7 @@ def test_compiles_in_one_graph():
         norm.bias.copy_(b)
 
     def step(a: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        return compact.dropout_add_layer_norm(a, x, norm, 0.1, False, fused=True)
+        return norm_kernels.dropout_add_layer_norm(a, x, norm, 0.1, False, fused=True)
 
     compiled = torch.compile(step, backend="aot_eager", fullgraph=True)  # a graph break fails here
     dy = torch.randn(3, 7, 64)
@@ -190,11 +194,11 @@ GELU_BACKWARD_SHAPES = {
 @pytest.fixture(params=list(GELU_BACKWARD_SHAPES))
 def gelu_backward_shape(request, monkeypatch):
     tile, per_unit, cdf = GELU_BACKWARD_SHAPES[request.param]
-    monkeypatch.setattr(compact, "GELU_BACKWARD_TILE", tile)
-    monkeypatch.setattr(compact, "GELU_BACKWARD_PROGRAMS_PER_UNIT", per_unit)
-    monkeypatch.setattr(compact, "GELU_CDF", cdf)
-    monkeypatch.setattr(compact, "GELU_BLOCK", 128)  # 1,344 elements: 11 programs, the last one masked
-    return compact._gelu_backward_shape(21, 64, 2)
+    monkeypatch.setattr(gelu, "GELU_BACKWARD_TILE", tile)
+    monkeypatch.setattr(gelu, "GELU_BACKWARD_PROGRAMS_PER_UNIT", per_unit)
+    monkeypatch.setattr(gelu, "GELU_CDF", cdf)
+    monkeypatch.setattr(gelu, "GELU_BLOCK", 128)  # 1,344 elements: 11 programs, the last one masked
+    return gelu._gelu_backward_shape(21, 64, 2)
 
 
 def test_the_gelu_backward_shapes(gelu_backward_shape):
@@ -203,7 +207,7 @@ def test_the_gelu_backward_shapes(gelu_backward_shape):
 
 def test_the_gelu_backward_shape_of_bert_large():
     # seq 128, batch 384, intermediate 4,096 on 132 multiprocessors: 32 column blocks x 33 row groups
-    assert compact._gelu_backward_shape(49152, 4096, 132) == (32, 128, 47, 32, 33)
+    assert gelu._gelu_backward_shape(49152, 4096, 132) == (32, 128, 47, 32, 33)
 
 
 @pytest.mark.parametrize("width", [64, 48])  # 48: a column block of 64, masked
@@ -217,10 +221,10 @@ def test_bias_gelu_is_gelu_of_the_sum(width, gelu_backward_shape):
         torch.testing.assert_close(mine, theirs, **TOL)
 
 
-@pytest.mark.parametrize("cdf", compact.GELU_CDFS)
+@pytest.mark.parametrize("cdf", gelu.GELU_CDFS)
 def test_each_gelu_cdf_is_within_a_millionth_of_float64(cdf, monkeypatch):
     """GELU and its derivative across [-12, 12] against float64, in float32 in and out."""
-    monkeypatch.setattr(compact, "GELU_CDF", cdf)
+    monkeypatch.setattr(gelu, "GELU_CDF", cdf)
     u64 = torch.linspace(-12, 12, 48 * 101, dtype=torch.float64).view(48, 101)
     h, zero = u64.float(), torch.zeros(101)
     phi = torch.special.ndtr(u64)
@@ -241,7 +245,7 @@ def test_bias_gelu_op_registrations():
 
 def test_bias_gelu_falls_back_where_dtypes_differ():
     h, bias = _gelu_inputs(64)
-    out = compact.bias_gelu(h.detach().bfloat16(), bias.detach(), fused=True)  # autocast's case
+    out = gelu.bias_gelu(h.detach().bfloat16(), bias.detach(), fused=True)  # autocast's case
     assert out.dtype == torch.float32  # PyTorch's promotion, not the kernel's single dtype
     torch.testing.assert_close(out, F.gelu(h.detach().bfloat16() + bias.detach()))
 
@@ -290,7 +294,7 @@ def test_bias_gelu_compiles_in_one_graph():
     h, bias = _gelu_inputs(64)
 
     def step(h: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-        return compact.bias_gelu(h * 1.5, bias, fused=True)
+        return gelu.bias_gelu(h * 1.5, bias, fused=True)
 
     compiled = torch.compile(step, backend="aot_eager", fullgraph=True)
     dy = torch.randn(3, 7, 64)
@@ -302,7 +306,7 @@ def test_bias_gelu_compiles_in_one_graph():
 
 def test_the_adamw_kernel_steps_as_torchs_adamw(monkeypatch):
     """Every master, moment and bf16 parameter as torch's AdamW on fp32 copies, over blocks and parameters."""
-    monkeypatch.setattr(compact, "ADAMW_BLOCK", 64)  # 150 elements: 3 blocks, the last 22 live
+    monkeypatch.setattr(adamw_kernels, "ADAMW_BLOCK", 64)  # 150 elements: 3 blocks, the last 22 live
     g = torch.Generator().manual_seed(5)
     shapes = [(10, 15), (64,), (7,)]
     params = [torch.randn(s, generator=g).to(torch.bfloat16) for s in shapes]
@@ -338,9 +342,9 @@ ATTENTION_SEQS = [72, 128]
 @pytest.fixture(params=["two backward kernels", "one backward kernel"])
 def attention_blocks(monkeypatch, request):
     whole = request.param == "one backward kernel"  # every query and key of a head in one block (128)
-    monkeypatch.setattr(compact, "ATTENTION_FORWARD_BLOCKS", (64, 64) if whole else (128, 64))
-    monkeypatch.setattr(compact, "ATTENTION_BACKWARD_BLOCKS", (64, 64))
-    monkeypatch.setattr(compact, "ATTENTION_WHOLE_SEQ", max(ATTENTION_SEQS) if whole else 0)
+    monkeypatch.setattr(attention_kernels, "ATTENTION_FORWARD_BLOCKS", (64, 64) if whole else (128, 64))
+    monkeypatch.setattr(attention_kernels, "ATTENTION_BACKWARD_BLOCKS", (64, 64))
+    monkeypatch.setattr(attention_kernels, "ATTENTION_WHOLE_SEQ", max(ATTENTION_SEQS) if whole else 0)
 
 
 def _attention_kept(seed: torch.Tensor, p: float, s: int) -> torch.Tensor:
@@ -372,7 +376,7 @@ def _reference_attention(qkv: torch.Tensor, heads: int, kept: torch.Tensor | Non
     q, k, v = qkv.view(n, s, 3, heads, -1).permute(2, 0, 3, 1, 4).unbind(0)
     probs = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(q.size(-1)), dim=-1)
     if kept is not None:
-        probs = probs * kept.view_as(probs) * compact._scale(p)
+        probs = probs * kept.view_as(probs) * philox._scale(p)
     return (probs @ v).transpose(1, 2).reshape(n, s, three_hidden // 3)
 
 

@@ -1,4 +1,4 @@
-"""The compact BERT (images/bert-training/bert_compact.py) is Hugging Face's BertForPreTraining, on cpu.
+"""The compact BERT (rollcall_workload.compact) is Hugging Face's BertForPreTraining, on cpu.
 
 Same parameters (count, shapes, one to one through the name map), and from the same weights and batch the
 same loss and the same gradients, in float32: within 1e-5 relative for the loss and 1e-4 relative (as a

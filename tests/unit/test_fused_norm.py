@@ -1,4 +1,4 @@
-"""The Triton dropout+residual+LayerNorm of bert_compact.py, run on the CPU in Triton's interpreter.
+"""The Triton dropout+residual+LayerNorm of rollcall_workload.kernels, run on the CPU in Triton's interpreter.
 
 The cases are in tests/unit/fused_norm_cases.py; they run in a pytest process of their own because Triton
 chooses its interpreter when it is first imported (``TRITON_INTERPRET=1``). Skipped where Triton is absent

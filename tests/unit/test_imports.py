@@ -174,3 +174,8 @@ def test_the_workload_has_no_import_circle():
     assert "rollcall_workload.cli" in edges["rollcall_workload.run"]
     found = cycle(edges)
     assert found is None, "import circle: " + " -> ".join(found or [])
+
+
+def test_each_module_of_the_workload_holds_one_thing_in_at_most_600_lines():
+    long = {p.name: n for p in WORKLOAD.rglob("*.py") if (n := len(p.read_text().splitlines())) > 600}
+    assert long == {}, f"split these by what they hold: {long}"

@@ -1,4 +1,4 @@
-"""The dropout kernels' Philox (bert_compact._philox) against Triton's ``tl.randint4x``, number for number.
+"""The dropout kernels' Philox (rollcall_workload.kernels.philox._philox) against Triton's ``tl.randint4x``, number for number.
 
 ``_philox`` takes each round's two products as one 64-bit multiply through inline PTX, which Triton's
 interpreter cannot run, so the comparison runs where a CUDA GPU is (the device machine); on the CPU,
@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 triton = pytest.importorskip("triton")
 tl = pytest.importorskip("triton.language")
 
-from rollcall_workload import compact  # noqa: E402
+from rollcall_workload.kernels import philox  # noqa: E402
 
 #: seeds with their high word set and not, and 0 (the keys start at zero)
 SEEDS = (0, 1, 0x0123_4567, 0x7EDC_BA98_7654_3210, -1)
@@ -26,7 +26,7 @@ def _both(SEED, OFFSETS, OURS, THEIRS, N: tl.constexpr, ROUNDS: tl.constexpr):  
     i = tl.arange(0, N)
     seed = tl.load(SEED)
     offset = tl.load(OFFSETS + i)
-    a0, a1, a2, a3 = compact._philox(seed, offset, ROUNDS)
+    a0, a1, a2, a3 = philox._philox(seed, offset, ROUNDS)
     b0, b1, b2, b3 = tl.randint4x(seed, offset, ROUNDS)
     tl.store(OURS + i, a0.to(tl.int32, bitcast=True))
     tl.store(OURS + N + i, a1.to(tl.int32, bitcast=True))
@@ -39,7 +39,7 @@ def _both(SEED, OFFSETS, OURS, THEIRS, N: tl.constexpr, ROUNDS: tl.constexpr):  
 
 
 def philox_both(
-    seed: int, device: str, rounds: int = compact.DROPOUT_ROUNDS, dtype: torch.dtype = torch.int64
+    seed: int, device: str, rounds: int = philox.DROPOUT_ROUNDS, dtype: torch.dtype = torch.int64
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(``_philox``'s, ``tl.randint4x``'s) four numbers for 1,024 offsets of ``dtype`` under ``seed``.
 

@@ -1,4 +1,4 @@
-"""bert_compact.py's newer Triton kernels compiled for Hopper (sm_90) ahead of time, with no GPU here.
+"""The workload's newer Triton kernels compiled for Hopper (sm_90) ahead of time, with no GPU here.
 
 Triton's interpreter (tests/unit/fused_norm_cases.py) checks what the kernels compute but not that they
 compile for a GPU: this compiles them through Triton and its ptxas for an H100/H200, at their default launch
@@ -17,11 +17,13 @@ import pytest
 pytest.importorskip("torch")
 triton = pytest.importorskip("triton")
 
-from rollcall_workload import compact  # noqa: E402
+from rollcall_workload.kernels import adamw as adamw_kernels  # noqa: E402
+from rollcall_workload.kernels import attention as attention_kernels  # noqa: E402
+from rollcall_workload.kernels import philox  # noqa: E402
 
 PTXAS = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
 
-ATTENTION = {"S": 512, "HEADS": 16, "D": 64, "DROPOUT": True, "ROUNDS": compact.DROPOUT_ROUNDS}
+ATTENTION = {"S": 512, "HEADS": 16, "D": 64, "DROPOUT": True, "ROUNDS": philox.DROPOUT_ROUNDS}
 SCALARS = {"threshold": "i32", "drop_scale": "fp32", "qk_scale": "fp32"}
 BACKWARD_SCALARS = {"drop_scale": "fp32", "qk_scale": "fp32", "sm_scale": "fp32"}
 BACKWARD = {
@@ -45,9 +47,9 @@ WHOLE = {
 
 def _kernels() -> dict[str, tuple[object, dict[str, str], dict[str, object], int]]:
     """name: (kernel, signature, constexprs, warps) at the default launch shapes."""
-    fwd_m, fwd_n = compact.ATTENTION_FORWARD_BLOCKS
-    bwd_m, bwd_n = compact.ATTENTION_BACKWARD_BLOCKS
-    fwd_warps, bwd_warps = compact.ATTENTION_WARPS
+    fwd_m, fwd_n = attention_kernels.ATTENTION_FORWARD_BLOCKS
+    bwd_m, bwd_n = attention_kernels.ATTENTION_BACKWARD_BLOCKS
+    fwd_warps, bwd_warps = attention_kernels.ATTENTION_WARPS
     forward = {
         "QKV": "*bf16", "OUT": "*bf16", "LSE": "*fp32", "KEPT": "*i32", "SEED": "*i64", "S": "constexpr", **SCALARS,
         **dict.fromkeys(("HEADS", "D", "BLOCK_M", "BLOCK_N", "DROPOUT", "ROUNDS"), "constexpr"),
@@ -63,14 +65,18 @@ def _kernels() -> dict[str, tuple[object, dict[str, str], dict[str, object], int
     }
     backward = {**ATTENTION, "BLOCK_M": bwd_m, "BLOCK_N": bwd_n}
     del backward["ROUNDS"]  # the backward reads the forward's mask
-    whole = {**backward, "S": compact.ATTENTION_WHOLE_SEQ, "BLOCK": compact.ATTENTION_WHOLE_SEQ}
+    whole = {
+        **backward,
+        "S": attention_kernels.ATTENTION_WHOLE_SEQ,
+        "BLOCK": attention_kernels.ATTENTION_WHOLE_SEQ,
+    }
     del whole["BLOCK_M"], whole["BLOCK_N"]
     return {
-        "attention forward": (compact._attention_fwd, forward, {**ATTENTION, "BLOCK_M": fwd_m, "BLOCK_N": fwd_n}, fwd_warps),
-        "attention backward, keys": (compact._attention_bwd, BACKWARD, {**backward, "FOR_QUERIES": False}, bwd_warps),
-        "attention backward, queries": (compact._attention_bwd, BACKWARD, {**backward, "FOR_QUERIES": True}, bwd_warps),
-        "attention backward, one block": (compact._attention_bwd_whole, WHOLE, whole, compact.ATTENTION_WHOLE_WARPS),
-        "master AdamW": (compact._master_adamw, adamw, {"BLOCK": compact.ADAMW_BLOCK}, compact.ADAMW_WARPS),
+        "attention forward": (attention_kernels._attention_fwd, forward, {**ATTENTION, "BLOCK_M": fwd_m, "BLOCK_N": fwd_n}, fwd_warps),
+        "attention backward, keys": (attention_kernels._attention_bwd, BACKWARD, {**backward, "FOR_QUERIES": False}, bwd_warps),
+        "attention backward, queries": (attention_kernels._attention_bwd, BACKWARD, {**backward, "FOR_QUERIES": True}, bwd_warps),
+        "attention backward, one block": (attention_kernels._attention_bwd_whole, WHOLE, whole, attention_kernels.ATTENTION_WHOLE_WARPS),
+        "master AdamW": (adamw_kernels._master_adamw, adamw, {"BLOCK": adamw_kernels.ADAMW_BLOCK}, adamw_kernels.ADAMW_WARPS),
     }  # fmt: skip
 
 

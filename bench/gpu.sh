@@ -4,8 +4,10 @@
 #   bench/gpu.sh [CASE...]      CASE: s128-1 (1 GPU, seq 128), s512-1, s128-2 (2 simulated nodes x 1 GPU
 #                               over NCCL), s512-2, s128-8 (1 node x 8), s128-2x4 (2 nodes x 4); a case
 #                               ending in -hf (s128-1-hf, ...) runs plain Hugging Face + torch.compile
-#                               instead, the reference the table's "vs hf" column divides by. Default:
-#                               s128-1 s128-1-hf s512-1 s512-1-hf, and the 2-GPU cases where 2 GPUs are here.
+#                               instead, the reference the table's "vs hf" column divides by; ending in
+#                               -std (s128-1-std, ...), the workload on the standard path a GPU without its
+#                               proven kernels takes (rollcall_workload.gate; here told it is an sm_86). Default:
+#                               s128-1 s128-1-hf s128-1-std s512-1 s512-1-hf, and the 2-GPU cases where 2 GPUs are.
 #                               default: the suite's default roll call on 1 GPU (the workload's own
 #                               defaults, only the compile cache named), as a user's first run.
 #                               REPEAT=3 repeats the 1-GPU seq-128 case and the default one.
@@ -60,6 +62,7 @@ case_args() {  # name -> "nodes procs args"
   seq=${1%%-*}
   layout=${1#*-}
   if [ "${layout%-hf}" != "$layout" ]; then layout=${layout%-hf}; impl=$reference; fi
+  layout=${layout%-std}
   case $seq in
     s128) seq=$args_128 ;;
     s512) seq=$args_512 ;;
@@ -76,19 +79,21 @@ case_args() {  # name -> "nodes procs args"
 
 cases=("$@")
 if [ ${#cases[@]} -eq 0 ]; then
-  cases=(s128-1 s128-1-hf s512-1 s512-1-hf)
+  cases=(s128-1 s128-1-hf s128-1-std s512-1 s512-1-hf)
   [ "$gpus" -ge 2 ] && cases+=(s128-2 s512-2)
   [ "$gpus" -ge 8 ] && cases+=(s128-8 s128-2x4)
 fi
 
 run_case() {  # name dir
-  local started
+  local started std=()
   read -r nodes procs wargs <<<"$(case_args "$1")"
+  # -std: the standard path a GPU without the workload's proven kernels takes (the gate, told it is an A10G)
+  [ "${1%-std}" != "$1" ] && std=(--workload-env ROLLCALL_ASSUME_ARCH=sm_86)
   mkdir -p "$2"
   started=$(date +%s.%N)
   python3 -m pytest -p rollcall.plugin -p no:cacheprovider tests/e2e -q \
     --backend local --accelerator nvidia --nodes "$nodes" --procs-per-node "$procs" \
-    --workload-args "$wargs $extra" --job-timeout 900 --artifacts-dir "$2" 2>&1 | tail -n 8 || true
+    --workload-args "$wargs $extra" "${std[@]}" --job-timeout 900 --artifacts-dir "$2" 2>&1 | tail -n 8 || true
   python3 -c "import sys; print(round(float(sys.argv[2]) - float(sys.argv[1]), 3))" "$started" "$(date +%s.%N)" \
     >"$2/wall_s"
 }

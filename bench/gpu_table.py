@@ -4,7 +4,7 @@ Usage: python bench/gpu_table.py DIR
 
 One row per case: ranks that answered, samples/s per GPU, MFU, the ratio to the plain Hugging Face
 reference of the same sequence length and layout (the case of the same name ending in -hf, measured in
-the same call), and where the run's time went, in seconds: rank 0's start-up, compile (first step),
+the same call; a -std case, the standard path, is divided by the same), and where the run's time went, in seconds: rank 0's start-up, compile (first step),
 warm-up (the other warm-up steps, with their count), timed epochs, the rest of the job (torchrun and
 process start before start-up, teardown after the last epoch) and the whole pytest run (wall_s).
 """
@@ -81,7 +81,7 @@ def main() -> int:
         if world > 1 and single.get(seq) and tp["total"] and not base.endswith("-hf"):
             scaling = f"{tp['total'] / (world * single[seq]):.1%}"
         ratio = ""
-        reference = per_gpu.get(f"{base}-hf")
+        reference = per_gpu.get(f"{base.removesuffix('-std')}-hf")
         if reference and statistics.median(reference) and not base.endswith("-hf"):
             ratio = f"{(tp['mean'] or 0.0) / statistics.median(reference):.3f}"
         mfu = "-" if t.get("mfu_mean") is None else f"{t['mfu_mean']:.1%}"

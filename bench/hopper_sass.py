@@ -2,7 +2,7 @@
 
 Usage: python bench/hopper_sass.py [KERNEL...] [--mix 8]
 
-Each kernel of ``tests/unit/test_triton_hopper.py`` (the attention's forward and backward, the master
+Each kernel of ``tests/unit/kernel_targets.py`` (the attention's forward and backward, the master
 AdamW) is compiled for sm_90 at its default launch shape, as that test compiles it, and disassembled with
 the cuobjdump Triton's CUDA backend carries. One row per loop (a branch back to a lower address): its
 instructions a thread per iteration, how many of them come before the loop's first warpgroup matmul, and
@@ -22,9 +22,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.unit import test_triton_hopper as hopper
+from tests.unit import kernel_targets as hopper
 
-CUOBJDUMP = hopper.PTXAS.with_name("cuobjdump")
+CUOBJDUMP = hopper.ptxas_for("sm_90").with_name("cuobjdump")
 #: ``/*0ce0*/   @!P0 IMAD.HI.U32 R21, ...``: an instruction's address and its opcode with modifiers.
 INSTRUCTION = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Za-z0-9_]+)*)")
 BRANCH_BACK = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P[T0-9]+\s+)?BRA\s+0x([0-9a-f]+)")
@@ -42,14 +42,14 @@ def loops(sass: str) -> list[tuple[int, int]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("kernels", nargs="*", help=f"of: {', '.join(hopper._kernels())} (default: all)")
+    ap.add_argument("kernels", nargs="*", help=f"of: {', '.join(hopper.kernels())} (default: all)")
     ap.add_argument("--mix", type=int, default=8, help="the loop's N most frequent opcodes")
     args = ap.parse_args()
-    names = args.kernels or list(hopper._kernels())
-    unknown = sorted(set(names) - set(hopper._kernels()))
+    names = args.kernels or list(hopper.kernels())
+    unknown = sorted(set(names) - set(hopper.kernels()))
     if unknown:
-        sys.exit(f"no kernel {', '.join(unknown)}; the kernels: {', '.join(hopper._kernels())}")
-    if not (hopper.PTXAS.exists() and CUOBJDUMP.exists()):
+        sys.exit(f"no kernel {', '.join(unknown)}; the kernels: {', '.join(hopper.kernels())}")
+    if not (hopper.ptxas_for("sm_90").exists() and CUOBJDUMP.exists()):
         sys.exit(
             "Triton's CUDA backend has no ptxas or cuobjdump here: install triton with its nvidia backend"
         )
@@ -58,7 +58,7 @@ def main() -> None:
     )
     for name in names:
         with tempfile.TemporaryDirectory() as tmp:
-            cubin, report = hopper.compile_for_hopper(name, Path(tmp))
+            cubin, report, _ = hopper.compile_for(name, "sm_90", Path(tmp))
             sass = subprocess.run(
                 [str(CUOBJDUMP), "--dump-sass", str(cubin)], capture_output=True, text=True, check=True
             ).stdout

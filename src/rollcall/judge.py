@@ -47,6 +47,7 @@ from typing import Any
 from rollcall.backends import JobState
 from rollcall.baseline import ConfigKey, Figures, Reference
 from rollcall.baseline import regressions as find_regressions
+from rollcall.checks import kernels, versions
 from rollcall.checks.fitness import (
     NodeFacts,
     device_summary,
@@ -549,6 +550,27 @@ def config_drift(facts: Facts) -> Iterable[Problem]:
         yield Problem(Kind.CONFIG_DRIFT, f"config drift: {d}", detail=d, warning=mode == "warn")
 
 
+def workload_version(facts: Facts) -> Iterable[Problem]:
+    """Every rank runs the suite's rank-log contract and a workload no older than the suite's."""
+    mismatch = versions.version_mismatch(facts.reports)
+    if mismatch is not None:
+        why = "its workload is older than the suite's, or of another rank-log contract"
+        yield Problem(Kind.WORKLOAD_VERSION, mismatch.message, dict.fromkeys(mismatch.ranks, why), mismatch)
+
+
+def kernel_fallbacks(facts: Facts) -> Iterable[Problem]:
+    """A warning for each of the workload's kernels that failed its check on some GPU and was dropped."""
+    for f in kernels.kernel_fallbacks(facts.reports):
+        where: dict[int, str] = {}
+        for r in f.failed:
+            device = (facts.reports[r].start or {}).get("device")
+            where[r] = (
+                f"{device} of node {facts.node(r)}" if isinstance(device, str) else f"node {facts.node(r)}"
+            )
+        ranks = {} if f.everywhere else {r: f"its {f.kernel} kernel failed its check" for r in f.failed}
+        yield Problem(Kind.KERNEL_FALLBACK, kernels.fallback_message(f, where), ranks, detail=f, warning=True)
+
+
 def expectations(facts: Facts) -> Iterable[Problem]:
     """Every node's fact matches the golden configuration (``--expect KEY=GLOB``); unknown does not."""
     expect = facts.criteria.expect
@@ -565,6 +587,7 @@ def expectations(facts: Facts) -> Iterable[Problem]:
 
 #: Every check, in the order their problems are listed.
 CHECKS: tuple[Check, ...] = (
+    workload_version,
     replica_divergence,
     collective_mismatch,
     hangs,
@@ -586,6 +609,7 @@ CHECKS: tuple[Check, ...] = (
     unfit_device,
     config_drift,
     expectations,
+    kernel_fallbacks,
 )
 
 #: The checks that need no job, only logs: what ``rollcall check-logs`` holds saved logs to.
@@ -632,6 +656,7 @@ def judge(evidence: Evidence, criteria: Criteria | None = None, checks: Iterable
         baseline=facts.baseline,
         warnings=tuple(p for p in raised if p.warning),
         nodes_detail=facts.nodes_detail,
+        kernels=kernels.kernels_used(facts.reports),
     )
 
 

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from rollcall.verdict import RankResult
 
 #: The version of ``results.json``'s layout: fields are only ever added (a rename would be version 2).
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 @dataclass
@@ -104,6 +104,8 @@ class TestRecord:
             "nodes_detail": verdict.node_verdicts(),
             "unfit_nodes": verdict.unfit_nodes,
             "warnings": [p.as_dict() for p in verdict.warnings],
+            # Each of the workload's own kernels: whether the run trained with it, and why.
+            "kernels": dict(verdict.kernels),
             **self.extra,
         }
 

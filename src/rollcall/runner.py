@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Literal
 
 from rollcall.backends import Backend, CleanupError, ConfirmsLater, JobState, JobStatus
+from rollcall.checks import versions
 from rollcall.checks.hangs import stop_reason
 from rollcall.collect import Collector
 from rollcall.jobspec import JobSpec
@@ -217,7 +218,11 @@ class _Watch:
         self.first_rank_s: float | None = None
 
     def poll(self) -> str | None:
-        """The reason to end the job at the hang (:func:`rollcall.checks.hangs.stop_reason`), or None."""
+        """The reason to end the job now, or None.
+
+        At the hang (:func:`rollcall.checks.hangs.stop_reason`), or at a rank's start whose workload the suite
+        refuses (:func:`rollcall.checks.versions.stop_reason`).
+        """
         reason, now = self.collector.view(self._look)
         if self.live is not None and now is not None:
             self.live.update(now)
@@ -227,7 +232,7 @@ class _Watch:
         if self.first_rank_s is None and any(r.start is not None for r in roll.ranks.values()):
             self.first_rank_s = time.monotonic() - self.started
         now = LiveRollCall.of(roll, self.world_size) if self.live is not None else None
-        return stop_reason(roll.ranks, self.world_size), now
+        return stop_reason(roll.ranks, self.world_size) or versions.stop_reason(roll.ranks), now
 
 
 def run_with_retries(

@@ -123,6 +123,10 @@ class Kind(enum.Enum):
     )
     EXPECTATION = "expectation"  # a node's fact does not match --expect KEY=GLOB (or is unknown)
     ISOLATED = "isolated"  # --isolate: the node(s) failing alone or in every group holding them
+    #: A kernel of the workload's own failed its check on some ranks' GPUs: every rank trained without it.
+    KERNEL_FALLBACK = "kernel_fallback"
+    #: The image's workload is of another rank-log contract, or older than the suite's (named first).
+    WORKLOAD_VERSION = "workload_version"
 
     @property
     def rank_state(self) -> RankState:
@@ -145,6 +149,7 @@ _RANK_STATE = {
     Kind.REPLICA_DIVERGENCE: RankState.WRONG,
     Kind.COLLECTIVE_MISMATCH: RankState.WRONG,
     Kind.LOSS: RankState.WRONG,
+    Kind.WORKLOAD_VERSION: RankState.FAILED,
 }
 
 
@@ -329,6 +334,8 @@ class Verdict:
     warnings: tuple[Problem, ...] = ()
     #: Each node's facts, as its ranks read them and the backend observed them (:mod:`.checks.fitness`).
     nodes_detail: tuple[NodeFacts, ...] = ()
+    #: Each of the workload's own kernels: whether the run trained with it, and why (the lowest rank's word).
+    kernels: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def unfit(self) -> list[Unfit]:

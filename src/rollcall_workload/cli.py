@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 from rollcall_workload.compile_cache import COMPILE_CACHE_ENV
 from rollcall_workload.contract import BANDWIDTH_SCOPES
 from rollcall_workload.dist import Accelerator
+from rollcall_workload.gate import choose
 from rollcall_workload.shape import MODEL_PRESETS
 from rollcall_workload.watchdog import FIRST_STEP_HANG_S, HANG_FLOOR_S, HANG_STEP_MULTIPLE
 
@@ -242,10 +243,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument(
         "--attention",
-        choices=("auto", "flash", "cudnn", "efficient", "math", "triton"),
+        choices=("auto", "sdpa", "flash", "cudnn", "efficient", "math", "triton"),
         default="auto",
-        help="the compact model's attention kernel: scaled_dot_product_attention's backend, or triton: "
-        "the workload's Triton kernels with their own dropout (auto: those in bf16 on cuda, else PyTorch's)",
+        help="the compact model's attention: scaled_dot_product_attention with the backend it picks (sdpa) "
+        "or one named, or triton: the workload's Triton kernels with their own dropout (auto: those in bf16 "
+        "on cuda where they are proven, else sdpa)",
     )
     p.add_argument(
         "--fused-ln-dropout",
@@ -368,12 +370,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def apply_defaults(args: argparse.Namespace, device: str, memory_bytes: int | None = None) -> None:
+def apply_defaults(
+    args: argparse.Namespace, device: str, memory_bytes: int | None = None, arch: str | None = None
+) -> dict[str, str]:
     """Fill unset settings from :data:`RUN_DEFAULTS` for ``device`` and check what depends on the device.
 
     On cuda an unset batch is sized to the GPU's ``memory_bytes`` (:func:`cuda_batch_size`; 32 when
-    unknown). Each value alone is checked by :func:`parse_args`; here only what depends on the device or on
-    two arguments together.
+    unknown), and the workload's own kernels are on by default only where :mod:`rollcall_workload.gate`
+    says they are proven on the GPU's ``arch`` (``sm_90``; None: unknown, none is). Each value alone is
+    checked by :func:`parse_args`; here only what depends on the device or on two arguments together.
+    Returns each kernel's state and why (``start``'s ``kernels``).
     """
     for key, value in RUN_DEFAULTS[device].items():
         if getattr(args, key) is None:
@@ -386,25 +392,21 @@ def apply_defaults(args: argparse.Namespace, device: str, memory_bytes: int | No
         raise ValueError("--compile-scope layer compiles the compact model's layers: add --impl compact")
     if args.attention != "auto" and args.impl != "compact":
         raise ValueError("--attention picks the compact model's kernel: add --impl compact")
-    if args.fused_ln_dropout is None:  # on where it was measured to help (bench/NOTES.md: +0.8% on an H200)
-        args.fused_ln_dropout = device == "cuda" and args.impl == "compact"
-    elif args.fused_ln_dropout and args.impl != "compact":
+    if args.fused_ln_dropout and args.impl != "compact":
         raise ValueError("--fused-ln-dropout fuses the compact model's chains: add --impl compact")
-    if args.fused_gelu is None:  # on where the dropout+LayerNorm kernels are (bench/NOTES.md)
-        args.fused_gelu = bool(args.fused_ln_dropout)
-    elif args.fused_gelu and args.impl != "compact":
+    if args.fused_gelu and args.impl != "compact":
         raise ValueError("--fused-gelu fuses the compact model's bias+GELU: add --impl compact")
+    if args.fused_residual_grad and args.impl != "compact":
+        raise ValueError("--fused-residual-grad changes the compact model's layers: add --impl compact")
+    if args.fused_adamw and device != "cuda":
+        raise ValueError("--fused-adamw runs a Triton kernel on a GPU: add --device cuda or drop it")
+    kernels = choose(args, device, arch)
     if args.fused_bias is None:
         args.fused_bias = bool(args.fused_ln_dropout)
     elif args.fused_bias and not args.fused_ln_dropout:
         raise ValueError("--fused-bias adds the biases in the --fused-ln-dropout kernels: add that")
-    if args.fused_residual_grad is None:
+    if args.fused_residual_grad is None:  # measured with the dropout+LayerNorm kernels (bench/NOTES.md)
         args.fused_residual_grad = bool(args.fused_ln_dropout)
-    elif args.fused_residual_grad and args.impl != "compact":
-        raise ValueError("--fused-residual-grad changes the compact model's layers: add --impl compact")
-    if args.fused_adamw is None:  # where it was measured (bench/NOTES.md)
-        args.fused_adamw = device == "cuda"
-    elif args.fused_adamw and device != "cuda":
-        raise ValueError("--fused-adamw runs a Triton kernel on a GPU: add --device cuda or drop it")
     if args.dist_backend and args.dist_backend != Accelerator.BACKENDS[device] and device != "cuda":
         raise ValueError(f"--dist-backend {args.dist_backend} is for --device cuda (cpu uses gloo, xla xla)")
+    return kernels

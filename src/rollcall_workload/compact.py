@@ -45,7 +45,8 @@ INIT_STD = 0.02  # BertConfig.initializer_range
 VOCAB_ALIGN = 8
 #: ``attention=`` names: which fused attention kernel ``scaled_dot_product_attention`` may use.
 ATTENTION_BACKENDS: dict[str, SDPBackend | None] = {
-    "auto": None,  # Triton's kernels in bf16/fp16 where they run, else PyTorch's
+    "auto": None,  # Triton's kernels in bf16 where they run (and are proven: the gate), else PyTorch's
+    "sdpa": None,  # PyTorch's, with the backend it picks
     "flash": SDPBackend.FLASH_ATTENTION,
     "cudnn": SDPBackend.CUDNN_ATTENTION,
     "efficient": SDPBackend.EFFICIENT_ATTENTION,

@@ -42,9 +42,13 @@ always present, and so is ``time``: the wall clock when the line was written, se
 added. Events, in order:
     start        local_rank, node_rank, local_world_size, host, node (from NODE_NAME, else
                  SLURMD_NODENAME; null when neither is set), device, device_name, model, seq_len,
-                 batch_size, precision, node_id (the node in the world ROLLCALL_NODE_IDS names;
-                 node_rank without it)
-                 -- after joining the process group
+                 batch_size, precision, torch, node_id (the node in the world ROLLCALL_NODE_IDS names;
+                 node_rank without it), arch (the GPU's, sm_90; null off cuda), kernels (each of the
+                 workload's own kernels: "on: <why>" or "off: <why>", see rollcall_workload.gate; "off:
+                 failed its check here: <why>" on a rank whose GPU computed it wrong), workload_version
+                 and contract_version (WORKLOAD_VERSION and CONTRACT_VERSION below: the suite refuses a
+                 workload older than its own, or of another contract)
+                 -- after joining the process group and checking the kernels
     epoch_time   epoch (from 1), seconds, steps, samples, loss (this rank's last step's, null when not
                  finite), param_digest (see "Replicas")   -- one per timed epoch
     throughput   samples_per_sec (this rank), tflops (achieved, this rank), mfu (null when the
@@ -266,6 +270,12 @@ NODE_IDS_ENV = "ROLLCALL_NODE_IDS"
 BANDWIDTH_SCOPES = ("world", "node", "pair")
 PARAM_DIGEST_HEX = 16  # the parameters' SHA-256, its first 16 hex digits
 EVENT_PREFIX = "ROLLCALL "
+#: The rank-log contract's version: raised when an event or a key the suite reads changes meaning. A
+#: workload from before the field existed says none: version 1.
+CONTRACT_VERSION = 2
+#: The workload's own version (major, minor, patch): raised with each change to what it runs or reports
+#: (its defaults, its kernels and their gate), so that a suite can refuse an image holding an older one.
+WORKLOAD_VERSION = "0.2.0"
 MAX_LINE_BYTES = 4096  # PIPE_BUF on Linux: smaller writes to a pipe are atomic
 
 

@@ -10,14 +10,12 @@ import math
 import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    pass
 
 from rollcall_workload.contract import NODE_IDS_ENV
+from rollcall_workload.gate import ASSUME_ARCH_ENV, KERNEL_NAMES, check_arch
 
 FAIL_RANK_ENV = "ROLLCALL_FAIL_RANK"
+KERNEL_MISMATCH_ENV = "ROLLCALL_KERNEL_MISMATCH"
 CORRUPT_RANK_ENV = "ROLLCALL_CORRUPT_RANK"
 CORRUPT_COLLECTIVE_ENV = "ROLLCALL_CORRUPT_COLLECTIVE"
 HANG_RANK_ENV = "ROLLCALL_HANG_RANK"
@@ -125,6 +123,32 @@ def check_fault_injection(environ: Mapping[str, str]) -> None:
     for name in (CORRUPT_RANK_ENV, CORRUPT_COLLECTIVE_ENV):
         corrupted_rank(name, environ)
     node_ids(environ)
+    mismatched_kernels(environ, rank=0)
+    assumed_arch(environ)
+
+
+def mismatched_kernels(environ: Mapping[str, str], rank: int) -> frozenset[str]:
+    """The kernels whose check ``rank`` makes fail (``ROLLCALL_KERNEL_MISMATCH=RANKS[:KERNEL,...]``).
+
+    The kernels of the list, or every kernel without one, on each rank of RANKS; ValueError when malformed.
+    """
+    text = environ.get(KERNEL_MISMATCH_ENV, "")
+    if not text:
+        return frozenset()
+    ranks, _, kernels = text.partition(":")
+    chosen = rank_list(KERNEL_MISMATCH_ENV, {KERNEL_MISMATCH_ENV: ranks})
+    names = set(kernels.split(",")) if kernels else set(KERNEL_NAMES)
+    if unknown := sorted(names - set(KERNEL_NAMES)):
+        raise ValueError(
+            f"{KERNEL_MISMATCH_ENV}={text!r}: no kernel {', '.join(unknown)} (of {', '.join(KERNEL_NAMES)})"
+        )
+    return frozenset(names) if rank in chosen else frozenset()
+
+
+def assumed_arch(environ: Mapping[str, str]) -> str | None:
+    """The GPU architecture ``ROLLCALL_ASSUME_ARCH`` makes the workload take its GPU for, or None."""
+    text = environ.get(ASSUME_ARCH_ENV, "")
+    return check_arch(text) if text else None
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,18 @@ def batch_seed(seed: int, rank: int, index: int) -> int:
     return ((seed & 0xFFFFF) << 40 | (rank & 0xFFFFF) << 20 | (index & 0xFFFFF)) & (2**63 - 1)
 
 
+def model_shape(args: argparse.Namespace) -> BertShape:
+    """The shape :func:`build_model` will build: the preset's, or the local weights' configuration."""
+    if not args.pretrained:
+        return MODEL_PRESETS[args.model]
+    from transformers import BertConfig
+
+    c = BertConfig.from_pretrained(args.pretrained, local_files_only=True)
+    return BertShape(
+        c.hidden_size, c.num_hidden_layers, c.num_attention_heads, c.intermediate_size, c.vocab_size
+    )
+
+
 def build_model(args: argparse.Namespace) -> tuple[torch.nn.Module, BertShape]:
     """A randomly initialised preset, or local weights; with its shape for the FLOPs count.
 

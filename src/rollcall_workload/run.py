@@ -19,7 +19,13 @@ if TYPE_CHECKING:
 from rollcall_workload.bandwidth import measure_bandwidth
 from rollcall_workload.cli import apply_defaults
 from rollcall_workload.compile_cache import _inductor_counters, compile_cache_fields
-from rollcall_workload.contract import NODE_NAME_ENV, SLURM_NODE_ENV, RollcallLog
+from rollcall_workload.contract import (
+    CONTRACT_VERSION,
+    NODE_NAME_ENV,
+    SLURM_NODE_ENV,
+    WORKLOAD_VERSION,
+    RollcallLog,
+)
 from rollcall_workload.dist import Accelerator, DistEnv, resolve_device, xla_configured, xla_importable
 from rollcall_workload.facts import report_facts
 from rollcall_workload.faults import (
@@ -27,16 +33,19 @@ from rollcall_workload.faults import (
     FAIL_RANK_ENV,
     HANG_NODE_ENV,
     HANG_RANK_ENV,
+    assumed_arch,
     chatty,
     check_fault_injection,
     corrupted_rank,
     hung_node,
     injected_fault,
+    mismatched_kernels,
     node_id,
     slow_link,
     slow_ranks,
 )
-from rollcall_workload.model import batch_pool, mlm_predictions
+from rollcall_workload.gate import KERNEL_BY_NAME, arch_of, drop, in_use
+from rollcall_workload.model import batch_pool, mlm_predictions, model_shape
 from rollcall_workload.proofs import flip_bit, parameter_digest
 from rollcall_workload.shape import flops_per_sample, model_flops_utilization, peak_flops
 from rollcall_workload.timing import (
@@ -63,7 +72,10 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
         args.device, torch.cuda.is_available(), xla_importable(), xla_configured(os.environ)
     )
     memory = torch.cuda.get_device_properties(env.local_rank).total_memory if device == "cuda" else None
-    apply_defaults(args, device, memory)
+    arch = None
+    if device == "cuda":
+        arch = assumed_arch(os.environ) or arch_of(torch.cuda.get_device_capability(env.local_rank))
+    kernels = apply_defaults(args, device, memory, arch)
     first_step = args.first_step_hang_after or first_step_bound(device, bool(args.compile))
     # XLA compiles again whenever the graph changes (the first timed step too): there every step may take
     # as long as the first, so the default bound never falls below the first step's.
@@ -86,6 +98,8 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
     acc = Accelerator(device, env.local_rank, args.dist_backend)
     watchdog.beat("rendezvous")
     acc.init_process_group(env)
+    watchdog.beat("kernel checks")
+    kernels.update(check_kernels(args, acc, env))
     watchdog.beat("model and data")
     stamps["device and process group"] = time.monotonic()
     log.emit(
@@ -103,6 +117,10 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
         precision=precision_label(args.precision, acc.bf16),
         torch=torch.__version__,
         node_id=node_id(os.environ, env.node_rank),
+        arch=arch,
+        kernels=kernels,
+        workload_version=WORKLOAD_VERSION,
+        contract_version=CONTRACT_VERSION,
     )
 
     def leave(**fields: Any) -> None:
@@ -337,3 +355,38 @@ def _maybe_hang_node(env: DistEnv) -> None:
     )
     while True:
         time.sleep(3600)
+
+
+def check_kernels(args: argparse.Namespace, acc: Accelerator, env: DistEnv) -> dict[str, str]:
+    """Hold each kernel the run would use to the op it replaces on this GPU; each one's new state, and why.
+
+    A kernel that failed its check on any rank is dropped on every rank
+    (:mod:`rollcall_workload.kernels.check`).
+    """
+    import torch
+
+    from rollcall_workload.kernels import INTERPRETING
+
+    names = [n for n in in_use(args) if acc.kind == "cuda" or INTERPRETING]
+    if not names:
+        return {}
+    from rollcall_workload.kernels.attention import triton_attention_available
+    from rollcall_workload.kernels.check import Shapes, agree, check
+
+    s = model_shape(args)
+    if "attention" in names and not triton_attention_available(acc.device, args.seq_len, s.hidden // s.heads):
+        names.remove("attention")  # ``auto`` takes PyTorch's here: nothing of ours runs
+    dtype = torch.bfloat16 if acc.bf16 and acc.kind == "cuda" else torch.float32
+    shapes = Shapes(args.batch_size, args.seq_len, s.heads, s.hidden, s.intermediate, bool(args.fused_bias))
+    local = check(names, shapes, dtype, acc.device, mismatched_kernels(os.environ, env.rank))
+    states = {}
+    for name, verdict in agree(local, env.rank, env.world_size, acc.device).items():
+        if verdict == "ok":
+            error = local[name]
+            states[name] = (
+                f"on: checked against {KERNEL_BY_NAME[name].replaces} (error {error:.0%} of the tolerance)"
+            )
+        else:
+            drop(args, name)
+            states[name] = f"off: {verdict}; {KERNEL_BY_NAME[name].replaces} runs"
+    return states

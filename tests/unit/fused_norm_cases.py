@@ -358,19 +358,6 @@ def _attention_kept(seed: torch.Tensor, p: float, s: int) -> torch.Tensor:
     return out.view(n, s, heads, 128)[..., :s].permute(0, 2, 1, 3).reshape(n * heads, s, s) > 0
 
 
-def _unpacked_words(words: torch.Tensor, s: int) -> torch.Tensor:
-    """The mask in the kernels' words ([batch * heads, tiles * tiles * 128] int32) as [batch * heads, s, s].
-
-    Tile (column c, row r) of a head is words (c * tiles + r) * 128 on; bit b + 2j + 16h of its word 32w + l
-    is row 16w + 8h + l // 4, column 8j + 2 (l % 4) + b of the tile.
-    """
-    heads, tiles = words.size(0), math.isqrt(words.size(1) // 128)
-    bits = (words.view(heads, tiles, tiles, 4, 8, 4, 1) >> torch.arange(32)) & 1
-    bits = bits.view(heads, tiles, tiles, 4, 8, 4, 2, 8, 2)  # c, r, w, l // 4, l % 4, h, j, b
-    rows_then_columns = bits.permute(0, 2, 3, 6, 4, 1, 7, 5, 8).reshape(heads, tiles * 64, tiles * 64)
-    return rows_then_columns[:, :s, :s].bool()
-
-
 def _reference_attention(qkv: torch.Tensor, heads: int, kept: torch.Tensor | None, p: float) -> torch.Tensor:
     n, s, three_hidden = qkv.shape
     q, k, v = qkv.view(n, s, 3, heads, -1).permute(2, 0, 3, 1, 4).unbind(0)
@@ -396,7 +383,7 @@ def test_the_attention_kernels_match_pytorch(attention_blocks, p, s):
         assert not torch.equal(kept[0], kept[1]) and not torch.equal(kept[0, 0], kept[0, 1])
     out, _, bits = torch.ops.rollcall.attention(qkv, bias, seed, p, heads)
     if kept is not None:  # the bits the backward reads are the forward's mask
-        assert bits.dtype == torch.int32 and torch.equal(_unpacked_words(bits, s), kept)
+        assert bits.dtype == torch.int32 and torch.equal(attention_kernels.kept_mask(bits, s), kept)
     else:
         assert bits.numel() == 0
     out.backward(grad)

@@ -4,6 +4,11 @@ import json
 
 
 def event(name, rank, world, **kw):
+    if name == "start":  # the workload of the suite's own version, unless the test says otherwise
+        from rollcall_workload.contract import CONTRACT_VERSION, WORKLOAD_VERSION
+
+        kw = {**kw, "workload_version": kw.get("workload_version", WORKLOAD_VERSION)}
+        kw["contract_version"] = kw.get("contract_version", CONTRACT_VERSION)
     obj = {"event": name, "rank": rank, "world_size": world, **kw}
     return "ROLLCALL " + json.dumps(obj, separators=(",", ":"))
 

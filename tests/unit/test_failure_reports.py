@@ -26,7 +26,7 @@ def test_results_json_carries_the_root_cause_and_the_grouped_errors(tmp_path):
     path = tmp_path / "results.json"
     reports.write_results(path, [failed_record(tmp_path)], {})
     doc = json.loads(path.read_text())
-    assert doc["schema_version"] == 1
+    assert doc["schema_version"] == 2  # 2: kernels, and the start's versions judged
     (test,) = doc["tests"]
     root = test["root_cause"]
     assert root["first"]["rank"] == 5 and root["first"]["node"] == 1 and root["first"]["pod"] == "job-1-abcde"

@@ -80,7 +80,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
     frozenset(m if m == "rollcall" else f"rollcall.{m}" for m in layer.split())
     for layer in (
         "rollcall ranklog procs jobspec",  # rollcall: the package itself (``from rollcall import procs``)
-        "rootcause perf collect options baseline checks checks.hangs checks.proofs checks.fitness checks.floors checks.reference page page.plot isolation isolation.bisect live live.view",
+        "rootcause perf collect options baseline checks checks.hangs checks.kernels checks.versions checks.proofs checks.fitness checks.floors checks.reference page page.plot isolation isolation.bisect live live.view",
         "backends",
         "torchrun verdict stragglers page.timeline",
         "WINGS",

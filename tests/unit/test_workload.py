@@ -234,19 +234,27 @@ def test_the_default_workload_fits_the_accelerator():
         assert (args.model, args.impl, args.precision, args.compile) == expected
 
 
-def test_fused_ln_dropout_is_on_for_the_compact_model_on_cuda_only():
-    for argv, device, on in (
-        ([], "cuda", True),
-        (["--impl", "hf"], "cuda", False),
-        (["--no-fused-ln-dropout"], "cuda", False),
-        ([], "cpu", False),
-        (["--impl", "compact"], "cpu", False),
-        (["--impl", "compact", "--fused-ln-dropout"], "cpu", True),  # asked for: the CPU takes PyTorch's ops
-        ([], "xla", False),
+def test_fused_ln_dropout_is_on_for_the_compact_model_on_cuda_only_where_proven():
+    for argv, device, arch, on in (
+        ([], "cuda", "sm_90", True),
+        ([], "cuda", "sm_86", False),  # not proven there: PyTorch's ops
+        ([], "cuda", None, False),  # an architecture unknown is not a proven one
+        (["--impl", "hf"], "cuda", "sm_90", False),
+        (["--no-fused-ln-dropout"], "cuda", "sm_90", False),
+        (["--fused-ln-dropout"], "cuda", "sm_86", True),  # asked for: it runs where it can
+        ([], "cpu", None, False),
+        (["--impl", "compact"], "cpu", None, False),
+        (
+            ["--impl", "compact", "--fused-ln-dropout"],
+            "cpu",
+            None,
+            True,
+        ),  # asked for: the CPU takes PyTorch's ops
+        ([], "xla", None, False),
     ):
         args = cli.parse_args(argv)
-        cli.apply_defaults(args, device)
-        assert args.fused_ln_dropout is on, (argv, device)
+        cli.apply_defaults(args, device, arch=arch)
+        assert args.fused_ln_dropout is on, (argv, device, arch)
         assert args.fused_residual_grad is on, (argv, device)  # measured with the kernels (bench/NOTES.md)
 
 

@@ -10,6 +10,8 @@ three gradients and the projection bias's gradient itself.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from rollcall_workload.kernels import INTERPRETING, tl, triton
@@ -38,8 +40,8 @@ ATTENTION_FORWARD_BLOCKS = (128, 64)
 ATTENTION_BACKWARD_BLOCKS = (64, 64)
 ATTENTION_WARPS = (8, 4)
 #: Sequences up to this long take one backward kernel (:func:`_attention_bwd_whole`), with these warps. The
-#: kernels are ``--attention auto``'s choice in bf16 and fp16: faster than cuDNN's in the step at seq 128 and
-#: 512 on an H200 (bench/NOTES.md).
+#: kernels are ``--attention auto``'s choice in bf16 where they are proven: faster than cuDNN's in the step
+#: at seq 128 and 512 on an H200 (bench/NOTES.md).
 ATTENTION_WHOLE_SEQ = 128
 ATTENTION_WHOLE_WARPS = 8
 _LOG2E = 1.4426950408889634
@@ -541,6 +543,20 @@ def _attention_autograd_backward(
 _attention.register_autograd(_attention_autograd_backward, setup_context=_attention_setup_context)
 
 
+def kept_mask(words: torch.Tensor, s: int) -> torch.Tensor:
+    """The kept probabilities as a ``[batch * heads, s, s]`` mask, from the kernels' words.
+
+    The words are ``[batch * heads, tiles * tiles * 128]`` int32, as :func:`_attention` returns them.
+    Tile (column c, row r) of a head is words (c * tiles + r) * 128 on; bit b + 2j + 16h of its word 32w + l
+    is row 16w + 8h + l // 4, column 8j + 2 (l % 4) + b of the tile.
+    """
+    heads, tiles = words.size(0), math.isqrt(words.size(1) // 128)
+    bits = (words.view(heads, tiles, tiles, 4, 8, 4, 1) >> torch.arange(32, device=words.device)) & 1
+    bits = bits.view(heads, tiles, tiles, 4, 8, 4, 2, 8, 2)  # c, r, w, l // 4, l % 4, h, j, b
+    rows_then_columns = bits.permute(0, 2, 3, 6, 4, 1, 7, 5, 8).reshape(heads, tiles * 64, tiles * 64)
+    return rows_then_columns[:, :s, :s].bool()
+
+
 def triton_attention_available(device: torch.device, seq: int, head_size: int) -> bool:
     """Whether :func:`attention` can run here.
 
@@ -557,13 +573,14 @@ def triton_attention_available(device: torch.device, seq: int, head_size: int) -
 
 
 def _half_precision(x: torch.Tensor) -> bool:
-    """Whether a layer taking ``x`` computes in bf16 or fp16 (``x``'s own, or autocast's).
+    """Whether a layer taking ``x`` computes in bf16 (``x``'s own, or autocast's): the workload's precisions.
 
     The kernels' matmuls then match PyTorch's; in float32 they would round to tf32 where PyTorch's would not.
     """
-    halves = (torch.bfloat16, torch.float16)
     kind = x.device.type
-    return x.dtype in halves or (torch.is_autocast_enabled(kind) and torch.get_autocast_dtype(kind) in halves)
+    return x.dtype == torch.bfloat16 or (
+        torch.is_autocast_enabled(kind) and torch.get_autocast_dtype(kind) == torch.bfloat16
+    )
 
 
 def attention(qkv: torch.Tensor, bias: torch.Tensor, heads: int, p: float) -> torch.Tensor:

@@ -1,0 +1,99 @@
+"""The workload's version against the suite's: an image older than the suite, or of another contract, is refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from rollcall.backends import JobState, JobStatus
+from rollcall.checks import versions
+from rollcall.judge import judge
+from rollcall.ranklog import RollCall
+from rollcall.verdict import Evidence, Kind, Layout
+from rollcall_workload.contract import CONTRACT_VERSION, WORKLOAD_VERSION
+from tests.unit.helpers import event, node_log
+
+OURS = {"workload_version": WORKLOAD_VERSION, "contract_version": CONTRACT_VERSION}
+
+
+def _older(version: str) -> str:
+    parts = [int(p) for p in version.split(".")]
+    i = max(i for i, p in enumerate(parts) if p > 0)
+    parts[i] -= 1
+    return ".".join(map(str, parts))
+
+
+def _newer(version: str) -> str:
+    parts = [int(p) for p in version.split(".")]
+    parts[-1] += 1
+    return ".".join(map(str, parts))
+
+
+def test_the_suites_own_workload_and_a_newer_one_of_the_same_contract_are_accepted():
+    assert versions.refused(OURS) is None
+    assert versions.refused({**OURS, "workload_version": _newer(WORKLOAD_VERSION)}) is None
+
+
+@pytest.mark.parametrize(
+    ("start", "said"),
+    [
+        ({}, (None, 1)),  # a workload from before versions were stated
+        ({"workload_version": _older(WORKLOAD_VERSION), "contract_version": CONTRACT_VERSION},
+         (_older(WORKLOAD_VERSION), CONTRACT_VERSION)),
+        ({**OURS, "contract_version": CONTRACT_VERSION + 1}, (WORKLOAD_VERSION, CONTRACT_VERSION + 1)),
+        ({**OURS, "workload_version": "main"}, ("main", CONTRACT_VERSION)),
+        ({**OURS, "contract_version": "2"}, (WORKLOAD_VERSION, 1)),
+    ],
+)  # fmt: skip
+def test_an_older_workload_or_another_contract_is_refused(start, said):
+    assert versions.refused(start) == said
+
+
+def _roll(starts: dict[int, dict[str, object]]) -> RollCall:
+    roll = RollCall()
+    p = roll.parser("pod-0")
+    for rank, fields in starts.items():
+        line = event("start", rank, len(starts), local_rank=rank, node_rank=0)
+        if fields is not None:  # replace the helper's versions with the test's
+            import json
+
+            obj = json.loads(line.removeprefix("ROLLCALL "))
+            for key in ("workload_version", "contract_version"):
+                obj.pop(key)
+            obj.update(fields)
+            line = "ROLLCALL " + json.dumps(obj)
+        p.feed((line + "\n").encode())
+    p.close()
+    return roll
+
+
+def test_the_job_ends_at_the_first_refused_start_naming_both_versions():
+    roll = _roll({0: OURS, 1: {}})
+    reason = versions.stop_reason(roll.ranks)
+    assert reason == (
+        "rank(s) 1 run a workload from before versions were stated (rank-log contract 1), this suite reads "
+        f"workload {WORKLOAD_VERSION} (contract {CONTRACT_VERSION}): the image is older than the suite; rebuild "
+        "it from this suite's checkout (images/bert-training) or run the suite of the image's version: ended at "
+        "its start"
+    )
+    assert versions.stop_reason(_roll({0: OURS, 1: OURS}).ranks) is None
+
+
+def test_the_judge_names_the_version_first_and_the_ranks_failed():
+    old = _older(WORKLOAD_VERSION)
+    roll = _roll({r: {"workload_version": old, "contract_version": CONTRACT_VERSION} for r in range(2)})
+    v = judge(Evidence(roll, Layout(1, 2), JobStatus(JobState.FAILED, "ended at its start")))
+    first = v.findings[0]
+    assert first.kind is Kind.WORKLOAD_VERSION and sorted(first.ranks) == [0, 1]
+    assert f"run workload {old} (rank-log contract {CONTRACT_VERSION})" in first.message
+    assert f"this suite reads workload {WORKLOAD_VERSION}" in first.message
+    assert all(any(p.kind is Kind.WORKLOAD_VERSION for p in r.problems) for r in v.ranks.values())
+
+
+def test_a_sound_run_of_the_suites_workload_has_no_version_finding():
+    roll = RollCall()
+    for node in range(2):
+        p = roll.parser(f"pod-{node}")
+        p.feed(node_log(node, 2, 1).encode())
+        p.close()
+    v = judge(Evidence(roll, Layout(2, 1), JobStatus(JobState.SUCCEEDED)))
+    assert v.passed and not [p for p in v.findings if p.kind is Kind.WORKLOAD_VERSION]

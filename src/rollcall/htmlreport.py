@@ -106,6 +106,8 @@ def _test(record: TestRecord, base: Path) -> dict[str, Any]:
     error_lines = [p.message for p in verdict.of_kind(Kind.REPLICA_DIVERGENCE)] + error_lines
     return {
         "root_cause": error_lines[0] if error_lines else "",
+        # Whose the first problem is: the cluster's, the platform's, rollcall's own, undetermined.
+        "whose": next((p.blame.line for p in verdict.findings if p.blame is not None), ""),
         "errors": error_lines[1:],
         "test_id": record.test_id,
         "passed": record.result.passed,

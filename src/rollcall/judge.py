@@ -47,6 +47,7 @@ from typing import Any
 from rollcall.backends import JobState
 from rollcall.baseline import ConfigKey, Figures, Reference
 from rollcall.baseline import regressions as find_regressions
+from rollcall.blame import blame
 from rollcall.checks import kernels, versions
 from rollcall.checks.fitness import (
     NodeFacts,
@@ -619,7 +620,7 @@ LOG_CHECKS: tuple[Check, ...] = (errors, missing_events, unexpected_ranks, inval
 def judge(evidence: Evidence, criteria: Criteria | None = None, checks: Iterable[Check] = CHECKS) -> Verdict:
     """The verdict on ``evidence`` held to ``criteria``: every check's problems, rank by rank."""
     facts = Facts(evidence, criteria or Criteria())
-    raised = [p for check in checks for p in check(facts)]
+    raised = [replace(p, blame=blame(p)) for check in checks for p in check(facts)]
     found = tuple(p for p in raised if not p.warning)
     world = facts.layout.world_size
     ranks = {}

@@ -202,7 +202,11 @@ def write_rank_junit(path: Path, records: Sequence[TestRecord]) -> None:
                 stdout=_rank_stdout(result),
             )
             if result.problems:
-                case.add_failure_info(message="; ".join(result.notes), output=f"logs: {last.artifacts}")
+                notes = (
+                    n + (f" [{p.blame.line}]" if p.blame else "")
+                    for p, n in zip(result.problems, result.notes, strict=True)
+                )
+                case.add_failure_info(message="; ".join(notes), output=f"logs: {last.artifacts}")
             cases.append(case)
         for rank in verdict.unexpected_ranks:
             case = TestCase(name=f"rank {rank} (unexpected)", classname=record.test_id)

@@ -157,6 +157,45 @@ _RANK_STATE = {
 TOO_SLOW = frozenset({Kind.STRAGGLER, Kind.COMPUTE_STRAGGLER, Kind.MIN_THROUGHPUT, Kind.SLOW_LINK})
 
 
+class Owner(enum.Enum):
+    """Whose a failure is."""
+
+    CLUSTER = "cluster"
+    PLATFORM = "platform"
+    WORKLOAD = "workload"
+    UNDETERMINED = "undetermined"
+
+    @property
+    def words(self) -> str:
+        """How a report says it: ``the cluster's``, ``rollcall's own`` ..."""
+        return _WORDS[self]
+
+
+_WORDS = {
+    Owner.CLUSTER: "the cluster's",
+    Owner.PLATFORM: "the platform's",
+    Owner.WORKLOAD: "rollcall's own",
+    Owner.UNDETERMINED: "undetermined",
+}
+
+
+@dataclass(frozen=True)
+class Blame:
+    """Whose one problem is, and why (a few words)."""
+
+    owner: Owner
+    why: str
+
+    def as_dict(self) -> dict[str, str]:
+        """The blame, JSON-ready."""
+        return {"owner": self.owner.value, "why": self.why}
+
+    @property
+    def line(self) -> str:
+        """``the cluster's: an NCCL (GPU communication or network) error``."""
+        return f"{self.owner.words}: {self.why}"
+
+
 @dataclass(frozen=True)
 class Problem:
     """One thing wrong with a run.
@@ -167,6 +206,7 @@ class Problem:
         ranks: for each rank it names (in the world), what it says about that rank.
         detail: the check's own typed finding (e.g. the stragglers, a regression), for reports.
         warning: reported, but fails nothing (:attr:`Verdict.warnings`).
+        blame: whose it is: the cluster's, the platform's, rollcall's own, or undetermined.
     """
 
     kind: Kind
@@ -174,10 +214,13 @@ class Problem:
     ranks: Mapping[int, str] = field(default_factory=dict)
     detail: Any = None
     warning: bool = False
+    #: Whose it is (:mod:`rollcall.blame`), set by the judge.
+    blame: Blame | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        """The problem, JSON-ready."""
-        return {"kind": self.kind.value, "message": self.message, "ranks": sorted(self.ranks)}
+        """The problem, JSON-ready, with whose it is."""
+        whose = self.blame.as_dict() if self.blame is not None else {"owner": None, "why": None}
+        return {"kind": self.kind.value, "message": self.message, "ranks": sorted(self.ranks), **whose}
 
 
 @dataclass(frozen=True)
@@ -437,11 +480,10 @@ class Verdict:
             f"roll call: {self.answered} of {lay.world_size} ranks answered{slow} "
             f"({lay.nodes} node(s) x {lay.procs_per_node} procs)"
         )
-        lines = [
-            head,
-            *(f"  - {p}" for p in self.problems),
-            *(f"  - warning: {p.message}" for p in self.warnings),
-        ]
+        lines = [head, *(f"  - {p}" for p in self.problems)]
+        if self.findings and self.findings[0].blame is not None:  # whose the first problem is, under it
+            lines.insert(2, f"    whose: {self.findings[0].blame.line}")
+        lines += [f"  - warning: {p.message}" for p in self.warnings]
         if logs_hint and self.findings:
             lines.append(f"  logs: {logs_hint}")
         if self.root_cause is not None:

@@ -82,7 +82,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
         "rollcall ranklog procs jobspec",  # rollcall: the package itself (``from rollcall import procs``)
         "rootcause perf collect options baseline checks checks.hangs checks.kernels checks.versions checks.proofs checks.fitness checks.floors checks.reference page page.plot isolation isolation.bisect live live.view",
         "backends",
-        "torchrun verdict stragglers page.timeline",
+        "torchrun verdict stragglers page.timeline blame",
         "WINGS",
         "judge",
         "runner gate isolation.probe",

@@ -1,0 +1,164 @@
+"""Whose each failure is: the cluster's, the platform's, rollcall's own, or undetermined. One table.
+
+rollcall is a release gate: what it reports is taken as the cluster's fault unless it says otherwise. Each
+problem of the verdict carries an :class:`Owner` and why:
+
+- **the cluster's**: the hardware and what runs on the node for it (an ECC error or an Xid, a GPU lost,
+  driver errors, NCCL's and the network's errors, a node lost, a device unfit, a slow GPU or link, replicas
+  or collectives computed wrong);
+- **the platform's**: what brought the job to the node (the image, scheduling, capacity, the API, a node
+  image that differs from its peers');
+- **rollcall's own** (the workload's): an exception in the workload's own code that is no device or
+  communication error, an out-of-memory from the batch it chose itself, a kernel of its own that does not
+  hold on a GPU;
+- **undetermined**: what the table cannot place (an illegal address, a compile failure inside torch, a hang
+  or a signal with no cause of its own).
+
+A problem of a kind that has one owner takes it from :data:`KIND_OWNERS`; an error (the root cause and each
+rank's own) is placed by what it says, the first rule of :data:`ERROR_RULES` that matches its message
+(NVIDIA's and NCCL's own wording). Only the cluster's problems may name a node unfit (the fitness rules are
+all the cluster's).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from rollcall.rootcause import Analysis, Line, Termination
+from rollcall.verdict import Blame, Kind, Owner, Problem
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Errors whose message matches ``pattern`` (case-insensitive) are ``owner``'s, for ``why``."""
+
+    pattern: str
+    owner: Owner
+    why: str
+
+
+#: Errors by what they say, the first match deciding: the specific before the general (an out-of-memory is a
+#: "CUDA error" too, and an ECC error, which NVIDIA's message calls uncorrectable, is the GPU's).
+ERROR_RULES: tuple[Rule, ...] = (
+    Rule(r"uncorrectable ECC|ECC error|double.?bit|row.?remap", Owner.CLUSTER, "a GPU memory (ECC) error"),
+    Rule(r"\bXid\b|fallen off the bus|GPU is lost|GPU lost|cudaErrorDevicesUnavailable", Owner.CLUSTER,
+         "the GPU failed (an Xid, or lost)"),
+    Rule(r"busy or unavailable", Owner.CLUSTER, "the GPU is held by another process or in exclusive mode"),
+    Rule(r"CUDA driver version is insufficient|forward compatibility was attempted", Owner.PLATFORM,
+         "the image's CUDA is newer than the node's driver"),
+    Rule(r"driver|NVML", Owner.CLUSTER, "the GPU driver"),
+    Rule(r"ncclInvalidUsage|ncclInvalidArgument", Owner.WORKLOAD, "NCCL was called wrongly"),
+    Rule(r"\bNCCL\b|ProcessGroupNCCL|ncclSystemError|ncclRemoteError|ncclInternalError|ncclUnhandledCudaError",
+         Owner.CLUSTER, "an NCCL (GPU communication or network) error"),
+    Rule(r"OutOfMemoryError|out of memory", Owner.WORKLOAD,
+         "an out-of-memory from the batch the workload chose itself"),
+    Rule(r"device-side assert", Owner.WORKLOAD, "an assertion in a GPU kernel of the workload"),
+    Rule(r"illegal memory access|illegal address|misaligned address|unspecified launch failure",
+         Owner.UNDETERMINED, "the GPU stopped a kernel (the kernel or the GPU)"),
+    Rule(r"torch\._dynamo|torch\._inductor|InductorError|BackendCompilerFailed|CompilationError",
+         Owner.UNDETERMINED, "a compile failure inside torch or Triton"),
+    Rule(r"Connection (reset|refused|closed)|Broken pipe|DistNetworkError|DistStoreError|RendezvousTimeout|"
+         r"timed out|gloo|socket|unreachable", Owner.CLUSTER, "the network between the ranks"),
+    Rule(r"No module named|ModuleNotFoundError|ImportError|cannot import name", Owner.PLATFORM,
+         "the image lacks a package"),
+    Rule(r"no CUDA device|no CUDA-capable device|CUDA is not available|found no NVIDIA driver",
+         Owner.PLATFORM, "the pod got no GPU (resource request, device plugin or runtime)"),
+    Rule(r"No space left on device|Read-only file system|Permission denied", Owner.PLATFORM,
+         "the pod's file system"),
+    Rule(r"injected (failure|fault)|as asked by ROLLCALL_", Owner.WORKLOAD, "a fault injected on purpose"),
+    Rule(r"invalid command line|bad torchrun environment", Owner.WORKLOAD, "the command rollcall built"),
+    Rule(r"^(ValueError|TypeError|KeyError|AttributeError|IndexError|NameError|AssertionError|"
+         r"ZeroDivisionError|NotImplementedError|RecursionError|UnboundLocalError|FileNotFoundError)\b",
+         Owner.WORKLOAD, "an exception in the workload's own code"),
+)  # fmt: skip
+
+#: How the job ended (a ``job`` problem), by the backend's reason: what kept it from running is the
+#: platform's, a node that went away the cluster's; a job that failed because a rank did is explained by
+#: that rank's problem, named before it.
+JOB_RULES: tuple[Rule, ...] = (
+    Rule(r"ImagePull|ErrImage|InvalidImageName|Unschedulable|FailedScheduling|Insufficient|quota|capacity|"
+         r"CreateContainer|forbidden|Unauthorized|PENDING", Owner.PLATFORM,
+         "the job could not be placed or started"),
+    Rule(r"Evicted|NodeLost|not ready|node .*(lost|gone|deleted)|preempt|reclaim", Owner.CLUSTER,
+         "a node went away under the job"),
+)  # fmt: skip
+
+_COMPILED = tuple((re.compile(r.pattern, re.IGNORECASE), r) for r in ERROR_RULES)
+_JOB = tuple((re.compile(r.pattern, re.IGNORECASE), r) for r in JOB_RULES)
+
+#: Kinds whose owner follows from the kind alone.
+KIND_OWNERS: Mapping[Kind, Blame] = {
+    Kind.DISRUPTION: Blame(Owner.CLUSTER, "the infrastructure took a node or pod away"),
+    Kind.EFA: Blame(
+        Owner.UNDETERMINED, "EFA asked for, not used (the image's plugin, or the node's devices)"
+    ),
+    Kind.MISSING_EVENT: Blame(Owner.UNDETERMINED, "a rank said less than the roll call asks"),
+    Kind.UNEXPECTED_RANK: Blame(Owner.PLATFORM, "a rank outside the world asked for"),
+    Kind.INVALID_VALUE: Blame(Owner.WORKLOAD, "the workload reported a value that cannot be"),
+    Kind.LAYOUT: Blame(Owner.PLATFORM, "the ranks were not placed as asked"),
+    Kind.MIN_THROUGHPUT: Blame(Owner.CLUSTER, "a rank slower than the floor"),
+    Kind.STRAGGLER: Blame(Owner.CLUSTER, "a rank slower than its peers"),
+    Kind.COMPUTE_STRAGGLER: Blame(Owner.CLUSTER, "a GPU slower than its peers"),
+    Kind.SLOW_LINK: Blame(Owner.CLUSTER, "a link slower than it should be"),
+    Kind.REGRESSION: Blame(Owner.UNDETERMINED, "slower than the baseline"),
+    Kind.HUNG: Blame(Owner.UNDETERMINED, "a rank stopped making progress"),
+    Kind.WAITING: Blame(Owner.UNDETERMINED, "ranks waiting for another"),
+    Kind.REPLICA_DIVERGENCE: Blame(Owner.CLUSTER, "a replica computed wrong (silent data corruption)"),
+    Kind.COLLECTIVE_MISMATCH: Blame(Owner.CLUSTER, "an all-reduce delivered wrong data"),
+    Kind.LOSS: Blame(Owner.UNDETERMINED, "the loss did not behave"),
+    Kind.UNFIT_DEVICE: Blame(Owner.CLUSTER, "a device broke a fitness rule"),
+    Kind.CONFIG_DRIFT: Blame(Owner.PLATFORM, "the nodes' software differs"),
+    Kind.EXPECTATION: Blame(Owner.PLATFORM, "a node is not as the golden configuration says"),
+    Kind.ISOLATED: Blame(Owner.CLUSTER, "the node(s) failing alone"),
+    Kind.WORKLOAD_VERSION: Blame(Owner.PLATFORM, "the image holds an older workload than the suite"),
+}
+
+
+def _first_match(rules: tuple[tuple[re.Pattern[str], Rule], ...], text: str, otherwise: str) -> Blame:
+    rule = next((r for pattern, r in rules if pattern.search(text)), None)
+    return Blame(rule.owner, rule.why) if rule else Blame(Owner.UNDETERMINED, otherwise)
+
+
+def error_blame(message: str) -> Blame:
+    """Whose an error is, by what it says (:data:`ERROR_RULES`); undetermined when no rule matches."""
+    return _first_match(_COMPILED, message, "no rule places this error")
+
+
+def _termination_blame(t: Termination) -> Blame:
+    if t.signal == "SIGKILL" or t.exit_code == 137:
+        return Blame(
+            Owner.UNDETERMINED, "killed (the node's out-of-memory killer, a memory limit, or a person)"
+        )
+    return Blame(Owner.UNDETERMINED, f"exited with code {t.exit_code}" if t.signal is None else f"{t.signal}")
+
+
+def blame(problem: Problem) -> Blame:
+    """Whose ``problem`` is."""
+    if problem.kind in KIND_OWNERS:
+        return KIND_OWNERS[problem.kind]
+    if problem.kind is Kind.JOB:
+        return _first_match(_JOB, problem.message, "the job failed: its cause is the problem named before it")
+    detail = problem.detail
+    if problem.kind is Kind.KERNEL_FALLBACK:
+        everywhere = getattr(detail, "everywhere", False)
+        return (
+            Blame(Owner.WORKLOAD, "a kernel of the workload's own does not hold on this GPU")
+            if everywhere
+            else Blame(Owner.CLUSTER, "a GPU computed the workload's kernel wrong")
+        )
+    if isinstance(detail, Analysis):  # the root cause
+        if detail.disruption is not None:
+            return KIND_OWNERS[Kind.DISRUPTION]
+        if detail.first is not None and not detail.first.echo:
+            return error_blame(detail.first.message)
+        if detail.termination is not None:
+            return _termination_blame(detail.termination)
+    if isinstance(detail, Line) and detail.failures:
+        if all(f.echo for f in detail.failures):
+            return Blame(Owner.UNDETERMINED, "an echo of another rank's failure")
+        return error_blame(next(f for f in detail.failures if not f.echo).message)
+    if isinstance(detail, Termination):
+        return _termination_blame(detail)
+    return Blame(Owner.UNDETERMINED, "no rule places this problem")

@@ -29,7 +29,12 @@ def model_shape(args: argparse.Namespace) -> BertShape:
         return MODEL_PRESETS[args.model]
     from transformers import BertConfig
 
-    c = BertConfig.from_pretrained(args.pretrained, local_files_only=True)
+    return shape_of(BertConfig.from_pretrained(args.pretrained, local_files_only=True))
+
+
+def shape_of(config: Any) -> BertShape:
+    """The shape of a ``transformers.BertConfig``."""
+    c = config
     return BertShape(
         c.hidden_size, c.num_hidden_layers, c.num_attention_heads, c.intermediate_size, c.vocab_size
     )
@@ -65,14 +70,7 @@ def build_model(args: argparse.Namespace) -> tuple[torch.nn.Module, BertShape]:
         if getattr(args, "dropout", None) is not None:
             config.hidden_dropout_prob = config.attention_probs_dropout_prob = args.dropout
         model = BertForPreTraining(config)
-    c = model.config
-    shape = BertShape(
-        hidden=c.hidden_size,
-        layers=c.num_hidden_layers,
-        heads=c.num_attention_heads,
-        intermediate=c.intermediate_size,
-        vocab=c.vocab_size,
-    )
+    shape = shape_of(model.config)
     if shape.vocab <= FIRST_WORD_ID + 1:
         raise ValueError(f"vocabulary of {shape.vocab} is too small for the synthetic data")
     return model, shape

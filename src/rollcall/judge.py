@@ -69,7 +69,7 @@ from rollcall.checks.proofs import (
 )
 from rollcall.perf import PerfFigures, common_node, compute_straggler_problem, slow_groups
 from rollcall.perf import compute_stragglers as find_compute_stragglers
-from rollcall.ranklog import REQUIRED_EVENTS, RankReport, RollCall, ranges
+from rollcall.ranklog import RankReport, RollCall, ranges
 from rollcall.rootcause import LAUNCHER_SIGNALS, Analysis, Failure, Termination, analyse
 from rollcall.rootcause import lines as rootcause_lines
 from rollcall.stragglers import find_stragglers, straggler_problem
@@ -84,6 +84,7 @@ from rollcall.verdict import (
     Stats,
     Verdict,
 )
+from rollcall_workload.contract import REQUIRED_EVENTS
 
 #: Nodes listed one by one in a problem's line; beyond, the ranks and the nodes are listed as two ranges.
 BY_NODE_GROUPS = 8

@@ -70,10 +70,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal
 
-MARKER = b"ROLLCALL "
+from rollcall_workload.contract import (
+    BANDWIDTH_SCOPES,
+    COMPILE_CACHE_STATES,
+    EVENT_PREFIX,
+    REQUIRED_EVENTS,
+    CompileCacheState,
+)
+
+#: The workload's marker, events and their vocabularies: declared once, by the contract.
+MARKER = EVENT_PREFIX.encode()
 LEGACY_MARKER = b"[Rank "
-REQUIRED_EVENTS: tuple[str, ...] = ("throughput", "epoch_time", "complete")
-BANDWIDTH_SCOPES: tuple[str, ...] = ("world", "node", "pair")
 #: The most members a group's compact range may expand to (a garbled record must not eat the memory).
 MAX_GROUP_MEMBERS = 1 << 20
 
@@ -141,11 +148,6 @@ class Mark:
 
 #: The events a rank's timeline shows (:attr:`RankReport.marks`), in the order a rank says them.
 MARKED_EVENTS: tuple[str, ...] = ("start", "epoch_time", "throughput", "bandwidth", "complete", "error")
-
-
-#: What a rank's first step found in the compiler's cache (train.py's ``compile_cache``).
-CompileCacheState = Literal["hit", "miss", "off"]
-COMPILE_CACHE_STATES: tuple[CompileCacheState, ...] = ("hit", "miss", "off")
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,9 @@ import importlib.util
 import os
 import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
+
+from rollcall_workload.contract import CompileCacheState
 
 if TYPE_CHECKING:
     pass
@@ -51,9 +53,6 @@ def keep_bytecode(directory: str, module: str = "torch") -> str | None:
 
 
 #: What ``throughput``'s ``compile_cache`` says of the first step's compile.
-CompileCacheState = Literal["hit", "miss", "off"]
-
-
 def compile_cache_fields(compiled: bool, inductor: Mapping[str, int]) -> dict[str, Any]:
     """``throughput``'s compile-cache fields, from inductor's counters after the first step.
 

@@ -256,7 +256,7 @@ import math
 import os
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     pass
@@ -267,7 +267,13 @@ NODE_NAME_ENV = "NODE_NAME"
 #: The Slurm node a task runs on (slurmd sets it for each task).
 SLURM_NODE_ENV = "SLURMD_NODENAME"
 NODE_IDS_ENV = "ROLLCALL_NODE_IDS"
-BANDWIDTH_SCOPES = ("world", "node", "pair")
+#: The events a rank must say to answer the roll call.
+REQUIRED_EVENTS: tuple[str, ...] = ("throughput", "epoch_time", "complete")
+#: The all-reduce groups a ``bandwidth`` event may be of.
+BANDWIDTH_SCOPES: tuple[str, ...] = ("world", "node", "pair")
+#: What a rank's first step found in the compiler's cache (``throughput``'s ``compile_cache``).
+CompileCacheState = Literal["hit", "miss", "off"]
+COMPILE_CACHE_STATES: tuple[CompileCacheState, ...] = ("hit", "miss", "off")
 PARAM_DIGEST_HEX = 16  # the parameters' SHA-256, its first 16 hex digits
 EVENT_PREFIX = "ROLLCALL "
 #: The rank-log contract's version: raised when an event or a key the suite reads changes meaning. A

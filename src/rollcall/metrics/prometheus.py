@@ -35,9 +35,9 @@ from prometheus_client import CollectorRegistry, push_to_gateway, write_to_textf
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from rollcall.ranklog import REQUIRED_EVENTS
 from rollcall.reports import TestRecord
 from rollcall.runner import RunOutcome
+from rollcall_workload.contract import REQUIRED_EVENTS
 
 #: Every metric's name starts with this.
 PREFIX = "rollcall"

@@ -6,9 +6,8 @@ bf16 as the compact BERT-large's intermediate layer has it at seq 128, batch 384
 Prints the largest difference from a float32 reference (forward, input and bias gradients) for the kernels
 and for PyTorch's bf16 ops, then the forward's and the backward's times (triton.testing.do_bench, median)
 with the bytes each must move per second, beside ``torch.compile`` of ``gelu(h + b)`` (its backward
-writes the input's gradient and sums the bias's) and a plain copy of the same bytes. ``--cdfs`` then
-times both kernels at their default launch shapes with each CDF (``GELU_CDFS``) and prints each CDF's
-differences; ``--sweep`` times other launch shapes with each CDF too.
+writes the input's gradient and sums the bias's) and a plain copy of the same bytes. ``--sweep`` then
+times the kernels' other launch shapes.
 """
 
 from __future__ import annotations
@@ -30,8 +29,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=384 * 128)
     ap.add_argument("--width", type=int, default=4096)
-    ap.add_argument("--cdfs", action="store_true", help="time the kernels with each CDF")
-    ap.add_argument("--sweep", action="store_true", help="time the kernels' other launch shapes and CDFs too")
+    ap.add_argument("--sweep", action="store_true", help="time the kernels' other launch shapes")
     args = ap.parse_args()
     n, w = args.rows, args.width
     h = torch.randn(n, w, device="cuda", dtype=torch.bfloat16)
@@ -73,48 +71,19 @@ def main() -> None:
     for name, fn, tensors in rows:
         ms = triton.testing.do_bench(fn, return_mode="median")
         print(f"{name:>20}: {ms * 1e3:7.1f} us, {tensors * n * w * element / (ms * 1e-3) / 1e12:.2f} TB/s")
-    if not (args.cdfs or args.sweep):
+    if not args.sweep:
         return
-    shapes = (
-        gelu_kernels.GELU_BLOCK,
-        gelu_kernels.GELU_WARPS,
-        gelu_kernels.GELU_BACKWARD_TILE,
-        gelu_kernels.GELU_BACKWARD_PROGRAMS_PER_UNIT,
-    )
-    for cdf in gelu_kernels.GELU_CDFS:
-        gelu_kernels.GELU_CDF = cdf
-        (
-            gelu_kernels.GELU_BLOCK,
-            gelu_kernels.GELU_WARPS,
-            gelu_kernels.GELU_BACKWARD_TILE,
-            gelu_kernels.GELU_BACKWARD_PROGRAMS_PER_UNIT,
-        ) = shapes
-        y, (dh, db) = fwd(h, bias), bwd(dy, h, bias)
-        diffs = [(t.float() - r).abs().max().item() for t, r in ((y, ref), (dh, ref_dh), (db, ref_db))]
-        print(
-            f"{cdf}: largest difference from float32: y {diffs[0]:.4g}, dh {diffs[1]:.4g}, db {diffs[2]:.4g}"
-        )
-        for name, fn in (("forward", lambda: fwd(h, bias)), ("backward", lambda: bwd(dy, h, bias))):
-            ms = triton.testing.do_bench(fn, return_mode="median")
-            print(f"{name}, {cdf}, default shape: {ms * 1e3:.1f} us")
-        if not args.sweep:
-            continue
-        for block, warps in ((1024, 4), (2048, 4), (2048, 8), (4096, 8), (8192, 8), (8192, 16)):
-            gelu_kernels.GELU_BLOCK, gelu_kernels.GELU_WARPS = block, warps
-            ms = triton.testing.do_bench(lambda: fwd(h, bias), return_mode="median")
-            print(f"forward, {cdf}, {block} elements, {warps} warps: {ms * 1e3:.1f} us")
-        for tile in ((8, 256), (16, 256), (32, 128), (16, 512), (32, 256)):
-            for per_unit in (2, 4, 8):
-                for warps in (4, 8):
-                    gelu_kernels.GELU_BACKWARD_TILE, gelu_kernels.GELU_BACKWARD_PROGRAMS_PER_UNIT = (
-                        tile,
-                        per_unit,
-                    )
-                    gelu_kernels.GELU_WARPS = warps
-                    ms = triton.testing.do_bench(lambda: bwd(dy, h, bias), return_mode="median")
-                    print(
-                        f"backward, {cdf}, tile {tile}, {per_unit} a unit, {warps} warps: {ms * 1e3:.1f} us"
-                    )
+    for block, warps in ((1024, 4), (2048, 4), (2048, 8), (4096, 8), (8192, 8), (8192, 16)):
+        gelu_kernels.GELU_BLOCK, gelu_kernels.GELU_WARPS = block, warps
+        ms = triton.testing.do_bench(lambda: fwd(h, bias), return_mode="median")
+        print(f"forward, {block} elements, {warps} warps: {ms * 1e3:.1f} us")
+    for tile in ((8, 256), (16, 256), (32, 128), (16, 512), (32, 256)):
+        for per_unit in (2, 4, 8):
+            for warps in (4, 8):
+                gelu_kernels.GELU_BACKWARD_TILE, gelu_kernels.GELU_BACKWARD_PROGRAMS_PER_UNIT = tile, per_unit
+                gelu_kernels.GELU_WARPS = warps
+                ms = triton.testing.do_bench(lambda: bwd(dy, h, bias), return_mode="median")
+                print(f"backward, tile {tile}, {per_unit} a unit, {warps} warps: {ms * 1e3:.1f} us")
 
 
 if __name__ == "__main__":

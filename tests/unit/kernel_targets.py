@@ -115,9 +115,9 @@ def kernels(target: str = "sm_90") -> dict[str, tuple[Any, dict[str, str], dict[
     }  # fmt: skip
     rows, cols, gelu_tiles, _, _ = gelu_kernels._gelu_backward_shape(ROWS, INTERMEDIATE, UNITS[target])
     gelu_forward = {"H": "*bf16", "B": "*bf16", "Y": "*bf16", "n_elements": "i32"}
-    gelu_forward |= dict.fromkeys(("N", "BLOCK", "CDF"), "constexpr")
+    gelu_forward |= dict.fromkeys(("N", "BLOCK"), "constexpr")
     gelu_backward = {**dict.fromkeys(("DY", "H", "B", "DH"), "*bf16"), "DB": "*fp32", "n_rows": "i32"}
-    gelu_backward |= dict.fromkeys(("N", "BLOCK_ROWS", "BLOCK_COLS", "TILES", "CDF"), "constexpr")
+    gelu_backward |= dict.fromkeys(("N", "BLOCK_ROWS", "BLOCK_COLS", "TILES"), "constexpr")
     rounds = philox.DROPOUT_ROUNDS
     return {
         "attention forward": (attention._attention_fwd, forward, {**common, "BLOCK_M": fwd_m, "BLOCK_N": fwd_n}, fwd_warps),
@@ -128,8 +128,8 @@ def kernels(target: str = "sm_90") -> dict[str, tuple[Any, dict[str, str], dict[
         "master AdamW": (adamw_kernels._master_adamw, adamw, {"BLOCK": adamw_kernels.ADAMW_BLOCK}, adamw_kernels.ADAMW_WARPS),
         "dropout+LayerNorm forward": (norm._dropout_add_ln_fwd, norm_forward, {"EIGHTH": eighth, "HAS_BIAS": True, "ROUNDS": rounds}, norm_warps),
         "dropout+LayerNorm backward": (norm._dropout_add_ln_bwd, norm_backward, {"EIGHTH": eighth, "BLOCK_ROWS": block, "TILES": tiles, "SUM_EACH_TILE": norm.BACKWARD_SUM_EACH_TILE, "ROUNDS": rounds}, norm._backward_warps(block, HIDDEN)),
-        "bias+GELU forward": (gelu_kernels._bias_gelu_fwd, gelu_forward, {"N": INTERMEDIATE, "BLOCK": gelu_kernels.GELU_BLOCK, "CDF": gelu_kernels.GELU_CDF}, gelu_kernels.GELU_WARPS),
-        "bias+GELU backward": (gelu_kernels._bias_gelu_bwd, gelu_backward, {"N": INTERMEDIATE, "BLOCK_ROWS": rows, "BLOCK_COLS": cols, "TILES": gelu_tiles, "CDF": gelu_kernels.GELU_CDF}, gelu_kernels.GELU_WARPS),
+        "bias+GELU forward": (gelu_kernels._bias_gelu_fwd, gelu_forward, {"N": INTERMEDIATE, "BLOCK": gelu_kernels.GELU_BLOCK}, gelu_kernels.GELU_WARPS),
+        "bias+GELU backward": (gelu_kernels._bias_gelu_bwd, gelu_backward, {"N": INTERMEDIATE, "BLOCK_ROWS": rows, "BLOCK_COLS": cols, "TILES": gelu_tiles}, gelu_kernels.GELU_WARPS),
     }  # fmt: skip
 
 

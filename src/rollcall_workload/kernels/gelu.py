@@ -26,59 +26,37 @@ GELU_BACKWARD_TILE = (32, 128)
 GELU_BACKWARD_PROGRAMS_PER_UNIT = 8
 GELU_WARPS = 4
 
-#: The standard normal's CDF in the kernels (``bench/gpu_fused_gelu.py --cdfs`` times each): ``"erf"``:
-#: libdevice's erf; ``"series"``: an erfc series whose relative error is below 1.2e-7 (Numerical Recipes'
-#: ``erfcc``: one exp, no branch; accurate in relative terms in the far left tail, where ``1 + erf``
-#: cancels); ``"shared-exp"``: Abramowitz and Stegun's 7.1.26 in erfc form (absolute error below 1.5e-7,
-#: as accurate as the others against float64 in float32, ``tests/unit/fused_norm_cases.py``), a
-#: polynomial times exp(-u**2 / 2), the exp the backward's density needs too: one exp there, not two. On an
-#: H200 the backward took 383 us with it against 593 (series) and 442 (erf), and the step ran 1.9% faster
-#: (bench/NOTES.md).
-GELU_CDF = "shared-exp"
-GELU_CDFS = ("erf", "series", "shared-exp")
+#: The standard normal's CDF in the kernels is Abramowitz and Stegun's 7.1.26 in erfc form (absolute error
+#: below 1.5e-7, as accurate as libdevice's erf against float64 in float32: tests/unit/fused_norm_cases.py):
+#: a polynomial times exp(-u**2 / 2), the exp the backward's density needs too, so one exp there, not two. On
+#: an H200 the backward took 383 us with it against 442 with libdevice's erf and 593 with an erfc series, and
+#: the step ran 1.9% faster (bench/NOTES.md); those two variants are gone.
 
 if triton is not None:
 
     @triton.jit
-    def _normal_cdf_pdf(u, CDF: tl.constexpr):  # pragma: no cover - runs on a GPU, or in the interpreter
+    def _normal_cdf_pdf(u):  # pragma: no cover - runs on a GPU, or in the interpreter
         """``(Phi(u), phi(u))``, Phi(u) = erfc(-u / sqrt(2)) / 2 and its derivative, in float32."""
         e = tl.exp(-0.5 * u * u)
-        if CDF == "series":
-            z = -u * 0.7071067811865476
-            t = 1.0 / (1.0 + 0.5 * tl.abs(z))
-            poly = 0.17087277 * t - 0.82215223
-            poly = poly * t + 1.48851587
-            poly = poly * t - 1.13520398
-            poly = poly * t + 0.27886807
-            poly = poly * t - 0.18628806
-            poly = poly * t + 0.09678418
-            poly = poly * t + 0.37409196
-            poly = poly * t + 1.00002368
-            poly = poly * t - 1.26551223
-            r = t * tl.exp(poly - z * z)  # erfc(|z|)
-            cdf = 0.5 * tl.where(z >= 0, r, 2.0 - r)
-        elif CDF == "shared-exp":
-            z = -u * 0.7071067811865476
-            t = 1.0 / (1.0 + 0.3275911 * tl.abs(z))
-            poly = 1.061405429 * t - 1.453152027
-            poly = poly * t + 1.421413741
-            poly = poly * t - 0.284496736
-            poly = poly * t + 0.254829592
-            r = t * poly * e  # erfc(|z|), e = exp(-z**2)
-            cdf = 0.5 * tl.where(z >= 0, r, 2.0 - r)
-        else:
-            cdf = 0.5 * (1.0 + tl.math.erf(u * 0.7071067811865476))
+        z = -u * 0.7071067811865476
+        t = 1.0 / (1.0 + 0.3275911 * tl.abs(z))
+        poly = 1.061405429 * t - 1.453152027
+        poly = poly * t + 1.421413741
+        poly = poly * t - 0.284496736
+        poly = poly * t + 0.254829592
+        r = t * poly * e  # erfc(|z|), e = exp(-z**2)
+        cdf = 0.5 * tl.where(z >= 0, r, 2.0 - r)
         return cdf, e * 0.3989422804014327  # 1 / sqrt(2 pi)
 
     @triton.jit
     def _bias_gelu_fwd(  # noqa: PLR0917 - the kernel's and the op's schema are positional
-        H, B, Y, n_elements, N: tl.constexpr, BLOCK: tl.constexpr, CDF: tl.constexpr
+        H, B, Y, n_elements, N: tl.constexpr, BLOCK: tl.constexpr
     ):  # pragma: no cover - runs on a GPU, or in Triton's interpreter (tests/unit/fused_norm_cases.py)
         at = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
         inside = at < n_elements
         u = tl.load(H + at, mask=inside, other=0.0).to(tl.float32)
         u += tl.load(B + at % N, mask=inside, other=0.0).to(tl.float32)
-        cdf, _ = _normal_cdf_pdf(u, CDF)
+        cdf, _ = _normal_cdf_pdf(u)
         y = u * cdf
         tl.store(Y + at, y.to(Y.dtype.element_ty), mask=inside)
 
@@ -94,7 +72,6 @@ if triton is not None:
         BLOCK_ROWS: tl.constexpr,
         BLOCK_COLS: tl.constexpr,
         TILES: tl.constexpr,
-        CDF: tl.constexpr,
     ):  # pragma: no cover - runs on a GPU, or in Triton's interpreter (tests/unit/fused_norm_cases.py)
         group = tl.program_id(1)
         cols = tl.program_id(0) * BLOCK_COLS + tl.arange(0, BLOCK_COLS)
@@ -107,7 +84,7 @@ if triton is not None:
             at = rows[:, None] * N + cols[None, :]
             dy = tl.load(DY + at, mask=here, other=0.0).to(tl.float32)
             u = tl.load(H + at, mask=here, other=0.0).to(tl.float32) + b[None, :]
-            cdf, pdf = _normal_cdf_pdf(u, CDF)
+            cdf, pdf = _normal_cdf_pdf(u)
             dh = (dy * (cdf + u * pdf)).to(DH.dtype.element_ty)
             tl.store(DH + at, dh, mask=here)
             db += dh.to(tl.float32)  # what the matmul's bias gradient sums: dh as stored
@@ -131,7 +108,7 @@ def _bias_gelu(h: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     y = torch.empty_like(h2)
     n = h2.numel()
     _bias_gelu_fwd[(triton.cdiv(n, GELU_BLOCK),)](
-        h2, bias, y, n, N=h2.size(-1), BLOCK=GELU_BLOCK, CDF=GELU_CDF, num_warps=GELU_WARPS
+        h2, bias, y, n, N=h2.size(-1), BLOCK=GELU_BLOCK, num_warps=GELU_WARPS
     )
     return y
 
@@ -164,7 +141,6 @@ def _bias_gelu_backward(
         BLOCK_ROWS=block_rows,
         BLOCK_COLS=block_cols,
         TILES=tiles,
-        CDF=GELU_CDF,
         num_warps=GELU_WARPS,
     )
     return dh.view(h.shape), db.sum(0).to(bias.dtype)

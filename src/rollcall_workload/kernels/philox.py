@@ -100,3 +100,5 @@ if triton is not None:
             tl.join(tl.join(r2 & low, r2 >> 16), tl.join(r3 & low, r3 >> 16)),
         )
         return v.to(tl.int32) >= threshold
+else:  # the CPU image has no Triton: the names stay, each op takes PyTorch's path (see each kernel's module)
+    _mul_wide = _philox = _keep = None

@@ -267,6 +267,9 @@ class RankReport:
     unknown: dict[str, str] = field(default_factory=dict)
     #: What the first step found in the compiler's cache (None: the rank did not say).
     compile_cache: CompileCache | None = None
+    #: Each of the workload's own kernels' state (``on: ...`` or ``off: ...``), as its ``start`` chose them
+    #: and its ``kernels`` event, after the ranks' checks, settled them.
+    kernels: dict[str, str] = field(default_factory=dict)
 
     @property
     def epoch_time(self) -> float | None:
@@ -439,7 +442,7 @@ class LogParser:
             value = obj.get("dump")
             if not _is_int(value) or (event == "stack" and _thread_stack(obj) is None):
                 return
-        elif event not in ("start", "complete", "error", "facts"):
+        elif event not in ("start", "complete", "error", "facts", "kernels"):
             return
         report = self._rank(rank)
         self.roll.records += 1
@@ -480,6 +483,9 @@ class LogParser:
             report.final_digest = digest if isinstance(digest, str) else report.final_digest
         elif event == "start":
             report.start = {k: v for k, v in obj.items() if k not in _ENVELOPE}
+            report.kernels = _kernels(obj) or report.kernels
+        elif event == "kernels":
+            report.kernels = _kernels(obj)
         elif event == "facts":
             report.facts = {k: v for k, v in obj.items() if k not in _ENVELOPE and k != "unknown"}
             unknown = obj.get("unknown")
@@ -492,6 +498,14 @@ class LogParser:
 
 
 _ENVELOPE = frozenset({"event", "rank", "world_size", "time"})
+
+
+def _kernels(obj: dict[str, Any]) -> dict[str, str]:
+    """A ``start``'s or a ``kernels`` event's ``kernels``: each kernel's state, when given as text."""
+    states = obj.get("kernels")
+    if not isinstance(states, dict):
+        return {}
+    return {k: v for k, v in states.items() if isinstance(k, str) and isinstance(v, str)}
 
 
 def _add_stack(report: RankReport, dump: int, obj: dict[str, Any]) -> None:

@@ -281,6 +281,8 @@ def retriable(attempt: Attempt) -> bool:
     """
     if attempt.passed:
         return False
+    if attempt.verdict.of_kind(Kind.WORKLOAD_VERSION):  # the same image again would be refused again
+        return False
     if attempt.status.state is not JobState.SUCCEEDED:
         return True
     return any(p.kind not in GATE_KINDS for p in attempt.verdict.findings)

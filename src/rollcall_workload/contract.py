@@ -44,11 +44,14 @@ added. Events, in order:
                  SLURMD_NODENAME; null when neither is set), device, device_name, model, seq_len,
                  batch_size, precision, torch, node_id (the node in the world ROLLCALL_NODE_IDS names;
                  node_rank without it), arch (the GPU's, sm_90; null off cuda), kernels (each of the
-                 workload's own kernels: "on: <why>" or "off: <why>", see rollcall_workload.gate; "off:
-                 failed its check here: <why>" on a rank whose GPU computed it wrong), workload_version
+                 workload's own kernels as the gate chose: "on: <why>" or "off: <why>", see
+                 rollcall_workload.gate), workload_version
                  and contract_version (WORKLOAD_VERSION and CONTRACT_VERSION below: the suite refuses a
                  workload older than its own, or of another contract)
-                 -- after joining the process group and checking the kernels
+                 -- after joining the process group
+    kernels      kernels: each kernel's state once the ranks checked them and agreed (as in start; "off:
+                 failed its check here: <why>", "off: failed its check on rank N", "off: not used on rank
+                 N (another GPU there)")   -- after start, on cuda, unless --bandwidth-only
     epoch_time   epoch (from 1), seconds, steps, samples, loss (this rank's last step's, null when not
                  finite), param_digest (see "Replicas")   -- one per timed epoch
     throughput   samples_per_sec (this rank), tflops (achieved, this rank), mfu (null when the

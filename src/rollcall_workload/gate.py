@@ -92,11 +92,13 @@ def _asked(args: argparse.Namespace, kernel: Kernel) -> bool | None:
     return None if value is None else bool(value)
 
 
-def _not_here(kernel: Kernel, device: str, impl: str) -> str | None:
-    """Why ``kernel`` is never on by default for this device and model, or None."""
+def _not_here(kernel: Kernel, device: str, args: argparse.Namespace) -> str | None:
+    """Why ``kernel`` is never on by default for this device, model and precision, or None."""
     if device != "cuda":
         return "for cuda only"
-    if kernel.name != "adamw" and impl != "compact":
+    if kernel.name == "adamw" and args.precision != "bf16":
+        return "for --precision bf16 only"
+    if kernel.name != "adamw" and args.impl != "compact":
         return "for the compact model only"
     return None
 
@@ -106,18 +108,21 @@ def choose(args: argparse.Namespace, device: str, arch: str | None) -> dict[str,
 
     Only unset flags are set (``--attention auto`` is unset: it becomes ``sdpa`` where the attention kernel
     is not proven); a kernel asked for runs as asked. The bias+GELU kernel's default follows
-    ``--fused-ln-dropout`` where that was turned off, as its help says.
+    ``--fused-ln-dropout`` where that was asked for either way, as its help says, and ``--fused-bias``
+    asks for the dropout kernels it adds its biases in.
     """
     states: dict[str, str] = {}
+    if args.fused_ln_dropout is None and args.fused_bias:  # its companion asked for: the kernel is too
+        args.fused_ln_dropout = True
     norm_asked = args.fused_ln_dropout  # before this sets it
     for kernel in KERNELS:
         asked = _asked(args, kernel)
         if asked is not None:
             on, why = asked, "asked for"
-        elif (reason := _not_here(kernel, device, args.impl)) is not None:
+        elif (reason := _not_here(kernel, device, args)) is not None:
             on, why = False, reason
-        elif kernel.name == "bias_gelu" and norm_asked is False:
-            on, why = False, "with --no-fused-ln-dropout"
+        elif kernel.name == "bias_gelu" and norm_asked is not None:  # it follows the dropout kernels asked
+            on, why = norm_asked, "with --fused-ln-dropout" if norm_asked else "with --no-fused-ln-dropout"
         elif arch is not None and arch in PROVEN[kernel.name]:
             on, why = True, f"proven on {arch}"
         else:

@@ -98,9 +98,6 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
     acc = Accelerator(device, env.local_rank, args.dist_backend)
     watchdog.beat("rendezvous")
     acc.init_process_group(env)
-    watchdog.beat("kernel checks")
-    kernels.update(check_kernels(args, acc, env))
-    watchdog.beat("model and data")
     stamps["device and process group"] = time.monotonic()
     log.emit(
         "start",
@@ -122,6 +119,13 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
         workload_version=WORKLOAD_VERSION,
         contract_version=CONTRACT_VERSION,
     )
+    # The kernels' checks come after start: their agreement is the first collective that moves data.
+    if not args.bandwidth_only:
+        watchdog.beat("kernel checks")
+        if checked := check_kernels(args, acc, env):
+            kernels.update(checked)
+            log.emit("kernels", kernels=kernels)
+    watchdog.beat("model and data")
 
     def leave(**fields: Any) -> None:
         log.emit("complete", **fields)
@@ -360,20 +364,20 @@ def _maybe_hang_node(env: DistEnv) -> None:
 def check_kernels(args: argparse.Namespace, acc: Accelerator, env: DistEnv) -> dict[str, str]:
     """Hold each kernel the run would use to the op it replaces on this GPU; each one's new state, and why.
 
-    A kernel that failed its check on any rank is dropped on every rank
-    (:mod:`rollcall_workload.kernels.check`).
+    A kernel that failed its check on any rank, or that another rank does not use (another GPU there), is
+    dropped on every rank (:mod:`rollcall_workload.kernels.check`). Every rank on cuda joins the ranks'
+    agreement, whatever it checked.
     """
     import torch
 
     from rollcall_workload.kernels import INTERPRETING
 
-    names = [n for n in in_use(args) if acc.kind == "cuda" or INTERPRETING]
-    if not names:
+    if acc.kind != "cuda" and not INTERPRETING:  # no kernel of ours runs: no rank checks any
         return {}
     from rollcall_workload.kernels.attention import triton_attention_available
     from rollcall_workload.kernels.check import Shapes, agree, check
 
-    s = model_shape(args)
+    names, s = list(in_use(args)), model_shape(args)
     if "attention" in names and not triton_attention_available(acc.device, args.seq_len, s.hidden // s.heads):
         names.remove("attention")  # ``auto`` takes PyTorch's here: nothing of ours runs
     dtype = torch.bfloat16 if acc.bf16 and acc.kind == "cuda" else torch.float32

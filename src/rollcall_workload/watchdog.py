@@ -23,7 +23,7 @@ HANG_STEP_MULTIPLE = 20.0
 HANG_FLOOR_S = 60.0
 #: Until the first training step completes (it compiles): the default bound, per kind of first step.
 FIRST_STEP_HANG_S = {"xla": 1800.0, "compile": 600.0, "eager": 120.0}
-#: Frames of the workload itself: files in this script's directory.
+#: Frames of the workload itself: files of this package (its kernels' too).
 WORKLOAD_DIR = os.path.dirname(os.path.abspath(__file__))
 MAX_CODE_CHARS = 160  # a frame's source line is cut to this many characters
 FLIGHT_RECORDER_ENV = {
@@ -41,8 +41,8 @@ def first_step_bound(device: str, compiled: bool) -> float:
 def frame_entry(frame: traceback.FrameSummary) -> list[Any]:
     """``[file, line, function, code, own]`` of one frame; the workload's own files named relative to it."""
     path = os.path.abspath(frame.filename) if frame.filename and not frame.filename.startswith("<") else ""
-    own = bool(path) and os.path.dirname(path) == WORKLOAD_DIR
-    name = os.path.basename(path) if own else frame.filename
+    own = bool(path) and path.startswith(WORKLOAD_DIR + os.sep)
+    name = os.path.relpath(path, WORKLOAD_DIR) if own else frame.filename
     code = (frame.line or "").strip()
     code = code if len(code) <= MAX_CODE_CHARS else code[: MAX_CODE_CHARS - 3] + "..."
     return [name, frame.lineno or 0, frame.name, code, own]

@@ -30,6 +30,9 @@ CLUSTER, PLATFORM, WORKLOAD, UNDETERMINED = Owner.CLUSTER, Owner.PLATFORM, Owner
          "network error, NCCL version 2.27.5 ncclRemoteError", CLUSTER),
         ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer", CLUSTER),
         ("RuntimeError: NVML_SUCCESS == r INTERNAL ASSERT FAILED: driver/library version mismatch", CLUSTER),
+        ("RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU", PLATFORM),
+        ("RuntimeError: CUDA driver error: out of memory", WORKLOAD),
+        ("torch._inductor.exc.InductorError: RuntimeError: in triton/backends/nvidia/driver.py", UNDETERMINED),
         # the platform's: the image, the pod's devices and files
         ("ModuleNotFoundError: No module named 'transformers'", PLATFORM),
         ("RuntimeError: The NVIDIA driver on your system is too old (found version 11040): CUDA driver version is "

@@ -64,9 +64,18 @@ def test_off_the_compact_model_and_off_cuda_no_kernel_is_on_by_default():
         assert set(states.values()) == {"off: for cuda only"}
 
 
-def test_gelu_follows_the_dropout_kernels_turned_off():
+def test_gelu_follows_the_dropout_kernels_asked_for_either_way():
     args, states = _defaults(["--no-fused-ln-dropout"])
     assert not args.fused_gelu and states["bias_gelu"] == "off: with --no-fused-ln-dropout"
+    args, states = _defaults(["--fused-ln-dropout"], arch="sm_86")
+    assert args.fused_gelu and states["bias_gelu"] == "on: with --fused-ln-dropout"
+
+
+def test_a_companion_asked_for_asks_for_its_kernel_and_adamw_needs_bf16_weights():
+    args, states = _defaults(["--fused-bias"], arch="sm_86")  # refused after launch, on every rank, before
+    assert args.fused_ln_dropout and args.fused_bias and states["dropout_layer_norm"] == "on: asked for"
+    args, states = _defaults(["--precision", "autocast"])
+    assert not args.fused_adamw and states["adamw"] == "off: for --precision bf16 only"
 
 
 def test_a_dropped_kernel_is_off_with_its_companions():
@@ -137,13 +146,15 @@ def test_a_kernel_failing_its_check_on_one_rank_is_dropped_on_both_and_the_run_p
         if "ROLLCALL {" in line
     ]
     starts = {e["rank"]: e for e in events if e["event"] == "start"}
+    settled = {e["rank"]: e for e in events if e["event"] == "kernels"}  # after the checks, after start
     for name, op in (
         ("dropout_layer_norm", "dropout, residual and LayerNorm"),
         ("bias_gelu", "bias and GELU"),
     ):
-        assert starts[1]["kernels"][name].startswith(
+        assert starts[0]["kernels"][name] == starts[1]["kernels"][name] == "on: asked for"
+        assert settled[1]["kernels"][name].startswith(
             "off: failed its check here: ValueError: the output differs"
         )
-        assert starts[0]["kernels"][name] == f"off: failed its check on rank 1; PyTorch's {op} runs"
+        assert settled[0]["kernels"][name] == f"off: failed its check on rank 1; PyTorch's {op} runs"
     digests = {e["param_digest"] for e in events if e["event"] == "complete"}
     assert len([e for e in events if e["event"] == "complete"]) == 2 and len(digests) == 1

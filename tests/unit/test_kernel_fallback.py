@@ -89,3 +89,20 @@ def test_results_json_carries_the_kernels_and_the_warning():
     assert doc["kernels"] == {"attention": THERE}
     assert [w["kind"] for w in doc["warnings"]] == ["kernel_fallback"] and doc["warnings"][0]["ranks"] == [1]
     assert reports.SCHEMA_VERSION == 2
+
+
+def test_the_kernels_event_after_the_checks_settles_what_start_chose():
+    roll = RollCall()
+    p = roll.parser("pod-0")
+    for rank, settled in ((0, HERE), (1, THERE)):
+        p.feed(
+            (
+                event("start", rank, 2, node_rank=rank, kernels={"attention": "on: proven on sm_90"}) + "\n"
+            ).encode()
+        )
+        p.feed((event("kernels", rank, 2, kernels={"attention": settled}) + "\n").encode())
+    p.close()
+    assert roll.ranks[0].kernels == {"attention": HERE}
+    assert roll.ranks[0].start["kernels"] == {"attention": "on: proven on sm_90"}
+    (fallback,) = kernel_fallbacks(roll.ranks)
+    assert (fallback.kernel, sorted(fallback.failed), fallback.everywhere) == ("attention", [0], False)

@@ -31,6 +31,21 @@ def _newer(version: str) -> str:
 def test_the_suites_own_workload_and_a_newer_one_of_the_same_contract_are_accepted():
     assert versions.refused(OURS) is None
     assert versions.refused({**OURS, "workload_version": _newer(WORKLOAD_VERSION)}) is None
+    short = ".".join(WORKLOAD_VERSION.split(".")[:2]) if WORKLOAD_VERSION.endswith(".0") else None
+    if short:  # 0.2 is 0.2.0
+        assert versions.refused({**OURS, "workload_version": short}) is None
+
+
+def test_a_newer_contract_is_named_newer_and_a_refused_image_is_not_tried_again(tmp_path):
+    from rollcall.jobspec import JobSpec
+    from rollcall.runner import retriable
+    from tests.unit.helpers import judged
+
+    roll = _roll({0: {**OURS, "contract_version": CONTRACT_VERSION + 1}})
+    mismatch = versions.version_mismatch(roll.ranks)
+    assert mismatch is not None and "the image is newer than the suite" in mismatch.message
+    attempt = judged(roll, JobSpec("job-abc123", 1, 1), JobStatus(JobState.FAILED, "ended at its start"))
+    assert not retriable(attempt)
 
 
 @pytest.mark.parametrize(

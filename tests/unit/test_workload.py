@@ -987,3 +987,35 @@ def test_a_rank_alone_times_its_compute_within_the_timed_epochs():
     # each timed step's forward + backward is part of its epoch: 4 of them fit in the two epochs' time
     epochs_ms = 1000 * sum(r["seconds"] for r in records if r["event"] == "epoch_time")
     assert 4 * throughput["compute_ms"] < epochs_ms
+
+
+def test_the_compact_model_trains_without_triton():
+    """The CPU and Neuron images have no Triton: every kernel module imports, and the model takes PyTorch's ops."""
+    pytest.importorskip("torch")
+    code = (
+        "import sys, argparse\n"
+        "sys.modules['triton'] = sys.modules['triton.language'] = None  # importing Triton raises ImportError\n"
+        "import torch\n"
+        "import rollcall_workload.kernels.check\n"
+        "from rollcall_workload.model import build_model, make_batch, pretraining_loss\n"
+        "args = argparse.Namespace(pretrained=None, model='tiny', impl='compact', fused_ln_dropout=True, fused_gelu=True)\n"
+        "model, shape = build_model(args)\n"
+        "loss = pretraining_loss(model, masked_head=True)(make_batch(1, 2, 16, shape.vocab))\n"
+        "loss.backward()\n"
+        "print(float(loss))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert math.isfinite(float(out.stdout.split()[-1]))
+
+
+def test_a_frame_of_the_workloads_kernels_is_its_own_and_named_within_the_package():
+    import traceback
+
+    from rollcall_workload import watchdog
+
+    check = Path(watchdog.__file__).parent / "kernels" / "check.py"
+    mine = watchdog.frame_entry(traceback.FrameSummary(str(check), 10, "check", line="x = 1"))
+    theirs = watchdog.frame_entry(traceback.FrameSummary("/usr/lib/python3/threading.py", 5, "run", line=""))
+    assert mine == ["kernels/check.py", 10, "check", "x = 1", True]
+    assert theirs == ["/usr/lib/python3/threading.py", 5, "run", "", False]

@@ -1,12 +1,13 @@
 """The workload's own kernels: which ran, and each one a rank's check on its GPU made every rank drop.
 
-Pure functions over the ranks' ``start`` events (:mod:`rollcall_workload.gate` and
-:mod:`rollcall_workload.kernels.check` write their ``kernels``: each kernel's state, ``on: ...`` or
-``off: ...``, and why). A kernel whose check failed on some ranks was dropped on all of them, and the run
-trained with the standard op: nothing failed, so the judge raises a warning, never an unfit node. It names the
-devices whose check failed when their peers' passed (that device computes the kernel wrong, or could not
-compile or launch it), and no device when every rank's failed (the kernel does not hold on that
-architecture: the workload's own fault).
+Pure functions over what the ranks said of the kernels: ``start``'s ``kernels`` (what
+:mod:`rollcall_workload.gate` chose), then the ``kernels`` event (what the ranks' checks,
+:mod:`rollcall_workload.kernels.check`, settled): each kernel's state, ``on: ...`` or ``off: ...``, and why.
+A kernel whose check failed on some ranks was dropped on all of them, and the run trained with the standard
+op: nothing failed, so the judge raises a warning, never an unfit node. It names the devices whose check
+failed when their peers' passed (that device computes the kernel wrong, or could not compile or launch it),
+and no device when every rank's failed (the kernel does not hold on that architecture: the workload's own
+fault).
 """
 
 from __future__ import annotations
@@ -41,11 +42,8 @@ class KernelFallback:
 
 
 def kernel_states(report: RankReport) -> dict[str, str]:
-    """The kernels' states one rank's ``start`` gave (empty when it gave none, or not as text)."""
-    states = (report.start or {}).get("kernels")
-    if not isinstance(states, dict):
-        return {}
-    return {k: v for k, v in states.items() if isinstance(k, str) and isinstance(v, str)}
+    """The kernels' states one rank settled on (its ``kernels`` event, else its ``start``'s)."""
+    return report.kernels
 
 
 def kernels_used(reports: Mapping[int, RankReport]) -> dict[str, str]:

@@ -37,16 +37,21 @@ class VersionMismatch:
             if self.workload
             else f"a workload from before versions were stated (rank-log contract {self.contract})"
         )
+        which = "newer" if self.contract > CONTRACT_VERSION else "older"
         return (
             f"rank(s) {ranges(self.ranks)} run {theirs}, this suite reads workload {WORKLOAD_VERSION} "
-            f"(contract {CONTRACT_VERSION}): the image is older than the suite; rebuild it from this suite's "
-            "checkout (images/bert-training) or run the suite of the image's version"
+            f"(contract {CONTRACT_VERSION}): the image is {which} than the suite; rebuild it from this "
+            "suite's checkout (images/bert-training) or run the suite of the image's version"
         )
 
 
-def _release(text: str) -> tuple[int, ...] | None:
+def _release(text: str) -> tuple[int, int, int] | None:
+    """``(major, minor, patch)`` of ``0.2.0`` (``0.2`` is ``0.2.0``); None when not a dotted number."""
     parts = text.split(".")
-    return tuple(int(p) for p in parts) if all(p.isdigit() for p in parts) else None
+    if not 1 <= len(parts) <= 3 or not all(p.isdigit() for p in parts):
+        return None
+    major, minor, patch = (*map(int, parts), 0, 0)[:3]
+    return major, minor, patch
 
 
 def refused(start: Mapping[str, object]) -> tuple[str | None, int] | None:

@@ -15,6 +15,7 @@ tried on any GPU.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from rollcall_workload.gate import KERNEL_NAMES
 from rollcall_workload.kernels.attention import _attention, kept_mask
 from rollcall_workload.kernels.gelu import _bias_gelu
 from rollcall_workload.kernels.norm import _fused_forward
@@ -148,13 +150,18 @@ def check_bias_gelu(s: Shapes, dtype: torch.dtype, device: torch.device, spoil: 
 
 
 def check_adamw(s: Shapes, dtype: torch.dtype, device: torch.device, spoil: bool) -> float:
-    """Two steps of the AdamW kernel against torch's AdamW on float32 copies of a layer's parameters."""
+    """Two steps of the AdamW kernel against torch's AdamW on float32 copies of a layer's parameters.
+
+    What is compared is each step's update of the fp32 masters (weights minus where they started), so that a
+    kernel that moves them wrongly, or not at all, is as far off as its update is large.
+    """
     from rollcall_workload.kernels.adamw import MasterAdamW
 
     g = torch.Generator(device=device).manual_seed(14)
     sizes = [(s.intermediate, s.hidden), (s.hidden, s.intermediate), (s.hidden,), (3 * s.hidden,)]
     params = [torch.randn(*z, device=device, generator=g).to(torch.bfloat16) for z in sizes]
     masters = [torch.nn.Parameter(p.float()) for p in params]
+    before = torch.cat([m.detach().view(-1) for m in masters])
     kernel = MasterAdamW(params, lr=1e-3)
     reference = torch.optim.AdamW(masters, lr=1e-3)
     for _ in range(2):
@@ -163,8 +170,9 @@ def check_adamw(s: Shapes, dtype: torch.dtype, device: torch.device, spoil: bool
             p.grad, m.grad = grad.to(torch.bfloat16), grad.to(torch.bfloat16).float()
         kernel.step()
         reference.step()
-    return _compare([("the master weights", "output", torch.cat([m.view(-1) for m in kernel.master]),
-                      torch.cat([m.detach().view(-1) for m in masters]))], spoil)  # fmt: skip
+    moved = torch.cat([m.view(-1) for m in kernel.master]) - before
+    expected = torch.cat([m.detach().view(-1) for m in masters]) - before
+    return _compare([("the masters' update", "output", moved, expected)], spoil)
 
 
 CHECKS: Mapping[str, Callable[[Shapes, torch.dtype, torch.device, bool], float]] = {
@@ -190,32 +198,48 @@ def check(
             first = (str(exc).strip().splitlines() or [""])[0]
             results[name] = f"{type(exc).__name__}: {first}"[:MAX_REASON]
         finally:
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
+            if device.type == "cuda":  # after a sticky CUDA error this raises too: the run fails later
+                with contextlib.suppress(Exception):
+                    torch.cuda.empty_cache()
     return results
 
 
-def agree(local: Mapping[str, float | str], rank: int, world_size: int, device: Any) -> dict[str, str]:
-    """Every rank's verdict on each kernel: ``ok``, or why it is dropped everywhere (same on every rank).
+#: What a rank says of each kernel in :func:`agree`'s table.
+PASSED, UNUSED, FAILED = 0, 1, 2
 
-    A collective over the default process group: each rank says which kernels failed its check.
+
+def agree(local: Mapping[str, float | str], rank: int, world_size: int, device: Any) -> dict[str, str]:
+    """The ranks' verdict on each kernel this rank checked: ``ok``, or why every rank drops it.
+
+    A collective over the default process group that every rank joins, whatever it checked: a table of every
+    kernel of :data:`~rollcall_workload.gate.KERNEL_NAMES` by rank, each rank's row saying of each kernel
+    whether it passed here, failed here, or is not used here (another GPU: the gate chose otherwise). A
+    kernel runs only where every rank passed it, so that every replica computes the same function.
     """
     import torch.distributed as dist
 
-    names = list(local)
-    failed = torch.zeros(world_size, max(1, len(names)), dtype=torch.int32, device=device)
-    for i, name in enumerate(names):
-        failed[rank, i] = int(isinstance(local[name], str))
+    table = torch.full((world_size, len(KERNEL_NAMES)), UNUSED, dtype=torch.int32, device=device)
+    for i, name in enumerate(KERNEL_NAMES):
+        if name in local:
+            table[rank, i] = FAILED if isinstance(local[name], str) else PASSED
     if dist.is_initialized() and world_size > 1:
-        dist.all_reduce(failed)
-    table = failed.cpu().tolist()
+        mine = table[rank].clone()
+        table.zero_()
+        table[rank] = mine
+        dist.all_reduce(table)
+    rows = table.cpu().tolist()
     verdicts = {}
-    for i, name in enumerate(names):
-        bad = [r for r in range(world_size) if table[r][i]]
-        if not bad:
-            verdicts[name] = "ok"
-        elif isinstance(local[name], str):
+    for i, name in enumerate(KERNEL_NAMES):
+        if name not in local:
+            continue
+        failed = [r for r in range(world_size) if rows[r][i] == FAILED]
+        unused = [r for r in range(world_size) if rows[r][i] == UNUSED]
+        if isinstance(local[name], str):
             verdicts[name] = f"failed its check here: {local[name]}"
+        elif failed:
+            verdicts[name] = f"failed its check on rank {', '.join(map(str, failed))}"
+        elif unused:
+            verdicts[name] = f"not used on rank {', '.join(map(str, unused))} (another GPU there)"
         else:
-            verdicts[name] = f"failed its check on rank {', '.join(map(str, bad))}"
+            verdicts[name] = "ok"
     return verdicts

@@ -25,7 +25,9 @@ Environment read (set by torchrun; never MPI variables):
     ROLLCALL_CHATTY, ROLLCALL_SLOW_RANK,
     ROLLCALL_SLOW_LINK, ROLLCALL_EXIT_RANK,
     ROLLCALL_CORRUPT_RANK,
-    ROLLCALL_CORRUPT_COLLECTIVE                      fault injection, see below.
+    ROLLCALL_CORRUPT_COLLECTIVE,
+    ROLLCALL_KERNEL_MISMATCH,
+    ROLLCALL_ASSUME_ARCH                             fault injection, see below.
     ROLLCALL_NODE_IDS                                each node rank's node in a larger world
                                                      ("2,3": node rank 0 is node 2), set when the
                                                      suite re-runs a subset of the nodes; the
@@ -140,6 +142,10 @@ after its first ``epoch_time``, spread over about five seconds (to test that log
 ``ROLLCALL_EXIT_RANK=<rank>:<code>`` makes that rank answer the whole roll call (``complete`` and the
 barrier after it, the process group left) and then exit with status <code> (1-255); with
 ``<rank>:<SIGNAL>`` (a signal's name, e.g. ``SIGKILL``) it kills itself with that signal instead.
+``ROLLCALL_KERNEL_MISMATCH=<rank>[,<rank>...][:<kernel>,...]`` makes those ranks' checks of those kernels
+(every kernel without a list) read a wrong result, so that every rank drops them (``kernels``);
+``ROLLCALL_ASSUME_ARCH=sm_86`` makes the rank take its GPU for that architecture when the gate chooses its
+kernels (rollcall_workload.gate).
 Every rank parses all of these variables at start: a malformed value is an ``error`` naming the
 variable and the form to write, on every rank, before training (the suite checks them before launch
 with the same functions: :func:`check_fault_injection`).

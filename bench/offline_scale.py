@@ -42,12 +42,12 @@ sys.path.insert(0, str(ROOT / "src"))
 from rollcall.backends import JobState, JobStatus  # noqa: E402
 from rollcall.collect import RANKS_JUNIT_FILE, REPORT_FILE, RESULTS_FILE, Collector  # noqa: E402
 from rollcall.gate import GateReport, criteria_of  # noqa: E402
-from rollcall.htmlreport import write_report  # noqa: E402
 from rollcall.jobspec import JobSpec  # noqa: E402
 from rollcall.judge import judge  # noqa: E402
 from rollcall.live.view import LiveRollCall  # noqa: E402
 from rollcall.metrics.prometheus import write_textfile  # noqa: E402
 from rollcall.options import DEFAULTS  # noqa: E402
+from rollcall.page.report import write_report  # noqa: E402
 from rollcall.reports import TestRecord, write_rank_junit, write_results  # noqa: E402
 from rollcall.runner import Attempt, RunResult  # noqa: E402
 from rollcall.verdict import Evidence, Layout  # noqa: E402

@@ -22,6 +22,10 @@ correctly: each epoch's ``loss`` and ``steps``, the ``param_digest`` of its para
 ``complete`` (a replica that diverged has another), and each ``bandwidth`` record's check of what the rank
 received (``checked``, and a ``mismatch`` when a result was not the exact sum).
 
+Each event is read through its record in :mod:`rollcall_workload.contract` (``docs/contract.md``): a line as the
+workload writes it is decoded straight into its record by msgspec; any other is decoded as JSON and taken through
+the same record (:func:`rollcall_workload.contract.read`), with the same result.
+
 Parsing rules:
 
 - anything may stand before the marker (torchrun's ``[default3]:`` prefix, RFC 3339 timestamps, ANSI colour);
@@ -41,13 +45,19 @@ Parsing rules:
   ``dump`` number replaces the one before, a ``resumed`` event withdraws every dump up to its number (the rank
   made progress again), and a stack event of a withdrawn dump is ignored; a frame counts only when whole
   (``[file, line, function, code, own]``), and a stack event without a ``dump`` number or a thread is dropped;
+  a dump's ``source`` says who took it (the rank's watchdog, or faulthandler's timer read by the node's
+  monitor);
+- a ``silent`` event (the node's monitor found the rank's heartbeat and progress stopped while its process
+  lives) is kept, the last one, as :attr:`RankReport.silent`, until a ``resumed`` withdraws it;
 - a ``throughput``'s ``compile_cache`` (``hit``, ``miss`` or ``off``: what the first step, which compiles, found
   in the compiler's cache) is kept as :attr:`RankReport.compile_cache` with ``compile_s`` and the cache's hit and
   miss counts (each None unless a number); any other value is no compile-cache report;
 - a ``facts`` event (what the rank read about its device and stack) is kept whole, the last one, as
   :attr:`RankReport.facts`: each fact under its name, and ``unknown`` (fact name to the reason it could not be
   read; dropped unless a mapping of text to text) apart, as :attr:`RankReport.unknown`;
-- the legacy aws-k8s-tester Neuron format is read too, where one line carries both values::
+- the legacy aws-k8s-tester Neuron format is read too (``auto``: up to the log's first rollcall record at
+  least, in the piece of the log that holds it; after that piece the log is read as the rollcall
+  workload's, one scan instead of two), where one line carries both values::
 
       [Rank 12] - local_samples=100.0, total_time=2.00s, local_throughput=50.00 samples/s, local_avg_epoch_time=0.40s
       [Rank 12] training complete. Exiting main().
@@ -70,12 +80,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal
 
+import msgspec
+
+from rollcall_workload import contract
 from rollcall_workload.contract import (
-    BANDWIDTH_SCOPES,
-    COMPILE_CACHE_STATES,
+    ABSENT,
     EVENT_PREFIX,
     REQUIRED_EVENTS,
+    Bandwidth,
     CompileCacheState,
+    Complete,
+    EpochTime,
+    Error,
+    Event,
+    Exit,
+    Facts,
+    GpuEvent,
+    Kernels,
+    Resumed,
+    Silent,
+    Stack,
+    Start,
+    Throughput,
 )
 
 #: The workload's marker, events and their vocabularies: declared once, by the contract.
@@ -103,6 +129,16 @@ _LEGACY_METRICS = re.compile(
 )
 _LEGACY_COMPLETE = re.compile(rb"\[Rank (\d+)\] training complete")
 _DECODER = json.JSONDecoder()
+#: Events whose every field is kept, the records' and any other (``start``, ``throughput``'s details,
+#: ``facts``): read from the whole decoded object. Every other event is decoded straight into its record.
+_WHOLE = frozenset({"start", "throughput", "facts"})
+#: How the workload begins each line's object: the event's name comes first.
+_SNIFF = b'{"event":"'
+_TYPED: dict[bytes, tuple[msgspec.json.Decoder[Any], str]] = {
+    name.encode(): (msgspec.json.Decoder(record), name)
+    for name, record in contract.EVENTS.items()
+    if name not in _WHOLE
+}
 _CHUNK = 1 << 20
 # A line longer than this without a newline is parsed in pieces; a record never gets near it.
 _MAX_PENDING = 8 << 20
@@ -114,6 +150,16 @@ class RankError:
     """One ``error`` event: its message and its wall-clock time (epoch seconds; None when unstamped)."""
 
     message: str
+    time: float | None = None
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class Exited:
+    """One ``exit`` event: the rank's process ended before ``complete`` without an error (it left early)."""
+
+    code: int
+    phase: str = ""
     time: float | None = None
     source: str = ""
 
@@ -147,7 +193,16 @@ class Mark:
 
 
 #: The events a rank's timeline shows (:attr:`RankReport.marks`), in the order a rank says them.
-MARKED_EVENTS: tuple[str, ...] = ("start", "epoch_time", "throughput", "bandwidth", "complete", "error")
+MARKED_EVENTS: tuple[str, ...] = (
+    "start",
+    "epoch_time",
+    "throughput",
+    "bandwidth",
+    "complete",
+    "error",
+    "exit",
+    "stack",
+)
 
 
 @dataclass(frozen=True)
@@ -225,11 +280,50 @@ class StackDump:
     stalled_s: float | None = None
     hang_after: float | None = None
     threads: list[ThreadStack] = field(default_factory=list)
+    #: When the dump was taken (its first ``stack`` event's time), None when unstamped.
+    time: float | None = None
+    #: Who took it: "" the rank's own watchdog, "faulthandler" its C-level timer (no Python could run).
+    source: str = ""
+    #: On cuda, the rank's CUDA device and the seconds its oldest unfinished work had waited then (0.0: the
+    #: GPU had finished all of it); None where the dump says nothing of a GPU.
+    gpu: int | None = None
+    gpu_pending_s: float | None = None
+
+    @property
+    def since(self) -> float | None:
+        """When the rank last made progress: the dump's time less the seconds it had been stalled."""
+        return self.time - self.stalled_s if self.time is not None and self.stalled_s is not None else None
 
     @property
     def main(self) -> ThreadStack | None:
         """The thread that trains, when the dump holds it."""
         return next((t for t in self.threads if t.main), None)
+
+
+@dataclass(frozen=True)
+class Silence:
+    """A rank the node's monitor found silent (a ``silent`` event): no heartbeat, no progress, process alive.
+
+    Attributes:
+        phase: the phase its last heartbeat named.
+        stalled_s: seconds since its last step or phase completed, when the monitor said so.
+        heartbeat_s: seconds since its last heartbeat then.
+        hang_after: the rank's bound; margin_s: the monitor's margin past it.
+        pid: its process; state: the letter of its process state (``T`` stopped, ``D`` uninterruptible
+            sleep), ``state_name`` the same in words; empty where the node cannot tell.
+        time: when the monitor said it (epoch seconds).
+    """
+
+    phase: str = ""
+    steps: int | None = None
+    stalled_s: float | None = None
+    heartbeat_s: float | None = None
+    hang_after: float | None = None
+    margin_s: float | None = None
+    pid: int | None = None
+    state: str = ""
+    state_name: str = ""
+    time: float | None = None
 
 
 @dataclass
@@ -242,6 +336,8 @@ class RankReport:
     complete: bool = False
     start: dict[str, Any] | None = None
     errors: list[RankError] = field(default_factory=list)
+    #: Its ``exit`` event: it ended before ``complete`` without an error, with this status (None: it did not).
+    exited: Exited | None = None
     details: dict[str, Any] = field(default_factory=dict)
     sources: set[str] = field(default_factory=set)
     world_size: int | None = None
@@ -253,6 +349,8 @@ class RankReport:
     stall: StackDump | None = None
     #: The highest dump number a ``resumed`` event withdrew.
     resumed: int = 0
+    #: The node's monitor found the rank silent (and no ``resumed`` came since).
+    silent: Silence | None = None
     #: Each timed epoch's loss (NaN when the rank reported it not finite) and steps, by epoch.
     losses: dict[int, float] = field(default_factory=dict)
     epoch_steps: dict[int, int] = field(default_factory=dict)
@@ -295,11 +393,29 @@ class RankReport:
         raise ValueError(f"unknown event {event!r}; expected one of {', '.join(REQUIRED_EVENTS)}")
 
 
+@dataclass(frozen=True)
+class GpuHeard:
+    """A ``gpu_event`` the node's monitor wrote: what one GPU of the node said during the run, and the log."""
+
+    kind: str
+    gpu: int
+    uuid: str | None
+    serial: str | None
+    node: str | None
+    xid: int | None
+    event_type: int | None
+    data: int | None
+    reason: str
+    time: float | None
+    source: str
+
+
 @dataclass
 class RollCall:
-    """The ranks heard from, keyed by global rank."""
+    """The ranks heard from, keyed by global rank; the GPUs' events the nodes' monitors wrote, in order."""
 
     ranks: dict[int, RankReport] = field(default_factory=dict)
+    gpu_events: list[GpuHeard] = field(default_factory=list)
     records: int = 0
     bytes_read: int = 0
 
@@ -368,26 +484,46 @@ class LogParser:
             self._scan(pending, len(pending))
 
     def _scan(self, buf: bytes, end: int) -> None:
+        shown = False  # auto: whether this piece of the log shows it is the rollcall workload's
         if self._modern:
+            before = self.roll.records
             self._scan_modern(buf, end)
+            shown = self._legacy and self.roll.records != before
         if self._legacy:
             self._scan_legacy(buf, end)
+        if shown:  # no legacy line follows a rollcall record: the rest of the log takes one scan, not two
+            self._legacy = False
 
     def _scan_modern(self, buf: bytes, end: int) -> None:
-        find = buf.find
+        find, typed, sniff, skip = buf.find, _TYPED, _SNIFF, len(MARKER) + len(_SNIFF)
         pos = find(MARKER, 0, end)
         while pos >= 0:
             start = pos + len(MARKER)
             line_end = find(b"\n", start, end)
             if line_end < 0:
                 line_end = end
+            # The fast path: a line as the workload writes it, its event first, decoded into its record at
+            # once. Anything else (an object that is not quite its record, a second marker after it, a value
+            # JSON allows but msgspec does not) takes the slow path, which reads it as it always did.
+            if buf.startswith(sniff, start):
+                quote = find(b'"', pos + skip, line_end)
+                known = typed.get(buf[pos + skip : quote]) if quote >= 0 else None
+                if known is not None:
+                    try:
+                        rec = known[0].decode(buf[start:line_end])
+                    except msgspec.MsgspecError:
+                        rec = None
+                    if rec is not None and rec.event == known[1]:
+                        self._record(rec, None)
+                        pos = find(MARKER, line_end, end)
+                        continue
             text = buf[start:line_end].decode("utf-8", "surrogateescape")
             try:
                 obj, consumed = _DECODER.raw_decode(text)
             except ValueError:
                 obj, consumed = None, 0
-            if isinstance(obj, dict):
-                self._record(obj)
+            if isinstance(obj, dict) and (rec := contract.read(obj)) is not None:
+                self._record(rec, obj)
             # Continue after the object when it parsed (a second marker may follow on the line), else just
             # after this marker: whatever followed was not a whole record.
             nxt = start + len(text[:consumed].encode("utf-8", "surrogateescape")) if consumed else start
@@ -419,147 +555,144 @@ class LogParser:
         report.sources.add(self.source)
         return report
 
-    def _record(self, obj: dict[str, Any]) -> None:
-        event, rank = obj.get("event"), obj.get("rank")
-        if not isinstance(event, str) or not _is_int(rank):
+    def _record(self, rec: Event, obj: dict[str, Any] | None) -> None:
+        """Keep one record (``obj``: the whole decoded object, for :data:`_WHOLE`'s events)."""
+        event = rec.event
+        if isinstance(rec, GpuEvent):  # the node's monitor's, of no rank
+            stamp = rec.time if rec.time is not None and math.isfinite(rec.time) else None
+            self.roll.gpu_events.append(
+                GpuHeard(
+                    rec.kind,
+                    rec.gpu,
+                    rec.uuid,
+                    rec.serial,
+                    rec.node,
+                    rec.xid,
+                    rec.event_type,
+                    rec.data,
+                    rec.reason,
+                    stamp,
+                    self.source,
+                )
+            )
+            self.roll.records += 1
             return
-        assert isinstance(rank, int)
-        value: Any = None
-        if event == "throughput":
-            value = _number(obj.get("samples_per_sec"))
-            if value is None:
+        band = None
+        if isinstance(rec, Bandwidth):
+            band = _bandwidth(rec)
+            if band is None:
                 return
-        elif event == "epoch_time":
-            value = _number(obj.get("seconds"))
-            epoch = obj.get("epoch", 0)
-            if value is None or not _is_int(epoch):
-                return
-        elif event == "bandwidth":
-            value = _bandwidth(obj)
-            if value is None:
-                return
-        elif event in ("stack", "resumed"):
-            value = obj.get("dump")
-            if not _is_int(value) or (event == "stack" and _thread_stack(obj) is None):
-                return
-        elif event not in ("start", "complete", "error", "facts", "kernels"):
-            return
-        report = self._rank(rank)
+        report = self._rank(rec.rank)
         self.roll.records += 1
-        world_size = obj.get("world_size")
-        if _is_int(world_size):
-            report.world_size = world_size
-        stamp = _number(obj.get("time"))
-        stamp = stamp if stamp is not None and math.isfinite(stamp) else None
+        if rec.world_size is not None:
+            report.world_size = rec.world_size
+        stamp = rec.time if rec.time is not None and math.isfinite(rec.time) else None
         if stamp is not None and event in MARKED_EVENTS:
             label = (
-                f"epoch {epoch}"
-                if event == "epoch_time"
-                else _bandwidth_label(value.scope, value.nodes)
-                if event == "bandwidth"
+                f"epoch {rec.epoch}"
+                if isinstance(rec, EpochTime)
+                else f"stacks {rec.dump}"
+                if isinstance(rec, Stack)
+                else _bandwidth_label(band.scope, band.nodes)
+                if band is not None
                 else event
             )
             report.marks[label] = Mark(event, label, stamp)
-        if event == "throughput":
-            report.throughput = value
-            report.details.update({k: v for k, v in obj.items() if k not in _ENVELOPE})
-            report.compute_ms = _number(obj.get("compute_ms"))
-            report.compute_ms_p90 = _number(obj.get("compute_ms_p90"))
-            report.compile_cache = _compile_cache(obj)
-        elif event == "bandwidth":
-            report.bandwidth[value.key] = value
-        elif event == "epoch_time":
-            report.epoch_times[epoch] = value
-            _epoch_proofs(report, epoch, obj)
-        elif event == "stack":
-            _add_stack(report, value, obj)
-        elif event == "resumed":
-            report.resumed = max(report.resumed, value)
+        if isinstance(rec, EpochTime):
+            report.epoch_times[rec.epoch] = rec.seconds
+            _epoch_proofs(report, rec)
+        elif band is not None:
+            report.bandwidth[band.key] = band
+        elif isinstance(rec, Stack):
+            _add_stack(report, rec)
+        elif isinstance(rec, Resumed):
+            report.resumed = max(report.resumed, rec.dump)
+            report.silent = None
             if report.stall is not None and report.stall.dump <= report.resumed:
                 report.stall = None
-        elif event == "complete":
-            report.complete = True
-            digest = obj.get("param_digest")
-            report.final_digest = digest if isinstance(digest, str) else report.final_digest
-        elif event == "start":
-            report.start = {k: v for k, v in obj.items() if k not in _ENVELOPE}
-            report.kernels = _kernels(obj) or report.kernels
-        elif event == "kernels":
-            report.kernels = _kernels(obj)
-        elif event == "facts":
-            report.facts = {k: v for k, v in obj.items() if k not in _ENVELOPE and k != "unknown"}
-            unknown = obj.get("unknown")
-            whole = isinstance(unknown, dict) and all(isinstance(v, str) for v in unknown.values())
-            report.unknown = (
-                {str(k): str(v) for k, v in unknown.items()} if isinstance(unknown, dict) and whole else {}
+        elif isinstance(rec, Silent):
+            report.silent = Silence(
+                rec.phase,
+                rec.steps,
+                rec.stalled_s,
+                rec.heartbeat_s,
+                rec.hang_after,
+                rec.margin_s,
+                rec.pid,
+                rec.state,
+                rec.state_name,
+                stamp,
             )
-        else:
-            report.errors.append(RankError(str(obj.get("message", "")), stamp, self.source))
+        elif isinstance(rec, Throughput):
+            report.throughput = rec.samples_per_sec
+            report.details.update(_beyond_envelope(obj))
+            report.compute_ms = rec.compute_ms
+            report.compute_ms_p90 = rec.compute_ms_p90
+            report.compile_cache = (
+                None
+                if rec.compile_cache is None
+                else CompileCache(
+                    rec.compile_cache, rec.compile_s, rec.compile_cache_hits, rec.compile_cache_misses
+                )
+            )
+        elif isinstance(rec, Complete):
+            report.complete = True
+            if rec.param_digest is not None:
+                report.final_digest = rec.param_digest
+        elif isinstance(rec, Start):
+            report.start = _beyond_envelope(obj)
+            report.kernels = rec.kernels or report.kernels
+        elif isinstance(rec, Kernels):
+            report.kernels = rec.kernels
+        elif isinstance(rec, Facts):
+            report.facts = {k: v for k, v in _beyond_envelope(obj).items() if k != "unknown"}
+            report.unknown = rec.unknown
+        elif isinstance(rec, Error):
+            report.errors.append(RankError(rec.message, stamp, self.source))
+        elif isinstance(rec, Exit):
+            report.exited = Exited(rec.code, rec.phase, stamp, self.source)
 
 
 _ENVELOPE = frozenset({"event", "rank", "world_size", "time"})
 
 
-def _kernels(obj: dict[str, Any]) -> dict[str, str]:
-    """A ``start``'s or a ``kernels`` event's ``kernels``: each kernel's state, when given as text."""
-    states = obj.get("kernels")
-    if not isinstance(states, dict):
-        return {}
-    return {k: v for k, v in states.items() if isinstance(k, str) and isinstance(v, str)}
+def _beyond_envelope(obj: dict[str, Any] | None) -> dict[str, Any]:
+    """Every field of a whole object but the envelope's, as it was written."""
+    return {k: v for k, v in (obj or {}).items() if k not in _ENVELOPE}
 
 
-def _add_stack(report: RankReport, dump: int, obj: dict[str, Any]) -> None:
+def _add_stack(report: RankReport, rec: Stack) -> None:
     """Keep one ``stack`` event in the rank's current dump (see the module docstring)."""
-    thread = _thread_stack(obj)
-    if thread is None or dump <= report.resumed:
+    dump = rec.dump
+    if dump <= report.resumed:
         return
     stall = report.stall
     if stall is not None and dump < stall.dump:
         return
     if stall is None or dump > stall.dump:
-        phase = obj.get("phase")
+        when = rec.time if rec.time is not None and math.isfinite(rec.time) else None
         stall = report.stall = StackDump(
             dump,
-            phase if isinstance(phase, str) else "",
-            _number(obj.get("stalled_s")),
-            _number(obj.get("hang_after")),
+            rec.phase,
+            rec.stalled_s,
+            rec.hang_after,
+            time=when,
+            source=rec.source,
+            gpu=rec.gpu,
+            gpu_pending_s=rec.gpu_pending_s,
         )
+    thread = ThreadStack(rec.thread, rec.main, tuple(Frame(*f) for f in rec.frames), rec.dropped)
     stall.threads = [t for t in stall.threads if t.thread != thread.thread] + [thread]
 
 
-def _thread_stack(obj: dict[str, Any]) -> ThreadStack | None:
-    """The thread of a ``stack`` event, or None when it names none; malformed frames are dropped."""
-    name, frames = obj.get("thread"), obj.get("frames")
-    if not isinstance(name, str) or not isinstance(frames, list):
-        return None
-    kept = []
-    for f in frames:
-        if (
-            isinstance(f, list)
-            and len(f) == 5
-            and isinstance(f[0], str)
-            and _is_int(f[1])
-            and isinstance(f[2], str)
-            and isinstance(f[3], str)
-            and isinstance(f[4], bool)
-        ):
-            kept.append(Frame(f[0], f[1], f[2], f[3], f[4]))
-    dropped = obj.get("dropped")
-    return ThreadStack(name, obj.get("main") is True, tuple(kept), dropped if isinstance(dropped, int) else 0)
-
-
-def _epoch_proofs(report: RankReport, epoch: int, obj: dict[str, Any]) -> None:
-    """An ``epoch_time``'s loss, steps and parameter digest, each where it is sound."""
-    if "loss" in obj:
-        loss = obj["loss"]
-        value = math.nan if loss is None else _number(loss)
-        if value is not None:
-            report.losses[epoch] = value
-    steps, digest = obj.get("steps"), obj.get("param_digest")
-    if (count := _count(steps)) is not None:
-        report.epoch_steps[epoch] = count
-    if isinstance(digest, str):
-        report.digests[epoch] = digest
+def _epoch_proofs(report: RankReport, rec: EpochTime) -> None:
+    """An ``epoch_time``'s loss (null: not finite, kept as NaN), steps and parameter digest, where sound."""
+    if rec.loss is not ABSENT:
+        report.losses[rec.epoch] = math.nan if rec.loss is None else rec.loss
+    if rec.steps is not None:
+        report.epoch_steps[rec.epoch] = rec.steps
+    if rec.param_digest is not None:
+        report.digests[rec.epoch] = rec.param_digest
 
 
 @functools.lru_cache(maxsize=1 << 14)
@@ -568,27 +701,13 @@ def _bandwidth_label(scope: str, nodes: tuple[int, ...]) -> str:
     return f"bandwidth {scope} {ranges(nodes)}"
 
 
-def _compile_cache(obj: dict[str, Any]) -> CompileCache | None:
-    """A ``throughput`` record's compile-cache report, or None without a known ``compile_cache``."""
-    state = obj.get("compile_cache")
-    for known in COMPILE_CACHE_STATES:
-        if state == known:
-            return CompileCache(
-                known,
-                _number(obj.get("compile_s")),
-                _count(obj.get("compile_cache_hits")),
-                _count(obj.get("compile_cache_misses")),
-            )
-    return None
-
-
 def _count(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _mismatch(value: object) -> CollectiveMismatch | None:
+def _mismatch(value: dict[str, Any] | None) -> CollectiveMismatch | None:
     """A ``bandwidth`` record's ``mismatch`` (an object), its garbled fields None; None when there is none."""
-    if not isinstance(value, dict):
+    if value is None:
         return None
     return CollectiveMismatch(
         iters=_count(value.get("iters")),
@@ -599,10 +718,6 @@ def _mismatch(value: object) -> CollectiveMismatch | None:
     )
 
 
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _number(value: object) -> float | None:
     """A JSON number as float; NaN and infinities are kept (the verdict rejects them), strings are not."""
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -610,42 +725,24 @@ def _number(value: object) -> float | None:
     return float(value)
 
 
-def _bandwidth(obj: dict[str, Any]) -> BandwidthRecord | None:
-    """The record of a ``bandwidth`` event, or None unless it is whole (see the module docstring)."""
-    scope, nbytes = obj.get("scope"), obj.get("bytes")
-    ranks, nodes = parse_ranges(obj.get("ranks")), parse_ranges(obj.get("nodes"))
-    algbw, busbw = _number(obj.get("algbw_gbps")), _number(obj.get("busbw_gbps"))
-    if scope not in BANDWIDTH_SCOPES or ranks is None or nodes is None or algbw is None or busbw is None:
-        return None
-    if not isinstance(nbytes, int) or isinstance(nbytes, bool) or nbytes <= 0:
+def _bandwidth(rec: Bandwidth) -> BandwidthRecord | None:
+    """A ``bandwidth`` record as kept, or None unless its groups parse and its size is positive."""
+    ranks, nodes = parse_ranges(rec.ranks), parse_ranges(rec.nodes)
+    if ranks is None or nodes is None or rec.bytes <= 0:
         return None
     return BandwidthRecord(
-        str(scope),
+        rec.scope,
         ranks,
         nodes,
-        nbytes,
-        algbw,
-        busbw,
-        _number(obj.get("seconds")),
-        checked=_count(obj.get("checked")),
-        mismatch=_mismatch(obj.get("mismatch")),
-        sweep=_sweep(obj.get("sweep")),
+        rec.bytes,
+        rec.algbw_gbps,
+        rec.busbw_gbps,
+        rec.seconds,
+        checked=rec.checked,
+        mismatch=_mismatch(rec.mismatch),
+        # a sweep counts only whole: every size positive
+        sweep=rec.sweep if all(b > 0 for b, _ in rec.sweep) else (),
     )
-
-
-def _sweep(value: object) -> tuple[tuple[int, float], ...]:
-    """A ``bandwidth`` event's ``sweep``: its ``[bytes, busbw_gbps]`` pairs, or empty unless all are whole."""
-    if not isinstance(value, list):
-        return ()
-    pairs = []
-    for item in value:
-        if not (isinstance(item, list) and len(item) == 2):
-            return ()
-        nbytes, busbw = item[0], _number(item[1])
-        if not isinstance(nbytes, int) or isinstance(nbytes, bool) or nbytes <= 0 or busbw is None:
-            return ()
-        pairs.append((nbytes, busbw))
-    return tuple(pairs)
 
 
 _RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")

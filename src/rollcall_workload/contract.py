@@ -20,83 +20,23 @@ Environment read (set by torchrun; never MPI variables):
                                                      (CPU: torch-xla's CPU runtime, see "Replicas").
     NODE_NAME                                        the Kubernetes node, reported in ``start``;
                                                      without it SLURMD_NODENAME, the Slurm node.
-    ROLLCALL_FAIL_RANK, ROLLCALL_HANG_RANK,
-    ROLLCALL_HANG_NODE,
-    ROLLCALL_CHATTY, ROLLCALL_SLOW_RANK,
-    ROLLCALL_SLOW_LINK, ROLLCALL_EXIT_RANK,
-    ROLLCALL_CORRUPT_RANK,
-    ROLLCALL_CORRUPT_COLLECTIVE,
-    ROLLCALL_KERNEL_MISMATCH,
-    ROLLCALL_ASSUME_ARCH                             fault injection, see below.
-    ROLLCALL_NODE_IDS                                each node rank's node in a larger world
-                                                     ("2,3": node rank 0 is node 2), set when the
-                                                     suite re-runs a subset of the nodes; the
-                                                     nodes ROLLCALL_SLOW_LINK and
-                                                     ROLLCALL_HANG_NODE name are of that world
+    ROLLCALL_FAIL_RANK, ROLLCALL_HANG_RANK, ROLLCALL_HANG_NODE, ROLLCALL_CHATTY, ROLLCALL_SLOW_RANK,
+    ROLLCALL_SLOW_LINK, ROLLCALL_EXIT_RANK, ROLLCALL_LEAVE_RANK, ROLLCALL_CORRUPT_RANK, ROLLCALL_GIL_RANK,
+    ROLLCALL_CORRUPT_COLLECTIVE, ROLLCALL_KERNEL_MISMATCH, ROLLCALL_ASSUME_ARCH, ROLLCALL_STOP_RANK,
+    ROLLCALL_NO_JOIN_RANK, ROLLCALL_GPU_HANG_RANK,
+    ROLLCALL_BAD_ADDRESS_RANK                        fault injection (rollcall_workload.faults).
+    ROLLCALL_MONITOR_DIR                             the node's monitor directory (heartbeat.py).
+    ROLLCALL_NODE_IDS                                each node rank's node in a larger world ("2,3": node
+                                                     rank 0 is node 2) when the suite re-runs a subset of
+                                                     the nodes: ROLLCALL_SLOW_LINK's and _HANG_NODE's.
     TORCHELASTIC_ERROR_FILE                          set by torchrun per rank: where an uncaught
                                                      exception is recorded (see "Exit codes").
 
-Rank-log contract. Each event is one line, ``ROLLCALL `` + a compact JSON object + ``\n``, written
-with a single ``write(2)`` of fewer than 4096 bytes on a duplicate of file descriptor 1, so lines of
-many processes sharing a pipe never interleave. Keys ``event``, ``rank`` and ``world_size`` are
-always present, and so is ``time``: the wall clock when the line was written, seconds since the epoch
-(a float; the suite draws each rank's events over it and orders failures by it). Other keys may be
-added. Events, in order:
-    start        local_rank, node_rank, local_world_size, host, node (from NODE_NAME, else
-                 SLURMD_NODENAME; null when neither is set), device, device_name, model, seq_len,
-                 batch_size, precision, torch, node_id (the node in the world ROLLCALL_NODE_IDS names;
-                 node_rank without it), arch (the GPU's, sm_90; null off cuda), kernels (each of the
-                 workload's own kernels as the gate chose: "on: <why>" or "off: <why>", see
-                 rollcall_workload.gate), workload_version
-                 and contract_version (WORKLOAD_VERSION and CONTRACT_VERSION below: the suite refuses a
-                 workload older than its own, or of another contract)
-                 -- after joining the process group
-    kernels      kernels: each kernel's state once the ranks checked them and agreed (as in start; "off:
-                 failed its check here: <why>", "off: failed its check on rank N", "off: not used on rank
-                 N (another GPU there)")   -- after start, on cuda, unless --bandwidth-only
-    epoch_time   epoch (from 1), seconds, steps, samples, loss (this rank's last step's, null when not
-                 finite), param_digest (see "Replicas")   -- one per timed epoch
-    throughput   samples_per_sec (this rank), tflops (achieved, this rank), mfu (null when the
-                 device peak is unknown), flops_per_sample, model, seq_len, batch_size, impl, precision,
-                 compile_mode, compile_scope; compute_ms and compute_ms_p90 (median and 90th
-                 percentile of this rank's own compute per step, milliseconds, see "Compute time"; null
-                 with --compute-steps 0), compute_steps; and where this rank's wall time went, in seconds:
-                 startup_s (process start to the first step: imports, process group, model, data),
-                 compile_s (the first step, which compiles the model, or in eager mode makes the first
-                 kernels), warmup_s (the other warm-up steps), warmup_steps (how many ran, the first
-                 included), timed_s (the timed epochs, barriers included, the digests not), digest_s
-                 (computing the epochs' parameter digests); compile_cache, whether the first step
-                 compiled from the compiler's cache: "hit" (inductor's FX graph cache answered every
-                 graph it was asked for), "miss" (it compiled at least one graph afresh) or "off" (nothing
-                 compiled: eager, or xla), with compile_cache_hits and compile_cache_misses (graphs
-                 found in and compiled past the cache by then; null when "off"), see "Compile cache"
-    bandwidth    scope ("world", "node" or "pair"), ranks and nodes (the group's members as
-                 compact ranges, "0-7,16"), bytes (per all-reduce), iters, seconds (per all-reduce,
-                 as this rank saw it), algbw_gbps, busbw_gbps; sweep ([bytes, busbw_gbps] of each
-                 size, only with --bandwidth-sizes); checked (timed all-reduces whose
-                 result this rank checked), mismatch (null when every one was the exact sum, else
-                 {iters: how many were wrong, elements: wrong elements of the first wrong one, index:
-                 its first wrong element, expected, got: that element's values})  -- one per group
-                 this rank is in, see "Collective bandwidth"
-    facts        what this rank can read about its own device and stack (see "Device facts"), one
-                 flat object of fact names, and unknown: {fact: reason} for each fact that could not be
-                 read -- after warm-up, with work queued on the device
-    complete     param_digest (after the last step, see "Replicas")
-                 -- then all ranks meet in a barrier and leave the process group
-    error        message -- instead of the rest, on any failure; the suite orders failures by ``time``
-Plain progress lines without the prefix may appear in between, and, at any point, the watchdog's:
-    stack        dump (from 1, per rank), thread (its name), main (whether it is the thread that
-                 trains), threads (how many the dump holds), phase (what the rank was doing: e.g.
-                 "rendezvous", "warm-up step 3", "epoch 2 barrier", "epoch 2 step 1", "compute step 4",
-                 "bandwidth", "final barrier"), stalled_s (seconds since the last step or phase
-                 completed), hang_after (the bound that ran out, seconds), frames (the thread's Python
-                 stack, outermost first, each ``[file, line, function, code, own]``: own is true for a
-                 file of the workload itself, whose file is then named relative to this script's
-                 directory, e.g. ``train.py``), dropped (outermost frames left out to stay under the line
-                 limit: a dump truncates frames, never splits a line)
-                 -- one per thread, the main thread first, when the watchdog finds the rank stalled
-    resumed      dump (the last one written), stalled_s, phase (the one now entered)
-                 -- the rank made progress again after a dump: that dump no longer holds
+Rank-log contract: each rank answers the roll call in its own log, one line per event, ``ROLLCALL `` and
+a compact JSON object; the events, their fields and the rules of a line are declared once, as the records
+below (:data:`EVENTS`), and rendered for readers in ``docs/contract.md`` (``make contract-docs``). Plain
+progress lines without the prefix may appear in between; the watchdog's ``stack`` and ``resumed`` at any
+point.
 
 Watchdog: each rank runs a daemon thread that is told whenever a step or phase completes (rendezvous,
 model built, each warm-up and timed step, each epoch's barrier, each compute step, each all-reduce and
@@ -106,70 +46,28 @@ bound passes once more, until the rank makes progress (``resumed``). The bound i
 seconds; by default 20 times the median step time seen so far (warm-up steps after the first, and the
 timed epochs' steps), at least 60 seconds (on xla at least the first step's bound). Until the first
 training step has completed (start-up, rendezvous and that step, which compiles), the bound is
-``--first-step-hang-after`` seconds, by default
-1800 on xla (a Neuron compile takes minutes, tens of minutes for a large model uncached), 600 with
-``--compile``, 120 otherwise, and never less than ``--hang-after``.
+``--first-step-hang-after`` seconds, by default 1800 on xla (a Neuron compile takes minutes, tens of minutes
+for a large model uncached), 600 with ``--compile``, 120 otherwise, and never less than ``--hang-after``.
+Until the rank has joined the process group the bound is ``--join-hang-after`` (default: the watchdog's
+JOIN_HANG_S), so a rank that never joins, and those waiting for it, dump within it. On cuda a dump says
+whether the GPU finished the work queued before it (:mod:`rollcall_workload.gpu_progress`). The rank's
+heartbeat and faulthandler's dumps for the node's monitor: :mod:`rollcall_workload.heartbeat`.
 
 NCCL's flight recorder: on cuda with NCCL, ``TORCH_NCCL_TRACE_BUFFER_SIZE`` and ``TORCH_FR_BUFFER_SIZE``
 (2000 entries) and ``TORCH_NCCL_DUMP_ON_TIMEOUT=1`` are set unless the environment sets them, so that a
-collective which times out in NCCL's own watchdog dumps each rank's recent collectives (which rank never
-joined which one) to ``TORCH_NCCL_DEBUG_INFO_TEMP_FILE`` (``/tmp/nccl_trace_rank_<rank>`` unless set).
-torch 2.4's documentation lists ``TORCH_NCCL_TRACE_BUFFER_SIZE`` and ``TORCH_NCCL_DUMP_ON_TIMEOUT``
-among ProcessGroupNCCL's variables; later releases read ``TORCH_FR_BUFFER_SIZE`` first and keep the old
-name (torch 2.11 reads both and ships the dumps' reader, ``torchfrtrace``); a torch without the recorder
-ignores the variables.
+collective timing out in NCCL's watchdog dumps each rank's recent collectives to
+``TORCH_NCCL_DEBUG_INFO_TEMP_FILE`` (``/tmp/nccl_trace_rank_<rank>`` unless set); torch 2.4 documents
+the first and third, later releases read ``TORCH_FR_BUFFER_SIZE`` first; a torch without it ignores them.
 
-Exit codes: 0 after ``complete``; 1 after ``error`` (the process ends at once, without tearing
-down the process group); 2 for an invalid command line (also after ``error``, whose message says
-which argument and why; :func:`parse_args` checks every value, so the suite checks a command line
-before launch with it). A rank killed by a signal (torchrun stops the others once one fails) prints
-nothing more. The training itself runs under
-torch.distributed.elastic's ``record``: an exception that fails a rank is also written, as torchelastic's
-JSON error record (message, traceback, timestamp), to the file ``TORCHELASTIC_ERROR_FILE`` names, which
-torchrun sets for each rank; the agent reports each failed rank's exit code (or signal) by global rank.
-
-Fault injection (for testing the suite itself): ``ROLLCALL_FAIL_RANK=<rank>[,<rank>...]`` (e.g.
-``ROLLCALL_FAIL_RANK=0,2``) makes each rank listed raise a RuntimeError naming the injected failure right
-after printing its first ``epoch_time``; ``ROLLCALL_HANG_RANK=<rank>[,<rank>...]`` makes each rank listed
-sleep forever at the same point (a rank in both lists fails);
-``ROLLCALL_HANG_NODE=<node>[,<node>...]`` makes every rank of each node listed stop before it joins the
-process group and before its watchdog starts, sleeping forever after one plain line: a node frozen or cut
-off before rendezvous, whose ranks say nothing while the others wait for them at rendezvous, so no event
-names the node (the node is named as ``ROLLCALL_SLOW_LINK``'s is: in the world ``ROLLCALL_NODE_IDS``
-gives, so it follows its node into the suite's bisection);
-``ROLLCALL_CHATTY=<rank>:<bytes>`` makes that rank print about that many bytes of plain progress lines
-after its first ``epoch_time``, spread over about five seconds (to test that log rotation loses no event).
-``ROLLCALL_EXIT_RANK=<rank>:<code>`` makes that rank answer the whole roll call (``complete`` and the
-barrier after it, the process group left) and then exit with status <code> (1-255); with
-``<rank>:<SIGNAL>`` (a signal's name, e.g. ``SIGKILL``) it kills itself with that signal instead.
-``ROLLCALL_KERNEL_MISMATCH=<rank>[,<rank>...][:<kernel>,...]`` makes those ranks' checks of those kernels
-(every kernel without a list) read a wrong result, so that every rank drops them (``kernels``);
-``ROLLCALL_ASSUME_ARCH=sm_86`` makes the rank take its GPU for that architecture when the gate chooses its
-kernels (rollcall_workload.gate).
-Every rank parses all of these variables at start: a malformed value is an ``error`` naming the
-variable and the form to write, on every rank, before training (the suite checks them before launch
-with the same functions: :func:`check_fault_injection`).
-
-``ROLLCALL_SLOW_RANK=<rank>:<factor>`` (factor >= 1) makes that rank's device that many times slower (a
-comma-separated list, ``0:1.5,1:1.5``, slows each rank it names by its own factor):
-after its own work of each step (training and compute steps alike; a rank alone in its world: after each
-training step's backward, which it times as compute) it runs extra matmuls on its device for
-(factor - 1) times the wall-clock time that work took, so each of its steps takes factor times as
-long. It is real work sized in time, not a sleep, and never inside a collective; sizing it in time (not
-as a fixed number of repeats) keeps the factor exact on a CPU shared by all ranks, where a fixed amount
-of extra work would run faster once the other ranks wait. ``ROLLCALL_SLOW_LINK=<node>:<ms>`` is a test
-fault for the collective bandwidth phase only: every rank of that node waits <ms> milliseconds before it
-posts its part of each timed all-reduce, as a degraded link that delays the node's sends would, so every
-group holding the node measures a low bandwidth. The node is named as in the world it was given for: when
-``ROLLCALL_NODE_IDS`` maps this job's node ranks to nodes of a larger world (the suite's bisection re-runs a
-subset of the nodes), ``ROLLCALL_SLOW_LINK`` names a node of that larger world.
-
-``ROLLCALL_CORRUPT_RANK=<rank>`` flips the highest mantissa bit of the first element of that rank's first
-parameter (and of its fp32 master copy under ``--precision bf16``) right after its first timed step, as a
-silent data corruption would: its replica differs from the others' from then on, and its ``param_digest``
-with them. ``ROLLCALL_CORRUPT_COLLECTIVE=<rank>`` zeroes 1024 elements (from a third of the buffer on) of
-every result that rank receives from the bandwidth phase's timed all-reduces, as a bad link or GPU would:
-its ``bandwidth`` events carry a ``mismatch``. A value that is not a rank fails the run with an ``error``.
+Exit codes: 0 after ``complete``; 1 after ``error`` (the process ends at once, without tearing down the
+process group); 2 for an invalid command line (also after ``error``, whose message says which argument and
+why; :func:`parse_args` checks every value, so the suite checks a command line before launch with it); a rank
+that ends otherwise before ``complete``, with any status, 0 included, says ``exit`` first (its status and
+phase). A rank killed by a signal (torchrun stops the others once one fails) prints nothing more. The training
+itself runs under torch.distributed.elastic's ``record``: an exception that fails a rank is also written, as
+torchelastic's JSON error record (message, traceback, timestamp), to the file ``TORCHELASTIC_ERROR_FILE``
+names, which torchrun sets for each rank; the agent reports each failed rank's exit code (or signal) by global
+rank. Fault injection (for testing the suite itself): the ``ROLLCALL_*`` variables above, :mod:`.faults`'.
 
 Replicas: DDP gives every rank the same averaged gradients and every replica starts from rank 0's weights,
 so the parameters are bitwise equal on every rank. ``param_digest`` is the first 16 hex digits of the
@@ -229,23 +127,19 @@ it lists (e.g. ``world``). ``--bandwidth-only`` runs nothing but this phase, str
 process group (``start``, then the ``bandwidth`` events, then ``complete``; no model, no ``epoch_time``
 nor ``throughput``): the short run the suite repeats on subsets of the nodes to isolate a bad one.
 
-Device facts: every rank reports, in ``facts``, host, kernel, os, python, torch and transformers (versions),
-nccl (as torch reports it; cuda only) and cuda_devices (the devices CUDA lists), and on cuda, through NVML
-(``nvidia-ml-py``, imported only on cuda): driver, cuda_driver, gpus (the GPUs NVML lists), device_index
-(NVML's), gpu_name, gpu_uuid, gpu_serial, memory_mib, pcie_gen and pcie_width with their maxima
-pcie_gen_max, pcie_width_max (the link as the GPU and its slot can train it),
-ecc_volatile_uncorrected, ecc_aggregate_uncorrected, remapped_pending, remapped_failure (booleans),
-retired_pending (boolean), clock_events (the names of the active clock-event reasons, e.g. "hw_slowdown",
-"sw_thermal", "hw_thermal", "hw_power_brake", "sw_power_cap", "gpu_idle"), sm_clock_mhz, sm_clock_max_mhz,
-power_limit_w, power_default_w, temperature_c; on xla: neuron_driver (``/sys/module/neuron/version``),
-neuron_runtime, neuron_compiler (installed packages' versions), neuron_devices, neuron_cores; on cuda and
-xla libfabric (``fi_info --version``, else the ``libfabric.pc`` beside the library), and on cuda
-aws_ofi_nccl (the version string of the NCCL net plugin, ``NCCL_NET_PLUGIN`` or the first
-``libnccl-net*.so*`` of ``LD_LIBRARY_PATH``, ``/opt/amazon/ofi-nccl/lib``, ...). PCIe and clocks
-are read while the device runs queued work: an idle GPU trains its link down and lowers its clocks. A fact
-that cannot be read is absent and named in unknown with the reason (e.g. ``"nvml": "no NVML: device is
-cpu"``, ``"retired_pending": "Not Supported"``), never reported as healthy. ``python bench/facts.py`` prints
-:func:`device_facts` of every local GPU.
+Device facts: every rank reports, in ``facts``, host, kernel, os, python, torch, transformers, nccl (cuda)
+and cuda_devices (the devices CUDA lists); on cuda, through NVML (``nvidia-ml-py``): driver, cuda_driver,
+gpus (NVML's count), device_index (NVML's), gpu_name, gpu_uuid, gpu_serial, memory_mib, pcie_gen,
+pcie_width and their maxima pcie_gen_max, pcie_width_max, ecc_volatile_uncorrected,
+ecc_aggregate_uncorrected, remapped_pending, remapped_failure, retired_pending (booleans), clock_events
+(the active clock-event reasons, e.g. "hw_slowdown", "sw_thermal", "hw_power_brake"), sm_clock_mhz,
+sm_clock_max_mhz, power_limit_w, power_default_w, temperature_c (``start`` carries memory_used_mib,
+gpu_processes: what others held before the rank's CUDA context; unknown says why not); on xla:
+neuron_driver, neuron_runtime, neuron_compiler, neuron_devices, neuron_cores, neuron_hw_counters; on cuda
+and xla libfabric (``fi_info --version``, else ``libfabric.pc``), on cuda aws_ofi_nccl (the NCCL net
+plugin's version). PCIe and clocks are read while the device runs queued work (an idle GPU trains its link
+down). A fact that cannot be read is absent and named in unknown with the reason (``"nvml": "no NVML:
+device is cpu"``), never reported as healthy. ``python bench/facts.py`` prints :func:`device_facts`.
 
 Compile cache: ``--compile-cache DIR`` (or ``ROLLCALL_COMPILE_CACHE``) keeps inductor's and Triton's
 caches under DIR (``TORCHINDUCTOR_CACHE_DIR``, ``TRITON_CACHE_DIR``), so a later run compiles from them.
@@ -261,28 +155,53 @@ imports skip compiling torch from source (:func:`keep_bytecode`).
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Literal
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
 
-if TYPE_CHECKING:
-    pass
+from rollcall_workload.gpu_record import GPU_EVENT_WHEN, GpuEvent
+from rollcall_workload.heartbeat import FILES, INTRO, MONITOR_DIR_ENV
+from rollcall_workload.schema import (
+    ABSENT,
+    ContractError,
+    Event,
+    FieldSpec,
+    fields_of,
+    json_ready,
+    optional,
+    problems,
+    reference,
+    required,
+    take,
+)
 
+__all__ = ["ABSENT", "MONITOR_DIR_ENV", "ContractError", "Event", "FieldSpec", "GpuEvent", "fields_of"]
 
 #: The Kubernetes node the pod runs on (the Job's pod spec sets it from spec.nodeName).
 NODE_NAME_ENV = "NODE_NAME"
 #: The Slurm node a task runs on (slurmd sets it for each task).
 SLURM_NODE_ENV = "SLURMD_NODENAME"
 NODE_IDS_ENV = "ROLLCALL_NODE_IDS"
+#: The phase a rank is in while it joins the process group (the watchdog's and the heartbeat's).
+JOIN_PHASE = "init_process_group"
+#: The phases before a rank has joined the process group: the watchdog's first, and the join itself.
+START_PHASE = "start-up"
+PRE_JOIN_PHASES: tuple[str, ...] = (START_PHASE, JOIN_PHASE)
+#: ``1``: a line that breaks its record raises :class:`ContractError` (the suite's tests set it); otherwise
+#: the line is written as it is and the breach said once per kind on stderr (see :func:`encode_event`).
+STRICT_ENV = "ROLLCALL_CONTRACT_STRICT"
 #: The events a rank must say to answer the roll call.
 REQUIRED_EVENTS: tuple[str, ...] = ("throughput", "epoch_time", "complete")
 #: The all-reduce groups a ``bandwidth`` event may be of.
-BANDWIDTH_SCOPES: tuple[str, ...] = ("world", "node", "pair")
+BandwidthScope = Literal["world", "node", "pair"]
+BANDWIDTH_SCOPES: tuple[BandwidthScope, ...] = typing.get_args(BandwidthScope)
 #: What a rank's first step found in the compiler's cache (``throughput``'s ``compile_cache``).
 CompileCacheState = Literal["hit", "miss", "off"]
-COMPILE_CACHE_STATES: tuple[CompileCacheState, ...] = ("hit", "miss", "off")
+COMPILE_CACHE_STATES: tuple[CompileCacheState, ...] = typing.get_args(CompileCacheState)
 PARAM_DIGEST_HEX = 16  # the parameters' SHA-256, its first 16 hex digits
 EVENT_PREFIX = "ROLLCALL "
 #: The rank-log contract's version: raised when an event or a key the suite reads changes meaning. A
@@ -290,24 +209,344 @@ EVENT_PREFIX = "ROLLCALL "
 CONTRACT_VERSION = 2
 #: The workload's own version (major, minor, patch): raised with each change to what it runs or reports
 #: (its defaults, its kernels and their gate), so that a suite can refuse an image holding an older one.
-WORKLOAD_VERSION = "0.2.0"
+WORKLOAD_VERSION = "0.5.0"
 MAX_LINE_BYTES = 4096  # PIPE_BUF on Linux: smaller writes to a pipe are atomic
 
+#: The rules of a line, for readers of the contract (``docs/contract.md``).
+LINE_RULES: tuple[str, ...] = (
+    f"Each event is one line: `{EVENT_PREFIX.strip()}` and a space (the prefix), then one compact JSON "
+    "object, then a newline.",
+    "One line per event per rank: a rank says each event once (per epoch, per bandwidth group, per "
+    "thread of a dump); a reader keeps the last of a repeated one.",
+    f"Each line is written with a single `write(2)` of fewer than {MAX_LINE_BYTES} bytes (PIPE_BUF) on a "
+    "duplicate of file descriptor 1, so the lines of many processes sharing a pipe never interleave; long "
+    "text is cut (ending `...`) and a stack dump drops its outermost frames to fit.",
+    "Every line carries the envelope (`event`, `rank`, `world_size`, `time`); a number that is not "
+    "finite is written ``null``.",
+    "A reader ignores fields it does not know, and an optional field of another type (the record still "
+    "counts); a record without a required field, or with one of another type, does not count.",
+    "A rank answers the roll call when it said " + ", ".join(f"`{e}`" for e in REQUIRED_EVENTS) + ".",
+)
 
-def _clean(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    return value
+
+#: The records, by event name, in the order a rank says them.
+EVENTS: dict[str, type[Event]] = {}
+_E = TypeVar("_E", bound=type[Event])
 
 
-def encode_event(event: str, rank: int, world_size: int, **fields: Any) -> bytes:
-    """One roll-call line under MAX_LINE_BYTES (long strings cut to fit), stamped with ``time``."""
+def _record(name: str, when: str, *, open_: bool = False) -> Callable[[_E], _E]:
+    def declare(cls: _E) -> _E:
+        cls.NAME, cls.WHEN, cls.OPEN = name, when, open_
+        EVENTS[name] = cls
+        return cls
+
+    return declare
+
+
+@_record("start", "after joining the process group")
+@dataclass(kw_only=True, slots=True)
+class Start(Event):
+    """Who the rank is, where it runs and what it runs."""
+
+    local_rank: int | None = optional("the rank on its node")
+    node_rank: int | None = optional("the node's rank in the job")
+    local_world_size: int | None = optional("ranks on the node")
+    host: str | None = optional("the host name")
+    node: str | None = optional("the node, from NODE_NAME, else SLURMD_NODENAME; null when neither is set")
+    device: str | None = optional("the device, e.g. cuda:3")
+    device_name: str | None = optional("the device's name")
+    model: str | None = optional("the model trained")
+    seq_len: int | None = optional("the sequence length")
+    batch_size: int | None = optional("samples per step on this rank")
+    precision: str | None = optional("the training precision")
+    torch: str | None = optional("torch's version")
+    node_id: int | None = optional("the node in the world ROLLCALL_NODE_IDS names (node_rank without it)")
+    arch: str | None = optional("the GPU's architecture, e.g. sm_90; null off cuda")
+    kernels: dict[str, str] = optional(
+        "each of the workload's own kernels as the gate chose: on: <why> or off: <why> "
+        "(rollcall_workload.gate)",
+        {},
+        partial=True,
+    )
+    workload_version: str | None = optional(
+        "WORKLOAD_VERSION: the suite refuses a workload older than its own"
+    )
+    contract_version: int | None = optional("CONTRACT_VERSION: the suite refuses another contract; absent: 1")
+    memory_used_mib: int | None = optional("cuda: the GPU's memory in use (MiB) before the rank's context")
+    gpu_processes: list[tuple[int, int | None, str]] = optional(
+        "cuda: the processes NVML listed on the GPU then, each [pid (the host's), MiB or null, holder: self, "
+        "job, container or outside (a pid this container does not have)]",
+        [],
+        partial=True,
+    )
+
+
+@_record("kernels", "after start, on cuda, unless --bandwidth-only")
+@dataclass(kw_only=True, slots=True)
+class Kernels(Event):
+    """Each kernel's state once the ranks checked them and agreed."""
+
+    kernels: dict[str, str] = optional(
+        'as in start; "off: failed its check here: <why>", "off: failed its check on rank N", '
+        '"off: not used on rank N (another GPU there)"',
+        {},
+        partial=True,
+    )
+
+
+@_record("epoch_time", "one per timed epoch")
+@dataclass(kw_only=True, slots=True)
+class EpochTime(Event):
+    """One timed epoch: its seconds and the proofs that the rank trained."""
+
+    seconds: float = required("the epoch's seconds, from its barrier to its device synchronise")
+    epoch: int = optional("the epoch, from 1", 0, strict=True)
+    steps: int | None = optional("steps in the epoch")
+    samples: int | None = optional("samples this rank processed in the epoch")
+    loss: float | None = optional("this rank's last step's loss; null when not finite", ABSENT)
+    param_digest: str | None = optional("the parameters after the epoch (see Replicas)")
+
+
+@_record("throughput", "after the timed epochs")
+@dataclass(kw_only=True, slots=True)
+class Throughput(Event):
+    """The rank's speed, and where its wall time went."""
+
+    samples_per_sec: float = required("samples per second over the timed epochs, this rank")
+    tflops: float | None = optional("achieved TFLOP/s, this rank")
+    mfu: float | None = optional("model FLOPs utilisation; null when the device's peak is unknown")
+    flops_per_sample: float | None = optional("the model's FLOPs per sample")
+    model: str | None = optional("the model trained")
+    seq_len: int | None = optional("the sequence length")
+    batch_size: int | None = optional("samples per step on this rank")
+    mlm_head: str | None = optional("the MLM head: masked or full")
+    compiled: bool | None = optional("whether the model was compiled")
+    compile_mode: str | None = optional("torch.compile's mode; null uncompiled")
+    compile_scope: str | None = optional("what was compiled; null uncompiled")
+    impl: str | None = optional("the model's implementation: hf or compact")
+    precision: str | None = optional("the training precision")
+    epochs: int | None = optional("timed epochs")
+    steps_per_epoch: int | None = optional("steps per timed epoch")
+    startup_s: float | None = optional("process start to the first step: imports, process group, model, data")
+    compile_s: float | None = optional(
+        "the first step, which compiles (or in eager mode makes the first kernels)"
+    )
+    compile_cache: CompileCacheState | None = optional(
+        "whether the first step compiled from the compiler's cache: hit (inductor's FX graph cache answered "
+        "every graph), miss (at least one compiled afresh) or off (nothing compiled), see Compile cache"
+    )
+    compile_cache_hits: int | None = optional("graphs found in the cache by then; null when off")
+    compile_cache_misses: int | None = optional("graphs compiled past the cache by then; null when off")
+    warmup_s: float | None = optional("the other warm-up steps")
+    warmup_steps: int | None = optional("warm-up steps run, the first included")
+    timed_s: float | None = optional("the timed epochs, barriers included, the digests not")
+    digest_s: float | None = optional("computing the epochs' parameter digests")
+    compute_ms: float | None = optional(
+        "median of this rank's own compute per step, ms (see Compute time); null with --compute-steps 0"
+    )
+    compute_ms_p90: float | None = optional("90th percentile of the same")
+    compute_steps: int | None = optional("the compute steps timed")
+
+
+@_record("bandwidth", "one per all-reduce group this rank is in, see Collective bandwidth")
+@dataclass(kw_only=True, slots=True)
+class Bandwidth(Event):
+    """One all-reduce group's bandwidth as this rank measured it, and its check of the results."""
+
+    scope: BandwidthScope = required("the group: the world, a node, or a pair of nodes")
+    ranks: str = required('the group\'s ranks as compact ranges, "0-7,16"')
+    nodes: str = required("the group's nodes as compact ranges")
+    bytes: int = required("bytes per all-reduce (the largest size of a sweep); positive")
+    algbw_gbps: float = required("bytes / seconds / 1e9")
+    busbw_gbps: float = required("algbw_gbps * 2 * (n - 1) / n for n members")
+    iters: int | None = optional("timed all-reduces")
+    seconds: float | None = optional("median seconds per all-reduce, as this rank saw it")
+    sweep: tuple[tuple[int, float], ...] = optional(
+        "[bytes, busbw_gbps] of each size, smallest first; only with --bandwidth-sizes", ()
+    )
+    checked: int | None = optional("timed all-reduces whose result this rank checked")
+    mismatch: dict[str, Any] | None = optional(
+        "null when every result was the exact sum, else {iters: how many were wrong, elements: wrong "
+        "elements of the first wrong one, index: its first wrong element, expected, got: that element's "
+        "values}"
+    )
+
+
+@_record("facts", "after warm-up, with work queued on the device", open_=True)
+@dataclass(kw_only=True, slots=True)
+class Facts(Event):
+    """What this rank can read about its own device and stack: one field per fact (see Device facts)."""
+
+    unknown: dict[str, str] = optional("each fact that could not be read, with why", {})
+    neuron_hw_counters: dict[str, dict[str, int]] = optional(
+        "xla, local rank 0: each Neuron device's ECC counters (neuron-monitor's) by index", {}, partial=True
+    )
+
+
+@_record("complete", "last; then all ranks meet in a barrier and leave the process group")
+@dataclass(kw_only=True, slots=True)
+class Complete(Event):
+    """The rank trained to the end."""
+
+    param_digest: str | None = optional("the parameters after the last step (see Replicas)")
+
+
+@_record("error", "instead of the rest, on any failure")
+@dataclass(kw_only=True, slots=True)
+class Error(Event):
+    """The rank failed."""
+
+    message: str = optional("what failed", "")
+
+
+@_record("exit", "instead of complete, when the rank's process ends without complete and without error")
+@dataclass(kw_only=True, slots=True)
+class Exit(Event):
+    """The rank's process ends before the roll call is complete, without reporting an error: it left early."""
+
+    code: int = required("the exit status the process ends with (0 included)")
+    phase: str = optional('what the rank was doing then (the watchdog\'s phase), e.g. "epoch 1 end"', "")
+
+
+@_record("stack", "one per thread, the main thread first, when the watchdog finds the rank stalled")
+@dataclass(kw_only=True, slots=True)
+class Stack(Event):
+    """One thread's Python stack in one dump of a stalled rank."""
+
+    dump: int = required("the dump, from 1, per rank")
+    thread: str = required("the thread's name")
+    frames: list[tuple[str, int, str, str, bool]] = required(
+        "the thread's stack, outermost first, each [file, line, function, code, own]: own is true for a "
+        "file of the workload, then named relative to its package",
+        partial=True,
+    )
+    main: bool = optional("whether it is the thread that trains", False)
+    threads: int | None = optional("threads the dump holds")
+    phase: str = optional(
+        'what the rank was doing, e.g. "init_process_group", "epoch 2 barrier", "bandwidth", "final barrier"',
+        "",
+    )
+    stalled_s: float | None = optional("seconds since the last step or phase completed")
+    hang_after: float | None = optional("the bound that ran out, seconds")
+    dropped: int = optional("outermost frames left out to stay under the line limit", 0)
+    gpu: int | None = optional("the rank's CUDA device, where it uses one")
+    gpu_pending_s: float | None = optional("seconds the GPU's oldest unfinished work has waited (0: none)")
+    source: str = optional(
+        'who took the stack: "" the rank\'s own watchdog; "faulthandler" its C-level timer, turned into this '
+        "event by the node's monitor (no Python thread of the rank could run)",
+        "",
+    )
+
+
+@_record(
+    "resumed",
+    "when the rank makes progress again after a dump; from the node's monitor (dump 0) when the heartbeat "
+    "of a rank it named silent comes back",
+)
+@dataclass(kw_only=True, slots=True)
+class Resumed(Event):
+    """The rank made progress again: the dump (and any ``silent``) no longer holds."""
+
+    dump: int = required("the last dump written (0 from the node's monitor: none withdrawn)")
+    stalled_s: float | None = optional("seconds it was stalled")
+    phase: str | None = optional("the phase now entered")
+
+
+@_record(
+    "silent",
+    "written by the node's monitor, not the rank: when the rank's heartbeat and progress both stopped past "
+    "its bound plus the monitor's margin while its process still exists",
+)
+@dataclass(kw_only=True, slots=True)
+class Silent(Event):
+    """The rank says nothing and runs no Python: its heartbeat stopped, its process lives (see Heartbeat)."""
+
+    phase: str = optional("the phase its last heartbeat named", "")
+    steps: int | None = optional("the steps and phases it had completed by then")
+    stalled_s: float | None = optional("seconds since its last step or phase completed")
+    heartbeat_s: float | None = optional("seconds since its last heartbeat")
+    hang_after: float | None = optional("the rank's bound then, seconds")
+    margin_s: float | None = optional("the monitor's margin past the bound, seconds")
+    pid: int | None = optional("the rank's process")
+    state: str = optional(
+        "its process state as the node sees it: the letter of /proc/<pid>/stat (T stopped, t traced, "
+        "D uninterruptible sleep, R running, S sleeping); empty where the node cannot tell",
+        "",
+    )
+    state_name: str = optional('the same in words, e.g. "stopped", "uninterruptible sleep"', "")
+
+
+_record("gpu_event", GPU_EVENT_WHEN)(GpuEvent)  # declared in gpu_record, beside the monitor's listener
+
+
+def breaches(event: str, fields: Mapping[str, Any]) -> list[str]:
+    """What is wrong with a line of ``event`` holding ``fields`` (the envelope's included); empty: nothing."""
+    record = EVENTS.get(event)
+    if record is None:
+        return [f"no event {event!r} in the contract (one of {', '.join(EVENTS)})"]
+    return problems(record, fields)
+
+
+def read(obj: Mapping[str, Any]) -> Event | None:
+    """The record of one decoded line as the suite reads it, or None when it is not one.
+
+    None for an event the contract does not declare, or a record that does not count
+    (:func:`rollcall_workload.schema.take`).
+    """
+    record = EVENTS.get(obj.get("event"))  # type: ignore[arg-type]
+    return None if record is None else take(record, obj)
+
+
+def markdown() -> str:
+    """The contract's reference for readers, ``docs/contract.md``: the line's rules, then each event."""
+    intro = [
+        "# The rank-log contract",
+        "",
+        "<!-- Generated from the records of src/rollcall_workload/contract.py by `make contract-docs`"
+        " (python -m rollcall_workload.contract --markdown); do not edit. -->",
+        "",
+        f"Contract version {CONTRACT_VERSION}. Each rank of the workload answers the roll call in its own "
+        "log. The rules of a line:",
+        "",
+        *(f"- {rule}" for rule in LINE_RULES),
+    ]
+    return reference(intro, EVENTS) + reference(INTRO, FILES)
+
+
+_SAID: set[str] = set()
+
+
+def check_event(record: Mapping[str, Any], strict: bool | None = None) -> None:
+    """Hold one line's fields (the envelope's included) to its record.
+
+    A breach is a bug in the workload. Strict (``strict``, else :data:`STRICT_ENV` set to ``1``, as the
+    suite's tests set it) it raises :class:`ContractError`. A real run is not strict: the line is written
+    as it is and the breach said once on stderr, since the reader drops only what it cannot read (a wrong
+    optional field; the record when a required one is wrong) and a rank's training must not fail over
+    how it reports.
+    """
+    problems = breaches(str(record.get("event")), record)
+    if not problems:
+        return
+    if strict if strict is not None else os.environ.get(STRICT_ENV) == "1":
+        raise ContractError("; ".join(problems))
+    for problem in problems:
+        if problem not in _SAID:
+            _SAID.add(problem)
+            print(f"rollcall: the workload broke its contract: {problem}", file=sys.stderr, flush=True)
+
+
+def encode_event(
+    event: str, rank: int, world_size: int, *, strict: bool | None = None, **fields: Any
+) -> bytes:
+    """One roll-call line under MAX_LINE_BYTES (long strings cut to fit), stamped with ``time``.
+
+    The fields are held to the event's record first (:func:`check_event`).
+    """
     fields.setdefault("time", round(time.time(), 6))
-    record = _clean({"event": event, "rank": rank, "world_size": world_size, **fields})
+    raw = {"event": event, "rank": rank, "world_size": world_size, **fields}
+    check_event(raw, strict)
+    record = json_ready(raw)
     while True:
         text = json.dumps(record, separators=(",", ":"), allow_nan=False)  # ASCII: no encoding errors
         data = f"{EVENT_PREFIX}{text}\n".encode()
@@ -328,10 +567,13 @@ class RollcallLog:
         self.rank = rank
         self.world_size = world_size
         self.fd = os.dup(1) if fd is None else fd
+        self.said: set[str] = set()  # the events written so far, and the watchdog's phase now: for exit
+        self.phase = ""
 
     def emit(self, event: str, **fields: Any) -> None:
-        """Write one event line with a single write."""
+        """Write one event line with a single write, held to its record (:func:`check_event`)."""
         self.write(encode_event(event, self.rank, self.world_size, **fields))
+        self.said.add(event)
 
     def write(self, data: bytes) -> None:
         """Write one encoded line with a single write."""
@@ -339,3 +581,18 @@ class RollcallLog:
         written = os.write(self.fd, data)
         while written < len(data):  # not expected below PIPE_BUF; never leave half a line
             written += os.write(self.fd, data[written:])
+
+
+def _main(argv: list[str]) -> int:
+    if argv != ["--markdown"]:
+        print("usage: python -m rollcall_workload.contract --markdown > docs/contract.md", file=sys.stderr)
+        return 2
+    sys.stdout.write(markdown())
+    return 0
+
+
+# help() and pydoc show the records too: the docstring above holds what they do not.
+__doc__ = f"{__doc__}\nThe records, rendered (docs/contract.md):\n\n{markdown()}"
+
+if __name__ == "__main__":
+    raise SystemExit(_main(sys.argv[1:]))

@@ -370,3 +370,19 @@ def test_every_rank_of_a_group_shares_one_parsed_member_list():
     members = {id(rec.ranks) for rep in roll.ranks.values() for rec in rep.bandwidth.values()}
     assert len(members) == 1  # one tuple for the group, not one copy per rank
     assert roll.ranks[5].bandwidth["world", (0, 1)].ranks == tuple(range(world))
+
+
+def test_auto_reads_a_log_as_the_rollcall_workloads_once_it_shows_a_rollcall_record():
+    """The two formats never share a log: after the piece holding a rollcall record, no legacy scan."""
+    roll = RollCall()
+    parser = roll.parser("pod-0")
+    parser.feed((LEGACY.format(r=0, tp=1) + "\n" + line("complete", 1) + "\n").encode())  # one piece: both
+    parser.feed((LEGACY.format(r=2, tp=1) + "\n").encode())  # a later piece: read as the rollcall workload's
+    parser.close()
+    assert sorted(roll.ranks) == [0, 1]
+    legacy_only = RollCall()
+    only = legacy_only.parser("pod-1")
+    for r in range(3):  # a log of the legacy workload alone is read piece after piece
+        only.feed((LEGACY.format(r=r, tp=1) + "\n").encode())
+    only.close()
+    assert sorted(legacy_only.ranks) == [0, 1, 2]

@@ -6,21 +6,21 @@ against it (:func:`rollcall.judge.judge`, in :func:`rollcall.runner.run_once`). 
 alone is never retried away (:func:`rollcall.runner.retriable`). :meth:`GateReport.of` reads what the
 deciding verdict found of the gate's criteria, for the reports; nothing here judges. The criteria:
 
-- **Stragglers** (``--straggler-ratio R``; 0 turns the check off; :mod:`rollcall.stragglers`): by throughput,
-  and by compute time per step measured without communication (a rank above the median rank's by more than
-  1/R, named with its node and pod; :mod:`rollcall.perf`: in synchronous DDP throughput is equal on every
-  rank, compute time is not).
+- **Stragglers** (``--straggler-ratio R``; 0 turns the check off; :mod:`rollcall.checks.stragglers`): by
+  throughput, and by compute time per step measured without communication (a rank above the median rank's by
+  more than 1/R, named with its node and pod; :mod:`rollcall.evidence.perf`: in synchronous DDP throughput is
+  equal on every rank, compute time is not).
 - **Slow links** (``--min-busbw GBPS``, ``--busbw-ratio R``): a node whose all-reduce bus bandwidth is below
   GBPS or below R times the median node's, or a ring pair of nodes below either against the median pair, or
-  the world below GBPS, fails the run by name (:mod:`rollcall.perf`). ``--min-busbw auto`` (the default)
-  holds them to the published floor of the run's instance type instead, where one is known
-  (:mod:`rollcall.checks.floors`), naming the floor's source.
+  the world below GBPS, fails the run by name (:mod:`rollcall.evidence.perf`). ``--min-busbw auto`` (the
+  default) holds them to the published floor of the run's instance type instead, where one is known
+  (:mod:`rollcall.evidence.floors`), naming the floor's source.
 - **Regressions** (``--baseline FILE``, ``--max-regression PCT``): the run fails when its total or per-rank
   median throughput is more than PCT below the baseline entry of its configuration, or its mean epoch time
   more than PCT above it; each failure names the measure, the baseline, the value and the ratio. A
   configuration without an entry skips the gate, never the test, and the key is printed. With
   ``--baseline-history`` instead, each configuration's baseline is the median of its last sound runs and a
-  figure must also be worse by more than ``--baseline-mads`` spreads (:mod:`rollcall.checks.reference`).
+  figure must also be worse by more than ``--baseline-mads`` spreads (:mod:`rollcall.evidence.reference`).
 
 ``--write-baseline FILE`` records the figures of every sound run (the job succeeded, every rank answered, no
 straggler; a regression against an older baseline does not stop it) into FILE, merged with the entries FILE
@@ -36,11 +36,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rollcall.backends import JobState
-from rollcall.baseline import Baselines, ConfigKey, Entry, Figures, Regression
-from rollcall.checks.fitness import FitnessPolicy
-from rollcall.checks.reference import history_baselines
-from rollcall.perf import PerfReport
-from rollcall.stragglers import Straggler
+from rollcall.checks.stragglers import Straggler
+from rollcall.evidence.baseline import Baselines, ConfigKey, Entry, Figures, Regression
+from rollcall.evidence.fitness import FitnessPolicy
+from rollcall.evidence.perf import PerfReport
+from rollcall.evidence.reference import history_baselines
+from rollcall.evidence.xids import XidPolicy
 from rollcall.verdict import Criteria, Kind, Verdict
 
 if TYPE_CHECKING:
@@ -64,7 +65,8 @@ class GateReport:
     regressions: list[Regression] = field(default_factory=list)
     #: The run was sound apart from regressions: its figures may become a baseline.
     sound: bool = False
-    #: Compute times and bus bandwidth, with the compute stragglers and slow links (:mod:`rollcall.perf`).
+    #: Compute times and bus bandwidth, with the compute stragglers and slow links
+    #: (:mod:`rollcall.evidence.perf`).
     perf: PerfReport | None = None
 
     @property
@@ -135,7 +137,8 @@ def criteria_of(options: Options) -> Criteria:
     """The session's criteria from its options; reads ``--baseline`` or ``--baseline-history`` now.
 
     A bad file raises BaselineError. With ``--baseline-history`` each configuration's baseline is the
-    median of its last ``--baseline-runs`` sound runs, with their spreads (:mod:`rollcall.checks.reference`).
+    median of its last ``--baseline-runs`` sound runs, with their spreads
+    (:mod:`rollcall.evidence.reference`).
     """
     path, history = options.baseline, options.baseline_history
     if history:
@@ -151,7 +154,8 @@ def criteria_of(options: Options) -> Criteria:
         baselines=baselines,
         baseline_file=history or path,
         max_regression_pct=options.max_regression,
-        fitness=FitnessPolicy(warn=options.fitness_warn, off=options.fitness_off),
+        fitness=FitnessPolicy(warn=options.fitness_warn, off=options.fitness_off, fail=options.fitness_fail),
+        xids=XidPolicy(tuple(sorted(options.xid_class.items()))),
         drift=options.drift,
         expect=options.expect + options.expect_file,
     )

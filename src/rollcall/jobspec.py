@@ -1,8 +1,12 @@
 """One description of the training job, and the one torchrun command built from it.
 
-Both backends start the very same command: the kubernetes backend as each pod's args (node rank
-``$(JOB_COMPLETION_INDEX)``, master ``<job>-0.<service>``), the local backend once per simulated node
-(node rank ``i``, master ``127.0.0.1``). Only the launcher, the script path and those two values differ.
+Every backend starts the very same command: the kubernetes backend as each pod's training container (node
+rank ``$(JOB_COMPLETION_INDEX)``, master ``<job>-0.<service>``), the slurm backend as each node's task (node
+rank ``$SLURM_NODEID``), the local backend once per simulated node (node rank ``i``, master ``127.0.0.1``).
+Only the launcher, the script path and those two values differ. Each node also runs its monitor
+(:func:`monitor_command`) outside the ranks: local and slurm in front of torchrun
+(:meth:`JobSpec.node_command`), kubernetes as the pod's sidecar, since a frozen container would freeze a
+monitor inside it too.
 """
 
 from __future__ import annotations
@@ -52,13 +56,26 @@ POD_LOG_DIR = "/tmp/rollcall-logs"
 AGENT_ERROR_FILE = "agent-error.json"
 #: The workload reads each node rank's node in the larger world from this (:attr:`JobSpec.node_ids`).
 NODE_IDS_ENV = "ROLLCALL_NODE_IDS"
+#: The node's monitor directory inside the pods: an emptyDir the training container and the monitor share.
+POD_MONITOR_DIR = "/rollcall-monitor"
+#: The module every node's monitor runs (``python -m``), from the workload's own package.
+MONITOR_MODULE = "rollcall_workload.monitor"
+#: The Python the images start the monitor with; the workload's package lies beside train.py, in the images'
+#: working directory (:data:`IMAGE_DIR`), so ``-m`` finds it there.
+IMAGE_PYTHON = ("python3",)
 #: The workload's path inside the images.
 IMAGE_SCRIPT = "/workspace/train.py"
+IMAGE_DIR = "/workspace"
 #: The workload in this checkout, for backends that run it from here (local; slurm without a container).
 REPO_SCRIPT = Path(__file__).resolve().parents[2] / "images" / "bert-training" / "train.py"
 #: Where the manifests and batch templates are read from: ``$ROLLCALL_MANIFESTS_DIR``, else the checkout's.
 MANIFESTS_ENV = "ROLLCALL_MANIFESTS_DIR"
 MANIFESTS_DIR = Path(__file__).resolve().parents[2] / "manifests"
+
+
+def monitor_command(monitor_dir: str, python: Sequence[str] = IMAGE_PYTHON) -> list[str]:
+    """The node's monitor (:mod:`rollcall_workload.monitor`) reading ``monitor_dir``; alone: a sidecar."""
+    return [*python, "-m", MONITOR_MODULE, "--dir", monitor_dir]
 
 
 def manifests_dir() -> Path:
@@ -336,6 +353,36 @@ class JobSpec:
             script,
             *self.workload_argv(compile_cache_dir),
         ]
+
+    def node_command(
+        self,
+        *,
+        monitor_dir: str,
+        python: Sequence[str] = IMAGE_PYTHON,
+        node_rank: str,
+        master_addr: str,
+        master_port: int | None = None,
+        launcher: Sequence[str] = ("torchrun",),
+        script: str = IMAGE_SCRIPT,
+        log_dir: str = POD_LOG_DIR,
+        compile_cache_dir: str | None = None,
+    ) -> list[str]:
+        """The node's :meth:`torchrun_command` behind its monitor: ``python -m ... --dir DIR -- torchrun``.
+
+        The monitor starts torchrun with ``ROLLCALL_MONITOR_DIR`` set to ``monitor_dir``, so every rank writes
+        its heartbeat and faulthandler's dumps there; it forwards signals to torchrun and ends as it ends.
+        ``python`` starts the monitor (the one the node's torch runs under: the workload's package is there).
+        """
+        torchrun = self.torchrun_command(
+            node_rank=node_rank,
+            master_addr=master_addr,
+            master_port=master_port,
+            launcher=launcher,
+            script=script,
+            log_dir=log_dir,
+            compile_cache_dir=compile_cache_dir,
+        )
+        return [*monitor_command(monitor_dir, python), "--", *torchrun]
 
     def workload_env(self, log_dir: str = POD_LOG_DIR) -> dict[str, str]:
         """Environment every node's agent gets, the user's own on top.

@@ -11,7 +11,7 @@ message, ``results.json``, the per-rank junit, ``report.html``) reads the verdic
 - :attr:`Verdict.outcome` is ``PASSED`` when there is no problem at all; a problem a check raised as a
   warning (``Problem.warning``: a fitness rule made a warning, drift under ``--drift warn``) is kept apart in
   :attr:`Verdict.warnings`, shown by every report, and fails nothing.
-- :attr:`Verdict.nodes_detail` holds each node's facts (:mod:`rollcall.checks.fitness`).
+- :attr:`Verdict.nodes_detail` holds each node's facts (:mod:`rollcall.evidence.fitness`).
 - A run the infrastructure disrupted (a pod evicted, preempted, its node deleted, lost, drained or reclaimed)
   has a ``DISRUPTION`` problem first, naming the pod, its node and the reason; the ranks' errors follow as
   its consequences (:attr:`Verdict.disruption`).
@@ -25,11 +25,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from rollcall.baseline import Baselines, ConfigKey, Figures
-from rollcall.checks.fitness import DriftMode, FitnessPolicy, NodeFacts, Unfit
 from rollcall.collect import RANKS_JUNIT_FILE, REPORT_FILE, RESULTS_FILE
-from rollcall.perf import PerfFigures, PerfReport, SlowGroup
-from rollcall.rootcause import Analysis, Disruption
+from rollcall.evidence.baseline import Baselines, ConfigKey, Figures
+from rollcall.evidence.fitness import DriftMode, FitnessPolicy, NodeFacts, Unfit
+from rollcall.evidence.gpu_events import GpuEventSeen
+from rollcall.evidence.perf import PerfFigures, PerfReport, SlowGroup
+from rollcall.evidence.rootcause import Analysis, Disruption
+from rollcall.evidence.xids import XidPolicy
 
 if TYPE_CHECKING:
     from rollcall.backends import JobStatus
@@ -73,6 +75,16 @@ class RankState(enum.Enum):
     SLOW = "slow"  # answered, but below --min-throughput, on a slow link (or failed another check naming it)
     FAILED = "failed"  # answered the roll call, then exited non-zero or was killed by a signal
     WRONG = "wrong"  # answered, but trained wrongly: a diverged replica, wrong all-reduce data, a failed loss
+    HUNG = "hung"  # stalled past its --hang-after outside any collective: it holds the others up
+    WAITING = "waiting"  # stalled inside a collective or barrier, waiting for another rank (a victim)
+    SILENT = (
+        "silent"  # its heartbeat and progress stopped while its process still existed (named from outside)
+    )
+
+    @property
+    def answered(self) -> bool:
+        """Whether a rank in this state answered the roll call (not missing, hung, waiting or silent)."""
+        return self not in UNANSWERED
 
     @property
     def severity(self) -> int:
@@ -80,14 +92,25 @@ class RankState(enum.Enum):
         return _SEVERITY[self]
 
 
+#: A rank's state is its problems' worst: a stalled rank is missing events too, and shows as what stalled it.
 _SEVERITY = {
     RankState.OK: 0,
     RankState.SLOW: 1,
     RankState.STRAGGLER: 2,
     RankState.FAILED: 3,
     RankState.MISSING: 4,
-    RankState.WRONG: 5,
+    RankState.WAITING: 5,
+    RankState.HUNG: 6,
+    RankState.SILENT: 7,
+    RankState.WRONG: 8,
 }
+#: The states of a rank stalled while others waited or went on: each has its own tile and its own count.
+STALLED = (RankState.HUNG, RankState.WAITING, RankState.SILENT)
+#: The states of a rank that did not answer the roll call.
+UNANSWERED = frozenset({RankState.MISSING, RankState.WAITING, RankState.HUNG, RankState.SILENT})
+#: States a kind of problem of the same name puts its ranks in (``Kind.HUNG`` -> ``HUNG``); a kind added with
+#: one of these names (``silent``) takes its state without another entry.
+_NAMED_STATES = {s.value: s for s in (RankState.HUNG, RankState.WAITING, RankState.SILENT)}
 
 
 class Kind(enum.Enum):
@@ -108,8 +131,15 @@ class Kind(enum.Enum):
     SLOW_LINK = "slow_link"  # a node, pair of nodes or the world below --min-busbw or --busbw-ratio
     REGRESSION = "regression"
     EXITED_NONZERO = "exited_nonzero"  # a rank answered the roll call, then exited non-zero (or by a signal)
+    #: A rank left before ``complete`` without an error (any status, 0 included), after the root cause.
+    LEFT_EARLY = "left_early"
     HUNG = "hung"  # stalled past its --hang-after outside any collective (its stack says where)
     WAITING = "waiting"  # stalled past its --hang-after inside a collective or barrier, waiting for others
+    #: No heartbeat and no progress past its bound plus the monitor's margin, its process alive (stopped,
+    #: frozen, in uninterruptible sleep): the node's monitor said so.
+    SILENT = "silent"
+    #: Never joined the process group while the others waited for it in init_process_group past their bound.
+    NEVER_JOINED = "never_joined"
     #: A rank's parameters differ from the other replicas' (a silent data corruption), named first.
     REPLICA_DIVERGENCE = "replica_divergence"
     #: A rank received a result from the bandwidth phase's all-reduce that is not the exact sum.
@@ -127,11 +157,16 @@ class Kind(enum.Enum):
     KERNEL_FALLBACK = "kernel_fallback"
     #: The image's workload is of another rank-log contract, or older than the suite's (named first).
     WORKLOAD_VERSION = "workload_version"
+    #: The suite was interrupted (Ctrl-C, SIGTERM) before the job ended: each rank not done, as it stood then.
+    INTERRUPTED = "interrupted"
+    #: A GPU said something during the run that makes it no unfit device: an Xid of the catalog's system
+    #: class, one not in the catalog, or a program's own Xid no rank's error carries (a warning).
+    GPU_EVENT = "gpu_event"
 
     @property
     def rank_state(self) -> RankState:
         """The state of a rank this kind of problem names (``SLOW`` for a kind without one of its own)."""
-        return _RANK_STATE.get(self, RankState.SLOW)
+        return _RANK_STATE.get(self) or _NAMED_STATES.get(self.value, RankState.SLOW)
 
 
 _RANK_STATE = {
@@ -144,12 +179,13 @@ _RANK_STATE = {
     Kind.COMPUTE_STRAGGLER: RankState.STRAGGLER,
     Kind.SLOW_LINK: RankState.SLOW,
     Kind.EXITED_NONZERO: RankState.FAILED,
-    Kind.HUNG: RankState.MISSING,
-    Kind.WAITING: RankState.MISSING,
+    Kind.LEFT_EARLY: RankState.MISSING,
+    Kind.NEVER_JOINED: RankState.MISSING,
     Kind.REPLICA_DIVERGENCE: RankState.WRONG,
     Kind.COLLECTIVE_MISMATCH: RankState.WRONG,
     Kind.LOSS: RankState.WRONG,
     Kind.WORKLOAD_VERSION: RankState.FAILED,
+    Kind.INTERRUPTED: RankState.MISSING,
 }
 
 
@@ -214,7 +250,7 @@ class Problem:
     ranks: Mapping[int, str] = field(default_factory=dict)
     detail: Any = None
     warning: bool = False
-    #: Whose it is (:mod:`rollcall.blame`), set by the judge.
+    #: Whose it is (:mod:`rollcall.checks.blame`), set by the judge.
     blame: Blame | None = None
 
     def as_dict(self) -> dict[str, Any]:
@@ -261,8 +297,8 @@ class Evidence:
     layout: Layout
     status: JobStatus | None = None
     spec: JobSpec | None = None
-    #: What ran each node's agent, as the messages name it (:data:`rollcall.rootcause.UNITS`): a ``pod``, or a
-    #: ``node`` whose processes the ranks are (local, Slurm), whose log is then named a log.
+    #: What ran each node's agent, as the messages name it (:data:`rollcall.evidence.rootcause.UNITS`):
+    #: a ``pod``, or a ``node`` whose processes the ranks are (local, Slurm), whose log is then named a log.
     unit: str = "pod"
 
 
@@ -277,9 +313,10 @@ class Criteria:
         min_busbw: GB/s of all-reduce bus bandwidth every node, pair of nodes and the world must reach.
         busbw_ratio: a node (pair) below this times the median node's (pair's) bus bandwidth fails (0: off).
         busbw_floors: without ``min_busbw``, hold every node, pair and world to the published floor of the
-            run's instance type (``--min-busbw auto``; :mod:`rollcall.checks.floors`), where one is known.
+            run's instance type (``--min-busbw auto``; :mod:`rollcall.evidence.floors`), where one is known.
         baselines: each configuration's accepted figures (None: no regression gate); a run is compared
-            with the entry of its own configuration (:class:`~rollcall.baseline.ConfigKey`), if there is one.
+            with the entry of its own configuration (:class:`~rollcall.evidence.baseline.ConfigKey`), if there
+            is one.
         baseline_file: where ``baselines`` were read from, for the reports.
         max_regression_pct: how much worse than its baseline a figure may be.
         fitness: which fitness rules warn and which are off (every rule fails by default).
@@ -299,6 +336,8 @@ class Criteria:
     baseline_file: str | None = None
     max_regression_pct: float = 0.0
     fitness: FitnessPolicy = field(default_factory=FitnessPolicy)
+    #: The Xid catalog's classes with ``--xid-class`` over them (:mod:`rollcall.evidence.xids`).
+    xids: XidPolicy = field(default_factory=XidPolicy)
     drift: DriftMode = "warn"
     expect: tuple[tuple[str, str], ...] = ()
 
@@ -337,12 +376,12 @@ class RankResult:
 
     @property
     def answered(self) -> bool:
-        """Reported every required event with sound values: no problem puts it in ``MISSING``.
+        """Reported every required event with sound values: no problem puts it in an :data:`UNANSWERED` state.
 
         A straggler, a slow rank and one that exited non-zero after ``complete`` answered (see
-        :attr:`too_slow`); a rank that missed an event, reported an error or hung did not.
+        :attr:`too_slow`); one that missed an event, reported an error, hung, waited or went silent did not.
         """
-        return self.state is not RankState.MISSING
+        return self.state.answered
 
     @property
     def too_slow(self) -> bool:
@@ -364,7 +403,8 @@ class Verdict:
     mfu_mean: float | None = None
     #: The workload's settings every rank's throughput event agreed on (see :data:`WORKLOAD_KEYS`).
     workload: Mapping[str, Any] = field(default_factory=dict)
-    #: Per-rank compute times and per-group bus bandwidth, as the ranks reported them (:mod:`rollcall.perf`).
+    #: Per-rank compute times and per-group bus bandwidth, as the ranks reported them
+    #: (:mod:`rollcall.evidence.perf`).
     perf: PerfFigures = field(default_factory=PerfFigures)
     #: The distinct parameter digests the ranks reported after each epoch and at completion (one: agreed).
     replicas: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -379,6 +419,8 @@ class Verdict:
     nodes_detail: tuple[NodeFacts, ...] = ()
     #: Each of the workload's own kernels: whether the run trained with it, and why (the lowest rank's word).
     kernels: Mapping[str, str] = field(default_factory=dict)
+    #: What the nodes' GPUs said during the run (NVML's events), each tied to its rank and classified.
+    gpu_events: tuple[GpuEventSeen, ...] = ()
 
     @property
     def unfit(self) -> list[Unfit]:
@@ -430,6 +472,15 @@ class Verdict:
     def answered(self) -> int:
         """Ranks inside the world that reported every required event with sound values (stragglers too)."""
         return sum(1 for result in self.ranks.values() if result.answered)
+
+    @property
+    def stalled(self) -> dict[str, int]:
+        """How many ranks are hung, waiting or silent, by state (the states that stopped the run)."""
+        counts = {s.value: 0 for s in STALLED}
+        for result in self.ranks.values():
+            if result.state in STALLED:
+                counts[result.state.value] += 1
+        return {k: n for k, n in counts.items() if n}
 
     @property
     def too_slow(self) -> int:

@@ -2,6 +2,9 @@
 
 import json
 
+from rollcall.ranklog import RollCall
+from rollcall_workload import contract
+
 
 def event(name, rank, world, **kw):
     if name == "start":  # the workload of the suite's own version, unless the test says otherwise
@@ -64,3 +67,39 @@ def judged(roll, spec, status=None, artifacts="a", duration=1.0, **criteria):
     evidence = Evidence(roll, Layout(spec.nodes, spec.procs_per_node), status, spec)
     verdict = judge(evidence, replace(criteria_of(DEFAULTS), **criteria))
     return Attempt(spec, status, verdict, Path(artifacts), duration)
+
+
+def roll_of(*logs):
+    roll = RollCall()
+    for i, text in enumerate(logs):
+        p = roll.parser(f"pod-{i}")
+        p.feed(text.encode())
+        p.close()
+    return roll
+
+
+def roll_of_lines(lines, source="node-0"):
+    """A roll call of one log: ``lines`` (bytes, each a whole line) as the node ``source`` wrote them."""
+    roll = RollCall()
+    parser = roll.parser(source)
+    parser.feed(b"".join(lines))
+    parser.close()
+    return roll
+
+
+class LineLog:
+    """A rank's log for the watchdog to write to, keeping each line it wrote (bytes) in :attr:`lines`."""
+
+    def __init__(self, rank=0, world_size=1):
+        self.rank, self.world_size = rank, world_size
+        self.lines = []
+
+    def write(self, data):
+        self.lines.append(data)
+
+    def emit(self, event, **fields):
+        self.write(contract.encode_event(event, self.rank, self.world_size, **fields))
+
+
+def two_by_two(**kw):
+    return roll_of(node_log(0, 2, 2, **kw), node_log(1, 2, 2, **kw))

@@ -1,4 +1,4 @@
-"""Whose each failure is: one table (rollcall.blame), a class per test, shown by every report."""
+"""Whose each failure is: one table (rollcall.checks.blame), a class per test, shown by every report."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from rollcall import reports
 from rollcall.backends import JobState, JobStatus
-from rollcall.blame import ERROR_RULES, KIND_OWNERS, blame, error_blame
+from rollcall.checks.blame import ERROR_RULES, KIND_OWNERS, blame, error_blame
 from rollcall.jobspec import JobSpec
 from rollcall.judge import judge
 from rollcall.ranklog import RollCall
@@ -56,7 +56,14 @@ def test_each_class_of_error_has_its_owner(message, owner):
 
 
 def test_every_kind_of_problem_has_an_owner_and_only_the_clusters_name_a_node_unfit():
-    placed_by_detail = {Kind.ROOT_CAUSE, Kind.ERROR, Kind.EXITED_NONZERO, Kind.KERNEL_FALLBACK, Kind.JOB}
+    placed_by_detail = {
+        Kind.ROOT_CAUSE,
+        Kind.ERROR,
+        Kind.EXITED_NONZERO,
+        Kind.KERNEL_FALLBACK,
+        Kind.JOB,
+        Kind.LEFT_EARLY,
+    }
     assert set(KIND_OWNERS) | placed_by_detail == set(Kind)
     assert KIND_OWNERS[Kind.UNFIT_DEVICE].owner is CLUSTER and KIND_OWNERS[Kind.ISOLATED].owner is CLUSTER
     assert blame(Problem(Kind.ERROR, "x")).owner is UNDETERMINED  # no detail to place it by
@@ -107,7 +114,7 @@ def test_the_root_cause_carries_its_owner_in_every_report(message, owner, words)
 
 
 def test_echoes_of_another_ranks_failure_are_nobodys_cause():
-    from rollcall.rootcause import Failure, Line
+    from rollcall.evidence.rootcause import Failure, Line
 
     echo = Failure(2, 0, None, "RuntimeError: Connection closed by peer [10.0.0.1]:4444")
     assert echo.echo
@@ -131,7 +138,7 @@ def test_how_the_job_ended_is_the_platforms_the_clusters_or_its_ranks(reason, ow
 def test_the_page_and_the_rank_junit_say_whose(tmp_path):
     import xml.etree.ElementTree as ET
 
-    from rollcall import htmlreport
+    from rollcall.page import report as htmlreport
 
     roll = _failed_run("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB")
     attempt = judged(roll, JobSpec("job-abc123", 1, 2), JobStatus(JobState.FAILED, "rank 1 failed"))

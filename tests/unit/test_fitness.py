@@ -1,5 +1,6 @@
 """Device facts and node fitness: the workload's NVML reading (a fake ``pynvml`` at the boundary), their parsing,
-the unfit_device, config_drift and expectation checks, the options that steer them, and the reports."""
+the options that steer the unfit_device, config_drift and expectations checks (whose own tests are under
+tests/unit/checks/), and the reports."""
 
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ from typing import Any
 
 import pytest
 
-from rollcall import htmlreport, reports
+from rollcall import reports
 from rollcall.backends import JobState, JobStatus
-from rollcall.checks.fitness import RULE_NAMES, FitnessPolicy, node_facts, parse_expect
+from rollcall.evidence.fitness import RULE_NAMES, node_facts
 from rollcall.gate import criteria_of
 from rollcall.jobspec import JobSpec
 from rollcall.judge import judge
 from rollcall.options import DEFAULTS, OptionError, resolve
+from rollcall.page import report as htmlreport
 from rollcall.ranklog import RollCall
 from rollcall.runner import Attempt, RunResult
 from rollcall.verdict import Criteria, Evidence, Kind, Layout
@@ -58,6 +60,9 @@ def fake_nvml(**over: Any) -> SimpleNamespace:
         "power_default": 700_000,
         "temperature": 41,
         "count": 8,
+        "used": 0,
+        "compute": [],
+        "graphics": [],
         **over,
     }
     calls: list[str] = []
@@ -90,7 +95,12 @@ def fake_nvml(**over: Any) -> SimpleNamespace:
         nvmlDeviceGetName=answer("name"),
         nvmlDeviceGetUUID=answer("uuid"),
         nvmlDeviceGetSerial=answer("serial"),
-        nvmlDeviceGetMemoryInfo=lambda h: SimpleNamespace(total=answer("memory")()),
+        nvmlMemory_v2=0x02000028,
+        nvmlDeviceGetMemoryInfo=lambda h, version=None: SimpleNamespace(
+            total=answer("memory")(), used=answer("used")()
+        ),
+        nvmlDeviceGetComputeRunningProcesses=answer("compute"),
+        nvmlDeviceGetGraphicsRunningProcesses=answer("graphics"),
         nvmlDeviceGetCurrPcieLinkGeneration=answer("gen"),
         nvmlDeviceGetMaxPcieLinkGeneration=answer("gen_max"),
         nvmlDeviceGetCurrPcieLinkWidth=answer("width"),
@@ -108,8 +118,9 @@ def fake_nvml(**over: Any) -> SimpleNamespace:
 
 
 def facts_of(nvml: SimpleNamespace) -> dict[str, Any]:
-    """The ``facts`` fields the workload reads on cuda through ``nvml``."""
-    return workload_facts.device_facts("cuda", 0, nvml_loader=lambda: nvml)
+    """The ``facts`` fields the workload reads on cuda through ``nvml``, its memory in use read first."""
+    held = workload_facts.held_before_context(0, nvml_loader=lambda: nvml)
+    return workload_facts.device_facts("cuda", 0, nvml_loader=lambda: nvml, held=held)
 
 
 def roll_with(per_rank: dict[int, dict[str, Any]], nodes: int = 2, ppn: int = 1) -> RollCall:
@@ -181,7 +192,7 @@ def test_a_gpu_that_answers_nothing_still_fits_one_line():
     every = ("cuda", "index", "name", "uuid", "serial", "memory", "gen", "gen_max", "width", "width_max")
     every += ("ecc_volatile", "ecc_aggregate", "remapped", "retired_pending", "events", "sm", "sm_max")
     facts = facts_of(fake_nvml(**dict.fromkeys((*every, "power", "power_default", "temperature"), lost)))
-    assert len(facts["unknown"]) == 21 and all(v.startswith("GPU is lost") for v in facts["unknown"].values())
+    assert len(facts["unknown"]) == 22 and all(v.startswith("GPU is lost") for v in facts["unknown"].values())
     assert all(
         len(v) == workload_facts.SHORT_REASON for v in facts["unknown"].values()
     )  # cut to keep the line whole
@@ -223,79 +234,14 @@ UNHEALTHY = {  # rule: the fake's answer that breaks it, and the fact=value its 
 
 def test_every_rule_has_an_unhealthy_case():
     node_wide = {"device_count", "advertised_devices"}  # test_node_fitness.py
-    assert set(UNHEALTHY) | node_wide == set(RULE_NAMES)
+    node_wide |= {"hardware_ready", "lost_devices"}  # test_node_health.py
+    neuron = {"neuron_ecc_uncorrected", "neuron_ecc_corrected"}  # test_neuron_counters.py
+    warn_by_default = {"gpu_in_use"}  # test_gpu_in_use.py
+    events = {"gpu_lost", "hardware_event"}  # the GPUs' events during the run: checks/test_gpu_events.py
+    assert set(UNHEALTHY) | node_wide | neuron | warn_by_default | events == set(RULE_NAMES)
 
 
-@pytest.mark.parametrize("rule", sorted(UNHEALTHY))
-def test_an_unfit_device_fails_the_run_naming_node_device_uuid_serial_and_fact(rule):
-    over, fact = UNHEALTHY[rule]
-    healthy = facts_of(fake_nvml(index=0, uuid="GPU-good", serial="111"))
-    bad = facts_of(fake_nvml(**over))
-    verdict = verdict_of(roll_with({0: healthy, 1: bad}))
-    assert not verdict.passed
-    [problem] = verdict.of_kind(Kind.UNFIT_DEVICE)
-    for named in ("node 1", "GPU 3", "UUID GPU-5f0c3e2a-0000-1111-2222-333344445555", "serial 1654123456789"):
-        assert named in problem.message
-    assert fact in problem.message and f"rule {rule}" in problem.message
-    assert set(problem.ranks) == {1}
-    assert verdict.unfit_nodes == ["n1"]
-    assert [n["verdict"] for n in verdict.node_verdicts()] == ["fit", "unfit"]
-
-
-def test_healthy_devices_pass_every_rule():
-    verdict = verdict_of(roll_with({0: facts_of(fake_nvml()), 1: facts_of(fake_nvml())}))
-    assert verdict.passed and verdict.warnings == () and verdict.unfit == []
-
-
-def test_a_rule_made_a_warning_is_reported_and_fails_nothing_and_one_off_is_not_applied():
-    bad = facts_of(fake_nvml(width=8, remapped=(0, 1, 1, 0)))
-    roll = roll_with({0: bad, 1: facts_of(fake_nvml())})
-    warned = verdict_of(roll, fitness=FitnessPolicy(warn=frozenset({"pcie_width", "remapped_pending"})))
-    assert warned.passed and warned.unfit_nodes == []
-    [warning] = warned.warnings
-    assert warning.kind is Kind.UNFIT_DEVICE and "pcie_width=8" in warning.message
-    assert "remapped_pending=True" in warning.message and "(warning)" in warning.message
-    assert "warning: unfit device" in warned.message()
-    off = verdict_of(
-        roll, fitness=FitnessPolicy(warn=frozenset({"remapped_pending"}), off=frozenset({"pcie_width"}))
-    )
-    assert off.passed and "pcie_width" not in off.warnings[0].message
-
-
-# ---------------------------------------------------------------- drift and the golden configuration
-
-
-def test_nodes_that_differ_in_a_version_are_named_as_a_warning_by_default():
-    roll = roll_with(
-        {0: {**facts_of(fake_nvml()), "torch": "2.11.0"}, 1: {**facts_of(fake_nvml()), "torch": "2.10.0"}}
-    )
-    warned = verdict_of(roll)
-    assert warned.passed
-    [warning] = warned.warnings
-    assert warning.kind is Kind.CONFIG_DRIFT
-    assert warning.message == "config drift: torch differs between nodes: 2.10.0 (node 1); 2.11.0 (node 0)"
-    failed = verdict_of(roll, drift="fail")
-    assert [p.message for p in failed.of_kind(Kind.CONFIG_DRIFT)] == [warning.message] and not failed.passed
-    assert verdict_of(roll, drift="off").warnings == ()
-
-
-def test_expect_fails_a_node_whose_fact_does_not_match_naming_the_value_and_the_node():
-    roll = roll_with({0: facts_of(fake_nvml()), 1: {**facts_of(fake_nvml()), "torch": "2.11.0+cu130"}})
-    verdict = verdict_of(roll, expect=parse_expect(["torch=0.0.*", "driver=580.*"]))
-    messages = [p.message for p in verdict.of_kind(Kind.EXPECTATION)]
-    assert len(messages) == 2 and not verdict.passed
-    assert "node 1 (n1): torch is 2.11.0+cu130, expected torch=0.0.* (--expect)" in messages[1]
-
-
-def test_expect_of_a_fact_a_node_could_not_read_does_not_pass():
-    cpu = {0: workload_facts.device_facts("cpu"), 1: workload_facts.device_facts("cpu")}
-    verdict = verdict_of(roll_with(cpu), expect=(("driver", "580.*"),))
-    assert len(verdict.of_kind(Kind.EXPECTATION)) == 2
-    assert "driver unknown" in verdict.of_kind(Kind.EXPECTATION)[0].message
-    nothing = verdict_of(roll_with({}), expect=(("torch", "*"),))
-    assert [p.message for p in nothing.of_kind(Kind.EXPECTATION)] == [
-        "--expect torch=*: no rank reported its facts"
-    ]
+# ---------------------------------------------------------------- the options that steer the checks
 
 
 def test_the_options_refuse_unknown_rules_and_keys_listing_the_known_ones():

@@ -13,15 +13,16 @@ from typing import Any
 
 import pytest
 
-from rollcall import htmlreport, reports
+from rollcall import reports
 from rollcall.backends import JobState, JobStatus
 from rollcall.backends.kubernetes.instances import advertised_counts, count_facts, expected_devices
 from rollcall.backends.kubernetes.views import INSTANCE_TYPE_LABEL, Node, Pod
-from rollcall.checks.fitness import FitnessPolicy, parse_expect
+from rollcall.evidence.fitness import FitnessPolicy, parse_expect
 from rollcall.gate import criteria_of
 from rollcall.jobspec import JobSpec
 from rollcall.judge import judge
 from rollcall.options import DEFAULTS, OptionError, resolve
+from rollcall.page import report as htmlreport
 from rollcall.ranklog import RollCall
 from rollcall.runner import Attempt, RunResult
 from rollcall.verdict import Evidence, Kind, Layout
@@ -155,6 +156,7 @@ def observed_of(obj: dict[str, Any], gpus_given: int) -> dict[str, str]:
     seen = Node(obj)
     return {
         **seen.facts,
+        **seen.health.facts,
         **count_facts(seen.instance_type, advertised_counts(seen.advertised)),
         **expected_devices(seen.instance_type, {"nvidia.com/gpu": gpus_given}),
     }
@@ -371,7 +373,10 @@ def cut(reason: str) -> str:
 
 
 def cuda_facts(root: Path, **env: str) -> dict[str, Any]:
-    return workload_facts.device_facts("cuda", 0, nvml_loader=fake_nvml, fabric=fabric(root, **env))
+    held = workload_facts.held_before_context(0, nvml_loader=fake_nvml)
+    return workload_facts.device_facts(
+        "cuda", 0, nvml_loader=fake_nvml, fabric=fabric(root, **env), held=held
+    )
 
 
 def test_the_installed_libfabric_and_aws_ofi_nccl_versions_are_facts(tmp_path):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from rollcall.rootcause import (
+from rollcall.evidence.rootcause import (
     CLOCK_TOLERANCE_S,
     MAX_GROUPS,
     MAX_ROOTS,
@@ -194,3 +194,28 @@ def test_fold_keeps_own_errors_before_echoes():
     groups = fold(two_by_four())
     assert [g.echo for g in groups] == [False, True]
     assert groups[0].ranks == [5] and groups[1].ranks == [0, 1, 2, 3, 4, 6, 7]
+
+
+def test_a_departure_leads_only_when_it_came_before_every_own_failure():
+    from rollcall.evidence.departures import Departure
+
+    t0 = 1_764_576_000.0
+    left = Departure(3, 1, 0, t0 + 1, "epoch_time of epoch 1", "epoch 1 end", "node-1")
+    echo = Failure(0, 0, "node-0", "Connection closed by peer [127.0.0.1]:1", t0 + 2)
+    own = Failure(1, 0, "node-0", "RuntimeError: injected failure", t0 + 0.5)
+    led = analyse([echo], departures=[left])
+    assert led.departure == left and led.roots == () and led.undecided is None
+    assert summary(led)[0].endswith(
+        "before complete [pod node-1, 08:00:01.000 UTC]; the others' errors followed"
+    )
+    after = analyse([echo, own], departures=[left])
+    assert after.departure is None and after.first == own and after.departures == (left,)
+    assert [line for line in summary(after) if line.startswith("left early too: rank 3 (node 1)")]
+    close = analyse([echo, Failure(1, 0, None, "RuntimeError: x", t0 + 1.5)], departures=[left])
+    assert close.departure == left and close.roots[0].rank == 1
+    assert close.undecided is not None and "within 1 s" in close.undecided
+    killed = Termination("node-2", 2, None, "SIGKILL", -9, t0, rank=5, unit="node")
+    first_kill = analyse([echo], [killed], departures=[left])
+    assert first_kill.departure is None and first_kill.termination == killed
+    alone = analyse([], departures=[left])
+    assert alone.departure == left and summary(alone)[0] == f"first failure: {left.describe()}"

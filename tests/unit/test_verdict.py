@@ -1,18 +1,8 @@
 import math
 
 from rollcall.judge import assess
-from rollcall.ranklog import RollCall
 from rollcall.verdict import Layout, Outcome, Stats
-from tests.unit.helpers import event, node_log
-
-
-def roll_of(*logs):
-    roll = RollCall()
-    for i, text in enumerate(logs):
-        p = roll.parser(f"pod-{i}")
-        p.feed(text.encode())
-        p.close()
-    return roll
+from tests.unit.helpers import event, node_log, roll_of
 
 
 def test_every_rank_present_passes_with_stats():

@@ -1,9 +1,8 @@
-"""What the judge's checks read in a roll call beyond which events each rank said.
+"""The verdict's checks: each a named predicate over the run's :class:`~rollcall.checks.facts.Facts`.
 
-Pure analyses over :mod:`rollcall.ranklog`'s reports, each feeding checks of :data:`rollcall.judge.CHECKS`:
-
-- :mod:`.hangs`: a stalled rank's stack dumps: hung in its own code, or waiting in a collective.
-- :mod:`.proofs`: that every rank trained correctly: replicas agree, all-reduces are exact, the loss falls.
-- :mod:`.fitness`: each node's facts: its unfit devices, drift between nodes, the golden configuration.
-- :mod:`.floors`: the published bus-bandwidth floors of instance types, and the groups below them.
+One module per check, named after it, holds the predicate ``name(facts) -> Iterable[Problem]`` and nothing
+another check needs; what several checks share is derived once in :mod:`.facts`, and what they read beyond
+the events lies in :mod:`rollcall.evidence`. :data:`rollcall.judge.CHECKS` lists them in the order their
+problems are shown; ``docs/architecture.md`` says which module detects what, and each has its own tests under
+``tests/unit/checks/``. :mod:`.blame` is not a check: its table says whose each problem is.
 """

@@ -23,22 +23,19 @@ from pathlib import Path
 from typing import Any
 
 from rollcall.backends import Backend, JobState
-from rollcall.checks.floors import size_label
+from rollcall.checks.busbw_floors import busbw_floors
+from rollcall.checks.efa import efa
+from rollcall.checks.errors import errors
+from rollcall.checks.exited_nonzero import exited_nonzero
+from rollcall.checks.facts import Check, Facts
+from rollcall.checks.hangs import hangs
+from rollcall.checks.job_state import job_state
+from rollcall.checks.layout import layout
+from rollcall.checks.slow_links import slow_links
+from rollcall.checks.unexpected_ranks import unexpected_ranks
+from rollcall.evidence.floors import size_label
 from rollcall.isolation.bisect import Isolation, Trial, bisect
 from rollcall.jobspec import JobSpec
-from rollcall.judge import (
-    Check,
-    Facts,
-    busbw_floors,
-    efa,
-    errors,
-    exited_nonzero,
-    hangs,
-    job_state,
-    layout,
-    slow_links,
-    unexpected_ranks,
-)
 from rollcall.ranklog import ranges
 from rollcall.runner import Attempt, run_once
 from rollcall.verdict import Criteria, Kind, Problem, Verdict

@@ -3,7 +3,9 @@
 import pytest
 
 from rollcall.backends import Placement
-from rollcall.checks.floors import (
+from rollcall.checks.busbw_floors import busbw_floors
+from rollcall.checks.facts import Facts
+from rollcall.evidence.floors import (
     FLOORS,
     MAX_MEASURE_BYTES,
     Fabric,
@@ -16,7 +18,7 @@ from rollcall.jobspec import JobSpec
 from rollcall.options import DEFAULTS, OptionError, resolve
 from rollcall.ranklog import RollCall
 from rollcall.suite import job_spec
-from rollcall.verdict import Kind
+from rollcall.verdict import Criteria, Evidence, Kind, Layout
 from rollcall_workload import cli
 from tests.unit.helpers import event, judged, rank_lines
 
@@ -190,8 +192,32 @@ def test_a_sweep_of_sizes_is_parsed_like_nccl_tests_and_reaches_the_groups():
     )
     parser.close()
     assert roll.ranks[0].bandwidth[("world", (0,))].sweep == ((2**20, 0.5), (2**22, 1.0))
-    from rollcall.perf import PerfFigures
+    from rollcall.evidence.perf import PerfFigures
 
     (world,) = PerfFigures.of(roll, 2, lambda r: 0).groups
     assert world.sweep == ((2**20, 0.4), (2**22, 0.9))  # the lowest member at each size
     assert world.as_dict()["sweep"] == ((2**20, 0.4), (2**22, 0.9))
+
+
+def floor_facts(instance_type, *, world, own, accelerator="nvidia", **criteria):
+    roll = RollCall()
+    for node in range(2):
+        parser = roll.parser(f"pod-{node}")
+        parser.feed(bandwidth_log(node, 2, 2, world=world, own=own).encode())
+        parser.close()
+    spec = JobSpec("job", 2, 2, accelerator=accelerator, instance_type=instance_type)
+    return Facts(Evidence(roll, Layout(2, 2), spec=spec), Criteria(**{"busbw_floors": True, **criteria}))
+
+
+def test_the_predicate_names_a_node_below_its_types_floor_and_nothing_above_it_or_without_floors():
+    [problem] = list(busbw_floors(floor_facts("p5.48xlarge", world=350.0, own={0: 470.0, 1: 400.0})))
+    assert problem.kind is Kind.SLOW_LINK and set(problem.ranks) == {2, 3}
+    assert problem.message.startswith(
+        "slow link: node 1 (pod(s) pod-1): bus bandwidth 400 GB/s at 2 GB, below the p5.48xlarge floor"
+    )
+    assert list(busbw_floors(floor_facts("p5.48xlarge", world=320.0, own={0: 470.0, 1: 480.0}))) == []
+    slow = {"world": 1.0, "own": {0: 1.0, 1: 1.0}}
+    assert list(busbw_floors(floor_facts("m5.large", **slow))) == []  # no floors known
+    assert list(busbw_floors(floor_facts("p5.48xlarge", accelerator="cpu", **slow))) == []
+    assert list(busbw_floors(floor_facts("p5.48xlarge", busbw_floors=False, **slow))) == []
+    assert list(busbw_floors(floor_facts("p5.48xlarge", min_busbw=0.5, **slow))) == []  # replaced

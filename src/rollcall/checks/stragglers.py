@@ -9,11 +9,12 @@ away).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from rollcall.verdict import Stats
+from rollcall.checks.facts import Facts
+from rollcall.verdict import Kind, Problem, Stats
 
 
 @dataclass(frozen=True)
@@ -72,3 +73,17 @@ def straggler_problem(stragglers: Sequence[Straggler], ratio: float) -> str:
         f"{len(stragglers)} straggler(s) below {ratio:g} x the median throughput of {median:.2f} samples/s "
         f"(--straggler-ratio): " + "; ".join(str(s) for s in stragglers)
     )
+
+
+def stragglers(facts: Facts) -> Iterable[Problem]:
+    """With ``straggler_ratio`` set, no measured rank may fall below that ratio of the median."""
+    ratio = facts.criteria.straggler_ratio
+    per_rank = {r: {"throughput": tp, "node": facts.node(r)} for r, tp in facts.throughputs.items()}
+    found = find_stragglers(per_rank, ratio)
+    if found:
+        yield Problem(
+            Kind.STRAGGLER, straggler_problem(found, ratio), {s.rank: s.note() for s in found}, detail=found
+        )
+
+
+__all__ = ["Straggler", "find_stragglers", "straggler_problem", "stragglers"]

@@ -9,6 +9,11 @@ Pure functions over typed failures, so every rule is unit-tested without a run:
   errors with other messages are named too, as independent failures. Without any own error, the root cause is
   the earliest :class:`Termination` the runtime recorded (a container OOM-killed or killed by a signal, which
   leaves no error line); without that either, the earliest echo, said to be one.
+- **Departures.** A rank that left before ``complete`` without an error of its own, with any status, 0
+  included (a :class:`~rollcall.evidence.departures.Departure`), takes its place in that order at its time:
+  one that left before every own error (or, without any, before every silent kill) is the root cause, and
+  the errors after it are folded as what followed; a departure without a time leads only where no rank
+  reported an error of its own. Later departures are named after it, one line each.
 - **Disruptions.** When the infrastructure took a pod away (a :class:`Disruption`: evicted, preempted, its
   node deleted, lost, drained or reclaimed), that is the root cause, whatever the ranks said: every rank's
   error is a consequence, and all of them are folded.
@@ -31,6 +36,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from rollcall.evidence.departures import Departure
+from rollcall.evidence.gpumem import HeldMemory
 from rollcall.ranklog import ranges
 
 #: The kinds of echo (consequences of another rank's failure) and the messages that are one, matched
@@ -110,6 +117,8 @@ class Failure:
     time: float | None = None
     #: What ran the rank's agent (:data:`UNITS`): its log is a ``pod``'s, or a ``node``'s processes'.
     unit: str = "pod"
+    #: An out-of-memory's cause where others held the rank's GPU before the run (:mod:`.gpumem`).
+    held: HeldMemory | None = None
 
     @property
     def echo(self) -> bool:
@@ -120,8 +129,11 @@ class Failure:
         """``rank 5 (node 1) reported an error: message [pod p, 09:00:01.234 UTC]``."""
         log = f"{'pod' if self.unit == 'pod' else 'log'} {self.pod}" if self.pod else ""
         where = ", ".join(w for w in (log, _clock(self.time)) if w)
-        return f"rank {self.rank} (node {self.node}) reported an error: {clip(self.message)}" + (
-            f" [{where}]" if where else ""
+        cause = f"; its GPU had {self.held}" if self.held is not None else ""
+        return (
+            f"rank {self.rank} (node {self.node}) reported an error: {clip(self.message)}"
+            + (f" [{where}]" if where else "")
+            + cause
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -133,6 +145,7 @@ class Failure:
             "message": self.message,
             "time": self.time,
             "echo": self.echo,
+            "held": self.held.as_dict() if self.held is not None else None,
         }
 
 
@@ -357,6 +370,9 @@ class Analysis:
             follows from it, and all of them are folded.
         groups: every failure but those named above, folded by shape, own errors before echoes.
         undecided: why the clocks cannot order the failures, when they cannot.
+        departure: the root cause when a rank left before ``complete``, without an error, before any other
+            rank failed on its own (``first`` is then None; ``independent`` the own errors of each shape).
+        departures: every other rank that left before ``complete``, earliest first.
     """
 
     first: Failure | None = None
@@ -366,11 +382,17 @@ class Analysis:
     groups: tuple[Group, ...] = ()
     undecided: str | None = None
     failures: tuple[Failure, ...] = field(default=(), repr=False)
+    departure: Departure | None = None
+    departures: tuple[Departure, ...] = ()
 
     @property
     def roots(self) -> tuple[Failure, ...]:
         """The failures named as causes (the first, then the independent ones)."""
-        if self.disruption is not None or self.first is None or self.first.echo:
+        if self.disruption is not None:
+            return ()
+        if self.departure is not None:
+            return self.independent
+        if self.first is None or self.first.echo:
             return ()
         return (self.first, *self.independent)
 
@@ -380,6 +402,9 @@ class Analysis:
             n = len(self.failures)
             follow = f"; the {n} rank error(s) follow from it" if n else ""
             return f"first failure: {self.disruption.category}: {self.disruption.describe()}{follow}"
+        if self.departure is not None:
+            follow = "; the others' errors followed" if self.failures else ""
+            return f"first failure: {self.departure.describe()}{follow}"
         if self.termination is not None and self.termination.answered:
             return f"first failure: {self.termination.describe()}"
         if self.termination is not None:
@@ -405,6 +430,8 @@ class Analysis:
             "disruption": self.disruption.as_dict() if self.disruption else None,
             "independent": [f.as_dict() for f in self.independent],
             "undecided": self.undecided,
+            "departure": self.departure.as_dict() if self.departure else None,
+            "departures": [d.as_dict() for d in self.departures],
         }
 
 
@@ -412,17 +439,32 @@ def analyse(
     failures: Iterable[Failure],
     terminations: Iterable[Termination] = (),
     disruption: Disruption | None = None,
+    departures: Iterable[Departure] = (),
 ) -> Analysis:
     """Order ``failures``, name the root cause, and fold the rest (see the module docstring).
 
-    A ``disruption`` is the root cause whatever the ranks said: their errors are its consequences.
+    A ``disruption`` is the root cause whatever the ranks said: their errors are its consequences. A
+    departure (a rank that left before ``complete``) leads when it came before every own error.
     """
     ordered = tuple(sorted(failures, key=_when))
+    left = tuple(sorted(departures, key=_when))
     if disruption is not None:
-        return Analysis(disruption=disruption, groups=fold(ordered), failures=ordered)
-    if not ordered:
+        return Analysis(disruption=disruption, groups=fold(ordered), failures=ordered, departures=left)
+    if not ordered and not left:
         return Analysis()
     own = [f for f in ordered if not f.echo]
+    leader = _leader(left, own, terminations)
+    if leader is not None:
+        independent = _shapes(own)
+        named = {id(f) for f in independent}
+        return Analysis(
+            independent=tuple(independent),
+            groups=fold(f for f in ordered if id(f) not in named),
+            undecided=_undecided_departure(leader, own),
+            failures=ordered,
+            departure=leader,
+            departures=tuple(d for d in left if d is not leader),
+        )
     termination = None
     if own:
         first = own[0]
@@ -440,7 +482,43 @@ def analyse(
         groups=fold(rest),
         undecided=_undecided(first, own, ordered) if termination is None else None,
         failures=ordered,
+        departures=left,
     )
+
+
+def _leader(
+    left: Sequence[Departure], own: Sequence[Failure], terminations: Iterable[Termination]
+) -> Departure | None:
+    """The departure that came first of every failure of the run's own, when one did."""
+    if not left:
+        return None
+    first = left[0]
+    if own:
+        return (
+            first if first.time is not None and own[0].time is not None and first.time < own[0].time else None
+        )
+    killed = sorted((t for t in terminations if t.silent_kill), key=_when)
+    if killed and killed[0].time is not None and (first.time is None or killed[0].time < first.time):
+        return None
+    return first
+
+
+def _shapes(own: Sequence[Failure]) -> list[Failure]:
+    """The earliest own error of each shape."""
+    return [own[0], *_independent(own)] if own else []
+
+
+def _undecided_departure(leader: Departure, own: Sequence[Failure]) -> str | None:
+    if leader.time is not None:
+        other = next((f for f in own if f.time is not None), None)
+        gap = other.time - leader.time if other is not None and other.time is not None else None
+        if other is not None and gap is not None and gap < CLOCK_TOLERANCE_S:
+            return (
+                f"rank {leader.rank} left and rank {other.rank} failed within {CLOCK_TOLERANCE_S:g} s of "
+                "each other by their clocks; either may have come first"
+            )
+        return None
+    return f"rank {leader.rank}'s departure carries no time; no rank reported an error of its own"
 
 
 def fold(failures: Iterable[Failure]) -> tuple[Group, ...]:
@@ -454,11 +532,15 @@ def fold(failures: Iterable[Failure]) -> tuple[Group, ...]:
 
 @dataclass(frozen=True)
 class Line:
-    """One line of a failure message and the failures it stands for (every failure is in exactly one)."""
+    """One line of a failure message and the failures it stands for (every failure is in exactly one).
+
+    ``departure`` is the rank that left early the line names, when it names one.
+    """
 
     text: str
     failures: tuple[Failure, ...] = ()
     root: bool = False
+    departure: Departure | None = None
 
 
 def lines(analysis: Analysis, *, max_roots: int = MAX_ROOTS, max_groups: int = MAX_GROUPS) -> list[Line]:
@@ -468,13 +550,14 @@ def lines(analysis: Analysis, *, max_roots: int = MAX_ROOTS, max_groups: int = M
         return []
     named = analysis.first is not None and analysis.termination is None and analysis.disruption is None
     first = (analysis.first,) if named and analysis.first is not None else ()
-    out = [Line(head, first, root=True)]
+    out = [Line(head, first, root=True, departure=analysis.departure)]
     shown, hidden = analysis.independent[:max_roots], analysis.independent[max_roots:]
     out += [Line(f"independent failure: {f.describe()}", (f,), root=True) for f in shown]
     if hidden:
         out.append(Line(f"and {len(hidden)} more independent failure(s)", hidden, root=True))
     if analysis.undecided:
         out.append(Line(f"order uncertain: {analysis.undecided}"))
+    out += [Line(f"left early too: {d.describe()}", departure=d) for d in analysis.departures]
     out += [Line(g.line(), g.failures) for g in analysis.groups[:max_groups]]
     rest = analysis.groups[max_groups:]
     if rest:
@@ -536,9 +619,9 @@ def _undecided(first: Failure, own: Sequence[Failure], ordered: Sequence[Failure
     return None
 
 
-def _when(item: Failure | Termination) -> tuple[bool, float, int]:
-    """Sort key: stamped ones first by time, then unstamped ones (failures by rank)."""
-    rank = item.rank if isinstance(item, Failure) else 0
+def _when(item: Failure | Termination | Departure) -> tuple[bool, float, int]:
+    """Sort key: stamped ones first by time, then unstamped ones (failures and departures by rank)."""
+    rank = item.rank if isinstance(item, Failure | Departure) else 0
     return (item.time is None, item.time or 0.0, rank)
 
 

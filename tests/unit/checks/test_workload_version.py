@@ -5,12 +5,14 @@ from __future__ import annotations
 import pytest
 
 from rollcall.backends import JobState, JobStatus
-from rollcall.checks import versions
+from rollcall.checks.facts import Facts
+from rollcall.checks.workload_version import workload_version
+from rollcall.evidence import versions
 from rollcall.judge import judge
 from rollcall.ranklog import RollCall
-from rollcall.verdict import Evidence, Kind, Layout
+from rollcall.verdict import Criteria, Evidence, Kind, Layout
 from rollcall_workload.contract import CONTRACT_VERSION, WORKLOAD_VERSION
-from tests.unit.helpers import event, node_log
+from tests.unit.helpers import event, node_log, roll_of
 
 OURS = {"workload_version": WORKLOAD_VERSION, "contract_version": CONTRACT_VERSION}
 
@@ -112,3 +114,18 @@ def test_a_sound_run_of_the_suites_workload_has_no_version_finding():
         p.close()
     v = judge(Evidence(roll, Layout(2, 1), JobStatus(JobState.SUCCEEDED)))
     assert v.passed and not [p for p in v.findings if p.kind is Kind.WORKLOAD_VERSION]
+
+
+def test_the_predicate_names_the_ranks_of_an_older_workload_and_nothing_of_the_suites_own():
+    old = _older(WORKLOAD_VERSION)
+    lines = [
+        event("start", 0, 2, local_rank=0, node_rank=0),
+        event("start", 1, 2, local_rank=1, node_rank=0, workload_version=old),
+    ]
+    facts = Facts(Evidence(roll_of("\n".join(lines) + "\n"), Layout(1, 2)), Criteria())
+    [problem] = list(workload_version(facts))
+    assert problem.kind is Kind.WORKLOAD_VERSION and set(problem.ranks) == {1}
+    assert old in problem.message and WORKLOAD_VERSION in problem.message
+    assert "older than the suite" in problem.ranks[1]
+    sound = Facts(Evidence(roll_of(node_log(0, 1, 2)), Layout(1, 2)), Criteria())
+    assert list(workload_version(sound)) == []

@@ -3,7 +3,8 @@
 rollcall is a release gate: what it reports is taken as the cluster's fault unless it says otherwise. Each
 problem of the verdict carries an :class:`Owner` and why:
 
-- **the cluster's**: the hardware and what runs on the node for it (an ECC error or an Xid, a GPU lost,
+- **the cluster's**: the hardware and what runs on the node for it (an ECC error or an Xid, a GPU lost, an
+  out-of-memory on a GPU another process held before the run,
   driver errors, NCCL's and the network's errors, a node lost, a device unfit, a slow GPU or link, replicas
   or collectives computed wrong);
 - **the platform's**: what brought the job to the node (the image, scheduling, capacity, the API, a node
@@ -12,7 +13,13 @@ problem of the verdict carries an :class:`Owner` and why:
   communication error, an out-of-memory from the batch it chose itself, a kernel of its own that does not
   hold on a GPU;
 - **undetermined**: what the table cannot place (an illegal address, a compile failure inside torch, a hang
-  or a signal with no cause of its own).
+  or a signal with no cause of its own, a run interrupted from outside before its verdict).
+
+A rank that left before ``complete`` without an error (any status, 0 included) is rollcall's own when it said
+``exit`` itself: only code running in the rank takes that path (a ``return`` or ``sys.exit`` in the workload
+or a library it called; an outside stop is a signal, which says no ``exit`` and is a termination); it is
+undetermined when only the launcher recorded it (the process ended without running Python's exit path:
+``os._exit`` in native code, or a workload that does not say ``exit``).
 
 A problem of a kind that has one owner takes it from :data:`KIND_OWNERS`; an error (the root cause and each
 rank's own) is placed by what it says, the first rule of :data:`ERROR_RULES` that matches its message
@@ -26,7 +33,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from rollcall.rootcause import Analysis, Line, Termination
+from rollcall.evidence.departures import Departure
+from rollcall.evidence.gpumem import OUT_OF_MEMORY
+from rollcall.evidence.rootcause import Analysis, Failure, Line, Termination
 from rollcall.verdict import Blame, Kind, Owner, Problem
 
 
@@ -46,7 +55,7 @@ ERROR_RULES: tuple[Rule, ...] = (
     Rule(r"\bXid\b|fallen off the bus|GPU is lost|GPU lost|cudaErrorDevicesUnavailable", Owner.CLUSTER,
          "the GPU failed (an Xid, or lost)"),
     Rule(r"busy or unavailable", Owner.CLUSTER, "the GPU is held by another process or in exclusive mode"),
-    Rule(r"OutOfMemoryError|out of memory", Owner.WORKLOAD,
+    Rule(OUT_OF_MEMORY, Owner.WORKLOAD,
          "an out-of-memory from the batch the workload chose itself"),
     Rule(r"driver version is insufficient|driver on your system is too old|forward compatibility was "
          r"attempted", Owner.PLATFORM, "the image's CUDA is newer than the node's driver"),
@@ -106,6 +115,8 @@ KIND_OWNERS: Mapping[Kind, Blame] = {
     Kind.REGRESSION: Blame(Owner.UNDETERMINED, "slower than the baseline"),
     Kind.HUNG: Blame(Owner.UNDETERMINED, "a rank stopped making progress"),
     Kind.WAITING: Blame(Owner.UNDETERMINED, "ranks waiting for another"),
+    Kind.SILENT: Blame(Owner.CLUSTER, "the node or the process froze (stopped, or stuck in the kernel)"),
+    Kind.NEVER_JOINED: Blame(Owner.UNDETERMINED, "a rank never joined the process group"),
     Kind.REPLICA_DIVERGENCE: Blame(Owner.CLUSTER, "a replica computed wrong (silent data corruption)"),
     Kind.COLLECTIVE_MISMATCH: Blame(Owner.CLUSTER, "an all-reduce delivered wrong data"),
     Kind.LOSS: Blame(Owner.UNDETERMINED, "the loss did not behave"),
@@ -114,6 +125,12 @@ KIND_OWNERS: Mapping[Kind, Blame] = {
     Kind.EXPECTATION: Blame(Owner.PLATFORM, "a node is not as the golden configuration says"),
     Kind.ISOLATED: Blame(Owner.CLUSTER, "the node(s) failing alone"),
     Kind.WORKLOAD_VERSION: Blame(Owner.PLATFORM, "the image holds an older workload than the suite"),
+    # Whoever sent the signal (a person, a CI job's timeout or cancel) ended the run before its verdict: the
+    # signal says nothing of the cluster, and a CI timeout may as well be a slow cluster as a short budget.
+    Kind.GPU_EVENT: Blame(
+        Owner.UNDETERMINED, "a GPU event that makes no GPU unfit (an Xid of no hardware class)"
+    ),
+    Kind.INTERRUPTED: Blame(Owner.UNDETERMINED, "the run was interrupted from outside before its verdict"),
 }
 
 
@@ -127,12 +144,33 @@ def error_blame(message: str) -> Blame:
     return _first_match(_COMPILED, message, "no rule places this error")
 
 
+#: An out-of-memory on a GPU another process held before the run (:attr:`Failure.held`): not the batch's.
+HELD_OOM = Blame(Owner.CLUSTER, "an out-of-memory on a GPU another process held before the run")
+
+
+def failure_blame(failure: Failure) -> Blame:
+    """Whose a rank's error is: the memory others held where it names that, else by what it says."""
+    return HELD_OOM if failure.held is not None else error_blame(failure.message)
+
+
 def _termination_blame(t: Termination) -> Blame:
     if t.signal == "SIGKILL" or t.exit_code == 137:
         return Blame(
             Owner.UNDETERMINED, "killed (the node's out-of-memory killer, a memory limit, or a person)"
         )
     return Blame(Owner.UNDETERMINED, f"exited with code {t.exit_code}" if t.signal is None else f"{t.signal}")
+
+
+def _departure_blame(d: Departure) -> Blame:
+    if d.said:
+        return Blame(
+            Owner.WORKLOAD,
+            "the rank's own code ended it before complete (a return or sys.exit), without an error",
+        )
+    return Blame(
+        Owner.UNDETERMINED,
+        f"ended before complete with status {d.exit_code}, without running its exit path or saying why",
+    )
 
 
 def blame(problem: Problem) -> Blame:
@@ -152,14 +190,18 @@ def blame(problem: Problem) -> Blame:
     if isinstance(detail, Analysis):  # the root cause
         if detail.disruption is not None:
             return KIND_OWNERS[Kind.DISRUPTION]
+        if detail.departure is not None:
+            return _departure_blame(detail.departure)
         if detail.first is not None and not detail.first.echo:
-            return error_blame(detail.first.message)
+            return failure_blame(detail.first)
         if detail.termination is not None:
             return _termination_blame(detail.termination)
+    if isinstance(detail, Line) and detail.departure is not None and not detail.failures:
+        return _departure_blame(detail.departure)
     if isinstance(detail, Line) and detail.failures:
         if all(f.echo for f in detail.failures):
             return Blame(Owner.UNDETERMINED, "an echo of another rank's failure")
-        return error_blame(next(f for f in detail.failures if not f.echo).message)
+        return failure_blame(next(f for f in detail.failures if not f.echo))
     if isinstance(detail, Termination):
         return _termination_blame(detail)
     return Blame(Owner.UNDETERMINED, "no rule places this problem")

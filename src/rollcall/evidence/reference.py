@@ -1,13 +1,13 @@
 """Baselines that know the noise: each configuration's reference from its last sound runs.
 
 ``--baseline-history SOURCE`` names past runs: a directory (every ``results.json`` under it) or a glob of
-``results.json`` files. For each configuration (:class:`~rollcall.baseline.ConfigKey`, from each test's
-``release_gate``) the last ``--baseline-runs`` sound runs, by start time, give each measure's reference: the
-median, and a spread (1.4826 x the median absolute deviation). A run regresses only when it is worse than
-the median by more than ``--max-regression`` percent *and* more than ``--baseline-mads`` spreads
-(:func:`rollcall.baseline.regressions`); with fewer than three runs there is no spread, the message says so,
-and the percentage alone judges against the median. Runs of another configuration never mix in; a run that
-was not sound (the job failed, a rank missed the roll call, a straggler) is left out.
+``results.json`` files. For each configuration (:class:`~rollcall.evidence.baseline.ConfigKey`, from each
+test's ``release_gate``) the last ``--baseline-runs`` sound runs, by start time, give each measure's
+reference: the median, and a spread (1.4826 x the median absolute deviation). A run regresses only when it is
+worse than the median by more than ``--max-regression`` percent *and* more than ``--baseline-mads`` spreads
+(:func:`rollcall.evidence.baseline.regressions`); with fewer than three runs there is no spread, the message
+says so, and the percentage alone judges against the median. Runs of another configuration never mix in; a run
+that was not sound (the job failed, a rank missed the roll call, a straggler) is left out.
 """
 
 from __future__ import annotations
@@ -19,8 +19,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rollcall.baseline import MEASURES, BaselineError, Baselines, ConfigKey, Entry, Figures, Reference
 from rollcall.collect import RESULTS_FILE, read_results
+from rollcall.evidence.baseline import (
+    MEASURES,
+    BaselineError,
+    Baselines,
+    ConfigKey,
+    Entry,
+    Figures,
+    Reference,
+)
 
 
 def history_files(source: str) -> list[Path]:

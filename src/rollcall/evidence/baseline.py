@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from rollcall.evidence.perf import PerfFigures
     from rollcall.jobspec import JobSpec
-    from rollcall.perf import PerfFigures
 
 BASELINE_VERSION = 1
 UNKNOWN = "?"
@@ -52,7 +52,7 @@ class Figures:
     throughput_total: float | None = None
     throughput_median: float | None = None
     epoch_time_mean: float | None = None
-    #: The median rank's compute time per step without communication, in ms (:mod:`rollcall.perf`).
+    #: The median rank's compute time per step without communication, in ms (:mod:`rollcall.evidence.perf`).
     compute_ms_median: float | None = None
     #: The all-reduce bus bandwidth of the whole world, in GB/s (the slowest rank's view of it).
     busbw_world: float | None = None

@@ -2,7 +2,7 @@
 
 Each stack here is captured from a real thread of this process by the workload's own capture code
 (``workload_watchdog.thread_stacks``), encoded as the workload writes it (``workload_watchdog.encode_stack``), parsed by
-:mod:`rollcall.ranklog` and classified by :mod:`rollcall.checks.hangs`.
+:mod:`rollcall.ranklog` and classified by :mod:`rollcall.evidence.hangs`.
 """
 
 from __future__ import annotations
@@ -16,12 +16,15 @@ from datetime import timedelta
 
 import pytest
 
-from rollcall.checks.hangs import DDP_WAIT, classify, resolve, stall_of, stalls, stop_reason
+from rollcall.checks.facts import Facts
+from rollcall.checks.hangs import hangs
+from rollcall.evidence.hangs import DDP_WAIT, classify, resolve, stall_of, stalls, stop_reason
 from rollcall.judge import judge
 from rollcall.ranklog import Frame, RollCall
-from rollcall.verdict import Evidence, Kind, Layout
+from rollcall.verdict import Criteria, Evidence, Kind, Layout
 from rollcall_workload import cli, contract
 from rollcall_workload import watchdog as workload_watchdog
+from tests.unit.helpers import LineLog, roll_of_lines, two_by_two
 from tests.waiting import wait_until
 
 
@@ -35,14 +38,6 @@ def _captured(name: str, where: str) -> list:
         return None
 
     return wait_until(f"thread {name} in {where}", probe, timeout=30, every=0.01)
-
-
-def _roll(lines: list[bytes]) -> RollCall:
-    roll = RollCall()
-    parser = roll.parser("node-0")
-    parser.feed(b"".join(lines))
-    parser.close()
-    return roll
 
 
 def _stack_line(rank: int, frames: list, dump: int = 1, **fields) -> bytes:
@@ -95,7 +90,7 @@ def joins_a_world_of_two(path: str) -> None:
 def test_a_thread_in_a_sleep_is_hung_in_a_sleep_at_its_innermost_frame():
     _start(sleeps_forever)  # a daemon: it sleeps on unseen after the test, as a hung rank would
     frames = _captured("test-sleeps_forever", "sleeps_forever")
-    roll = _roll([_stack_line(1, frames)])
+    roll = roll_of_lines([_stack_line(1, frames)])
     stall = stall_of(roll.ranks[1])
     assert stall is not None and not stall.waiting and stall.where == "a sleep"
     # none of these frames is the workload's own: the innermost frames of any code are shown
@@ -119,7 +114,8 @@ def test_a_thread_blocked_reading_a_pipe_is_hung_in_io():
 
 
 def test_a_thread_waiting_in_the_rendezvous_of_torch_distributed_is_waiting(tmp_path):
-    pytest.importorskip("torch.distributed")
+    import torch.distributed  # noqa: F401
+
     store = tmp_path / "store"
     thread = _start(joins_a_world_of_two, str(store))
     try:
@@ -165,7 +161,8 @@ def iterates_a_data_loader(dataset: BlockingDataset) -> None:
 
 
 def test_a_thread_stuck_in_the_data_loader_is_hung_in_the_data_loader():
-    pytest.importorskip("torch.utils.data")
+    import torch.utils.data  # noqa: F401
+
     dataset = BlockingDataset()
     thread = _start(iterates_a_data_loader, dataset)
     try:
@@ -195,7 +192,8 @@ def runs_a_backward_that_waits(gate: threading.Event) -> None:
 
 
 def test_a_thread_stalled_in_backward_is_ambiguous_waiting_beside_a_hung_rank_else_hung():
-    pytest.importorskip("torch")
+    import torch  # noqa: F401
+
     gate = threading.Event()
     thread = _start(runs_a_backward_that_waits, gate)
     try:
@@ -217,7 +215,7 @@ def test_a_thread_stalled_in_backward_is_ambiguous_waiting_beside_a_hung_rank_el
         thread.join(timeout=30)
     assert not thread.is_alive()
     sleeping = [["train.py", 1585, "_maybe_inject_fault", "time.sleep(3600)", True]]
-    roll = _roll([_stack_line(0, frames), _stack_line(1, sleeping)])
+    roll = roll_of_lines([_stack_line(0, frames), _stack_line(1, sleeping)])
     stalled = stall_of(roll.ranks[0])
     assert stalled is not None and stalled.ambiguous and not stalled.waiting
     hung, waiting = resolve(stalls(roll.ranks))
@@ -239,15 +237,21 @@ def test_store_and_work_waits_read_as_waiting_by_their_line():
 def test_a_new_dump_replaces_the_last_and_resumed_withdraws_it():
     frames = [["train.py", 10, "run", "time.sleep(1)", True]]
     resumed = contract.encode_event("resumed", 2, 4, dump=1, stalled_s=70.0, phase="epoch 2 step 1")
-    roll = _roll([_stack_line(2, frames, dump=1), resumed, _stack_line(2, frames, dump=1, thread="late")])
+    roll = roll_of_lines(
+        [_stack_line(2, frames, dump=1), resumed, _stack_line(2, frames, dump=1, thread="late")]
+    )
     assert roll.ranks[2].stall is None  # the late line of the withdrawn dump is ignored
-    roll = _roll([_stack_line(2, frames, dump=1, phase="a"), _stack_line(2, frames, dump=2, phase="b")])
+    roll = roll_of_lines(
+        [_stack_line(2, frames, dump=1, phase="a"), _stack_line(2, frames, dump=2, phase="b")]
+    )
     assert roll.ranks[2].stall is not None and (roll.ranks[2].stall.dump, roll.ranks[2].stall.phase) == (
         2,
         "b",
     )
-    bad = contract.encode_event("stack", 2, 4, dump=1, thread="MainThread", main=True, frames=[["x", "1"], 3])
-    roll = _roll([bad])
+    bad = contract.encode_event(  # a malformed line on purpose: written past the contract's check
+        "stack", 2, 4, strict=False, dump=1, thread="MainThread", main=True, frames=[["x", "1"], 3]
+    )
+    roll = roll_of_lines([bad])
     stall = roll.ranks[2].stall
     assert (
         stall is not None and stall.main is not None and stall.main.frames == ()
@@ -258,7 +262,7 @@ def test_a_deep_stack_keeps_its_innermost_frames_on_one_line_under_the_limit():
     frames = [[f"/very/long/path/{'d' * 60}/m{i}.py", i, f"f{i}", "x" * 150, False] for i in range(200)]
     line = _stack_line(0, frames)
     assert len(line) < contract.MAX_LINE_BYTES and line.count(b"\n") == 1
-    stall = stall_of(_roll([line]).ranks[0])
+    stall = stall_of(roll_of_lines([line]).ranks[0])
     assert stall is not None and stall.dump.main is not None
     kept = stall.dump.main
     assert kept.frames[-1].function == "f199" and kept.dropped == 200 - len(kept.frames) > 0
@@ -288,7 +292,7 @@ def _stalled_world(hung_rank: int, world: int = 4, op: str = "barrier") -> RollC
                 [c10d, 4800, op, "work.wait()", False],
             ]
         lines.append(_stack_line(r, frames))
-    return _roll(lines)
+    return roll_of_lines(lines)
 
 
 def test_the_verdict_names_the_hung_rank_where_it_sleeps_and_folds_the_waiting_ones():
@@ -316,22 +320,9 @@ def test_the_job_is_ended_once_every_open_rank_is_stalled():
     assert "no rank made progress" in (stop_reason(waiting_only.ranks, 4) or "")
 
 
-class FakeLog:
-    rank, world_size = 0, 1
-
-    def __init__(self) -> None:
-        self.lines: list[bytes] = []
-
-    def write(self, data: bytes) -> None:
-        self.lines.append(data)
-
-    def emit(self, event: str, **fields) -> None:
-        self.write(contract.encode_event(event, 0, 1, **fields))
-
-
 def test_the_watchdog_dumps_at_the_bound_again_each_bound_and_says_when_the_rank_resumes():
     now = [0.0]
-    log = FakeLog()
+    log = LineLog()
     dog = workload_watchdog.Watchdog(log, hang_after=None, first_step=120.0, clock=lambda: now[0])
     assert dog.bound() == 120.0  # until the first step completes
     dog.first_step_done()
@@ -347,20 +338,20 @@ def test_the_watchdog_dumps_at_the_bound_again_each_bound_and_says_when_the_rank
     assert not dog.check()  # not again until another bound has passed
     now[0] = 200.0
     assert dog.check()
-    roll = _roll(log.lines)
+    roll = roll_of_lines(log.lines)
     stall = roll.ranks[0].stall
     assert stall is not None and (stall.dump, stall.phase, stall.stalled_s) == (2, "epoch 1 end", 200.0)
     assert stall.main is not None and stall.main.thread == threading.current_thread().name
     dog.beat("epoch 2 barrier")
-    assert _roll(log.lines).ranks[0].stall is None
+    assert roll_of_lines(log.lines).ranks[0].stall is None
 
 
 def test_an_explicit_hang_after_holds_after_the_first_step_and_is_the_first_steps_floor():
-    dog = workload_watchdog.Watchdog(FakeLog(), hang_after=5.0, first_step=120.0)
+    dog = workload_watchdog.Watchdog(LineLog(), hang_after=5.0, first_step=120.0)
     assert dog.bound() == 120.0
     dog.first_step_done()
     assert dog.bound() == 5.0
-    assert workload_watchdog.Watchdog(FakeLog(), hang_after=500.0, first_step=120.0).bound() == 500.0
+    assert workload_watchdog.Watchdog(LineLog(), hang_after=500.0, first_step=120.0).bound() == 500.0
     assert (
         workload_watchdog.first_step_bound("xla", False) == 1800.0
         and workload_watchdog.first_step_bound("cpu", True) == 600.0
@@ -371,3 +362,14 @@ def test_an_explicit_hang_after_holds_after_the_first_step_and_is_the_first_step
 def test_a_bad_hang_after_is_refused_by_the_parser(value):
     with pytest.raises(cli.CommandLineError, match="argument --hang-after: must be a number > 0"):
         cli.parse_args(["--hang-after", value])
+
+
+def test_the_predicate_names_the_hung_rank_then_the_waiting_ones_and_nothing_of_a_run_that_ended():
+    found = list(hangs(Facts(Evidence(_stalled_world(2), Layout(2, 2)), Criteria())))
+    assert [p.kind for p in found] == [Kind.HUNG, Kind.WAITING]
+    assert set(found[0].ranks) == {2} and found[0].message.startswith(
+        "rank 2 (node 1, pod node-0) hung in a sleep"
+    )
+    assert "time.sleep(3600)" in found[0].ranks[2]
+    assert set(found[1].ranks) == {0, 1, 3} and "waiting in a collective (barrier)" in found[1].message
+    assert list(hangs(Facts(Evidence(two_by_two(), Layout(2, 2)), Criteria()))) == []

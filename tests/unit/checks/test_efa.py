@@ -2,12 +2,14 @@
 
 import pytest
 
-from rollcall.backends import JobState, JobStatus
+from rollcall.backends import EfaUse, JobState, JobStatus
 from rollcall.backends.kubernetes.efa import NET_CLUES, EfaEvidence, check, details, explain
+from rollcall.checks.efa import efa
+from rollcall.checks.facts import Facts
 from rollcall.judge import judge
 from rollcall.ranklog import RollCall
-from rollcall.verdict import Evidence, Kind, Layout
-from tests.unit.helpers import node_log
+from rollcall.verdict import Criteria, Evidence, Kind, Layout
+from tests.unit.helpers import node_log, two_by_two
 
 
 @pytest.mark.parametrize(
@@ -168,3 +170,34 @@ def test_a_pod_that_never_logged_the_selection_fails_only_where_nccl_logs_it(req
 def test_efa_used_everywhere_is_no_failure_and_no_detail():
     use = check({"a": EfaEvidence(efa=True), "b": EfaEvidence(efa=True)}, required=True)
     assert not use.failed and use.reason == "" and details(use) == []
+
+
+def test_efa_not_used_is_its_own_kind_not_a_job_failure():
+    reason = "EFA was requested but NCCL did not use it on 1 pod(s): it fell back to TCP sockets"
+    efa = EfaUse(fell_back={"x-0": "NET/Socket : Using [0]eth0"}, required=True, reason=reason)
+    status = JobStatus(JobState.SUCCEEDED, efa=efa)  # the backend reports EFA; the job itself succeeded
+    v = judge(Evidence(two_by_two(), Layout(2, 2), status))
+    assert [p.kind for p in v.findings] == [Kind.EFA]
+    assert v.findings[0].detail is efa and v.problems == [reason]
+    unproven = EfaUse(unproven=("x-0",), required=False)  # Neuron: not proven is only a detail
+    assert judge(Evidence(two_by_two(), Layout(2, 2), JobStatus(JobState.SUCCEEDED, efa=unproven))).passed
+
+
+def test_a_job_that_failed_besides_efa_says_both_once_each():
+    efa = EfaUse(fell_back={"x-0": "Using network Socket"}, required=True, reason="EFA was requested but ...")
+    status = JobStatus(JobState.FAILED, "pod x-1 (index 1) on node n1: OOMKilled", efa=efa)
+    v = judge(Evidence(two_by_two(), Layout(2, 2), status))
+    assert [p.kind for p in v.findings] == [Kind.JOB, Kind.EFA]
+    assert v.problems == ["job failed: pod x-1 (index 1) on node n1: OOMKilled", "EFA was requested but ..."]
+
+
+def test_the_predicate_names_efa_requested_and_not_used_and_nothing_where_it_was():
+    reason = "EFA was requested but NCCL did not use it on 1 pod(s): it fell back to TCP sockets"
+    fell_back = EfaUse(fell_back={"x-0": "NET/Socket : Using [0]eth0"}, required=True, reason=reason)
+    status = JobStatus(JobState.SUCCEEDED, efa=fell_back)
+    [problem] = list(efa(Facts(Evidence(two_by_two(), Layout(2, 2), status), Criteria())))
+    assert problem.kind is Kind.EFA and problem.message == reason and problem.detail is fell_back
+    assert problem.ranks == {} and "fell back to TCP" in problem.message
+    used = JobStatus(JobState.SUCCEEDED, efa=EfaUse(required=True))
+    for sound in (used, JobStatus(JobState.SUCCEEDED), None):
+        assert list(efa(Facts(Evidence(two_by_two(), Layout(2, 2), sound), Criteria()))) == []

@@ -1,19 +1,24 @@
-"""Baselines that know the noise: a reference from the last sound runs of the same configuration."""
+"""The regressions check: no figure worse than its baseline beyond --max-regression; baselines that know the
+noise (a reference from the last sound runs of the same configuration)."""
 
 from dataclasses import fields
 
 import pytest
 
-from rollcall.backends import JobState
-from rollcall.baseline import BaselineError, ConfigKey
-from rollcall.checks.reference import history_baselines
+from rollcall.backends import JobState, JobStatus
+from rollcall.checks.facts import Facts
+from rollcall.checks.regressions import regressions as regressions_check
+from rollcall.evidence.baseline import BaselineError, ConfigKey, regressions
+from rollcall.evidence.reference import history_baselines
 from rollcall.gate import GateReport, criteria_of
+from rollcall.jobspec import JobSpec
 from rollcall.options import OptionError, resolve
+from rollcall.ranklog import RollCall
 from rollcall.reports import TestRecord as Record
 from rollcall.reports import write_results
 from rollcall.runner import RunResult
-from rollcall.verdict import Kind
-from tests.unit.test_baseline import KEY, attempt_of
+from rollcall.verdict import Criteria, Evidence, Figures, Kind, Layout
+from tests.unit.test_baseline import KEY, attempt_of, baselines, workload_log
 
 
 def write_run(directory, n, tp, nodes=2, state=JobState.SUCCEEDED):
@@ -112,3 +117,91 @@ def test_bad_history_input_names_the_input_and_the_fix(tmp_path):
         resolve({"baseline": "b.json", "baseline_history": str(tmp_path)}, environ={})
     with pytest.raises(OptionError, match=r"invalid --baseline-mads value '0'"):
         resolve({"baseline_mads": "0"}, environ={})
+
+
+def test_a_baseline_20_percent_above_fails_on_every_measure_naming_it():
+    now = Figures(200.0, 50.0, 0.45)
+    base = Figures(240.0, 60.0, 0.375)
+    found = regressions(now, base, 10)
+    assert [r.measure.name for r in found] == [
+        "total throughput",
+        "per-rank median throughput",
+        "mean epoch time",
+    ]
+    assert str(found[0]) == (
+        "total throughput regressed: 200.00 samples/s against a baseline of 240.00 samples/s "
+        "(ratio 0.833, 16.7% below it; --max-regression 10%)"
+    )
+    assert "mean epoch time regressed: 0.4500 s against a baseline of 0.3750 s (ratio 1.200, 20.0% above" in (
+        str(found[2])
+    )
+
+
+def test_within_the_allowed_regression_or_better_passes():
+    assert regressions(Figures(200.0, 50.0, 0.45), Figures(220.0, 55.0, 0.41), 10) == []
+    assert regressions(Figures(400.0, 100.0, 0.2), Figures(200.0, 50.0, 0.45), 0) == []
+    # a measure absent on either side is not compared
+    assert regressions(Figures(None, 50.0, None), Figures(240.0, None, 0.3), 10) == []
+
+
+def test_a_slower_compute_time_or_a_lower_world_bus_bandwidth_regresses():
+    base = Figures(200.0, 50.0, 0.45, compute_ms_median=40.0, busbw_world=100.0)
+    slow = Figures(200.0, 50.0, 0.45, compute_ms_median=46.0, busbw_world=85.0)
+    found = regressions(slow, base, 10)
+    assert [r.measure.name for r in found] == [
+        "median compute time per step",
+        "world all-reduce bus bandwidth",
+    ]
+    assert str(found[0]).startswith(
+        "median compute time per step regressed: 46.00 ms against a baseline of 40.00 ms"
+    )
+    assert "85.00 GB/s against a baseline of 100.00 GB/s (ratio 0.850, 15.0% below it" in str(found[1])
+    # within the allowed 10%, or an entry written before these figures existed: not compared
+    assert regressions(Figures(200.0, 50.0, 0.45, 43.0, 92.0), base, 10) == []
+    assert regressions(slow, Figures(200.0, 50.0, 0.45), 10) == []
+
+
+def test_the_gate_adds_regressions_to_the_verdict_and_skips_an_unknown_configuration():
+    high = baselines({"throughput_total": 240.0, "throughput_median": 60.0, "epoch_time_mean": 0.375})
+    attempt = attempt_of(baselines=high, baseline_file="b.json", max_regression_pct=10)
+    report = GateReport.of("t::a", attempt)
+    assert report.gate == "failed" and not attempt.passed
+    assert report.sound  # the roll call itself was sound: --write-baseline may record it
+    assert any(p.startswith("total throughput regressed: 200.00") for p in attempt.verdict.problems)
+    assert "regression gate failed" in report.note()
+
+    other = GateReport.of("t::b", attempt_of(nodes=1, ppn=4, baselines=high, baseline_file="b.json"))
+    assert other.gate == "skipped" and other.regressions == []
+    assert other.note() == (
+        "rollcall: no baseline for accelerator=cpu,instance_type=-,nodes=1,procs_per_node=4,model=tiny,"
+        "seq_len=64 in b.json: regression gate skipped for t::b (record one with --write-baseline)"
+    )
+    assert GateReport.of("t::c", attempt_of()).gate == "off"
+
+
+def baseline_facts(**criteria):
+    roll = RollCall()
+    for node in range(2):
+        parser = roll.parser(f"job-{node}")
+        parser.feed(workload_log(node, 2, 2).encode())
+        parser.close()
+    spec = JobSpec("job", 2, 2, accelerator="cpu")
+    return Facts(Evidence(roll, Layout(2, 2), JobStatus(JobState.SUCCEEDED), spec), Criteria(**criteria))
+
+
+def test_the_predicate_names_each_figure_worse_than_the_baseline_and_nothing_within_it_or_without_one():
+    high = baselines({"throughput_total": 240.0, "throughput_median": 60.0, "epoch_time_mean": 0.375})
+    found = list(regressions_check(baseline_facts(baselines=high, max_regression_pct=10)))
+    assert [p.kind for p in found] == [Kind.REGRESSION] * 3 and all(p.ranks == {} for p in found)
+    assert found[0].message.startswith(
+        "total throughput regressed: 200.00 samples/s against a baseline of 240.00"
+    )
+    assert [p.detail.measure.name for p in found] == [
+        "total throughput",
+        "per-rank median throughput",
+        "mean epoch time",
+    ]
+    assert list(regressions_check(baseline_facts(baselines=high, max_regression_pct=25))) == []
+    assert list(regressions_check(baseline_facts())) == []  # no baselines: no gate
+    elsewhere = baselines({"throughput_total": 240.0}, key=KEY.replace("nodes=2", "nodes=3"))
+    assert list(regressions_check(baseline_facts(baselines=elsewhere, max_regression_pct=10))) == []

@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 
 from rollcall.backends import JobState, JobStatus
-from rollcall.checks.kernels import kernel_fallbacks
+from rollcall.checks.facts import Facts
+from rollcall.checks.kernel_fallbacks import kernel_fallbacks as kernel_fallbacks_check
+from rollcall.evidence.kernels import kernel_fallbacks
 from rollcall.judge import judge
 from rollcall.ranklog import RollCall
-from rollcall.verdict import Evidence, Kind, Layout
+from rollcall.verdict import Criteria, Evidence, Kind, Layout
 from tests.unit.helpers import event
 
 ON = "on: checked against PyTorch's scaled_dot_product_attention"
@@ -106,3 +108,29 @@ def test_the_kernels_event_after_the_checks_settles_what_start_chose():
     assert roll.ranks[0].start["kernels"] == {"attention": "on: proven on sm_90"}
     (fallback,) = kernel_fallbacks(roll.ranks)
     assert (fallback.kernel, sorted(fallback.failed), fallback.everywhere) == ("attention", [0], False)
+
+
+def _roll(states: dict[int, dict[str, str]]) -> RollCall:
+    roll = RollCall()
+    world = len(states)
+    for rank, kernels in states.items():
+        p = roll.parser(f"pod-{rank}")
+        p.feed(
+            (
+                event("start", rank, world, local_rank=0, node_rank=rank, device="cuda:0", kernels=kernels)
+                + "\n"
+            ).encode()
+        )
+        p.close()
+    return roll
+
+
+def test_the_predicate_warns_of_the_kernel_one_gpu_dropped_naming_its_rank_and_nothing_of_kernels_that_held():
+    roll = _roll({0: {"attention": THERE}, 1: {"attention": HERE}})
+    [warning] = list(kernel_fallbacks_check(Facts(Evidence(roll, Layout(2, 1)), Criteria())))
+    assert warning.kind is Kind.KERNEL_FALLBACK and warning.warning
+    assert warning.ranks == {1: "its attention kernel failed its check"}
+    assert "attention kernel failed its check on rank(s) 1 only" in warning.message
+    assert "cuda:0 of node 1" in warning.message
+    held = _roll({0: {"attention": ON}, 1: {"attention": ON}})
+    assert list(kernel_fallbacks_check(Facts(Evidence(held, Layout(2, 1)), Criteria()))) == []

@@ -5,11 +5,14 @@ event per rank about its own device, see the workload's docstring) and what the 
 node (:attr:`~rollcall.backends.JobStatus.node_info`, e.g. a Kubernetes node's kubelet version):
 
 - :func:`node_facts` gathers them per node: the node-wide facts (:data:`NODE_KEYS`: versions of the driver,
-  CUDA, NCCL, kernel, OS, the workload's stack, the kubelet ...) and one :class:`Device` per rank;
+  CUDA, NCCL, kernel, OS, the workload's stack, the kubelet ...) and one :class:`Device` per rank (with
+  what its ``start`` said of the GPU, :data:`START_KEYS`, for a rank that failed before ``facts``);
 - :func:`unfit_devices` holds every device to the rules of :data:`RULES` (uncorrected ECC errors, row
-  remapping, retired pages, PCIe link, clock events, power limit) and every node to its instance type's
-  device count (``device_count``: the GPUs NVML and CUDA list, the Neuron devices, against what the backend
-  says the node's type has), and to what the node advertises (``advertised_devices``: its GPUs, Neuron
+  remapping, retired pages, PCIe link, clock events, power limit, memory another process held before the
+  run, a Neuron device's ECC counters), every node to its own health as the platform reports it
+  (``hardware_ready``, ``lost_devices``) and to its instance type's device count (``device_count``: the
+  GPUs NVML and CUDA list, the Neuron devices, against what the backend says the node's type has), and to
+  what the node advertises (``advertised_devices``: its GPUs, Neuron
   devices, NeuronCores and EFA interfaces, against its type's, however many of them its ranks were given);
   each rule fails, warns or is off (:class:`FitnessPolicy`); a rule whose fact a
   device could not read finds nothing there (the node's facts say the fact is unknown, and why: never
@@ -31,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from rollcall.evidence.gpumem import held_memory
 from rollcall.ranklog import RankReport, ranges
 
 Severity = Literal["fail", "warn", "off"]
@@ -77,7 +81,18 @@ OBSERVED_KEYS: tuple[str, ...] = (
     "type_neuron_devices",
     "type_neuroncores",
     "type_efa",
+    "hardware_ready",
+    "hardware_ready_reason",
+    "allocatable_gpus",
+    "capacity_gpus",
+    "allocatable_efa",
+    "capacity_efa",
 )
+#: The fact naming a Neuron device of ``neuron_hw_counters`` (its index), beside its counters.
+NEURON_DEVICE = "neuron_device"
+#: neuron-monitor's hardware error counters (``neuron_hw_counters``), uncorrected and corrected.
+NEURON_UNCORRECTED: tuple[str, ...] = ("mem_ecc_uncorrected", "sram_ecc_uncorrected")
+NEURON_CORRECTED: tuple[str, ...] = ("mem_ecc_corrected", "sram_ecc_corrected")
 #: Facts of one device (NVML), one per rank.
 DEVICE_KEYS: tuple[str, ...] = (
     "device_index",
@@ -100,7 +115,11 @@ DEVICE_KEYS: tuple[str, ...] = (
     "power_limit_w",
     "power_default_w",
     "temperature_c",
+    "memory_used_mib",
+    "gpu_processes",
 )
+#: Device facts a rank says in ``start``, read before its CUDA context (what other processes held).
+START_KEYS: tuple[str, ...] = ("memory_used_mib", "gpu_processes")
 #: The versions that must agree between the nodes of one run (``config_drift``).
 DRIFT_KEYS: tuple[str, ...] = (
     "driver",
@@ -139,6 +158,8 @@ class Device:
     facts: Mapping[str, Any] = field(default_factory=dict)
     unknown: Mapping[str, str] = field(default_factory=dict)
     whole_node: bool = False
+    #: False for a GPU of the node that no rank used (named by a GPU event): ``rank`` is then -1.
+    on_rank: bool = True
 
     @property
     def index(self) -> Any:
@@ -147,13 +168,19 @@ class Device:
 
     @property
     def label(self) -> str:
-        """``node 1 (gpu-a) GPU 3, UUID GPU-..., serial 1650...``: everything that names the device."""
+        """``node 1 (gpu-a) GPU 3, UUID GPU-..., serial 1650...``: everything that names the device.
+
+        A Neuron device (:data:`NEURON_DEVICE`): ``node 1 (trn-a) Neuron device 5``.
+        """
         if self.whole_node:
             return f"node {self.node} ({self.name})"
+        if NEURON_DEVICE in self.facts:
+            return f"node {self.node} ({self.name}) Neuron device {self.facts[NEURON_DEVICE]}"
         index = self.index if self.index is not None else "?"
         uuid = self.facts.get("gpu_uuid", "unknown")
         serial = self.facts.get("gpu_serial", "unknown")
-        return f"node {self.node} ({self.name}) rank {self.rank} GPU {index}, UUID {uuid}, serial {serial}"
+        rank = f" rank {self.rank}" if self.on_rank else ""
+        return f"node {self.node} ({self.name}){rank} GPU {index}, UUID {uuid}, serial {serial}"
 
     def as_dict(self) -> dict[str, Any]:
         """The device, JSON-ready."""
@@ -162,7 +189,11 @@ class Device:
 
 @dataclass(frozen=True)
 class NodeFacts:
-    """One node: its name, its node-wide facts, the ones unknown and why, its devices and its ranks."""
+    """One node: its name, its node-wide facts, the ones unknown and why, its devices and its ranks.
+
+    ``devices`` are its ranks' own (one per rank, NVML's); ``neuron_devices`` every Neuron device of the
+    instance with its hardware error counters, as the rank that read them (local rank 0) reported them.
+    """
 
     node: int
     name: str
@@ -170,6 +201,7 @@ class NodeFacts:
     unknown: Mapping[str, str] = field(default_factory=dict)
     devices: tuple[Device, ...] = ()
     ranks: tuple[int, ...] = ()
+    neuron_devices: tuple[Device, ...] = ()
 
     def values(self, key: str) -> list[Any]:
         """The node's value of ``key`` (a device key: each device's that knows it)."""
@@ -202,6 +234,7 @@ class NodeFacts:
             "facts": dict(self.facts),
             "unknown": dict(self.unknown),
             "devices": [d.as_dict() for d in self.devices],
+            "neuron_devices": [d.as_dict() for d in self.neuron_devices],
         }
 
 
@@ -217,7 +250,7 @@ def node_facts(
     """
     by_node: dict[int, list[RankReport]] = defaultdict(list)
     for rank, report in sorted(reports.items()):
-        if report.facts is not None:
+        if report.facts is not None or _started(report):
             by_node[node_of(rank)].append(report)
     nodes = []
     for node, reps in sorted(by_node.items()):
@@ -236,18 +269,32 @@ def node_facts(
         for key, value in ((observed or {}).get(name) or {}).items():
             facts.setdefault(key, value)
         devices = tuple(
-            Device(
-                node,
-                r.rank,
-                name,
-                {k: v for k, v in (r.facts or {}).items() if k in DEVICE_KEYS},
-                {k: v for k, v in r.unknown.items() if k in DEVICE_KEYS},
-            )
+            Device(node, r.rank, name, read, {k: v for k, v in r.unknown.items() if k in DEVICE_KEYS})
             for r in reps
-            if any(k in DEVICE_KEYS for k in r.facts or {})
+            if (read := {**_started(r), **{k: v for k, v in (r.facts or {}).items() if k in DEVICE_KEYS}})
         )
-        nodes.append(NodeFacts(node, name, facts, unknown, devices, tuple(r.rank for r in reps)))
+        ranks = tuple(r.rank for r in reps)
+        nodes.append(NodeFacts(node, name, facts, unknown, devices, ranks, _neuron_devices(node, name, reps)))
     return tuple(nodes)
+
+
+def _neuron_devices(node: int, name: str, reports: list[RankReport]) -> tuple[Device, ...]:
+    """Each Neuron device of ``neuron_hw_counters`` (the first rank of the node that read them), by index."""
+    for r in reports:
+        counters = (r.facts or {}).get("neuron_hw_counters")
+        if isinstance(counters, dict) and counters:
+            found = [
+                Device(node, r.rank, name, {NEURON_DEVICE: int(index), **values})
+                for index, values in counters.items()
+                if str(index).isdigit() and isinstance(values, dict)
+            ]
+            return tuple(sorted(found, key=lambda d: d.facts[NEURON_DEVICE]))
+    return ()
+
+
+def _started(report: RankReport) -> dict[str, Any]:
+    """The device facts a rank said in ``start`` (:data:`START_KEYS`): it may fail before ``facts``."""
+    return {k: v for k, v in (report.start or {}).items() if k in START_KEYS}
 
 
 def _node_name(reports: list[RankReport]) -> str:
@@ -267,13 +314,15 @@ def _node_name(reports: list[RankReport]) -> str:
 class Rule:
     """One fitness rule: what it finds wrong in a device's facts, as (fact, value, what is wrong).
 
-    A rule of ``scope`` ``"node"`` reads the node's facts instead, once per node.
+    A rule of ``scope`` ``"node"`` reads the node's facts instead, once per node. ``default`` is what a
+    finding does unless ``--fitness-fail``, ``--fitness-warn`` or ``--fitness-off`` names the rule.
     """
 
     name: str
     help: str
     find: Callable[[Mapping[str, Any]], tuple[str, Any, str] | None]
     scope: Literal["device", "node"] = "device"
+    default: Severity = "fail"
 
 
 def _positive(key: str) -> Callable[[Mapping[str, Any]], tuple[str, Any, str] | None]:
@@ -366,6 +415,53 @@ def _advertised_devices(f: Mapping[str, Any]) -> tuple[str, Any, str] | None:
     return None
 
 
+def _counted(*keys: str) -> Callable[[Mapping[str, Any]], tuple[str, Any, str] | None]:
+    """The first of ``keys`` above 0 (a Neuron device's ECC counters)."""
+
+    def find(f: Mapping[str, Any]) -> tuple[str, Any, str] | None:
+        return next((hit for key in keys if (hit := _positive(key)(f)) is not None), None)
+
+    return find
+
+
+def _hardware_ready(f: Mapping[str, Any]) -> tuple[str, Any, str] | None:
+    """The EKS node monitoring agent's ``AcceleratedHardwareReady`` condition False (Unknown: nothing)."""
+    if f.get("hardware_ready") != "False":
+        return None
+    reason = f.get("hardware_ready_reason")
+    said = f": {reason}" if reason else ""
+    return "hardware_ready", "False", f"(AcceleratedHardwareReady, the EKS node monitoring agent's){said}"
+
+
+#: What ``lost_devices`` compares: ``allocatable_<fact>`` against ``capacity_<fact>``, and what they count.
+LOST_COUNTS: tuple[tuple[str, str], ...] = (("gpus", "GPUs"), ("efa", "EFA interfaces"))
+
+
+def _lost_devices(f: Mapping[str, Any]) -> tuple[str, Any, str] | None:
+    """A node allocating fewer GPUs or EFA interfaces than its capacity: it holds the rest back, unhealthy."""
+    for fact, what in LOST_COUNTS:
+        alloc, capacity = _count(f.get(f"allocatable_{fact}")), _count(f.get(f"capacity_{fact}"))
+        if alloc is not None and capacity is not None and alloc < capacity:
+            lost = capacity - alloc
+            return (
+                f"allocatable_{fact}",
+                alloc,
+                f"below its capacity {capacity}: the node has lost {lost} {what} (its device plugin "
+                "reports them unhealthy)",
+            )
+    return None
+
+
+def _in_use(f: Mapping[str, Any]) -> tuple[str, Any, str] | None:
+    """Memory another process held on the GPU before the rank created its context (:mod:`.gpumem`)."""
+    held = held_memory(f)
+    if held is None:
+        return None
+    if held.used_mib is None:
+        return "gpu_processes", len(held.holders), f"other processes before the run, {held.by}"
+    return "memory_used_mib", held.used_mib, f"in use before the run, {held.by}"
+
+
 #: Every fitness rule, by the name ``--fitness-warn`` and ``--fitness-off`` take.
 RULES: tuple[Rule, ...] = (
     Rule(
@@ -409,24 +505,68 @@ RULES: tuple[Rule, ...] = (
         _advertised_devices,
         scope="node",
     ),
+    Rule(
+        "hardware_ready",
+        "the node's AcceleratedHardwareReady condition (the EKS node monitoring agent's) is False",
+        _hardware_ready,
+        scope="node",
+    ),
+    Rule(
+        "lost_devices",
+        "the node allocates fewer GPUs or EFA interfaces than its capacity holds",
+        _lost_devices,
+        scope="node",
+    ),
+    Rule(
+        "neuron_ecc_uncorrected",
+        "a Neuron device counted uncorrected ECC events in its DRAM or SRAM (neuron-monitor)",
+        _counted(*NEURON_UNCORRECTED),
+    ),
+    Rule(
+        "neuron_ecc_corrected",
+        "a Neuron device counted corrected ECC events in its DRAM or SRAM (neuron-monitor)",
+        _counted(*NEURON_CORRECTED),
+        default="warn",
+    ),
+    Rule(
+        "gpu_in_use",
+        "another process held memory on the GPU before the run",
+        _in_use,
+        default="warn",
+    ),
 )
-RULE_NAMES: tuple[str, ...] = tuple(r.name for r in RULES)
+#: The rules the GPUs' events during the run break (:mod:`rollcall.evidence.gpu_events`, judged by the
+#: ``gpu_events`` check), by name and what they find: the fitness options take them as they take the others.
+EVENT_RULES: tuple[tuple[str, str], ...] = (
+    ("gpu_lost", "NVML answered that the GPU is lost, or it was gone from the node's count at the end"),
+    ("hardware_event", "an Xid of the catalog's hardware class, or a double-bit ECC error, during the run"),
+)
+RULE_NAMES: tuple[str, ...] = (*(r.name for r in RULES), *(name for name, _ in EVENT_RULES))
 
 
 def _num(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
+#: What a finding of each rule does unless the policy names it (:attr:`Rule.default`).
+DEFAULT_SEVERITY: dict[str, Severity] = {r.name: r.default for r in RULES}
+
+
 @dataclass(frozen=True)
 class FitnessPolicy:
-    """Which rules warn instead of failing, and which are off (by :data:`RULE_NAMES`)."""
+    """Which rules fail, warn or are off where that is not their default (by :data:`RULE_NAMES`)."""
 
     warn: frozenset[str] = frozenset()
     off: frozenset[str] = frozenset()
+    fail: frozenset[str] = frozenset()
 
     def severity(self, rule: str) -> Severity:
-        """What a finding of ``rule`` does."""
-        return "off" if rule in self.off else "warn" if rule in self.warn else "fail"
+        """What a finding of ``rule`` does: off, warn or fail as named, else the rule's default."""
+        if rule in self.off:
+            return "off"
+        if rule in self.warn:
+            return "warn"
+        return "fail" if rule in self.fail else DEFAULT_SEVERITY.get(rule, "fail")
 
 
 @dataclass(frozen=True)
@@ -477,7 +617,7 @@ def unfit_devices(nodes: Iterable[NodeFacts], policy: FitnessPolicy | None = Non
                 rank = min(node.ranks, default=-1)
                 itself = Device(node.node, rank, node.name, node.facts, node.unknown, whole_node=True)
                 found.append(Unfit(itself, rule.name, *hit, severity))
-        for device in node.devices:
+        for device in (*node.devices, *node.neuron_devices):
             for rule in RULES:
                 if rule.scope != "device" or (severity := policy.severity(rule.name)) == "off":
                     continue
@@ -633,15 +773,22 @@ def parse_rules(words: Iterable[str]) -> frozenset[str]:
 
 __all__ = [
     "ADVERTISED_COUNTS",
+    "DEFAULT_SEVERITY",
     "DEVICE_COUNTS",
     "DEVICE_KEYS",
     "DRIFT_KEYS",
     "DRIFT_MODES",
+    "EVENT_RULES",
     "EXPECT_KEYS",
+    "LOST_COUNTS",
+    "NEURON_CORRECTED",
+    "NEURON_DEVICE",
+    "NEURON_UNCORRECTED",
     "NODE_KEYS",
     "OBSERVED_KEYS",
     "RULES",
     "RULE_NAMES",
+    "START_KEYS",
     "Device",
     "Drift",
     "FitnessPolicy",

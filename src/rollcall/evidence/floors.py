@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rollcall.perf import GroupBandwidth
+from rollcall.evidence.perf import GroupBandwidth
 
 #: The largest all-reduce buffer the bandwidth phase allocates on a GPU to meet a floor's size.
 MAX_MEASURE_BYTES = 2 * 2**30

@@ -1,0 +1,34 @@
+"""Where a slow GPU is detected: no rank's compute time per step may exceed the median's by more than 1/ratio.
+
+In synchronous DDP throughput is equal on every rank, compute time is not; the line carries each slow
+rank's device (clocks, PCIe link, temperature, power limit) when its node reported it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from rollcall.checks.facts import Facts
+from rollcall.evidence.fitness import device_summary
+from rollcall.evidence.perf import compute_straggler_problem
+from rollcall.evidence.perf import compute_stragglers as find_compute_stragglers
+from rollcall.verdict import Kind, Problem
+
+
+def compute_stragglers(facts: Facts) -> Iterable[Problem]:
+    """With ``straggler_ratio`` set, no rank's compute time may exceed the median's by more than 1/ratio."""
+    ratio = facts.criteria.straggler_ratio
+    found = find_compute_stragglers(facts.perf.compute, ratio)
+    if found:
+        devices = {d.rank: d for n in facts.nodes_detail for d in n.devices}
+        known = [f"rank {s.rank} {device_summary(devices[s.rank])}" for s in found if s.rank in devices]
+        yield Problem(
+            Kind.COMPUTE_STRAGGLER,
+            compute_straggler_problem(found, ratio)
+            + (f"; their devices: {'; '.join(known)}" if known else ""),
+            {s.rank: s.note() for s in found},
+            detail=tuple(found),
+        )
+
+
+__all__ = ["compute_stragglers"]

@@ -1,0 +1,75 @@
+"""Where a rank's error is judged: the first failure named first (the root cause), its echoes folded.
+
+A rank that left before ``complete`` without an error (any status, 0 included) takes its place among them at
+its time: the first to leave, before any rank failed on its own, is the root cause.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+
+from rollcall.checks.facts import Facts
+from rollcall.evidence.gpu_events import program_evidence
+from rollcall.evidence.gpumem import held_memory, out_of_memory
+from rollcall.evidence.rootcause import Failure, analyse
+from rollcall.evidence.rootcause import lines as rootcause_lines
+from rollcall.verdict import Kind, Problem
+
+
+def errors(facts: Facts) -> Iterable[Problem]:
+    """A rank that reported an error failed; the first failure is named first, echoes folded.
+
+    :mod:`rollcall.evidence.rootcause` orders the errors (and the backend's termination records) by time; the
+    first problem is the root cause (with the whole :class:`~rollcall.evidence.rootcause.Analysis` as its
+    detail), then independent failures, then the rest folded by shape. Each rank's note is its own message.
+    When the infrastructure disrupted the job, the disruption is the first problem (``DISRUPTION``) and every
+    error is folded as its consequence. A rank that left early (:attr:`Facts.departures`) is ordered with the
+    errors: the first to leave before any own error is the root cause (``ROOT_CAUSE``, naming that rank),
+    ahead of the errors that followed; each other rank that left is a ``LEFT_EARLY`` problem of its own.
+    An Xid of the program's own class on a failing rank's GPU during the run is named in that rank's note,
+    beside its error (:func:`~rollcall.evidence.gpu_events.program_evidence`): its owner stays the error's.
+    An out-of-memory on a GPU another process held before the run (:mod:`rollcall.evidence.gpumem`) names
+    that memory as its cause.
+    """
+    held = {d.rank: h for n in facts.nodes_detail for d in n.devices if (h := held_memory(d.facts))}
+    failures = [
+        Failure(
+            r,
+            facts.node(r),
+            e.source or None,
+            e.message,
+            e.time,
+            facts.evidence.unit,
+            held.get(r) if out_of_memory(e.message) else None,
+        )
+        for r, report in facts.reports.items()
+        for e in report.errors
+    ]
+    status = facts.evidence.status
+    ended = [  # a worker's record names its rank: place it on the rank's node
+        replace(t, node=facts.node(t.rank)) if t.rank is not None and t.node is None else t
+        for t in (status.terminations if status is not None else ())
+    ]
+    analysis = analyse(failures, ended, status.disruption if status is not None else None, facts.departures)
+    beside = program_evidence(facts.gpu_events)  # the program's own Xids on a failing rank's GPU
+    for n, line in enumerate(rootcause_lines(analysis)):
+        notes: dict[int, str] = {}
+        if line.departure is not None:
+            notes[line.departure.rank] = line.departure.how()
+        for f in line.failures:  # a rank that wrote two errors keeps both
+            notes[f.rank] = (
+                f"{notes[f.rank]}; error: {f.message}" if f.rank in notes else f"error: {f.message}"
+            )
+        for rank in notes.keys() & beside.keys():
+            said = "; ".join(
+                f"{s.what} on GPU {s.heard.gpu} (UUID {s.heard.uuid}), {s.phase}" for s in beside[rank]
+            )
+            notes[rank] = f"{notes[rank]}; the GPU said: {said}"
+        kind = Kind.LEFT_EARLY if line.departure is not None and not line.root else Kind.ERROR
+        if line.root:
+            kind = Kind.DISRUPTION if analysis.disruption is not None else Kind.ROOT_CAUSE
+        yield Problem(kind, line.text, notes, detail=analysis if n == 0 else line)
+
+
+__all__ = ["errors"]

@@ -1,0 +1,195 @@
+"""What every check reads: the run's evidence and criteria, and what follows from them, derived once.
+
+A check is a named predicate ``Facts -> Iterable[Problem]`` in a module of its own under
+:mod:`rollcall.checks`; :class:`Facts` holds what several checks share (each rank's node, the ranks whose
+values are sound, their figures, each node's facts, the baseline), each computed at most once per verdict.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from rollcall.evidence.baseline import ConfigKey, Figures, Reference
+from rollcall.evidence.departures import Departure, departures
+from rollcall.evidence.fitness import NodeFacts, node_facts
+from rollcall.evidence.gpu_events import GpuEventSeen, events_seen
+from rollcall.evidence.perf import PerfFigures
+from rollcall.ranklog import RankReport, RollCall, ranges
+from rollcall.verdict import WORKLOAD_KEYS, Criteria, Evidence, Layout, Problem, Stats
+
+#: Nodes listed one by one in a problem's line; beyond, the ranks and the nodes are listed as two ranges.
+BY_NODE_GROUPS = 8
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What every check reads: the evidence, the criteria, and what follows from them."""
+
+    evidence: Evidence
+    criteria: Criteria
+
+    @property
+    def roll(self) -> RollCall:
+        """The roll call."""
+        return self.evidence.roll
+
+    @property
+    def layout(self) -> Layout:
+        """The layout asked for."""
+        return self.evidence.layout
+
+    def node(self, rank: int) -> int:
+        """The node ``rank`` said it ran on, else the one it should have run on."""
+        report = self.roll.ranks.get(rank)
+        reported = report.node_rank if report else None
+        return reported if reported is not None else self.layout.node_of(rank)
+
+    def by_node(self, ranks: Iterable[int]) -> str:
+        """``7 (node 0); 19, 40-47 (node 1)``: ranks grouped by the node they ran (or should have run) on.
+
+        Past :data:`BY_NODE_GROUPS` nodes, one list and the nodes' range: ``0-2047 (nodes 0-63)``.
+        """
+        groups: dict[int, list[int]] = defaultdict(list)
+        for r in ranks:
+            groups[self.node(r)].append(r)
+        if len(groups) > BY_NODE_GROUPS:
+            return f"{ranges(r for rs in groups.values() for r in rs)} (nodes {ranges(groups)})"
+        return "; ".join(f"{ranges(rs)} (node {n})" for n, rs in sorted(groups.items()))
+
+    @property
+    def log_word(self) -> str:
+        """What a rank's log is called in a message: its ``pod``, or the ``log`` of a node's processes."""
+        return "pod" if self.evidence.unit == "pod" else "log"
+
+    @cached_property
+    def reports(self) -> dict[int, RankReport]:
+        """The reports of the ranks inside the world, by rank."""
+        return {r: rep for r in range(self.layout.world_size) if (rep := self.roll.ranks.get(r)) is not None}
+
+    @cached_property
+    def departures(self) -> list[Departure]:
+        """The ranks that left before ``complete`` without an error (any status, 0 included), earliest first.
+
+        From each rank's ``exit`` event and the launcher's records of its workers
+        (:mod:`rollcall.evidence.departures`).
+        """
+        status = self.evidence.status
+        ended = status.terminations if status is not None else ()
+        return departures(self.reports, ended, self.node, self.evidence.unit)
+
+    @cached_property
+    def invalid(self) -> dict[int, list[str]]:
+        """Ranks that reported a non-finite or non-positive value, and which."""
+        found = {}
+        for r, report in self.reports.items():
+            bad = [f"throughput={report.throughput}"] if _bad(report.throughput) else []
+            bad += [f"epoch {e} seconds={s}" for e, s in sorted(report.epoch_times.items()) if _bad(s)]
+            if bad:
+                found[r] = bad
+        return found
+
+    @cached_property
+    def sound(self) -> dict[int, RankReport]:
+        """Reports of the ranks whose values are all sound: these are measured."""
+        return {r: rep for r, rep in self.reports.items() if r not in self.invalid}
+
+    @cached_property
+    def throughputs(self) -> dict[int, float]:
+        """Each measured rank's throughput."""
+        return {r: rep.throughput for r, rep in self.sound.items() if rep.throughput is not None}
+
+    @cached_property
+    def throughput(self) -> Stats:
+        """Throughput over the measured ranks."""
+        return Stats.of(list(self.throughputs.values()))
+
+    @cached_property
+    def epoch_time_mean(self) -> float | None:
+        """Mean of the measured ranks' mean epoch times."""
+        means = [t for rep in self.sound.values() if (t := rep.epoch_time) is not None]
+        return math.fsum(means) / len(means) if means else None
+
+    @cached_property
+    def perf(self) -> PerfFigures:
+        """The ranks' compute times and the groups' bus bandwidth."""
+        return PerfFigures.of(self.roll, self.layout.world_size, self.node, self.log_word)
+
+    @cached_property
+    def figures(self) -> Figures:
+        """The figures the regression gate compares."""
+        return Figures.of(self.throughput.total, self.throughput.median, self.epoch_time_mean, self.perf)
+
+    @cached_property
+    def workload(self) -> dict[str, Any]:
+        """The workload settings every rank reporting throughput agreed on."""
+        return _workload(self)
+
+    @cached_property
+    def config(self) -> ConfigKey | None:
+        """The run's configuration, when the job asked for is known."""
+        spec = self.evidence.spec
+        return ConfigKey.of(spec, self.workload) if spec is not None else None
+
+    @cached_property
+    def nodes_detail(self) -> tuple[NodeFacts, ...]:
+        """Each node's facts: what its ranks read, and what the backend observed of it."""
+        status = self.evidence.status
+        return node_facts(self.reports, self.node, status.node_info if status is not None else None)
+
+    @cached_property
+    def gpu_events(self) -> tuple[GpuEventSeen, ...]:
+        """What the nodes' GPUs said during the run, each tied to its node, rank and phase, and classified."""
+        return events_seen(self.roll.gpu_events, self.reports, self.node, self.criteria.xids)
+
+    @cached_property
+    def baseline(self) -> Figures | None:
+        """The accepted figures of the run's configuration, when the criteria hold baselines."""
+        baselines, config = self.criteria.baselines, self.config
+        entry = baselines.get(config) if baselines is not None and config is not None else None
+        return entry.figures if entry is not None else None
+
+    @cached_property
+    def baseline_reference(self) -> Reference | None:
+        """The history the baseline is the median of (``--baseline-history``), with its spreads."""
+        baselines, config = self.criteria.baselines, self.config
+        entry = baselines.get(config) if baselines is not None and config is not None else None
+        return entry.reference if entry is not None else None
+
+
+#: A check: a named predicate over the facts, the problems it finds.
+Check = Callable[[Facts], Iterable[Problem]]
+
+
+def _workload(facts: Facts) -> dict[str, Any]:
+    """Each of :data:`WORKLOAD_KEYS` that every rank reporting throughput gave, with one value for all.
+
+    A key no throughput event settles (no rank got that far: a failed run) is read, the same way, from the
+    ranks' ``start`` events.
+    """
+    reports = facts.reports.values()
+    found = _agreed([r.details for r in reports if r.throughput is not None])
+    started = _agreed([r.start for r in reports if r.start is not None])
+    return {k: found.get(k, started.get(k)) for k in WORKLOAD_KEYS if k in found or k in started}
+
+
+def _agreed(events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Each of :data:`WORKLOAD_KEYS` that every one of ``events`` gave, with one value for all."""
+    seen: dict[str, set[str | int | float | None]] = defaultdict(set)
+    for fields in events:
+        for key in WORKLOAD_KEYS:
+            value = fields.get(key)
+            ok = isinstance(value, str | int | float) and not isinstance(value, bool)
+            seen[key].add(value if ok else None)  # absent on one rank: no agreement
+    return {k: next(iter(v)) for k, v in seen.items() if len(v) == 1 and None not in v}
+
+
+def _bad(value: float | None) -> bool:
+    return value is not None and not (math.isfinite(value) and value > 0)
+
+
+__all__ = ["BY_NODE_GROUPS", "Check", "Facts"]

@@ -1,0 +1,41 @@
+"""Each node that reported ``start`` events hosts ``procs_per_node`` ranks; every world size agrees."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+from rollcall.checks.facts import Facts
+from rollcall.ranklog import ranges
+from rollcall.verdict import Kind, Problem
+
+
+def layout(facts: Facts) -> Iterable[Problem]:
+    """Each node that reported ``start`` events hosts ``procs_per_node`` ranks; every world size agrees."""
+    lay = facts.layout
+    per_node: dict[int, set[int]] = defaultdict(set)
+    for r, report in facts.roll.ranks.items():
+        if report.node_rank is not None:
+            per_node[report.node_rank].add(r)
+    for node, ranks in sorted(per_node.items()):
+        if not 0 <= node < lay.nodes:
+            yield Problem(
+                Kind.LAYOUT, f"node_rank {node} is outside 0..{lay.nodes - 1} (ranks {ranges(ranks)})"
+            )
+        elif len(ranks) != lay.procs_per_node:
+            yield Problem(
+                Kind.LAYOUT,
+                f"node {node} hosted {len(ranks)} rank(s) ({ranges(ranks)}), expected {lay.procs_per_node}",
+            )
+    worlds: dict[int, list[int]] = defaultdict(list)
+    for r, report in facts.reports.items():
+        if report.world_size is not None and report.world_size != lay.world_size:
+            worlds[report.world_size].append(r)
+    for size, said in sorted(worlds.items()):
+        yield Problem(
+            Kind.LAYOUT,
+            f"ranks {facts.by_node(said)} reported a world size of {size}, expected {lay.world_size}",
+        )
+
+
+__all__ = ["layout"]

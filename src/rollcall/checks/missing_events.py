@@ -1,0 +1,26 @@
+"""Where a missing rank is detected: every rank of ``0..world_size-1`` must report each required event."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from rollcall.checks.facts import Facts
+from rollcall.verdict import Kind, Problem
+from rollcall_workload.contract import REQUIRED_EVENTS
+
+
+def missing_events(facts: Facts) -> Iterable[Problem]:
+    """Every rank of the world must report each required event."""
+    missing = facts.roll.missing(facts.layout.world_size)
+    for event in REQUIRED_EVENTS:
+        ranks = missing[event]
+        if ranks:
+            yield Problem(
+                Kind.MISSING_EVENT,
+                f"{event} missing on {len(ranks)} rank(s): {facts.by_node(ranks)}",
+                {r: f"no {event}" for r in ranks},
+                detail=event,
+            )
+
+
+__all__ = ["missing_events"]

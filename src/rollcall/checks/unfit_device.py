@@ -1,0 +1,31 @@
+"""Where a bad GPU's own signals are judged: no device may break a fitness rule (ECC, PCIe, clocks...)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+from rollcall.checks.facts import Facts
+from rollcall.evidence.fitness import unfit_devices
+from rollcall.verdict import Kind, Problem
+
+
+def unfit_device(facts: Facts) -> Iterable[Problem]:
+    """No device may break a fitness rule: one problem per device, failing and warning rules apart."""
+    found = unfit_devices(facts.nodes_detail, facts.criteria.fitness)
+    by_device: dict[tuple[int, bool, bool], list[Any]] = defaultdict(list)
+    for u in found:  # the node itself (device_count) before its first rank's device
+        by_device[(u.device.rank, not u.device.whole_node, u.severity == "warn")].append(u)
+    for (rank, _device, warn), unfit in sorted(by_device.items()):
+        what = "; ".join(f"{u.fact}={u.value} {u.why} (rule {u.rule})" for u in unfit)
+        yield Problem(
+            Kind.UNFIT_DEVICE,
+            f"unfit device{' (warning)' if warn else ''}: {unfit[0].device.label}: {what}",
+            {rank: f"unfit device: {', '.join(u.rule for u in unfit)}"},
+            detail=tuple(unfit),
+            warning=warn,
+        )
+
+
+__all__ = ["unfit_device"]

@@ -1,0 +1,62 @@
+"""The replica_divergence check: every replica holds the same parameters after each epoch (silent data corruption)."""
+
+from rollcall.checks.facts import Facts
+from rollcall.checks.replica_divergence import replica_divergence
+from rollcall.evidence.proofs import find_divergence
+from rollcall.judge import CHECKS
+from rollcall.ranklog import RankError
+from rollcall.verdict import Criteria, Evidence, Kind, Layout, RankState
+from tests.unit.test_proofs import BAD, GOOD, run_log, verdict
+
+
+def test_agreeing_replicas_pass_and_record_one_digest_per_stage():
+    v = verdict(run_log())
+    assert v.passed, v.problems
+    assert v.replicas == {"epoch 1": (GOOD,), "epoch 2": (GOOD,), "complete": (GOOD,)}
+
+
+def test_a_diverged_replica_is_named_first_with_its_first_epoch_and_is_wrong():
+    roll = run_log(digests={1: {2: BAD}}, final={1: BAD})
+    v = verdict(roll)
+    assert v.findings[0].kind is Kind.REPLICA_DIVERGENCE
+    assert v.problems[0] == (
+        f"replica divergence (silent data corruption): rank 1 (node 0) from epoch 2 on: parameters unlike "
+        f"the replicas' (param_digest {BAD} where 3 rank(s) hold {GOOD})"
+    )
+    assert v.failed_ranks == {
+        1: [f"replica diverged from epoch 2 on (param_digest {BAD}, the replicas' {GOOD})"]
+    }
+    assert v.ranks[1].state is RankState.WRONG and v.ranks[0].state is RankState.OK
+    assert v.replicas["epoch 1"] == (GOOD,) and v.replicas["epoch 2"] == tuple(sorted((GOOD, BAD)))
+
+
+def test_a_divergence_comes_before_an_error_in_the_listing():
+    roll = run_log(digests={2: {1: BAD}})
+    roll.rank(0).errors.append(RankError("boom", 1.0))
+    v = verdict(roll)
+    assert [p.kind for p in v.findings][:2] == [Kind.REPLICA_DIVERGENCE, Kind.ROOT_CAUSE]
+    assert [c.__name__ for c in CHECKS][:3] == [
+        "workload_version",
+        "gpu_events",
+        "replica_divergence",
+    ]  # only the image, and a GPU's own word that it failed (an Xid, a lost GPU), before it
+
+
+def test_on_a_tie_rank_0s_digest_is_the_replicas():
+    found = find_divergence(run_log(world=2, procs=1, final={1: BAD}).ranks, lambda r: r)
+    assert [(d.rank, d.epoch, d.digest, d.reference) for d in found] == [(1, None, BAD, GOOD)]
+
+
+def test_one_rank_has_no_replica_to_disagree_with():
+    assert verdict(run_log(world=1, procs=1), Layout(1, 1)).passed
+
+
+def test_the_predicate_names_the_diverged_replica_and_nothing_when_the_replicas_agree():
+    diverged = Facts(Evidence(run_log(digests={1: {2: BAD}}, final={1: BAD}), Layout(2, 2)), Criteria())
+    [problem] = list(replica_divergence(diverged))
+    assert problem.kind is Kind.REPLICA_DIVERGENCE and set(problem.ranks) == {1}
+    assert problem.message.startswith(
+        "replica divergence (silent data corruption): rank 1 (node 0) from epoch 2"
+    )
+    assert f"param_digest {BAD} where 3 rank(s) hold {GOOD}" in problem.message
+    assert list(replica_divergence(Facts(Evidence(run_log(), Layout(2, 2)), Criteria()))) == []

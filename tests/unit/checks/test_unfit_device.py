@@ -1,0 +1,59 @@
+"""The unfit_device check: no device may break a fitness rule (ECC, row remapping, PCIe, clocks, power...)."""
+
+import pytest
+
+from rollcall.checks.facts import Facts
+from rollcall.checks.unfit_device import unfit_device
+from rollcall.evidence.fitness import FitnessPolicy
+from rollcall.verdict import Criteria, Evidence, Kind, Layout
+from tests.unit.test_fitness import UNHEALTHY, facts_of, fake_nvml, roll_with, verdict_of
+
+
+@pytest.mark.parametrize("rule", sorted(UNHEALTHY))
+def test_an_unfit_device_fails_the_run_naming_node_device_uuid_serial_and_fact(rule):
+    over, fact = UNHEALTHY[rule]
+    healthy = facts_of(fake_nvml(index=0, uuid="GPU-good", serial="111"))
+    bad = facts_of(fake_nvml(**over))
+    verdict = verdict_of(roll_with({0: healthy, 1: bad}))
+    assert not verdict.passed
+    [problem] = verdict.of_kind(Kind.UNFIT_DEVICE)
+    for named in ("node 1", "GPU 3", "UUID GPU-5f0c3e2a-0000-1111-2222-333344445555", "serial 1654123456789"):
+        assert named in problem.message
+    assert fact in problem.message and f"rule {rule}" in problem.message
+    assert set(problem.ranks) == {1}
+    assert verdict.unfit_nodes == ["n1"]
+    assert [n["verdict"] for n in verdict.node_verdicts()] == ["fit", "unfit"]
+
+
+def test_healthy_devices_pass_every_rule():
+    verdict = verdict_of(roll_with({0: facts_of(fake_nvml()), 1: facts_of(fake_nvml())}))
+    assert verdict.passed and verdict.warnings == () and verdict.unfit == []
+
+
+def test_a_rule_made_a_warning_is_reported_and_fails_nothing_and_one_off_is_not_applied():
+    bad = facts_of(fake_nvml(width=8, remapped=(0, 1, 1, 0)))
+    roll = roll_with({0: bad, 1: facts_of(fake_nvml())})
+    warned = verdict_of(roll, fitness=FitnessPolicy(warn=frozenset({"pcie_width", "remapped_pending"})))
+    assert warned.passed and warned.unfit_nodes == []
+    [warning] = warned.warnings
+    assert warning.kind is Kind.UNFIT_DEVICE and "pcie_width=8" in warning.message
+    assert "remapped_pending=True" in warning.message and "(warning)" in warning.message
+    assert "warning: unfit device" in warned.message()
+    off = verdict_of(
+        roll, fitness=FitnessPolicy(warn=frozenset({"remapped_pending"}), off=frozenset({"pcie_width"}))
+    )
+    assert off.passed and "pcie_width" not in off.warnings[0].message
+
+
+def test_the_predicate_names_the_unfit_device_and_its_rule_and_nothing_of_healthy_ones():
+    roll = roll_with({0: facts_of(fake_nvml()), 1: facts_of(fake_nvml(width=8))})
+    [problem] = list(unfit_device(Facts(Evidence(roll, Layout(2, 1)), Criteria())))
+    assert problem.kind is Kind.UNFIT_DEVICE and not problem.warning
+    assert problem.ranks == {1: "unfit device: pcie_width"}
+    assert problem.message.startswith("unfit device: ") and "node 1" in problem.message
+    assert "pcie_width=8" in problem.message and "(rule pcie_width)" in problem.message
+    warned = Criteria(fitness=FitnessPolicy(warn=frozenset({"pcie_width"})))
+    [warning] = list(unfit_device(Facts(Evidence(roll, Layout(2, 1)), warned)))
+    assert warning.warning and warning.message.startswith("unfit device (warning): ")
+    healthy = roll_with({0: facts_of(fake_nvml()), 1: facts_of(fake_nvml())})
+    assert list(unfit_device(Facts(Evidence(healthy, Layout(2, 1)), Criteria()))) == []

@@ -217,7 +217,7 @@ class SlowNodeBackend:
     def __init__(self, bad):
         self.bad, self.launched = bad, []
 
-    def discover(self, options):  # pragma: no cover - never discovered here
+    def discover(self, request):  # pragma: no cover - never discovered here
         raise NotImplementedError
 
     def launch(self, spec, collector):

@@ -10,6 +10,7 @@ import threading
 import pytest
 import urllib3
 from kubernetes.client.exceptions import ApiException
+from tenacity import RetryCallState
 
 from rollcall.backends.kubernetes import kube
 from rollcall.backends.kubernetes.kube import (
@@ -131,6 +132,21 @@ def test_retry_after_is_honoured():
         return answer
 
     assert call(fn) == {}
+
+
+@pytest.mark.parametrize(("header", "waits"), [("3", 3.0), ("60", 10.0), ("0", 0.0)])
+def test_a_429s_retry_after_is_the_wait_capped_at_ten_seconds(header, waits):
+    state = RetryCallState(kube.retrying(), fn=None, args=(), kwargs={})
+    error = api_error(429, headers={"Retry-After": header})
+    state.set_exception((type(error), error, None))
+    assert kube._wait_retry_after(state) == waits
+
+
+def test_without_retry_after_the_wait_is_the_backoff():
+    state = RetryCallState(kube.retrying(), fn=None, args=(), kwargs={})
+    error = api_error(503)
+    state.set_exception((type(error), error, None))
+    assert kube._wait_retry_after(state) == 0.01  # the backoff, made fast by the fixture
 
 
 def test_create_treats_a_conflict_after_a_lost_reply_as_its_own():

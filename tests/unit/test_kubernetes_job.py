@@ -14,6 +14,7 @@ from rollcall.backends.kubernetes.job import JobSettings, KubernetesJob
 from rollcall.backends.kubernetes.manifests import Names, render
 from rollcall.collect import Collector
 from rollcall.jobspec import JobSpec
+from tests.unit.helpers import event
 
 INDEX = "batch.kubernetes.io/job-completion-index"
 
@@ -429,5 +430,46 @@ def test_each_nodes_facts_carry_what_it_advertises_beside_what_its_type_has(tmp_
             "advertised_efa": "32",
             "type_gpus": "8",
             "type_efa": "32",
+            # its own health: allocatable against capacity (the lost_devices rule)
+            "allocatable_gpus": "7",
+            "capacity_gpus": "8",
+            "allocatable_efa": "32",
+            "capacity_efa": "32",
         }
     }
+
+
+class LogsByContainer(NoLogs):
+    """The core API serving each container's whole log at once, by (pod, container)."""
+
+    def __init__(self, logs):
+        super().__init__()
+        self.logs = logs
+
+    def read_namespaced_pod_log(self, pod, namespace, container=None, **kwargs):
+        data = self.logs[(pod, container)]
+        return SimpleNamespace(stream=lambda *a, **k: iter([data]), release_conn=lambda: None)
+
+
+def test_the_monitor_sidecars_log_is_followed_into_its_pods_node(tmp_path):
+    train = f"[1]:{event('start', 1, 16, phase='start')}\n".encode()
+    silent = event("silent", 1, 16, phase="epoch 1 end", steps=3, stalled_s=12.0, heartbeat_s=11.0,
+                   hang_after=5.0, margin_s=5.0, pid=42, state="T", state_name="stopped")  # fmt: skip
+    ended = {"state": {"terminated": {"exitCode": 0}}}
+    p = pod(
+        "bert-0-x",
+        0,
+        initContainerStatuses=[{"name": "monitor", **ended}],
+        containerStatuses=[{"name": "train", **ended}],
+    )
+    run = make(tmp_path, [p])
+    run.settings.kube.core = LogsByContainer(
+        {("bert-0-x", "train"): train, ("bert-0-x", "monitor"): f"{silent}\n".encode()}
+    )
+    run._observe()
+    assert set(run.followers) == {("bert-0-x", "train"), ("bert-0-x", "monitor")}
+    run._drain(close_running=False)
+    report = run.collector.roll.ranks[1]
+    assert report.silent is not None and report.silent.state == "T"
+    assert report.sources == {"bert-0-x"}  # one node, one log name: the pod's
+    assert (tmp_path / "bert-0-x.monitor.log").read_text() == f"{silent}\n"

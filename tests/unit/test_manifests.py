@@ -57,6 +57,39 @@ def test_the_job_is_indexed_one_pod_per_node_and_bounded():
     assert r.job["metadata"]["namespace"] == NAMES.namespace
 
 
+def test_the_nodes_monitor_is_a_native_sidecar_of_the_same_image_sharing_the_ranks_processes_and_files():
+    r = render(SPEC, NAMES)
+    pod = pod_of(r)
+    (sidecar,) = pod["initContainers"]
+    assert sidecar["name"] == "monitor" and sidecar["restartPolicy"] == "Always"  # started first, ended last
+    assert sidecar["image"] == SPEC.image
+    assert sidecar["command"] == ["python3", "-m", "rollcall_workload.monitor", "--dir", "/rollcall-monitor"]
+    assert sidecar["workingDir"] == "/workspace"  # where the images keep the workload's package
+    assert pod["shareProcessNamespace"] is True  # it reads the ranks' process states
+    assert {"name": "monitor", "emptyDir": {}} in pod["volumes"]
+    train = pod["containers"][0]
+    for c in (sidecar, train):
+        assert {"name": "monitor", "mountPath": "/rollcall-monitor"} in c["volumeMounts"]
+    env = {e["name"]: e.get("value") for e in train["env"]}
+    assert env["ROLLCALL_MONITOR_DIR"] == "/rollcall-monitor"
+    resources = sidecar["resources"]
+    assert resources["requests"] == resources["limits"]  # a Guaranteed training container stays Guaranteed
+    # the Job's failure policy still acts on the training container's exit codes only
+    (on_exit,) = [rule for rule in r.job["spec"]["podFailurePolicy"]["rules"] if "onExitCodes" in rule]
+    assert on_exit["onExitCodes"]["containerName"] == "train"
+
+
+def test_an_nvidia_pods_monitor_hears_the_nodes_gpus_without_holding_one():
+    assert "env" not in pod_of(render(SPEC, NAMES))["initContainers"][0]  # a Neuron pod: NVML has nothing
+    nvidia = dataclasses.replace(
+        SPEC, accelerator="nvidia", resources={"nvidia.com/gpu": 8}, instance_type="p5.48xlarge"
+    )
+    (sidecar,) = pod_of(render(nvidia, NAMES))["initContainers"]
+    env = {e["name"]: e["value"] for e in sidecar["env"]}
+    assert env == {"NVIDIA_VISIBLE_DEVICES": "all", "NVIDIA_DRIVER_CAPABILITIES": "utility"}
+    assert "resources" in sidecar and "nvidia.com/gpu" not in sidecar["resources"]["limits"]  # it holds none
+
+
 def test_the_container_runs_the_one_torchrun_command_with_static_rendezvous():
     r = render(SPEC, NAMES)
     c = pod_of(r)["containers"][0]
@@ -303,7 +336,7 @@ def test_the_neuron_cache_volume_is_mounted_and_named_to_the_compiler(cache, vol
     assert mount in pod["containers"][0]["volumeMounts"]
     assert env_of(r)["NEURON_COMPILE_CACHE_URL"] == "/var/cache/neuron-compile-cache"
     no_cache = pod_of(render(SPEC, NAMES))
-    assert [v["name"] for v in no_cache["volumes"]] == ["dshm"]
+    assert [v["name"] for v in no_cache["volumes"]] == ["dshm", "monitor"]
     assert "NEURON_COMPILE_CACHE_URL" not in env_of(render(SPEC, NAMES))
 
 
@@ -339,7 +372,7 @@ def test_both_cache_volumes_mount_side_by_side():
         SPEC, neuron_cache=CacheVolume("host", "/var/tmp/neuron"), compile_cache=CacheVolume("host", "/c")
     )
     pod = pod_of(render(both, NAMES))
-    assert [v["name"] for v in pod["volumes"]] == ["dshm", "neuron-cache", "compile-cache"]
+    assert [v["name"] for v in pod["volumes"]] == ["dshm", "monitor", "neuron-cache", "compile-cache"]
     mounts = {m["name"]: m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
     assert mounts["neuron-cache"] != mounts["compile-cache"]
 

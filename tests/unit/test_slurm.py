@@ -82,7 +82,9 @@ def test_nvidia_script_gives_each_task_the_nodes_gpus_and_pyxis_runs_the_image()
     assert "--gpus-per-task=8" in d and "--partition=gpu,gpu-spot" in d and "--account=ml" in d
     assert "--container-image='nvcr.io#nvidia/pytorch:24.01-py3'" in script
     command = srun_command(script)
-    assert command.startswith("exec torchrun ") and "/workspace/train.py --device cuda" in command
+    assert command.startswith("exec python3 -m rollcall_workload.monitor --dir /tmp/rollcall-monitor-")
+    assert " -- torchrun " in command and "/workspace/train.py --device cuda" in command
+    assert "--container-workdir=/workspace" in script  # the monitor's python -m finds the package there
     assert "OMP_NUM_THREADS" not in script
 
 
@@ -120,6 +122,38 @@ def test_each_node_runs_torchrun_with_slurms_node_count_rank_and_the_first_hosts
     )
     assert shown.stdout == "a b'c $HOME"
     assert "export TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE='[${rank}]:'" in script
+
+
+def test_each_node_runs_its_torchrun_behind_its_monitor_reading_a_directory_of_its_own():
+    script = render(spec(), Settings(python=("/opt/py/bin/python",), pythonpath="/opt/src"), OUT)
+    command = srun_command(script).replace("exec ", "printf '%s\\n' ", 1)
+    for node in ("0", "1"):
+        env = {"SLURM_NNODES": "2", "SLURM_NODEID": node, "MASTER_ADDR": "h", "MASTER_PORT": "1"}
+        argv = subprocess.run(["bash", "-c", command], env=env, capture_output=True, text=True, check=True)
+        args = argv.stdout.splitlines()
+        monitor = [
+            "/opt/py/bin/python",
+            "-m",
+            "rollcall_workload.monitor",
+            "--dir",
+            f"{OUT}/node-{node}-monitor",
+        ]
+        assert args[: len(monitor) + 1] == [*monitor, "--"], args
+        assert args[len(monitor) + 1 : len(monitor) + 4] == [*Settings().launcher]
+    assert "export PYTHONPATH=/opt/src" in script  # the nodes import the workload the suite imported
+    mine = render(spec(env={"PYTHONPATH": "/mine"}), Settings(pythonpath="/opt/src"), OUT)
+    assert "export PYTHONPATH=/mine" in mine and "/opt/src" not in mine
+    image = Settings(container_image="nvcr.io#nvidia/pytorch:24.01-py3")
+    command = srun_command(render(spec(), image, OUT)).replace("exec ", "printf '%s\\n' ", 1)
+    env = {
+        "SLURM_JOB_ID": "77",
+        "SLURM_NODEID": "1",
+        "SLURM_NNODES": "2",
+        "MASTER_ADDR": "h",
+        "MASTER_PORT": "1",
+    }
+    argv = subprocess.run(["bash", "-c", command], env=env, capture_output=True, text=True, check=True)
+    assert "/tmp/rollcall-monitor-77/node-1-monitor" in argv.stdout.splitlines()  # no other job's files there
 
 
 def test_the_master_is_the_first_host_of_the_allocation():

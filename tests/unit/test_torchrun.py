@@ -1,5 +1,6 @@
 """torchrun's records of its workers read as termination records: a worker killed outright is still named."""
 
+import json
 import os
 import subprocess
 import sys
@@ -8,10 +9,11 @@ from datetime import datetime
 from pathlib import Path
 
 from rollcall.backends.local import free_port
+from rollcall.evidence.rootcause import Failure, Termination, analyse, summary
 from rollcall.jobspec import AGENT_ERROR_FILE, JobSpec
-from rollcall.rootcause import Failure, Termination, analyse, summary
 from rollcall.torchrun import (
     FAILED_EVENT,
+    SUCCEEDED_EVENT,
     ErrorRecord,
     error_record,
     read_error_file,
@@ -117,7 +119,25 @@ def main():
             raise RuntimeError(f"worker {rank} failed on purpose")
         if how == "kill":
             os.kill(os.getpid(), signal.SIGKILL)
+        if how == "0":
+            with open(os.environ["LEFT_FILE"] + ".new", "w") as f:
+                f.write(str(os.getpid()))
+            os.rename(os.environ["LEFT_FILE"] + ".new", os.environ["LEFT_FILE"])
         sys.exit(int(how))
+    if how == "0":  # the others fail once the worker that left has ended (gone, or a zombie for its agent)
+        while not os.path.exists(os.environ["LEFT_FILE"]):
+            time.sleep(0.05)
+        with open(os.environ["LEFT_FILE"]) as f:
+            pid = f.read()
+        while True:
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                        break
+            except OSError:
+                break
+            time.sleep(0.05)
+        raise RuntimeError("a peer left")
     while True:  # the other worker lives until the agent stops it
         time.sleep(1)
 
@@ -141,6 +161,7 @@ def torchrun(tmp_path: Path, end_rank: int, how: str) -> tuple[str, Path]:
         log_dir=str(log_dir),
     )
     env = {**os.environ, **spec.workload_env(str(log_dir)), "END_RANK": str(end_rank), "END_HOW": how}
+    env["LEFT_FILE"] = str(tmp_path / "left")
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode != 0, proc.stdout + proc.stderr
     return proc.stdout + proc.stderr, log_dir
@@ -181,6 +202,27 @@ def test_a_real_worker_that_exits_with_a_status_is_named_by_it_without_a_record(
     output, _ = torchrun(tmp_path, 1, "3")
     (ended,) = [t for t in worker_events(output, "node-0") if t.rank == 1]
     assert (ended.exit_code, ended.reason, ended.message) == (3, "Error", None)
+
+
+def test_a_real_worker_that_exits_0_while_its_peer_fails_is_not_on_the_agents_record(tmp_path):
+    # torchrun records it TERMINATED, without a status, as one it stopped: the rank's exit event must say it
+    output, _ = torchrun(tmp_path, 1, "0")
+    assert [(t.rank, t.exit_code) for t in worker_events(output, "node-0")] == [(0, 1)]
+    assert "torchelastic.worker.status.TERMINATED" in output
+
+
+def test_workers_of_a_node_that_all_exited_0_are_read_with_code_0():
+    line = (
+        '{"name": "%s", "source": "WORKER", "timestamp": 0, "metadata": {"global_rank": %d, '
+        '"hostname": "h", "raw_error": null, "metadata": "{\\"exit_code\\": [null]}"}}'
+    )
+    agent = json.dumps({"name": SUCCEEDED_EVENT, "source": "AGENT", "metadata": {"global_rank": None}})
+    text = "\n".join([line % (SUCCEEDED_EVENT, 3), line % (SUCCEEDED_EVENT, 2), agent])
+    ended = worker_events(text, "node-1", "node")
+    assert [(t.rank, t.exit_code, t.reason, t.signal, t.silent_kill) for t in ended] == [
+        (2, 0, "Exited", None, False),
+        (3, 0, "Exited", None, False),
+    ]
 
 
 def test_error_records_in_either_form_and_what_is_not_one(tmp_path):

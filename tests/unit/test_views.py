@@ -8,11 +8,14 @@ from rollcall.backends.kubernetes.backend import _older
 from rollcall.backends.kubernetes.views import (
     AccessReview,
     DaemonSet,
+    Event,
     Job,
     Node,
     NodePool,
     Pod,
+    View,
     epoch,
+    items,
     parse_time,
 )
 
@@ -231,3 +234,65 @@ def test_a_node_says_its_versions_image_and_group_and_nothing_it_lacks():
         "node_group": "gpu",
     }
     assert Node({}).facts == {}
+
+
+def test_the_versions_deadline_start_template_and_tolerations_read_as_the_callers_need():
+    for obj in ({}, {"metadata": None, "spec": None, "status": None}):
+        assert View(obj).resource_version == "" and Pod(obj).tolerations == []
+        job = Job(obj)
+        assert (job.active_deadline_s, job.start_time, job.template.obj) == (None, None, {})
+    toleration = {"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}
+    job = Job(
+        {
+            "metadata": {"name": "j", "resourceVersion": "42"},
+            "spec": {
+                "activeDeadlineSeconds": 3600,
+                "template": {
+                    "metadata": {"labels": {"app": "bert"}},
+                    "spec": {
+                        "tolerations": [toleration],
+                        "containers": [
+                            {"resources": {"limits": {"vpc.amazonaws.com/efa": 4, "memory": "8Gi"}}}
+                        ],
+                    },
+                },
+            },
+            "status": {"startTime": "2026-12-01T10:00:00Z"},
+        }
+    )
+    assert (job.resource_version, job.active_deadline_s) == ("42", 3600)
+    assert job.start_time == datetime(2026, 12, 1, 10, tzinfo=UTC)
+    assert job.template.labels == {"app": "bert"} and job.template.tolerations == [toleration]
+    assert job.template.limits == {"vpc.amazonaws.com/efa": 4}
+    assert Job({"spec": {"activeDeadlineSeconds": "3600"}}).active_deadline_s is None  # not a number
+    tolerations = job.template.tolerations
+    tolerations.append({"key": "x"})
+    assert job.template.tolerations == [toleration], "a list of its own: appending changes nothing read"
+
+
+def test_an_event_and_a_list_read_as_the_callers_need():
+    assert (Event({}).reason, Event({}).message, Event({}).last_seen, Event({}).involved) == (
+        "",
+        "",
+        "",
+        None,
+    )
+    event = Event(
+        {
+            "reason": "TriggeredScaleUp",
+            "message": "pod triggered scale-up",
+            "eventTime": "2026-12-01T10:00:00.000001Z",
+            "involvedObject": {"kind": "Pod", "name": "bert-0"},
+        }
+    )
+    assert (event.reason, event.message, event.involved) == (
+        "TriggeredScaleUp",
+        "pod triggered scale-up",
+        "bert-0",
+    )
+    assert event.last_seen == "2026-12-01T10:00:00.000001Z"
+    assert (
+        Event({"lastTimestamp": "2026-12-01T10:00:01Z", "eventTime": "x"}).last_seen == "2026-12-01T10:00:01Z"
+    )
+    assert items({"items": [{"metadata": {"name": "a"}}, None]}) == [{"metadata": {"name": "a"}}]
+    assert items({}) == [] and items({"items": None}) == [] and items(None) == []

@@ -1,7 +1,9 @@
 """Backends run a :class:`~rollcall.jobspec.JobSpec` somewhere and stream every node's log to a collector.
 
-Every backend meets :class:`Backend`: it discovers once what each node offers (:class:`Placement`), then
-launches jobs; tests never care which one ran. This module is the neutral contract: it imports no wing
+Every backend meets :class:`Backend`: it discovers once what each node offers (:class:`Placement`) for
+what the session asks (:class:`PlacementRequest`, built of the options by
+:func:`rollcall.suite.placement_request` alone), then launches jobs; tests never care which one ran. This
+module is the neutral contract: it imports no wing
 (:mod:`rollcall.backends.local`, :mod:`rollcall.backends.kubernetes`, :mod:`rollcall.backends.slurm`), and no
 wing imports another. A backend reports what it observed (:class:`JobStatus`: the job's end, terminations,
 disruptions, what EFA did, what it waited for); :func:`rollcall.judge.judge` alone decides the verdict.
@@ -14,14 +16,11 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from rollcall.collect import Collector
-from rollcall.jobspec import Accelerator, JobSpec
-from rollcall.rootcause import Disruption, Termination
-
-if TYPE_CHECKING:
-    from rollcall.options import Options
+from rollcall.evidence.rootcause import Disruption, Termination
+from rollcall.jobspec import Accelerator, AcceleratorChoice, EfaChoice, JobSpec, Toleration
 
 
 class DiscoveryError(RuntimeError):
@@ -50,6 +49,9 @@ class JobState(enum.Enum):
     NO_CAPACITY = "no_capacity"
     #: The suite ended the job early: the ``stop`` test of :meth:`Job.wait` gave a reason (a hang).
     STOPPED = "stopped"
+    #: The suite itself was interrupted (Ctrl-C, SIGTERM) before the job ended, and ended it; set by the
+    #: runner (:func:`rollcall.runner.run_once`), not by a backend's wait.
+    INTERRUPTED = "interrupted"
 
 
 @dataclass(frozen=True)
@@ -127,7 +129,7 @@ class JobStatus:
     drained or reclaimed): the job failed, but no rank did. ``waits`` is what the job waited for before
     training (quota, nodes, image pulls), where known. ``node_info`` is what the backend observed of each node
     the job ran on, by node name (a Kubernetes Node's kubelet, container-runtime, kernel and OS image
-    versions and its image labels: :data:`rollcall.checks.fitness.OBSERVED_KEYS`), where it can read that.
+    versions and its image labels: :data:`rollcall.evidence.fitness.OBSERVED_KEYS`), where it can read that.
     """
 
     state: JobState
@@ -144,6 +146,38 @@ class JobStatus:
         """A job failed: the infrastructure took ``disruption``'s pod away, or someone else deleted it."""
         reason = f"{disruption.category}: {disruption.describe()}"
         return cls(JobState.FAILED, reason, disruption=disruption)
+
+
+@dataclass(frozen=True)
+class PlacementRequest:
+    """What discovery is asked for: the nodes, their ranks and devices, where they may be, how long to wait.
+
+    Every backend reads what it can of it (local and Slurm the first three); the defaults are the options'.
+
+    Attributes:
+        nodes: the nodes (pods) to train on (``--nodes``).
+        accelerator: the device the ranks train on, or ``auto`` for what the nodes offer (``--accelerator``).
+        procs_per_node: ranks per node; None for what the nodes offer (``--procs-per-node``).
+        instance_type: only nodes of this instance type (``--instance-type``); None for any one type.
+        efa: whether the pods request EFA (``--efa``).
+        node_selector: labels a node must carry (``--node-selector``).
+        tolerations: taints the pods tolerate besides the Job manifest's own (``--toleration``).
+        check_device_plugins: check that the device-plugin DaemonSets are ready (``--check-device-plugins``).
+        capacity_timeout_s: how long pods may wait for nodes that can arrive (``--capacity-timeout``).
+        trust_autoscaler: whether a running cluster-autoscaler counts as capacity that can arrive (the user
+            gave ``--capacity-timeout``: capacity will come).
+    """
+
+    nodes: int = 2
+    accelerator: AcceleratorChoice = "auto"
+    procs_per_node: int | None = None
+    instance_type: str | None = None
+    efa: EfaChoice = "auto"
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Toleration, ...] = ()
+    check_device_plugins: bool = False
+    capacity_timeout_s: float = 900.0
+    trust_autoscaler: bool = False
 
 
 @dataclass(frozen=True)
@@ -200,11 +234,11 @@ class Backend(Protocol):
     """Where jobs run."""
 
     name: str
-    #: What runs one node's torchrun, in the reports' words (:data:`rollcall.rootcause.UNITS`): ``pod``, or
-    #: ``node`` where the agent is a process of a node (local, Slurm).
+    #: What runs one node's torchrun, in the reports' words (:data:`rollcall.evidence.rootcause.UNITS`):
+    #: ``pod``, or ``node`` where the agent is a process of a node (local, Slurm).
     unit: str
 
-    def discover(self, options: Options) -> Placement:
+    def discover(self, request: PlacementRequest) -> Placement:
         """What each node offers the job (accelerator, ranks, requests); raises when too few are usable."""
         ...
 

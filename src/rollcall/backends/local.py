@@ -1,9 +1,14 @@
 """The local backend: the Job's torchrun command run as N simulated nodes on this machine.
 
-Each simulated node is one torchrun agent, started with :meth:`JobSpec.torchrun_command` exactly as a pod
-would run it, with ``--node-rank i`` and master ``127.0.0.1:<a free port>``. Its output goes to its own log
-sink, as a pod's log would. On cuda the visible GPUs are split between the nodes. Every process carries the
-run's id in its environment, so a timeout, a failure, Ctrl-C or SIGTERM ends all of them, workers included.
+Each simulated node is one torchrun agent, started with :meth:`JobSpec.node_command` as a Slurm task would
+run it, with ``--node-rank i`` and master ``127.0.0.1:<a free port>``, behind the node's monitor
+(``python -m rollcall_workload.monitor --dir <node-i-monitor> -- <torchrun ...>``: one process per node, in
+the agent's process group and session, which starts the agent, ends as it ends, and writes what it sees of
+the node's ranks to the same output). Its output goes to its own log sink, as a pod's log would.
+On cuda the visible GPUs are split between the nodes. Every process carries the
+run's id in its environment, so a timeout, a failure, Ctrl-C or SIGTERM ends all of them, workers included;
+each agent gets SIGTERM from the kernel if the suite is killed outright, and what still escapes is ended at
+the next session's start (:mod:`rollcall.procs`).
 """
 
 from __future__ import annotations
@@ -19,15 +24,11 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from rollcall import procs
-from rollcall.backends import CleanupError, JobState, JobStatus, Placement, StopTest
+from rollcall.backends import CleanupError, JobState, JobStatus, Placement, PlacementRequest, StopTest
 from rollcall.collect import Collector, LogSink
 from rollcall.jobspec import REPO_SCRIPT, JobSpec
-
-if TYPE_CHECKING:
-    from rollcall.options import Options
 
 #: Seconds between two tests of :meth:`LocalJob.wait`'s ``stop``.
 STOP_POLL_S = 1.0
@@ -77,20 +78,20 @@ class LocalBackend:
     name: str = "local"
     unit: str = "node"
 
-    def discover(self, options: Options) -> Placement:
+    def discover(self, request: PlacementRequest) -> Placement:
         """Local discovery: cuda when GPUs are visible (split between the simulated nodes), else cpu."""
-        accel = options.accelerator
+        accel = request.accelerator
         gpus = visible_gpus() if accel in ("auto", "nvidia") else []
         if accel == "auto":
             accel = "nvidia" if gpus else "cpu"
         if accel == "neuron":
-            return Placement("neuron", options.procs_per_node or 1, description="local xla")
+            return Placement("neuron", request.procs_per_node or 1, description="local xla")
         if accel == "nvidia":
             if not gpus:
                 raise RuntimeError("--accelerator nvidia: no GPU is visible here (nvidia-smi -L lists none)")
-            per_node = options.procs_per_node or max(1, len(gpus) // options.nodes)
+            per_node = request.procs_per_node or max(1, len(gpus) // request.nodes)
             return Placement("nvidia", per_node, description=f"{len(gpus)} local GPU(s)")
-        return Placement("cpu", options.procs_per_node or 1, description="local cpu")
+        return Placement("cpu", request.procs_per_node or 1, description="local cpu")
 
     def launch(self, spec: JobSpec, collector: Collector) -> LocalJob:
         """Start one agent per simulated node."""
@@ -114,6 +115,7 @@ class LocalBackend:
         try:
             for node in range(spec.nodes):
                 log_dir = collector.directory / f"node-{node}-ranks"
+                monitor_dir = collector.directory / f"node-{node}-monitor"
                 workload = spec.workload_env(str(log_dir))
                 env = {**os.environ, **threads, **workload, procs.RUN_ID_ENV: run_id}
                 env.setdefault(COMPILE_CACHE_ENV, str(compile_cache_dir(os.environ)))  # the user's wins
@@ -121,7 +123,9 @@ class LocalBackend:
                     env["CUDA_VISIBLE_DEVICES"] = ",".join(
                         gpus[node * spec.procs_per_node : (node + 1) * spec.procs_per_node]
                     )
-                cmd = spec.torchrun_command(
+                cmd = spec.node_command(
+                    monitor_dir=str(monitor_dir),
+                    python=(self.python,),
                     node_rank=str(node),
                     master_addr="127.0.0.1",
                     master_port=port,
@@ -154,10 +158,14 @@ class LocalJob:
     _cleaned: bool = False
 
     def start(self, index: int, cmd: list[str], env: dict[str, str], sink: LogSink) -> None:
-        """Start the agent of node ``index`` with its output going to ``sink``."""
+        """Start the agent of node ``index`` with its output going to ``sink``.
+
+        It carries this suite process as its owner (:data:`~rollcall.procs.OWNER_ENV`) and gets SIGTERM when
+        the thread starting it dies (:func:`~rollcall.procs.die_with_parent`).
+        """
         proc = subprocess.Popen(
-            cmd,
-            env=env,
+            procs.die_with_parent(cmd),
+            env={**env, procs.OWNER_ENV: procs.owner_mark()},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

@@ -9,6 +9,7 @@ backend (:mod:`rollcall.suite`, :mod:`rollcall.cli`) imports it:
 - :mod:`.views`: small read-only views of pods, nodes and Jobs over the API's JSON.
 - :mod:`.kubeconfig`: which cluster configuration is used, and why.
 - :mod:`.access`: the rights the run needs, checked before anything is created.
+- :mod:`.placement`: the placement pipeline: the nodes there, else capacity that can arrive, the plugins.
 - :mod:`.discovery`: what each node offers (accelerators, EFA, taints, device plugins).
 - :mod:`.capacity`: capacity that can arrive (Karpenter NodePools, cluster-autoscaler).
 - :mod:`.instances`: EC2 instance types: GPUs, Neuron devices and cores, EFA interfaces.

@@ -122,6 +122,13 @@ def probe(kube: Kube) -> None:
     try:
         call(kube.version.get_code, retry_s=0, timeout=PROBE_TIMEOUT_S)
     except ApiException as exc:
+        if exc.status == 401 and not _sends_credentials(kube):
+            raise Unreachable(
+                f"the API server {kube.server} (from {kube.source}) refused the request: {message_of(exc)}: "
+                "the kubeconfig's user gave no credentials (an exec credential plugin that fails, such as "
+                "`aws eks get-token` without AWS credentials, gives none: run it to see why); fix that user, "
+                "or pass --kubeconfig/--context of another"
+            ) from None
         if exc.status == 401:
             raise Unreachable(
                 f"the API server {kube.server} (from {kube.source}) refused the credentials: "
@@ -135,7 +142,23 @@ def probe(kube: Kube) -> None:
         raise Unreachable(_unreachable(kube, str(getattr(exc, "reason", None) or message_of(exc)))) from None
 
 
+#: What urllib3 and ssl say of a server certificate the client does not trust, or of another host's.
+_CERTIFICATE_ERRORS = ("CERTIFICATE_VERIFY_FAILED", "certificate verify failed", "hostname mismatch")
+
+
+def _sends_credentials(kube: Kube) -> bool:
+    """Whether the client holds any credential to send: a token, a client certificate or a password."""
+    c = kube.api.configuration
+    return bool(any((c.api_key or {}).values()) or c.cert_file or c.username)
+
+
 def _unreachable(kube: Kube, why: str) -> str:
+    if any(e in why for e in _CERTIFICATE_ERRORS):
+        return (
+            f"the API server {kube.server} (from {kube.source}) answered with a certificate the kubeconfig "
+            f"does not trust: {why}; fix the cluster's certificate-authority-data (or server address) in the "
+            "kubeconfig (e.g. `aws eks update-kubeconfig` again), or pass --kubeconfig/--context of another"
+        )
     return (
         f"cannot reach the API server {kube.server} (from {kube.source}): {why}; check that the cluster is "
         "up and reachable from here, or pass --kubeconfig/--context of another"

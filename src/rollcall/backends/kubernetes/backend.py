@@ -1,9 +1,10 @@
 """The kubernetes backend: each run an Indexed Job and its headless Service in a namespace of their own.
 
 The backend is the session's part: it connects (kubeconfig or in-cluster config), sweeps namespaces left by
-runs killed outright (``--sweep-older-than``), discovers once which nodes are usable and what each pod gets
-(:mod:`.discovery`), and launches runs. When too few nodes are usable it looks for capacity that
-can arrive (:mod:`.capacity`: Karpenter or EKS Auto Mode NodePools, a cluster-autoscaler); with
+runs killed outright (``--sweep-older-than``), places the run once, and launches runs. Placement is one
+pipeline (:mod:`.placement`): which nodes are usable and what each pod gets (:mod:`.discovery`); when too
+few are usable, capacity that can arrive (:mod:`.capacity`: Karpenter or EKS Auto Mode NodePools, a
+cluster-autoscaler); with
 some, the run is created and waits for its nodes under ``--capacity-timeout``, else discovery fails before
 anything is created, naming what it looked for. Pods of such a run plan their resources from the instance
 type (:mod:`.instances`) or ``--procs-per-node``; ``--efa auto`` requests EFA only from
@@ -24,8 +25,7 @@ Jobs and Services in it (by their run-id label).
 from __future__ import annotations
 
 import logging
-import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -33,18 +33,10 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from rollcall.backends import DiscoveryError, Placement, unusable_nodes
-from rollcall.backends.kubernetes import capacity
+from rollcall.backends import DiscoveryError, Placement, PlacementRequest, unusable_nodes
 from rollcall.backends.kubernetes.access import check as check_access
-from rollcall.backends.kubernetes.capacity import AUTOSCALER_STATUS, Lookup
-from rollcall.backends.kubernetes.discovery import (
-    Discovery,
-    TooFewNodes,
-    check_device_plugins,
-    discover,
-    requested_resource,
-    tolerates,
-)
+from rollcall.backends.kubernetes.capacity import Lookup
+from rollcall.backends.kubernetes.discovery import Discovery
 from rollcall.backends.kubernetes.job import (
     CLEANUP_TIMEOUT_S,
     DRAIN_S,
@@ -58,7 +50,6 @@ from rollcall.backends.kubernetes.kube import (
     connect,
     delete_labelled,
     delete_namespace,
-    message_of,
 )
 from rollcall.backends.kubernetes.manifests import (
     MANAGED_BY,
@@ -66,13 +57,13 @@ from rollcall.backends.kubernetes.manifests import (
     RUN_ID_LABEL,
     Names,
     PodExtras,
-    job_tolerations,
     render,
 )
+from rollcall.backends.kubernetes.placement import ApiCluster, place
 from rollcall.backends.kubernetes.reaper import Claim, Ledger, release
-from rollcall.backends.kubernetes.views import INSTANCE_TYPE_LABEL, View
+from rollcall.backends.kubernetes.views import View, items
 from rollcall.collect import Collector
-from rollcall.jobspec import EFA_RESOURCE, JobSpec
+from rollcall.jobspec import JobSpec
 from rollcall.options import DEFAULTS, OptionError, Options
 
 __all__ = ["JobSettings", "KubernetesBackend", "KubernetesJob", "RollcallWarning"]
@@ -174,113 +165,11 @@ class KubernetesBackend:
 
     # -- discovery --------------------------------------------------------------------------------------
 
-    def discover(self, options: Options) -> Placement:
-        """Read the nodes once and choose; raises :class:`DiscoveryError` when too few are usable."""
-        nodes = call(self.kube.core.list_node)["items"]
-        try:
-            found = discover(
-                nodes,
-                nodes=options.nodes,
-                accelerator=options.accelerator,
-                instance_type=options.instance_type,
-                procs_per_node=options.procs_per_node,
-                efa=options.efa,
-                tolerations=job_tolerations(options.toleration),
-                node_selector=options.node_selector,
-            )
-        except TooFewNodes as short:
-            found = self._arriving(options, short)
-        if found.auto_mode and options.check_device_plugins:
-            self._say(
-                "--check-device-plugins: EKS Auto Mode nodes run no device-plugin DaemonSets; "
-                "relying on the resources they advertise"
-            )
-        elif self.arriving is not None and options.check_device_plugins:
-            self._say(
-                "--check-device-plugins: the nodes do not exist yet, so their device plugins cannot be "
-                "checked; the pods are scheduled only where the resources they request are advertised"
-            )
-        elif options.check_device_plugins:
-            daemonsets = call(self.kube.apps.list_daemon_set_for_all_namespaces)["items"]
-            problems = check_device_plugins(daemonsets, found.placement.accelerator, found.efa)
-            if problems:
-                raise DiscoveryError("device plugins are not ready:\n  " + "\n  ".join(problems))
-        for line in found.warnings():
-            self._say(f"warning: {line}")
-        self.discovery = found
-        return found.placement
-
-    def _arriving(self, options: Options, short: TooFewNodes) -> Discovery:
-        """Capacity that can make up for the missing nodes, else ``short`` with what was looked for."""
-        need = options.nodes - len(short.usable)
-        shape = capacity.shape(options.instance_type)
-        accel = short.accelerator or (
-            options.accelerator if options.accelerator != "auto" else (shape.accelerator if shape else None)
-        )
-        resource = None
-        if accel is not None:
-            resource = (shape.resource if shape and accel != "cpu" else None) or requested_resource(accel)
-        procs = options.procs_per_node or (shape.count if shape and shape.accelerator == accel else None)
-        if accel == "cpu":
-            procs = procs or 1
-        labels = dict(options.node_selector)
-        if options.instance_type:
-            labels[INSTANCE_TYPE_LABEL] = options.instance_type
-        amounts = {"nodes": need} | ({resource: need * procs} if resource and procs else {})
-        lookup = self._lookup(options, labels, amounts)
-        if not lookup.provisioners:
-            raise DiscoveryError(f"{short}\n{lookup.report()}") from None
-        if accel is None or procs is None:
-            raise DiscoveryError(
-                f"{short}\n  capacity can arrive ({lookup.describe()}), but what its nodes offer is unknown: "
-                f"give --accelerator and --procs-per-node, or an --instance-type rollcall knows "
-                f"({', '.join(capacity.plannable())})"
-            ) from None
-        requests: dict[str, int] = {resource: procs} if resource else {}
-        if options.efa == "on":
-            requests[EFA_RESOURCE] = shape.efa if shape and shape.efa else 1
-        offer = ", ".join(f"{v} {k}" for k, v in requests.items()) or "cpu only"
-        description = (
-            f"{len(short.usable)} usable node(s); {need} more can arrive from {lookup.describe()}; "
-            f"each pod gets {offer}; {procs} rank(s) per node"
-        )
-        self.arriving = lookup
-        self._say(
-            f"too few nodes ({len(short.usable)} of {options.nodes}); {need} can arrive from "
-            f"{lookup.describe()}: the run will wait up to {options.capacity_timeout:g}s for them"
-        )
-        placement = Placement(accel, procs, requests, options.instance_type, description)
-        return Discovery(placement, short.usable, short.rejected, EFA_RESOURCE in requests)
-
-    def _lookup(self, options: Options, labels: Mapping[str, str], amounts: Mapping[str, int]) -> Lookup:
-        """Read the NodePools and the cluster-autoscaler's status, and match them (404: not there)."""
-        errors: dict[str, str] = {}
-        pools: list[dict[str, object]] | None = None
-        try:
-            pools = call(self.kube.custom.list_cluster_custom_object, "karpenter.sh", "v1", "nodepools").get(
-                "items", []
-            )
-        except ApiException as exc:
-            if exc.status != 404:
-                errors["nodepools"] = message_of(exc)
-        status = None
-        try:
-            status = call(
-                self.kube.core.read_namespaced_config_map, AUTOSCALER_STATUS[1], AUTOSCALER_STATUS[0]
-            )
-        except ApiException as exc:
-            if exc.status != 404:
-                errors["autoscaler"] = message_of(exc)
-        tolerations = job_tolerations(self.options.toleration)
-        return capacity.find(
-            pools,
-            status,
-            labels=labels,
-            tolerates=lambda taint: tolerates(tolerations, taint),
-            need=amounts,
-            trust_autoscaler=options.given("capacity_timeout"),
-            errors=errors,
-        )
+    def discover(self, request: PlacementRequest) -> Placement:
+        """Place the run (:func:`.placement.place`); :class:`DiscoveryError` when nothing can run."""
+        planned = place(request, ApiCluster(self.kube), self._say)
+        self.discovery, self.arriving = planned.discovery, planned.arriving
+        return planned.placement
 
     def _say(self, line: str) -> None:
         if self.progress is not None:
@@ -309,8 +198,7 @@ class KubernetesBackend:
         names = Names.new(self.options.namespace_prefix, spec.name, self.options.namespace)
         rendered = render(spec, names, extras=self.extras)
         if self.arriving is not None:  # the Job's deadline starts with it, before the nodes arrive
-            job_spec = rendered.job["spec"]
-            job_spec["activeDeadlineSeconds"] += math.ceil(self.options.capacity_timeout)
+            rendered.extend_deadline(self.options.capacity_timeout)
         job = KubernetesJob(self.settings(), spec, names, rendered, collector)
         try:
             job.provision()
@@ -334,7 +222,7 @@ class KubernetesBackend:
         cutoff = datetime.now(UTC) - timedelta(seconds=older_than_s)
         selector = f"{MANAGED_BY_LABEL}={MANAGED_BY},{RUN_ID_LABEL}"
         swept = []
-        for ns in call(self.kube.core.list_namespace, label_selector=selector).get("items", []):
+        for ns in items(call(self.kube.core.list_namespace, label_selector=selector)):
             name = View(ns).name
             if _older(ns, cutoff) and name != self.options.namespace and delete_namespace(self.kube, name):
                 swept.append(name)
@@ -350,7 +238,7 @@ class KubernetesBackend:
         runs = {
             View(obj).labels[RUN_ID_LABEL]
             for list_fn in kinds
-            for obj in call(list_fn, namespace, label_selector=selector).get("items", [])
+            for obj in items(call(list_fn, namespace, label_selector=selector))
             if _older(obj, cutoff)
         }
         swept = []

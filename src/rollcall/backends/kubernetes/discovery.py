@@ -10,7 +10,10 @@ A usable node of a known instance type (:mod:`.instances`) that advertises fewer
 NeuronCores or EFA interfaces than its type has stays usable, but is named (:attr:`Discovery.short`,
 :meth:`Discovery.warnings`): the pods' requests follow what the nodes offer, so its ranks see all they are
 given, and the ``advertised_devices`` fitness rule fails the node after the run. Where that lowered the
-request, the placement's description names the nodes.
+request, the placement's description names the nodes. A usable node whose own health says something is wrong
+(:attr:`.views.Node.health`: the EKS node monitoring agent's ``AcceleratedHardwareReady`` condition False, or
+GPUs or EFA interfaces its kubelet holds back from allocatable) stays usable too, and is named
+(:attr:`Discovery.unhealthy`): the ``hardware_ready`` and ``lost_devices`` rules fail it after the run.
 
 EFA: each pod requests every ``vpc.amazonaws.com/efa`` interface its instance type has
 (:mod:`.instances`); a node advertising fewer is unusable, named with both numbers. For a type the
@@ -34,7 +37,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rollcall.backends import DiscoveryError, Placement, shown_names, unusable_nodes
+from rollcall.backends import DiscoveryError, Placement, PlacementRequest, shown_names, unusable_nodes
 from rollcall.backends.kubernetes import views
 from rollcall.backends.kubernetes.instances import Shortfall, advertised_counts, lookup, shortfalls
 from rollcall.backends.kubernetes.views import count
@@ -46,7 +49,6 @@ from rollcall.jobspec import (
     AcceleratorChoice,
     EfaChoice,
 )
-from rollcall.options import DEFAULTS
 
 #: EKS Auto Mode nodes: their device plugins are part of the node, not DaemonSets.
 AUTO_MODE_LABEL = ("eks.amazonaws.com/compute-type", "auto")
@@ -102,6 +104,7 @@ class Node:
     allocatable: Mapping[str, int]
     labels: Mapping[str, str] = field(default_factory=dict)
     counts: Mapping[str, int] = field(default_factory=dict)
+    health: views.NodeHealth = field(default_factory=views.NodeHealth)
 
     @classmethod
     def of(cls, obj: Obj) -> Node:
@@ -123,6 +126,7 @@ class Node:
             allocatable={k: count(v) for k, v in node.allocatable.items()},
             labels=dict(node.labels),
             counts=advertised_counts(node.advertised),
+            health=node.health,
         )
 
     @property
@@ -152,17 +156,40 @@ class Discovery:
     short: dict[str, list[Shortfall]] = field(default_factory=dict)
     #: Why each pod requests fewer of its accelerator than the type has (empty where it does not).
     lowered: str = ""
+    #: The usable nodes whose own health says something is wrong (:func:`health_warning`), by name.
+    unhealthy: dict[str, views.NodeHealth] = field(default_factory=dict)
 
     def warnings(self) -> list[str]:
-        """The warnings to show: each node of :attr:`short` and what it lacks, then :attr:`lowered`.
+        """The warnings to show: each node of :attr:`short`, :attr:`lowered`, each node of :attr:`unhealthy`.
 
         :attr:`lowered` says why each pod requests fewer than the type has, where it does.
         """
-        return [
-            f"node {name} {'; '.join(map(str, lacks))} (a device lost, or a device plugin that did not "
-            "enumerate it): rule advertised_devices names it after a run on it"
-            for name, lacks in self.short.items()
-        ] + ([self.lowered] if self.lowered else [])
+        return (
+            [
+                f"node {name} {'; '.join(map(str, lacks))} (a device lost, or a device plugin that did not "
+                "enumerate it): rule advertised_devices names it after a run on it"
+                for name, lacks in self.short.items()
+            ]
+            + ([self.lowered] if self.lowered else [])
+            + [f"node {name} {said}" for name, h in self.unhealthy.items() if (said := health_warning(h))]
+        )
+
+
+def health_warning(health: views.NodeHealth) -> str | None:
+    """What a node's own health says is wrong, in words; None when nothing (the condition Unknown or absent).
+
+    The node stays usable: rules ``hardware_ready`` and ``lost_devices`` name it after a run on it.
+    """
+    said = []
+    if health.hardware_ready == "False":
+        why = f" ({health.hardware_reason})" if health.hardware_reason else ""
+        said.append(f"is {views.ACCELERATED_HARDWARE_READY}=False{why}: rule hardware_ready")
+    if health.lost:
+        lost = ", ".join(f"{n} {r}" for r, n in health.lost.items())
+        said.append(f"holds {lost} back from allocatable (unhealthy): rule lost_devices")
+    if not said:
+        return None
+    return "; ".join(said) + " names it after a run on it"
 
 
 def tolerates(tolerations: Sequence[Mapping[str, Any]], taint: Mapping[str, str]) -> bool:
@@ -199,10 +226,10 @@ def discover(
     objs: Iterable[Obj],
     *,
     nodes: int,
-    accelerator: AcceleratorChoice = DEFAULTS.accelerator,
+    accelerator: AcceleratorChoice = PlacementRequest.accelerator,
     instance_type: str | None = None,
     procs_per_node: int | None = None,
-    efa: EfaChoice = DEFAULTS.efa,
+    efa: EfaChoice = PlacementRequest.efa,
     tolerations: Sequence[Mapping[str, Any]] = (),
     node_selector: Mapping[str, str] | None = None,
 ) -> Discovery:
@@ -269,7 +296,10 @@ def discover(
     placement = Placement(accel, need, requests, chosen_type, description)
     key, value = AUTO_MODE_LABEL
     auto_mode = bool(candidates) and all(n.labels.get(key) == value for n in candidates)
-    return Discovery(placement, [n.name for n in candidates], rejected, use_efa, auto_mode, short, lowered)
+    unhealthy = {n.name: n.health for n in candidates if health_warning(n.health)}
+    return Discovery(
+        placement, [n.name for n in candidates], rejected, use_efa, auto_mode, short, lowered, unhealthy
+    )
 
 
 def _unusable(

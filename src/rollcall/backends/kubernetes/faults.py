@@ -14,8 +14,8 @@ A pod is broken when:
 
 Pods being deleted are left to the Job's own verdict: a deleted pod's containers exit non-zero too.
 
-A pod is *disrupted* (:func:`disruption`, a :class:`~rollcall.rootcause.Disruption`: the infrastructure took
-it away, no rank failed) when, judged before any fault of any pod:
+A pod is *disrupted* (:func:`disruption`, a :class:`~rollcall.evidence.rootcause.Disruption`: the
+infrastructure took it away, no rank failed) when, judged before any fault of any pod:
 
 - it has the ``DisruptionTarget`` condition (``True``): evicted through the Eviction API (``kubectl drain``,
   Karpenter, the AWS Node Termination Handler), preempted, deleted by the taint manager or pod GC, or
@@ -32,7 +32,8 @@ The node's taints of :data:`GOING_AWAY` name why in the disruption's message. A 
 ``podFailurePolicy`` for a pod's ``DisruptionTarget`` condition reads the same (:func:`job_disruption`).
 
 :func:`terminations` reads every container that ended badly as a typed
-:class:`~rollcall.rootcause.Termination`: the root cause of a run whose pod was killed without a word.
+:class:`~rollcall.evidence.rootcause.Termination`: the root cause of a run whose pod was killed without a
+word.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 from rollcall.backends.kubernetes.views import Condition, Job, Node, Obj, Pod, View, epoch
-from rollcall.rootcause import DELETED_UNDER_RUN, Disruption, Termination
+from rollcall.evidence.rootcause import DELETED_UNDER_RUN, Disruption, Termination
 
 #: Waiting reasons from which a container will not recover without someone changing something.
 FATAL_WAITING = frozenset(
@@ -149,8 +150,11 @@ def pod_fault(pod: Obj) -> str | None:
 
 
 def started(pod: Obj) -> list[str]:
-    """Names of the pod's containers that have started (running or terminated): their logs can be read."""
-    return [cs.name for cs in Pod(pod).containers if cs.started]
+    """Names of the pod's containers that have started (running or terminated): their logs can be read.
+
+    Its init containers too: the node's monitor is one (a sidecar).
+    """
+    return [cs.name for cs in Pod(pod).all_containers if cs.started]
 
 
 def terminated(pod: Obj, container: str) -> bool:

@@ -21,7 +21,7 @@ Sources, each fact declared once here:
   device RDMA); the G types' EFA does not.
 
 :func:`expected_devices` turns the table into the node facts the ``device_count`` fitness rule holds a node
-to (:mod:`rollcall.checks.fitness`): a pod given every accelerator of its node should see all of them.
+to (:mod:`rollcall.evidence.fitness`): a pod given every accelerator of its node should see all of them.
 
 A node may also advertise fewer GPUs, Neuron devices, NeuronCores or EFA interfaces than its type has (a GPU
 lost, a device plugin that failed to enumerate one): discovery then lowers the pods' requests to what the
@@ -109,7 +109,7 @@ def expected_devices(name: str | None, requested: Mapping[str, int]) -> dict[str
     """The devices a pod that ``requested`` these resources on a node of type ``name`` must see, as facts.
 
     ``expected_gpus`` and ``expected_neuron_devices`` (the node facts of
-    :data:`rollcall.checks.fitness.OBSERVED_KEYS`) where the type is in the table and the pod was given
+    :data:`rollcall.evidence.fitness.OBSERVED_KEYS`) where the type is in the table and the pod was given
     every GPU, or every NeuronCore or Neuron device, the type has: a pod given fewer (``--procs-per-node``)
     sees only its own share, and nothing is expected of it.
     """
@@ -207,8 +207,9 @@ def shortfalls(name: str | None, counts: Mapping[str, int]) -> list[Shortfall]:
 def count_facts(name: str | None, counts: Mapping[str, int]) -> dict[str, str]:
     """The node facts ``advertised_<fact>`` (of ``counts``) and ``type_<fact>`` (of type ``name``'s entry).
 
-    The ``advertised_devices`` fitness rule compares them (:data:`rollcall.checks.fitness.ADVERTISED_COUNTS`);
-    a type missing from the table, or one with none of a thing, has no ``type_`` fact for it.
+    The ``advertised_devices`` fitness rule compares them
+    (:data:`rollcall.evidence.fitness.ADVERTISED_COUNTS`); a type missing from the table, or one with none of
+    a thing, has no ``type_`` fact for it.
     """
     found = {f"advertised_{fact}": str(n) for fact, n in counts.items()}
     known = lookup(name)

@@ -81,11 +81,11 @@ from rollcall.backends.kubernetes.kube import (
 from rollcall.backends.kubernetes.manifests import CONTAINER, Names, Rendered
 from rollcall.backends.kubernetes.podlogs import LogFollower
 from rollcall.backends.kubernetes.reaper import Claim, Ledger
-from rollcall.backends.kubernetes.views import Job, Node, Pod, parse_time
+from rollcall.backends.kubernetes.views import Event, Job, Node, Pod, items
 from rollcall.collect import Collector
+from rollcall.evidence.rootcause import Disruption
 from rollcall.jobspec import JobSpec
 from rollcall.options import DEFAULTS
-from rollcall.rootcause import Disruption
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +162,7 @@ class KubernetesJob:
     _shown: tuple[tuple[tuple[str, int], ...], str] = ((), "")
     _shown_at: float = 0.0
     _confirming: Future[None] | None = None
-    _assessed: dict[str, tuple[tuple[str | None, str | None, bool], Assessment]] = field(default_factory=dict)
+    _assessed: dict[str, tuple[tuple[str, str, bool], Assessment]] = field(default_factory=dict)
 
     @property
     def namespace(self) -> str:
@@ -289,7 +289,8 @@ class KubernetesJob:
     def _node_info(self) -> dict[str, dict[str, str]]:
         """What each node the pods ran on says of itself (:attr:`.views.Node.facts`), by node name.
 
-        With what it advertises of its accelerators and EFA beside what its instance type has
+        With its own health as the platform reports it (:attr:`.views.Node.health`), and what it advertises
+        of its accelerators and EFA beside what its instance type has
         (:func:`.instances.count_facts`), and the devices its pod must see where the pod was given all its
         instance type has (:func:`.instances.expected_devices`).
         """
@@ -302,6 +303,7 @@ class KubernetesJob:
                 seen = Node(node)
                 found[name] = {
                     **seen.facts,
+                    **seen.health.facts,
                     **count_facts(seen.instance_type, advertised_counts(seen.advertised)),
                     **expected_devices(seen.instance_type, Pod(pod).limits),
                 }
@@ -378,10 +380,10 @@ class KubernetesJob:
         view = Pod(pod)
         node = self.nodes.get(view.node_name or "") if self.nodes else None
         known = self.nodes is not None and self.nodes.synced.is_set()
-        version = pod.get("metadata", {}).get("resourceVersion")
-        key = (version, (node or {}).get("metadata", {}).get("resourceVersion"), known)
+        version = view.resource_version
+        key = (version, Node(node).resource_version if node is not None else "", known)
         cached = self._assessed.get(view.name)
-        if cached is not None and version is not None and cached[0] == key:
+        if cached is not None and version and cached[0] == key:
             return cached[1]
         found = (disruption(pod, node, nodes_known=known), pod_fault(pod), unschedulable(pod))
         self._assessed[view.name] = (key, found)
@@ -479,10 +481,10 @@ class KubernetesJob:
                 claims = call(
                     kube.custom.list_cluster_custom_object, "karpenter.sh", "v1", "nodeclaims", retry_s=5
                 )
-                lines = waits.claims_since(claims.get("items", []), self._created_at)
+                lines = waits.claims_since(items(claims), self._created_at)
                 if lines:
                     seen.append("NodeClaims " + ", ".join(lines))
-            events = call(kube.core.list_namespaced_event, self.namespace, retry_s=5).get("items", [])
+            events = items(call(kube.core.list_namespaced_event, self.namespace, retry_s=5))
             seen += waits.scale_up_events(events)
         except Exception as exc:  # progress only
             log.debug("could not read the capacity's progress: %s", message_of(exc))
@@ -501,7 +503,8 @@ class KubernetesJob:
             for container in started(pod):
                 if (name, container) in self.followers:
                     continue
-                sink = self.collector.sink(name if container == CONTAINER else f"{name}.{container}")
+                # the monitor sidecar's log (its stack and silent events) is its pod's too: one node
+                sink = self.collector.sink(name if container == CONTAINER else f"{name}.{container}", name)
                 evidence = self.evidence.setdefault(name, EfaEvidence())
                 self.followers[(name, container)] = LogFollower(
                     self.settings.kube.core, self.namespace, name, container, sink, scan=evidence.scan
@@ -588,11 +591,11 @@ class KubernetesJob:
         try:
             pods = sorted(self.pods.objects() if self.pods else [], key=index_of)
             job = self.jobs.get(self.names.job) if self.jobs else None
-            events = call(kube.core.list_namespaced_event, self.namespace, retry_s=10).get("items", [])
+            events = items(call(kube.core.list_namespaced_event, self.namespace, retry_s=10))
             if not self.names.own_namespace:  # only the run's own, of all in a shared namespace
                 own = {self.names.job, self.names.service, *(Pod(p).name for p in pods)}
                 events = [e for e in events if _involved(e) in own]
-            events.sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+            events.sort(key=lambda e: Event(e).last_seen)
             for name, data in (("pods.yaml", pods), ("job.yaml", job), ("events.yaml", events)):
                 if data is not None:
                     (out / name).write_text(yaml.safe_dump(_trim(data), sort_keys=False))
@@ -734,8 +737,7 @@ def _lost_node_pods(pods: list[dict[str, Any]], nodes: Informer) -> list[str]:
 
 def _involved(event: dict[str, Any]) -> str | None:
     """The name of the object an event is about."""
-    involved = event.get("involvedObject")
-    return involved.get("name") if isinstance(involved, dict) else None
+    return Event(event).involved
 
 
 def _trim(data: Any) -> Any:
@@ -756,9 +758,8 @@ def _ended(job: dict[str, Any]) -> bool:
     """
     if job_result(job) is not None or Job(job).holds("FailureTarget"):
         return True
-    deadline = job.get("spec", {}).get("activeDeadlineSeconds")
-    started = parse_time(job.get("status", {}).get("startTime"))
-    if not isinstance(deadline, int) or started is None:
+    deadline, started = Job(job).active_deadline_s, Job(job).start_time
+    if deadline is None or started is None:
         return False
     return (datetime.now(UTC) - started).total_seconds() >= deadline - DEADLINE_SLACK_S
 

@@ -39,6 +39,7 @@ from tenacity import (
 )
 
 from rollcall.backends.kubernetes.kubeconfig import KubeconfigError, check, cluster_config, given
+from rollcall.backends.kubernetes.views import View, items
 
 log = logging.getLogger(__name__)
 
@@ -314,7 +315,7 @@ def delete_namespace(kube: Kube, name: str) -> bool:
     deletion removes pods before the Jobs that hold them.
     """
     try:
-        jobs = call(kube.batch.list_namespaced_job, name, retry_s=10).get("items", [])
+        jobs = items(call(kube.batch.list_namespaced_job, name, retry_s=10))
     except ApiException as exc:
         if exc.status == 404:
             return False
@@ -323,7 +324,7 @@ def delete_namespace(kube: Kube, name: str) -> bool:
         try:
             call(
                 kube.batch.delete_namespaced_job,
-                job["metadata"]["name"],
+                View(job).name,
                 name,
                 body={"propagationPolicy": "Background"},
             )
@@ -355,8 +356,8 @@ def delete_labelled(kube: Kube, namespace: str, selector: str) -> list[str]:
     )
     asked = []
     for kind, list_fn, delete_fn in kinds:
-        for obj in call(list_fn, namespace, label_selector=selector).get("items", []):
-            name = obj["metadata"]["name"]
+        for obj in items(call(list_fn, namespace, label_selector=selector)):
+            name = View(obj).name
             try:
                 call(delete_fn, name, namespace, body={"propagationPolicy": "Foreground"})
             except ApiException as exc:
@@ -466,7 +467,7 @@ def create(fn: Callable[..., Any], *args: Any, body: Obj, **kwargs: Any) -> Obj:
         return call(once, *args, body=body, field_validation="Strict", **kwargs)
     except ApiException as exc:
         if exc.status == 409 and attempts > 1:
-            log.info("%s %s was created by an earlier attempt", body.get("kind"), body["metadata"]["name"])
+            log.info("%s %s was created by an earlier attempt", body.get("kind"), View(body).name)
             return body
         raise
 
@@ -572,8 +573,8 @@ class Informer:
         if self._version is None:
             body = call(self._list_fn, retry_s=0, **self._selector)
             with self._lock:
-                self._objects = {o["metadata"]["name"]: o for o in body.get("items", [])}
-            self._version = body["metadata"]["resourceVersion"]
+                self._objects = {View(o).name: o for o in items(body)}
+            self._version = View(body).resource_version or None  # none: the next session lists again
             self.synced.set()
             self._notify()
         try:
@@ -603,13 +604,13 @@ class Informer:
                         return
                     raise ApiException(status=obj.get("code"), reason=obj.get("message"))
                 if kind != "BOOKMARK":
-                    name = obj["metadata"]["name"]
+                    name = View(obj).name
                     with self._lock:
                         if kind == "DELETED":
                             self._objects.pop(name, None)
                         else:
                             self._objects[name] = obj
-                self._version = obj["metadata"]["resourceVersion"]
+                self._version = View(obj).resource_version or self._version
                 if kind != "BOOKMARK":
                     self._notify()
         except Exception:

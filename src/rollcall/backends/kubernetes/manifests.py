@@ -26,16 +26,21 @@ import yaml
 from kubernetes import client
 
 from rollcall.backends.kubernetes.instances import lookup
+from rollcall.backends.kubernetes.views import Job
 from rollcall.jobspec import (
     COMPILE_CACHE_DIR,
     EFA_RESOURCE,
+    IMAGE_DIR,
     NEURON_CACHE_DIR,
+    POD_MONITOR_DIR,
     CacheVolume,
     JobSpec,
     Scheduling,
     Toleration,
     manifests_dir,
+    monitor_command,
 )
+from rollcall_workload.contract import MONITOR_DIR_ENV
 
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "rollcall"
@@ -43,6 +48,10 @@ RUN_ID_LABEL = "rollcall/run-id"
 JOB_LABEL = "rollcall/job"
 #: The training container's name.
 CONTAINER = "train"
+#: The node's monitor: a native sidecar (an init container with ``restartPolicy: Always``) beside it.
+MONITOR_CONTAINER = "monitor"
+#: The volume of the node's monitor directory, shared by both containers.
+MONITOR_VOLUME = "monitor"
 #: With EFA requested: NCCL says which network it chose (the EFA check reads it), libfabric is held to its
 #: EFA provider, and fork() stays safe with registered memory. The aws-ofi-nccl plugin tunes NCCL for the
 #: platform itself ("NET/OFI Configuring AWS-specific options"), so no NCCL tunable is forced here.
@@ -115,8 +124,11 @@ class Rendered:
     @property
     def efa(self) -> bool:
         """Whether the pods request EFA devices."""
-        limits = self.job["spec"]["template"]["spec"]["containers"][0]["resources"].get("limits", {})
-        return EFA_RESOURCE in limits
+        return EFA_RESOURCE in Job(self.job).template.limits
+
+    def extend_deadline(self, seconds: float) -> None:
+        """Give the Job's ``activeDeadlineSeconds`` ``seconds`` more (whole seconds, rounded up)."""
+        self.job["spec"]["activeDeadlineSeconds"] += math.ceil(seconds)
 
 
 @dataclass
@@ -145,7 +157,7 @@ def load(name: str) -> Obj:
 
 def job_tolerations(extra: Sequence[Toleration] = ()) -> list[Obj]:
     """The tolerations of the Job's pods: the manifest's, then ``extra`` (discovery judges taints by them)."""
-    return _tolerating(load("job.yaml")["spec"]["template"]["spec"].get("tolerations", []), extra)
+    return _tolerating(Job(load("job.yaml")).template.tolerations, extra)
 
 
 def _tolerating(tolerations: list[Obj], extra: Sequence[Toleration]) -> list[Obj]:
@@ -219,8 +231,9 @@ def render(spec: JobSpec, names: Names, *, extras: PodExtras | None = None) -> R
         master_addr=f"{names.job}-0.{names.service}",
         compile_cache_dir=COMPILE_CACHE_DIR,
     )
-    env = {**fabric_env(spec), **spec.workload_env()}
+    env = {**fabric_env(spec), **spec.workload_env(), MONITOR_DIR_ENV: POD_MONITOR_DIR}
     container["env"] += [{"name": k, "value": v} for k, v in env.items()]
+    _monitor(pod, spec.image, spec.accelerator)
     for name, volume, directory in (
         (NEURON_CACHE_VOLUME, spec.neuron_cache, NEURON_CACHE_DIR),
         (COMPILE_CACHE_VOLUME, spec.compile_cache, COMPILE_CACHE_DIR),
@@ -245,6 +258,25 @@ def render(spec: JobSpec, names: Names, *, extras: PodExtras | None = None) -> R
                 + "\n  ".join(problems)
             )
     return rendered
+
+
+#: What the monitor sidecar of an NVIDIA pod is given to hear its node's GPUs through NVML without holding
+#: one: the NVIDIA container toolkit's variables (it requests no ``nvidia.com/gpu``, so the device plugin
+#: gives it none). A toolkit set to refuse them to unprivileged containers leaves NVML without a GPU, and
+#: the monitor says the GPU events are off.
+MONITOR_NVIDIA_ENV = {"NVIDIA_VISIBLE_DEVICES": "all", "NVIDIA_DRIVER_CAPABILITIES": "utility"}
+
+
+def _monitor(pod: Obj, image: str, accelerator: str) -> None:
+    """The node's monitor sidecar: the training image, reading the monitor directory both containers mount."""
+    (sidecar,) = (c for c in pod["initContainers"] if c["name"] == MONITOR_CONTAINER)
+    sidecar.update(image=image, command=monitor_command(POD_MONITOR_DIR), workingDir=IMAGE_DIR)
+    if accelerator == "nvidia":
+        sidecar["env"] = [{"name": k, "value": v} for k, v in MONITOR_NVIDIA_ENV.items()]
+    for c in (sidecar, *pod["containers"]):
+        for mount in c["volumeMounts"]:
+            if mount["name"] == MONITOR_VOLUME:
+                mount["mountPath"] = POD_MONITOR_DIR
 
 
 def fabric_env(spec: JobSpec) -> dict[str, str]:

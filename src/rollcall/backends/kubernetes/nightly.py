@@ -23,6 +23,7 @@ import yaml
 from kubernetes import client
 
 from rollcall.backends.kubernetes.manifests import ManifestError, validate
+from rollcall.backends.kubernetes.views import View
 from rollcall.jobspec import manifests_dir
 
 if TYPE_CHECKING:
@@ -185,10 +186,10 @@ def render_nightly(nightly: Nightly) -> list[Obj]:
     objects = rbac()
     account = service_account(objects)
     cron = cronjob_template()
-    cron["metadata"]["namespace"] = account["metadata"]["namespace"]
+    cron["metadata"]["namespace"] = View(account).namespace
     cron["spec"]["schedule"] = check_schedule(nightly.schedule)
     pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
-    pod["serviceAccountName"] = account["metadata"]["name"]
+    pod["serviceAccountName"] = View(account).name
     (container,) = [c for c in pod["containers"] if c["name"] == SUITE_CONTAINER]
     container["image"] = nightly.suite_image
     env: list[Obj] = container.setdefault("env", [])
@@ -213,7 +214,7 @@ def render_nightly(nightly: Nightly) -> list[Obj]:
         if model is None:
             problems.append(f"{obj['kind']}: no schema to check it against")
             continue
-        problems += [f"{obj['kind']} {obj['metadata']['name']}: {p}" for p in validate(obj, model)]
+        problems += [f"{obj['kind']} {View(obj).name}: {p}" for p in validate(obj, model)]
     if problems:
         raise ManifestError("; ".join(problems))
     return objects
@@ -222,8 +223,8 @@ def render_nightly(nightly: Nightly) -> list[Obj]:
 def header(nightly: Nightly, objects: list[Obj]) -> str:
     """The comment that opens the rendered stream: what runs when, as whom, and where its results stay."""
     cron = objects[-1]
-    namespace, name = cron["metadata"]["namespace"], cron["metadata"]["name"]
-    account = service_account(objects)["metadata"]["name"]
+    namespace, name = View(cron).namespace, View(cron).name
+    account = View(service_account(objects)).name
     if nightly.results_claim:
         kept = (
             f"on the PersistentVolumeClaim {nightly.results_claim} (it must exist in {namespace}; "

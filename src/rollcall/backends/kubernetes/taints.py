@@ -14,7 +14,7 @@ suite's patches of a node change its taints only, keeping every taint it held.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +22,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from rollcall.backends.kubernetes.kube import Kube, Obj, call, message_of
+from rollcall.backends.kubernetes.views import Node
 from rollcall.jobspec import Taint
 
 log = logging.getLogger(__name__)
@@ -33,7 +34,7 @@ FIELD_MANAGER = "rollcall"
 MERGE_PATCH = "application/merge-patch+json"
 
 
-def with_taint(taints: Sequence[Obj], taint: Taint) -> list[Obj] | None:
+def with_taint(taints: Sequence[Mapping[str, Any]], taint: Taint) -> list[Obj] | None:
     """``taints`` (a node's ``spec.taints``) holding ``taint``, every other kept; None when already held."""
     wanted = taint.manifest()
     same = [t for t in taints if t.get("key") == taint.key and t.get("effect") == taint.effect]
@@ -52,10 +53,10 @@ def taint_node(kube: Kube, name: str, taint: Taint, attempts: int = CONFLICT_ATT
     """
     for attempt in range(1, attempts + 1):
         node = call(kube.core.read_node, name)
-        taints = with_taint((node.get("spec") or {}).get("taints") or [], taint)
+        taints = with_taint(Node(node).taints, taint)
         if taints is None:
             return False
-        version = node["metadata"]["resourceVersion"]  # the server refuses the patch once it changed
+        version = Node(node).resource_version  # the server refuses the patch once it changed
         body = {"metadata": {"resourceVersion": version}, "spec": {"taints": taints}}
         try:
             call(kube.core.patch_node, name, body, field_manager=FIELD_MANAGER, _content_type=MERGE_PATCH)

@@ -12,11 +12,13 @@ log lines' timestamps (``timestamps=true``, nanoseconds) are another format, rea
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from kubernetes.utils import parse_quantity
+
+from rollcall.jobspec import EFA_RESOURCE, GPU_RESOURCE
 
 Obj = dict[str, Any]
 
@@ -30,6 +32,50 @@ GROUP_LABELS: tuple[str, ...] = (
     "karpenter.sh/nodepool",
     "cloud.google.com/gke-nodepool",
 )
+#: The condition the EKS node monitoring agent sets from the health of a node's GPUs or Neuron devices.
+ACCELERATED_HARDWARE_READY = "AcceleratedHardwareReady"
+#: The devices whose allocatable a node's health holds against its capacity, by the suffix of their facts.
+HELD_BACK: tuple[tuple[str, str], ...] = (("gpus", GPU_RESOURCE), ("efa", EFA_RESOURCE))
+
+
+@dataclass(frozen=True)
+class NodeHealth:
+    """A node's own health as the platform reports it.
+
+    Attributes:
+        hardware_ready: the status of :data:`ACCELERATED_HARDWARE_READY` (``"True"``, ``"False"``,
+            ``"Unknown"``), None when the node has no such condition (no agent).
+        hardware_reason: the condition's reason and message, ``"reason: message"``.
+        counts: each resource of :data:`HELD_BACK` the node lists, as (allocatable, capacity): the kubelet
+            leaves a device its plugin calls unhealthy out of allocatable.
+    """
+
+    hardware_ready: str | None = None
+    hardware_reason: str = ""
+    counts: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+
+    @property
+    def lost(self) -> dict[str, int]:
+        """How many of each resource the node holds back from allocatable (its capacity has them)."""
+        return {r: capacity - alloc for r, (alloc, capacity) in self.counts.items() if alloc < capacity}
+
+    @property
+    def facts(self) -> dict[str, str]:
+        """The facts ``hardware_ready``, ``hardware_ready_reason``, ``allocatable_<x>``, ``capacity_<x>``.
+
+        Read by the fitness rules ``hardware_ready`` and ``lost_devices``
+        (:data:`rollcall.evidence.fitness.OBSERVED_KEYS`).
+        """
+        found = {}
+        if self.hardware_ready is not None:
+            found["hardware_ready"] = self.hardware_ready
+            if self.hardware_reason:
+                found["hardware_ready_reason"] = self.hardware_reason
+        for fact, resource in HELD_BACK:
+            if resource in self.counts:
+                alloc, capacity = self.counts[resource]
+                found |= {f"allocatable_{fact}": str(alloc), f"capacity_{fact}": str(capacity)}
+        return found
 
 
 def parse_time(text: object) -> datetime | None:
@@ -67,6 +113,11 @@ def _list(value: object) -> list[Obj]:
 
 def _str(value: object) -> str:
     return value if isinstance(value, str) else ""
+
+
+def items(body: object) -> list[Obj]:
+    """The objects of a list the API returned (its ``items``); empty when absent."""
+    return _list(_dict(body).get("items"))
 
 
 @dataclass(frozen=True)
@@ -133,6 +184,11 @@ class View:
     def uid(self) -> str:
         """The object's uid (empty before the API server assigned one, as in a dry run's answer)."""
         return _str(self._meta.get("uid"))
+
+    @property
+    def resource_version(self) -> str:
+        """The version of the object (or of a list) the API returned; empty when absent."""
+        return _str(self._meta.get("resourceVersion"))
 
     @property
     def namespace(self) -> str:
@@ -297,6 +353,11 @@ class Pod(View):
         return found
 
     @property
+    def tolerations(self) -> list[Obj]:
+        """The taints the pod tolerates (``key``, ``operator``, ``value``, ``effect``), a list of its own."""
+        return _list(self._spec.get("tolerations"))
+
+    @property
     def node_name(self) -> str | None:
         """The node the pod is bound to, None before it is scheduled."""
         return _str(self._spec.get("nodeName")) or None
@@ -344,8 +405,8 @@ class Pod(View):
         yield from self.containers
 
     def container(self, name: str) -> ContainerStatus | None:
-        """The status of the container ``name``, once the kubelet reported one."""
-        return next((c for c in self.containers if c.name == name), None)
+        """The status of the container (or init container, e.g. a sidecar) ``name``, once reported."""
+        return next((c for c in self.all_containers if c.name == name), None)
 
     @property
     def scheduled_at(self) -> datetime | None:
@@ -394,13 +455,25 @@ class Node(View):
         return min(listed) if listed else None
 
     @property
+    def health(self) -> NodeHealth:
+        """Its health as the platform reports it: the EKS agent's condition, devices held back."""
+        cond = self.condition(ACCELERATED_HARDWARE_READY)
+        reason = ": ".join(w for w in (cond.reason, cond.message) if w) if cond is not None else ""
+        counts = {
+            resource: (count(self.allocatable[resource]), count(self.capacity[resource]))
+            for _, resource in HELD_BACK
+            if resource in self.allocatable and resource in self.capacity
+        }
+        return NodeHealth((cond.status or "Unknown") if cond is not None else None, reason, counts)
+
+    @property
     def instance_type(self) -> str | None:
         """The node's ``node.kubernetes.io/instance-type`` label."""
         return self.labels.get(INSTANCE_TYPE_LABEL)
 
     @property
     def facts(self) -> dict[str, str]:
-        """What the node says of itself, by the keys of :data:`rollcall.checks.fitness.OBSERVED_KEYS`.
+        """What the node says of itself, by the keys of :data:`rollcall.evidence.fitness.OBSERVED_KEYS`.
 
         The kubelet, container-runtime, kernel and OS image versions from ``status.nodeInfo``; its image
         and group from the first of :data:`IMAGE_LABELS` and of :data:`GROUP_LABELS` it carries; its
@@ -427,6 +500,22 @@ class Job(View):
     def suspended(self) -> bool:
         """Whether the Job is suspended (``spec.suspend``: Kueue holds it until its queue admits it)."""
         return bool(self._spec.get("suspend"))
+
+    @property
+    def active_deadline_s(self) -> int | None:
+        """The Job's ``activeDeadlineSeconds``, None when it has none."""
+        deadline = self._spec.get("activeDeadlineSeconds")
+        return deadline if isinstance(deadline, int) else None
+
+    @property
+    def start_time(self) -> datetime | None:
+        """When the Job controller started the Job (``status.startTime``), None before it did."""
+        return parse_time(self._status.get("startTime"))
+
+    @property
+    def template(self) -> Pod:
+        """Its pods' template, read as a pod (its metadata and spec)."""
+        return Pod(_dict(self._spec.get("template")))
 
 
 @dataclass(frozen=True)
@@ -485,6 +574,34 @@ class NodePool(View):
     def used(self) -> Mapping[str, object]:
         """What its nodes hold now."""
         return _dict(self._status.get("resources"))
+
+
+@dataclass(frozen=True)
+class Event(View):
+    """An Event (``core/v1``): what happened to which object, and when."""
+
+    @property
+    def reason(self) -> str:
+        """Why, in one word (``TriggeredScaleUp``, ``Nominated``, ...; empty when absent)."""
+        return _str(self.obj.get("reason"))
+
+    @property
+    def message(self) -> str:
+        """What happened, in words (empty when absent)."""
+        return _str(self.obj.get("message"))
+
+    @property
+    def last_seen(self) -> str:
+        """When it last happened, as the API wrote it; sorts as time does.
+
+        ``lastTimestamp``, else ``eventTime``; empty when neither is there.
+        """
+        return _str(self.obj.get("lastTimestamp")) or _str(self.obj.get("eventTime"))
+
+    @property
+    def involved(self) -> str | None:
+        """The name of the object it is about, None when it names none."""
+        return _str(_dict(self.obj.get("involvedObject")).get("name")) or None
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
-from rollcall.backends.kubernetes.views import INSTANCE_TYPE_LABEL, Job, Obj, Pod, View
+from rollcall.backends.kubernetes.views import INSTANCE_TYPE_LABEL, Event, Job, Obj, Pod, View
 
 QUOTA = "quota (Kueue)"
 #: Events that say capacity is on its way: cluster-autoscaler's and Karpenter's.
@@ -68,11 +68,11 @@ def claims_since(claims: Sequence[Obj], since: datetime | None) -> list[str]:
 def scale_up_events(events: Iterable[Obj]) -> list[str]:
     """The newest message of each scale-up reason among a namespace's events."""
     newest: dict[str, tuple[str, str]] = {}
-    for event in events:
-        reason = event.get("reason") or ""
+    for event in map(Event, events):
+        reason = event.reason
         if reason not in SCALE_UP_REASONS:
             continue
-        when = event.get("lastTimestamp") or event.get("eventTime") or ""
+        when = event.last_seen
         if reason not in newest or when >= newest[reason][0]:
-            newest[reason] = (when, event.get("message") or "")
+            newest[reason] = (when, event.message)
     return [f"{reason}: {message}" for reason, (_, message) in sorted(newest.items())]

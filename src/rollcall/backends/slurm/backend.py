@@ -40,7 +40,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rollcall.backends import CleanupError, DiscoveryError, JobState, JobStatus, Placement, StopTest
+from rollcall.backends import (
+    CleanupError,
+    DiscoveryError,
+    JobState,
+    JobStatus,
+    Placement,
+    PlacementRequest,
+    StopTest,
+)
 from rollcall.backends.slurm.conf import CONF_ENV, find_conf
 from rollcall.backends.slurm.script import Settings, render
 from rollcall.backends.slurm.state import JobInfo, Partition, SlurmError, SlurmNode, discover, srun_errors
@@ -122,7 +130,7 @@ class SlurmBackend:
         """The backend of the session's options."""
         return cls(Settings.from_options(options), options.unschedulable_grace, progress=progress)
 
-    def discover(self, options: Options) -> Placement:
+    def discover(self, request: PlacementRequest) -> Placement:
         """Read the nodes and partitions once and choose; :class:`DiscoveryError` when too few are usable."""
         nodes = [
             SlurmNode.parse(x) for x in self.run(["scontrol", "show", "nodes", "-o"], 60).splitlines() if x
@@ -135,10 +143,10 @@ class SlurmBackend:
         placement, self.usable, _ = discover(
             nodes,
             parts,
-            want=options.nodes,
-            accelerator=options.accelerator,
+            want=request.nodes,
+            accelerator=request.accelerator,
             partition=self.settings.partition,
-            procs_per_node=options.procs_per_node,
+            procs_per_node=request.procs_per_node,
         )
         self._say(f"slurm: {placement.description}")
         return placement

@@ -2,8 +2,9 @@
 
 The template environment quotes every value itself (:func:`shlex.quote`; only :class:`Shell` text goes in
 as it is), so nothing the user passes (arguments, environment, image) can change the script's structure.
-Each node runs :meth:`JobSpec.torchrun_command` with Slurm's node count, node id and the first host's
-address and port in place of the spec's (:data:`FROM_SLURM`).
+Each node runs :meth:`JobSpec.node_command`, its torchrun behind the node's monitor, with Slurm's node count,
+node id and the first host's address and port in place of the spec's (:data:`FROM_SLURM`); the monitor reads a
+directory of the node's own (:func:`monitor_dir`).
 """
 
 from __future__ import annotations
@@ -19,8 +20,18 @@ from typing import Any
 
 import jinja2
 
-from rollcall.jobspec import COMPILE_CACHE_DIR, IMAGE_SCRIPT, POD_LOG_DIR, REPO_SCRIPT, JobSpec, manifests_dir
+from rollcall.jobspec import (
+    COMPILE_CACHE_DIR,
+    IMAGE_DIR,
+    IMAGE_PYTHON,
+    IMAGE_SCRIPT,
+    POD_LOG_DIR,
+    REPO_SCRIPT,
+    JobSpec,
+    manifests_dir,
+)
 from rollcall.options import Options
+from rollcall_workload import contract
 
 #: The workload script in this repository, for clusters that run it from a shared file system.
 TEMPLATE = "slurm/job.sbatch.j2"
@@ -33,6 +44,11 @@ FROM_SLURM = {
     "--master-addr=": "$MASTER_ADDR",
     "--master-port=": "$MASTER_PORT",
 }
+#: The directory the workload's package was imported from here: each node without a container image imports
+#: that one too (``PYTHONPATH``), the package beside the script it runs, not whatever its Python finds first.
+WORKLOAD_PATH = str(Path(contract.__file__).resolve().parents[1])
+#: Where each node's monitor directory is inside a container image: the node's own ``/tmp`` (the task's).
+IMAGE_MONITOR_ROOT = "/tmp/rollcall-monitor"
 #: Each job's rendezvous port is ``PORT_BASE + job id % PORT_SPAN`` (unprivileged, below the ephemeral range).
 PORT_BASE, PORT_SPAN = 20000, 12000
 
@@ -59,6 +75,21 @@ def shell_word(arg: str) -> str:
     return shlex.quote(arg)
 
 
+_NODE_VARS = re.compile(r"\$(SLURM_JOB_ID|SLURM_NODEID)\b")
+
+
+def monitor_dir(root: str) -> tuple[str, str]:
+    """The node's monitor directory under ``root``: as :meth:`JobSpec.node_command` takes it, and in bash.
+
+    ``root/node-<i>-monitor``, ``<i>`` the task's ``$SLURM_NODEID``, which only the node's own shell knows;
+    ``root`` may name ``$SLURM_JOB_ID`` too (a node's ``/tmp`` outlives the job: no other job's files there).
+    """
+    path = f"{root}/node-$SLURM_NODEID-monitor"
+    parts = _NODE_VARS.split(path)  # text, variable, text, ...
+    words = "".join(f'"${p}"' if i % 2 else shlex.quote(p) if p else "" for i, p in enumerate(parts))
+    return path, words
+
+
 def time_limit(seconds: float) -> str:
     """Slurm's ``--time`` as ``D-HH:MM:SS``, rounded up to a whole second."""
     total = max(1, math.ceil(seconds))
@@ -76,7 +107,10 @@ class Settings:
         container_image: run each node's task in this image (pyxis/enroot); torchrun and the workload are
             then the image's (``torchrun``, ``/workspace/train.py``).
         launcher: how torchrun is started without a container image (default: this Python's torch).
+        python: the Python that starts the node's monitor without a container image (default: this one).
         script: the workload's path on the nodes without a container image (default: this checkout's).
+        pythonpath: where the nodes without a container image import the workload's package from (default:
+            where this process imported it).
         margin_s: seconds Slurm's time limit allows past the job timeout.
     """
 
@@ -84,7 +118,9 @@ class Settings:
     account: str | None = None
     container_image: str | None = None
     launcher: tuple[str, ...] = (sys.executable, "-m", "torch.distributed.run")
+    python: tuple[str, ...] = (sys.executable,)
     script: str = str(REPO_SCRIPT)
+    pythonpath: str = WORKLOAD_PATH
     margin_s: float = TIME_LIMIT_MARGIN_S
 
     @classmethod
@@ -131,14 +167,21 @@ def render(spec: JobSpec, settings: Settings, out_dir: Path) -> str:
             "use --artifacts-dir with letters, digits and / . _ - only"
         )
     mounts = []
+    path: dict[str, str] = {}
     if settings.container_image:
         launcher: Sequence[str] = ("torchrun",)
-        script, log_dir = IMAGE_SCRIPT, POD_LOG_DIR
+        python: Sequence[str] = IMAGE_PYTHON
+        script, log_dir, monitors = IMAGE_SCRIPT, POD_LOG_DIR, f"{IMAGE_MONITOR_ROOT}-$SLURM_JOB_ID"
         if spec.compile_cache is not None:  # the node's directory, where the pods would mount it
             mounts.append(f"{spec.compile_cache.path}:{COMPILE_CACHE_DIR}")
     else:
-        launcher, script, log_dir = settings.launcher, settings.script, str(out / "ranks")
-    argv = spec.torchrun_command(
+        launcher, python, script = settings.launcher, settings.python, settings.script
+        log_dir, monitors = str(out / "ranks"), str(out)
+        path = {"PYTHONPATH": settings.pythonpath}
+    node_monitor, node_monitor_words = monitor_dir(monitors)
+    argv = spec.node_command(
+        monitor_dir=node_monitor,
+        python=python,
         node_rank="$SLURM_NODEID",
         master_addr="$MASTER_ADDR",
         launcher=launcher,
@@ -146,8 +189,9 @@ def render(spec: JobSpec, settings: Settings, out_dir: Path) -> str:
         log_dir=log_dir,
         compile_cache_dir=COMPILE_CACHE_DIR if mounts else None,
     )
-    command = "exec " + " ".join(shell_word(a) for a in argv)
-    env = spec.workload_env(log_dir)
+    words = (node_monitor_words if a == node_monitor else shell_word(a) for a in argv)
+    command = "exec " + " ".join(words)
+    env = {**path, **spec.workload_env(log_dir)}  # the user's own PYTHONPATH wins
     threads = spec.accelerator == "cpu" and "OMP_NUM_THREADS" not in env
     values: dict[str, Any] = {
         "name": spec.name,
@@ -164,6 +208,7 @@ def render(spec: JobSpec, settings: Settings, out_dir: Path) -> str:
         "omp_threads_per": spec.procs_per_node if threads else 0,
         "container_image": settings.container_image,
         "container_mounts": ",".join(mounts),
+        "container_workdir": IMAGE_DIR,  # the workload's package lies there, for the monitor's python -m
         "command": command,
         "port_base": PORT_BASE,
         "port_span": PORT_SPAN,

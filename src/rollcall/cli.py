@@ -8,7 +8,7 @@ are listed but do not change the exit code. This interface is a contract other t
 ``rollcall history [--json | --html OUT] PATH...`` reads several runs' ``results.json`` (each PATH a run's
 artifacts directory or the file itself) and prints throughput over time per configuration, or with ``--html``
 writes the trend page to OUT; exit 0, or 2 when a PATH holds no readable results or OUT cannot be written
-(see :mod:`rollcall.history`).
+(see :mod:`rollcall.page.history`).
 
 ``rollcall render [--backend kubernetes|slurm] [suite options]`` prints what a run would submit, from the
 suite's own options (``--nodes``, ``--procs-per-node``, ``--accelerator``, ``--toleration``, ...; each also
@@ -148,6 +148,8 @@ def summary(roll: RollCall, world_size: int) -> dict[str, Any]:
         "unexpected_ranks": verdict.unexpected_ranks,
         "ranks": ranks,
         "throughput_total": total,
+        # What the nodes' GPUs said during the run, tied to the rank on each GPU and classified (shown only).
+        "gpu_events": [s.as_dict() for s in verdict.gpu_events],
     }
 
 
@@ -174,12 +176,14 @@ def check_logs(args: argparse.Namespace) -> int:
         if result["unexpected_ranks"]:
             print(f"unexpected  ranks outside 0..{n - 1}: {ranges(result['unexpected_ranks'])}")
         print(f"throughput  total {result['throughput_total']:.2f} samples/s")
+        for seen in result["gpu_events"]:
+            print(f"gpu event   {seen['message']} [{seen['class']}]")
     return EXIT_MISSING if any(missing.values()) else EXIT_OK
 
 
 def show_history(args: argparse.Namespace) -> int:
     """Run history; return its exit code."""
-    from rollcall.history import HistoryError, as_json, collect, table
+    from rollcall.page.history import HistoryError, as_json, collect, table
 
     try:
         runs = collect(args.paths)
@@ -317,11 +321,12 @@ def _discover(options: Options) -> Placement:
     """What the nodes of the kubeconfig's cluster offer (and, with ``--namespace``, that it exists)."""
     from rollcall.backends.kubernetes.backend import KubernetesBackend
     from rollcall.backends.kubernetes.kube import connect
+    from rollcall.suite import placement_request
 
     backend = KubernetesBackend(connect(options.kubeconfig, options.context), options)
     try:
         backend.check_namespace()
-        return backend.discover(options)
+        return backend.discover(placement_request(options))
     finally:
         backend.kube.close()
 

@@ -8,6 +8,8 @@ read a log, so a log that rotates or a pod that is deleted has already been read
 from __future__ import annotations
 
 import json
+import logging
+import os
 import re
 import threading
 from collections.abc import Callable
@@ -15,6 +17,8 @@ from pathlib import Path
 from typing import IO, Any, TypeVar
 
 from rollcall.ranklog import Format, LogParser, RollCall
+
+_log = logging.getLogger(__name__)
 
 #: The session's reports, written to the top of the artifacts directory.
 RESULTS_FILE = "results.json"
@@ -25,6 +29,40 @@ UNFIT_NODES_FILE = "unfit-nodes.txt"
 
 T = TypeVar("T")
 E = TypeVar("E", bound=Exception)
+
+
+#: What XML 1.0 and HTML forbid in text (most C0 controls, lone surrogates, U+FFFE and U+FFFF), which a
+#: rank's log may hold: colour escapes, a NUL, bytes of no encoding kept as surrogates.
+_UNPRINTABLE = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def printable(text: str) -> str:
+    """``text`` with each character a page or an XML report cannot hold written as its Python escape."""
+    return _UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def write_whole(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all: a reader never finds half a report.
+
+    The text goes to a temporary file beside ``path`` and replaces it only once written and flushed to the
+    disk. When that fails (a full disk, a quota, an I/O error) the temporary file is removed, and so is any
+    earlier file at ``path``, which no longer says what this session found; the :class:`OSError` is raised.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(temporary, "w", encoding="utf-8") as file:
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except OSError:
+        for stale in (temporary, path):
+            try:
+                stale.unlink(missing_ok=True)
+            except OSError as exc:  # the clean-up's own failure must not hide why the write failed
+                _log.warning("%s: not removed: %s", stale, exc)
+        raise
 
 
 def read_results(file: Path, error: type[E]) -> dict[str, Any]:
@@ -88,10 +126,14 @@ class Collector:
         self._lock = threading.Lock()
         directory.mkdir(parents=True, exist_ok=True)
 
-    def sink(self, name: str) -> LogSink:
-        """A new sink for the log called ``name`` (a pod name, or ``node-<i>`` locally)."""
+    def sink(self, name: str, source: str | None = None) -> LogSink:
+        """A new sink for the log called ``name`` (a pod name, or ``node-<i>`` locally).
+
+        ``source``: whose log it is, when not ``name``'s (a pod's sidecar's log is its pod's): events read
+        from it count as that node's.
+        """
         path = self.directory / f"{safe_name(name)}.log"
-        sink = LogSink(path, self.roll.parser(name, self.fmt), self._lock)
+        sink = LogSink(path, self.roll.parser(source or name, self.fmt), self._lock)
         self.sinks.append(sink)
         return sink
 

@@ -1,12 +1,16 @@
 """The suite's options, each declared once in :class:`Options`, also read from ``ROLLCALL_<NAME>``.
 
-Every field of :class:`Options` is declared by :func:`option`: its flag, how to parse it, its default and
-its help; the environment variable is the flag's (``--job-timeout`` reads ``ROLLCALL_JOB_TIMEOUT``).
+Every field of :class:`Options` is declared by :func:`option`: its flag, how to parse it, its default, its
+help and its group (one of :data:`GROUPS`: ``pytest --help`` and ``docs/options.md`` show the options so);
+the environment variable is the flag's (``--job-timeout`` reads ``ROLLCALL_JOB_TIMEOUT``). A setting that
+describes the cluster (``ini=True``) can also come from the ini file (``[tool.pytest.ini_options]`` or
+``pytest.ini``) as ``rollcall_<name>`` (``--context`` is ``rollcall_context``).
 :data:`OPTIONS`, the table the pytest plugin registers, is derived from those fields, and :data:`DEFAULTS`
 holds every default for modules that need one. Adding an option is adding one field.
 
-Precedence: the command line, then the environment variable, then the default. A bad value raises
-:class:`OptionError` naming the option, where the value came from, and what to write instead.
+Precedence: the command line, then the environment variable, then the ini file, then the default. A bad
+value raises :class:`OptionError` naming the option, where the value came from, and what to write instead.
+``python -m rollcall.options --markdown`` prints the reference, ``docs/options.md``.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal, cast, get_args
 
-from rollcall.checks.fitness import (
+from rollcall.evidence.fitness import (
     EXPECT_KEYS,
     RULE_NAMES,
     DriftMode,
@@ -28,6 +32,7 @@ from rollcall.checks.fitness import (
     parse_expect_files,
     parse_rules,
 )
+from rollcall.evidence.xids import XidClass, parse_xid_classes
 from rollcall.jobspec import (
     DEFAULT_JOB_TIMEOUT_S,
     AcceleratorChoice,
@@ -45,6 +50,18 @@ from rollcall.jobspec import (
 )
 
 BackendChoice = Literal["auto", "kubernetes", "local", "slurm"]
+
+#: The option groups, in the order ``pytest --help`` and ``docs/options.md`` show them: name, title.
+GROUPS: tuple[tuple[str, str], ...] = (
+    ("job", "the job: where it runs, its size, image, workload and deadlines"),
+    ("kubernetes", "Kubernetes: the cluster, the nodes, the pods' scheduling and capacity"),
+    ("slurm", "Slurm: the partition, account and container image"),
+    ("judging", "judging: throughput, stragglers, bus bandwidth, node fitness"),
+    ("baselines", "baselines: the release gate against past runs"),
+    ("recovery", "recovery: retries, isolating a bad node, tainting unfit ones"),
+    ("reports", "reports: artifacts, the live roll call, metrics"),
+)
+GroupName = Literal["job", "kubernetes", "slurm", "judging", "baselines", "recovery", "reports"]
 
 
 class OptionError(ValueError):
@@ -130,16 +147,16 @@ def _percent(text: str) -> float:
     return value
 
 
-def _choice(literal: Any) -> Callable[[str], str]:
-    """A parser accepting the values of a ``Literal`` type."""
-    choices: tuple[str, ...] = get_args(literal)
+class _Choice:
+    """A parser accepting the values of a ``Literal`` type (:attr:`choices`, shown in the reference)."""
 
-    def parse(text: str) -> str:
-        if text not in choices:
-            raise ValueError(f"must be one of {', '.join(choices)}")
+    def __init__(self, literal: Any) -> None:
+        self.choices: tuple[str, ...] = get_args(literal)
+
+    def __call__(self, text: str) -> str:
+        if text not in self.choices:
+            raise ValueError(f"must be one of {', '.join(self.choices)}")
         return text
-
-    return parse
 
 
 def _prefix(text: str) -> str:
@@ -365,6 +382,9 @@ class Spec:
         parse: turns the text given into the value (with ``multiple``, the tuple of words given).
         multiple: repeatable on the command line; its environment variable holds shell-quoted words.
         switch: a flag without a value (its variable reads true/false).
+        group: the name of its group in :data:`GROUPS`.
+        ini: it describes the cluster, so the ini file may also set it (as :attr:`ini_name`).
+        doc: the reference's fuller text (``docs/options.md``), where ``help`` is too short for it.
     """
 
     flag: str
@@ -374,6 +394,9 @@ class Spec:
     metavar: str | None = None
     multiple: bool = False
     switch: bool = False
+    group: GroupName = "job"
+    ini: bool = False
+    doc: str = ""
 
     @property
     def name(self) -> str:
@@ -385,6 +408,11 @@ class Spec:
         """The environment variable it also reads."""
         return env_name(self.flag)
 
+    @property
+    def ini_name(self) -> str | None:
+        """The ini file's key it also reads (``rollcall_kubeconfig``), or None when it reads none."""
+        return "rollcall_" + self.name if self.ini else None
+
 
 def option(
     flag: str,
@@ -393,11 +421,14 @@ def option(
     help: str,
     metavar: str | None = None,
     *,
+    group: GroupName,
     multiple: bool = False,
     switch: bool = False,
+    ini: bool = False,
+    doc: str = "",
 ) -> Any:
     """Declare a field of :class:`Options` as an option (see the module docstring)."""
-    spec = Spec(flag, parse, default, help, metavar, multiple, switch)
+    spec = Spec(flag, parse, default, help, metavar, multiple, switch, group, ini, doc)
     if isinstance(default, dict):
         return field(default_factory=lambda: dict(default), metadata={"option": spec})
     return field(default=default, metadata={"option": spec})
@@ -407,22 +438,46 @@ def option(
 class Options:
     """The validated options of one pytest session; each field is one option."""
 
-    nodes: int = option("--nodes", _int(1), 2, "nodes (pods) to train on", "N")
+    nodes: int = option("--nodes", _int(1), 2, "nodes (pods) to train on", "N", group="job")
     procs_per_node: int | None = option(
         "--procs-per-node",
         _int(1),
         None,
         "ranks per node (default: the nodes' allocatable GPUs or NeuronCores; 1 on cpu)",
         "N",
+        group="job",
+        doc="ranks per node: the nodes' allocatable GPUs or NeuronCores; 1 on cpu",
     )
     accelerator: AcceleratorChoice = option(
-        "--accelerator", _choice(AcceleratorChoice), "auto", "device the ranks train on"
+        "--accelerator",
+        _Choice(AcceleratorChoice),
+        "auto",
+        "device the ranks train on",
+        group="job",
+        ini=True,
     )
     instance_type: str | None = option(
-        "--instance-type", str, None, "only nodes with this node.kubernetes.io/instance-type", "TYPE"
+        "--instance-type",
+        str,
+        None,
+        "only nodes with this node.kubernetes.io/instance-type",
+        "TYPE",
+        group="kubernetes",
+        ini=True,
+        doc="only nodes with this `node.kubernetes.io/instance-type` (chooses among mixed types)",
     )
     image: str | None = option(
-        "--image", check_image, None, "the training image (required by the kubernetes backend)", "IMAGE"
+        "--image",
+        check_image,
+        None,
+        "the training image (required by the kubernetes backend)",
+        "IMAGE",
+        group="job",
+        ini=True,
+        doc=(
+            "the training image (required by the kubernetes backend); a reference that no runtime would "
+            "accept is refused before anything is created"
+        ),
     )
     node_selector: dict[str, str] = option(
         "--node-selector",
@@ -431,6 +486,9 @@ class Options:
         "only nodes with this label, e.g. karpenter.sh/nodepool=gpu (repeatable)",
         "KEY=VALUE",
         multiple=True,
+        group="kubernetes",
+        ini=True,
+        doc="only nodes with this label (repeatable; the variable takes space-separated pairs)",
     )
     requests: dict[str, str] | None = option(
         "--requests",
@@ -438,6 +496,8 @@ class Options:
         None,
         "each pod's requests besides the accelerator, e.g. cpu=4,memory=16Gi",
         "cpu=N,memory=Q",
+        group="kubernetes",
+        doc="each pod's requests besides the accelerator (the pods are BestEffort without)",
     )
     limits: dict[str, str] | None = option(
         "--limits",
@@ -445,6 +505,10 @@ class Options:
         None,
         "each pod's limits besides the accelerator, e.g. memory=32Gi (a container over it is OOMKilled)",
         "cpu=N,memory=Q",
+        group="kubernetes",
+        doc=(
+            "each pod's limits besides the accelerator; a container over its memory limit is named OOMKilled"
+        ),
     )
     toleration: tuple[Toleration, ...] = option(
         "--toleration",
@@ -453,9 +517,25 @@ class Options:
         "the pods tolerate this taint, in kubectl's syntax; without =VALUE any value (repeatable)",
         "KEY[=VALUE]:EFFECT",
         multiple=True,
+        group="kubernetes",
+        ini=True,
+        doc=(
+            "the pods tolerate this taint, in kubectl's taint syntax (`dedicated=ml:NoSchedule`; "
+            "`KEY:EFFECT` tolerates any value; EFFECT is `NoSchedule`, `PreferNoSchedule` or "
+            "`NoExecute`); discovery counts a node so tainted as usable (repeatable). The accelerators' "
+            "and EFA's own taints (`nvidia.com/gpu`, `aws.amazon.com/neuron`, "
+            "`aws.amazon.com/neuroncore`, `vpc.amazonaws.com/efa`, `aws.amazon.com/efa`) are always "
+            "tolerated"
+        ),
     )
     priority_class: str | None = option(
-        "--priority-class", _object_name(), None, "the pods' PriorityClass", "NAME"
+        "--priority-class",
+        _object_name(),
+        None,
+        "the pods' PriorityClass",
+        "NAME",
+        group="kubernetes",
+        ini=True,
     )
     queue: str | None = option(
         "--queue",
@@ -464,6 +544,12 @@ class Options:
         "submit the Job to this Kueue LocalQueue (label kueue.x-k8s.io/queue-name; created suspended, "
         "for Kueue to admit)",
         "NAME",
+        group="kubernetes",
+        ini=True,
+        doc=(
+            "submit the Job to this Kueue LocalQueue: label `kueue.x-k8s.io/queue-name`, created with "
+            "`suspend: true` for Kueue to admit it"
+        ),
     )
     image_pull_secret: tuple[str, ...] = option(
         "--image-pull-secret",
@@ -472,6 +558,12 @@ class Options:
         "a Secret in the run's namespace to pull the image with (repeatable)",
         "NAME",
         multiple=True,
+        group="kubernetes",
+        ini=True,
+        doc=(
+            "a Secret the kubelet pulls the image with; it must exist in the run's namespace, so usually "
+            "with `--namespace` (repeatable)"
+        ),
     )
     service_account: str | None = option(
         "--service-account",
@@ -479,6 +571,13 @@ class Options:
         None,
         "the pods' ServiceAccount (e.g. one bound to an IAM role)",
         "NAME",
+        group="kubernetes",
+        ini=True,
+        doc=(
+            "the pods' ServiceAccount (e.g. one bound to an IAM role: IRSA and EKS Pod Identity project "
+            "their own token; the Kubernetes API token stays unmounted); needs `--namespace`, checked at "
+            "session start"
+        ),
     )
     namespace: str | None = option(
         "--namespace",
@@ -487,26 +586,81 @@ class Options:
         "run inside this existing namespace (never created nor deleted; each run's Job and Service are) "
         "instead of a namespace per run",
         "NAME",
+        group="kubernetes",
+        ini=True,
+        doc=(
+            "run inside this existing namespace (checked at session start: exit 4 if it does not exist): "
+            "each run creates only its Service and Job there, told apart by name and `rollcall/run-id` "
+            "label, and deletes them (the Job with its pods) afterwards; the namespace itself is never "
+            "created, swept nor deleted"
+        ),
     )
     backend: BackendChoice = option(
         "--backend",
-        _choice(BackendChoice),
+        _Choice(BackendChoice),
         "auto",
         "where to run: auto = kubernetes when a kubeconfig or in-cluster config exists, else local; "
         "slurm only when asked for",
+        group="job",
+        ini=True,
+        doc=(
+            "auto: kubernetes when a kubeconfig or in-cluster config exists, else local (slurm only when "
+            "asked for); printed in the header and recorded in every report"
+        ),
     )
     kubeconfig: str | None = option(
-        "--kubeconfig", str, None, "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)", "PATH"
+        "--kubeconfig",
+        str,
+        None,
+        "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)",
+        "PATH",
+        group="kubernetes",
+        ini=True,
+        doc=(
+            "kubeconfig file (default: `$KUBECONFIG`, then `~/.kube/config`); a missing, unreadable or "
+            "malformed one is refused before anything is created"
+        ),
     )
-    context: str | None = option("--context", str, None, "kubeconfig context to use", "NAME")
+    context: str | None = option(
+        "--context",
+        str,
+        None,
+        "kubeconfig context to use",
+        "NAME",
+        group="kubernetes",
+        ini=True,
+        doc="kubeconfig context; an unknown one is refused, listing those there are",
+    )
     namespace_prefix: str = option(
-        "--namespace-prefix", _prefix, "rollcall", "prefix of each run's namespace", "PREFIX"
+        "--namespace-prefix",
+        _prefix,
+        "rollcall",
+        "prefix of each run's namespace",
+        "PREFIX",
+        group="kubernetes",
+        ini=True,
+        doc="each run gets its own namespace `<prefix>-<random>` (unless `--namespace`)",
     )
     job_timeout: float = option(
-        "--job-timeout", _positive_float, DEFAULT_JOB_TIMEOUT_S, "seconds the training job may run", "SECONDS"
+        "--job-timeout",
+        _positive_float,
+        DEFAULT_JOB_TIMEOUT_S,
+        "seconds the training job may run",
+        "SECONDS",
+        group="job",
     )
     efa: EfaChoice = option(
-        "--efa", _choice(EfaChoice), "auto", "request every EFA interface of the nodes' instance type"
+        "--efa",
+        _Choice(EfaChoice),
+        "auto",
+        "request every EFA interface of the nodes' instance type",
+        group="kubernetes",
+        ini=True,
+        doc=(
+            "request every EFA interface the nodes' instance type has (a node advertising fewer is "
+            "unusable) and prove NCCL used EFA; `auto` uses EFA when every usable node has it and "
+            "refuses, naming the nodes without it, when only some do"
+        ),
     )
     neuron_cache: CacheVolume | None = option(
         "--neuron-cache",
@@ -515,6 +669,12 @@ class Options:
         "keep the Neuron compile cache between runs in this volume: host:/PATH (a directory of each node) "
         "or nfs:SERVER:/PATH (e.g. an Amazon EFS file system, shared by all nodes)",
         "host:/PATH|nfs:SERVER:/PATH",
+        group="kubernetes",
+        doc=(
+            "keep the Neuron compile cache between runs: a directory of each node, or an NFS export such "
+            "as Amazon EFS shared by all nodes (mounted at `/var/cache/neuron-compile-cache`, "
+            "`NEURON_COMPILE_CACHE_URL` set)"
+        ),
     )
     compile_cache: CacheVolume | None = option(
         "--compile-cache",
@@ -524,9 +684,25 @@ class Options:
         "host:/PATH (a directory of each node; local and slurm also take a plain /PATH) or nfs:SERVER:/PATH "
         "(kubernetes only; e.g. an Amazon EFS file system, shared by all nodes)",
         "host:/PATH|nfs:SERVER:/PATH",
+        group="job",
+        doc=(
+            "keep inductor's and Triton's caches (`train.py --compile-cache`) between runs: on kubernetes"
+            " a directory of each node or an NFS export, mounted at `/var/cache/rollcall-compile-cache` "
+            "(the same mount rules as `--neuron-cache`); local and slurm take a directory (`/PATH` or "
+            "`host:/PATH`) as it is (slurm with `--container-image` mounts it into the image at the same "
+            "fixed path), NFS being refused there. Each rank's `throughput` says whether its compile came"
+            " from the cache (`compile_cache`: hit, miss or off, beside `compile_s`), shown in "
+            "`results.json`'s `compile_cache` and on the rank's tile"
+        ),
     )
     min_throughput: float | None = option(
-        "--min-throughput", _positive_float, None, "fail ranks below this many samples/s", "SAMPLES_PER_S"
+        "--min-throughput",
+        _positive_float,
+        None,
+        "fail ranks below this many samples/s",
+        "SAMPLES_PER_S",
+        group="judging",
+        doc="fail ranks slower than this",
     )
     retries: int = option(
         "--retries",
@@ -535,12 +711,28 @@ class Options:
         "re-run a failed job this many times (a pass after a retry is flaky; after infrastructure "
         "disruptions only, it is passed after a disruption)",
         "N",
+        group="recovery",
+        doc=(
+            "re-run a failed job; a pass after a retry is reported as flaky, a pass after infrastructure "
+            "disruptions only as passed after a disruption"
+        ),
     )
     keep: bool = option(
-        "--keep", _bool, False, "leave namespaces, Jobs and processes in place for debugging", switch=True
+        "--keep",
+        _bool,
+        False,
+        "leave namespaces, Jobs and processes in place for debugging",
+        switch=True,
+        group="job",
     )
     artifacts_dir: Path = option(
-        "--artifacts-dir", Path, Path("artifacts"), "where logs and reports go", "DIR"
+        "--artifacts-dir",
+        Path,
+        Path("artifacts"),
+        "where logs and reports go",
+        "DIR",
+        group="reports",
+        doc="per-pod logs and reports",
     )
     unschedulable_grace: float = option(
         "--unschedulable-grace",
@@ -549,6 +741,11 @@ class Options:
         "seconds a pod may stay Unschedulable (slurm: a job PENDING for a reason that cannot clear) "
         "before the run fails with the scheduler's reason",
         "SECONDS",
+        group="job",
+        doc=(
+            "how long a pod may stay Unschedulable (slurm: a job PENDING for a reason that cannot clear) "
+            "before the run fails with the scheduler's reason"
+        ),
     )
     capacity_timeout: float = option(
         "--capacity-timeout",
@@ -558,6 +755,12 @@ class Options:
         "Kueue quota, before the run fails (given explicitly, a running cluster-autoscaler is trusted to "
         "provide nodes); the job timeout counts from when every pod is scheduled",
         "DURATION",
+        group="kubernetes",
+        doc=(
+            "how long pods may wait for nodes that a Karpenter NodePool or cluster-autoscaler provisions,"
+            " or for Kueue quota (given explicitly, a running cluster-autoscaler is trusted to provide "
+            "nodes); the job timeout counts from when every pod is scheduled"
+        ),
     )
     sweep_older_than: float | None = option(
         "--sweep-older-than",
@@ -565,6 +768,12 @@ class Options:
         None,
         "at session start, delete this suite's namespaces older than this (e.g. 6h): left by killed runs",
         "DURATION",
+        group="kubernetes",
+        doc=(
+            "at session start, delete this suite's namespaces older than this (e.g. `6h`), left by killed"
+            " runs (only those a run created, labelled with its run id); with `--namespace`, the old "
+            "runs' Jobs and Services in it instead"
+        ),
     )
     check_device_plugins: bool = option(
         "--check-device-plugins",
@@ -572,6 +781,8 @@ class Options:
         False,
         "before running, check that the NVIDIA/Neuron and EFA device-plugin DaemonSets are ready",
         switch=True,
+        group="kubernetes",
+        doc="first check that the NVIDIA/Neuron and EFA device-plugin DaemonSets are ready",
     )
     workload_env: dict[str, str] = option(
         "--workload-env",
@@ -580,9 +791,26 @@ class Options:
         "extra environment for the workload's processes (repeatable)",
         "KEY=VALUE",
         multiple=True,
+        group="job",
+        doc=(
+            "extra environment for the workload (repeatable; the variable takes space-separated pairs); "
+            "the fault-injection variables (`ROLLCALL_FAIL_RANK=0,2`, `ROLLCALL_HANG_RANK=1`, ... see "
+            "`src/rollcall_workload/contract.py`) are checked by the workload's own parsing before "
+            "anything is created"
+        ),
     )
     workload_args: tuple[str, ...] = option(
-        "--workload-args", _workload_args, (), "extra arguments for train.py, one shell-quoted string", "ARGS"
+        "--workload-args",
+        _workload_args,
+        (),
+        "extra arguments for train.py, one shell-quoted string",
+        "ARGS",
+        group="job",
+        doc=(
+            'extra arguments for `train.py`, e.g. `"--model large --seq-len 512 --compile"`; parsed by '
+            "`train.py`'s own parser before anything is created (skipped, with a debug log, when the "
+            "suite is installed without its checkout)"
+        ),
     )
     baseline: str | None = option(
         "--baseline",
@@ -590,6 +818,8 @@ class Options:
         None,
         "JSON baseline file to gate throughput, epoch time, compute time and bus bandwidth against",
         "FILE",
+        group="baselines",
+        doc="JSON baseline to gate throughput, epoch time, compute time and world bus bandwidth against",
     )
     max_regression: float = option(
         "--max-regression",
@@ -598,6 +828,11 @@ class Options:
         "fail when throughput or bus bandwidth falls, or epoch or compute time rises, more than PCT percent "
         "against --baseline",
         "PCT",
+        group="baselines",
+        doc=(
+            "fail when total or median-rank throughput or the world's bus bandwidth falls, or epoch time "
+            "or the median compute time rises, more than PCT%"
+        ),
     )
     baseline_history: str | None = option(
         "--baseline-history",
@@ -607,9 +842,21 @@ class Options:
         "sound runs in SOURCE (a directory of past artifacts, or a glob of results.json files); a figure "
         "regresses only past both --max-regression and --baseline-mads spreads",
         "SOURCE",
+        group="baselines",
+        doc=(
+            "instead of `--baseline`: each configuration's reference is the median of its last "
+            "`--baseline-runs` sound runs in SOURCE (a directory of past artifacts, or a glob of "
+            "`results.json` files); see [gating.md](gating.md)"
+        ),
     )
     baseline_runs: int = option(
-        "--baseline-runs", _int(1), 10, "how many of the latest sound runs --baseline-history uses", "N"
+        "--baseline-runs",
+        _int(1),
+        10,
+        "how many of the latest sound runs --baseline-history uses",
+        "N",
+        group="baselines",
+        doc="how many of the latest sound runs of a configuration make its reference",
     )
     baseline_mads: float = option(
         "--baseline-mads",
@@ -618,6 +865,11 @@ class Options:
         "with --baseline-history, a figure must also be worse than the median by more than K spreads "
         "(1.4826 x MAD, a robust standard deviation)",
         "K",
+        group="baselines",
+        doc=(
+            "with `--baseline-history`, a figure must also be worse than the median by more than K "
+            "spreads (1.4826 x MAD) to regress"
+        ),
     )
     write_baseline: str | None = option(
         "--write-baseline",
@@ -625,6 +877,8 @@ class Options:
         None,
         "record each sound run's figures as the new baseline in FILE (merged with its entries)",
         "FILE",
+        group="baselines",
+        doc="record each sound run's figures as the new baseline (merged by key)",
     )
     progress_every: float = option(
         "--progress-every",
@@ -633,6 +887,13 @@ class Options:
         "while a job runs, print the live roll call every DURATION when the output is not a terminal "
         "(a terminal's line updates every second; 0: no live roll call)",
         "DURATION",
+        group="reports",
+        doc=(
+            "the live roll call while a job runs (ranks started, epochs done min-max, throughput and "
+            "complete out of the world, the slowest rank so far): on a terminal one line updated every "
+            "second; otherwise a plain line every DURATION (CI logs); the state at the job's end always; "
+            "`0` turns it off; not shown by xdist workers, whose output pytest does not show"
+        ),
     )
     metrics_file: Path | None = option(
         "--metrics-file",
@@ -641,6 +902,12 @@ class Options:
         "write the session's metrics here in Prometheus' text format, atomically (node_exporter's textfile "
         "collector reads *.prom)",
         "PATH",
+        group="reports",
+        doc=(
+            "write the session's metrics in Prometheus' text format, atomically, for node_exporter's "
+            "textfile collector (the name must end in `.prom`; under xdist each worker writes "
+            "`NAME.gwN.prom`)"
+        ),
     )
     pushgateway: str | None = option(
         "--pushgateway",
@@ -648,9 +915,23 @@ class Options:
         None,
         "push the session's metrics to the Prometheus Pushgateway at URL (grouped by job, cluster, config)",
         "URL",
+        group="reports",
+        doc=(
+            "push the session's metrics to a Prometheus Pushgateway, one group per configuration "
+            "(grouping key `job`, `cluster`, `config`); a push that fails is a warning in the terminal "
+            "summary, never a changed verdict"
+        ),
     )
     pushgateway_job: str = option(
-        "--pushgateway-job", _label_value, "rollcall", "the job label of --pushgateway's grouping key", "NAME"
+        "--pushgateway-job",
+        _label_value,
+        "rollcall",
+        "the job label of --pushgateway's grouping key",
+        "NAME",
+        group="reports",
+        doc=(
+            "the `job` of `--pushgateway`'s grouping key (`cluster` is `--context`, else the backend's name)"
+        ),
     )
     straggler_ratio: float = option(
         "--straggler-ratio",
@@ -659,14 +940,27 @@ class Options:
         "fail ranks whose throughput is below RATIO x the median of all ranks, or whose compute time per "
         "step exceeds the median rank's by more than 1/RATIO (0: off)",
         "RATIO",
+        group="judging",
+        doc=(
+            "fail ranks below RATIO x the median rank's throughput, or whose compute time per step "
+            "exceeds the median rank's by more than 1/RATIO (0: off)"
+        ),
     )
     min_busbw: float | Literal["auto"] = option(
         "--min-busbw",
         _busbw_floor,
         "auto",
         "fail a node (or pair of nodes, or the world) whose all-reduce bus bandwidth is below GBPS; auto: "
-        "below the published floor of the nodes' instance type, where one is known (rollcall.checks.floors)",
+        "below the published floor of the nodes' instance type, where known (rollcall.evidence.floors)",
         "GBPS",
+        group="judging",
+        doc=(
+            "fail a node, ring pair of nodes or the world whose all-reduce bus bandwidth is below GBPS "
+            "GB/s; `auto`: below the published floor of the run's instance type (one node over NVLink, "
+            "two or more over the fabric), where one is known (`evidence/floors.py`: each floor's source "
+            "and the message size it was published at), naming the group and the floor's source; on GPUs "
+            "the bandwidth phase then measures at the floor's size, up to 2 GiB"
+        ),
     )
     busbw_ratio: float = option(
         "--busbw-ratio",
@@ -674,6 +968,10 @@ class Options:
         0.5,
         "fail a node whose all-reduce bus bandwidth is below RATIO x the median node's (0: off)",
         "RATIO",
+        group="judging",
+        doc=(
+            "fail a node (or pair) whose bus bandwidth is below RATIO x the median node's (pair's) (0: off)"
+        ),
     )
     fitness_warn: frozenset[str] = option(
         "--fitness-warn",
@@ -682,6 +980,24 @@ class Options:
         f"report a device breaking these fitness rules as a warning, not a failure ({', '.join(RULE_NAMES)})",
         "RULE[,RULE...]",
         multiple=True,
+        group="judging",
+        doc=(
+            "report a device that breaks these fitness rules as a warning, not a failure (repeatable; "
+            "rules in [fitness.md](fitness.md)); an unknown rule is refused, listing them"
+        ),
+    )
+    fitness_fail: frozenset[str] = option(
+        "--fitness-fail",
+        parse_rules,
+        frozenset(),
+        "fail a device breaking these fitness rules where the rule warns by default (gpu_in_use, ...)",
+        "RULE[,RULE...]",
+        multiple=True,
+        group="judging",
+        doc=(
+            "fail a device that breaks these fitness rules where the rule warns by default: "
+            "`neuron_ecc_corrected`, `gpu_in_use` (repeatable); --fitness-warn and --fitness-off win over it"
+        ),
     )
     fitness_off: frozenset[str] = option(
         "--fitness-off",
@@ -690,12 +1006,35 @@ class Options:
         "do not apply these fitness rules (the names --fitness-warn takes)",
         "RULE[,RULE...]",
         multiple=True,
+        group="judging",
+        doc="do not apply these fitness rules (repeatable)",
+    )
+    xid_class: dict[int, XidClass] = option(
+        "--xid-class",
+        parse_xid_classes,
+        {},
+        "move Xids between the classes of NVIDIA's Xid catalog: hardware (the GPU is unfit), program "
+        "(evidence beside the error of the rank on that GPU), system (a warning), e.g. 31=hardware",
+        "XID=CLASS[,XID=CLASS...]",
+        multiple=True,
+        group="judging",
+        doc=(
+            "move Xids between the classes of NVIDIA's Xid catalog (repeatable; classes in "
+            "[gpu-health.md](gpu-health.md)): `hardware` makes the GPU unfit, `program` is evidence beside "
+            "the error of the rank on that GPU, `system` a warning; a pair that is no XID=CLASS is refused"
+        ),
     )
     drift: DriftMode = option(
         "--drift",
-        _choice(DriftMode),
+        _Choice(DriftMode),
         "warn",
         "what nodes that differ in a version (driver, CUDA, NCCL, kernel, torch ...) do: fail, warn or off",
+        group="judging",
+        doc=(
+            "nodes of one run whose driver, CUDA, NCCL, kernel, OS, Python, torch, transformers, Neuron, "
+            "libfabric, aws-ofi-nccl, kubelet or container-runtime versions differ are named "
+            "(`config_drift`); `fail` fails the run"
+        ),
     )
     expect: tuple[tuple[str, str], ...] = option(
         "--expect",
@@ -704,6 +1043,11 @@ class Options:
         f"fail the run when a node's fact does not match GLOB (repeatable; keys: {', '.join(EXPECT_KEYS)})",
         "KEY=GLOB",
         multiple=True,
+        group="judging",
+        doc=(
+            "the golden configuration: fail the run when a node's fact does not match the glob, or is "
+            "unknown (repeatable; keys in [fitness.md](fitness.md); an unknown key is refused, listing them)"
+        ),
     )
     expect_file: tuple[tuple[str, str], ...] = option(
         "--expect-file",
@@ -712,12 +1056,32 @@ class Options:
         "as --expect, one KEY=GLOB a line of FILE ('#' starts a comment; blank lines skipped; repeatable)",
         "FILE",
         multiple=True,
+        group="judging",
+        doc=(
+            "the golden configuration from a file, beside any `--expect`: one `KEY=GLOB` a line, `#` "
+            "starting a comment, blank lines skipped (repeatable); a malformed line or an unknown key is "
+            "refused, naming the file and the line (not `--expect @FILE`: pytest reads an `@FILE` "
+            "argument as its own file of arguments)"
+        ),
     )
     slurm_partition: str | None = option(
-        "--slurm-partition", _slurm_names, None, "slurm: the partition(s) to submit to", "PARTITION"
+        "--slurm-partition",
+        _slurm_names,
+        None,
+        "slurm: the partition(s) to submit to",
+        "PARTITION",
+        group="slurm",
+        ini=True,
+        doc="slurm: the partition(s) to submit to (default: the cluster's default partition)",
     )
     slurm_account: str | None = option(
-        "--slurm-account", _slurm_names, None, "slurm: the account to charge", "ACCOUNT"
+        "--slurm-account",
+        _slurm_names,
+        None,
+        "slurm: the account to charge",
+        "ACCOUNT",
+        group="slurm",
+        ini=True,
     )
     isolate: bool = option(
         "--isolate",
@@ -726,6 +1090,14 @@ class Options:
         "when a run fails naming no node (a hang of the world, a slow world, a rendezvous that never "
         "completes), re-run the bandwidth phase alone on halves of the nodes until the bad node is named",
         switch=True,
+        group="recovery",
+        doc=(
+            "when the deciding attempt fails naming no node (every rank hung or waiting, a slow world, a "
+            "rendezvous that never completed), re-run the bandwidth phase alone (`train.py "
+            "--bandwidth-only`) on halves of the nodes, recursively, until the node(s) failing alone or "
+            "in every group holding them are named: about 2 log2(N) short runs, listed in "
+            "`results.json`'s `isolation`"
+        ),
     )
     isolate_timeout: float = option(
         "--isolate-timeout",
@@ -734,6 +1106,12 @@ class Options:
         "the longest one --isolate run may take (the job timeout when shorter): a group of nodes still "
         "running then (a node hung before rendezvous) counts as failing",
         "SECONDS",
+        group="recovery",
+        doc=(
+            "the longest one `--isolate` run may take (the job timeout when shorter): a group still "
+            "running then (a node hung before rendezvous holds the others there) is ended and counts as "
+            "failing, its evidence `hung: still running at its Ns bound`"
+        ),
     )
     taint_unfit: Taint | None = option(
         "--taint-unfit",
@@ -742,6 +1120,15 @@ class Options:
         "kubernetes: after the verdict, taint each node it names unfit with this taint (kubectl's syntax, "
         "e.g. rollcall/unfit=true:NoSchedule), keeping the node's other taints",
         "KEY=VALUE:EFFECT",
+        group="recovery",
+        doc=(
+            "kubernetes only (exit 4 on other backends): after the verdict, taint each node it names "
+            "unfit (`unfit_nodes`, `unfit-nodes.txt`) with this taint, in kubectl's syntax "
+            "(`rollcall/unfit=true:NoSchedule`; `KEY:EFFECT` has no value), keeping the node's other "
+            "taints; tainting again changes nothing; what it did is printed and in `results.json`'s "
+            "`taint_unfit`; needs `patch nodes` (`manifests/rbac/`), asked at session start only with the"
+            " option"
+        ),
     )
     container_image: str | None = option(
         "--container-image",
@@ -749,16 +1136,24 @@ class Options:
         None,
         "slurm: run each node's torchrun in this image through pyxis/enroot (srun --container-image)",
         "IMAGE",
+        group="slurm",
+        ini=True,
+        doc=(
+            "slurm: run each node's torchrun in this image through pyxis/enroot (`srun "
+            "--container-image`); without it the nodes run this checkout's `train.py` with this Python's "
+            "torch (a shared file system)"
+        ),
     )
-    #: Where each option's value came from: its flag, its environment variable, or ``default``.
+    #: Where each option's value came from: its flag, its environment variable, ``ini rollcall_<name>``
+    #: or ``default``.
     sources: dict[str, str] = field(default_factory=dict)
 
     def source(self, name: str) -> str:
-        """Where option ``name``'s value came from: its flag, its variable, or ``default``."""
+        """Where option ``name``'s value came from: its flag, its variable, its ini key, or ``default``."""
         return self.sources.get(name, "default")
 
     def given(self, name: str) -> bool:
-        """Whether the user set option ``name`` (by its flag or its variable), rather than its default."""
+        """Whether the user set option ``name`` (flag, variable or ini file), rather than its default."""
         return self.source(name) != "default"
 
     @property
@@ -784,9 +1179,18 @@ def attr_name(flag: str) -> str:
     return flag.lstrip("-").replace("-", "_")
 
 
-def resolve(cli: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> Options:
-    """Options from command-line values (``None`` or empty when not given), the environment and defaults."""
+def resolve(
+    cli: Mapping[str, Any],
+    environ: Mapping[str, str] | None = None,
+    ini: Mapping[str, str | Sequence[str]] | None = None,
+) -> Options:
+    """Options from the command line, the environment, the ini file and the defaults, in that order.
+
+    ``cli`` and ``ini`` are by option name; a value ``None``, ``""`` or empty is not given (what argparse and
+    pytest's ``getini`` return then). Only the options declared ``ini=True`` read ``ini``.
+    """
     environ = os.environ if environ is None else environ
+    ini = {} if ini is None else ini
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     for spec in OPTIONS:
@@ -795,6 +1199,8 @@ def resolve(cli: Mapping[str, Any], environ: Mapping[str, str] | None = None) ->
             raw, source = given, spec.flag
         elif spec.env in environ:
             raw, source = environ[spec.env], spec.env
+        elif spec.ini_name and ini.get(spec.name) not in (None, "", [], ()):
+            raw, source = ini[spec.name], f"ini {spec.ini_name}"
         else:
             sources[spec.name] = "default"
             continue
@@ -837,3 +1243,85 @@ def _convert(spec: Spec, raw: Any, source: str) -> Any:
         raise OptionError(
             f"invalid {spec.flag} value {shown!r} (from {source}): {exc}; use {example}"
         ) from None
+
+
+#: The command that writes the reference, ``docs/options.md`` (a unit test holds the file to it).
+REGENERATE = "python -m rollcall.options --markdown > docs/options.md"
+
+
+def _shown_default(spec: Spec) -> str:
+    """The reference's default cell: ``30`` for 30.0, ``off`` for a switch, empty for no value."""
+    default = spec.default
+    if spec.switch:
+        return "off"
+    if default is None or (not isinstance(default, int | float) and not default):
+        return ""
+    if isinstance(default, float) and default.is_integer():
+        return f"`{int(default)}`"
+    return f"`{default}`"
+
+
+def _usage(spec: Spec) -> str:
+    """``--efa auto|on|off``, ``--nodes N``, ``--keep``: the flag and what it takes."""
+    if isinstance(spec.parse, _Choice):
+        return f"{spec.flag} {'|'.join(spec.parse.choices)}"
+    return f"{spec.flag} {spec.metavar}" if spec.metavar else spec.flag
+
+
+def markdown() -> str:
+    """The option reference, ``docs/options.md``: one table per group, from the declarations."""
+
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    out = [
+        "# Options",
+        "",
+        f"<!-- Generated from src/rollcall/options.py; do not edit. Regenerate: {REGENERATE} -->",
+        "",
+        "Every option also reads an environment variable, so CI systems can set it. The settings that "
+        "describe a cluster can also be set in the ini file (`[tool.pytest.ini_options]` of "
+        "`pyproject.toml`, or `pytest.ini`), as the *ini* column names them. The command line wins over the "
+        "environment, the environment over the ini file, the ini file over the default. Bad values stop the "
+        "session before anything is created, with a message naming the option, where the value came from, "
+        "and the fix. `pytest --help` lists the options in the same groups.",
+        "",
+        "```toml",
+        "[tool.pytest.ini_options]",
+        'rollcall_backend = "kubernetes"',
+        'rollcall_context = "nightly-eks"',
+        'rollcall_instance_type = "p5.48xlarge"',
+        'rollcall_node_selector = ["karpenter.sh/nodepool=gpu"]',
+        "```",
+    ]
+    for group, title in GROUPS:
+        out += [
+            "",
+            f"## {title[0].upper()}{title[1:]}",
+            "",
+            "| option | environment | ini | default | meaning |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        for spec in OPTIONS:
+            if spec.group != group:
+                continue
+            ini = f"`{spec.ini_name}`" if spec.ini_name else ""
+            row = [f"`{cell(_usage(spec))}`", f"`{spec.env}`", ini, _shown_default(spec)]
+            out.append("| " + " | ".join([*row, cell(spec.doc or spec.help)]) + " |")
+    return "\n".join(out) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m rollcall.options --markdown``: print the option reference."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m rollcall.options", description=main.__doc__)
+    parser.add_argument("--markdown", action="store_true", required=True, help="the reference in Markdown")
+    parser.parse_args(argv)
+    sys.stdout.write(markdown())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

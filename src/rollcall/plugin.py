@@ -31,15 +31,17 @@ import math
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from rollcall.options import OPTIONS, OptionError, Options, resolve
+from rollcall.options import GROUPS, OPTIONS, OptionError, Options, resolve
 
 if TYPE_CHECKING:
     from rollcall.live.view import LiveRollCall
@@ -136,11 +138,19 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    """Every rollcall option, in one group; each also reads ROLLCALL_<NAME>."""
-    group = parser.getgroup("rollcall", "rollcall: distributed training roll call")
+    """Every rollcall option in its group; each reads ROLLCALL_<NAME>, a cluster's settings the ini file."""
+    groups = {name: parser.getgroup(f"rollcall-{name}", f"rollcall, {title}") for name, title in GROUPS}
     for spec in OPTIONS:
-        help_text = f"{spec.help} [env {spec.env}; default {spec.default!r}]"
+        group = groups[spec.group]
+        ini = f"; ini {spec.ini_name}" if spec.ini_name else ""
+        help_text = f"{spec.help} [env {spec.env}{ini}; default {spec.default!r}]"
         dest = "rollcall_" + spec.name
+        if spec.ini_name:
+            ini_help = f"rollcall: {spec.help} (as {spec.flag}; {spec.flag} and {spec.env} win)"
+            if spec.multiple:  # shell-quoted words, as its variable; a list in pyproject.toml
+                parser.addini(spec.ini_name, ini_help, type="args", default=[])
+            else:
+                parser.addini(spec.ini_name, ini_help, type="string", default="")
         if spec.switch:
             group.addoption(spec.flag, action="store_true", default=False, dest=dest, help=help_text)
         elif spec.multiple:
@@ -156,8 +166,9 @@ def pytest_configure(config: pytest.Config) -> None:
     from rollcall.suite import Suite
 
     cli = {s.name: config.getoption("rollcall_" + s.name) for s in OPTIONS}
+    ini = {s.name: config.getini(s.ini_name) for s in OPTIONS if s.ini_name}
     try:
-        options = resolve(cli)
+        options = resolve(cli, ini=ini)
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
     suite = Suite.from_options(options)
@@ -176,7 +187,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _prepare(suite: Suite, *, connect: bool) -> None:
     """:meth:`Suite.prepare`, its refusals turned into usage errors naming the option and the fix."""
-    from rollcall.baseline import BaselineError
+    from rollcall.evidence.baseline import BaselineError
 
     try:
         suite.prepare(connect=connect)
@@ -240,13 +251,16 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """Under pytest-xdist the controller collects nothing: with a kubernetes or slurm backend it checks first.
+    """End what earlier runs left (:func:`_reap_orphans`); under pytest-xdist, check a cluster backend first.
 
-    The same checks as :func:`pytest_collection_finish`, before any worker starts (a worker's usage error
-    would read as its crash).
+    The controller collects nothing: with a kubernetes or slurm backend it runs the same checks as
+    :func:`pytest_collection_finish`, before any worker starts (a worker's usage error would read as its
+    crash).
     """
     config = session.config
     suite = config.stash.get(_SUITE, None)
+    if suite is not None and not hasattr(config, "workerinput"):
+        _reap_orphans(config)
     if suite is None or hasattr(config, "workerinput") or not config.pluginmanager.hasplugin("dsession"):
         return
     if suite.backend_name not in _CONNECTED or not suite.options.given("backend"):
@@ -262,6 +276,24 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             KubernetesBackend.check(suite.options).close()
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
+
+
+def _reap_orphans(config: pytest.Config) -> None:
+    """End the local runs whose suite died without ending them (SIGKILL, a lost machine), and say so.
+
+    A session started from inside a test (pytester's, the suite's own end-to-end tests: pytest sets
+    ``PYTEST_CURRENT_TEST``) leaves this to the outermost one, whose other tests may own such processes.
+    """
+    if os.environ.get("PYTEST_CURRENT_TEST"):
+        return
+    from rollcall import procs
+
+    lines = [r.line() for r in procs.reap_orphans()]
+    if lines:
+        write = _terminal_writer(config)
+        for line in lines:
+            write(line)
+        config.stash.setdefault(_NOTES, []).extend(lines)
 
 
 def _terminal_writer(config: pytest.Config) -> Callable[[str], None]:
@@ -329,13 +361,61 @@ class _LiveLine:
 
 
 def _raise_on_sigterm() -> None:
-    """Turn SIGTERM (what CI sends on cancel) into KeyboardInterrupt, so clean-up in ``finally`` runs."""
+    """Turn SIGTERM (what CI sends on cancel) into KeyboardInterrupt, so clean-up in ``finally`` runs.
+
+    SIGTERM then does what Ctrl-C does: the run is ended and judged as far as it got, the reports are
+    written, and the session ends with pytest's exit code for an interruption (2). Either raises once: CI
+    runners and ``timeout`` send a signal to the suite and to its group, so a second often arrives before
+    the first's clean-up has begun, and must not interrupt the handling of the first (it is recorded in
+    :data:`_SIGNALLED`). Python's own Ctrl-C handler is replaced likewise; a handler of the user's is kept.
+    """
 
     def handler(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+        sig = signal.Signals(signum)
+        _SIGNALLED.append(sig)
+        if len(_SIGNALLED) > 1:  # the first is on its way up: its clean-up must run
+            return
+        raise KeyboardInterrupt() if sig is signal.SIGINT else KeyboardInterrupt(f"signal {sig.name}")
 
-    if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
-        signal.signal(signal.SIGTERM, handler)
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig, default in ((signal.SIGTERM, signal.SIG_DFL), (signal.SIGINT, signal.default_int_handler)):
+        if signal.getsignal(sig) in (default, None):
+            _REPLACED[sig] = signal.signal(sig, handler)
+
+
+#: The Ctrl-C and SIGTERM that reached the session, in order: only the first was raised.
+_SIGNALLED: list[signal.Signals] = []
+#: The handlers :func:`_raise_on_sigterm` replaced, until :func:`pytest_unconfigure`.
+_REPLACED: dict[signal.Signals, Any] = {}
+
+
+def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+    """Interrupted once, the session is ending: a further Ctrl-C or SIGTERM must not cut the reports short.
+
+    CI runners and ``timeout`` often send SIGTERM more than once; from now on both are ignored (the exit
+    code is already pytest's for an interruption, 2); :func:`pytest_unconfigure` gives the handlers back (a
+    session run inside another process, as pytester's are). Only the main thread may set handlers.
+    """
+    if threading.current_thread() is threading.main_thread() and not _IGNORED:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            _IGNORED[sig] = signal.signal(sig, signal.SIG_IGN)
+
+
+#: The handlers :func:`pytest_keyboard_interrupt` replaced, until :func:`pytest_unconfigure`.
+_IGNORED: dict[signal.Signals, Any] = {}
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Give back the Ctrl-C and SIGTERM handlers an interruption set aside."""
+    if threading.current_thread() is threading.main_thread():
+        while _IGNORED:
+            sig, handler = _IGNORED.popitem()
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        while _REPLACED:
+            sig, handler = _REPLACED.popitem()
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        _SIGNALLED.clear()
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
@@ -403,21 +483,37 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     for line in config.stash.get(_NOTES, []):
         terminalreporter.write_line(line)
     terminalreporter.write_line(f"reports: {suite.options.artifacts_dir}/")
+    for record in suite.records:
+        if why := record.extra.get("interrupted"):
+            terminalreporter.write_line(_interrupted_line(record.test_id, why, suite.options.artifacts_dir))
+
+
+def _interrupted_line(test_id: str, why: str, out: Path) -> str:
+    """What the terminal says of a run the session was interrupted in, and where its reports are."""
+    from rollcall.collect import RANKS_JUNIT_FILE, REPORT_FILE, RESULTS_FILE
+
+    where = ", ".join(str(out / name) for name in (RESULTS_FILE, RANKS_JUNIT_FILE, REPORT_FILE))
+    return f"rollcall: interrupted by {why} during {test_id}; the verdict so far is in {where}"
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Write results.json and the per-rank junit file when any job ran."""
     suite = session.config.stash.get(_SUITE, None)
     if suite and not suite.records and not hasattr(session.config, "workerinput"):
+        from rollcall.collect import RESULTS_FILE
         from rollcall.reports import left_behind, merge_worker_results
 
-        merged = merge_worker_results(suite.options.artifacts_dir, since=suite.started)
-        if merged is not None:
-            _fail_for_leftovers(session, left_behind(merged))
+        merging: list[str] = []
+        with _report(merging, suite.options.artifacts_dir / RESULTS_FILE):
+            merged = merge_worker_results(suite.options.artifacts_dir, since=suite.started)
+            if merged is not None:
+                _fail_for_leftovers(session, left_behind(merged))
+        _fail_for_missing_reports(session, merging)
     if not suite or not suite.records:
         return
 
     from rollcall.collect import RANKS_JUNIT_FILE, REPORT_FILE, RESULTS_FILE, UNFIT_NODES_FILE
+    from rollcall.page.report import write_report
     from rollcall.reports import write_rank_junit, write_results, write_unfit_nodes
 
     out = suite.options.artifacts_dir
@@ -432,35 +528,45 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     # Under pytest-xdist each worker writes files of its own; the controller merges the results.
     worker = getattr(session.config, "workerinput", {}).get("workerid")
     tag = f".{worker}" if worker else ""
-    write_results(out / _tagged(RESULTS_FILE, tag), suite.records, meta)
-    write_rank_junit(out / _tagged(RANKS_JUNIT_FILE, tag), suite.records)
-    if write_unfit_nodes(out / _tagged(UNFIT_NODES_FILE, tag), suite.records):
-        session.config.stash.setdefault(_NOTES, []).append(f"unfit nodes: {out / UNFIT_NODES_FILE}")
-    from rollcall.htmlreport import write_report
-
-    write_report(out / _tagged(REPORT_FILE, tag), suite.records, meta)
     notes = session.config.stash.setdefault(_NOTES, [])
-    notes.append(f"html report: {out / REPORT_FILE}")
+    # Each report is written whole or not at all, each whatever became of the others (a full disk may still
+    # take the small junit file): one that could not be written is named, and fails the session.
+    missing: list[str] = []
+    with _report(missing, out / _tagged(RESULTS_FILE, tag)) as path:
+        write_results(path, suite.records, meta)
+    with _report(missing, out / _tagged(RANKS_JUNIT_FILE, tag)) as path:
+        write_rank_junit(path, suite.records)
+    with _report(missing, out / _tagged(UNFIT_NODES_FILE, tag)) as path:
+        if write_unfit_nodes(path, suite.records):
+            notes.append(f"unfit nodes: {out / UNFIT_NODES_FILE}")
+    with _report(missing, out / _tagged(REPORT_FILE, tag)) as path:
+        write_report(path, suite.records, meta)
+        notes.append(f"html report: {out / REPORT_FILE}")
     if not suite.options.keep:
         _fail_for_leftovers(session, [line for r in suite.records for line in r.cleanup_errors()])
     o = suite.options
-    if o.metrics_file is not None or o.pushgateway is not None:
+    if o.metrics_file is not None:
+        from rollcall.metrics.prometheus import write_textfile
+
+        with _report(missing, o.metrics_file.with_name(_tagged(o.metrics_file.name, tag))) as path:
+            write_textfile(path, suite.records, finished)
+            notes.append(f"metrics: {path}")
+    if o.pushgateway is not None:  # the gateway down is a warning: the reports on disk stand
         from rollcall.metrics.prometheus import export
 
         notes.extend(
             export(
                 suite.records,
                 finished,
-                metrics_file=o.metrics_file.with_name(_tagged(o.metrics_file.name, tag))
-                if o.metrics_file
-                else None,
+                metrics_file=None,
                 pushgateway=o.pushgateway,
                 job=o.pushgateway_job,
                 cluster=o.context or suite.backend_name,
             )
         )
+    _fail_for_missing_reports(session, missing)
     if suite.options.write_baseline:
-        from rollcall.baseline import BaselineError
+        from rollcall.evidence.baseline import BaselineError
         from rollcall.gate import write_baseline
 
         gates = [r.gate for r in suite.records if r.gate is not None]
@@ -468,6 +574,26 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             notes.extend(write_baseline(suite.options.write_baseline, gates))
         except (BaselineError, OSError) as exc:
             notes.append(f"--write-baseline: nothing written: {exc}")
+
+
+@contextlib.contextmanager
+def _report(missing: list[str], path: Path) -> Iterator[Path]:
+    """Write one report at ``path``; an :class:`OSError` doing so is added to ``missing``, never raised."""
+    try:
+        yield path
+    except OSError as exc:
+        missing.append(f"{path}: {exc.strerror or exc}")
+
+
+def _fail_for_missing_reports(session: pytest.Session, missing: list[str]) -> None:
+    """A report that could not be written fails the session (exit 1), naming it; the verdicts stay."""
+    if not missing:
+        return
+    notes = session.config.stash.setdefault(_NOTES, [])
+    notes += [f"rollcall: report not written: {line}" for line in missing]
+    notes.append("rollcall: the reports above are incomplete; the verdicts are in the terminal's lines")
+    if session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def _fail_for_leftovers(session: pytest.Session, lines: list[str]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,11 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
-from rollcall.collect import RESULTS_FILE
-from rollcall.perf import shallow
+from rollcall.collect import RESULTS_FILE, printable, write_whole
+from rollcall.evidence.perf import shallow
 from rollcall.runner import RunOutcome, RunResult
 
 if TYPE_CHECKING:
+    from rollcall.evidence.gpu_events import GpuEventSeen
     from rollcall.gate import GateReport
     from rollcall.verdict import RankResult
 
@@ -75,12 +77,20 @@ class TestRecord:
             "verdict": verdict.outcome.value,
             "ranks_answered": verdict.answered,
             "ranks_too_slow": verdict.too_slow,
+            # Each rank's state (its tile on the page) where not ok; how many are hung, waiting or silent.
+            "rank_states": {
+                str(r): res.state.value for r, res in sorted(verdict.ranks.items()) if res.problems
+            },
+            "ranks_stalled": verdict.stalled,
             "problems": verdict.problems,
             "findings": [p.as_dict() for p in verdict.findings],
             "passed": self.result.passed,
             "flaky": self.result.flaky,
-            # passed, passed_after_disruption, flaky, failed or disrupted; each disrupted attempt's disruption
+            # passed, passed_after_disruption, flaky, failed, disrupted or interrupted (the session was,
+            # before the job ended); each disrupted attempt's disruption
             "outcome": self.result.outcome,
+            # Why the session was interrupted while this test ran (a signal), or None.
+            "interrupted": self.extra.get("interrupted"),
             "disruptions": [{"attempt": n, **d.as_dict()} for n, d in self.result.disruptions],
             "attempts": len(self.result.attempts),
             "duration_s": round(sum(a.duration_s for a in self.result.attempts), 3),
@@ -106,6 +116,8 @@ class TestRecord:
             "warnings": [p.as_dict() for p in verdict.warnings],
             # Each of the workload's own kernels: whether the run trained with it, and why.
             "kernels": dict(verdict.kernels),
+            # What the nodes' GPUs said during the run (NVML's events): class, node, GPU, rank, phase, time.
+            "gpu_events": [s.as_dict() for s in verdict.gpu_events],
             **self.extra,
         }
 
@@ -142,6 +154,8 @@ def junit_properties(record: TestRecord) -> list[tuple[str, object]]:
     props.append(("unfit_devices", len(verdict.unfit)))
     if verdict.unfit_nodes:
         props.append(("unfit_nodes", ",".join(verdict.unfit_nodes)))
+    for n, seen in enumerate(verdict.gpu_events):  # what the GPUs said during the run
+        props.append((f"gpu_event_{n}", f"{seen} [{seen.klass}]"))
     for node in verdict.nodes_detail:
         for key, value in node.facts.items():
             props.append((f"node_{node.node}_{key}", value))
@@ -154,9 +168,8 @@ def junit_properties(record: TestRecord) -> list[tuple[str, object]]:
 
 def write_results(path: Path, records: Sequence[TestRecord], meta: dict[str, Any]) -> None:
     """Write ``results.json``: ``{"tests": [...], **meta}``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     doc = {"schema_version": SCHEMA_VERSION, "tests": [r.as_dict() for r in records], **meta}
-    path.write_text(json.dumps(_finite(doc), indent=2, allow_nan=False, default=str) + "\n")
+    write_whole(path, json.dumps(_finite(doc), indent=2, allow_nan=False, default=str) + "\n")
 
 
 def _finite(value: Any) -> Any:
@@ -178,8 +191,7 @@ def write_unfit_nodes(path: Path, records: Sequence[TestRecord]) -> bool:
     names = dict.fromkeys(n for r in records for n in r.result.last.verdict.unfit_nodes)
     if not names:
         return False
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(f"{n}\n" for n in names))
+    write_whole(path, "".join(f"{n}\n" for n in names))
     return True
 
 
@@ -194,35 +206,43 @@ def write_rank_junit(path: Path, records: Sequence[TestRecord]) -> None:
         verdict = last.verdict
         cases = []
         width = len(str(verdict.layout.world_size - 1))
+        on_gpu: dict[int | None, list[GpuEventSeen]] = defaultdict(list)  # by rank; None: no rank's GPU
+        for seen in verdict.gpu_events:
+            on_gpu[seen.rank].append(seen)
         for rank, result in sorted(verdict.ranks.items()):
             case = TestCase(
                 name=f"rank {rank:0{width}d} (node {result.node})",
                 classname=record.test_id,
                 elapsed_sec=result.epoch_time or 0.0,
-                stdout=_rank_stdout(result),
+                stdout=_rank_stdout(result, on_gpu.get(rank, ())),
             )
             if result.problems:
                 notes = (
                     n + (f" [{p.blame.line}]" if p.blame else "")
                     for p, n in zip(result.problems, result.notes, strict=True)
                 )
-                case.add_failure_info(message="; ".join(notes), output=f"logs: {last.artifacts}")
+                case.add_failure_info(message=printable("; ".join(notes)), output=f"logs: {last.artifacts}")
+            cases.append(case)
+        for seen in on_gpu.get(None, ()):
+            case = TestCase(name=f"{seen.gpu_label} (no rank)", classname=record.test_id, stdout=str(seen))
+            if seen.rule is not None:
+                case.add_failure_info(message=printable(f"unfit device: {seen} (rule {seen.rule})"))
             cases.append(case)
         for rank in verdict.unexpected_ranks:
             case = TestCase(name=f"rank {rank} (unexpected)", classname=record.test_id)
             case.add_failure_info(message=f"rank {rank} is outside 0..{verdict.layout.world_size - 1}")
             cases.append(case)
         suites.append(TestSuite(record.test_id, cases, properties={"backend": record.result.backend}))
-    path.parent.mkdir(parents=True, exist_ok=True)
     # Not pretty-printed: junit_xml's pretty printer parses the whole document again through minidom, the
     # larger part of this file's cost at thousands of ranks; the content is the same.
-    path.write_text(XML_DECLARATION + to_xml_report_string(suites, prettyprint=False) + "\n")
+    write_whole(path, XML_DECLARATION + to_xml_report_string(suites, prettyprint=False) + "\n")
 
 
-def _rank_stdout(result: RankResult) -> str | None:
+def _rank_stdout(result: RankResult, gpu_events: Iterable[GpuEventSeen] = ()) -> str | None:
+    said = [f"gpu event: {s}" for s in gpu_events]
     if not result.pods:
-        return None
-    return f"throughput={result.throughput} samples/s epoch_time={result.epoch_time} s"
+        return "\n".join(said) or None
+    return "\n".join([f"throughput={result.throughput} samples/s epoch_time={result.epoch_time} s", *said])
 
 
 #: The summary table's verdict of each outcome.
@@ -232,6 +252,7 @@ VERDICT_LABELS: dict[RunOutcome, str] = {
     "flaky": "PASS (flaky)",
     "failed": "FAIL",
     "disrupted": "FAIL (disrupted)",
+    "interrupted": "FAIL (interrupted)",
 }
 
 
@@ -262,7 +283,8 @@ def summary_table(records: Iterable[TestRecord]) -> list[str]:
                 d["test_id"].rsplit("::", 1)[-1],
                 d["backend"],
                 f"{d['ranks_answered']}/{d['world_size']}"
-                + (f" ({d['ranks_too_slow']} too slow)" if d["ranks_too_slow"] else ""),
+                + (f" ({d['ranks_too_slow']} too slow)" if d["ranks_too_slow"] else "")
+                + "".join(f" ({n} {state})" for state, n in d["ranks_stalled"].items()),
                 number(tp["total"]),
                 f"{number(tp['min'])}/{number(tp['mean'])}/{number(tp['max'])}",
                 number(d["epoch_time_mean"], ".3f"),
@@ -299,5 +321,5 @@ def merge_worker_results(directory: Path, since: float) -> Path | None:
     docs = [json.loads(p.read_text()) for p in parts]
     merged = {**docs[0], "tests": [t for d in docs for t in d.get("tests", [])], "workers": len(docs)}
     target = directory / RESULTS_FILE
-    target.write_text(json.dumps(merged, indent=2) + "\n")
+    write_whole(target, json.dumps(merged, indent=2) + "\n")
     return target

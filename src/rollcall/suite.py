@@ -12,22 +12,24 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rollcall.backends import Backend, Placement
+from rollcall.backends import Backend, Placement, PlacementRequest
 from rollcall.backends.kubernetes.kubeconfig import cluster_config
-from rollcall.checks.floors import floors_of, measure_args
 from rollcall.collect import safe_name
+from rollcall.evidence.floors import floors_of, measure_args
 from rollcall.gate import GateReport
 from rollcall.isolation.probe import isolate, with_isolation
 from rollcall.jobspec import JobSpec
 from rollcall.options import OptionError, Options
 from rollcall.reports import TestRecord
-from rollcall.runner import RunResult, run_with_retries
+from rollcall.runner import Interrupted, RunResult, run_with_retries
 
 if TYPE_CHECKING:
     from rollcall.live.view import LiveView
@@ -64,6 +66,23 @@ def slug(text: str, limit: int = 30) -> str:
     s = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
     s = s[:limit].strip("-") or "job"
     return s if s[0].isalpha() else f"t{s}"[:limit]
+
+
+def placement_request(options: Options) -> PlacementRequest:
+    """What discovery is asked for, of ``options``: the one place a backend's request is built."""
+    o = options
+    return PlacementRequest(
+        nodes=o.nodes,
+        accelerator=o.accelerator,
+        procs_per_node=o.procs_per_node,
+        instance_type=o.instance_type,
+        efa=o.efa,
+        node_selector=dict(o.node_selector),
+        tolerations=o.toleration,
+        check_device_plugins=o.check_device_plugins,
+        capacity_timeout_s=o.capacity_timeout,
+        trust_autoscaler=o.given("capacity_timeout"),
+    )
 
 
 def job_spec(options: Options, placement: Placement, name: str) -> JobSpec:
@@ -137,7 +156,7 @@ class Suite:
     @cached_property
     def placement(self) -> Placement:
         """What each node offers, discovered once per session."""
-        return self.backend.discover(self.options)
+        return self.backend.discover(placement_request(self.options))
 
     def spec(self, test_name: str, **overrides: Any) -> JobSpec:
         """The job of ``test_name``: options and discovery, then the test's own overrides (checked)."""
@@ -146,22 +165,35 @@ class Suite:
         return replace(spec, **overrides) if overrides else spec
 
     def run(self, test_id: str, test_name: str, **overrides: Any) -> TestRecord:
-        """Run the test's job (with ``--retries``) and record it for the reports."""
+        """Run the test's job (with ``--retries``) and record it for the reports.
+
+        Interrupted (Ctrl-C, SIGTERM: :class:`~rollcall.runner.Interrupted`), the run is recorded as judged so
+        far, with why (``interrupted`` in ``results.json``), without isolation, taint or release gate, and
+        the interruption goes on up to end the session.
+        """
         base = self.spec(test_name, **overrides)
         artifacts = self.options.artifacts_dir / safe_name(test_name)[:100]
 
         def make_spec(attempt: int) -> JobSpec:
             return base if attempt == 0 else replace(base, name=f"{base.name}-r{attempt}")
 
-        result: RunResult = run_with_retries(
-            self.backend,
-            make_spec,
-            artifacts,
-            criteria=self.criteria,
-            retries=self.options.retries,
-            keep=self.options.keep,
-            live=self.live,
-        )
+        try:
+            result: RunResult = run_with_retries(
+                self.backend,
+                make_spec,
+                artifacts,
+                criteria=self.criteria,
+                retries=self.options.retries,
+                keep=self.options.keep,
+                live=self.live,
+            )
+        except Interrupted as exc:  # recorded as judged so far, for the reports; the session ends
+            record = TestRecord(
+                test_id, exc.result or RunResult(self.backend.name, [exc.attempt]), base.accelerator
+            )
+            record.extra["interrupted"] = exc.why
+            self.records.append(record)
+            raise exc.signal from None
         extra: dict[str, Any] = {}
         if self.options.isolate:  # the deciding attempt failed naming no node: bisect the nodes
             found = isolate(
@@ -217,6 +249,13 @@ class Suite:
                 "use --compile-cache /PATH, a directory its nodes can write (shared, or one of each node)"
             )
         self.criteria  # noqa: B018 - reads --baseline
+        if connect:
+            unwritable = _unwritable(self.options.artifacts_dir)
+            if unwritable is not None:
+                raise OptionError(
+                    f"--artifacts-dir {self.options.artifacts_dir}: {unwritable}; name a directory this user "
+                    "can create and write (--artifacts-dir DIR or ROLLCALL_ARTIFACTS_DIR)"
+                )
         if connect and self.backend_name in ("kubernetes", "slurm"):
             self.backend  # noqa: B018 - connects, or checks the configuration
 
@@ -228,3 +267,18 @@ class Suite:
             f"accelerator={o.accelerator}, artifacts={o.artifacts_dir}, "
             f"workload={' '.join(o.workload_args) or 'the defaults for the accelerator (RUN_DEFAULTS)'}"
         )
+
+
+def _unwritable(directory: Path) -> str | None:
+    """Why ``directory`` cannot hold the reports (None: it can): made as the run would, and written once.
+
+    The one way to know, whoever the user is (root passes every permission check that a read-only mount or
+    ``/proc`` still refuses).
+    """
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as exc:
+        return f"cannot be written ({exc.strerror or exc})"
+    return None

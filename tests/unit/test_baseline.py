@@ -1,4 +1,4 @@
-"""Baselines, the regression gate and stragglers: the library, then the plugin end to end (scripted backend)."""
+"""Baselines: their key and file, then the regression gate and stragglers through the plugin, end to end (scripted backend)."""
 
 import json
 import math
@@ -6,12 +6,11 @@ import math
 import pytest
 
 from rollcall.backends import JobState, JobStatus
-from rollcall.baseline import BaselineError, Baselines, ConfigKey, Entry, regressions
+from rollcall.evidence.baseline import BaselineError, Baselines, ConfigKey, Entry
 from rollcall.gate import GateReport, write_baseline
 from rollcall.jobspec import JobSpec
 from rollcall.judge import assess
 from rollcall.ranklog import RollCall
-from rollcall.stragglers import find_stragglers
 from rollcall.verdict import Figures, Layout
 from tests.unit.helpers import judged, node_log
 from tests.unit.scripted import SCRIPTED_CONFTEST
@@ -124,95 +123,6 @@ def test_a_malformed_baseline_file_is_named(tmp_path, text, message):
     path.write_text(text)
     with pytest.raises(BaselineError, match=message.replace("(", r"\(").replace("[", r"\[")):
         Baselines.load(path)
-
-
-# -- the gate ----------------------------------------------------------------------------------
-
-
-def test_a_baseline_20_percent_above_fails_on_every_measure_naming_it():
-    now = Figures(200.0, 50.0, 0.45)
-    base = Figures(240.0, 60.0, 0.375)
-    found = regressions(now, base, 10)
-    assert [r.measure.name for r in found] == [
-        "total throughput",
-        "per-rank median throughput",
-        "mean epoch time",
-    ]
-    assert str(found[0]) == (
-        "total throughput regressed: 200.00 samples/s against a baseline of 240.00 samples/s "
-        "(ratio 0.833, 16.7% below it; --max-regression 10%)"
-    )
-    assert "mean epoch time regressed: 0.4500 s against a baseline of 0.3750 s (ratio 1.200, 20.0% above" in (
-        str(found[2])
-    )
-
-
-def test_within_the_allowed_regression_or_better_passes():
-    assert regressions(Figures(200.0, 50.0, 0.45), Figures(220.0, 55.0, 0.41), 10) == []
-    assert regressions(Figures(400.0, 100.0, 0.2), Figures(200.0, 50.0, 0.45), 0) == []
-    # a measure absent on either side is not compared
-    assert regressions(Figures(None, 50.0, None), Figures(240.0, None, 0.3), 10) == []
-
-
-def test_a_slower_compute_time_or_a_lower_world_bus_bandwidth_regresses():
-    base = Figures(200.0, 50.0, 0.45, compute_ms_median=40.0, busbw_world=100.0)
-    slow = Figures(200.0, 50.0, 0.45, compute_ms_median=46.0, busbw_world=85.0)
-    found = regressions(slow, base, 10)
-    assert [r.measure.name for r in found] == [
-        "median compute time per step",
-        "world all-reduce bus bandwidth",
-    ]
-    assert str(found[0]).startswith(
-        "median compute time per step regressed: 46.00 ms against a baseline of 40.00 ms"
-    )
-    assert "85.00 GB/s against a baseline of 100.00 GB/s (ratio 0.850, 15.0% below it" in str(found[1])
-    # within the allowed 10%, or an entry written before these figures existed: not compared
-    assert regressions(Figures(200.0, 50.0, 0.45, 43.0, 92.0), base, 10) == []
-    assert regressions(slow, Figures(200.0, 50.0, 0.45), 10) == []
-
-
-def test_the_gate_adds_regressions_to_the_verdict_and_skips_an_unknown_configuration():
-    high = baselines({"throughput_total": 240.0, "throughput_median": 60.0, "epoch_time_mean": 0.375})
-    attempt = attempt_of(baselines=high, baseline_file="b.json", max_regression_pct=10)
-    report = GateReport.of("t::a", attempt)
-    assert report.gate == "failed" and not attempt.passed
-    assert report.sound  # the roll call itself was sound: --write-baseline may record it
-    assert any(p.startswith("total throughput regressed: 200.00") for p in attempt.verdict.problems)
-    assert "regression gate failed" in report.note()
-
-    other = GateReport.of("t::b", attempt_of(nodes=1, ppn=4, baselines=high, baseline_file="b.json"))
-    assert other.gate == "skipped" and other.regressions == []
-    assert other.note() == (
-        "rollcall: no baseline for accelerator=cpu,instance_type=-,nodes=1,procs_per_node=4,model=tiny,"
-        "seq_len=64 in b.json: regression gate skipped for t::b (record one with --write-baseline)"
-    )
-    assert GateReport.of("t::c", attempt_of()).gate == "off"
-
-
-# -- stragglers --------------------------------------------------------------------------------
-
-
-def test_a_rank_below_the_ratio_of_the_median_is_a_straggler():
-    per_rank = {r: {"throughput": 50.0, "node": r // 4} for r in range(8)}
-    per_rank[6]["throughput"] = 39.0
-    found = find_stragglers(per_rank, 0.8)
-    assert [(s.rank, s.node) for s in found] == [(6, 1)]
-    assert str(found[0]) == "rank 6 (node 1) at 39.00 samples/s, 0.78 of the median"
-    assert find_stragglers(per_rank, 0.75) == []
-    assert find_stragglers(per_rank, 0) == []  # off
-    assert find_stragglers({0: {"throughput": 1.0, "node": 0}}, 0.8) == []
-
-
-def test_a_straggler_fails_the_verdict_naming_rank_and_node():
-    attempt = attempt_of(tp={2: 20.0})
-    report = GateReport.of("t::a", attempt)
-    assert not attempt.passed and not report.sound
-    assert attempt.verdict.failed_ranks == {2: ["straggler: 0.40 of the median throughput"]}
-    assert attempt.verdict.problems == [
-        "1 straggler(s) below 0.8 x the median throughput of 50.00 samples/s (--straggler-ratio): "
-        "rank 2 (node 1) at 20.00 samples/s, 0.40 of the median"
-    ]
-    assert GateReport.of("t::a", attempt_of(tp={2: 20.0}, straggler_ratio=0)).stragglers == []
 
 
 # -- the plugin, end to end with a scripted backend ----------------------------------------------

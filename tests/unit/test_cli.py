@@ -36,6 +36,27 @@ def test_exit_1_and_json_shape_when_a_rank_is_missing(logs, capsys):
     assert doc["throughput_total"] == 170.0
 
 
+def test_the_gpu_events_in_the_logs_are_listed_classified_without_changing_the_exit_code(
+    logs, capsys, tmp_path
+):
+    """An Xid is a fault nothing here produces: the line the node's monitor writes for one is added to a log."""
+    from rollcall_workload.contract import encode_event
+
+    line = encode_event("gpu_event", -1, -1, kind="xid", gpu=0, uuid="GPU-x", node="n0", xid=79, time=5.0)
+    logs[0].write_bytes(logs[0].read_bytes() + line)
+    assert main(["check-logs", "--world-size", "2", str(logs[0])]) == 0
+    out = capsys.readouterr().out
+    assert "gpu event   Xid 79 (GPU has fallen off the bus, hardware) on node 0 (n0) GPU 0, UUID GPU-x" in out
+    assert main(["check-logs", "--world-size", "2", "--json", str(logs[0])]) == 0
+    [seen] = json.loads(capsys.readouterr().out)["gpu_events"]
+    assert (seen["xid"], seen["class"], seen["rank"], seen["rule"]) == (
+        79,
+        "hardware",
+        None,
+        "hardware_event",
+    )
+
+
 def test_unexpected_ranks_are_listed_without_changing_the_exit_code(logs, capsys):
     assert main(["check-logs", "--world-size", "2", "--json", str(logs[0]), str(logs[1])]) == 0
     doc = json.loads(capsys.readouterr().out)

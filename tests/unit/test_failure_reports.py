@@ -5,12 +5,12 @@ import xml.etree.ElementTree as ET
 
 from rollcall import reports
 from rollcall.backends import JobState, JobStatus
-from rollcall.htmlreport import render
 from rollcall.jobspec import JobSpec
+from rollcall.page.report import render
 from rollcall.runner import Attempt, RunResult
 from rollcall.verdict import Evidence, Layout
+from tests.unit.checks.test_errors import GLOO, T0, judged
 from tests.unit.test_htmlreport import Elements
-from tests.unit.test_judge import GLOO, T0, judged
 
 
 def failed_record(tmp_path):
@@ -71,7 +71,7 @@ def test_the_page_puts_the_root_cause_on_top_and_draws_no_chart_when_nothing_was
 def test_the_page_and_the_junit_read_the_kind_of_a_problem_never_its_text(tmp_path):
     from rollcall.judge import CHECKS, judge
     from rollcall.verdict import Kind, Problem
-    from tests.unit.test_judge import two_by_two
+    from tests.unit.helpers import two_by_two
 
     def misleading(facts):
         yield Problem(

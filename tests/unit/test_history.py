@@ -151,7 +151,7 @@ def test_the_trend_page_charts_compute_time_and_bus_bandwidth_where_runs_measure
 
     record = perf_record(tmp_path, compute={3: 31.5}, node_busbw={1: 0.05})
     reports.write_results(tmp_path / "p1" / "results.json", [record], {"started": NIGHT})
-    from rollcall.history import collect
+    from rollcall.page.history import collect
 
     doc = Elements(render(collect([tmp_path / "p1"]), tmp_path))
     assert [a["data-measure"] for tag, a in doc.tags if tag == "svg"] == [

@@ -10,11 +10,11 @@ import pytest
 
 from rollcall import reports
 from rollcall.backends import JobState, JobStatus
-from rollcall.baseline import Baselines
 from rollcall.collect import Collector
+from rollcall.evidence.baseline import Baselines
 from rollcall.gate import GateReport
-from rollcall.htmlreport import REPORT_FILE, render, write_report
 from rollcall.jobspec import JobSpec
+from rollcall.page.report import REPORT_FILE, render, write_report
 from rollcall.runner import RunResult
 from tests.unit.helpers import judged
 from tests.unit.scripted import SCRIPTED_CONFTEST
@@ -424,7 +424,7 @@ def test_log_links_are_named_by_node_and_rank(tmp_path):
 
 def roles_record(root, name="test_roles"):
     """Rank 1 fails first (the root cause), rank 2 echoes it, rank 3 answered and then exited with code 1."""
-    from rollcall.rootcause import Termination
+    from rollcall.evidence.rootcause import Termination
     from tests.unit.helpers import event
 
     extra = {

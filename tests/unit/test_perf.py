@@ -4,9 +4,7 @@ import json
 
 import pytest
 
-from rollcall.gate import GateReport
-from rollcall.jobspec import JobSpec
-from rollcall.perf import (
+from rollcall.evidence.perf import (
     GroupBandwidth,
     PerfFigures,
     PerfReport,
@@ -16,6 +14,8 @@ from rollcall.perf import (
     compute_stragglers,
     slow_groups,
 )
+from rollcall.gate import GateReport
+from rollcall.jobspec import JobSpec
 from rollcall.ranklog import RollCall
 from tests.unit.helpers import event, judged, node_log
 
@@ -267,47 +267,6 @@ def test_non_finite_or_missing_figures_are_left_out():
 
 
 # -- the gate's hook ---------------------------------------------------------------------------------
-
-
-def test_the_gate_fails_a_compute_straggler_by_name_node_and_pod():
-    attempt = attempt_with(compute={3: 31.5})
-    report = GateReport.of("t::a", attempt)
-    assert not attempt.passed and not report.sound
-    assert attempt.verdict.failed_ranks == {3: ["compute straggler: 3.15 x the median compute time"]}
-    assert attempt.verdict.problems == [
-        "1 compute straggler(s) above 1.25 x the median compute time of 10.00 ms per step "
-        "(--straggler-ratio 0.8): rank 3 (node 1, pod job-1) at 31.50 ms per step, 3.15 x the median"
-    ]
-    assert report.as_dict()["compute_stragglers"] == 1
-    assert GateReport.of("t::a", attempt_with(compute={3: 31.5}, criteria={"straggler_ratio": 0})).sound
-
-
-def test_a_compute_straggler_names_the_machine_its_start_event_gave():
-    attempt = attempt_with(compute={3: 31.5}, machines={0: "ip-10-0-1-5", 1: "ip-10-0-7-12"})
-    GateReport.of("t::a", attempt)
-    assert attempt.verdict.problems[0].endswith(
-        "rank 3 (node 1 on ip-10-0-7-12, pod job-1) at 31.50 ms per step, 3.15 x the median"
-    )
-    summary = attempt.verdict.perf_report.summary()
-    assert summary[0].startswith("slowest rank: 3 (node 1 on ip-10-0-7-12, pod job-1), 31.50 ms")
-    assert [c.machine for c in attempt.verdict.perf.compute] == ["ip-10-0-1-5"] * 2 + ["ip-10-0-7-12"] * 2
-
-
-def test_the_gate_fails_a_slow_node_by_name():
-    attempt = attempt_with(node_busbw={1: 0.05})
-    GateReport.of("t::a", attempt)
-    assert not attempt.passed
-    assert attempt.verdict.problems == [
-        "slow link: node 1 (pod(s) job-1): bus bandwidth 0.05 GB/s, 0.10 x the median node's 0.525 GB/s "
-        "(--busbw-ratio 0.5)"
-    ]
-    assert sorted(attempt.verdict.failed_ranks) == [2, 3]
-    assert GateReport.of("t::a", attempt_with(node_busbw={1: 0.05}, criteria={"busbw_ratio": 0})).sound
-    below = attempt_with(world_busbw=0.3, criteria={"min_busbw": 0.5})
-    GateReport.of("t::a", below)
-    # the nodes (1 GB/s) are above it; the world is below, and names no rank
-    assert below.verdict.problems == ["slow link: world: bus bandwidth 0.3 GB/s, below --min-busbw 0.5 GB/s"]
-    assert below.verdict.failed_ranks == {}
 
 
 def test_a_healthy_run_passes_the_gate():

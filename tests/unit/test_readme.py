@@ -1,4 +1,5 @@
-"""The README's tables and lists say what the code declares: options, fitness rules and keys, modules."""
+"""The README and docs/ say what the code declares: options, fitness rules and keys, modules, the workload's
+defaults; the README stays short and names the commands that must always work."""
 
 from __future__ import annotations
 
@@ -7,26 +8,30 @@ from pathlib import Path
 
 import pytest
 
-from rollcall.checks.fitness import DRIFT_KEYS, EXPECT_KEYS, RULE_NAMES
-from rollcall.options import OPTIONS, Spec
+from rollcall.evidence.fitness import DRIFT_KEYS, EXPECT_KEYS, RULE_NAMES
+from rollcall.options import GROUPS, OPTIONS, REGENERATE, Spec, markdown
 from rollcall_workload import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
+DOCS = ROOT / "docs"
+OPTIONS_DOC = (DOCS / "options.md").read_text()
 PACKAGE = ROOT / "src" / "rollcall"
+#: The README reads in five minutes: the reference lives in docs/.
+README_MAX_LINES = 300
 
 
-def section(title: str) -> str:
-    """The text of the README's section ``title`` (a ``##`` heading), up to the next ``##`` heading."""
-    _, found, rest = README.partition(f"\n## {title}\n")
-    assert found, f"README.md has no section '## {title}'"
+def section(title: str, text: str = README, doc: str = "README.md") -> str:
+    """The text of ``doc``'s section ``title`` (a ``##`` heading), up to the next ``##`` heading."""
+    _, found, rest = text.partition(f"\n## {title}\n")
+    assert found, f"{doc} has no section '## {title}'"
     return rest.split("\n## ", 1)[0]
 
 
 def option_rows() -> dict[str, list[list[str]]]:
-    """The rows of the option table, by flag: each row's cells (``\\|`` inside a cell is no separator)."""
+    """The rows of docs/options.md's tables, by flag: each row's cells (``\\|`` inside a cell is no separator)."""
     rows: dict[str, list[list[str]]] = {}
-    for line in section("Options").split("\n### ", 1)[0].splitlines():
+    for line in OPTIONS_DOC.splitlines():
         if not line.startswith("| `--"):
             continue
         cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
@@ -50,9 +55,10 @@ ROWS = option_rows()
 @pytest.mark.parametrize("spec", OPTIONS, ids=lambda s: s.flag)
 def test_every_option_has_one_row_with_its_variable_and_default(spec: Spec) -> None:
     rows = ROWS.get(spec.flag, [])
-    assert len(rows) == 1, f"README.md's option table has {len(rows)} rows for {spec.flag}; it needs one"
-    _, env, default, _ = rows[0]
+    assert len(rows) == 1, f"docs/options.md's tables have {len(rows)} rows for {spec.flag}; it needs one"
+    _, env, ini, default, _ = rows[0]
     assert env == f"`{spec.env}`"
+    assert ini == (f"`{spec.ini_name}`" if spec.ini_name else "")
     shown = shown_default(spec)
     if shown is not None:
         assert default == f"`{shown}`", f"{spec.flag}: the table says {default!r}, options.py {shown!r}"
@@ -66,8 +72,51 @@ def test_the_table_names_no_option_that_is_not_declared() -> None:
     assert sorted(ROWS.keys() - {s.flag for s in OPTIONS}) == []
 
 
+def test_docs_options_is_what_the_declarations_generate() -> None:
+    assert markdown() == OPTIONS_DOC, (
+        f"docs/options.md is out of date with src/rollcall/options.py: run {REGENERATE}"
+    )
+
+
+def test_docs_options_shows_each_option_under_its_group() -> None:
+    for group, title in GROUPS:
+        text = section(title[0].upper() + title[1:], OPTIONS_DOC, "docs/options.md")
+        flags = re.findall(r"^\| `(--[a-z-]+)", text, re.M)
+        assert flags == [s.flag for s in OPTIONS if s.group == group], title
+
+
+def test_the_readme_stays_short() -> None:
+    lines = len(README.splitlines())
+    assert lines < README_MAX_LINES, (
+        f"README.md has {lines} lines; keep it under {README_MAX_LINES} and move the reference to docs/"
+    )
+
+
+@pytest.mark.parametrize("command", ["make e2e-local", "make test", "make test-fast"])
+def test_the_readme_names_the_commands_that_must_work_and_the_makefile_has_them(command: str) -> None:
+    assert f"\n{command} " in README, f"README.md's first commands do not include {command}"
+    target = command.split()[1]
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(rf"^{re.escape(target)}:", makefile, re.M), f"the Makefile has no target {target}"
+    assert re.search(rf'^\t@echo "make {re.escape(target)} ', makefile, re.M), (
+        f"make help does not list {target}"
+    )
+
+
+def test_every_doc_the_readme_links_exists() -> None:
+    linked = re.findall(r"\]\((docs/[\w./-]+\.md)\)", README)
+    assert "docs/options.md" in linked
+    missing = [d for d in sorted(set(linked)) if not (ROOT / d).is_file()]
+    assert missing == [], f"README.md links to {missing}, which do not exist"
+
+
+def test_every_doc_is_linked_from_the_readme() -> None:
+    unlinked = [p.name for p in sorted(DOCS.glob("*.md")) if f"](docs/{p.name})" not in README]
+    assert unlinked == [], f"README.md links no {unlinked}"
+
+
 def test_node_fitness_lists_the_rules_and_keys_the_checks_know() -> None:
-    text = section("Node fitness")
+    text = (DOCS / "fitness.md").read_text()
     assert re.findall(r"^\| `(\w+)` \|", text, re.M) == list(RULE_NAMES)
     expect = text.split("Keys of `--expect", 1)[1].split("`config_drift` compares", 1)[0]
     named = [k for k in re.findall(r"`(\w+)`", expect) if not k.isupper()]  # not the variables read
@@ -77,7 +126,7 @@ def test_node_fitness_lists_the_rules_and_keys_the_checks_know() -> None:
 
 
 def test_the_layout_names_every_module() -> None:
-    text = section("Layout")
+    text = (DOCS / "layout.md").read_text()
     missing = []
     for path in sorted(PACKAGE.rglob("*.py")):
         if path.name == "__init__.py":
@@ -87,7 +136,7 @@ def test_the_layout_names_every_module() -> None:
         named = f"`{parts[-1]}`" in text or f"`{'/'.join(parts)}.py`" in text
         if not named or (folder and f"`{folder}/`" not in text):
             missing.append("/".join(parts))
-    assert missing == [], f"README.md's Layout names no entry for {missing}"
+    assert missing == [], f"docs/layout.md names no entry for {missing}"
 
 
 def workload_rows(text: str, first: str) -> dict[str, str]:
@@ -102,7 +151,7 @@ def workload_rows(text: str, first: str) -> dict[str, str]:
 
 @pytest.mark.parametrize(
     ("doc", "first"),
-    [("README.md", "device | model"), ("images/bert-training/README.md", "device | backend")],
+    [("docs/workload.md", "device | model"), ("images/bert-training/README.md", "device | backend")],
 )
 def test_the_workload_tables_say_its_run_defaults(doc: str, first: str) -> None:
     rows = workload_rows((ROOT / doc).read_text(), first)

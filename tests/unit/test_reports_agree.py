@@ -11,10 +11,11 @@ from html.parser import HTMLParser
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rollcall import htmlreport, reports
+from rollcall import reports
 from rollcall.backends import JobState, JobStatus
 from rollcall.jobspec import JobSpec
 from rollcall.judge import judge
+from rollcall.page import report as htmlreport
 from rollcall.ranklog import RollCall
 from rollcall.runner import Attempt, RunResult
 from rollcall.verdict import Evidence, Kind, Layout, Problem, RankState
@@ -84,8 +85,12 @@ def test_no_report_says_ok_of_a_rank_the_verdict_names(tmp_path, verdict):
     test = json.loads((tmp_path / "results.json").read_text())["tests"][0]
     assert {int(r) for r in test["failed_ranks"]} == set(named)
     assert test["verdict"] == ("failed" if verdict.findings else "passed")
-    missing = {r for r, res in verdict.ranks.items() if res.state is RankState.MISSING}
+    missing = {r for r, res in verdict.ranks.items() if not res.state.answered}  # missing, hung, waiting...
     assert test["ranks_answered"] == layout.world_size - len(missing)
+    assert test["rank_states"] == {str(r): res.state.value for r, res in verdict.ranks.items() if r in named}
+    for state in ("hung", "waiting"):
+        said = {r for r, v in test["rank_states"].items() if v == state}
+        assert test["ranks_stalled"].get(state, 0) == len(said)
     for r, kinds in named.items():
         listed = {f["kind"] for f in test["findings"] if r in f["ranks"]}
         assert listed == kinds
@@ -95,7 +100,7 @@ def test_no_report_says_ok_of_a_rank_the_verdict_names(tmp_path, verdict):
     assert set(page.cells) == set(range(layout.world_size))
     for r, cell in page.cells.items():
         if r in named:
-            assert cell["data-state"] != RankState.OK.value
+            assert cell["data-state"] == test["rank_states"][str(r)] != RankState.OK.value
             assert set(cell["data-kinds"].split()) == named[r]
             assert "named" in cell["class"].split()
         else:

@@ -10,7 +10,10 @@ Per rank (labels ``test``, ``rank``, ``node``):
     0.5 and 0.9, compute per step without communication), ``rollcall_rank_epoch_seconds``,
     ``rollcall_rank_event_reported`` (``event``: 1 when the rank said it) and ``rollcall_rank_answered``.
 Per node (labels ``test``, ``node``):
-    ``rollcall_node_allreduce_busbw_bytes_per_second``.
+    ``rollcall_node_allreduce_busbw_bytes_per_second``, and ``rollcall_gpu_events_total`` (also ``gpu``, its
+    NVML index; ``kind``: xid, single_bit_ecc, double_bit_ecc, clock or lost; ``xid``, empty for another
+    kind; ``class``: hardware, program, system, unknown or info): the events the node's GPUs said during the
+    run (``node`` ``?`` where no rank's log tied the event to a node).
 Per run (label ``test``):
     ``rollcall_run_outcome`` (``outcome``: 1 for the run's, 0 for each other),
     ``rollcall_run_ranks_expected``, ``rollcall_run_ranks_answered``, ``rollcall_run_duration_seconds``,
@@ -26,6 +29,7 @@ configuration. A push that fails is returned as a warning, never raised: the ver
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,6 +123,11 @@ class _Families:
         self.world_busbw = gauge(
             "run_allreduce_busbw_bytes_per_second", "All-reduce bus bandwidth of the whole world.", run
         )
+        self.gpu_events = CounterMetricFamily(
+            f"{PREFIX}_gpu_events",
+            "Events a GPU said during the run (NVML: Xid, ECC, clock changes, lost), by class.",
+            labels=[*node, "gpu", "kind", "xid", "class"],
+        )
         self.disruptions = counter("run_disruptions", "Attempts the infrastructure disrupted.")
         self.retries = counter("run_retries", "Attempts after the first.")
         self.regressions = counter("run_regressions", "Measures the release gate found regressed.")
@@ -146,6 +155,18 @@ class _Families:
                 self.compute.add_metric([*labels, "0.9"], c.compute_ms_p90 * _MS)
         for g in verdict.perf.scope("node"):
             self.node_busbw.add_metric([*run, str(g.nodes[0])], g.busbw_gbps * _GB)
+        counts: Counter[tuple[str, ...]] = Counter(
+            (
+                "?" if s.node is None else str(s.node),
+                str(s.heard.gpu),
+                s.heard.kind,
+                "" if s.heard.xid is None else str(s.heard.xid),
+                s.klass,
+            )
+            for s in verdict.gpu_events
+        )
+        for key, count in sorted(counts.items()):
+            self.gpu_events.add_metric([*run, *key], count)
         for g in verdict.perf.scope("world"):
             self.world_busbw.add_metric(run, g.busbw_gbps * _GB)
         outcome: RunOutcome = result.outcome

@@ -1,8 +1,8 @@
 """The roll call over wall-clock time: each rank's events (and the end of its process or pod), by node.
 
 Every event of the rank-log contract carries ``time`` (:attr:`rollcall.verdict.RankResult.marks`); the
-backends record when a worker or a container ended badly (:class:`~rollcall.rootcause.Termination`). The
-timeline draws them on one time axis from the first of them:
+backends record when a worker or a container ended badly (:class:`~rollcall.evidence.rootcause.Termination`).
+The timeline draws them on one time axis from the first of them:
 
 - up to :data:`PER_RANK_MAX` ranks, one row per rank, grouped by node (a node's rows together, its label on
   its first row), one tick per event;
@@ -11,8 +11,12 @@ timeline draws them on one time axis from the first of them:
   of the node's ranks said it; each ``error`` and each end stays a tick of its own. 2,048 ranks of 8 per node
   are 256 rows.
 
-Rows are coloured by the worst :class:`~rollcall.verdict.RankState` of their ranks; the root cause's rank is
-marked (``data-role="root"``). A run whose events carry no time has no timeline (:func:`timeline` is None).
+Rows are coloured by the worst :class:`~rollcall.verdict.RankState` of their ranks (hung, waiting and silent
+ranks have lanes of their own); the root cause's rank is marked (``data-role="root"``). The axis spans the
+whole run, from its launch to its verdict (``window``), and every rank's last event; a stalled rank (hung or
+waiting, :mod:`rollcall.evidence.hangs`) has a ``stalled`` span from its last progress to the verdict, and
+a ``stack`` tick where each dump of its stacks was taken (``exit`` where a rank said it left early). A run
+whose events carry no time has no timeline (:func:`timeline` is None).
 """
 
 from __future__ import annotations
@@ -23,24 +27,17 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from rollcall.ranklog import ranges
+from rollcall.ranklog import MARKED_EVENTS, ranges
 
 if TYPE_CHECKING:
-    from rollcall.rootcause import Termination
+    from rollcall.evidence.hangs import Stall
+    from rollcall.evidence.rootcause import Termination
     from rollcall.verdict import RankResult, Verdict
 
 #: Above this many ranks the timeline folds each node's ranks into one row.
 PER_RANK_MAX = 64
 #: The classes of what a tick stands for: the rank-log events, and ``ended`` (its process or pod ended).
-TICK_CLASSES: tuple[str, ...] = (
-    "start",
-    "epoch_time",
-    "throughput",
-    "bandwidth",
-    "complete",
-    "error",
-    "ended",
-)
+TICK_CLASSES: tuple[str, ...] = (*MARKED_EVENTS, "stalled", "ended")
 
 LEFT, WIDTH, PAD, AXIS_H = 150, 860, 8, 22
 
@@ -67,6 +64,19 @@ def endings(verdict: Verdict, terminations: Iterable[Termination]) -> list[Ended
         elif t.node is not None or t.pod in node_of_log:
             node = t.node if t.node is not None else node_of_log[t.pod]
             found.append(Ended(node, None, t.time, t.describe()))
+    return found
+
+
+def stalls(verdict: Verdict) -> dict[int, Stall]:
+    """Each stalled rank's stall, from the verdict's ``hung`` and ``waiting`` problems (their details)."""
+    from rollcall.evidence.hangs import Stall
+
+    found: dict[int, Stall] = {}
+    for p in verdict.findings:
+        held = p.detail if isinstance(p.detail, tuple) else (p.detail,)
+        for s in held:
+            if isinstance(s, Stall) and s.dump.since is not None:
+                found.setdefault(s.rank, s)
     return found
 
 
@@ -113,14 +123,21 @@ def timeline(
     terminations: Iterable[Termination] = (),
     roots: Iterable[int] = (),
     *,
+    window: tuple[float | None, float | None] = (None, None),
     per_rank_max: int = PER_RANK_MAX,
 ) -> dict[str, Any] | None:
-    """What the template draws of the timeline; None when no event carried a time."""
+    """What the template draws of the timeline; None when no event carried a time.
+
+    ``window`` is the run's launch and its verdict (wall clock): the axis spans them and every event.
+    """
     ended = endings(verdict, terminations)
     times = [m.time for r in verdict.ranks.values() for m in r.marks] + [e.time for e in ended]
     if not times:
         return None
+    held = stalls(verdict)
+    times += [t for t in window if t is not None] + [s.dump.since for s in held.values() if s.dump.since]
     axis = _Axis(min(times), max(times))
+    end = window[1] if window[1] is not None else max(times)
     root_set = set(roots)
     by_node: dict[int, list[RankResult]] = defaultdict(list)
     for rank in sorted(verdict.ranks):
@@ -135,6 +152,9 @@ def timeline(
             for i, result in enumerate(results)
         ]
     )
+    for row in rows:
+        _stalled(row, [held[r] for r in row["members"] if r in held], axis, end)
+        row["marks"].sort(key=lambda t: float(t["x"]))
     row_h = 14 if len(rows) <= 64 else 8
     for i, row in enumerate(rows):
         row["y"] = PAD + i * row_h
@@ -157,8 +177,24 @@ def timeline(
         "height": bottom + AXIS_H,
         "ticks": axis.ticks(),
         "start": clock(axis.t0),
+        "verdict_x": f"{axis.x(window[1]):.1f}" if window[1] is not None else None,
+        "verdict_title": f"the verdict at +{window[1] - axis.t0:.2f} s" if window[1] is not None else "",
         "events": [c for c in TICK_CLASSES if any(c == tick["cls"] for row in rows for tick in row["marks"])],
     }
+
+
+def _stalled(row: dict[str, Any], held: Sequence[Stall], axis: _Axis, end: float) -> None:
+    """A ``stalled`` span from the earliest last progress of ``held`` (the row's stalled ranks) to ``end``."""
+    since = [s.dump.since for s in held if s.dump.since is not None]
+    if not since:
+        return
+    first = min(since)
+    what = "; ".join(
+        f"rank {s.rank} {'waiting in' if s.waiting else 'hung in'} {s.where} ({s.dump.phase or 'phase?'})"
+        for s in held[:3]
+    ) + (f"; and {len(held) - 3} more" if len(held) > 3 else "")
+    title = f"stalled from +{first - axis.t0:.2f} s to the verdict at +{end - axis.t0:.2f} s: {what}"
+    row["marks"].append(_tick("stalled", axis.x(end), title, axis.x(first)))
 
 
 def _state(results: Sequence[RankResult]) -> str:
@@ -184,6 +220,7 @@ def _rank_row(
     ]
     return {
         "key": str(result.rank),
+        "members": [result.rank],
         "node": result.node,
         "ranks": str(result.rank),
         "label": (f"node {result.node} · " if first else "") + f"rank {result.rank}",
@@ -202,11 +239,10 @@ def _node_row(
     marks = []
     for result in results:
         for m in result.marks:
-            if m.event == "error":
-                title = (
-                    f"rank {result.rank} (node {node}): error at +{m.time - axis.t0:.2f} s ({clock(m.time)})"
-                )
-                marks.append(_tick("error", axis.x(m.time), title))
+            if m.event in ("error", "exit"):
+                at = f"+{m.time - axis.t0:.2f} s ({clock(m.time)})"
+                title = f"rank {result.rank} (node {node}): {m.event} at {at}"
+                marks.append(_tick(m.event, axis.x(m.time), title))
             else:
                 spans[m.label].append(m.time)
                 events[m.label] = m.event
@@ -226,6 +262,7 @@ def _node_row(
     ranks = [r.rank for r in results]
     return {
         "key": f"node-{node}",
+        "members": ranks,
         "node": node,
         "ranks": ranges(ranks),
         "label": f"node {node} · ranks {ranges(ranks)}",
@@ -237,7 +274,7 @@ def _node_row(
 
 
 def rank_roles(verdict: Verdict) -> Mapping[int, str]:
-    """``root`` for the ranks the root cause names, ``echo`` for those whose errors only echo another's."""
+    """``root`` for the ranks the root cause names (or the first to leave), ``echo`` for mere echoes."""
     analysis = verdict.root_cause
     if analysis is None:
         return {}
@@ -247,4 +284,6 @@ def rank_roles(verdict: Verdict) -> Mapping[int, str]:
     t = analysis.termination
     if t is not None and t.rank is not None:
         roles[t.rank] = "root"
+    if analysis.departure is not None:  # the first to leave, before complete
+        roles[analysis.departure.rank] = "root"
     return roles

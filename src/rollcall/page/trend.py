@@ -1,6 +1,6 @@
 """The trend page of ``rollcall history --html OUT``: each configuration's figures over its runs.
 
-For each configuration (:func:`rollcall.history.collect`), one chart per figure of :data:`TRENDS`: total
+For each configuration (:func:`rollcall.page.history.collect`), one chart per figure of :data:`TRENDS`: total
 throughput, the median rank's compute time per step and the world's all-reduce bus bandwidth, a point per
 run and test in time order, drawn with the report's own plot geometry (:class:`~rollcall.page.plot.Plot`),
 the runs named on the axis. A failed run's point is red (``data-outcome="failed"``), a point the release
@@ -24,12 +24,12 @@ from rollcall.page.plot import Plot
 from rollcall.reports import number
 
 if TYPE_CHECKING:
-    from rollcall.history import Point
+    from rollcall.page.history import Point
 
 
 @dataclass(frozen=True)
 class Trend:
-    """One figure the trend page draws: the :class:`~rollcall.history.Point` field, its title and unit."""
+    """One figure the trend page draws: a :class:`~rollcall.page.history.Point` field, its title and unit."""
 
     attr: str
     title: str

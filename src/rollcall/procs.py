@@ -4,6 +4,16 @@ torchrun starts every worker in a session of its own, so killing an agent's proc
 its workers, and a worker whose agent died is re-parented. Every process the local backend starts therefore
 carries ``ROLLCALL_RUN_ID=<run id>`` in its environment, which children inherit; :func:`find_run` finds them
 all by that mark in ``/proc``.
+
+Whatever ends the suite, its run's processes end too:
+
+- an exception, Ctrl-C or SIGTERM (which the plugin turns into Ctrl-C): the run's clean-up, in ``finally``;
+- SIGKILL of the suite: each agent is started through :func:`die_with_parent`, so the kernel sends it
+  SIGTERM when the suite's thread that started it dies (``PR_SET_PDEATHSIG``, Linux), and torchrun's own
+  SIGTERM handling ends its workers;
+- anything that still escapes (an agent that could not act on SIGTERM, a machine without the parent-death
+  signal): every process also carries ``ROLLCALL_OWNER=<pid>:<start time>``, the suite process that started
+  the run; at the next session's start :func:`reap_orphans` ends each marked process whose owner is gone.
 """
 
 from __future__ import annotations
@@ -12,33 +22,101 @@ import contextlib
 import os
 import select
 import signal
+import sys
+import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 
-RUN_ID_ENV = "ROLLCALL_RUN_ID"
+from rollcall_workload.gpumem import RUN_ID_ENV
+
+#: ``<pid>:<start time>`` of the suite process that started the run (:func:`owner_mark`).
+OWNER_ENV = "ROLLCALL_OWNER"
 _PROC = Path("/proc")
+#: prctl(2)'s option that sets the signal a process gets when its parent (thread) dies.
+PR_SET_PDEATHSIG = 1
+
+#: Run by :func:`die_with_parent` in the child before the agent: asks for ``argv[1]`` at the parent's death,
+#: gives up if the parent ``argv[2]`` already died (the request would then never fire), and becomes the agent.
+_DIE_WITH_PARENT = (
+    "import ctypes, os, sys\n"
+    "if ctypes.CDLL(None, use_errno=True).prctl(1, int(sys.argv[1]), 0, 0, 0) != 0:\n"
+    "    sys.exit(f'rollcall: prctl(PR_SET_PDEATHSIG) failed: {os.strerror(ctypes.get_errno())}')\n"
+    "if os.getppid() != int(sys.argv[2]):\n"
+    "    sys.exit('rollcall: the suite that started this agent is gone; not starting it')\n"
+    "os.execvp(sys.argv[3], sys.argv[3:])\n"
+)
+
+
+def die_with_parent(cmd: list[str], sig: signal.Signals = signal.SIGTERM) -> list[str]:
+    """``cmd`` run so that it gets ``sig`` when this process's starting thread dies (Linux; elsewhere as is).
+
+    A tiny Python program sets ``PR_SET_PDEATHSIG`` and then executes ``cmd`` in place (same pid; the setting
+    survives ``execve``). The kernel sends the signal when the *thread* that started the child ends, so
+    the thread that launches a job must outlive it (the runner launches, waits and cleans up in one thread).
+    """
+    if not sys.platform.startswith("linux"):
+        return cmd
+    return [sys.executable, "-I", "-S", "-c", _DIE_WITH_PARENT, str(int(sig)), str(os.getpid()), *cmd]
+
+
+def start_time(pid: int) -> int | None:
+    """The process's start in clock ticks since boot (``/proc/<pid>/stat``'s 22nd field); None if gone."""
+    try:
+        fields = (_PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return int(fields[19]) if len(fields) > 19 and fields[0] != "Z" else None
+
+
+def owner_mark(pid: int | None = None) -> str:
+    """``<pid>:<start time>`` of this process (or ``pid``): it, whatever reuses its pid later."""
+    pid = os.getpid() if pid is None else pid
+    return f"{pid}:{start_time(pid)}"
+
+
+def owner_alive(mark: str) -> bool:
+    """Whether the process ``mark`` (:func:`owner_mark`) names still runs (a malformed mark: yes)."""
+    pid, _, started = mark.partition(":")
+    if not pid.isdigit() or not started.isdigit():
+        return True  # not ours to judge: never reap on a mark we cannot read
+    return str(start_time(int(pid))) == started
+
+
+def _marks(pid: int) -> dict[str, str] | None:
+    """The rollcall variables of a live process's environment (None: gone, a zombie, or not readable)."""
+    entry = _PROC / str(pid)
+    try:
+        environ = (entry / "environ").read_bytes()
+        state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+    if state == "Z" or RUN_ID_ENV.encode() not in environ:
+        return None
+    found = {}
+    for var in environ.split(b"\0"):
+        name, sep, value = var.partition(b"=")
+        if sep and name in (RUN_ID_ENV.encode(), OWNER_ENV.encode()):
+            found[name.decode()] = value.decode(errors="replace")
+    return found if RUN_ID_ENV in found else None
+
+
+def _processes() -> dict[int, dict[str, str]]:
+    me = os.getpid()
+    found = {}
+    for entry in _PROC.iterdir():
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        if (marks := _marks(int(entry.name))) is not None:
+            found[int(entry.name)] = marks
+    return found
 
 
 def marked() -> dict[int, str]:
     """Every live process that carries a run id, with that id."""
-    prefix = f"{RUN_ID_ENV}=".encode()
-    found = {}
-    me = os.getpid()
-    for entry in _PROC.iterdir():
-        if not entry.name.isdigit() or int(entry.name) == me:
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state == "Z" or prefix not in environ:
-            continue
-        for var in environ.split(b"\0"):
-            if var.startswith(prefix):
-                found[int(entry.name)] = var[len(prefix) :].decode(errors="replace")
-    return found
+    return {pid: marks[RUN_ID_ENV] for pid, marks in _processes().items()}
 
 
 def find_run(run_id: str) -> list[int]:
@@ -81,12 +159,97 @@ def wait_gone(pids: Iterable[int], timeout_s: float) -> list[int]:
 
 
 def end_run(run_id: str, grace_s: float = 5.0) -> list[int]:
-    """SIGTERM every process of the run, SIGKILL what is left after ``grace_s``; return any survivors."""
-    pids = find_run(run_id)
-    if not pids:
-        return []
-    signal_all(pids, signal.SIGTERM)
-    left = wait_gone(pids, grace_s)
-    signal_all(left, signal.SIGKILL)
-    wait_gone(left, 5.0)
-    return find_run(run_id)
+    """SIGTERM every process of the run, SIGKILL what is left after ``grace_s``; return any survivors.
+
+    Ctrl-C and SIGTERM are held until it is done, then delivered (:func:`signals_held`): the suite often gets
+    SIGTERM twice (a CI runner signals the process group, and ``timeout`` forwards the signal to its child
+    and its group again), and the second must not stop the clean-up the first began.
+    """
+    with signals_held(redeliver=True):
+        pids = find_run(run_id)
+        if not pids:
+            return []
+        signal_all(pids, signal.SIGTERM)
+        left = wait_gone(pids, grace_s)
+        signal_all(left, signal.SIGKILL)
+        wait_gone(left, 5.0)
+        return find_run(run_id)
+
+
+@dataclass(frozen=True)
+class Reaped:
+    """The processes of one run whose suite had died, and what became of them."""
+
+    run_id: str
+    owner: str
+    pids: tuple[int, ...]
+    #: Those still alive after SIGTERM and SIGKILL (another user's, say).
+    left: tuple[int, ...] = ()
+
+    def line(self) -> str:
+        """What a person reads at the session's start."""
+        pid = self.owner.partition(":")[0]
+        head = (
+            f"rollcall: ended {len(self.pids)} process(es) of run {self.run_id} left behind by a suite that "
+            f"is gone (pid {pid}): {', '.join(map(str, self.pids))}"
+        )
+        return head + (f"; still alive: {', '.join(map(str, self.left))}" if self.left else "")
+
+
+def orphans() -> dict[tuple[str, str], list[int]]:
+    """The marked processes whose owner (``ROLLCALL_OWNER``) is gone, by (run id, owner).
+
+    A process without an owner mark (started by hand, or by an older suite) is never an orphan here.
+    """
+    found: dict[tuple[str, str], list[int]] = {}
+    for pid, marks in sorted(_processes().items()):
+        owner = marks.get(OWNER_ENV)
+        if owner is not None and not owner_alive(owner):
+            found.setdefault((marks[RUN_ID_ENV], owner), []).append(pid)
+    return found
+
+
+def reap_orphans(grace_s: float = 5.0) -> list[Reaped]:
+    """End every run whose suite died without ending it (SIGTERM, then SIGKILL after ``grace_s``)."""
+    reaped = []
+    for (run_id, owner), pids in orphans().items():
+        left = end_run(run_id, grace_s)
+        reaped.append(Reaped(run_id, owner, tuple(pids), tuple(left)))
+    return reaped
+
+
+@dataclass
+class Held:
+    """The signals that arrived while :func:`signals_held` held them, in order."""
+
+    signals: list[signal.Signals] = field(default_factory=list)
+
+
+@contextlib.contextmanager
+def signals_held(
+    sigs: Iterable[signal.Signals] = (signal.SIGINT, signal.SIGTERM), *, redeliver: bool = False
+) -> Iterator[Held]:
+    """Hold ``sigs`` while the block runs (a clean-up a second Ctrl-C or SIGTERM must not cut short).
+
+    Each signal that arrives is recorded (:class:`Held`), not acted on. After the block the previous handlers
+    are back; with ``redeliver`` each signal held is then raised again, once, for them to act on (the
+    plugin's SIGTERM handler, Python's Ctrl-C), else the caller decides what the held signals mean. Only the
+    main thread may set handlers: in another thread nothing is held (signals interrupt the main thread).
+    """
+    held = Held()
+    if threading.current_thread() is not threading.main_thread():
+        yield held
+        return
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        held.signals.append(signal.Signals(signum))
+
+    previous = {sig: signal.signal(sig, hold) for sig in sigs}
+    try:
+        yield held
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        if redeliver:
+            for sig in dict.fromkeys(held.signals):
+                signal.raise_signal(sig)

@@ -5,10 +5,13 @@ Each attempt is judged exactly once (:func:`rollcall.judge.judge`), against the 
 (:func:`retriable`).
 
 The wait ends early at a hang: once every rank that has not completed has stalled past its ``--hang-after``
-(:func:`rollcall.checks.hangs.stop_reason` over the roll call as the logs arrive), the backend ends the job.
+(:func:`rollcall.evidence.hangs.stop_reason` over the roll call as the logs arrive), the backend ends the job.
 
 Clean-up runs in ``finally`` (pass, fail, timeout, Ctrl-C, SIGTERM turned into an exception) unless
-``keep`` is set; its own errors are logged, never raised over the real failure. After a wait that ended (an
+``keep`` is set, with Ctrl-C and SIGTERM held until it is done; its own errors are logged, never raised over
+the real failure. A run that Ctrl-C or SIGTERM interrupted is still judged, as far as it got (its job
+``interrupted`` when the signal came before the job ended), and :class:`Interrupted` carries it up so the
+suite records it for the reports before the session ends (pytest's exit code 2). After a wait that ended (an
 interrupted one deletes and waits, as the process is about to end), a backend that can confirm its clean-up
 later (:class:`~rollcall.backends.ConfirmsLater`: the kubernetes backend, whose namespace takes seconds to
 go) only asks for the deletion here; the confirmation runs on while the attempt is judged and the session
@@ -25,6 +28,7 @@ flaky.
 from __future__ import annotations
 
 import logging
+import signal
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
@@ -32,22 +36,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from rollcall.backends import Backend, CleanupError, ConfirmsLater, JobState, JobStatus
-from rollcall.checks import versions
-from rollcall.checks.hangs import stop_reason
+from rollcall import procs
+from rollcall.backends import Backend, CleanupError, ConfirmsLater, Job, JobState, JobStatus
 from rollcall.collect import Collector
+from rollcall.evidence import versions
+from rollcall.evidence.hangs import stop_reason
+from rollcall.evidence.rootcause import Disruption
 from rollcall.jobspec import JobSpec
 from rollcall.judge import CHECKS, Check, judge
 from rollcall.live.view import LiveRollCall, LiveView
 from rollcall.ranklog import RollCall
-from rollcall.rootcause import Disruption
 from rollcall.torchrun import read_terminations
 from rollcall.verdict import Criteria, Evidence, Kind, Layout, Verdict
 
 log = logging.getLogger(__name__)
 
 #: How a test's attempts ended, in one word (``results.json``'s ``outcome``).
-RunOutcome = Literal["passed", "passed_after_disruption", "flaky", "failed", "disrupted"]
+RunOutcome = Literal["passed", "passed_after_disruption", "flaky", "failed", "disrupted", "interrupted"]
 PASSED_AFTER_DISRUPTION: RunOutcome = "passed_after_disruption"
 
 
@@ -66,6 +71,10 @@ class Attempt:
     first_rank_s: float | None = None
     #: The clean-up's confirmation, while it still runs (:class:`~rollcall.backends.ConfirmsLater`).
     confirming: Future[None] | None = field(default=None, repr=False, compare=False)
+    #: When the attempt was launched and when it was judged (wall clock, epoch seconds): the page's timeline
+    #: spans them.
+    started_at: float | None = None
+    judged_at: float | None = None
 
     @property
     def cleanup_error(self) -> CleanupError | None:
@@ -127,7 +136,12 @@ class RunResult:
 
     @property
     def outcome(self) -> RunOutcome:
-        """``passed``, ``passed_after_disruption``, ``flaky``, ``failed`` or ``disrupted`` (the last one)."""
+        """``passed``, ``passed_after_disruption``, ``flaky``, ``failed``, ``disrupted`` or ``interrupted``.
+
+        Of the last attempt; ``interrupted``: the session was interrupted before its job ended.
+        """
+        if self.last.status.state is JobState.INTERRUPTED:
+            return "interrupted"
         if self.passed:
             if self.flaky:
                 return "flaky"
@@ -161,35 +175,101 @@ def run_once(
     ``checks`` are the judge's checks (all of them unless a run that trains nothing asks for fewer).
     ``live`` is shown the live roll call about every second while the job runs, and once when it ended.
     """
-    started = time.monotonic()
+    started, started_at = time.monotonic(), time.time()
     collector = Collector(artifacts)
+    watch = _Watch(spec.world_size, started, collector, live)
     job = None
     left: CleanupError | None = None
     confirming: Future[None] | None = None
-    waited = False
+    waited = ended = False
+    interrupted: str | None = None
+    caught: KeyboardInterrupt | None = None
     try:
-        job = backend.launch(spec, collector)
-        watch = _Watch(spec.world_size, started, collector, live)
-        status = job.wait(spec.job_timeout_s, stop=watch.poll)
-        waited = True
+        try:
+            # A signal while the job is being created is held until it is, so the clean-up knows the whole
+            # job (what launch had made so far would be known to no one), then acted on as during the wait.
+            with procs.signals_held() as launching:
+                job = backend.launch(spec, collector)
+            if launching.signals:  # as the plugin's handlers raise them: Ctrl-C says nothing
+                first = launching.signals[0]
+                raise KeyboardInterrupt(f"signal {first.name}" if first is not signal.SIGINT else "")
+            status = job.wait(spec.job_timeout_s, stop=watch.poll)
+            waited = True
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM as the plugin turns it: judged as far as it got
+            interrupted, caught = str(exc) or "signal SIGINT (Ctrl-C)", exc
+            when = f"{time.monotonic() - started:.0f}s after the launch" if job else "while launching the job"
+            status = JobStatus(
+                JobState.INTERRUPTED, f"interrupted by {interrupted} {when}, before the job ended"
+            )
+        ended = True
     finally:
-        if job is not None and not keep:
-            try:
-                # Interrupted (Ctrl-C, SIGTERM, a timeout): the process is about to end, so the deletion is
-                # waited for here, never left to a confirmation nobody would wait for.
-                if waited and isinstance(job, ConfirmsLater):
-                    confirming = job.cleanup_later()
-                else:
-                    job.cleanup()
-            except CleanupError as exc:  # the session fails for it (the plugin), not the roll call
-                log.error("clean-up of job %s: %s", spec.name, exc)
-                left = exc
-            except Exception as exc:
-                log.exception("clean-up of job %s failed", spec.name)
-                left = CleanupError(f"clean-up of job {spec.name} failed: {type(exc).__name__}: {exc}")
-        elif job is not None:
-            log.warning("--keep: leaving job %s in place for debugging", spec.name)
-        collector.close()
+        with procs.signals_held() as held:  # a second Ctrl-C or SIGTERM does not cut the clean-up short
+            left, confirming = _clean_up(job, spec, keep=keep, waited=waited)
+            collector.close()
+        if held.signals and not ended:  # another exception is on its way: the signal must not be lost
+            raise KeyboardInterrupt(f"signal {held.signals[0].name}")
+    with procs.signals_held() as judging:
+        attempt = _judged(
+            backend=backend,
+            spec=spec,
+            artifacts=artifacts,
+            collector=collector,
+            status=status,
+            watch=watch,
+            started=started,
+            started_at=started_at,
+            live=live,
+            checks=checks,
+            criteria=criteria,
+        )
+        attempt.cleanup_left, attempt.confirming = left, confirming
+    late = held.signals + judging.signals
+    if interrupted is None and late:  # the job had ended: its verdict stands, the session ends
+        interrupted = f"signal {late[0].name}"
+    if interrupted is not None:
+        raise Interrupted(interrupted, attempt, caught)
+    return attempt
+
+
+def _clean_up(
+    job: Job | None, spec: JobSpec, *, keep: bool, waited: bool
+) -> tuple[CleanupError | None, Future[None] | None]:
+    """End the job (unless ``keep``); what it left behind, and the confirmation still running, if any."""
+    if job is None:
+        return None, None
+    if keep:
+        log.warning("--keep: leaving job %s in place for debugging", spec.name)
+        return None, None
+    try:
+        # Interrupted (Ctrl-C, SIGTERM, a timeout): the process is about to end, so the deletion is
+        # waited for here, never left to a confirmation nobody would wait for.
+        if waited and isinstance(job, ConfirmsLater):
+            return None, job.cleanup_later()
+        job.cleanup()
+    except CleanupError as exc:  # the session fails for it (the plugin), not the roll call
+        log.error("clean-up of job %s: %s", spec.name, exc)
+        return exc, None
+    except Exception as exc:
+        log.exception("clean-up of job %s failed", spec.name)
+        return CleanupError(f"clean-up of job {spec.name} failed: {type(exc).__name__}: {exc}"), None
+    return None, None
+
+
+def _judged(
+    *,
+    backend: Backend,
+    spec: JobSpec,
+    artifacts: Path,
+    collector: Collector,
+    status: JobStatus,
+    watch: _Watch,
+    started: float,
+    started_at: float,
+    live: LiveView | None,
+    checks: Iterable[Check],
+    criteria: Criteria | None,
+) -> Attempt:
+    """The attempt, judged once from what the logs said and how the job ended."""
     if status.state is not JobState.SUCCEEDED:  # the launcher's own records of the workers that failed
         for sink in collector.sinks:
             status.terminations += read_terminations(sink.path, sink.name, backend.unit)
@@ -200,7 +280,27 @@ def run_once(
     first = watch.first_rank_s
     if first is None and any(r.start is not None for r in collector.roll.ranks.values()):
         first = time.monotonic() - started  # a job shorter than one poll: its end bounds the first start
-    return Attempt(spec, status, verdict, artifacts, time.monotonic() - started, left, first, confirming)
+    duration = time.monotonic() - started
+    return Attempt(
+        spec, status, verdict, artifacts, duration, None, first, None, started_at, started_at + duration
+    )
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM (which the plugin turns into Ctrl-C) interrupted a run.
+
+    The job was ended and the attempt judged as far as it got (:attr:`attempt`; its job ``interrupted`` when
+    the signal came before the job ended); :func:`run_with_retries` adds the attempts before it
+    (:attr:`result`), and the suite records the run for the reports, then raises :attr:`signal` again, the
+    interruption as it came (pytest reports it as before, and ends the session).
+    """
+
+    def __init__(self, why: str, attempt: Attempt, signal: KeyboardInterrupt | None = None) -> None:
+        super().__init__(why)
+        self.why = why
+        self.attempt = attempt
+        self.signal = signal if signal is not None else KeyboardInterrupt(why)
+        self.result: RunResult | None = None
 
 
 class _Watch:
@@ -220,8 +320,8 @@ class _Watch:
     def poll(self) -> str | None:
         """The reason to end the job now, or None.
 
-        At the hang (:func:`rollcall.checks.hangs.stop_reason`), or at a rank's start whose workload the suite
-        refuses (:func:`rollcall.checks.versions.stop_reason`).
+        At the hang (:func:`rollcall.evidence.hangs.stop_reason`), or at a rank's start whose workload the
+        suite refuses (:func:`rollcall.evidence.versions.stop_reason`).
         """
         reason, now = self.collector.view(self._look)
         if self.live is not None and now is not None:
@@ -253,7 +353,12 @@ def run_with_retries(
     for attempt in range(retries + 1):
         spec = make_spec(attempt)
         where = artifacts if retries == 0 else artifacts / f"attempt-{attempt + 1}"
-        result.attempts.append(run_once(backend, spec, where, criteria=criteria, keep=keep, live=live))
+        try:
+            result.attempts.append(run_once(backend, spec, where, criteria=criteria, keep=keep, live=live))
+        except Interrupted as exc:  # no further attempt: the session ends, with this run in its reports
+            result.attempts.append(exc.attempt)
+            exc.result = result
+            raise
         if not retriable(result.last):
             break
     return result

@@ -9,7 +9,11 @@ Three sources, read in this order, each worker named by its global rank:
    "hostname": ..., "raw_error": "<the worker's error file>", "metadata": "{... \\"exit_code\\": [-9],
    \\"worker_pid\\": [21173]}"}}``. Every failed worker has one, with its exit code (negative: the signal
    that ended it); ``raw_error`` is the JSON the worker wrote to its own error file, or ``{"message":
-   "<NONE>"}`` when it wrote none.
+   "<NONE>"}`` when it wrote none. When every worker of the node ended with status 0, each has a
+   ``torchelastic.worker.status.SUCCEEDED`` event instead, without a status: read as exit code 0
+   (reason ``Exited``), so a node whose ranks left early with 0 is on record too. A worker that ended with 0
+   while another of its node failed has a ``TERMINATED`` event, as one the agent stopped: its status is lost,
+   and it is not read (the rank's own ``exit`` event says it, :mod:`rollcall.evidence.departures`).
 2. **The printed failure table**, the fallback for a launcher started without events: the agent's
    ``ChildFailedError`` report, one record per failed worker, the first observed failure among them::
 
@@ -45,10 +49,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from rollcall.rootcause import Termination
+from rollcall.evidence.rootcause import Termination
 
 #: The event the agent writes for a worker that failed.
 FAILED_EVENT = "torchelastic.worker.status.FAILED"
+#: The event the agent writes for each worker when every worker of its node ended with status 0.
+SUCCEEDED_EVENT = "torchelastic.worker.status.SUCCEEDED"
+#: The reason of a worker's record that ended with status 0.
+EXITED = "Exited"
 
 _RECORD = re.compile(
     r"^\s*time\s*: (?P<time>\S+)[ \t]*\r?\n"
@@ -57,7 +65,10 @@ _RECORD = re.compile(
     r"\s*exitcode\s*: (?P<code>-?\d+)",
     re.MULTILINE,
 )
-_EVENT_LINE = re.compile(r'^.*?(\{"name": "' + re.escape(FAILED_EVENT) + r'".*\})\s*$', re.MULTILINE)
+_EVENT_LINE = re.compile(
+    r'^.*?(\{"name": "(?:' + "|".join(map(re.escape, (FAILED_EVENT, SUCCEEDED_EVENT))) + r')".*\})\s*$',
+    re.MULTILINE,
+)
 _TIME_FORMAT = "%Y-%m-%d_%H:%M:%S"
 #: Bytes read from the end of a log: the agent's report is its last output.
 TAIL_BYTES = 1 << 20
@@ -112,7 +123,7 @@ def read_error_file(path: Path) -> ErrorRecord | None:
 
 
 def worker_events(text: str, pod: str, unit: str = "pod") -> list[Termination]:
-    """The workers the agent's ``FAILED`` events in ``text`` name, with how each ended (the first once)."""
+    """The workers the agent's ``FAILED`` (and ``SUCCEEDED``: code 0) events in ``text`` name, each once."""
     found: dict[int, Termination] = {}
     for m in _EVENT_LINE.finditer(text):
         ended = _event(m[1], pod, unit)
@@ -177,9 +188,12 @@ def _event(line: str, pod: str, unit: str) -> Termination | None:
     except ValueError:
         return None
     meta = event.get("metadata") if isinstance(event, dict) else None
-    if not isinstance(meta, dict) or event.get("name") != FAILED_EVENT:
+    name = event.get("name") if isinstance(event, dict) else None
+    if not isinstance(meta, dict) or name not in (FAILED_EVENT, SUCCEEDED_EVENT):
         return None
     rank, code = meta.get("global_rank"), _first(_json(meta.get("metadata")).get("exit_code"))
+    if name == SUCCEEDED_EVENT:
+        code = 0
     if not isinstance(rank, int) or not isinstance(code, int):
         return None
     record = error_record(_json(meta.get("raw_error")))
@@ -188,7 +202,7 @@ def _event(line: str, pod: str, unit: str) -> Termination | None:
         pod=pod,
         node=None,
         host=host if isinstance(host, str) and host else None,
-        reason=reason(code),
+        reason=reason(code) if code else EXITED,
         exit_code=code,
         time=record.time if record else None,
         rank=rank,

@@ -20,7 +20,7 @@ from rollcall_workload.contract import BANDWIDTH_SCOPES
 from rollcall_workload.dist import Accelerator
 from rollcall_workload.gate import choose
 from rollcall_workload.shape import MODEL_PRESETS
-from rollcall_workload.watchdog import FIRST_STEP_HANG_S, HANG_FLOOR_S, HANG_STEP_MULTIPLE
+from rollcall_workload.watchdog import FIRST_STEP_HANG_S, HANG_FLOOR_S, HANG_STEP_MULTIPLE, JOIN_HANG_S
 
 DEVICES = ("auto", "cuda", "xla", "cpu")
 IMPLS = ("hf", "compact")
@@ -360,6 +360,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="the same until the first step (which compiles) completes (default: "
         + ", ".join(f"{v:g} {k}" for k, v in FIRST_STEP_HANG_S.items())
         + "; never below --hang-after)",
+    )
+    p.add_argument(
+        "--join-hang-after",
+        type=_number(0, low_open=True),
+        metavar="SECONDS",
+        help="the same until the rank has joined the process group (init_process_group), so that a rank "
+        f"that never joins is named within it (default: {JOIN_HANG_S:g})",
     )
     p.add_argument(
         "--dist-backend",

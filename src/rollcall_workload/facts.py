@@ -11,13 +11,17 @@ import re
 import socket
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    pass
+from typing import Any
 
 from rollcall_workload.contract import RollcallLog
 from rollcall_workload.dist import Accelerator
+from rollcall_workload.gpumem import held_memory
+from rollcall_workload.neuron import hw_counters
+
+#: What :func:`held_before_context` read: the ``facts`` fields, and those unknown with why.
+Held = tuple[dict[str, Any], dict[str, str]]
+#: The facts :func:`held_before_context` reads.
+HELD_KEYS: tuple[str, ...] = ("memory_used_mib", "gpu_processes")
 
 #: NVML's clock-event (throttle) reason bits, by the names ``facts`` reports (nvmlClocksEventReason*).
 CLOCK_EVENTS: tuple[tuple[int, str], ...] = (
@@ -167,8 +171,34 @@ def nvml_handle(nvml: Any, uuid: str | None, index: int) -> Any:
     return nvml.nvmlDeviceGetHandleByIndex(index)
 
 
-def neuron_facts(sheet: FactSheet) -> None:
-    """The Neuron driver (sysfs), runtime and compiler versions, and the devices and cores this rank sees."""
+def held_before_context(
+    local_rank: int, uuid: str | None = None, *, nvml_loader: Callable[[], Any] = load_nvml
+) -> Held:
+    """The memory in use on the rank's GPU and its processes (:mod:`.gpumem`), read before its CUDA context.
+
+    The caller has not created the rank's context on the device yet: what is in use is another's.
+    """
+    try:
+        nvml = nvml_loader()
+    except Exception as exc:  # ImportError without nvidia-ml-py; NVMLError without a driver
+        return {}, dict.fromkeys(HELD_KEYS, f"no NVML: {type(exc).__name__}: {exc}")
+    try:
+        return held_memory(nvml, nvml_handle(nvml, uuid, local_rank))
+    except Exception as exc:  # the device itself not found
+        return {}, dict.fromkeys(HELD_KEYS, f"no NVML device: {type(exc).__name__}: {exc}")
+    finally:
+        with contextlib.suppress(Exception):
+            nvml.nvmlShutdown()
+
+
+def neuron_facts(
+    sheet: FactSheet, local_rank: int = 0, counters: Callable[[], dict[str, dict[str, int]]] = hw_counters
+) -> None:
+    """The Neuron driver (sysfs), runtime and compiler versions, and the devices and cores this rank sees.
+
+    Local rank 0 also reads every Neuron device's hardware error counters (``counters``: neuron-monitor's,
+    :mod:`.neuron`); the other ranks of the node leave them to it.
+    """
     from importlib import metadata
 
     sheet.read("neuron_driver", lambda: Path("/sys/module/neuron/version").read_text().strip())
@@ -182,6 +212,8 @@ def neuron_facts(sheet: FactSheet) -> None:
         return int(xr.addressable_runtime_device_count())
 
     sheet.read("neuron_cores", cores)
+    if local_rank == 0:
+        sheet.read("neuron_hw_counters", counters)
 
 
 #: Where the EFA installer and the aws-ofi-nccl plugin install (``lib``, ``lib64`` and ``bin`` below each),
@@ -301,13 +333,19 @@ def device_facts(
     uuid: str | None = None,
     cuda_devices: int | None = None,
     fabric: Callable[[FactSheet], None] | None = None,
+    held: Held | None = None,
+    neuron_counters: Callable[[], dict[str, dict[str, int]]] = hw_counters,
 ) -> dict[str, Any]:
     """The ``facts`` event's fields for this process and its device (``cuda``, ``xla`` or ``cpu``).
 
     ``nvml_loader`` gives the initialised ``pynvml`` module (a test passes a fake); ``uuid`` is the CUDA
     device's UUID when torch knows it (CUDA and NVML may number devices differently); ``cuda_devices`` the
     devices CUDA lists (``torch.cuda.device_count()``); ``fabric`` reads the network libraries' versions
-    (:func:`fabric_facts`).
+    (:func:`fabric_facts`); ``held`` what :func:`held_before_context` read before the rank's CUDA context,
+    whose values ``start`` carries: here only why one was not read (None: not read then, said so; never read
+    here, where the rank's own context holds memory);
+    ``neuron_counters`` reads the Neuron devices' hardware error counters on xla
+    (:func:`.neuron.hw_counters`).
     """
     sheet = FactSheet()
     host_facts(sheet)
@@ -319,6 +357,9 @@ def device_facts(
         sheet.read("nccl", nccl_version)
         if cuda_devices is not None:
             sheet.values["cuda_devices"] = cuda_devices
+        _, unknown = held or ({}, dict.fromkeys(HELD_KEYS, "not read before the rank's CUDA context"))
+        for name, reason in unknown.items():  # the values read are start's
+            sheet.missing(name, reason)
         try:
             nvml = nvml_loader()
         except Exception as exc:  # ImportError without nvidia-ml-py; NVMLError without a driver
@@ -332,7 +373,7 @@ def device_facts(
                 with contextlib.suppress(Exception):
                     nvml.nvmlShutdown()
     if device == "xla":
-        neuron_facts(sheet)
+        neuron_facts(sheet, local_rank, neuron_counters)
     return sheet.fields()
 
 
@@ -347,8 +388,11 @@ def cuda_uuid(index: int) -> str | None:
     return text if text.startswith("GPU-") else f"GPU-{text}"
 
 
-def report_facts(acc: Accelerator, local_rank: int, log: RollcallLog) -> None:
-    """Emit ``facts`` with work queued on the device, so that PCIe and clocks are read while it is busy."""
+def report_facts(acc: Accelerator, local_rank: int, log: RollcallLog, held: Held | None = None) -> None:
+    """Emit ``facts`` with work queued on the device, so that PCIe and clocks are read while it is busy.
+
+    ``held``: what :func:`held_before_context` read before the rank created its CUDA context.
+    """
     import torch
 
     uuid, count = None, None
@@ -360,5 +404,8 @@ def report_facts(acc: Accelerator, local_rank: int, log: RollcallLog) -> None:
         for _ in range(512):  # about 70 TFLOP of matmuls (0.1 s on an H200), queued before NVML is read
             a = (a @ a).clamp_(-1, 1)
     fabric = None if acc.kind == "cpu" else functools.partial(fabric_facts, nccl=acc.kind == "cuda")
-    log.emit("facts", **device_facts(acc.kind, local_rank, uuid=uuid, cuda_devices=count, fabric=fabric))
+    log.emit(
+        "facts",
+        **device_facts(acc.kind, local_rank, uuid=uuid, cuda_devices=count, fabric=fabric, held=held),
+    )
     acc.synchronize()

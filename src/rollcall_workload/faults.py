@@ -1,7 +1,65 @@
 """Fault injection: the variables that make a rank fail, hang, slow down, corrupt or leave early, parsed.
 
-Each variable and its grammar is described in :mod:`rollcall_workload.contract`. The suite checks them with
-:func:`check_fault_injection` before a job starts, so a variable the ranks would refuse is refused first.
+The suite checks them with :func:`check_fault_injection` before a job starts, so a variable the ranks would
+refuse is refused first. Each variable and its grammar:
+
+Fault injection (for testing the suite itself): ``ROLLCALL_FAIL_RANK=<rank>[,<rank>...]`` (e.g.
+``ROLLCALL_FAIL_RANK=0,2``) makes each rank listed raise a RuntimeError naming the injected failure right
+after printing its first ``epoch_time``; ``ROLLCALL_HANG_RANK=<rank>[,<rank>...]`` makes each rank listed
+sleep forever at the same point (a rank in both lists fails);
+``ROLLCALL_HANG_NODE=<node>[,<node>...]`` makes every rank of each node listed stop before it joins the
+process group and before its watchdog starts, sleeping forever after one plain line: a node frozen or cut
+off before rendezvous, whose ranks say nothing while the others wait for them at rendezvous, so no event
+names the node (the node is named as ``ROLLCALL_SLOW_LINK``'s is: in the world ``ROLLCALL_NODE_IDS``
+gives, so it follows its node into the suite's bisection);
+``ROLLCALL_CHATTY=<rank>:<bytes>`` makes that rank print about that many bytes of plain progress lines
+after its first ``epoch_time``, spread over about five seconds (to test that log rotation loses no event).
+``ROLLCALL_EXIT_RANK=<rank>:<code>`` makes that rank answer the whole roll call (``complete`` and the
+barrier after it, the process group left) and then exit with status <code> (1-255); with
+``<rank>:<SIGNAL>`` (a signal's name, e.g. ``SIGKILL``) it kills itself with that signal instead.
+``ROLLCALL_LEAVE_RANK=<rank>[,<rank>...]`` makes each rank listed end with status 0 right after its first
+``epoch_time``, without ``complete`` or ``error`` (it says ``exit``), as a workload that returns early would.
+``ROLLCALL_KERNEL_MISMATCH=<rank>[,<rank>...][:<kernel>,...]`` makes those ranks' checks of those kernels
+(every kernel without a list) read a wrong result, so that every rank drops them (``kernels``);
+``ROLLCALL_ASSUME_ARCH=sm_86`` makes the rank take its GPU for that architecture when the gate chooses its
+kernels (rollcall_workload.gate).
+``ROLLCALL_GIL_RANK=<rank>[,<rank>...]`` makes each rank listed block in C with the GIL held after its first
+``epoch_time`` (libc's ``sleep`` called through ``ctypes.PyDLL``, which keeps the GIL): no Python thread of
+the rank runs again, its watchdog neither; only faulthandler's timer can take its stack.
+``ROLLCALL_STOP_RANK=<rank>[,<rank>...]`` makes each rank listed stop itself with SIGSTOP at the same point,
+as a frozen process or container: nothing runs in it, faulthandler's timer neither.
+``ROLLCALL_NO_JOIN_RANK=<rank>[,<rank>...]`` makes each rank listed sleep forever before it calls
+``init_process_group`` (its watchdog running): the others wait for it there.
+``ROLLCALL_GPU_HANG_RANK=<rank>[,<rank>...]`` makes each rank listed queue a kernel that spins on its GPU
+for days (``torch.cuda._sleep``) after its first ``epoch_time`` and wait for it (a synchronize, the GIL
+released): the GPU's own hang, the host thread waiting on it (cuda only; elsewhere the rank fails naming it).
+``ROLLCALL_BAD_ADDRESS_RANK=<rank>[,<rank>...]`` makes each rank listed read an address nothing maps on its
+GPU at the same point (:mod:`rollcall_workload.bad_address`): an MMU fault (Xid 31) and CUDA's illegal
+memory access error, as a program's own bug would (cuda with Triton only; elsewhere it fails naming it).
+Every rank parses all of these variables at start: a malformed value is an ``error`` naming the
+variable and the form to write, on every rank, before training (the suite checks them before launch
+with the same functions: :func:`check_fault_injection`).
+
+``ROLLCALL_SLOW_RANK=<rank>:<factor>`` (factor >= 1) makes that rank's device that many times slower (a
+comma-separated list, ``0:1.5,1:1.5``, slows each rank it names by its own factor):
+after its own work of each step (training and compute steps alike; a rank alone in its world: after each
+training step's backward, which it times as compute) it runs extra matmuls on its device for
+(factor - 1) times the wall-clock time that work took, so each of its steps takes factor times as
+long. It is real work sized in time, not a sleep, and never inside a collective; sizing it in time (not
+as a fixed number of repeats) keeps the factor exact on a CPU shared by all ranks, where a fixed amount
+of extra work would run faster once the other ranks wait. ``ROLLCALL_SLOW_LINK=<node>:<ms>`` is a test
+fault for the collective bandwidth phase only: every rank of that node waits <ms> milliseconds before it
+posts its part of each timed all-reduce, as a degraded link that delays the node's sends would, so every
+group holding the node measures a low bandwidth. The node is named as in the world it was given for: when
+``ROLLCALL_NODE_IDS`` maps this job's node ranks to nodes of a larger world (the suite's bisection re-runs a
+subset of the nodes), ``ROLLCALL_SLOW_LINK`` names a node of that larger world.
+
+``ROLLCALL_CORRUPT_RANK=<rank>`` flips the highest mantissa bit of the first element of that rank's first
+parameter (and of its fp32 master copy under ``--precision bf16``) right after its first timed step, as a
+silent data corruption would: its replica differs from the others' from then on, and its ``param_digest``
+with them. ``ROLLCALL_CORRUPT_COLLECTIVE=<rank>`` zeroes 1024 elements (from a third of the buffer on) of
+every result that rank receives from the bandwidth phase's timed all-reduces, as a bad link or GPU would:
+its ``bandwidth`` events carry a ``mismatch``. A value that is not a rank fails the run with an ``error``.
 """
 
 from __future__ import annotations
@@ -24,6 +82,22 @@ CHATTY_ENV = "ROLLCALL_CHATTY"
 SLOW_RANK_ENV = "ROLLCALL_SLOW_RANK"
 SLOW_LINK_ENV = "ROLLCALL_SLOW_LINK"
 EXIT_RANK_ENV = "ROLLCALL_EXIT_RANK"
+LEAVE_RANK_ENV = "ROLLCALL_LEAVE_RANK"
+GIL_RANK_ENV = "ROLLCALL_GIL_RANK"
+STOP_RANK_ENV = "ROLLCALL_STOP_RANK"
+NO_JOIN_RANK_ENV = "ROLLCALL_NO_JOIN_RANK"
+GPU_HANG_RANK_ENV = "ROLLCALL_GPU_HANG_RANK"
+BAD_ADDRESS_RANK_ENV = "ROLLCALL_BAD_ADDRESS_RANK"
+#: The faults of a rank after its first epoch, by variable, in the order they win when a rank is named twice.
+RANK_FAULTS: tuple[tuple[str, str], ...] = (
+    (FAIL_RANK_ENV, "fail"),
+    (HANG_RANK_ENV, "hang"),
+    (GIL_RANK_ENV, "gil"),
+    (STOP_RANK_ENV, "stop"),
+    (GPU_HANG_RANK_ENV, "gpu_hang"),
+    (BAD_ADDRESS_RANK_ENV, "bad_address"),
+    (LEAVE_RANK_ENV, "leave"),
+)
 
 
 def rank_list(name: str, environ: Mapping[str, str], what: str = "rank") -> frozenset[int]:
@@ -63,14 +137,20 @@ def hung_node(environ: Mapping[str, str], node_rank: int) -> int | None:
 
 
 def injected_fault(rank: int, environ: Mapping[str, str]) -> str | None:
-    """``"fail"`` or ``"hang"`` when fault injection targets this rank, else None; ValueError when malformed.
+    """The fault this rank meets after its first epoch: a name of :data:`RANK_FAULTS` (``fail``, ``hang``).
 
-    A rank named by both variables fails.
+    None when none. A rank named by several variables takes the first of :data:`RANK_FAULTS` (one in FAIL
+    and HANG fails); ValueError when a variable is malformed.
     """
-    for name, fault in ((FAIL_RANK_ENV, "fail"), (HANG_RANK_ENV, "hang")):
+    for name, fault in RANK_FAULTS:
         if rank in rank_list(name, environ):
             return fault
     return None
+
+
+def never_joins(rank: int, environ: Mapping[str, str]) -> bool:
+    """Whether ``ROLLCALL_NO_JOIN_RANK`` names this rank: it sleeps before init_process_group."""
+    return rank in rank_list(NO_JOIN_RANK_ENV, environ)
 
 
 def corrupted_rank(name: str, environ: Mapping[str, str]) -> int | None:
@@ -113,7 +193,7 @@ def chatty(environ: Mapping[str, str]) -> Chatty | None:
 
 def check_fault_injection(environ: Mapping[str, str]) -> None:
     """Parse every fault-injection variable in ``environ``; ValueError naming the first malformed one."""
-    for name in (FAIL_RANK_ENV, HANG_RANK_ENV):
+    for name in (*(name for name, _ in RANK_FAULTS), NO_JOIN_RANK_ENV):
         rank_list(name, environ)
     rank_list(HANG_NODE_ENV, environ, "node")
     chatty(environ)

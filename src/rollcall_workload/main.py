@@ -47,18 +47,37 @@ def main(argv: list[str] | None = None) -> int:
         from torch.distributed.elastic.multiprocessing.errors import record
 
         record(run)(args, env, log)  # an exception is also written to TORCHELASTIC_ERROR_FILE
+    except SystemExit as exc:  # a non-zero sys.exit before complete (record lets only those through)
+        left(log, exit_status(exc.code))
+        raise
     except (Exception, KeyboardInterrupt) as exc:
         traceback.print_exc()
         log.emit("error", message=f"{type(exc).__name__}: {exc}")
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(1)  # skip process-group teardown and atexit hooks, which can hang after a failure
+    if "complete" not in log.said:  # run returned early: a sys.exit(0) inside it, which record swallows
+        left(log, 0)
+        return 0
     if ending is not None and ending.rank == env.rank:
         print(f"rollcall: rank {env.rank} ends badly as asked by {EXIT_RANK_ENV}", flush=True)
         if ending.signal is not None:
             os.kill(os.getpid(), signal.Signals[ending.signal])
         return ending.code
     return 0
+
+
+def left(log: RollcallLog, code: int) -> None:
+    """Say ``exit``: the rank ends with ``code`` before ``complete``, without an error, in its phase now."""
+    if "complete" not in log.said and "error" not in log.said:
+        log.emit("exit", code=code, phase=log.phase)
+
+
+def exit_status(code: object) -> int:
+    """The status ``sys.exit(code)`` ends a process with: None is 0, a number itself, anything else 1."""
+    if code is None:
+        return 0
+    return code if isinstance(code, int) and not isinstance(code, bool) else 1
 
 
 def end_process(code: int) -> NoReturn:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import itertools
 import math
 import os
+import signal
 import socket
 import sys
 import time
@@ -16,23 +18,33 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
+from rollcall_workload import gpu_progress
+from rollcall_workload.bad_address import read_unmapped
 from rollcall_workload.bandwidth import measure_bandwidth
 from rollcall_workload.cli import apply_defaults
 from rollcall_workload.compile_cache import _inductor_counters, compile_cache_fields
 from rollcall_workload.contract import (
     CONTRACT_VERSION,
+    JOIN_PHASE,
+    MONITOR_DIR_ENV,
     NODE_NAME_ENV,
     SLURM_NODE_ENV,
     WORKLOAD_VERSION,
     RollcallLog,
 )
 from rollcall_workload.dist import Accelerator, DistEnv, resolve_device, xla_configured, xla_importable
-from rollcall_workload.facts import report_facts
+from rollcall_workload.facts import cuda_uuid, held_before_context, report_facts
 from rollcall_workload.faults import (
+    BAD_ADDRESS_RANK_ENV,
     CORRUPT_RANK_ENV,
     FAIL_RANK_ENV,
+    GIL_RANK_ENV,
+    GPU_HANG_RANK_ENV,
     HANG_NODE_ENV,
     HANG_RANK_ENV,
+    LEAVE_RANK_ENV,
+    NO_JOIN_RANK_ENV,
+    STOP_RANK_ENV,
     assumed_arch,
     chatty,
     check_fault_injection,
@@ -40,6 +52,7 @@ from rollcall_workload.faults import (
     hung_node,
     injected_fault,
     mismatched_kernels,
+    never_joins,
     node_id,
     slow_link,
     slow_ranks,
@@ -57,7 +70,7 @@ from rollcall_workload.timing import (
     settled,
 )
 from rollcall_workload.training import MasterWeightAdamW, Training, build_training, precision_label
-from rollcall_workload.watchdog import HANG_FLOOR_S, Watchdog, first_step_bound
+from rollcall_workload.watchdog import HANG_FLOOR_S, JOIN_HANG_S, Watchdog, first_step_bound
 
 
 def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
@@ -72,6 +85,12 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
         args.device, torch.cuda.is_available(), xla_importable(), xla_configured(os.environ)
     )
     memory = torch.cuda.get_device_properties(env.local_rank).total_memory if device == "cuda" else None
+    held = None  # the GPU's memory in use and its processes, read before this rank's CUDA context exists
+    if device == "cuda":
+        uuid = None
+        with contextlib.suppress(Exception):
+            uuid = cuda_uuid(env.local_rank)
+        held = held_before_context(env.local_rank, uuid)
     arch = None
     if device == "cuda":
         arch = assumed_arch(os.environ) or arch_of(torch.cuda.get_device_capability(env.local_rank))
@@ -80,7 +99,15 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
     # XLA compiles again whenever the graph changes (the first timed step too): there every step may take
     # as long as the first, so the default bound never falls below the first step's.
     floor = first_step if device == "xla" else HANG_FLOOR_S
-    watchdog = Watchdog(log, args.hang_after, first_step, floor=floor).start()
+    watchdog = Watchdog(
+        log,
+        args.hang_after,
+        first_step,
+        floor=floor,
+        join=args.join_hang_after or JOIN_HANG_S,
+        monitor_dir=os.environ.get(MONITOR_DIR_ENV) or None,
+        gpu=gpu_progress.for_device(env.local_rank) if device == "cuda" else None,
+    ).start()
     slow, link = slow_ranks(os.environ), slow_link(os.environ)
     corrupt_replica = corrupted_rank(CORRUPT_RANK_ENV, os.environ) == env.rank
     if device == "xla" and args.compile:
@@ -96,8 +123,10 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
         f"pretrained:{os.path.basename(os.path.normpath(args.pretrained))}" if args.pretrained else args.model
     )
     acc = Accelerator(device, env.local_rank, args.dist_backend)
-    watchdog.beat("rendezvous")
+    _maybe_never_join(env.rank)
+    watchdog.beat(JOIN_PHASE)
     acc.init_process_group(env)
+    watchdog.joined()
     stamps["device and process group"] = time.monotonic()
     log.emit(
         "start",
@@ -118,6 +147,7 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
         kernels=kernels,
         workload_version=WORKLOAD_VERSION,
         contract_version=CONTRACT_VERSION,
+        **(held[0] if held else {}),  # what others held on the GPU, said before anything runs out of memory
     )
     # The kernels' checks come after start: their agreement is the first collective that moves data.
     if not args.bandwidth_only:
@@ -213,7 +243,7 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
     compile_s = step_seconds[0] if step_seconds else 0.0
     warmup_s = sum(step_seconds[1:])
     watchdog.beat("facts")
-    report_facts(acc, env.local_rank, log)
+    report_facts(acc, env.local_rank, log, held)
 
     timed_started = time.perf_counter()
     total_seconds = digest_s = 0.0
@@ -346,6 +376,46 @@ def _maybe_inject_fault(rank: int) -> None:
         print(f"rollcall: rank {rank} hangs as asked by {HANG_RANK_ENV}", flush=True)
         while True:
             time.sleep(3600)
+    if fault == "leave":
+        print(f"rollcall: rank {rank} leaves with status 0 as asked by {LEAVE_RANK_ENV}", flush=True)
+        sys.exit(0)
+    if fault == "gil":
+        print(f"rollcall: rank {rank} blocks in C holding the GIL as asked by {GIL_RANK_ENV}", flush=True)
+        hold_the_gil()
+    if fault in ("gpu_hang", "bad_address"):
+        import torch  # the GPU's own faults need it; the others run before it is imported
+    if fault == "gpu_hang":
+        if not torch.cuda.is_available():
+            raise RuntimeError(f"{GPU_HANG_RANK_ENV} names rank {rank}, which has no CUDA device to hang")
+        print(f"rollcall: rank {rank} hangs its GPU as asked by {GPU_HANG_RANK_ENV}", flush=True)
+        torch.cuda._sleep(1 << 50)  # a kernel spinning for about 2**50 clock cycles: days at any clock rate
+        torch.cuda.synchronize()
+    if fault == "bad_address":
+        print(f"rollcall: rank {rank} reads an unmapped address ({BAD_ADDRESS_RANK_ENV})", flush=True)
+        on = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else "cpu"
+        read_unmapped(on, BAD_ADDRESS_RANK_ENV)
+    if fault == "stop":
+        print(f"rollcall: rank {rank} stops itself (SIGSTOP) as asked by {STOP_RANK_ENV}", flush=True)
+        while True:  # SIGCONT lets it go on, only to stop again
+            os.kill(os.getpid(), signal.SIGSTOP)
+
+
+def hold_the_gil(seconds: int = 3600, forever: bool = True) -> None:
+    """Block in C with the GIL held: libc's sleep through ``ctypes.PyDLL``, whose calls keep the GIL."""
+    libc = ctypes.PyDLL(None)
+    while True:
+        libc.sleep(seconds)
+        if not forever:
+            return
+
+
+def _maybe_never_join(rank: int) -> None:
+    """``ROLLCALL_NO_JOIN_RANK``: this rank sleeps before init_process_group (its watchdog running)."""
+    if not never_joins(rank, os.environ):
+        return
+    print(f"rollcall: rank {rank} never joins the process group as asked by {NO_JOIN_RANK_ENV}", flush=True)
+    while True:
+        time.sleep(3600)
 
 
 def _maybe_hang_node(env: DistEnv) -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import faulthandler
 import json
 import os
 import statistics
@@ -13,9 +16,18 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    pass
+    from rollcall_workload.gpu_progress import GpuProgress
 
-from rollcall_workload.contract import EVENT_PREFIX, MAX_LINE_BYTES, RollcallLog, _clean, encode_event
+from rollcall_workload.contract import (
+    EVENT_PREFIX,
+    MAX_LINE_BYTES,
+    START_PHASE,
+    RollcallLog,
+    check_event,
+    encode_event,
+)
+from rollcall_workload.heartbeat import HEARTBEAT_BYTES, STACKS_HEADER, Heartbeat, heartbeat_path, stacks_path
+from rollcall_workload.schema import json_ready
 
 #: The watchdog's default bound: this many times the median step time so far, at least HANG_FLOOR_S (on xla,
 #: which compiles again whenever the graph changes, at least the first step's bound).
@@ -23,6 +35,13 @@ HANG_STEP_MULTIPLE = 20.0
 HANG_FLOOR_S = 60.0
 #: Until the first training step completes (it compiles): the default bound, per kind of first step.
 FIRST_STEP_HANG_S = {"xla": 1800.0, "compile": 600.0, "eager": 120.0}
+#: Until the rank has joined the process group (the watchdog's start through init_process_group): the
+#: default bound, ``--join-hang-after``. torchrun starts a node's workers only once every node's agent has
+#: joined its own rendezvous, so every rank reaches init_process_group within seconds of the others.
+JOIN_HANG_S = 60.0
+#: faulthandler's timer fires this long after the bound ran out: the rank's own watchdog, which writes
+#: richer stacks (thread names, source lines), dumps first whenever a Python thread can run.
+FAULTHANDLER_MARGIN_S = 5.0
 #: Frames of the workload itself: files of this package (its kernels' too).
 WORKLOAD_DIR = os.path.dirname(os.path.abspath(__file__))
 MAX_CODE_CHARS = 160  # a frame's source line is cut to this many characters
@@ -51,8 +70,9 @@ def frame_entry(frame: traceback.FrameSummary) -> list[Any]:
 def encode_stack(rank: int, world_size: int, frames: Sequence[list[Any]], **fields: Any) -> bytes:
     """One ``stack`` line under MAX_LINE_BYTES: outermost frames are dropped until it fits (``dropped``)."""
     kept = list(frames)
+    check_event({"event": "stack", "rank": rank, "world_size": world_size, **fields, "frames": kept})
     while True:
-        record = _clean(
+        record = json_ready(
             {
                 "event": "stack",
                 "rank": rank,
@@ -100,14 +120,27 @@ class Watchdog:
         first_step: float,
         floor: float = HANG_FLOOR_S,
         clock: Callable[[], float] = time.monotonic,
+        *,
+        join: float | None = None,
+        monitor_dir: str | None = None,
+        fh_margin: float = FAULTHANDLER_MARGIN_S,
+        gpu: GpuProgress | None = None,
     ) -> None:
         self.log = log
+        self.gpu = gpu
         self.hang_after = hang_after
         self.floor = floor
         self.first_step = first_step
+        self.join = join
+        self.fh_margin = fh_margin
         self._clock = clock
+        self._joined = False
+        self._beats = 0
+        self._wall_last = time.time()
+        self._monitor = _MonitorFiles(monitor_dir, log.rank) if monitor_dir else None
         self._lock = threading.Lock()
-        self._phase = "start-up"
+        self._beating = threading.Lock()  # one heartbeat taken and written at a time: the file holds the last
+        self._phase = START_PHASE
         self._last = clock()
         self._steps: list[float] = []
         self._first_done = False
@@ -123,6 +156,8 @@ class Watchdog:
         else:
             median = statistics.median(self._steps) if self._steps else 0.0
             steady = max(self.floor, HANG_STEP_MULTIPLE * median)
+        if not self._joined and self.join is not None:
+            return self.join
         return steady if self._first_done else max(steady, self.first_step)
 
     def start(self) -> Watchdog:
@@ -130,28 +165,50 @@ class Watchdog:
         if self._thread is None:
             self._thread = threading.Thread(target=self._watch, name="rollcall-watchdog", daemon=True)
             self._thread.start()
+            self._arm()
         return self
 
     def stop(self) -> None:
-        """Stop watching."""
+        """Stop watching (faulthandler's timer too)."""
         self._stop.set()
+        if self._monitor is not None:
+            self._monitor.disarm()
 
     def beat(self, phase: str, *, step: bool = False) -> None:
         """A step (``step``) or phase completed; ``phase`` is what the rank does next."""
+        if self.gpu is not None:  # the GPU's work queued until now, for a dump to ask whether it finished
+            self.gpu.mark()
         with self._lock:
             now = self._clock()
             stalled = now - self._last
+            fired = self._monitor.fired() if self._monitor is not None else None
+            if fired is not None:  # faulthandler dumped while no Python thread could run
+                self._dumps = max(self._dumps, fired)
+                self._dumped_at = self._dumped_at if self._dumped_at is not None else now
             resumed = self._dumped_at is not None
             self._phase, self._last, self._dumped_at = phase, now, None
+            self.log.phase = phase
+            self._wall_last = time.time()
+            self._beats += 1
             self._first_done = self._first_done or step
             dump = self._dumps
         if resumed:
             self.log.emit("resumed", dump=dump, stalled_s=round(stalled, 3), phase=phase)
+        if self._monitor is not None:  # the heartbeat says this progress, and the bound from now, at once
+            self._beat()
+        self._arm()
+
+    def joined(self) -> None:
+        """The rank has joined the process group: the bounds of the steps apply from now."""
+        with self._lock:
+            self._joined = True
 
     def first_step_done(self) -> None:
         """The first training step has completed: the bound of the steps after it applies from now."""
         with self._lock:
-            self._first_done = True
+            changed, self._first_done = not self._first_done, True
+        if changed and self._monitor is not None:
+            self._beat()
 
     def step_time(self, seconds: float) -> None:
         """One measured step time (seconds), for the default bound."""
@@ -168,6 +225,9 @@ class Watchdog:
             self._dumps += 1
             self._dumped_at = now
             dump, phase, stalled = self._dumps, self._phase, now - self._last
+        self._arm()  # its own dump taken: faulthandler's waits another bound
+        probe = self.gpu.probe() if self.gpu is not None else None
+        gpu = {"gpu": probe.gpu, "gpu_pending_s": probe.pending_s} if probe is not None else {}
         stacks = [s for s in thread_stacks() if s[0] != "rollcall-watchdog"]
         for name, main, frames in stacks:
             line = encode_stack(
@@ -181,10 +241,106 @@ class Watchdog:
                 phase=phase,
                 stalled_s=round(stalled, 3),
                 hang_after=round(bound, 3),
+                **gpu,
             )
             self.log.write(line)
         return True
 
+    def heartbeat(self) -> Heartbeat:
+        """The rank's heartbeat now (see the contract's Heartbeat)."""
+        with self._lock:
+            return Heartbeat(
+                event=Heartbeat.NAME,
+                rank=self.log.rank,
+                world_size=self.log.world_size,
+                time=round(time.time(), 3),
+                pid=os.getpid(),
+                phase=self._phase,
+                steps=self._beats,
+                progress=round(self._wall_last, 3),
+                hang_after=round(self.bound(), 3),
+                dumps=self._dumps,
+                joined=self._joined,
+            )
+
+    def _beat(self) -> None:
+        """Take the heartbeat and write it, as one step: a beat taken earlier never overwrites a later one."""
+        if self._monitor is not None:
+            with self._beating:
+                self._monitor.beat(self.heartbeat())
+
+    def _arm(self) -> None:
+        """(Re-)arm faulthandler's timer: the bound plus its margin after the last step or phase."""
+        if self._monitor is None or self._stop.is_set():
+            return
+        with self._lock:
+            bound, phase, since, dump = self.bound(), self._phase, self._wall_last, self._dumps + 1
+            elapsed = self._clock() - (self._last if self._dumped_at is None else self._dumped_at)
+        timeout = max(0.5, bound + self.fh_margin - elapsed)
+        self._monitor.arm(
+            timeout,
+            dump=dump,
+            phase=phase,
+            since=round(since, 3),
+            armed=round(time.time(), 3),
+            hang_after=round(bound, 3),
+            main=threading.main_thread().ident or 0,
+            main_name=threading.main_thread().name,
+            skip=[t.ident or 0 for t in (self._thread,) if t is not None],
+        )
+
     def _watch(self) -> None:
-        while not self._stop.wait(min(1.0, self.bound() / 10)):
+        while True:
+            if self._monitor is not None:
+                self._beat()
+            if self._stop.wait(min(1.0, self.bound() / 10)):
+                return
             self.check()
+
+
+class _MonitorFiles:
+    """The rank's files in its node's monitor directory: the heartbeat, and faulthandler's dumps."""
+
+    def __init__(self, directory: str, rank: int) -> None:
+        os.makedirs(directory, exist_ok=True)
+        flags = os.O_WRONLY | os.O_CREAT
+        self._beat = os.open(heartbeat_path(directory, rank), flags, 0o644)
+        self._stacks = os.open(stacks_path(directory, rank), flags | os.O_APPEND | os.O_TRUNC, 0o644)
+        self._end = 0  # the file's size once the last header was written
+        self._dump = 0  # the dump number that header gives
+        self._arming = threading.Lock()  # the training thread and the watchdog's both re-arm
+
+    def beat(self, heartbeat: Heartbeat) -> None:
+        """Write the heartbeat in place (one write of HEARTBEAT_BYTES: a reader never sees a short one)."""
+        data = json.dumps(json_ready(_fields(heartbeat)), separators=(",", ":")).encode()
+        os.pwrite(self._beat, data.ljust(HEARTBEAT_BYTES), 0)
+
+    def fired(self) -> int | None:
+        """The dump number faulthandler wrote since it was last armed, or None when it did not fire."""
+        if self._end and os.fstat(self._stacks).st_size > self._end:
+            return self._dump
+        return None
+
+    def arm(self, timeout: float, **header: Any) -> None:
+        """Arm faulthandler's timer: every ``timeout`` seconds, every thread's stack into the file.
+
+        The file is emptied first unless faulthandler wrote to it since the last arming: then the new header
+        follows its dumps, which the monitor may not have read yet.
+        """
+        line = f"{STACKS_HEADER}{json.dumps({**header, 'timeout': round(timeout, 3)})}\n".encode()
+        with self._arming:
+            faulthandler.cancel_dump_traceback_later()
+            if self.fired() is None:
+                os.ftruncate(self._stacks, 0)
+            os.write(self._stacks, line)
+            self._end, self._dump = os.fstat(self._stacks).st_size, int(header["dump"])
+            faulthandler.dump_traceback_later(timeout, repeat=True, file=self._stacks)
+
+    def disarm(self) -> None:
+        """Stop faulthandler's timer."""
+        with contextlib.suppress(Exception):
+            faulthandler.cancel_dump_traceback_later()
+
+
+def _fields(record: Any) -> dict[str, Any]:
+    return {f.name: getattr(record, f.name) for f in dataclasses.fields(record)}

@@ -80,3 +80,30 @@ def test_a_rank_killed_by_sigkill_after_its_roll_call_is_named_with_the_signal(t
     ), verdict.message()
     assert verdict.failed_ranks == {3: ["killed by SIGKILL after answering the roll call"]}
     assert verdict.ranks[3].state is RankState.FAILED
+
+
+def test_a_rank_that_leaves_with_0_after_its_first_epoch_is_the_root_cause_ahead_of_the_others_errors(
+    tmp_path,
+):
+    two_epochs = SHORT.replace("--epochs 1", "--epochs 2")
+    proc = e2e.roll_call(tmp_path, two_epochs, workload_env=("ROLLCALL_LEAVE_RANK=3",))
+    artifacts, output = proc.artifacts, proc.output
+    assert proc.returncode == 1, output
+    named = (
+        "first failure: rank 3 (node 1) left with exit code 0 after epoch_time of epoch 1 (in epoch 1 end), "
+        "before complete [log node-1, "
+    )
+    assert named in output, output
+    assert "first failure unknown" not in output
+
+    test = json.loads((artifacts / "results.json").read_text())["tests"][0]
+    assert test["root_cause"]["summary"].startswith(named)
+    left = test["root_cause"]["departure"]
+    assert (left["rank"], left["node"], left["exit_code"], left["said"]) == (3, 1, 0, True)
+    assert (left["last_event"], left["phase"]) == ("epoch_time of epoch 1", "epoch 1 end")
+    root = test["findings"][0]
+    assert root["kind"] == Kind.ROOT_CAUSE.value and root["ranks"] == [3]
+
+    page = Cells()
+    page.feed((artifacts / "report.html").read_text())
+    assert page.cells[3]["data-role"] == "root"

@@ -74,7 +74,7 @@ def test_a_crashing_rank_fails_the_job_fast_naming_rank_and_node(tmp_path, lefto
     assert 1 in attempt.verdict.missing["complete"]
     # the page of the failed run: its timeline (rank 1's error after its first epoch), its logs by node and rank
     from rollcall import reports
-    from rollcall.htmlreport import render
+    from rollcall.page.report import render
     from rollcall.runner import RunResult
 
     marks = {m.label: m.time for m in attempt.verdict.ranks[1].marks}

@@ -6,7 +6,7 @@ at completion; ``ROLLCALL_CORRUPT_RANK=1`` (one bit of rank 1's parameters flipp
 step) fails naming rank 1's replica divergence first; ``ROLLCALL_CORRUPT_COLLECTIVE=1`` (rank 1 receives
 1024 zeroed elements from a third of each 8 MiB all-reduce result on) fails naming rank 1 and its node 0.
 The runs are short (2 training steps between the first epoch's loss and the last's), below the steps from
-which the loss must fall (rollcall.checks.proofs.LEARNING_STEPS), so the loss check only requires it finite.
+which the loss must fall (rollcall.evidence.proofs.LEARNING_STEPS), so the loss check only requires it finite.
 """
 
 import json

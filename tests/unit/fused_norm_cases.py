@@ -11,16 +11,14 @@ import argparse
 import math
 
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
-triton = pytest.importorskip("triton")
-
-from rollcall_workload import compact, training  # noqa: E402
-from rollcall_workload import model as workload_model  # noqa: E402
-from rollcall_workload.kernels import adamw as adamw_kernels  # noqa: E402
-from rollcall_workload.kernels import attention as attention_kernels  # noqa: E402
-from rollcall_workload.kernels import gelu, philox  # noqa: E402
-from rollcall_workload.kernels import norm as norm_kernels  # noqa: E402
+from rollcall_workload import compact, training
+from rollcall_workload import model as workload_model
+from rollcall_workload.kernels import adamw as adamw_kernels
+from rollcall_workload.kernels import attention as attention_kernels
+from rollcall_workload.kernels import gelu, philox
+from rollcall_workload.kernels import norm as norm_kernels
 
 F = torch.nn.functional
 TOL = {"rtol": 1e-5, "atol": 1e-5}

@@ -11,14 +11,13 @@ import argparse
 import copy
 
 import pytest
+import torch
+import transformers  # noqa: F401
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
-
-from rollcall_workload import compact  # noqa: E402
-from rollcall_workload import model as workload_model  # noqa: E402
-from rollcall_workload import shape as workload_shape  # noqa: E402
-from rollcall_workload import training as workload_training  # noqa: E402
+from rollcall_workload import compact
+from rollcall_workload import model as workload_model
+from rollcall_workload import shape as workload_shape
+from rollcall_workload import training as workload_training
 
 TINY = workload_shape.MODEL_PRESETS["tiny"]
 LOSS_RTOL = 1e-5

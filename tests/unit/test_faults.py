@@ -17,7 +17,7 @@ from rollcall.backends.kubernetes.faults import (
     unschedulable,
     where,
 )
-from rollcall.rootcause import Disruption, Termination
+from rollcall.evidence.rootcause import Disruption, Termination
 
 
 def pod(

@@ -9,12 +9,11 @@ halves apart as Triton does, which holds the rounds' order and keys but not the 
 from __future__ import annotations
 
 import pytest
+import torch
+import triton
+import triton.language as tl
 
-torch = pytest.importorskip("torch")
-triton = pytest.importorskip("triton")
-tl = pytest.importorskip("triton.language")
-
-from rollcall_workload.kernels import philox  # noqa: E402
+from rollcall_workload.kernels import philox
 
 #: seeds with their high word set and not, and 0 (the keys start at zero)
 SEEDS = (0, 1, 0x0123_4567, 0x7EDC_BA98_7654_3210, -1)

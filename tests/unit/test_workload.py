@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from rollcall_workload import bandwidth as workload_bandwidth
 from rollcall_workload import cli, contract, faults, proofs, timing
@@ -272,7 +273,7 @@ def test_the_compact_model_compiles_layer_by_layer_unless_told():
 
 
 def test_the_accelerators_default_runs_are_long_enough_to_prove_learning():
-    from rollcall.checks.proofs import LEARNING_STEPS
+    from rollcall.evidence.proofs import LEARNING_STEPS
 
     for device in ("cuda", "xla"):
         d = cli.RUN_DEFAULTS[device]
@@ -386,6 +387,79 @@ def test_fault_injection_takes_a_list_of_ranks():
         "hang",
     ]
     assert faults.injected_fault(3, {faults.FAIL_RANK_ENV: "3", faults.HANG_RANK_ENV: "3"}) == "fail"
+
+
+def test_fault_injection_makes_a_rank_leave():
+    env = {faults.LEAVE_RANK_ENV: "3"}
+    assert [faults.injected_fault(rank, env) for rank in range(4)] == [None, None, None, "leave"]
+    assert faults.LEAVE_RANK_ENV == "ROLLCALL_LEAVE_RANK"
+    with pytest.raises(ValueError, match="ROLLCALL_LEAVE_RANK='x' is not valid"):
+        faults.check_fault_injection({faults.LEAVE_RANK_ENV: "x"})
+
+
+def test_the_gpus_own_faults_name_their_ranks_and_refuse_a_rank_without_a_gpu():
+    env = {faults.GPU_HANG_RANK_ENV: "1", faults.BAD_ADDRESS_RANK_ENV: "2"}
+    assert [faults.injected_fault(rank, env) for rank in range(3)] == [None, "gpu_hang", "bad_address"]
+    from rollcall_workload.bad_address import read_unmapped
+
+    with pytest.raises(RuntimeError, match="ROLLCALL_BAD_ADDRESS_RANK needs a CUDA device and Triton"):
+        read_unmapped(torch.device("cpu"), faults.BAD_ADDRESS_RANK_ENV)
+
+
+def test_the_gpus_own_faults_raise_their_own_errors_where_the_rank_has_no_gpu(monkeypatch):
+    """Through the run's own injection point, as a rank meets it: each says what it needs, nothing else
+    (no NameError of a module the run imports only for type checking)."""
+    from rollcall_workload import run
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv(faults.GPU_HANG_RANK_ENV, "1")
+    with pytest.raises(RuntimeError, match="ROLLCALL_GPU_HANG_RANK names rank 1, which has no CUDA device"):
+        run._maybe_inject_fault(1)
+    monkeypatch.delenv(faults.GPU_HANG_RANK_ENV)
+    monkeypatch.setenv(faults.BAD_ADDRESS_RANK_ENV, "2")
+    with pytest.raises(RuntimeError, match="ROLLCALL_BAD_ADDRESS_RANK needs a CUDA device and Triton"):
+        run._maybe_inject_fault(2)
+    run._maybe_inject_fault(0)  # a rank no fault names goes on
+
+
+def _leaving_run(*, code: object = None, complete: bool = False):
+    """A stand-in for :func:`rollcall_workload.run.run` that says start, then ends as asked."""
+
+    def run(args, env, log):
+        log.emit("start")
+        log.phase = "epoch 1 end"
+        if complete:
+            log.emit("complete")
+            return
+        raise SystemExit(code)
+
+    return run
+
+
+@pytest.mark.parametrize(("code", "status"), [(None, 0), (0, 0), (3, 3), ("bye", 1)])
+def test_a_rank_that_ends_before_complete_says_exit_with_its_status_and_phase(
+    capfd, monkeypatch, code, status
+):
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setattr(workload_main, "run", _leaving_run(code=code))
+    if code == 0:  # torchelastic's record turns sys.exit(0) into a return
+        assert workload_main.main([]) == 0
+    else:
+        with pytest.raises(SystemExit):
+            workload_main.main([])
+    records = _events(capfd.readouterr().out)
+    assert [r["event"] for r in records] == ["start", "exit"]
+    assert (records[1]["code"], records[1]["phase"], records[1]["rank"]) == (status, "epoch 1 end", 3)
+    assert contract.read(records[1]) is not None
+
+
+def test_a_rank_that_completed_says_no_exit(capfd, monkeypatch):
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    monkeypatch.setattr(workload_main, "run", _leaving_run(complete=True))
+    assert workload_main.main([]) == 0
+    assert [r["event"] for r in _events(capfd.readouterr().out)] == ["start", "complete"]
 
 
 def test_a_hung_node_is_named_in_the_world_its_node_ids_give():
@@ -676,7 +750,8 @@ def test_docstring_is_the_contract():
 
 
 def test_synthetic_batch():
-    torch = pytest.importorskip("torch")
+    import torch
+
     batch = workload_model.make_batch(seed=7, batch_size=16, seq_len=64, vocab=8192)
     again = workload_model.make_batch(seed=7, batch_size=16, seq_len=64, vocab=8192)
     other = workload_model.make_batch(seed=8, batch_size=16, seq_len=64, vocab=8192)
@@ -725,11 +800,8 @@ def _torchrun(extra_env: dict[str, str]) -> subprocess.Popen[str]:
 def torchrun_runs():
     """A clean run and a run with an injected failure, one after the other (on few cores, running them
     side by side is no faster: both are bound by importing torch and transformers)."""
-    pytest.importorskip("torch")
-    pytest.importorskip("transformers")
     results = {}
     for name, extra_env in (("ok", {}), ("fail", {faults.FAIL_RANK_ENV: "1"})):
-        started = time.monotonic()
         proc = _torchrun(extra_env)
         try:
             out, _ = proc.communicate(timeout=170)
@@ -737,13 +809,13 @@ def torchrun_runs():
             proc.kill()
             out, _ = proc.communicate()
             pytest.fail(f"torchrun ({name}) did not finish in time:\n{out}")
-        results[name] = (proc.returncode, out, time.monotonic() - started)
+        results[name] = (proc.returncode, out)
     return results
 
 
 @pytest.mark.slow
 def test_two_ranks_answer_the_roll_call(torchrun_runs):
-    code, out, _ = torchrun_runs["ok"]
+    code, out = torchrun_runs["ok"]
     assert code == 0, out
     records = _events(out)
     for rank in (0, 1):
@@ -788,7 +860,7 @@ def test_two_ranks_answer_the_roll_call(torchrun_runs):
 
 @pytest.mark.slow
 def test_injected_failure_is_reported_and_fails_the_job(torchrun_runs):
-    code, out, _ = torchrun_runs["fail"]
+    code, out = torchrun_runs["fail"]
     assert code != 0, out
     rank1 = [r for r in _events(out) if r["rank"] == 1]
     assert [r["event"] for r in rank1][:3] == ["start", "facts", "epoch_time"], out
@@ -798,14 +870,9 @@ def test_injected_failure_is_reported_and_fails_the_job(torchrun_runs):
     assert not any(r["event"] == "complete" for r in _events(out)), out
 
 
-@pytest.mark.slow
-def test_torchrun_runs_finish_promptly(torchrun_runs):
-    # Nearly all of it is importing torch and transformers; the failed run must not wait on timeouts.
-    assert all(seconds < 120 for _, _, seconds in torchrun_runs.values())
-
-
 def test_masked_positions_are_static_and_match_labels():
-    torch = pytest.importorskip("torch")
+    import torch
+
     batch = workload_model.make_batch(seed=3, batch_size=8, seq_len=128, vocab=8192)
     k = workload_model.mlm_predictions(128)
     assert k == 19
@@ -817,9 +884,10 @@ def test_masked_positions_are_static_and_match_labels():
 
 @pytest.mark.parametrize("masked_head", [True, False])
 def test_pretraining_loss_reaches_every_parameter(masked_head):
-    pytest.importorskip("torch")
-    pytest.importorskip("transformers")
     import argparse
+
+    import torch  # noqa: F401
+    import transformers  # noqa: F401
 
     args = argparse.Namespace(pretrained=None, model="tiny")
     model, shape = workload_model.build_model(args)
@@ -962,7 +1030,8 @@ def test_the_compute_timer_keeps_the_last_steps_it_was_asked_for():
 def test_a_rank_alone_times_its_compute_within_the_timed_epochs():
     # One process, no torchrun: world size 1, so no compute steps of their own run (the last 4 of the 6
     # timed steps are timed); the process ends with the code main returned.
-    pytest.importorskip("torch")
+    import torch  # noqa: F401
+
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     proc = subprocess.run(
         [sys.executable, str(TRAIN_PY), "--device", "cpu", "--compute-steps", "4"],
@@ -991,7 +1060,8 @@ def test_a_rank_alone_times_its_compute_within_the_timed_epochs():
 
 def test_the_compact_model_trains_without_triton():
     """The CPU and Neuron images have no Triton: every kernel module imports, and the model takes PyTorch's ops."""
-    pytest.importorskip("torch")
+    import torch  # noqa: F401
+
     code = (
         "import sys, argparse\n"
         "sys.modules['triton'] = sys.modules['triton.language'] = None  # importing Triton raises ImportError\n"

@@ -1,0 +1,35 @@
+"""Where a silent rank is detected: the node's monitor saw its heartbeat and progress stop, its process alive.
+
+A rank stopped (SIGSTOP, a frozen container) or stuck in the kernel (uninterruptible sleep) runs no Python,
+its watchdog neither, so it dumps no stack; the node's monitor names it from outside, with its process state
+(:mod:`rollcall.evidence.silence` reads its ``silent`` events). A silent rank whose stack faulthandler took
+(its interpreter held in C) is named hung where it stands, by the ``hangs`` check, instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from rollcall.checks.facts import Facts
+from rollcall.evidence.hangs import stall_of
+from rollcall.evidence.silence import process_line, silences, silent_for
+from rollcall.verdict import Kind, Problem
+
+
+def silent(facts: Facts) -> Iterable[Problem]:
+    """No rank may fall silent: each named with its node, how long it said nothing, its process state."""
+    for r, s in silences(facts.reports).items():
+        report = facts.reports[r]
+        if stall_of(report) is not None:  # its stack says more: the hangs check names it
+            continue
+        pod = f", {facts.log_word} {sorted(report.sources)[0]}" if report.sources else ""
+        state = f"process {s.state_name}" if s.state_name else "process alive"
+        yield Problem(
+            Kind.SILENT,
+            f"rank {r} (node {facts.node(r)}{pod}) silent: {silent_for(s)}; {process_line(s)}",
+            {r: f"silent: {state}{f' in {s.phase}' if s.phase else ''}"},
+            detail=s,
+        )
+
+
+__all__ = ["silent"]

@@ -1,0 +1,275 @@
+"""The node's monitor: faulthandler's text turned into stack events, heartbeats read, silence named.
+
+The GIL-held rank is a real one: a child process whose main thread blocks in C holding the GIL
+(``rollcall_workload.run.hold_the_gil``), its watchdog armed; its own watchdog thread cannot dump, and
+faulthandler's timer does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from rollcall.evidence.hangs import stall_of
+from rollcall_workload import faults, monitor
+from rollcall_workload.heartbeat import STACKS_HEADER, Heartbeat, heartbeat_path, stacks_path
+from rollcall_workload.watchdog import WORKLOAD_DIR
+from tests.unit.helpers import roll_of_lines
+from tests.waiting import wait_until
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+RUN_PY = os.path.join(WORKLOAD_DIR, "run.py")
+
+
+def _line_of(path: str, text: str) -> int:
+    with open(path) as f:
+        return next(n for n, line in enumerate(f, 1) if text in line)
+
+
+HOLDS_THE_GIL = textwrap.dedent(
+    """
+    import json, sys, time
+    from rollcall_workload.contract import RollcallLog
+    from rollcall_workload.run import hold_the_gil
+    from rollcall_workload.watchdog import Watchdog
+
+    dog = Watchdog(RollcallLog(0, 1, fd=1), 0.5, 0.5, join=0.5, monitor_dir=sys.argv[1], fh_margin=0.5)
+    dog.start()
+    dog.joined()
+    dog.beat("held", step=True)
+    started = time.time()
+    hold_the_gil(3, forever=False)
+    ended = time.time()
+    dog.stop()
+    print(json.dumps({"held": [started, ended]}), flush=True)
+    """
+)
+
+
+def test_the_watchdog_cannot_dump_while_the_gil_is_held_and_faulthandler_does(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-c", HOLDS_THE_GIL, str(tmp_path)],
+        env={**os.environ, "PYTHONPATH": SRC},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    held = next(json.loads(line)["held"] for line in proc.stdout.splitlines() if line.startswith('{"held"'))
+    own = [json.loads(line[len("ROLLCALL ") :]) for line in proc.stdout.splitlines() if "ROLLCALL " in line]
+    # its own watchdog's bound ran out 0.5 s into the hold: it could write nothing until the hold ended
+    assert all(e["time"] >= held[1] - 0.05 for e in own if e["event"] == "stack"), (held, own)
+    text = Path(stacks_path(str(tmp_path), 0)).read_text()
+    assert text.startswith(STACKS_HEADER) and "Timeout (" in text, text
+    dumps = next(d for d in monitor.parse_stacks(text) if d.dumps)
+    assert len(dumps.dumps) >= 1 and dumps.header["phase"] == "held"
+
+    lines = monitor.stack_lines(dumps, 0, 1)
+    stall = stall_of(roll_of_lines(lines).ranks[0])
+    assert stall is not None and stall.dump.source == "faulthandler" and stall.dump.phase == "held"
+    assert not stall.waiting and stall.dump.main is not None
+    inner = stall.dump.main.frames[-1]
+    line = _line_of(RUN_PY, "libc.sleep(seconds)")
+    assert (inner.file, inner.line, inner.function, inner.code, inner.own) == (
+        "run.py",
+        line,
+        "hold_the_gil",
+        "libc.sleep(seconds)",
+        True,
+    )
+    assert all(
+        t.thread != "rollcall-watchdog" for t in stall.dump.threads
+    )  # the watchdog's thread is left out
+    assert len(stall.dump.threads) == 1  # ... so only the main thread is shown
+
+
+def test_faulthandler_text_is_parsed_into_frames_outermost_first_with_the_workloads_own_source_lines():
+    line = _line_of(RUN_PY, "def hold_the_gil")
+    header = {"dump": 3, "phase": "epoch 1 end", "since": 100.0, "armed": 100.0, "timeout": 10.0,
+              "hang_after": 5.0, "main": 0x7F00, "main_name": "MainThread", "skip": [0x7E00]}  # fmt: skip
+    text = (
+        f"{STACKS_HEADER}{json.dumps(header)}\n"
+        "Timeout (0:00:10)!\n"
+        "Thread 0x00007e00 (most recent call first):\n"
+        '  File "/usr/lib/python3.11/threading.py", line 331 in wait\n'
+        "\n"
+        "Current thread 0x00007f00 (most recent call first):\n"
+        f'  File "{RUN_PY}", line {line} in hold_the_gil\n'
+        '  File "/opt/x/train.py", line ??? in <module>\n'
+        "\n"
+        "Thread 0x00007d00 (most recent call first):\n"
+        "  <no Python frame>\n"
+        "Timeout (0:00:10)!\n"
+        "Thread 0x00007f00 (most recent call first):\n"
+        f'  File "{RUN_PY}", line {line} in hold_the_gil\n'
+    )
+    (dumps,) = monitor.parse_stacks(text)
+    assert len(dumps.dumps) == 2
+    first = dumps.dumps[0]
+    assert [t.ident for t in first] == [0x7E00, 0x7F00, 0x7D00] and first[2].frames == ()
+    assert first[1].frames == ((RUN_PY, line, "hold_the_gil"), ("/opt/x/train.py", 0, "<module>"))
+    assert monitor.frames_of(first[1]) == [
+        ["/opt/x/train.py", 0, "<module>", "", False],
+        [
+            "run.py",
+            line,
+            "hold_the_gil",
+            "def hold_the_gil(seconds: int = 3600, forever: bool = True) -> None:",
+            True,
+        ],
+    ]
+    roll = roll_of_lines(monitor.stack_lines(dumps, 2, 4))
+    dump = roll.ranks[2].stall
+    assert dump is not None and (dump.dump, dump.phase, dump.stalled_s, dump.hang_after) == (
+        3,
+        "epoch 1 end",
+        20.0,
+        5.0,
+    )
+    assert [t.thread for t in dump.threads] == ["MainThread"]  # the last dump: the skipped thread left out
+    assert monitor.parse_stacks("no header\n") == () and monitor.parse_stacks(f"{STACKS_HEADER}{{}}") == ()
+    again = f"{STACKS_HEADER}{json.dumps({**header, 'dump': 4})}\n"  # re-armed after the dumps: they stay
+    assert [len(d.dumps) for d in monitor.parse_stacks(text + again)] == [2, 0]
+
+
+def _beat(directory: Path, rank: int, *, pid: int, time_: float, progress: float, bound: float = 5.0) -> None:
+    beat = Heartbeat(event="heartbeat", rank=rank, world_size=4, time=time_, pid=pid, phase="epoch 1 end",
+                     steps=7, progress=progress, hang_after=bound, dumps=0, joined=True)  # fmt: skip
+    data = json.dumps({f: getattr(beat, f) for f in Heartbeat.__dataclass_fields__ if f.islower()})
+    Path(heartbeat_path(str(directory), rank)).write_text(data)
+
+
+def test_heartbeats_are_read_by_rank_and_a_torn_or_foreign_file_is_not(tmp_path):
+    _beat(tmp_path, 1, pid=11, time_=100.0, progress=99.0)
+    Path(heartbeat_path(str(tmp_path), 2)).write_text('{"event":"heartbeat","rank":2,"pid"')
+    Path(heartbeat_path(str(tmp_path), 3)).write_text('{"event":"start","rank":3}')
+    (tmp_path / "rank-x.heartbeat").write_text("{}")
+    beats = monitor.RankFiles(str(tmp_path)).heartbeats()
+    assert list(beats) == [1] and (beats[1].pid, beats[1].phase, beats[1].progress) == (
+        11,
+        "epoch 1 end",
+        99.0,
+    )
+
+
+def test_the_watchdog_writes_its_heartbeat_at_each_beat_for_the_monitor(tmp_path):
+    from rollcall_workload.contract import RollcallLog
+    from rollcall_workload.watchdog import Watchdog
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    dog = Watchdog(RollcallLog(5, 8, fd=devnull), 4.0, 30.0, join=20.0, monitor_dir=str(tmp_path))
+    dog.start()
+    try:
+        files = monitor.RankFiles(str(tmp_path))
+        dog.beat("init_process_group")  # the heartbeat says it at once, not at the watchdog's next tick
+        beat = files.heartbeats()[5]
+        assert (beat.phase, beat.hang_after, beat.joined, beat.pid, beat.world_size) == (
+            "init_process_group",
+            20.0,
+            False,
+            os.getpid(),
+            8,
+        )
+        dog.joined()
+        dog.beat("warm-up step 1")
+        assert files.heartbeats()[5].hang_after == 30.0  # the first step's bound
+        dog.first_step_done()
+        beat = files.heartbeats()[5]
+        assert beat.hang_after == 4.0 and beat.steps == 2 and beat.progress <= beat.time
+    finally:
+        dog.stop()
+        os.close(devnull)
+
+
+def test_a_stopped_process_is_named_silent_with_its_state_and_withdrawn_once_its_heartbeat_returns(tmp_path):
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        os.kill(child.pid, signal.SIGSTOP)
+        state = wait_until(
+            "the child to stop",
+            lambda: s if (s := monitor.process_state(child.pid)) is not None and s[0] == "T" else None,
+            timeout=30,
+            every=0.02,
+        )
+        assert state == ("T", "stopped")
+        now = time.time()
+        files = monitor.RankFiles(str(tmp_path), margin=5.0)
+        _beat(tmp_path, 1, pid=child.pid, time_=now - 9.0, progress=now - 9.5)
+        assert files.poll(now) == []  # 9 s: within the bound (5) plus the margin (5)
+        _beat(tmp_path, 1, pid=child.pid, time_=now - 11.0, progress=now - 12.0)
+        (line,) = files.poll(now)
+        silent = roll_of_lines([line]).ranks[1].silent
+        assert silent is not None and (silent.state, silent.state_name, silent.pid) == (
+            "T",
+            "stopped",
+            child.pid,
+        )
+        assert (silent.stalled_s, silent.heartbeat_s, silent.hang_after, silent.margin_s) == (
+            12.0,
+            11.0,
+            5.0,
+            5.0,
+        )
+        assert files.poll(now + 1) == []  # said once
+        _beat(tmp_path, 1, pid=child.pid, time_=now, progress=now - 12.0)
+        (back,) = files.poll(now)
+        assert roll_of_lines([line, back]).ranks[1].silent is None
+        _beat(tmp_path, 1, pid=child.pid, time_=now - 11.0, progress=now - 12.0)
+        assert len(files.poll(now)) == 1  # silent again
+    finally:
+        child.kill()
+        child.wait()
+    files = monitor.RankFiles(str(tmp_path), margin=5.0)
+    assert files.poll(time.time()) == []  # the process is gone: its launcher sees that
+    assert monitor.process_state(os.getpid()) in (("R", "running"), ("S", "sleeping"))
+
+
+def test_the_monitor_in_front_of_a_command_ends_as_the_command_did(tmp_path):
+    def through_monitor(code: str) -> int:
+        cmd = [sys.executable, "-m", "rollcall_workload.monitor", "--dir", str(tmp_path), "--poll", "0.1", "--",
+               sys.executable, "-c", code]  # fmt: skip
+        return subprocess.run(cmd, env={**os.environ, "PYTHONPATH": SRC}, timeout=120).returncode
+
+    assert through_monitor("raise SystemExit(3)") == 3
+    assert through_monitor("pass") == 0
+    assert through_monitor("import os, signal; os.kill(os.getpid(), signal.SIGKILL)") == -signal.SIGKILL
+    mine = f"import os; raise SystemExit(0 if os.environ['ROLLCALL_MONITOR_DIR'] == {str(tmp_path)!r} else 5)"
+    assert through_monitor(mine) == 0  # the ranks write where the monitor reads
+
+
+def test_the_monitor_as_a_sidecar_ends_with_0_when_the_kubelet_sends_sigterm(tmp_path):
+    rank = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        now = time.time()
+        _beat(tmp_path, 1, pid=rank.pid, time_=now - 60.0, progress=now - 60.0)
+        cmd = [sys.executable, "-m", "rollcall_workload.monitor", "--dir", str(tmp_path), "--poll", "0.1"]
+        env = {**os.environ, "PYTHONPATH": SRC}
+        with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE) as sidecar:
+            assert sidecar.stdout is not None
+            first = sidecar.stdout.readline()  # its first poll: its handlers are in place by then
+            assert b'"event":"silent"' in first.replace(b" ", b""), first
+            sidecar.send_signal(signal.SIGTERM)
+            assert sidecar.wait(timeout=60) == 0
+    finally:
+        rank.kill()
+        rank.wait()
+
+
+def test_the_fault_variables_of_the_monitor_are_parsed_with_the_others():
+    env = {faults.GIL_RANK_ENV: "1", faults.STOP_RANK_ENV: "2", faults.NO_JOIN_RANK_ENV: "3"}
+    faults.check_fault_injection(env)
+    assert [faults.injected_fault(r, env) for r in range(4)] == [None, "gil", "stop", None]
+    assert faults.never_joins(3, env) and not faults.never_joins(1, env)
+    for name in (faults.GIL_RANK_ENV, faults.STOP_RANK_ENV, faults.NO_JOIN_RANK_ENV):
+        try:
+            faults.check_fault_injection({name: "one"})
+        except ValueError as exc:
+            assert f"{name}='one' is not valid" in str(exc)
+        else:
+            raise AssertionError(f"{name}=one was accepted")

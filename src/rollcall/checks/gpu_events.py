@@ -1,0 +1,89 @@
+"""Where the GPUs' events during the run are judged: a GPU lost or failing in hardware is unfit, named first.
+
+The nodes' monitors listen to NVML's events of every GPU (:mod:`rollcall_workload.gpu_events`);
+:mod:`rollcall.evidence.gpu_events` ties each to its rank and classifies it. This check runs before the
+ranks' errors, so a GPU that fell off the bus stands first in the verdict, ahead of the errors it caused:
+
+- a GPU lost (``gpu_lost``), or an Xid of the catalog's hardware class or a double-bit ECC error
+  (``hardware_event``): one ``unfit_device`` problem per GPU, the fitness options deciding whether it
+  fails, warns or is off; a GPU no rank used names no rank;
+- an Xid of the program's own class on the GPU of a rank that reported an error is evidence beside that
+  error (the ``errors`` check names it in the rank's note); elsewhere, and an Xid of the system class or
+  not in the catalog, it is a ``gpu_event`` warning, never unfit;
+- single-bit ECC errors and clock changes are shown in every report, not judged here (the fitness rules
+  judge the counters and the throttle reasons the ranks read).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+from rollcall.checks.facts import Facts
+from rollcall.evidence.fitness import Device, Unfit
+from rollcall.evidence.gpu_events import GpuEventSeen
+from rollcall.verdict import Kind, Problem
+
+
+def gpu_events(facts: Facts) -> Iterable[Problem]:
+    """A GPU lost or failing in hardware is unfit; the other Xids warn unless a rank's error carries them."""
+    policy = facts.criteria.fitness
+    unfit: dict[tuple[int | None, str, int], list[tuple[GpuEventSeen, Unfit]]] = defaultdict(list)
+    warnings: list[GpuEventSeen] = []
+    for seen in facts.gpu_events:
+        rule = seen.rule
+        if rule is not None:
+            severity = policy.severity(rule)
+            if severity != "off":
+                key = (seen.node, seen.node_name, seen.heard.gpu)
+                unfit[key].append(
+                    (seen, Unfit(_device(facts, seen), rule, "gpu_event", seen.what, _when(seen), severity))
+                )
+        elif seen.klass == "program" and seen.rank is not None and facts.reports[seen.rank].errors:
+            continue  # beside the rank's error
+        elif seen.klass in ("program", "system", "unknown"):
+            warnings.append(seen)
+    for found in unfit.values():
+        first = found[0][0]
+        warn = all(u.severity == "warn" for _, u in found)
+        what = "; ".join(f"{s.what} {_when(s)} (rule {u.rule})" for s, u in found)
+        yield Problem(
+            Kind.UNFIT_DEVICE,
+            f"unfit device{' (warning)' if warn else ''}: {found[0][1].device.label}: {what}",
+            {first.rank: f"unfit device: {first.what}"} if first.rank is not None else {},
+            detail=tuple(u for _, u in found),
+            warning=warn,
+        )
+    for seen in warnings:
+        yield Problem(
+            Kind.GPU_EVENT,
+            f"GPU event: {seen.what} on {seen.gpu_label} {_when(seen)}",
+            {seen.rank: f"GPU event: {seen.what}"} if seen.rank is not None else {},
+            detail=seen,
+            warning=True,
+        )
+
+
+def _when(seen: GpuEventSeen) -> str:
+    """``during rank 1's run, after epoch 1``, or ``(no rank on that GPU)``."""
+    if seen.rank is None:
+        return "(no rank on that GPU)"
+    return f"on rank {seen.rank}, {seen.phase}"
+
+
+def _device(facts: Facts, seen: GpuEventSeen) -> Device:
+    """The device the event names: the rank's as its facts read it, else the GPU as the event names it."""
+    for node in facts.nodes_detail:
+        for device in node.devices:
+            if seen.rank is not None and device.rank == seen.rank:
+                return device
+    h = seen.heard
+    known = {"device_index": h.gpu, "gpu_uuid": h.uuid, "gpu_serial": h.serial}
+    gpu = {k: v for k, v in known.items() if v is not None}
+    where = seen.node if seen.node is not None else -1
+    if seen.rank is not None:
+        return Device(where, seen.rank, seen.node_name, gpu)
+    return Device(where, -1, seen.node_name, gpu, on_rank=False)
+
+
+__all__ = ["gpu_events"]

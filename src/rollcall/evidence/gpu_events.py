@@ -1,0 +1,206 @@
+"""The GPUs' events during the run, each tied to its node, GPU, rank and phase, and classified.
+
+What the nodes' monitors heard from NVML (:attr:`~rollcall.ranklog.RollCall.gpu_events`, the workload's
+``gpu_event`` lines) carries no process: :func:`events_seen` ties each event to the rank whose ``facts``
+name the same GPU (its UUID; else its NVML index on the node whose log the event came in; else, for a rank
+that died before its ``facts``, the CUDA index its ``start`` names), to that rank's node,
+and to what the rank was doing then (its last event before, :attr:`GpuEventSeen.phase`). A GPU no rank used
+is named with its node and no rank: no healthy rank is blamed for it.
+
+Each event has a :data:`GpuClass`: an Xid its class in the catalog (:mod:`rollcall.evidence.xids`, with
+``--xid-class`` over it); a double-bit ECC error and a lost GPU ``hardware``; a single-bit ECC error and a
+clock change ``info`` (shown, not judged: the fitness rules judge the counters and throttle reasons).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from rollcall.evidence.fitness import EVENT_RULES
+from rollcall.evidence.xids import Xid, XidClass, XidPolicy
+from rollcall.ranklog import GpuHeard, RankReport
+
+GpuClass = Literal["hardware", "program", "system", "unknown", "info"]
+GPU_CLASSES: tuple[GpuClass, ...] = ("hardware", "program", "system", "unknown", "info")
+#: The fitness rules these events break (``--fitness-warn`` and ``--fitness-off`` take them).
+LOST_RULE, HARDWARE_RULE = (name for name, _ in EVENT_RULES)
+
+
+@dataclass(frozen=True)
+class GpuEventSeen:
+    """One GPU event of the run: what was heard, where, on whose GPU, when in that rank's run, its class."""
+
+    heard: GpuHeard
+    node: int | None
+    node_name: str
+    rank: int | None
+    phase: str
+    xid: Xid | None = None
+
+    @property
+    def klass(self) -> GpuClass:
+        """Its class: the Xid's, hardware for a double-bit ECC error or a lost GPU, else info."""
+        if self.xid is not None:
+            return self.xid.klass.value
+        kind = self.heard.kind
+        return "hardware" if kind in ("double_bit_ecc", "lost") else "info"
+
+    @property
+    def rule(self) -> str | None:
+        """The fitness rule it breaks: ``gpu_lost``, ``hardware_event``, or None."""
+        if self.heard.kind == "lost":
+            return LOST_RULE
+        return HARDWARE_RULE if self.klass == "hardware" else None
+
+    @property
+    def gpu_label(self) -> str:
+        """``node 1 (gpu-a) GPU 3, UUID GPU-..., serial ...``: everything that names the GPU."""
+        h = self.heard
+        where = f"node {self.node} ({self.node_name})" if self.node is not None else f"node {self.node_name}"
+        return f"{where} GPU {h.gpu}, UUID {h.uuid or 'unknown'}, serial {h.serial or 'unknown'}"
+
+    @property
+    def what(self) -> str:
+        """``Xid 31 (GPU memory page fault, program)``, ``GPU lost (NVML: GPU is lost)`` ..."""
+        h = self.heard
+        if self.xid is not None:
+            return f"Xid {self.xid.number} ({self.xid.name}, {self.klass})"
+        if h.kind == "lost":
+            return f"GPU lost ({h.reason or 'NVML'})"
+        if h.kind == "clock":
+            return f"clock event reasons 0x{h.data or 0:x}"
+        return "double-bit ECC error" if h.kind == "double_bit_ecc" else "single-bit ECC error"
+
+    def __str__(self) -> str:
+        rank = f" (rank {self.rank}, {self.phase})" if self.rank is not None else ""
+        return f"{self.what} on {self.gpu_label}{rank}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The event, JSON-ready."""
+        h = self.heard
+        return {
+            "kind": h.kind,
+            "class": self.klass,
+            "xid": h.xid,
+            "xid_name": self.xid.name if self.xid is not None else None,
+            "node": self.node,
+            "name": self.node_name,
+            "gpu": h.gpu,
+            "gpu_uuid": h.uuid,
+            "gpu_serial": h.serial,
+            "rank": self.rank,
+            "phase": self.phase,
+            "time": h.time,
+            "event_type": h.event_type,
+            "data": h.data,
+            "reason": h.reason,
+            "rule": self.rule,
+            "message": str(self),
+        }
+
+
+def phase_at(report: RankReport, when: float | None) -> str:
+    """What the rank was doing at ``when``: ``after epoch 1`` (its last event before), or ``before start``."""
+    if when is None:
+        return "at an unknown time"
+    before = [m for m in report.marks.values() if m.time <= when]
+    errors = [e for e in report.errors if e.time is not None and e.time <= when]
+    if errors:
+        return "after its error"
+    if not before:
+        return "before start"
+    return f"after {max(before, key=lambda m: m.time).label}"
+
+
+def events_seen(
+    heard: Iterable[GpuHeard],
+    reports: Mapping[int, RankReport],
+    node_of: Callable[[int], int],
+    policy: XidPolicy | None = None,
+) -> tuple[GpuEventSeen, ...]:
+    """Every event heard, tied and classified (see the module's docstring), in the order heard."""
+    policy = policy or XidPolicy()
+    by_uuid: dict[str, int] = {}
+    by_index: dict[tuple[str, Any], int] = {}
+    by_cuda: dict[tuple[str, Any], int] = {}
+    by_source: dict[str, int] = {}
+    for rank, report in sorted(reports.items()):
+        facts = report.facts or {}
+        if isinstance(uuid := facts.get("gpu_uuid"), str):
+            by_uuid.setdefault(uuid, rank)
+        device = str((report.start or {}).get("device") or "")
+        for source in sorted(report.sources):
+            by_source.setdefault(source, rank)
+            if "device_index" in facts:
+                by_index.setdefault((source, facts["device_index"]), rank)
+            if device.startswith("cuda:") and device[5:].isdigit():
+                by_cuda.setdefault((source, int(device[5:])), rank)
+    seen = []
+    for h in _once(heard):
+        on = by_uuid.get(h.uuid) if h.uuid else None
+        if on is None:  # no rank read that UUID (none had said its facts yet): the index on that node
+            on = by_index.get((h.source, h.gpu), by_cuda.get((h.source, h.gpu)))
+        anchor = on if on is not None else by_source.get(h.source)
+        node = node_of(anchor) if anchor is not None else None
+        name = h.node or _named(reports.get(anchor) if anchor is not None else None) or "unknown"
+        phase = phase_at(reports[on], h.time) if on is not None and on in reports else ""
+        xid = policy.of(h.xid) if h.kind == "xid" and h.xid is not None else None
+        seen.append(GpuEventSeen(h, node, name, on, phase, xid))
+    return tuple(seen)
+
+
+#: Seconds apart within which two monitors' reports of one GPU's same event are one event: each stamps it
+#: when it polls, about once a second.
+SAME_EVENT_S = 2.0
+
+
+def _once(heard: Iterable[GpuHeard]) -> Iterable[GpuHeard]:
+    """Each event once, the first report of it standing.
+
+    Where several monitors listen to one GPU (the local backend's simulated nodes share the host's GPUs; pods
+    sharing a node), each hears every event of it.
+    """
+    kept: dict[tuple[Any, ...], list[GpuHeard]] = {}
+    for h in heard:
+        key = (h.uuid or (h.node, h.gpu), h.kind, h.xid, h.event_type, h.data)
+        earlier = kept.setdefault(key, [])
+        if any(
+            e.source != h.source
+            and (e.time is None or h.time is None or abs(e.time - h.time) <= SAME_EVENT_S)
+            for e in earlier
+        ):
+            continue
+        earlier.append(h)
+        yield h
+
+
+def _named(report: RankReport | None) -> str | None:
+    start = (report.start or {}) if report is not None else {}
+    for key in ("node", "host"):
+        if isinstance(value := start.get(key), str) and value:
+            return value
+    return None
+
+
+def program_evidence(seen: Iterable[GpuEventSeen]) -> dict[int, list[GpuEventSeen]]:
+    """The ``program`` class's events by the rank on their GPU: what is attached to that rank's error."""
+    found: dict[int, list[GpuEventSeen]] = {}
+    for s in seen:
+        if s.klass == "program" and s.rank is not None:
+            found.setdefault(s.rank, []).append(s)
+    return found
+
+
+__all__ = [
+    "GPU_CLASSES",
+    "HARDWARE_RULE",
+    "LOST_RULE",
+    "GpuClass",
+    "GpuEventSeen",
+    "XidClass",
+    "events_seen",
+    "phase_at",
+    "program_evidence",
+]

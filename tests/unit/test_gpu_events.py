@@ -1,0 +1,311 @@
+"""The node's GPU event listener, at the NVML boundary.
+
+An Xid, an ECC error and a GPU lost are faults nothing here can produce (no GPU on this machine), so each test
+feeds them through a fake ``pynvml`` module that answers as NVML does: an event set whose wait returns the
+queued events, then raises NVML's timeout; a lost GPU raises GPU_IS_LOST. Everything past that boundary is the
+real listener, its contract lines and the suite's parser.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from rollcall.ranklog import RollCall
+from rollcall_workload import monitor
+from rollcall_workload.contract import EVENT_PREFIX, breaches
+from rollcall_workload.gpu_events import (
+    CLOCK_EVERY_S,
+    LOST,
+    NVML_ERROR_GPU_IS_LOST,
+    NVML_ERROR_TIMEOUT,
+    GpuEvents,
+)
+
+
+class NVMLError(Exception):
+    """What pynvml raises: its ``value`` is NVML's return code."""
+
+    def __init__(self, value: int) -> None:
+        super().__init__(f"NVML error {value}")
+        self.value = value
+
+
+@dataclass
+class FakeNvml:
+    """NVML with ``count`` GPUs; ``queue`` holds the events the set's wait returns, ``lost`` the lost GPUs."""
+
+    count: int = 2
+    supported: int = 0x1 | 0x2 | 0x8 | 0x10
+    queue: deque[Any] = field(default_factory=deque)
+    lost: set[int] = field(default_factory=set)
+    gone_at_end: set[int] = field(default_factory=set)
+    registered: list[tuple[int, int]] = field(default_factory=list)
+    in_set: dict[str, set[int]] = field(default_factory=dict)  # each set's GPUs
+    sets: int = 0
+    reasons: int = 0
+    freed: bool = False
+    ended: bool = False
+
+    nvmlEventTypeSingleBitEccError = 0x1
+    nvmlEventTypeDoubleBitEccError = 0x2
+    nvmlEventTypeXidCriticalError = 0x8
+    nvmlEventTypeClock = 0x10
+
+    def nvmlDeviceGetCount(self) -> int:
+        return self.count - (len(self.gone_at_end) if self.ended else 0)
+
+    def nvmlEventSetCreate(self) -> str:
+        self.sets += 1
+        return f"set-{self.sets}"
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
+        if self.ended:  # the GPUs left after the end are renumbered from 0
+            index = [i for i in range(self.count) if i not in self.gone_at_end][index]
+        return 100 + index
+
+    def nvmlDeviceGetUUID(self, handle: int) -> bytes:
+        return f"GPU-{handle - 100:04d}".encode()
+
+    def nvmlDeviceGetSerial(self, handle: int) -> str:
+        return f"165000{handle - 100}"
+
+    def nvmlDeviceGetSupportedEventTypes(self, handle: int) -> int:
+        return self.supported
+
+    def nvmlDeviceRegisterEvents(self, handle: int, mask: int, event_set: str) -> None:
+        self.registered.append((handle - 100, mask))
+        self.in_set.setdefault(event_set, set()).add(handle - 100)
+
+    def nvmlEventSetWait_v2(self, event_set: str, timeout_ms: int) -> Any:
+        if self.lost & self.in_set.get(event_set, set()):  # a set holding a lost GPU answers so
+            raise NVMLError(NVML_ERROR_GPU_IS_LOST)
+        if not self.queue:
+            raise NVMLError(NVML_ERROR_TIMEOUT)
+        return self.queue.popleft()
+
+    def nvmlDeviceGetTemperature(self, handle: int, sensor: int) -> int:
+        if handle - 100 in self.lost:
+            raise NVMLError(NVML_ERROR_GPU_IS_LOST)
+        return 40
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle: int) -> int:
+        return self.reasons
+
+    def nvmlEventSetFree(self, event_set: str) -> None:
+        self.freed = True
+
+    def deliver(self, gpu: int, event_type: int, data: int) -> None:
+        self.queue.append(SimpleNamespace(device=100 + gpu, eventType=event_type, eventData=data))
+
+
+def _events(lines: list[bytes]) -> list[dict[str, Any]]:
+    found = []
+    for line in lines:
+        assert line.startswith(EVENT_PREFIX.encode()) and line.endswith(b"\n")
+        obj = json.loads(line[len(EVENT_PREFIX) :])
+        assert breaches("gpu_event", obj) == []
+        found.append(obj)
+    return found
+
+
+def test_the_set_is_registered_on_every_gpu_for_each_kind_it_supports():
+    nvml = FakeNvml(count=2, supported=0x8 | 0x2)
+    events = GpuEvents.open(lambda: nvml, node="gpu-a")
+    assert events.off is None
+    assert nvml.registered == [(0, 0x2), (0, 0x8), (1, 0x2), (1, 0x8)]
+    assert events.registered == {0: ["double_bit_ecc", "xid"], 1: ["double_bit_ecc", "xid"]}
+    assert events.describe() == "GPU events of 2 GPUs on gpu-a: double_bit_ecc, xid"
+
+
+def test_an_xid_delivered_becomes_one_line_naming_the_gpu_its_uuid_serial_node_and_time():
+    nvml = FakeNvml()
+    events = GpuEvents.open(lambda: nvml, node="gpu-a")
+    nvml.deliver(1, 0x8, 31)
+    nvml.deliver(0, 0x2, 0)
+    (xid, dbe) = _events(events.poll(1000.5))
+    assert xid == {
+        "event": "gpu_event",
+        "rank": -1,
+        "world_size": -1,
+        "kind": "xid",
+        "gpu": 1,
+        "uuid": "GPU-0001",
+        "serial": "1650001",
+        "node": "gpu-a",
+        "time": 1000.5,
+        "event_type": 8,
+        "data": 31,
+        "xid": 31,
+    }
+    assert (dbe["kind"], dbe["gpu"], dbe["uuid"]) == ("double_bit_ecc", 0, "GPU-0000")
+    assert events.poll(1001.0) == []  # drained
+
+
+def test_clock_changes_are_written_only_when_the_reasons_change_and_not_more_often_than_the_bound():
+    nvml = FakeNvml(count=1)
+    events = GpuEvents.open(lambda: nvml, node="n")
+    nvml.reasons = 0x20  # sw_thermal
+    nvml.deliver(0, 0x10, 0)
+    nvml.deliver(0, 0x10, 0)
+    (first,) = _events(events.poll(10.0))
+    assert (first["kind"], first["data"]) == ("clock", 0x20)
+    nvml.reasons = 0x40
+    nvml.deliver(0, 0x10, 0)
+    assert events.poll(10.0 + CLOCK_EVERY_S / 2) == []  # too soon
+    nvml.deliver(0, 0x10, 0)
+    (later,) = _events(events.poll(10.0 + CLOCK_EVERY_S))
+    assert later["data"] == 0x40
+    nvml.deliver(0, 0x10, 0)
+    assert events.poll(10.0 + 3 * CLOCK_EVERY_S) == []  # the same reasons
+
+
+def test_a_wait_answering_gpu_is_lost_names_the_gpu_that_is_lost_once():
+    nvml = FakeNvml(count=3)
+    events = GpuEvents.open(lambda: nvml, node="n")
+    nvml.lost = {2}
+    (lost,) = _events(events.poll(5.0))
+    assert (lost["kind"], lost["gpu"], lost["uuid"], lost["reason"]) == ("lost", 2, "GPU-0002", LOST)
+    assert events.poll(6.0) == []
+    nvml.deliver(0, 0x8, 48)  # the other GPUs are still heard, through a new set
+    (xid,) = _events(events.poll(7.0))
+    assert (xid["gpu"], xid["xid"]) == (0, 48)
+
+
+def test_fewer_gpus_at_the_end_than_at_the_start_names_each_gone_and_frees_the_set():
+    nvml = FakeNvml(count=4)
+    events = GpuEvents.open(lambda: nvml, node="n")
+    nvml.ended, nvml.gone_at_end = True, {1}
+    (lost,) = _events(events.close(9.0))
+    assert (lost["kind"], lost["gpu"], lost["uuid"]) == ("lost", 1, "GPU-0001")
+    assert lost["reason"] == "3 GPUs at the end, 4 at the start"
+    assert nvml.freed
+
+
+def test_the_same_count_at_the_end_names_nothing():
+    nvml = FakeNvml(count=2)
+    events = GpuEvents.open(lambda: nvml, node="n")
+    assert events.close(9.0) == [] and nvml.freed
+
+
+def test_without_nvml_the_listener_is_off_and_says_why():
+    def no_nvml() -> Any:
+        raise ImportError("No module named 'pynvml'")
+
+    events = GpuEvents.open(no_nvml, node="n")
+    assert events.off == "no NVML: ImportError: No module named 'pynvml'"
+    assert events.describe() == "GPU events off: no NVML: ImportError: No module named 'pynvml'"
+    assert events.poll(1.0) == [] and events.close(2.0) == []
+
+
+def test_no_gpu_counted_is_off_too():
+    events = GpuEvents.open(lambda: FakeNvml(count=0), node="n")
+    assert events.off == "NVML counts no GPU"
+
+
+def test_the_monitor_writes_the_events_and_closes_the_listener_after_its_last_poll(tmp_path):
+    nvml = FakeNvml(count=2)
+    events = GpuEvents.open(lambda: nvml, node="gpu-a")
+    nvml.deliver(0, 0x8, 79)
+    nvml.ended, nvml.gone_at_end = True, {0}
+    out = tmp_path / "log"
+    with open(out, "wb") as f:
+        monitor.watch_once([monitor.RankFiles(str(tmp_path / "mon")), events], f.fileno(), last=True)
+    roll = RollCall()
+    roll.read_file(out, source="node-0.log")
+    assert [(e.kind, e.gpu, e.xid, e.source) for e in roll.gpu_events] == [
+        ("xid", 0, 79, "node-0.log"),
+        ("lost", 0, None, "node-0.log"),
+    ]
+    assert roll.ranks == {}  # the monitor's lines name no rank
+
+
+@pytest.mark.parametrize("code", [NVML_ERROR_GPU_IS_LOST, 999])
+def test_a_gpu_whose_handle_nvml_cannot_give_is_counted_and_named_lost_only_when_nvml_says_so(code):
+    nvml = FakeNvml(count=2)
+
+    def handle(index: int) -> int:
+        if index == 1:
+            raise NVMLError(code)
+        return 100 + index
+
+    nvml.nvmlDeviceGetHandleByIndex = handle  # type: ignore[method-assign]
+    events = GpuEvents.open(lambda: nvml, node="n")
+    said = _events(events.poll(1.0))
+    assert [(e["kind"], e["gpu"]) for e in said] == ([("lost", 1)] if code == NVML_ERROR_GPU_IS_LOST else [])
+
+
+FAKE_PYNVML = '''
+"""A fake pynvml for the monitor's process: 2 GPUs; one Xid 31 on GPU 1; GPU 0 gone from the count once the
+command has made the file GONE names."""
+import os, types
+
+GONE = os.environ["FAKE_NVML_GONE"]
+nvmlEventTypeXidCriticalError = 0x8
+_waits = []
+
+class NVMLError(Exception):
+    def __init__(self, value):
+        super().__init__(f"NVML error {value}")
+        self.value = value
+
+def nvmlInit(): pass
+def nvmlDeviceGetCount(): return 1 if os.path.exists(GONE) else 2
+def nvmlEventSetCreate(): return "set"
+def nvmlEventSetFree(s): pass
+def nvmlDeviceGetHandleByIndex(i): return 101 if os.path.exists(GONE) else 100 + i
+def nvmlDeviceGetUUID(h): return f"GPU-{h - 100}"
+def nvmlDeviceGetSerial(h): return f"serial-{h - 100}"
+def nvmlDeviceGetSupportedEventTypes(h): return 0x8
+def nvmlDeviceRegisterEvents(h, mask, s): pass
+def nvmlEventSetWait_v2(s, timeout_ms):
+    _waits.append(1)
+    if len(_waits) == 1:
+        return types.SimpleNamespace(device=101, eventType=0x8, eventData=31)
+    raise NVMLError(10)
+'''
+
+
+def test_the_monitor_registers_before_the_command_and_counts_again_after_it_ended(tmp_path):
+    """The monitor as a backend starts it, in front of a command, with a fake ``pynvml`` on its path: an Xid
+    and a GPU gone are faults nothing here can produce. The command removes the GPU; the monitor, which
+    outlives it, writes the Xid and, at its end, the GPU missing from the count."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "fake").mkdir()
+    (tmp_path / "fake" / "pynvml.py").write_text(FAKE_PYNVML)
+    gone = tmp_path / "gone"
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "PYTHONPATH": os.pathsep.join([str(tmp_path / "fake"), src]),
+        "FAKE_NVML_GONE": str(gone),
+        "NODE_NAME": "gpu-a",
+    }
+    command = [sys.executable, "-c", f"open({str(gone)!r}, 'w').close()"]
+    done = subprocess.run(
+        [sys.executable, "-m", "rollcall_workload.monitor", "--dir", str(tmp_path / "mon"), "--", *command],
+        env=env,
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert b"rollcall monitor: GPU events of 2 GPUs on gpu-a: xid" in done.stderr
+    roll = RollCall()
+    parser = roll.parser("node-0.log")
+    parser.feed(done.stdout)
+    parser.close()
+    assert [(e.kind, e.gpu, e.uuid, e.xid, e.node) for e in roll.gpu_events] == [
+        ("xid", 1, "GPU-1", 31, "gpu-a"),
+        ("lost", 0, "GPU-0", None, "gpu-a"),
+    ]
+    assert roll.gpu_events[1].reason == "1 GPUs at the end, 2 at the start"

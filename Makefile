@@ -1,5 +1,6 @@
-# rollcall: `make test` (lint + every test that needs no cluster or GPU), `make e2e-local` (the roll call on
-# this machine), `make e2e` (the roll call against the current kube context). Each installs what it needs.
+# rollcall: `make test` (lint + every test that needs no cluster or GPU), `make test-fast` (the unit tests that
+# do not train, between edits), `make e2e-local` (the roll call on this machine), `make e2e` (the roll call
+# against the current kube context). Each installs what it needs.
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
@@ -14,11 +15,13 @@ PYTEST_ARGS ?=
 
 PROFILE ?= trn1.32xlarge
 REAL ?= 0
-.PHONY: help setup lock lock-image lint test test-unit e2e e2e-local e2e-real xla-smoke bench bench-scale clean
+.PHONY: help setup lock lock-image lint test test-fast test-unit test-k8s-oldest contract-docs e2e e2e-local e2e-real xla-smoke bench bench-scale clean
 .PHONY: cluster-build cluster-up cluster-down cluster-status e2e-slurm slurm-up slurm-down slurm-status
 
 help:
 	@echo "make test       lint + all tests that need no cluster or GPU"
+	@echo "make test-k8s-oldest  the kubernetes backend's tests against the oldest Kubernetes EKS supports"
+	@echo "make test-fast  between edits: the unit tests not marked slow (none trains), 2 workers, under 3 min"
 	@echo "make e2e-local  the roll call on this machine (local backend, $(NODES) nodes, cpu unless GPUs)"
 	@echo "make e2e        the roll call against the current kube context (NODES=$(NODES))"
 	@echo "make setup      create $(VENV) from requirements.lock"
@@ -79,8 +82,17 @@ lint: setup
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
+# docs/contract.md, the rank-log contract's reference, generated from its records (a unit test holds it).
+contract-docs: setup
+	$(PY) -m rollcall_workload.contract --markdown > docs/contract.md
+
 test-unit: setup
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+# The tests a developer runs between edits: the unit tests not marked slow (those train: real torchrun runs),
+# a file's tests on one of two xdist workers as in `make test`; under 3 minutes on 2 shared cores.
+test-fast: setup
+	$(PY) -m pytest -n 2 --dist loadfile tests/unit -m "not slow" $(PYTEST_ARGS)
 
 # Unit tests, the local backend (real torchrun), the report in headless Chromium, and the kubernetes backend
 # against a real local control plane (hack/cluster.sh builds it once per machine, then reuses the cache).
@@ -89,6 +101,15 @@ test-unit: setup
 test: lint cluster-build
 	$(PY) -m pytest -n 2 --dist loadfile tests/unit $(PYTEST_ARGS)
 	$(PY) -m pytest tests/local tests/browser tests/cluster tests/k8s tests/real tests/slurm $(PYTEST_ARGS)
+
+# The kubernetes backend's tests again, against a control plane of the oldest Kubernetes minor EKS still supports
+# (K8S_OLDEST in hack/cluster.sh; `make test` runs them against the newest), all of them: about 6 minutes warm on
+# 2 cores. Its binaries are built once (about 10 minutes), then cached; Karpenter is the capacity tests'.
+K8S_OLDEST_TESTS ?= tests/cluster tests/k8s
+test-k8s-oldest: setup
+	K8S_VERSION=oldest hack/cluster.sh build
+	hack/karpenter.sh build
+	ROLLCALL_TEST_K8S_VERSION=oldest $(PY) -m pytest $(K8S_OLDEST_TESTS) $(PYTEST_ARGS)
 
 cluster-build:
 	hack/deps.sh

@@ -5,7 +5,7 @@
 #
 #   KUBECONFIG_DATA   the kubeconfig's content, from the CI's secret store (or set KUBECONFIG to a file path,
 #                     e.g. a GitLab "File" variable)
-#   ROLLCALL_IMAGE    the training image; any other ROLLCALL_* option variable works too (see README)
+#   ROLLCALL_IMAGE    the training image; any other ROLLCALL_* option variable works too (see docs/options.md)
 #   BASELINE          optional baseline file: gate throughput against it
 #   OUT               where reports go (default: artifacts)
 #   PYTHON            a python that already has the suite installed (skips making a venv)

@@ -19,18 +19,65 @@
 #   hack/cluster.sh status [--name NAME]
 #   hack/cluster.sh down [--name NAME]         stop every process, remove every file
 #   hack/cluster.sh bin-dir                    print the directory holding the binaries
+#   hack/cluster.sh version                    print the Kubernetes version K8S_VERSION resolves to
+#
+# K8S_VERSION picks the Kubernetes: newest (the default) or oldest, by name or by version (v1.32 or
+# v1.32.13); each has its consumer module and cache. Real nodes (kubelets) run the newest only. A command on
+# an existing cluster (down, status, add-nodes, ...) uses the version it was started with.
 set -euo pipefail
 
-K8S_VERSION=v1.36.3
+# The Kubernetes versions the suite is tested against, declared here only (README.md's "Kubernetes versions"
+# says them; a unit test holds it, hack/k8s-bin*/go.mod and the date together): the newest release, built
+# from hack/k8s-bin, and the oldest minor EKS still supports, extended support included, built from
+# hack/k8s-bin-1.MINOR. EKS ends that minor's extended support on K8S_OLDEST_EKS_END: move it on before then.
+K8S_NEWEST=v1.36.3
+K8S_OLDEST=v1.32.13
+K8S_OLDEST_EKS_END=2027-03-23
+# The same etcd for both: 1.32 shipped with etcd 3.5.16, and etcd 3.6 serves 3.5's clients the same v3 API.
 ETCD_VERSION=v3.6.16
 KWOK_VERSION=v0.8.0
+
+minor_of() { # v1.32.13 -> 32
+  local m=${1#v1.}
+  echo "${m%%.*}"
+}
+
+# resolve_version NAME-OR-VERSION: the pinned version it names; dies on any other.
+resolve_version() {
+  local v=$1
+  case $v in
+  newest | "$K8S_NEWEST" | "v1.$(minor_of "$K8S_NEWEST")" | "1.$(minor_of "$K8S_NEWEST")") echo "$K8S_NEWEST" ;;
+  oldest | "$K8S_OLDEST" | "v1.$(minor_of "$K8S_OLDEST")" | "1.$(minor_of "$K8S_OLDEST")") echo "$K8S_OLDEST" ;;
+  *)
+    printf '[cluster] error: K8S_VERSION=%s: this suite builds %s (newest) and %s (oldest) only\n' \
+      "$v" "$K8S_NEWEST" "$K8S_OLDEST" >&2
+    return 1
+    ;;
+  esac
+}
+
+# use_version VERSION: the module, binaries and cache of that (resolved) version.
+use_version() {
+  K8S_VERSION=$1
+  if [[ $K8S_VERSION == "$K8S_NEWEST" ]]; then
+    K8S_MODULE=$HACK/k8s-bin
+    K8S_CMDS=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet)
+  else
+    K8S_MODULE=$HACK/k8s-bin-1.$(minor_of "$K8S_VERSION")
+    K8S_CMDS=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+  fi
+  BINARIES=("${K8S_CMDS[@]}" etcd kwok kwokctl)
+  CACHE_DIR=$CACHE_ROOT/k8s-$K8S_VERSION
+}
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 HACK=$ROOT/hack
 STATE_ROOT=$ROOT/.cluster
-CACHE_DIR=${ROLLCALL_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/rollcall}/k8s-$K8S_VERSION
-BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet etcd kwok kwokctl)
+CACHE_ROOT=${ROLLCALL_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/rollcall}
 GO=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
+K8S_MODULE= CACHE_DIR= K8S_CMDS=() BINARIES=()
+K8S_VERSION=$(resolve_version "${K8S_VERSION:-newest}") || exit 2
+use_version "$K8S_VERSION"
 
 log() { printf '[cluster] %s\n' "$*" >&2; }
 die() {
@@ -44,7 +91,7 @@ die() {
 build_stamp() {
   {
     echo "$K8S_VERSION $ETCD_VERSION $KWOK_VERSION $("$GO" env GOVERSION)"
-    cat "$HACK/k8s-bin/go.mod" "$HACK/k8s-bin/go.sum" "$HACK/etcd-bin/go.mod" "$HACK/etcd-bin/go.sum"
+    cat "$K8S_MODULE/go.mod" "$K8S_MODULE/go.sum" "$HACK/etcd-bin/go.mod" "$HACK/etcd-bin/go.sum"
   } | sha256sum | cut -d' ' -f1
 }
 
@@ -92,7 +139,8 @@ cmd_build() {
     flock 9
     build_locked
   } 9>"$CACHE_DIR/.lock"
-  build_real
+  # Real nodes run the newest Kubernetes only.
+  [[ $K8S_VERSION != "$K8S_NEWEST" ]] || build_real
 }
 
 build_locked() {
@@ -107,8 +155,8 @@ build_locked() {
   log "building Kubernetes $K8S_VERSION, etcd $ETCD_VERSION, kwok $KWOK_VERSION with $("$GO" env GOVERSION)"
   log "into $CACHE_DIR (once per machine: ~10-15 min on 2 cores when cold)"
 
-  local minor=${K8S_VERSION#v1.}
-  minor=${minor%%.*}
+  local minor
+  minor=$(minor_of "$K8S_VERSION")
   local k8s_ld=(-s -w)
   local pkg
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
@@ -116,13 +164,13 @@ build_locked() {
       -X "$pkg.gitTreeState=clean")
   done
   local k8s_pkgs=()
-  for pkg in kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet; do
+  for pkg in "${K8S_CMDS[@]}"; do
     k8s_pkgs+=("k8s.io/kubernetes/cmd/$pkg")
   done
   log "resolving modules (downloads from the Go module proxy on a cold machine)"
-  total=$(count_deps "$HACK/k8s-bin" "${k8s_pkgs[@]}") || die "cannot resolve the modules of hack/k8s-bin"
+  total=$(count_deps "$K8S_MODULE" "${k8s_pkgs[@]}") || die "cannot resolve the modules of ${K8S_MODULE#"$ROOT"/}"
   run_with_progress "kubernetes" "$total" "$tmp/k8s.log" \
-    "$GO" -C "$HACK/k8s-bin" build -v -trimpath -ldflags "${k8s_ld[*]}" -o "$tmp/" "${k8s_pkgs[@]}"
+    "$GO" -C "$K8S_MODULE" build -v -trimpath -ldflags "${k8s_ld[*]}" -o "$tmp/" "${k8s_pkgs[@]}"
 
   total=$(count_deps "$HACK/etcd-bin" go.etcd.io/etcd/server/v3) || die "cannot resolve the modules of hack/etcd-bin"
   run_with_progress "etcd" "$total" "$tmp/etcd.log" \
@@ -181,6 +229,8 @@ parse_opts() {
   [[ $REAL_NODES =~ ^[0-8]$ ]] || die "--real-nodes must be a number from 0 to 8"
   [[ $LOG_MAX_SIZE =~ ^[0-9]+[KMG]i$ ]] || die "--log-max-size must be a size such as 1Mi or 10Mi"
   STATE=$STATE_ROOT/$NAME
+  # An existing cluster is driven with the binaries of the version it was started with.
+  [[ ! -f $STATE/k8s-version ]] || use_version "$(cat "$STATE/k8s-version")"
   # One kwok work dir for all clusters, so that kwokctl sees the ports the others use.
   export KWOK_WORKDIR=$STATE_ROOT/kwok
   CLUSTER_DIR=$KWOK_WORKDIR/clusters/$NAME
@@ -214,6 +264,8 @@ add_nodes() {
 cmd_up() {
   parse_opts "$@"
   profile_file "$PROFILE" >/dev/null
+  ((REAL_NODES == 0)) || [[ $K8S_VERSION == "$K8S_NEWEST" ]] ||
+    die "real nodes run the newest Kubernetes only ($K8S_NEWEST), not K8S_VERSION=$K8S_VERSION"
   cmd_build >/dev/null
   cluster_exists && die "cluster '$NAME' already exists; run: $0 down --name $NAME"
   [[ -n $KUBECONFIG_OUT ]] || KUBECONFIG_OUT=$STATE_ROOT/kubeconfig
@@ -222,6 +274,7 @@ cmd_up() {
   local start=$SECONDS
   mkdir -p "$STATE"
   echo "$KUBECONFIG_OUT" >"$STATE/kubeconfig-path"
+  echo "$K8S_VERSION" >"$STATE/k8s-version"
   {
     cat "$HACK/kwok/kwokctl.yaml"
     echo "---"
@@ -408,6 +461,7 @@ main() {
   case $cmd in
   build) cmd_build "$@" ;;
   bin-dir) echo "$CACHE_DIR" ;;
+  version) echo "$K8S_VERSION" ;;
   up) cmd_up "$@" ;;
   down) cmd_down "$@" ;;
   add-nodes) cmd_add_nodes "$@" ;;

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from rollcall.baseline import Baselines
-from rollcall.htmlreport import REPORT_FILE, write_report
+from rollcall.evidence.baseline import Baselines
+from rollcall.page.report import REPORT_FILE, write_report
 from tests.ci import ci
 from tests.unit.test_baseline import _fields
 from tests.unit.test_htmlreport import Elements, record_of
@@ -117,6 +117,14 @@ def run_chromium(binary: str, profile: Path, *args: str) -> str:
         "--disable-dev-shm-usage",
         "--no-first-run",
         "--hide-scrollbars",
+        # the page is self-contained: Chromium itself must make no request of its own either
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-default-apps",
+        "--disable-domain-reliability",
+        "--no-proxy-server",
+        "--no-pings",
         f"--user-data-dir={profile}",
         *args,
     ]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from tests import children
 from tests.waiting import wait_until
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -34,22 +36,25 @@ EXIT_CODE_ANNOTATION = "rollcall.test/exit-code"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 #: The taint the node lifecycle controller keeps on a node until it has seen it Ready.
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+#: Which Kubernetes the tests' clusters run: ``newest`` (unset: hack/cluster.sh's default), ``oldest``, or
+#: either's version; handed to hack/cluster.sh (and hack/karpenter.sh, through it) as ``K8S_VERSION``.
+K8S_VERSION_ENV = "ROLLCALL_TEST_K8S_VERSION"
 
 
 class ControlPlaneError(RuntimeError):
     """The control plane could not be built, started or driven."""
 
 
+def _env() -> dict[str, str] | None:
+    """The environment of the scripts: ``K8S_VERSION`` from :data:`K8S_VERSION_ENV` when that is set."""
+    version = os.environ.get(K8S_VERSION_ENV, "").strip()
+    return {**os.environ, "K8S_VERSION": version} if version else None
+
+
 def _run(args: Sequence[str], *, input: str | None = None, timeout: float = 600) -> str:
+    """Run ``args``; an interrupt lets the child finish its own clean-up first (:func:`tests.children.run`)."""
     try:
-        proc = subprocess.run(
-            list(args),
-            input=input,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            stdin=None if input is not None else subprocess.DEVNULL,
-        )
+        proc = children.run(args, input=input, env=_env(), timeout=timeout)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ControlPlaneError(f"{' '.join(args[:3])} ...: {exc}") from exc
     if proc.returncode != 0:
@@ -108,9 +113,11 @@ class ControlPlane:
                 *("--real-nodes", str(real_nodes), "--log-max-size", log_max_size),
                 timeout=900,
             )
-        except ControlPlaneError:
-            with contextlib.suppress(ControlPlaneError):  # `up` cleans up after itself, unless timed out
-                cluster_sh("down", "--name", name, timeout=120)
+        except (
+            BaseException
+        ):  # failed, timed out or interrupted: `up` cleans up after itself, and this makes sure
+            with contextlib.suppress(ControlPlaneError):
+                cluster_sh("down", "--name", name, timeout=300)
             raise
         log_dir = workdir / "pod-logs"
         log_dir.mkdir(parents=True, exist_ok=True)

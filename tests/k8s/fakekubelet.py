@@ -1,6 +1,7 @@
 """Serves the log of every rollcall pod on the fake (kwok) nodes, in the rank-log format.
 
-kwok runs no containers; it serves a pod's log from the CRI-format file that a kwok ``Logs`` object names.
+kwok runs no containers; it serves a pod's log from the CRI-format file that a kwok ``Logs`` object names
+(the node's monitor sidecar's: one plain line, no event, as a monitor of healthy ranks says nothing).
 :class:`FakeKubelet` watches the suite's pods in every namespace and, as each appears, writes the log its
 node would print (one torchrun agent's interleaved, prefixed rank lines, for the pod's completion index,
 ``--nnodes`` and ``--nproc-per-node``), creates the ``Logs`` object, then marks the pod ``log-served``
@@ -11,6 +12,8 @@ come back empty, and at 64 pods and more the suite's watches often won that race
 Pod annotations steer what a pod "prints":
 
 - ``rollcall.test/log-skip``: JSON ``{"<rank>": ["throughput", "complete"], ...}``: events those ranks omit;
+- ``rollcall.test/leave``: JSON ``[<rank>, ...]``: those ranks say their first ``epoch_time``, then ``exit``
+  with status 0 in ``epoch 1 end`` (the workload's own ``return``), and nothing more;
 - ``rollcall.test/nccl-net``: ``efa`` (default when the pod requests EFA), ``socket`` (NCCL found no
   network plugin and fell back to TCP) or ``none``;
 - ``rollcall.test/facts``: JSON ``{"<rank>": {"pcie_width": 8, ...}, ...}``: those ranks also print a
@@ -32,7 +35,7 @@ from kubernetes import client
 
 from rollcall.backends.kubernetes.faults import index_of
 from rollcall.backends.kubernetes.kube import Informer
-from rollcall.backends.kubernetes.manifests import JOB_LABEL
+from rollcall.backends.kubernetes.manifests import CONTAINER, JOB_LABEL, MONITOR_CONTAINER
 from rollcall.jobspec import EFA_RESOURCE
 from tests.cluster.controlplane import ControlPlane
 from tests.unit.helpers import event, node_log
@@ -43,6 +46,9 @@ log = logging.getLogger(__name__)
 RETRY_S = 3600.0
 EVENT_PREFIX = "ROLLCALL "
 LOG_SKIP = "rollcall.test/log-skip"
+LEAVE = "rollcall.test/leave"
+#: What the fake node's monitor sidecar prints.
+MONITOR_LINE = "monitor: every rank's heartbeat is fresh"
 NCCL_NET = "rollcall.test/nccl-net"
 FACTS = "rollcall.test/facts"
 #: The mark kwok's pod-running stage waits for on a pod of the suite (hack/kwok/stages.yaml).
@@ -78,11 +84,17 @@ def pod_log(pod: dict[str, Any]) -> list[str]:
             lines.append(f"{prefix} NET/Plugin: Could not find: libnccl-net.so. Using internal net plugin.")
             lines.append(f"{prefix} NET/Socket : Using [0]eth0:10.244.0.{node}<0>")
             lines.append(f"{prefix} Using network Socket")
+    mine = range(node * procs, (node + 1) * procs)
+    leave = [r for r in json.loads(annotations.get(LEAVE, "[]")) if r in mine]
+    for r in leave:
+        skip[r] = ("epoch_time", "throughput", "complete")
     ranks = node_log(node, nodes, procs, skip=skip).splitlines()
+    for r in leave:
+        ranks.append(f"[{r}]:{event('epoch_time', r, nodes * procs, epoch=1, seconds=0.4)}")
+        ranks.append(f"[{r}]:{event('exit', r, nodes * procs, code=0, phase='epoch 1 end')}")
     facts = {int(r): f for r, f in json.loads(annotations.get(FACTS, "{}")).items()}
     if facts:
         ranks = [_naming_node(line, pod["spec"].get("nodeName")) for line in ranks]
-        mine = range(node * procs, (node + 1) * procs)
         ranks += [
             f"[{r}]:{event('facts', r, nodes * procs, **f)}" for r, f in sorted(facts.items()) if r in mine
         ]
@@ -143,11 +155,19 @@ class FakeKubelet:
     def _serve(self, pod: dict[str, Any]) -> None:
         ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
         path = self.cp.write_log_file(pod_log(pod), f"{ns}/{name}.log")
+        # The training container prints the roll call; the node's monitor, with every rank well, no event: one
+        # plain line, as kwok's log reader never answers a follow of an empty file.
+        quiet = self.cp.write_log_file([MONITOR_LINE], f"{ns}/{name}.{MONITOR_CONTAINER}.log")
         body = {
             "apiVersion": "kwok.x-k8s.io/v1alpha1",
             "kind": "Logs",
             "metadata": {"name": name, "namespace": ns},
-            "spec": {"logs": [{"logsFile": str(path), "follow": False}]},
+            "spec": {
+                "logs": [
+                    {"containers": [CONTAINER], "logsFile": str(path), "follow": False},
+                    {"containers": [MONITOR_CONTAINER], "logsFile": str(quiet), "follow": False},
+                ]
+            },
         }
         try:
             self.custom.create_namespaced_custom_object("kwok.x-k8s.io", "v1alpha1", ns, "logs", body)

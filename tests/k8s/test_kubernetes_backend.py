@@ -27,7 +27,7 @@ from tests.cluster.controlplane import (
 from tests.waiting import wait_until
 
 from .conftest import P5, TRN1, suite_namespaces
-from .fakekubelet import LOG_SKIP, NCCL_NET
+from .fakekubelet import LEAVE, LOG_SKIP, MONITOR_LINE, NCCL_NET
 
 pytestmark = pytest.mark.control_plane
 
@@ -47,8 +47,11 @@ def test_every_rank_of_every_node_answers(make_suite, ensure_nodes, request, nod
     assert attempt.passed, attempt.verdict.message(str(attempt.artifacts))
     assert attempt.status.state is JobState.SUCCEEDED and attempt.status.details == []
     assert attempt.spec.procs_per_node == 32 and attempt.verdict.layout.world_size == nodes * 32
-    logs = sorted(attempt.artifacts.glob("*.log"))
+    monitors = sorted(attempt.artifacts.glob("*.monitor.log"))
+    logs = sorted(set(attempt.artifacts.glob("*.log")) - set(monitors))
     assert len(logs) == nodes, "one log per pod"
+    assert len(monitors) == nodes, "and its monitor's beside it"
+    assert all(p.read_text() == f"{MONITOR_LINE}\n" for p in monitors)
     assert all(p.name.startswith(attempt.spec.name) for p in logs)
     assert b"ROLLCALL " in logs[0].read_bytes() and not logs[0].read_bytes().startswith(b"20")
     assert not (attempt.artifacts / "events.yaml").exists(), "state is saved only on failure"
@@ -66,6 +69,23 @@ def test_missing_ranks_fail_the_roll_call_by_name(make_suite, request):
     assert attempt.verdict.missing == {"throughput": [37], "epoch_time": [40], "complete": [37]}
     message = attempt.verdict.message(str(attempt.artifacts))
     assert "37" in message and "40" in message and "node 1" in message
+
+
+def test_a_rank_that_exits_0_early_is_named_first_from_its_own_exit_event(make_suite, request):
+    """The Job's failure policy acts on non-zero exits only, so a pod whose rank left with status 0 fails
+    nothing by itself; the rank's own ``exit`` event names it as the first to leave."""
+    suite, _ = make_suite(nodes=2, annotations={LEAVE: json.dumps([33])})
+    attempt, _ = run(suite, request)
+
+    assert attempt.status.state is JobState.SUCCEEDED, "nothing failed the Job itself"
+    assert not attempt.passed
+    first = attempt.verdict.findings[0]
+    assert first.kind is Kind.ROOT_CAUSE and set(first.ranks) == {33}, attempt.verdict.message()
+    assert first.message.startswith(
+        "first failure: rank 33 (node 1) left with exit code 0 after epoch_time of epoch 1 (in epoch 1 end), "
+        f"before complete [pod {attempt.spec.name}-1-"
+    ), first.message
+    assert attempt.verdict.missing["complete"] == [33]
 
 
 def test_too_few_nodes_fails_before_creating_anything(make_suite, kube, kubelet, request):
@@ -310,8 +330,13 @@ def test_the_sweep_removes_only_old_namespaces_of_the_suite(make_suite, control_
     try:
         _, backend = make_suite(nodes=2)
         assert "rollcall-left-behind" not in backend.sweep(3600)
-        time.sleep(2)
-        assert backend.sweep(1) == ["rollcall-left-behind"]
+        swept: list[str] = []  # by age: the sweep takes it once the API server says it is a second old
+        wait_until(
+            "the left-behind namespace to be a second old and swept",
+            lambda: bool(swept.extend(backend.sweep(1)) or swept),
+            timeout=30,
+        )
+        assert swept == ["rollcall-left-behind"]
         wait_until(
             "the swept namespace to go",
             lambda: (
@@ -346,6 +371,8 @@ def test_the_status_carries_what_each_node_the_pods_ran_on_says_of_itself(
         seen = Node(node)
         counts = count_facts(seen.instance_type, advertised_counts(seen.advertised))
         assert counts["advertised_neuroncores"] == counts["type_neuroncores"] == "32"
-        assert facts == {**seen.facts, **counts, "expected_neuron_devices": "16"}
+        # and its own health as the platform reports it (allocatable against capacity: the lost_devices rule)
+        assert seen.health.facts == {"allocatable_efa": "8", "capacity_efa": "8"}
+        assert facts == {**seen.facts, **seen.health.facts, **counts, "expected_neuron_devices": "16"}
         assert facts["instance_type"] == "trn1.32xlarge"
         assert facts["kubelet"].startswith("kwok-") and facts["container_runtime"].startswith("kwok-")

@@ -7,12 +7,14 @@ allocatable figures of those profiles.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
 import yaml
 
 from rollcall.cli import main
+from tests.cluster.controlplane import ControlPlane
 
 from .conftest import IMAGE, P5, TRN1
 
@@ -55,3 +57,54 @@ def test_render_requests_what_the_clusters_nodes_offer(
     assert f"--nproc-per-node={procs}" in container["command"]
     device_at = container["command"].index("--device")
     assert container["command"][device_at + 1] == device
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "cache"),
+    [
+        (P5, ("--compile-cache", "host:/var/cache/rollcall-compile")),
+        (TRN1, ("--neuron-cache", "nfs:fs-0123456789abcdef0.efs.us-west-2.amazonaws.com:/neuron")),
+    ],
+)
+def test_every_field_render_sets_with_every_option_is_one_this_api_server_knows(
+    control_plane: ControlPlane,
+    ensure_nodes: Any,
+    capsys: pytest.CaptureFixture[str],
+    instance_type: str,
+    cache: tuple[str, str],
+) -> None:
+    """The Service and Job rendered with every option that shapes them pass the server's dry run with its
+    strict field validation: no field is one this Kubernetes does not know (the oldest tested included,
+    ``make test-k8s-oldest``), as a run's own creates are strict."""
+    ensure_nodes(2, instance_type)
+    namespace = f"render-{uuid.uuid4().hex[:8]}"
+    args = [
+        *("--kubeconfig", str(control_plane.kubeconfig), "--instance-type", instance_type, "--nodes", "2"),
+        *("--image", IMAGE, "--name", "bert-every-option", "--namespace", namespace),
+        *("--service-account", "trainer", "--node-selector", "kubernetes.io/arch=amd64"),
+        *("--toleration", "dedicated=ml:NoSchedule", "--toleration", "spot:NoExecute"),
+        *("--priority-class", "training-high", "--queue", "team-ml", "--image-pull-secret", "regcred"),
+        *("--requests", "cpu=4,memory=8Gi", "--limits", "cpu=8,memory=16Gi", "--efa", "on", *cache),
+        *("--workload-env", "NCCL_DEBUG=WARN", "--job-timeout", "600"),
+    ]
+    control_plane.create_namespace(namespace)
+    try:
+        control_plane.kubectl("create", "serviceaccount", "trainer", "-n", namespace)
+        assert main(["render", *args]) == 0, capsys.readouterr().err
+        rendered = capsys.readouterr().out
+        assert [d["kind"] for d in yaml.safe_load_all(rendered)] == ["Service", "Job"]
+        dry_run = (
+            "create",
+            "--dry-run=server",
+            "--validate=strict",
+            "-n",
+            namespace,
+            "-o",
+            "name",
+            "-f",
+            "-",
+        )
+        created = control_plane.kubectl(*dry_run, input=rendered)
+        assert created.split() == ["service/bert-every-option", "job.batch/bert-every-option"]
+    finally:
+        control_plane.kubectl("delete", "namespace", namespace, "--wait=false")

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from rollcall.backends.kubernetes.kube import Kube, connect
 from rollcall.options import resolve
 from rollcall.suite import Suite
 from tests.ci import ci
+from tests.cluster.conftest import start_owned
 from tests.cluster.controlplane import ControlPlane, ControlPlaneError, cluster_sh
 from tests.k8s.conftest import suite_namespaces
 from tests.waiting import wait_until
@@ -40,10 +40,6 @@ NAMESPACE_LABEL = "io.kubernetes.pod.namespace"
 POD_LABEL = "io.kubernetes.pod.name"
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "real_nodes: needs the local cluster's real nodes (hack/realnodes.sh)")
-
-
 @pytest.fixture(scope="session")
 def real_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> ControlPlane:
     reuse = os.environ.get("ROLLCALL_TEST_REAL_KUBECONFIG")
@@ -51,8 +47,9 @@ def real_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
         name = os.environ.get("ROLLCALL_TEST_REAL_CLUSTER_NAME", "rollcall")
         return ControlPlane.attach(Path(reuse), name, tmp_path_factory.mktemp("pod-logs"))
     try:
-        cp = ControlPlane.start(
-            f"rollcall-real-{os.getpid()}",
+        cp = start_owned(
+            request.config,
+            "rollcall-real-",
             tmp_path_factory.mktemp("real-cluster"),
             nodes=1,
             real_nodes=REAL_NODES,
@@ -63,14 +60,6 @@ def real_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
         if ci():
             pytest.fail(message, pytrace=False)
         pytest.skip(message)
-
-    def stop() -> None:
-        try:
-            cp.stop()
-        except ControlPlaneError as exc:
-            warnings.warn(f"could not tear down the real nodes: {exc}", stacklevel=1)
-
-    request.config.add_cleanup(stop)
     return cp
 
 

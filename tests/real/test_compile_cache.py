@@ -18,7 +18,7 @@ from rollcall.ranklog import CompileCache
 from .conftest import WORKLOAD_ARGS
 
 # Two compiled runs, a cold one of minutes on 2 shared cores, each under a job timeout of 600 s.
-pytestmark = [pytest.mark.real_nodes, pytest.mark.slow, pytest.mark.timeout(1500)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
 COMPILED = f"{WORKLOAD_ARGS} --model tiny --compile --epochs 1"
 

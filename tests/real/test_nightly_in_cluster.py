@@ -45,7 +45,7 @@ from .conftest import IMAGE, REAL, REAL_NODES, WORKLOAD_ARGS
 
 # The suite's image build (cached: seconds when its inputs are unchanged), its import into both nodes, and
 # a roll call of 2 x 2 ranks run by the suite in a pod.
-pytestmark = [pytest.mark.real_nodes, pytest.mark.slow, pytest.mark.timeout(1500)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
 #: The real nodes' host address (hack/realnodes.sh): every pod reaches it through its node.
 HOST_IP = "10.250.0.1"

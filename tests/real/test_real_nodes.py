@@ -31,7 +31,7 @@ from tests.waiting import wait_until
 from .conftest import IMAGE, NAMESPACE_LABEL, REAL, REAL_NODES, WORKLOAD_ARGS, containers, live_tasks
 
 # Each run may take its job timeout (300 s, real_options) plus start-up and the 90 s clean-up.
-pytestmark = [pytest.mark.real_nodes, pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 def run(suite, request, **overrides):
@@ -97,8 +97,10 @@ def test_every_rank_answers_from_two_real_nodes(make_suite, real_nodes, request)
     nodes = {rank: report.start["node"] for rank, report in roll.ranks.items() if report.start}
     assert sorted(nodes) == [0, 1, 2, 3], nodes
     assert {nodes[0], nodes[1]} != {nodes[2], nodes[3]} and set(nodes.values()) == set(real_nodes), nodes
-    logs = sorted(attempt.artifacts.glob("*.log"))
+    monitors = sorted(attempt.artifacts.glob("*.monitor.log"))  # each pod's monitor sidecar's: all well
+    logs = sorted(set(attempt.artifacts.glob("*.log")) - set(monitors))
     assert len(logs) == 2 and all(b"ROLLCALL " in p.read_bytes() for p in logs)
+    assert len(monitors) == 2 and all(b"ROLLCALL " not in p.read_bytes() for p in monitors)
 
 
 def test_each_kubelet_serves_a_certificate_of_its_own_from_its_own_directory(real_cluster, real_nodes):
@@ -379,7 +381,11 @@ def test_a_rotated_log_loses_no_roll_call_line(make_suite, real_cluster, kube, r
             if n["metadata"]["annotations"].get(JOB_LABEL) == attempt.spec.name
         ]
         pod0 = f"{attempt.spec.name}-0"
-        (followed,) = [p for p in attempt.artifacts.glob("*.log") if p.stem.startswith(pod0)]
+        (followed,) = [
+            p
+            for p in attempt.artifacts.glob("*.log")
+            if p.stem.startswith(pod0) and not p.name.endswith(".monitor.log")
+        ]
         late = RollCall()
         late.parser("late").feed(real_cluster.kubectl("logs", "-n", namespace, followed.stem).encode())
         assert followed.stat().st_size > 3_000_000

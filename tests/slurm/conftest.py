@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import children
 from tests.ci import ci
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,7 +44,7 @@ class Slurm:
 
 
 def _script(action: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(SCRIPT), action], env=env, capture_output=True, text=True, timeout=180)
+    return children.run([str(SCRIPT), action], env=env, timeout=180)
 
 
 @pytest.fixture(scope="session")
@@ -65,10 +66,10 @@ def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Slurm]:
         "ROLLCALL_SLURM_PORT": PORT,
         "SLURM_NODES": "2",
     }
-    up = _script("up", env)
     conf = state / "c" / "etc" / "slurm.conf"
     saved = os.environ.get("SLURM_CONF")
-    try:
+    try:  # `up` inside: an interrupted or failed start is taken down too
+        up = _script("up", env)
         if up.returncode != 0:
             pytest.fail(f"hack/slurm.sh up failed:\n{up.stderr}", pytrace=False)
         os.environ["SLURM_CONF"] = str(conf)

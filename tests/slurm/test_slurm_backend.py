@@ -16,13 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from rollcall.backends import DiscoveryError, JobState
+from rollcall.backends import DiscoveryError, JobState, PlacementRequest
 from rollcall.backends.slurm.backend import SlurmBackend
 from rollcall.backends.slurm.script import Settings
-from rollcall.jobspec import JobSpec
-from rollcall.options import resolve
+from rollcall.evidence.hangs import FAULTHANDLER_NOTE, Stall
+from rollcall.jobspec import DEFAULT_JOB_TIMEOUT_S, JobSpec
 from rollcall.runner import run_once
 from rollcall.verdict import Kind
+from rollcall_workload.watchdog import FAULTHANDLER_MARGIN_S
 from tests.waiting import wait_until
 
 #: Every test here runs real Slurm jobs, and most of them train.
@@ -140,6 +141,53 @@ def test_a_hung_rank_is_named_from_its_stack_and_the_job_is_cancelled_at_the_han
     assert took < 300, took  # not the job timeout of 600 s
 
 
+#: The issue's bound for naming each class of hang or departure, with the default job timeout.
+NAMED_WITHIN_S = 180
+
+
+def test_a_rank_holding_the_gil_is_named_hung_from_the_stack_its_nodes_monitor_read(tmp_path, clean):
+    """ROLLCALL_GIL_RANK=1 blocks rank 1 in C with the GIL held after its first epoch: its watchdog thread
+    cannot dump, faulthandler's timer can, and the monitor in front of node 1's torchrun turns the dump into
+    stack events in node 1's log."""
+    hang_after = 5
+    held = spec("gil", env={"ROLLCALL_GIL_RANK": "1"}, timeout=DEFAULT_JOB_TIMEOUT_S)
+    held = replace(held, workload_args=(*FAST, "--hang-after", str(hang_after)))
+    started = time.monotonic()
+    attempt = run_once(SlurmBackend(), held, tmp_path)
+    took = time.monotonic() - started
+    assert attempt.status.state is JobState.STOPPED, attempt.verdict.message()
+    first = attempt.verdict.findings[0]
+    assert first.kind is Kind.HUNG and set(first.ranks) == {1}, attempt.verdict.message()
+    assert first.message.startswith("rank 1 (node 1, log rc2) hung in a sleep"), first.message
+    assert FAULTHANDLER_NOTE in first.message and "in hold_the_gil: libc.sleep(seconds)" in first.message
+    stall = first.detail
+    assert isinstance(stall, Stall) and stall.dump.source == "faulthandler"
+    assert stall.dump.stalled_s is not None and stall.dump.stalled_s <= hang_after + FAULTHANDLER_MARGIN_S + 5
+    (waiting,) = attempt.verdict.of_kind(Kind.WAITING)
+    assert waiting.message == "rank 0 waiting in a collective (barrier) for the hung rank"
+    assert took < NAMED_WITHIN_S, took
+    print(f"gil held: {took:.1f}s")
+
+
+def test_a_rank_that_exits_0_early_is_named_first_with_its_code_and_phase(tmp_path, clean):
+    """ROLLCALL_LEAVE_RANK=1 ends rank 1 with status 0 after its first epoch: its node's agent, and so its
+    Slurm task, succeed; rank 0 is left alone in the next collective."""
+    left = spec("leaves", env={"ROLLCALL_LEAVE_RANK": "1"}, timeout=DEFAULT_JOB_TIMEOUT_S)
+    left = replace(left, workload_args=(*FAST, "--hang-after", "5"))
+    started = time.monotonic()
+    attempt = run_once(SlurmBackend(), left, tmp_path)
+    took = time.monotonic() - started
+    assert attempt.status.state in (JobState.FAILED, JobState.STOPPED), attempt.verdict.message()
+    (root,) = attempt.verdict.of_kind(Kind.ROOT_CAUSE)
+    assert attempt.verdict.findings[0] is root, attempt.verdict.message()
+    assert set(root.ranks) == {1} and root.message.startswith(
+        "first failure: rank 1 (node 1) left with exit code 0 after epoch_time of epoch 1 (in epoch 1 end), "
+        "before complete [log rc2, "
+    ), root.message
+    assert took < NAMED_WITHIN_S, took
+    print(f"exit 0 early: {took:.1f}s")
+
+
 def test_a_rank_that_exits_non_zero_after_its_roll_call_is_named_with_its_code(tmp_path, clean):
     attempt = run_once(
         SlurmBackend(), spec("exits", env={"ROLLCALL_EXIT_RANK": "1:3"}, timeout=600), tmp_path
@@ -199,12 +247,12 @@ def test_wrong_all_reduce_data_names_rank_1_and_its_node(tmp_path, clean):
 
 def test_discovery_reads_the_nodes_and_names_a_drained_one(slurm):
     backend = SlurmBackend()
-    placement = backend.discover(resolve({"accelerator": "cpu", "nodes": 2}))
+    placement = backend.discover(PlacementRequest(nodes=2, accelerator="cpu"))
     assert (placement.accelerator, placement.procs_per_node, backend.usable) == ("cpu", 1, ["rc1", "rc2"])
     slurm.run("scontrol", "update", "nodename=rc2", "state=drain", "reason=rollcall test")
     try:
         with pytest.raises(DiscoveryError) as exc:
-            backend.discover(resolve({"accelerator": "cpu", "nodes": 2}))
+            backend.discover(PlacementRequest(nodes=2, accelerator="cpu"))
     finally:
         slurm.run("scontrol", "update", "nodename=rc2", "state=resume")
         # A resumed node may read IDLE+NOT_RESPONDING until slurmctld hears from its slurmd again; the next
@@ -223,7 +271,7 @@ def test_discovery_reads_the_nodes_and_names_a_drained_one(slurm):
 
 def usable(backend: SlurmBackend) -> bool:
     try:
-        backend.discover(resolve({"accelerator": "cpu", "nodes": 2}))
+        backend.discover(PlacementRequest(nodes=2, accelerator="cpu"))
     except DiscoveryError:
         return False
     return True

@@ -174,7 +174,8 @@ def test_a_kubeconfig_without_a_current_context_asks_for_one(tmp_path):
         KubeconfigError, match=r"has no current-context; pass --context NAME \(its contexts: one, two\)"
     ):
         check(str(path), None, environ={})
-    assert check(str(path), "two", environ={}) is not None
+    found = check(str(path), "two", environ={})
+    assert found is not None and (found.context, found.server) == ("two", "https://127.0.0.1:1")
 
 
 def test_a_context_whose_cluster_has_no_server(tmp_path):
@@ -330,3 +331,21 @@ def test_the_workload_input_is_checked_by_the_installed_package_not_a_file_of_th
         jobspec.check_args(["--no-such-flag"])
     with pytest.raises(ValueError, match="ROLLCALL_FAIL_RANK"):
         jobspec.check_env({"ROLLCALL_FAIL_RANK": "x"})
+
+
+@pytest.mark.parametrize(
+    ("where", "why"),
+    [("/proc/rollcall-reports", "No such file or directory"), ("{file}/reports", "Not a directory")],
+)
+def test_an_artifacts_directory_that_cannot_be_written_is_refused_before_any_run(
+    pytester, tmp_path, where, why
+):
+    file = tmp_path / "a-file"
+    file.write_text("")
+    where = where.format(file=file)
+    pytester.makepyfile(test_roll=ROLL_CALL)
+    res = pytester.runpytest("-p", "no:cacheprovider", "--backend", "local", "--artifacts-dir", where)
+    err = res.stderr.str()
+    assert res.ret == pytest.ExitCode.USAGE_ERROR, res.stdout.str() + err
+    assert f"ERROR: --artifacts-dir {where}: cannot be written ({why}); name a directory" in err
+    assert "Traceback" not in err + res.stdout.str()

@@ -30,7 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
-from rollcall_workload.gpumem import RUN_ID_ENV
+from rollcall_workload import gpumem
+
+#: The variable that marks every process of a run, declared where the workload reads it (``gpumem``).
+RUN_ID_ENV = gpumem.RUN_ID_ENV
 
 #: ``<pid>:<start time>`` of the suite process that started the run (:func:`owner_mark`).
 OWNER_ENV = "ROLLCALL_OWNER"

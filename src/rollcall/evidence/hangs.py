@@ -171,14 +171,17 @@ class NeverJoined:
     """Ranks that never joined the process group, and those that waited for them in ``init_process_group``.
 
     Attributes:
-        missing: the ranks that never joined (stalled or silent elsewhere: before init_process_group).
+        missing: the ranks that never joined (stalled or silent elsewhere: before init_process_group; or
+            never heard from).
         waiting: the ranks stalled waiting in init_process_group.
         waited_s: the longest any of those had waited at its dump.
+        unheard: those of ``missing`` that said nothing at all (no event, no heartbeat the monitor saw).
     """
 
     missing: tuple[int, ...]
     waiting: tuple[int, ...]
     waited_s: float | None
+    unheard: tuple[int, ...] = ()
 
     def line(self, node: Callable[[int], int] | None = None) -> str:
         """``rank 1 (node 0) never joined; ranks 0, 2-3 waited 60s in init_process_group``."""
@@ -186,27 +189,37 @@ class NeverJoined:
         who = f"rank {named[0]}" if len(named) == 1 else f"ranks {', '.join(named)}"
         waiters = f"rank {self.waiting[0]}" if len(self.waiting) == 1 else f"ranks {ranges(self.waiting)}"
         waited = f" {self.waited_s:.0f}s" if self.waited_s is not None else ""
-        return f"{who} never joined; {waiters} waited{waited} in {JOIN_PHASE}"
+        if not self.unheard:
+            note = ""
+        elif set(self.unheard) == set(self.missing):
+            note = " (never heard from: stuck before the watchdog started)"
+        else:
+            note = f" ({ranges(self.unheard)} never heard from: stuck before the watchdog started)"
+        return f"{who} never joined{note}; {waiters} waited{waited} in {JOIN_PHASE}"
 
 
 def never_joined(reports: Mapping[int, RankReport], world_size: int) -> NeverJoined | None:
     """The ranks that never joined the process group, once it is certain; else None.
 
     Certain when no rank has said ``start`` (the group never formed), some ranks are stalled waiting in
-    ``init_process_group`` past their join bound, and every other rank of the world is stalled or silent
-    elsewhere (a rank not heard from at all holds it off, as it holds off :func:`stop_reason`).
+    ``init_process_group`` past their join bound, and every other rank heard from is stalled or silent
+    elsewhere. A rank never heard from at all is missing too: a rank waits in ``init_process_group`` only once
+    every node's launcher has joined the launchers' rendezvous, and torchrun spawns no rank before that, so
+    by then every rank has been running for the waiting ranks' join bound without saying a word (stuck
+    before its watchdog started: a node frozen or cut off as it began, ``ROLLCALL_HANG_NODE``).
     """
     if any(rep.start is not None or rep.complete for rep in reports.values()):
         return None
     found, quiet = stalls(reports), silences(reports)
-    if any(r not in found and r not in quiet for r in range(world_size)):
+    if any(r in reports and r not in found and r not in quiet for r in range(world_size)):
         return None
     waiting = [r for r, s in found.items() if s.waiting and s.dump.phase == JOIN_PHASE and r < world_size]
     missing = [r for r in range(world_size) if r not in waiting]
     if not waiting or not missing:
         return None
     waited = [s for r in waiting if (s := found[r].dump.stalled_s) is not None]
-    return NeverJoined(tuple(missing), tuple(waiting), max(waited) if waited else None)
+    unheard = tuple(r for r in missing if r not in found and r not in quiet)
+    return NeverJoined(tuple(missing), tuple(waiting), max(waited) if waited else None, unheard)
 
 
 def stop_reason(reports: Mapping[int, RankReport], world_size: int) -> str | None:
@@ -217,12 +230,12 @@ def stop_reason(reports: Mapping[int, RankReport], world_size: int) -> str | Non
     open_ranks = [r for r in range(world_size) if not (r in reports and reports[r].complete)]
     if not open_ranks:
         return None
+    joined = never_joined(reports, world_size)  # it counts the ranks never heard from (see there)
+    if joined is not None:
+        return f"{joined.line()}: ended at the join bound (--join-hang-after)"
     found, quiet = stalls(reports), silences(reports)
     if any(r not in found and r not in quiet for r in open_ranks):
         return None
-    joined = never_joined(reports, world_size)
-    if joined is not None:
-        return f"{joined.line()}: ended at the join bound (--join-hang-after)"
     hung = [s.rank for s in resolve({r: found[r] for r in open_ranks if r in found})[0]]
     silent = [r for r in open_ranks if r in quiet and r not in hung]
     stuck = [f"rank(s) {ranges(hung)} hung"] if hung else []

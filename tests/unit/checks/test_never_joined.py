@@ -68,10 +68,40 @@ def test_a_silent_rank_before_the_join_never_joined_either():
     assert problem.message == "rank 3 (node 1) never joined; ranks 0-2 waited 11s in init_process_group"
 
 
-def test_nothing_is_said_while_a_rank_is_unheard_or_once_the_group_formed():
-    facts = Facts(Evidence(roll_of_lines(_waited(0, 2, 3)), Layout(2, 2)), Criteria())
-    assert list(never_joined(facts)) == []  # rank 1 unheard: it may not have started yet
+def test_ranks_never_heard_from_while_the_others_wait_at_the_join_never_joined():
+    """Ranks wait in init_process_group only once every launcher has joined the launchers' rendezvous, and
+    no rank is spawned before that: a rank unheard by then is stuck before its watchdog (a node frozen as it
+    began), not late. It is named, and the job ends at the join bound, not at the job timeout."""
+    facts = Facts(Evidence(roll_of_lines(_waited(0, 1)), Layout(2, 2)), Criteria())
+    (problem,) = never_joined(facts)
+    assert set(problem.ranks) == {2, 3}
+    assert problem.message == (
+        "ranks 2 (node 1), 3 (node 1) never joined (never heard from: stuck before the watchdog started); "
+        "ranks 0-1 waited 10s in init_process_group"
+    )
+    assert stop_reason(facts.reports, 4) == (
+        "ranks 2, 3 never joined (never heard from: stuck before the watchdog started); ranks 0-1 waited 10s "
+        "in init_process_group: ended at the join bound (--join-hang-after)"
+    )
+    # one heard from (stalled before the join), one not: both named, the unheard one said so
+    mixed = roll_of_lines([_dump(2, SLEEPING, contract.START_PHASE, 10.0), *_waited(0, 1)])
+    (problem,) = never_joined(Facts(Evidence(mixed, Layout(2, 2)), Criteria()))
+    assert set(problem.ranks) == {2, 3}
+    assert "never joined (3 never heard from: stuck before the watchdog started)" in problem.message
+
+
+def test_nothing_is_said_while_a_rank_heard_from_still_moves_or_once_the_group_formed():
+    # rank 1 said something but is neither stalled nor silent: it may still join
+    roll = roll_of_lines([*_waited(0, 2, 3), contract.encode_event("resumed", 1, 4, dump=1)])
+    facts = Facts(Evidence(roll, Layout(2, 2)), Criteria())
+    assert list(never_joined(facts)) == []
     assert stop_reason(facts.reports, 4) is None
+    # nobody waits at the join yet: a rank unheard may not have started
+    quiet = Facts(
+        Evidence(roll_of_lines([_dump(1, SLEEPING, contract.START_PHASE, 10.0)]), Layout(2, 2)), Criteria()
+    )
+    assert list(never_joined(quiet)) == []
+    assert stop_reason(quiet.reports, 4) is None
     assert list(never_joined(Facts(Evidence(two_by_two(), Layout(2, 2)), Criteria()))) == []
     every = roll_of_lines(_waited(0, 1, 2, 3))  # all four wait: none is missing (the store host is elsewhere)
     assert list(never_joined(Facts(Evidence(every, Layout(2, 2)), Criteria()))) == []

@@ -41,3 +41,20 @@ def test_the_gate_would_catch_a_kernel_that_spills(tmp_path):
     """The one-block attention backward spills on sm_86: a gate that claimed it proven there would fail."""
     usage = kt.usage("attention backward, one block", "sm_86", Path(tmp_path))
     assert usage.spilled > 0 and "sm_86" not in PROVEN["attention"]
+
+
+def test_the_bad_address_faults_kernel_compiles_with_no_gpu():
+    """ROLLCALL_BAD_ADDRESS_RANK's program is the workload's too: it must compile wherever it is asked for (an
+    annotation Triton cannot resolve made it fail on the H200 before it read anything)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from rollcall_workload import bad_address
+
+    signature = {"src": "*fp32", "dst": "*fp32", "far": "i64"}
+    kernel = triton.compile(
+        ASTSource(fn=bad_address._read_far, signature=signature, constexprs={}),
+        target=GPUTarget("cuda", kt.capability("sm_90"), 32),
+    )
+    assert "ld.global" in kernel.asm["ptx"]

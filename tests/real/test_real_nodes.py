@@ -16,15 +16,17 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Any
 
 import pytest
 
 from rollcall.backends import JobState
 from rollcall.backends.kubernetes.kube import call
 from rollcall.backends.kubernetes.manifests import JOB_LABEL, MANAGED_BY, MANAGED_BY_LABEL
-from rollcall.ranklog import RollCall
+from rollcall.ranklog import RollCall, Silence
 from rollcall.verdict import Kind
-from tests.cluster.controlplane import REPO_ROOT
+from rollcall_workload.monitor import SILENT_MARGIN_S
+from tests.cluster.controlplane import REPO_ROOT, cluster_sh
 from tests.k8s.conftest import suite_namespaces
 from tests.waiting import wait_until
 
@@ -73,6 +75,17 @@ def training_containers(cp) -> list[str]:
             and c["id"] in live
         ]
     return found
+
+
+def cleanup_began(kube, *, timeout: float) -> float:
+    """When (monotonic) the run's clean-up was seen to begin: its namespace being deleted."""
+    wait_until(
+        "the run to delete its namespace",
+        lambda: any(n["metadata"].get("deletionTimestamp") for n in suite_namespaces(kube)),
+        timeout=timeout,
+        every=0.5,
+    )
+    return time.monotonic()
 
 
 def roll_of(attempt) -> RollCall:
@@ -273,6 +286,79 @@ def test_a_hung_rank_is_named_from_its_stack_and_the_run_ends_at_the_hang(make_s
     assert took < 300, took  # start-up, the first epoch, 2 x --hang-after and clean-up: not the 600 s
 
 
+def test_a_frozen_container_is_named_silent_within_its_bound(
+    make_suite, real_cluster, kube, real_nodes, request
+):
+    """Pod 1's training container is frozen once it has trained an epoch (containerd pauses its task: runc
+    freezes its cgroup, as a node whose kernel stalls would). Nothing can run in it, its watchdog neither;
+    the pod's monitor sidecar, outside it, names ranks 2-3 silent once their heartbeats have stopped
+    ``--hang-after`` + ``SILENT_MARGIN_S``, and the run ends then, not at the job timeout (a frozen
+    container still reads Running). The task is thawed once the run's clean-up has begun, so it can end."""
+    hang_after = 10
+    suite, _ = make_suite(workload_args=f"{WORKLOAD_ARGS} --hang-after {hang_after}", job_timeout="600")
+    seen: dict[str, Any] = {}
+
+    def pod_of_index(index: str) -> dict[str, Any] | None:
+        for pod in call(kube.core.list_pod_for_all_namespaces, label_selector=JOB_LABEL)["items"]:
+            labels = pod["metadata"].get("labels") or {}
+            if labels.get("batch.kubernetes.io/job-completion-index") == index and pod["spec"].get(
+                "nodeName"
+            ):
+                return pod
+        return None
+
+    def trained(pod: dict[str, Any]) -> bool:
+        meta = pod["metadata"]
+        try:
+            log = real_cluster.kubectl("logs", "-n", meta["namespace"], meta["name"], "-c", "train")
+        except Exception:  # not started yet
+            return False
+        return '"event":"epoch_time"' in log
+
+    def freeze_when_trained() -> None:
+        pod = wait_until("pod 1 to be scheduled", lambda: pod_of_index("1"), timeout=180, every=0.5)
+        wait_until("pod 1 to train an epoch", lambda: trained(pod), timeout=240, every=0.5)
+        node = real_nodes.index(pod["spec"]["nodeName"])
+        (cid,) = [
+            c["id"]
+            for c in containers(real_cluster, node)
+            if c["labels"].get("io.kubernetes.pod.name") == pod["metadata"]["name"]
+            and c["labels"].get("io.kubernetes.container.name") == "train"
+        ]
+        ctr = ("ctr", "--name", real_cluster.name, str(node), "-n", "k8s.io", "tasks")
+        cluster_sh(*ctr, "pause", cid)
+        seen["frozen"] = time.monotonic()
+        try:
+            seen["cleanup"] = cleanup_began(kube, timeout=240)
+        finally:
+            cluster_sh(*ctr, "resume", cid)
+
+    watcher = threading.Thread(target=freeze_when_trained, daemon=True)
+    watcher.start()
+    try:
+        attempt, took = run(suite, request)
+    finally:
+        watcher.join(300)
+    assert "frozen" in seen and "cleanup" in seen, (seen, message(attempt))
+    assert attempt.status.state is JobState.STOPPED, message(attempt)
+    first = attempt.verdict.findings[0]
+    silent = attempt.verdict.of_kind(Kind.SILENT)
+    assert first.kind is Kind.SILENT and {r for p in silent for r in p.ranks} == {2, 3}, message(attempt)
+    for problem in silent:
+        (r,) = problem.ranks
+        assert problem.message.startswith(f"rank {r} (node 1, pod {attempt.spec.name}-1"), problem.message
+        assert "silent: no heartbeat for " in problem.message, problem.message
+        assert isinstance(problem.detail, Silence) and problem.detail.heartbeat_s is not None
+        assert hang_after + SILENT_MARGIN_S < problem.detail.heartbeat_s, problem.detail
+    # named within the bound of the freeze, plus the polls and the pods' log reads: not at the 600 s timeout
+    assert seen["cleanup"] - seen["frozen"] < hang_after + SILENT_MARGIN_S + 45, (
+        seen["cleanup"] - seen["frozen"]
+    )
+    assert attempt.status.reason.startswith("rank(s) 2-3 silent"), attempt.status.reason
+    assert took < 400, took
+    print(f"frozen to clean-up {seen['cleanup'] - seen['frozen']:.1f}s, run {took:.1f}s: {first.message}")
+
+
 def test_a_node_lost_mid_run_fails_the_run_naming_it(make_suite, real_cluster, kube, real_nodes, request):
     """Node 1's kubelet and runtime stop while it trains: the run fails naming that node once the node
     controller marks it not Ready (the local cluster's node-monitor grace period: 20 s), and its clean-up
@@ -296,13 +382,7 @@ def test_a_node_lost_mid_run_fails_the_run_naming_it(make_suite, real_cluster, k
         )
         real_cluster.stop_node(1)
         seen["stopped"] = time.monotonic()
-        wait_until(
-            "the run to delete its namespace",
-            lambda: any(n["metadata"].get("deletionTimestamp") for n in suite_namespaces(kube)),
-            timeout=180,
-            every=0.5,
-        )
-        seen["cleanup"] = time.monotonic()
+        seen["cleanup"] = cleanup_began(kube, timeout=180)
 
     watcher = threading.Thread(target=stop_node_when_training, daemon=True)
     watcher.start()

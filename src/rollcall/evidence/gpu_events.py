@@ -122,14 +122,14 @@ def events_seen(
 ) -> tuple[GpuEventSeen, ...]:
     """Every event heard, tied and classified (see the module's docstring), in the order heard."""
     policy = policy or XidPolicy()
-    by_uuid: dict[str, int] = {}
+    by_uuid: dict[str, list[int]] = {}
     by_index: dict[tuple[str, Any], int] = {}
     by_cuda: dict[tuple[str, Any], int] = {}
     by_source: dict[str, int] = {}
     for rank, report in sorted(reports.items()):
         facts = report.facts or {}
         if isinstance(uuid := facts.get("gpu_uuid"), str):
-            by_uuid.setdefault(uuid, rank)
+            by_uuid.setdefault(uuid, []).append(rank)
         device = str((report.start or {}).get("device") or "")
         for source in sorted(report.sources):
             by_source.setdefault(source, rank)
@@ -139,8 +139,10 @@ def events_seen(
                 by_cuda.setdefault((source, int(device[5:])), rank)
     seen = []
     for h in _once(heard):
-        on = by_uuid.get(h.uuid) if h.uuid else None
-        if on is None:  # no rank read that UUID (none had said its facts yet): the index on that node
+        sharing = by_uuid.get(h.uuid, []) if h.uuid else []
+        if sharing:
+            on = _one_of(sharing, h, reports)
+        else:  # no rank read that UUID (none had said its facts yet): the index on that node
             on = by_index.get((h.source, h.gpu), by_cuda.get((h.source, h.gpu)))
         anchor = on if on is not None else by_source.get(h.source)
         node = node_of(anchor) if anchor is not None else None
@@ -154,6 +156,27 @@ def events_seen(
 #: Seconds apart within which two monitors' reports of one GPU's same event are one event: each stamps it
 #: when it polls, about once a second.
 SAME_EVENT_S = 2.0
+
+
+def _one_of(ranks: list[int], h: GpuHeard, reports: Mapping[int, RankReport]) -> int | None:
+    """The rank on the event's GPU, of the ranks whose facts name its UUID.
+
+    One, mostly. Where several share the GPU (the local backend's simulated nodes on one GPU; a GPU
+    time-sliced between pods), the one whose error came first from about the event's time on (a program's
+    fault: its own error follows, the others' echoes after it); None where none of them failed then, so
+    no rank that merely shares the GPU is blamed (the event keeps its GPU and the node that heard it).
+    """
+    if len(ranks) == 1:
+        return ranks[0]
+    if h.time is None:
+        return None
+    after = [
+        (e.time, r)
+        for r in ranks
+        for e in reports[r].errors
+        if e.time is not None and e.time >= h.time - SAME_EVENT_S
+    ]
+    return min(after)[1] if after else None
 
 
 def _once(heard: Iterable[GpuHeard]) -> Iterable[GpuHeard]:

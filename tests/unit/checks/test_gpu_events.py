@@ -88,6 +88,21 @@ def test_xid_31_on_a_failing_ranks_gpu_is_named_beside_that_ranks_error_whose_ow
     assert (seen.rank, seen.node, seen.klass, seen.phase) == (1, 1, "program", "after epoch 1")
 
 
+def test_an_event_on_a_gpu_ranks_share_is_tied_to_the_rank_whose_error_followed_it_else_to_none(monkeypatch):
+    """Simulated nodes sharing one GPU (as bench/gpu_checks.sh runs on one H200) read the same UUID: the
+    Xid goes to the rank whose error followed it, not to the lowest rank; with no error after it, to no
+    rank (sharing a GPU does not make a rank the culprit), still with its GPU and the node that heard it."""
+    for r in (0, 1):
+        monkeypatch.setitem(GPUS, r, {"device_index": 0, "gpu_uuid": "GPU-shared", "gpu_serial": "165000"})
+    xid = gpu_line(xid=31, data=31, event_type=8, gpu=0, uuid="GPU-shared")
+    verdict = verdict_of(roll_of([xid], fails=ILLEGAL))
+    [seen] = verdict.gpu_events
+    assert (seen.rank, seen.node, seen.phase) == (1, 1, "after epoch 1")
+    assert "the GPU said: Xid 31" in verdict.findings[0].ranks[1]
+    [seen] = verdict_of(roll_of([xid])).gpu_events
+    assert seen.rank is None and seen.node == 1 and seen.heard.uuid == "GPU-shared"
+
+
 def test_xid_79_makes_the_gpu_unfit_first_in_the_verdict_ahead_of_the_error_it_caused():
     verdict = verdict_of(
         roll_of([gpu_line(xid=79, data=79, event_type=8)], fails="CUDA error: unknown error")

@@ -1,11 +1,11 @@
 """Whatever ends the suite, its run leaves no process behind, and an interrupted run still writes its reports.
 
 ``pytest tests/e2e --backend local --nodes 2 --procs-per-node 2`` in a process of its own, with node 1 stuck
-before rendezvous (``ROLLCALL_HANG_NODE=1``) and node 0's ranks waiting for it in ``init_process_group``:
-the stall the issue found left both agents and all four ranks running when SIGTERM reached the suite through
-``timeout`` (which sends it on to its child and to its process group again), the second signal cutting the
-clean-up short. The suite names that stall itself at the join bound (``tests/local/test_silence.py``); here
-the bound is long (``--join-hang-after 600``), so the signal comes first, while no rank has said a word.
+before rendezvous (``ROLLCALL_HANG_NODE=1``) and node 0's ranks waiting for it in ``init_process_group``,
+their watchdogs' stacks dumped once (``--join-hang-after 30``): the stall the issue found left both agents and
+all four ranks running when SIGTERM reached the suite through ``timeout`` (which sends it on to its child and
+to its process group again), the second signal cutting the clean-up short. The suite names that stall itself
+at the waiting ranks' second dump (``tests/local/test_silence.py``), another 30 s on: the signal comes first.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ pytestmark = pytest.mark.slow
 TEST = "test_every_rank_answers_the_roll_call"
 WORKLOAD = (
     "--warmup-steps 1 --epochs 2 --steps-per-epoch 2 --hang-after 5 --first-step-hang-after 5 "
-    "--join-hang-after 600"
+    "--join-hang-after 30"
 )
 
 
@@ -69,7 +69,7 @@ def of_suite(pid: int) -> Callable[[], dict[int, str]]:
 
 
 def stalled(artifacts: Path, out: Path, leftovers: Callable[[], dict[int, str]]) -> str:
-    """Wait until both agents and all four ranks run, node 1's stuck; the run's id."""
+    """Wait until both agents and all four ranks run, node 1's stuck and node 0's dumped as waiting; the run."""
     logs = artifacts / TEST
 
     def ready() -> dict[int, str] | None:
@@ -77,9 +77,10 @@ def stalled(artifacts: Path, out: Path, leftovers: Callable[[], dict[int, str]])
         node1 = logs / "node-1.log"
         if not (node0.is_file() and node1.is_file()):
             return None
+        dumped = all(f'"event":"stack","rank":{r}' in node0.read_text() for r in (0, 1))
         stuck = node1.read_text().count("hangs before rendezvous as asked by ROLLCALL_HANG_NODE") == 2
         running = leftovers()
-        return running if stuck and len(running) >= 8 else None
+        return running if dumped and stuck and len(running) >= 8 else None
 
     def state() -> str:
         ps = subprocess.run(["ps", "-eo", "pid,ppid,stat,etime,cmd"], capture_output=True, text=True).stdout
@@ -135,12 +136,14 @@ def test_a_signal_through_timeout_leaves_nothing_and_every_report_says_interrupt
     first = test["findings"][0]
     assert first["kind"] == "interrupted" and first["owner"] == "undetermined"
     assert first["message"].startswith(f"run interrupted by {why} ")
-    assert first["message"].endswith(": ranks 0-3 not started"), first["message"]
+    assert first["message"].endswith(": ranks 0-1 waiting; ranks 2-3 not started"), first["message"]
     assert test["ranks_answered"] == 0 and set(test["failed_ranks"]) == {"0", "1", "2", "3"}
 
     cases = {c.get("name"): c for c in ET.parse(junit).iter("testcase")}
     failures = {name: c.find("failure") for name, c in cases.items()}
     assert all(f is not None for f in failures.values()) and len(failures) == 4
+    note = failures["rank 0 (node 0)"].get("message", "")  # type: ignore[union-attr]
+    assert note.startswith("waiting in a collective (init_process_group) when interrupted"), note
     note = failures["rank 3 (node 1)"].get("message", "")  # type: ignore[union-attr]
     assert note.startswith("not started (no start: not in the process group) when interrupted"), note
 

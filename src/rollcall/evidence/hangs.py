@@ -205,8 +205,10 @@ def never_joined(reports: Mapping[int, RankReport], world_size: int) -> NeverJoi
     ``init_process_group`` past their join bound, and every other rank heard from is stalled or silent
     elsewhere. A rank never heard from at all is missing too: a rank waits in ``init_process_group`` only once
     every node's launcher has joined the launchers' rendezvous, and torchrun spawns no rank before that, so
-    by then every rank has been running for the waiting ranks' join bound without saying a word (stuck
-    before its watchdog started: a node frozen or cut off as it began, ``ROLLCALL_HANG_NODE``).
+    by then every rank has been running about as long as the waiting ones. So that a rank whose own first
+    dump merely comes later (a loaded node) is not taken for one that never spoke, the unheard ones are
+    counted once a waiting rank has waited twice its bound (its second dump): a rank still unheard then is
+    stuck before its watchdog started (a node frozen or cut off as it began, ``ROLLCALL_HANG_NODE``).
     """
     if any(rep.start is not None or rep.complete for rep in reports.values()):
         return None
@@ -219,7 +221,16 @@ def never_joined(reports: Mapping[int, RankReport], world_size: int) -> NeverJoi
         return None
     waited = [s for r in waiting if (s := found[r].dump.stalled_s) is not None]
     unheard = tuple(r for r in missing if r not in found and r not in quiet)
+    if unheard and not any(_second_dump(found[r].dump) for r in waiting):
+        return None  # a rank whose first dump is merely later than the others' (a loaded node) gets a bound
     return NeverJoined(tuple(missing), tuple(waiting), max(waited) if waited else None, unheard)
+
+
+def _second_dump(dump: StackDump) -> bool:
+    """Whether the rank has waited at least twice its bound (its watchdog dumps again each bound)."""
+    if dump.stalled_s is None or dump.hang_after is None:
+        return dump.dump >= 2
+    return dump.stalled_s >= 2 * dump.hang_after - 1.0
 
 
 def stop_reason(reports: Mapping[int, RankReport], world_size: int) -> str | None:

@@ -68,23 +68,31 @@ def test_a_silent_rank_before_the_join_never_joined_either():
     assert problem.message == "rank 3 (node 1) never joined; ranks 0-2 waited 11s in init_process_group"
 
 
+def _waited_twice(*ranks: int) -> list[bytes]:
+    """The waiting ranks' second dumps: they have waited twice their 10 s bound."""
+    return [_dump(r, JOINING, contract.JOIN_PHASE, 20.4 + r / 10) for r in ranks]
+
+
 def test_ranks_never_heard_from_while_the_others_wait_at_the_join_never_joined():
     """Ranks wait in init_process_group only once every launcher has joined the launchers' rendezvous, and
-    no rank is spawned before that: a rank unheard by then is stuck before its watchdog (a node frozen as it
-    began), not late. It is named, and the job ends at the join bound, not at the job timeout."""
-    facts = Facts(Evidence(roll_of_lines(_waited(0, 1)), Layout(2, 2)), Criteria())
+    no rank is spawned before that: a rank still unheard when the others have waited twice their bound is
+    stuck before its watchdog (a node frozen as it began), not late. It is named, and the job ends then, not
+    at the job timeout; after one bound only, a rank whose first dump merely comes later is waited for."""
+    early = Facts(Evidence(roll_of_lines(_waited(0, 1)), Layout(2, 2)), Criteria())
+    assert list(never_joined(early)) == [] and stop_reason(early.reports, 4) is None
+    facts = Facts(Evidence(roll_of_lines(_waited_twice(0, 1)), Layout(2, 2)), Criteria())
     (problem,) = never_joined(facts)
     assert set(problem.ranks) == {2, 3}
     assert problem.message == (
         "ranks 2 (node 1), 3 (node 1) never joined (never heard from: stuck before the watchdog started); "
-        "ranks 0-1 waited 10s in init_process_group"
+        "ranks 0-1 waited 20s in init_process_group"
     )
     assert stop_reason(facts.reports, 4) == (
-        "ranks 2, 3 never joined (never heard from: stuck before the watchdog started); ranks 0-1 waited 10s "
+        "ranks 2, 3 never joined (never heard from: stuck before the watchdog started); ranks 0-1 waited 20s "
         "in init_process_group: ended at the join bound (--join-hang-after)"
     )
     # one heard from (stalled before the join), one not: both named, the unheard one said so
-    mixed = roll_of_lines([_dump(2, SLEEPING, contract.START_PHASE, 10.0), *_waited(0, 1)])
+    mixed = roll_of_lines([_dump(2, SLEEPING, contract.START_PHASE, 10.0), *_waited_twice(0, 1)])
     (problem,) = never_joined(Facts(Evidence(mixed, Layout(2, 2)), Criteria()))
     assert set(problem.ranks) == {2, 3}
     assert "never joined (3 never heard from: stuck before the watchdog started)" in problem.message

@@ -78,6 +78,17 @@ def monitor_command(monitor_dir: str, python: Sequence[str] = IMAGE_PYTHON) -> l
     return [*python, "-m", MONITOR_MODULE, "--dir", monitor_dir]
 
 
+def launcher_monitor_command(
+    monitor_dir: str, python: Sequence[str], node_rank: str, workload_args: Sequence[str]
+) -> list[str]:
+    """The monitor in front of node ``node_rank``'s launcher: it watches it at the launchers' rendezvous.
+
+    In steps of the ranks' join bound (``--join-hang-after`` of ``workload_args``, train.py's own parser).
+    """
+    bound = cli.join_bound(workload_args)
+    return [*monitor_command(monitor_dir, python), f"--node-rank={node_rank}", f"--join-hang-after={bound:g}"]
+
+
 def manifests_dir() -> Path:
     """The directory holding job.yaml, service.yaml, namespace.yaml and the batch templates.
 
@@ -382,7 +393,8 @@ class JobSpec:
             log_dir=log_dir,
             compile_cache_dir=compile_cache_dir,
         )
-        return [*monitor_command(monitor_dir, python), "--", *torchrun]
+        monitor = launcher_monitor_command(monitor_dir, python, node_rank, self.workload_args)
+        return [*monitor, "--", *torchrun]
 
     def workload_env(self, log_dir: str = POD_LOG_DIR) -> dict[str, str]:
         """Environment every node's agent gets, the user's own on top.

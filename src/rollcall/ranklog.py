@@ -103,6 +103,7 @@ from rollcall_workload.contract import (
     Start,
     Throughput,
 )
+from rollcall_workload.launcher_record import Launcher
 
 #: The workload's marker, events and their vocabularies: declared once, by the contract.
 MARKER = EVENT_PREFIX.encode()
@@ -410,12 +411,29 @@ class GpuHeard:
     source: str
 
 
+@dataclass(frozen=True)
+class LauncherHeard:
+    """A ``launcher`` line the node's monitor wrote: the node's launcher started, waiting, or past it."""
+
+    state: str
+    node_rank: int
+    node: str | None
+    pid: int | None
+    waited_s: float | None
+    bound_s: float | None
+    process_state: str
+    process_state_name: str
+    time: float | None
+    source: str
+
+
 @dataclass
 class RollCall:
-    """The ranks heard from, keyed by global rank; the GPUs' events the nodes' monitors wrote, in order."""
+    """The ranks heard from, keyed by global rank; the nodes' monitors' GPU and launcher lines, in order."""
 
     ranks: dict[int, RankReport] = field(default_factory=dict)
     gpu_events: list[GpuHeard] = field(default_factory=list)
+    launchers: list[LauncherHeard] = field(default_factory=list)
     records: int = 0
     bytes_read: int = 0
 
@@ -558,6 +576,23 @@ class LogParser:
     def _record(self, rec: Event, obj: dict[str, Any] | None) -> None:
         """Keep one record (``obj``: the whole decoded object, for :data:`_WHOLE`'s events)."""
         event = rec.event
+        if isinstance(rec, Launcher):  # the node's monitor's, of no rank
+            self.roll.launchers.append(
+                LauncherHeard(
+                    rec.state,
+                    rec.node_rank,
+                    rec.node,
+                    rec.pid,
+                    _number(rec.waited_s),
+                    _number(rec.bound_s),
+                    rec.process_state,
+                    rec.process_state_name,
+                    rec.time if rec.time is not None and math.isfinite(rec.time) else None,
+                    self.source,
+                )
+            )
+            self.roll.records += 1
+            return
         if isinstance(rec, GpuEvent):  # the node's monitor's, of no rank
             stamp = rec.time if rec.time is not None and math.isfinite(rec.time) else None
             self.roll.gpu_events.append(

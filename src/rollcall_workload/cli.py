@@ -9,7 +9,7 @@ import argparse
 import math
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
@@ -375,6 +375,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "the collectives through host memory, e.g. for ranks that share one GPU, which NCCL refuses",
     )
     return p.parse_args(argv)
+
+
+def join_bound(argv: Sequence[str]) -> float:
+    """The join bound (``--join-hang-after``) train.py's arguments ``argv`` give.
+
+    The node's monitor waits for the launchers' rendezvous in steps of it. :data:`JOIN_HANG_S` where they
+    give none, or do not parse (the suite refuses those before launch).
+    """
+    try:
+        value = parse_args(list(argv)).join_hang_after
+    except (CommandLineError, SystemExit):
+        return JOIN_HANG_S
+    return float(value) if value else JOIN_HANG_S
 
 
 def apply_defaults(

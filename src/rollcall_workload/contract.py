@@ -23,7 +23,7 @@ Environment read (set by torchrun; never MPI variables):
     ROLLCALL_FAIL_RANK, ROLLCALL_HANG_RANK, ROLLCALL_HANG_NODE, ROLLCALL_CHATTY, ROLLCALL_SLOW_RANK,
     ROLLCALL_SLOW_LINK, ROLLCALL_EXIT_RANK, ROLLCALL_LEAVE_RANK, ROLLCALL_CORRUPT_RANK, ROLLCALL_GIL_RANK,
     ROLLCALL_CORRUPT_COLLECTIVE, ROLLCALL_KERNEL_MISMATCH, ROLLCALL_ASSUME_ARCH, ROLLCALL_STOP_RANK,
-    ROLLCALL_NO_JOIN_RANK, ROLLCALL_GPU_HANG_RANK,
+    ROLLCALL_NO_JOIN_RANK, ROLLCALL_GPU_HANG_RANK, ROLLCALL_NO_LAUNCH_NODE,
     ROLLCALL_BAD_ADDRESS_RANK                        fault injection (rollcall_workload.faults).
     ROLLCALL_MONITOR_DIR                             the node's monitor directory (heartbeat.py).
     ROLLCALL_NODE_IDS                                each node rank's node in a larger world ("2,3": node
@@ -165,6 +165,7 @@ from typing import Any, Literal, TypeVar
 
 from rollcall_workload.gpu_record import GPU_EVENT_WHEN, GpuEvent
 from rollcall_workload.heartbeat import FILES, INTRO, MONITOR_DIR_ENV
+from rollcall_workload.launcher_record import LAUNCHER_WHEN, Launcher
 from rollcall_workload.schema import (
     ABSENT,
     ContractError,
@@ -476,6 +477,7 @@ class Silent(Event):
     state_name: str = optional('the same in words, e.g. "stopped", "uninterruptible sleep"', "")
 
 
+_record("launcher", LAUNCHER_WHEN)(Launcher)  # declared in launcher_record, beside the gpu_event record
 _record("gpu_event", GPU_EVENT_WHEN)(GpuEvent)  # declared in gpu_record, beside the monitor's listener
 
 

@@ -12,6 +12,11 @@ process group and before its watchdog starts, sleeping forever after one plain l
 off before rendezvous, whose ranks say nothing while the others wait for them at rendezvous, so no event
 names the node (the node is named as ``ROLLCALL_SLOW_LINK``'s is: in the world ``ROLLCALL_NODE_IDS``
 gives, so it follows its node into the suite's bisection);
+``ROLLCALL_NO_LAUNCH_NODE=<node>[,<node>...]`` makes the monitor of each node listed (the node's command,
+on the backends where the monitor stands in front of torchrun) start neither itself nor the node's launcher:
+it writes one plain line and waits to be ended, as a node whose command never starts would (a task stuck in
+its prolog, an entrypoint that never runs), so no launcher joins the launchers' rendezvous from it and no
+rank is spawned anywhere (the node named as ``ROLLCALL_HANG_NODE``'s is);
 ``ROLLCALL_CHATTY=<rank>:<bytes>`` makes that rank print about that many bytes of plain progress lines
 after its first ``epoch_time``, spread over about five seconds (to test that log rotation loses no event).
 ``ROLLCALL_EXIT_RANK=<rank>:<code>`` makes that rank answer the whole roll call (``complete`` and the
@@ -78,6 +83,7 @@ CORRUPT_RANK_ENV = "ROLLCALL_CORRUPT_RANK"
 CORRUPT_COLLECTIVE_ENV = "ROLLCALL_CORRUPT_COLLECTIVE"
 HANG_RANK_ENV = "ROLLCALL_HANG_RANK"
 HANG_NODE_ENV = "ROLLCALL_HANG_NODE"
+NO_LAUNCH_NODE_ENV = "ROLLCALL_NO_LAUNCH_NODE"
 CHATTY_ENV = "ROLLCALL_CHATTY"
 SLOW_RANK_ENV = "ROLLCALL_SLOW_RANK"
 SLOW_LINK_ENV = "ROLLCALL_SLOW_LINK"
@@ -120,8 +126,10 @@ def rank_list(name: str, environ: Mapping[str, str], what: str = "rank") -> froz
     return frozenset(ranks)
 
 
-def hung_node(environ: Mapping[str, str], node_rank: int) -> int | None:
+def hung_node(environ: Mapping[str, str], node_rank: int, name: str = HANG_NODE_ENV) -> int | None:
     """The node ``node_rank`` is (in ``ROLLCALL_NODE_IDS``' world), if ``ROLLCALL_HANG_NODE`` names it.
+
+    ``name``: another variable of nodes (``ROLLCALL_NO_LAUNCH_NODE``), read the same way.
 
     Returns:
         The node, or None when the variable does not name it.
@@ -129,7 +137,7 @@ def hung_node(environ: Mapping[str, str], node_rank: int) -> int | None:
     Raises:
         ValueError: either variable is malformed.
     """
-    nodes = rank_list(HANG_NODE_ENV, environ, "node")
+    nodes = rank_list(name, environ, "node")
     if not nodes:
         return None
     node = node_id(environ, node_rank)
@@ -195,7 +203,8 @@ def check_fault_injection(environ: Mapping[str, str]) -> None:
     """Parse every fault-injection variable in ``environ``; ValueError naming the first malformed one."""
     for name in (*(name for name, _ in RANK_FAULTS), NO_JOIN_RANK_ENV):
         rank_list(name, environ)
-    rank_list(HANG_NODE_ENV, environ, "node")
+    for name in (HANG_NODE_ENV, NO_LAUNCH_NODE_ENV):
+        rank_list(name, environ, "node")
     chatty(environ)
     slow_ranks(environ)
     slow_link(environ)

@@ -12,14 +12,20 @@ second (:data:`POLL_S`) and writes, to its own stdout (the node's log, beside th
   (:func:`process_state`: ``T`` stopped, ``D`` uninterruptible sleep); a ``resumed`` (dump 0) once its
   heartbeat comes back.
 
+- ``launcher`` (rank -1) where it starts the node's launcher (:class:`LauncherWatch`): ``started`` as it
+  starts it, ``waiting`` at each multiple of the join bound (``--join-hang-after``) while no rank of the node
+  has been spawned (the launchers' rendezvous has not completed: a node's torchrun spawns its ranks only once
+  every node's has joined it), with the launcher's process state, and ``spawned`` once its ranks run.
+
 What it watches is a list of :class:`Source`; the ranks' files are one (:class:`RankFiles`), the node's
 GPUs' NVML events another (:class:`~rollcall_workload.gpu_events.GpuEvents`, where NVML answers; its line on
 stderr says what it watches, or why it is off). A source that also has a ``close`` (:class:`Closing`) is
 closed once, after the last poll: the GPU listener counts the GPUs again then.
 
-Run as ``python -m rollcall_workload.monitor --dir DIR [-- COMMAND...]``: with a command (the node's torchrun)
-from rollcall_workload.contract import MONITOR_DIR_ENV, encode_event
-from rollcall_workload.gpu_events import GpuEvents
+Run as ``python -m rollcall_workload.monitor --dir DIR [--node-rank N] [--join-hang-after S] [-- CMD...]``:
+with a command (the node's torchrun) it starts the command and ends as it ends, with its status; without one
+it is a sidecar, ended by SIGTERM. ``ROLLCALL_NO_LAUNCH_NODE`` naming its node makes it start nothing at all
+(:mod:`rollcall_workload.faults`).
 """
 
 from __future__ import annotations
@@ -39,9 +45,11 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from rollcall_workload.contract import MONITOR_DIR_ENV, encode_event
-from rollcall_workload.gpu_events import GpuEvents
+from rollcall_workload.faults import NO_LAUNCH_NODE_ENV, hung_node
+from rollcall_workload.gpu_events import GpuEvents, node_name
+from rollcall_workload.gpu_record import NO_RANK
 from rollcall_workload.heartbeat import STACKS_HEADER, Heartbeat, heartbeat_path, read_heartbeat, stacks_path
-from rollcall_workload.watchdog import encode_stack, frame_entry
+from rollcall_workload.watchdog import JOIN_HANG_S, encode_stack, frame_entry
 
 #: Seconds between two looks at the ranks' files.
 POLL_S = 1.0
@@ -295,6 +303,93 @@ class RankFiles:
         ]
 
 
+def children(pid: int, proc: str = "/proc") -> list[int]:
+    """The processes whose parent is ``pid``.
+
+    Read from each of its threads' ``children`` file, else from every process's ``stat`` (a kernel built
+    without ``CONFIG_PROC_CHILDREN``).
+    """
+    try:
+        tasks = os.listdir(os.path.join(proc, str(pid), "task"))
+    except OSError:
+        return []
+    found: list[int] = []
+    try:
+        for task in tasks:
+            with open(os.path.join(proc, str(pid), "task", task, "children"), encoding="ascii") as f:
+                found += [int(word) for word in f.read().split()]
+        return found
+    except (OSError, ValueError):
+        pass
+    with contextlib.suppress(OSError):
+        for name in os.listdir(proc):
+            if not name.isdigit():
+                continue
+            try:
+                with open(os.path.join(proc, name, "stat"), encoding="ascii", errors="replace") as f:
+                    parent = f.read().rsplit(")", 1)[1].split()[1]
+            except (OSError, IndexError):
+                continue
+            if parent == str(pid):
+                found.append(int(name))
+    return found
+
+
+@dataclass
+class LauncherWatch:
+    """The node's launcher, from the moment the monitor started it until it spawned the node's ranks.
+
+    ``started`` (the wall clock at its start) is said at once (:meth:`first`); ``waiting`` at each multiple
+    of ``bound`` with no rank of the node spawned (no child process of the launcher, no heartbeat in the
+    monitor directory), ``spawned`` once one is, and then nothing more.
+    """
+
+    pid: int
+    node_rank: int
+    started: float
+    bound: float = JOIN_HANG_S
+    ranks: RankFiles | None = None
+    children_of: Callable[[int], list[int]] = children
+    state_of: Callable[[int], tuple[str, str] | None] = process_state
+    node: str = field(default_factory=node_name)
+    _waits: int = 0
+    _spawned: bool = False
+
+    def line(self, state: str, now: float) -> bytes:
+        """One ``launcher`` line of ``state`` at ``now``."""
+        process = self.state_of(self.pid)
+        return encode_event(
+            "launcher",
+            NO_RANK,
+            NO_RANK,
+            state=state,
+            node_rank=self.node_rank,
+            node=self.node,
+            pid=self.pid,
+            waited_s=round(max(0.0, now - self.started), 3),
+            bound_s=self.bound,
+            process_state=process[0] if process else "",
+            process_state_name=process[1] if process else "",
+        )
+
+    def first(self) -> bytes:
+        """The ``started`` line."""
+        return self.line("started", self.started)
+
+    def poll(self, now: float) -> list[bytes]:
+        """``spawned`` once the node's ranks run, ``waiting`` at each bound until then."""
+        if self._spawned:
+            return []
+        if self.children_of(self.pid) or (self.ranks is not None and self.ranks.heartbeats()):
+            self._spawned = True
+            return [self.line("spawned", now)]
+        waits = int((now - self.started) // self.bound) if self.bound > 0 else 0
+        if waits <= self._waits:
+            return []
+        self._waits = waits
+        return [self.line("waiting", now)]
+
+
 def watch_once(sources: Sequence[Source], fd: int = 1, *, last: bool = False) -> None:
     """Poll every source once and write what they said, one write per line; ``last``: then close them."""
     now = time.time()
@@ -306,9 +401,22 @@ def watch_once(sources: Sequence[Source], fd: int = 1, *, last: bool = False) ->
                 os.write(fd, line)
 
 
-def run(sources: Sequence[Source], command: Sequence[str], poll_s: float = POLL_S) -> int:
-    """Start ``command``, poll ``sources`` until it ends, and once more; its status (negative: a signal)."""
+def run(
+    sources: Sequence[Source],
+    command: Sequence[str],
+    poll_s: float = POLL_S,
+    launcher: Callable[[int, float], LauncherWatch] | None = None,
+) -> int:
+    """Start ``command``, poll ``sources`` until it ends, and once more; its status (negative: a signal).
+
+    ``launcher``: the watch of the command as the node's launcher, made from its pid and start time; its
+    ``started`` line is written at once and it is polled with the others.
+    """
     child = subprocess.Popen(list(command))
+    if launcher is not None:
+        watch = launcher(child.pid, time.time())
+        os.write(1, watch.first())
+        sources = [*sources, watch]
 
     def forward(signum: int, _frame: object) -> None:
         with contextlib.suppress(ProcessLookupError):
@@ -351,9 +459,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", required=True, help="the node's monitor directory (ROLLCALL_MONITOR_DIR)")
     parser.add_argument("--margin", type=float, default=SILENT_MARGIN_S, help="seconds past a rank's bound")
     parser.add_argument("--poll", type=float, default=POLL_S, help="seconds between two looks")
+    parser.add_argument(
+        "--node-rank", type=int, help="the node's rank in the job: the command is its launcher (watched)"
+    )
+    parser.add_argument(
+        "--join-hang-after",
+        type=float,
+        default=JOIN_HANG_S,
+        help="seconds between two launcher waiting lines (the ranks' --join-hang-after)",
+    )
     opts = parser.parse_args(own)
+    if command and opts.node_rank is not None:
+        _maybe_no_launch(opts.node_rank)
     os.makedirs(opts.dir, exist_ok=True)
-    sources: list[Source] = [RankFiles(opts.dir, opts.margin)]
+    files = RankFiles(opts.dir, opts.margin)
+    sources: list[Source] = [files]
     gpus = GpuEvents.open()  # before the command starts: the set holds every event from the first step on
     print(f"rollcall monitor: {gpus.describe()}", file=sys.stderr, flush=True)
     if gpus.off is None:
@@ -361,12 +481,35 @@ def main(argv: list[str] | None = None) -> int:
     if not command:
         return sidecar(sources, opts.poll)
     os.environ[MONITOR_DIR_ENV] = opts.dir  # the ranks' heartbeats and dumps go where this monitor reads
-    code = run(sources, command, opts.poll)
+    launcher = None
+    if opts.node_rank is not None:
+        node_rank, bound = opts.node_rank, opts.join_hang_after
+
+        def launcher(pid: int, started: float) -> LauncherWatch:
+            return LauncherWatch(pid, node_rank, started, bound, files)
+
+    code = run(sources, command, opts.poll, launcher)
     if code < 0:  # end as the command did: by its signal
         with contextlib.suppress(OSError, ValueError):  # SIGKILL and SIGSTOP keep theirs
             signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
     return code if code >= 0 else 128 - code
+
+
+def _maybe_no_launch(node_rank: int) -> None:
+    """``ROLLCALL_NO_LAUNCH_NODE``: start nothing, say one plain line, wait to be ended (then end as told)."""
+    node = hung_node(os.environ, node_rank, NO_LAUNCH_NODE_ENV)
+    if node is None:
+        return
+    ends = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
+    signal.pthread_sigmask(signal.SIG_BLOCK, ends)  # before the line: a signal sent once it is read waits
+    print(
+        f"rollcall: node {node} starts no launcher as asked by {NO_LAUNCH_NODE_ENV}",
+        file=sys.stderr,
+        flush=True,
+    )
+    received = signal.sigwait(ends)
+    raise SystemExit(128 + received)
 
 
 if __name__ == "__main__":

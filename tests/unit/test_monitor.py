@@ -266,10 +266,100 @@ def test_the_fault_variables_of_the_monitor_are_parsed_with_the_others():
     faults.check_fault_injection(env)
     assert [faults.injected_fault(r, env) for r in range(4)] == [None, "gil", "stop", None]
     assert faults.never_joins(3, env) and not faults.never_joins(1, env)
-    for name in (faults.GIL_RANK_ENV, faults.STOP_RANK_ENV, faults.NO_JOIN_RANK_ENV):
+    assert faults.hung_node({faults.NO_LAUNCH_NODE_ENV: "0,2"}, 2, faults.NO_LAUNCH_NODE_ENV) == 2
+    assert faults.hung_node({faults.NO_LAUNCH_NODE_ENV: "0,2"}, 1, faults.NO_LAUNCH_NODE_ENV) is None
+    for name in (
+        faults.GIL_RANK_ENV,
+        faults.STOP_RANK_ENV,
+        faults.NO_JOIN_RANK_ENV,
+        faults.NO_LAUNCH_NODE_ENV,
+    ):
         try:
             faults.check_fault_injection({name: "one"})
         except ValueError as exc:
             assert f"{name}='one' is not valid" in str(exc)
         else:
             raise AssertionError(f"{name}=one was accepted")
+
+
+def _launcher_lines(lines: list[bytes]) -> list[dict]:
+    events = [json.loads(line.split(b" ", 1)[1]) for line in lines]
+    assert all(e["event"] == "launcher" and e["rank"] == -1 for e in events), events
+    return events
+
+
+def test_the_launcher_is_said_started_then_waiting_at_each_bound_then_spawned_once(tmp_path):
+    kids: list[int] = []
+    watch = monitor.LauncherWatch(
+        pid=4242,
+        node_rank=1,
+        started=1000.0,
+        bound=10.0,
+        ranks=monitor.RankFiles(str(tmp_path)),
+        children_of=lambda pid: kids,
+        state_of=lambda pid: ("S", "sleeping"),
+        node="n1",
+    )
+    (first,) = _launcher_lines([watch.first()])
+    assert (first["state"], first["node_rank"], first["node"], first["pid"]) == ("started", 1, "n1", 4242)
+    assert watch.poll(1009.0) == []
+    (wait,) = _launcher_lines(watch.poll(1010.5))
+    assert (wait["state"], wait["waited_s"], wait["bound_s"], wait["process_state"]) == (
+        "waiting",
+        10.5,
+        10.0,
+        "S",
+    )
+    assert watch.poll(1015.0) == []  # one line per bound
+    assert [e["waited_s"] for e in _launcher_lines(watch.poll(1020.0))] == [20.0]
+    kids.append(4300)
+    (spawned,) = _launcher_lines(watch.poll(1021.0))
+    assert spawned["state"] == "spawned" and spawned["waited_s"] == 21.0
+    assert watch.poll(1050.0) == []
+
+
+def test_a_heartbeat_says_the_launcher_spawned_its_ranks_where_children_cannot_be_read(tmp_path):
+    watch = monitor.LauncherWatch(4242, 0, 1000.0, 10.0, monitor.RankFiles(str(tmp_path)), lambda pid: [])
+    assert _launcher_lines(watch.poll(1011.0))[0]["state"] == "waiting"
+    _beat(tmp_path, 0, pid=4300, time_=1011.0, progress=1011.0)
+    assert _launcher_lines(watch.poll(1012.0))[0]["state"] == "spawned"
+
+
+def test_children_are_read_from_proc(tmp_path):
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        assert child.pid in monitor.children(os.getpid())
+        assert monitor.children(child.pid) == []
+    finally:
+        child.kill()
+        child.wait()
+    fake = tmp_path / "proc"  # a kernel without CONFIG_PROC_CHILDREN: every process's stat is read
+    for pid, parent in ((7, 1), (8, 7), (9, 7), (10, 8)):
+        (fake / str(pid) / "task" / str(pid)).mkdir(parents=True)
+        (fake / str(pid) / "stat").write_text(f"{pid} (py thon) S {parent} {pid} 0\n")
+    assert sorted(monitor.children(7, str(fake))) == [8, 9] and monitor.children(42, str(fake)) == []
+
+
+def test_a_node_asked_to_start_no_launcher_starts_nothing_and_ends_at_sigterm(tmp_path):
+    marker = tmp_path / "ran"
+    cmd = [sys.executable, "-m", "rollcall_workload.monitor", "--dir", str(tmp_path / "m"), "--node-rank", "1",
+           "--poll", "0.1", "--", sys.executable, "-c", f"open({str(marker)!r}, 'w')"]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": SRC, faults.NO_LAUNCH_NODE_ENV: "1"}
+    with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as node:
+        assert node.stderr is not None and node.stdout is not None
+        said = node.stderr.readline()  # said after its signals are blocked? no: before; SIGTERM then waits
+        assert said == b"rollcall: node 1 starts no launcher as asked by ROLLCALL_NO_LAUNCH_NODE\n", said
+        node.send_signal(signal.SIGTERM)
+        assert node.wait(timeout=60) == 128 + signal.SIGTERM
+        assert node.stdout.read() == b""  # not a single roll-call line: nothing heard from the node
+    assert not marker.exists() and not (tmp_path / "m").exists()
+
+
+def test_the_monitor_in_front_of_a_launcher_says_when_it_started_and_spawned(tmp_path):
+    code = "import subprocess, sys, time; time.sleep(0.5); subprocess.run([sys.executable, '-c', 'import time; time.sleep(1.5)'])"
+    cmd = [sys.executable, "-m", "rollcall_workload.monitor", "--dir", str(tmp_path), "--node-rank", "0",
+           "--join-hang-after", "0.3", "--poll", "0.1", "--", sys.executable, "-c", code]  # fmt: skip
+    out = subprocess.run(cmd, env={**os.environ, "PYTHONPATH": SRC}, stdout=subprocess.PIPE, timeout=120)
+    assert out.returncode == 0
+    states = [e["state"] for e in _launcher_lines(out.stdout.splitlines(keepends=True))]
+    assert states[0] == "started" and states[-1] == "spawned" and set(states[1:-1]) == {"waiting"}, states

@@ -137,6 +137,8 @@ def test_each_node_runs_its_torchrun_behind_its_monitor_reading_a_directory_of_i
             "rollcall_workload.monitor",
             "--dir",
             f"{OUT}/node-{node}-monitor",
+            f"--node-rank={node}",  # it watches its launcher at the launchers' rendezvous
+            "--join-hang-after=60",
         ]
         assert args[: len(monitor) + 1] == [*monitor, "--"], args
         assert args[len(monitor) + 1 : len(monitor) + 4] == [*Settings().launcher]
@@ -154,6 +156,19 @@ def test_each_node_runs_its_torchrun_behind_its_monitor_reading_a_directory_of_i
     }
     argv = subprocess.run(["bash", "-c", command], env=env, capture_output=True, text=True, check=True)
     assert "/tmp/rollcall-monitor-77/node-1-monitor" in argv.stdout.splitlines()  # no other job's files there
+
+
+def test_the_monitor_waits_for_the_launchers_in_steps_of_the_ranks_own_join_bound():
+    def monitor_args(*workload_args: str) -> list[str]:
+        argv = spec(workload_args=workload_args).node_command(
+            monitor_dir="/m", python=("py",), node_rank="3", master_addr="h"
+        )
+        return argv[: argv.index("--")]
+
+    assert monitor_args() == ["py", "-m", "rollcall_workload.monitor", "--dir", "/m", "--node-rank=3",
+                              "--join-hang-after=60"]  # fmt: skip
+    assert monitor_args("--join-hang-after", "12.5")[-1] == "--join-hang-after=12.5"
+    assert monitor_args("--join-hang-after=7", "--hang-after", "5")[-1] == "--join-hang-after=7"
 
 
 def test_the_master_is_the_first_host_of_the_allocation():

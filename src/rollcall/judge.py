@@ -35,6 +35,7 @@ from rollcall.checks.loss import loss
 from rollcall.checks.min_throughput import min_throughput
 from rollcall.checks.missing_events import missing_events
 from rollcall.checks.never_joined import never_joined
+from rollcall.checks.never_started import never_started
 from rollcall.checks.regressions import regressions
 from rollcall.checks.replica_divergence import replica_divergence
 from rollcall.checks.silent import silent
@@ -56,6 +57,7 @@ CHECKS: tuple[Check, ...] = (
     replica_divergence,
     collective_mismatch,
     interrupted,
+    never_started,
     never_joined,
     silent,
     hangs,

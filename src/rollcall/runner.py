@@ -39,7 +39,7 @@ from typing import Literal
 from rollcall import procs
 from rollcall.backends import Backend, CleanupError, ConfirmsLater, Job, JobState, JobStatus
 from rollcall.collect import Collector
-from rollcall.evidence import versions
+from rollcall.evidence import launchers, versions
 from rollcall.evidence.hangs import stop_reason
 from rollcall.evidence.rootcause import Disruption
 from rollcall.jobspec import JobSpec
@@ -177,7 +177,7 @@ def run_once(
     """
     started, started_at = time.monotonic(), time.time()
     collector = Collector(artifacts)
-    watch = _Watch(spec.world_size, started, collector, live)
+    watch = _Watch(spec.world_size, spec.nodes, started, collector, live)
     job = None
     left: CleanupError | None = None
     confirming: Future[None] | None = None
@@ -310,8 +310,11 @@ class _Watch:
     collector's lock.
     """
 
-    def __init__(self, world_size: int, started: float, collector: Collector, live: LiveView | None) -> None:
+    def __init__(
+        self, world_size: int, nodes: int, started: float, collector: Collector, live: LiveView | None
+    ) -> None:
         self.world_size = world_size
+        self.nodes = nodes
         self.started = started
         self.collector = collector
         self.live = live
@@ -320,7 +323,8 @@ class _Watch:
     def poll(self) -> str | None:
         """The reason to end the job now, or None.
 
-        At the hang (:func:`rollcall.evidence.hangs.stop_reason`), or at a rank's start whose workload the
+        At a node whose launcher never started (:func:`rollcall.evidence.launchers.stop_reason`), at the hang
+        (:func:`rollcall.evidence.hangs.stop_reason`), or at a rank's start whose workload the
         suite refuses (:func:`rollcall.evidence.versions.stop_reason`).
         """
         reason, now = self.collector.view(self._look)
@@ -332,7 +336,12 @@ class _Watch:
         if self.first_rank_s is None and any(r.start is not None for r in roll.ranks.values()):
             self.first_rank_s = time.monotonic() - self.started
         now = LiveRollCall.of(roll, self.world_size) if self.live is not None else None
-        return stop_reason(roll.ranks, self.world_size) or versions.stop_reason(roll.ranks), now
+        reason = (
+            launchers.stop_reason(roll, self.nodes, self.world_size)
+            or stop_reason(roll.ranks, self.world_size)
+            or versions.stop_reason(roll.ranks)
+        )
+        return reason, now
 
 
 def run_with_retries(

@@ -11,6 +11,10 @@
   node 0's ranks wait for them in init_process_group, and once those have waited twice ``--join-hang-after``
   (their second dump) node 1's ranks are named as never joined, never heard from (no rank is spawned before
   every node's launcher has joined the launchers' rendezvous, so by then they had been running that long).
+- ``ROLLCALL_NO_LAUNCH_NODE=1``: node 1's command never starts its launcher (its monitor starts nothing and
+  says nothing), so no rank is spawned anywhere; node 0's monitor says its launcher waits at the launchers'
+  rendezvous, and at its second ``waiting`` (twice ``--join-hang-after``) node 1 is named, well before
+  torchrun's rendezvous timeout (300 s).
 
 Each job ends at its bound, not at the 600 s job timeout: the verdict's own stall times say so.
 """
@@ -25,6 +29,7 @@ from rollcall import procs
 from rollcall.backends import JobState
 from rollcall.backends.local import LocalBackend
 from rollcall.evidence.hangs import FAULTHANDLER_NOTE, NeverJoined, Stall
+from rollcall.evidence.launchers import NeverStarted
 from rollcall.jobspec import JobSpec
 from rollcall.ranklog import Silence
 from rollcall.runner import Attempt, run_once
@@ -45,7 +50,7 @@ FAST = (
 )
 
 
-def _run(tmp_path, name: str, fault: str) -> Attempt:
+def _run(tmp_path, name: str, fault: str, rdzv_timeout_s: int = 60) -> Attempt:
     spec = JobSpec(
         name=name,
         nodes=2,
@@ -54,7 +59,7 @@ def _run(tmp_path, name: str, fault: str) -> Attempt:
         workload_args=FAST,
         env={fault: "1"},
         job_timeout_s=JOB_TIMEOUT_S,
-        rdzv_timeout_s=60,
+        rdzv_timeout_s=rdzv_timeout_s,
     )
     attempt = run_once(LocalBackend(), spec, tmp_path)
     mine = f"{spec.name}-{os.getpid()}-"  # the local backend's run id; other runs may share this machine
@@ -130,4 +135,23 @@ def test_a_node_whose_ranks_never_say_a_word_is_named_within_the_join_bound(tmp_
         attempt.status.reason
     )
     assert attempt.duration_s < 2 * JOIN_AFTER_S + 60 < JOB_TIMEOUT_S, attempt.duration_s
+    print(f"waited {found.waited_s:.1f}s, run {attempt.duration_s:.1f}s: {first.message}")
+
+
+def test_a_node_that_never_starts_its_launcher_is_named_within_twice_the_join_bound(tmp_path):
+    attempt = _run(tmp_path, "no-launch", "ROLLCALL_NO_LAUNCH_NODE", rdzv_timeout_s=300)
+    verdict = attempt.verdict
+    first = verdict.findings[0]
+    assert first.kind is Kind.NEVER_JOINED and set(first.ranks) == {2, 3}, verdict.message()
+    found = first.detail
+    assert isinstance(found, NeverStarted) and found.missing == (1,) and found.waiting == (0,), found
+    assert found.stuck == () and found.named == (1,)
+    assert found.waited_s is not None and 2 * JOIN_AFTER_S - 1 <= found.waited_s <= 2 * JOIN_AFTER_S + SLACK_S
+    assert first.message == (
+        "node 1 never started its launcher (nothing heard from it: no monitor line, no rank); node 0's "
+        f"launcher waited {found.waited_s:.0f}s at the launchers' rendezvous, no rank spawned anywhere"
+    )
+    assert verdict.ranks[2].problems[0].ranks[2] == "its node's launcher never started"
+    assert attempt.status.reason.startswith("node 1 never started its launcher"), attempt.status.reason
+    assert attempt.duration_s < 2 * JOIN_AFTER_S + 60 < 300, attempt.duration_s
     print(f"waited {found.waited_s:.1f}s, run {attempt.duration_s:.1f}s: {first.message}")

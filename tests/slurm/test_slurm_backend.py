@@ -188,6 +188,29 @@ def test_a_rank_that_exits_0_early_is_named_first_with_its_code_and_phase(tmp_pa
     print(f"exit 0 early: {took:.1f}s")
 
 
+def test_a_node_whose_launcher_never_starts_is_named_at_twice_the_join_bound(tmp_path, clean):
+    """ROLLCALL_NO_LAUNCH_NODE=1: node 1's task (its monitor) starts no launcher and says nothing, so no
+    rank is spawned anywhere; node 0's monitor says its launcher waits at the launchers' rendezvous, and at
+    its second wait node 1 is named, not at torchrun's rendezvous timeout."""
+    join_after = 10
+    unlaunched = spec("nolaunch", env={"ROLLCALL_NO_LAUNCH_NODE": "1"}, timeout=DEFAULT_JOB_TIMEOUT_S)
+    unlaunched = replace(
+        unlaunched, workload_args=(*FAST, "--join-hang-after", str(join_after)), rdzv_timeout_s=300
+    )
+    started = time.monotonic()
+    attempt = run_once(SlurmBackend(), unlaunched, tmp_path)
+    took = time.monotonic() - started
+    assert attempt.status.state is JobState.STOPPED, attempt.verdict.message()
+    first = attempt.verdict.findings[0]
+    assert first.kind is Kind.NEVER_JOINED and set(first.ranks) == {1}, attempt.verdict.message()
+    assert first.message.startswith(
+        "node 1 never started its launcher (nothing heard from it: no monitor line, no rank); node 0's "
+        "launcher waited 2"
+    ), first.message
+    assert took < 2 * join_after + 60 < 300, took
+    print(f"launcher never started: {took:.1f}s")
+
+
 def test_a_rank_that_exits_non_zero_after_its_roll_call_is_named_with_its_code(tmp_path, clean):
     attempt = run_once(
         SlurmBackend(), spec("exits", env={"ROLLCALL_EXIT_RANK": "1:3"}, timeout=600), tmp_path

@@ -86,7 +86,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
     for layer in (
         "rollcall ranklog procs jobspec",  # rollcall: the package itself (``from rollcall import procs``)
         "collect evidence evidence.departures evidence.rootcause evidence.perf evidence.baseline evidence.silence "
-        "evidence.hangs evidence.kernels evidence.gpumem "
+        "evidence.hangs evidence.launchers evidence.kernels evidence.gpumem "
         "evidence.versions evidence.proofs evidence.fitness evidence.floors evidence.reference evidence.xids "
         "evidence.gpu_events",
         "options page page.plot isolation isolation.bisect live live.view",

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from rollcall.evidence.departures import Departure
 from rollcall.evidence.gpumem import OUT_OF_MEMORY
+from rollcall.evidence.launchers import NeverStarted
 from rollcall.evidence.rootcause import Analysis, Failure, Line, Termination
 from rollcall.verdict import Blame, Kind, Owner, Problem
 
@@ -94,6 +95,14 @@ JOB_RULES: tuple[Rule, ...] = (
     Rule(r"Evicted|NodeLost|not ready|node .*(lost|gone|deleted)|preempt|reclaim", Owner.CLUSTER,
          "a node went away under the job"),
 )  # fmt: skip
+
+#: A node's launcher that never started, or launchers that never met: the node's command, the node itself or
+#: the network to node 0's rendezvous; nothing the run saw tells which.
+NEVER_STARTED = Blame(
+    Owner.UNDETERMINED,
+    "a node's launcher never started or never met the others (its command, its node, "
+    "or the way to node 0's rendezvous)",
+)
 
 _COMPILED = tuple((re.compile(r.pattern, re.IGNORECASE), r) for r in ERROR_RULES)
 _JOB = tuple((re.compile(r.pattern, re.IGNORECASE), r) for r in JOB_RULES)
@@ -175,6 +184,8 @@ def _departure_blame(d: Departure) -> Blame:
 
 def blame(problem: Problem) -> Blame:
     """Whose ``problem`` is."""
+    if isinstance(problem.detail, NeverStarted):  # ranks never joined because no launcher spawned them
+        return NEVER_STARTED
     if problem.kind in KIND_OWNERS:
         return KIND_OWNERS[problem.kind]
     if problem.kind is Kind.JOB:

@@ -229,6 +229,29 @@ def test_a_rank_that_exits_non_zero_after_its_roll_call_is_named_with_its_code(m
     assert attempt.verdict.failed_ranks[3] == ["exited with code 1 after answering the roll call"]
 
 
+def test_a_rank_that_exits_0_early_is_named_first_with_its_code_and_phase(make_suite, request):
+    """Rank 3 ends with status 0 after its first epoch, without ``complete``: the Job's failure policy acts
+    on non-zero exits only, so the rank's own ``exit`` event names it, ahead of what its peers then hit, and
+    the run ends as its peers' next collective fails or hangs (``--hang-after 10`` bounds a hang), not at
+    the job timeout (10.8 s here)."""
+    suite, _ = make_suite(
+        workload_env=["ROLLCALL_LEAVE_RANK=3"],
+        workload_args=f"{WORKLOAD_ARGS} --hang-after 10",
+        job_timeout="600",
+    )
+    attempt, took = run(suite, request)
+
+    assert not attempt.passed, message(attempt)
+    (root,) = attempt.verdict.of_kind(Kind.ROOT_CAUSE)
+    assert attempt.verdict.findings[0] is root, message(attempt)
+    assert set(root.ranks) == {3} and root.message.startswith(
+        "first failure: rank 3 (node 1) left with exit code 0 after epoch_time of epoch 1 (in epoch 1 end), "
+        "before complete"
+    ), root.message
+    assert took < 300, took  # not the 600 s job timeout
+    print(f"exit 0 early on real nodes: {took:.1f}s ({attempt.status.state.value})")
+
+
 def test_a_replica_corrupted_on_one_rank_is_named_first_as_a_divergence(make_suite, request):
     """Rank 3 flips one bit of its parameters after its first timed step: the replicas' digests differ and
     the verdict names rank 3, on node 1, first (a silent data corruption)."""

@@ -587,14 +587,14 @@ class LogParser:
                     _number(rec.bound_s),
                     rec.process_state,
                     rec.process_state_name,
-                    rec.time if rec.time is not None and math.isfinite(rec.time) else None,
+                    _stamp(rec.time),
                     self.source,
                 )
             )
             self.roll.records += 1
             return
         if isinstance(rec, GpuEvent):  # the node's monitor's, of no rank
-            stamp = rec.time if rec.time is not None and math.isfinite(rec.time) else None
+            stamp = _stamp(rec.time)
             self.roll.gpu_events.append(
                 GpuHeard(
                     rec.kind,
@@ -621,7 +621,7 @@ class LogParser:
         self.roll.records += 1
         if rec.world_size is not None:
             report.world_size = rec.world_size
-        stamp = rec.time if rec.time is not None and math.isfinite(rec.time) else None
+        stamp = _stamp(rec.time)
         if stamp is not None and event in MARKED_EVENTS:
             label = (
                 f"epoch {rec.epoch}"
@@ -705,7 +705,7 @@ def _add_stack(report: RankReport, rec: Stack) -> None:
     if stall is not None and dump < stall.dump:
         return
     if stall is None or dump > stall.dump:
-        when = rec.time if rec.time is not None and math.isfinite(rec.time) else None
+        when = _stamp(rec.time)
         stall = report.stall = StackDump(
             dump,
             rec.phase,
@@ -751,6 +751,11 @@ def _mismatch(value: dict[str, Any] | None) -> CollectiveMismatch | None:
         expected=_number(value.get("expected")),
         got=_number(value.get("got")),
     )
+
+
+def _stamp(time: float | None) -> float | None:
+    """A record's ``time``, where it is a finite number."""
+    return time if time is not None and math.isfinite(time) else None
 
 
 def _number(value: object) -> float | None:

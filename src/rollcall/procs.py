@@ -3,7 +3,8 @@
 torchrun starts every worker in a session of its own, so killing an agent's process group does not reach
 its workers, and a worker whose agent died is re-parented. Every process the local backend starts therefore
 carries ``ROLLCALL_RUN_ID=<run id>`` in its environment, which children inherit; :func:`find_run` finds them
-all by that mark in ``/proc``.
+all by that mark in ``/proc``, and a process that does not show it (caught inside ``execve``, or with its
+environment cleared) by its descent from one that does.
 
 Whatever ends the suite, its run's processes end too:
 
@@ -27,17 +28,15 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import FrameType
 
-from rollcall_workload import gpumem
+from rollcall_workload import gpumem, procfs
 
 #: The variable that marks every process of a run, declared where the workload reads it (``gpumem``).
 RUN_ID_ENV = gpumem.RUN_ID_ENV
 
 #: ``<pid>:<start time>`` of the suite process that started the run (:func:`owner_mark`).
 OWNER_ENV = "ROLLCALL_OWNER"
-_PROC = Path("/proc")
 #: prctl(2)'s option that sets the signal a process gets when its parent (thread) dies.
 PR_SET_PDEATHSIG = 1
 
@@ -67,11 +66,8 @@ def die_with_parent(cmd: list[str], sig: signal.Signals = signal.SIGTERM) -> lis
 
 def start_time(pid: int) -> int | None:
     """The process's start in clock ticks since boot (``/proc/<pid>/stat``'s 22nd field); None if gone."""
-    try:
-        fields = (_PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return int(fields[19]) if len(fields) > 19 and fields[0] != "Z" else None
+    s = procfs.stat(pid)
+    return None if s is None or s.gone else s.start_ticks
 
 
 def owner_mark(pid: int | None = None) -> str:
@@ -88,33 +84,35 @@ def owner_alive(mark: str) -> bool:
     return str(start_time(int(pid))) == started
 
 
-def _marks(pid: int) -> dict[str, str] | None:
-    """The rollcall variables of a live process's environment (None: gone, a zombie, or not readable)."""
-    entry = _PROC / str(pid)
-    try:
-        environ = (entry / "environ").read_bytes()
-        state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return None
-    if state == "Z" or RUN_ID_ENV.encode() not in environ:
-        return None
-    found = {}
-    for var in environ.split(b"\0"):
-        name, sep, value = var.partition(b"=")
-        if sep and name in (RUN_ID_ENV.encode(), OWNER_ENV.encode()):
-            found[name.decode()] = value.decode(errors="replace")
-    return found if RUN_ID_ENV in found else None
-
-
 def _processes() -> dict[int, dict[str, str]]:
+    """Every live process of some run (but this one), with its rollcall variables.
+
+    A process is a run's when its environment carries the run's id, or when it descends from one that does
+    and carries no run id of its own: the parent chain does not change across ``execve``, so a process
+    caught inside one (whose environment reads empty until it is laid out, see ``procfs``), or one that
+    cleared its environment, is still found; ``procfs`` also reads a process caught there again.
+    """
     me = os.getpid()
-    found = {}
-    for entry in _PROC.iterdir():
-        if not entry.name.isdigit() or int(entry.name) == me:
-            continue
-        if (marks := _marks(int(entry.name))) is not None:
-            found[int(entry.name)] = marks
-    return found
+    table = {pid: s for pid, s in procfs.stats().items() if pid != me and not s.gone and not s.kernel_thread}
+    environs = procfs.environs(table)
+    own: dict[int, dict[str, str]] = {}
+    for pid, env in environs.items():
+        if RUN_ID_ENV in env:
+            own[pid] = {k: env[k] for k in (RUN_ID_ENV, OWNER_ENV) if k in env}
+    found: dict[int, dict[str, str] | None] = {}
+    for pid in table:
+        chain = []  # pid and its ancestors up to the first whose marks are known
+        at = pid
+        while at in table and at not in found:
+            if at in own:
+                found[at] = own[at]
+                break
+            chain.append(at)
+            found[at] = None  # until its ancestors are known (and where pids reused make a loop)
+            at = table[at].ppid
+        for link in chain:
+            found[link] = found.get(at)
+    return {pid: m for pid in table if (m := found[pid]) is not None}
 
 
 def marked() -> dict[int, str]:

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from rollcall_workload import procfs
+
 #: Where a process NVML lists on the GPU stands to the rank that reads it (see the module docstring).
 Holder = Literal["self", "job", "container", "outside"]
 HOLDERS: tuple[Holder, ...] = typing.get_args(Holder)
@@ -50,19 +52,6 @@ class GpuProcess:
         return [self.pid, self.used_mib, self.holder]
 
 
-def _run_id_of(pid: int, proc: Path) -> str | None:
-    """The run id in process ``pid``'s environment (None: none, or not readable)."""
-    try:
-        environ = (proc / str(pid) / "environ").read_bytes()
-    except OSError:
-        return None
-    prefix = RUN_ID_ENV.encode() + b"="
-    for var in environ.split(b"\0"):
-        if var.startswith(prefix):
-            return var[len(prefix) :].decode(errors="replace")
-    return None
-
-
 def holder(
     pid: int, *, me: int, parent: int, proc: Path = Path("/proc"), run_id: str | None = None
 ) -> Holder:
@@ -75,15 +64,13 @@ def holder(
         return "self"
     if pid == parent and parent > 1:
         return "job"
-    try:
-        stat = (proc / str(pid) / "stat").read_text()
-    except OSError:  # no such pid in this namespace (or gone since NVML listed it)
+    stat = procfs.stat(pid, str(proc))
+    if stat is None:  # no such pid in this namespace (or gone since NVML listed it)
         return "outside"
-    fields = stat.rpartition(")")[2].split()  # after "pid (comm)": state, ppid, ...
-    ppid = int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else None
-    if parent > 1 and ppid == parent:
+    if parent > 1 and stat.ppid == parent:
         return "job"
-    return "job" if run_id and _run_id_of(pid, proc) == run_id else "container"
+    env = procfs.environ(pid, str(proc)) if run_id else None
+    return "job" if env is not None and env.get(RUN_ID_ENV) == run_id else "container"
 
 
 def _mib(value: Any) -> int | None:

@@ -44,6 +44,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from rollcall_workload import procfs
 from rollcall_workload.contract import MONITOR_DIR_ENV, encode_event
 from rollcall_workload.faults import NO_LAUNCH_NODE_ENV, hung_node
 from rollcall_workload.gpu_events import GpuEvents, node_name
@@ -97,16 +98,12 @@ class Closing(Protocol):
         ...
 
 
-def process_state(pid: int, proc: str = "/proc") -> tuple[str, str] | None:
+def process_state(pid: int, proc: str = procfs.PROC) -> tuple[str, str] | None:
     """``(letter, words)`` of the process's state, or None when it is gone (or a zombie)."""
-    try:
-        with open(os.path.join(proc, str(pid), "stat"), encoding="ascii", errors="replace") as stat:
-            letter = stat.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
+    s = procfs.stat(pid, proc)
+    if s is None or s.gone:
         return None
-    if letter in ("Z", "X"):
-        return None
-    return letter, STATES.get(letter, letter)
+    return s.state, STATES.get(s.state, s.state)
 
 
 @dataclass(frozen=True)
@@ -303,38 +300,6 @@ class RankFiles:
         ]
 
 
-def children(pid: int, proc: str = "/proc") -> list[int]:
-    """The processes whose parent is ``pid``.
-
-    Read from each of its threads' ``children`` file, else from every process's ``stat`` (a kernel built
-    without ``CONFIG_PROC_CHILDREN``).
-    """
-    try:
-        tasks = os.listdir(os.path.join(proc, str(pid), "task"))
-    except OSError:
-        return []
-    found: list[int] = []
-    try:
-        for task in tasks:
-            with open(os.path.join(proc, str(pid), "task", task, "children"), encoding="ascii") as f:
-                found += [int(word) for word in f.read().split()]
-        return found
-    except (OSError, ValueError):
-        pass
-    with contextlib.suppress(OSError):
-        for name in os.listdir(proc):
-            if not name.isdigit():
-                continue
-            try:
-                with open(os.path.join(proc, name, "stat"), encoding="ascii", errors="replace") as f:
-                    parent = f.read().rsplit(")", 1)[1].split()[1]
-            except (OSError, IndexError):
-                continue
-            if parent == str(pid):
-                found.append(int(name))
-    return found
-
-
 @dataclass
 class LauncherWatch:
     """The node's launcher, from the moment the monitor started it until it spawned the node's ranks.
@@ -349,7 +314,7 @@ class LauncherWatch:
     started: float
     bound: float = JOIN_HANG_S
     ranks: RankFiles | None = None
-    children_of: Callable[[int], list[int]] = children
+    children_of: Callable[[int], list[int]] = procfs.children
     state_of: Callable[[int], tuple[str, str] | None] = process_state
     node: str = field(default_factory=node_name)
     _waits: int = 0

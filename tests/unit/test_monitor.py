@@ -325,21 +325,6 @@ def test_a_heartbeat_says_the_launcher_spawned_its_ranks_where_children_cannot_b
     assert _launcher_lines(watch.poll(1012.0))[0]["state"] == "spawned"
 
 
-def test_children_are_read_from_proc(tmp_path):
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-    try:
-        assert child.pid in monitor.children(os.getpid())
-        assert monitor.children(child.pid) == []
-    finally:
-        child.kill()
-        child.wait()
-    fake = tmp_path / "proc"  # a kernel without CONFIG_PROC_CHILDREN: every process's stat is read
-    for pid, parent in ((7, 1), (8, 7), (9, 7), (10, 8)):
-        (fake / str(pid) / "task" / str(pid)).mkdir(parents=True)
-        (fake / str(pid) / "stat").write_text(f"{pid} (py thon) S {parent} {pid} 0\n")
-    assert sorted(monitor.children(7, str(fake))) == [8, 9] and monitor.children(42, str(fake)) == []
-
-
 def test_a_node_asked_to_start_no_launcher_starts_nothing_and_ends_at_sigterm(tmp_path):
     marker = tmp_path / "ran"
     cmd = [sys.executable, "-m", "rollcall_workload.monitor", "--dir", str(tmp_path / "m"), "--node-rank", "1",

@@ -47,6 +47,34 @@ def test_a_child_started_to_die_with_its_parent_ends_when_the_parent_is_killed(t
     assert procs.find_run(run_id) == []
 
 
+def test_a_run_whose_processes_exec_without_end_is_found_whole_at_every_look(tmp_path):
+    """Processes caught inside execve (their environment reads empty a moment) are still the run's.
+
+    Eight processes marked by their environment exec themselves without end; a marked shell holds four more
+    that cleared their environment (``env -i``), the run's only by descent. A clean-clone CI once missed such
+    a process: the reaper would leave it behind.
+    """
+    run_id = f"exec-race-{os.getpid()}"
+    again = tmp_path / "again.sh"
+    again.write_text('#!/bin/sh\nexec "$0"\n')
+    again.chmod(0o755)
+    holder = f"for i in 1 2 3 4; do env -i {again} & done; echo started; wait"
+    started = [subprocess.Popen([str(again)], env=marked_env(run_id)) for _ in range(8)]
+    started.append(
+        subprocess.Popen(["/bin/sh", "-c", holder], env=marked_env(run_id), stdout=subprocess.PIPE)
+    )
+    try:
+        assert started[-1].stdout is not None and started[-1].stdout.readline() == b"started\n"
+        expected = sorted([*(p.pid for p in started), *procs.procfs.children(started[-1].pid)])
+        assert len(expected) == 13
+        for _ in range(100):
+            assert procs.find_run(run_id) == expected
+    finally:
+        assert procs.end_run(run_id) == []
+        for p in started:
+            p.wait()
+
+
 def test_the_child_is_the_command_itself_with_the_signal_set():
     """The wrapper executes the command in place (the same pid), which finds its parent-death signal set."""
     probe = (

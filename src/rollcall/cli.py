@@ -36,7 +36,8 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from rollcall.ranklog import FORMATS, RollCall, ranges
+from rollcall.ranges import ranges
+from rollcall.ranklog import FORMATS, RollCall
 from rollcall_workload.contract import REQUIRED_EVENTS
 
 if TYPE_CHECKING:

@@ -75,13 +75,14 @@ import functools
 import json
 import math
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal
 
 import msgspec
 
+from rollcall.ranges import parse_ranges, ranges
 from rollcall_workload import contract
 from rollcall_workload.contract import (
     ABSENT,
@@ -108,8 +109,6 @@ from rollcall_workload.launcher_record import Launcher
 #: The workload's marker, events and their vocabularies: declared once, by the contract.
 MARKER = EVENT_PREFIX.encode()
 LEGACY_MARKER = b"[Rank "
-#: The most members a group's compact range may expand to (a garbled record must not eat the memory).
-MAX_GROUP_MEMBERS = 1 << 20
 
 Format = Literal["auto", "rollcall", "neuron-legacy"]
 FORMATS: tuple[Format, ...] = ("auto", "rollcall", "neuron-legacy")
@@ -785,56 +784,9 @@ def _bandwidth(rec: Bandwidth) -> BandwidthRecord | None:
     )
 
 
-_RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
-
-
-def parse_ranges(text: object) -> tuple[int, ...] | None:
-    """``"0-3,8"`` gives ``(0, 1, 2, 3, 8)``; None for anything else (not text, empty, a bad or reversed run)."""
-    if not isinstance(text, str) or not text:
-        return None
-    return _members(text)
-
-
-#: Distinct groups' ranges kept parsed: every rank of a group names the same members, so each group's are
-#: parsed once and its ranks share one tuple (the world's 8192 members, not 8192 copies of them).
-_MEMBERS_CACHED = 1 << 14
-
-
-@functools.lru_cache(maxsize=_MEMBERS_CACHED)
-def _members(text: str) -> tuple[int, ...] | None:
-    members: set[int] = set()
-    for part in text.split(","):
-        m = _RANGE.match(part.strip())
-        if not m:
-            return None
-        first = int(m.group(1))
-        last = int(m.group(2)) if m.group(2) is not None else first
-        if last < first or len(members) + last - first >= MAX_GROUP_MEMBERS:
-            return None
-        members.update(range(first, last + 1))
-    return tuple(sorted(members))
-
-
 def parse_files(paths: Iterable[str | Path], fmt: Format = "auto") -> RollCall:
     """Parse each file on its own into one roll call."""
     roll = RollCall()
     for path in paths:
         roll.read_file(path, fmt)
     return roll
-
-
-def ranges(ranks: Iterable[int]) -> str:
-    """Compact, sorted rank list: ``[1, 2, 3, 7]`` gives ``"1-3, 7"``."""
-    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in _runs(sorted(set(ranks))))
-
-
-def _runs(ranks: list[int]) -> Iterator[tuple[int, int]]:
-    if not ranks:
-        return
-    first = prev = ranks[0]
-    for r in ranks[1:]:
-        if r != prev + 1:
-            yield first, prev
-            first = r
-        prev = r
-    yield first, prev

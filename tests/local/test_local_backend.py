@@ -12,7 +12,7 @@ from rollcall import procs
 from rollcall.backends import JobState
 from rollcall.backends.local import LocalBackend
 from rollcall.jobspec import JobSpec
-from rollcall.ranklog import ranges
+from rollcall.ranges import ranges
 from rollcall.runner import run_once
 from tests.waiting import wait_until
 

@@ -3,7 +3,8 @@ import json
 
 import pytest
 
-from rollcall.ranklog import CompileCache, LogParser, RollCall, parse_files, ranges
+from rollcall.ranges import ranges
+from rollcall.ranklog import CompileCache, LogParser, RollCall, parse_files
 
 
 def line(event, rank, world=4, **kw):
@@ -308,7 +309,7 @@ def test_a_truncated_bandwidth_record_does_not_count():
 
 
 def test_parse_ranges():
-    from rollcall.ranklog import parse_ranges
+    from rollcall.ranges import parse_ranges
 
     assert parse_ranges("0-3,8") == (0, 1, 2, 3, 8)
     assert parse_ranges("5") == (5,)

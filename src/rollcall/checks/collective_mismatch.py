@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from rollcall.checks.facts import Facts
 from rollcall.evidence.proofs import find_wrong_collectives, receiving_node, suspect_link
-from rollcall.ranklog import ranges
+from rollcall.ranges import ranges
 from rollcall.verdict import Kind, Problem
 
 

@@ -19,7 +19,8 @@ from rollcall.evidence.departures import Departure, departures
 from rollcall.evidence.fitness import NodeFacts, node_facts
 from rollcall.evidence.gpu_events import GpuEventSeen, events_seen
 from rollcall.evidence.perf import PerfFigures
-from rollcall.ranklog import RankReport, RollCall, ranges
+from rollcall.ranges import ranges
+from rollcall.ranklog import RankReport, RollCall
 from rollcall.verdict import WORKLOAD_KEYS, Criteria, Evidence, Layout, Problem, Stats
 
 #: Nodes listed one by one in a problem's line; beyond, the ranks and the nodes are listed as two ranges.

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from rollcall.backends import JobState
 from rollcall.checks.facts import Facts
 from rollcall.evidence.hangs import resolve, stalls
-from rollcall.ranklog import ranges
+from rollcall.ranges import ranges
 from rollcall.verdict import Kind, Problem
 
 #: The states a rank may be in when the run is interrupted, in the order the line lists them.

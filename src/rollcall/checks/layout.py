@@ -6,7 +6,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from rollcall.checks.facts import Facts
-from rollcall.ranklog import ranges
+from rollcall.ranges import ranges
 from rollcall.verdict import Kind, Problem
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from rollcall.checks.facts import Facts
-from rollcall.ranklog import ranges
+from rollcall.ranges import ranges
 from rollcall.verdict import Kind, Problem
 
 

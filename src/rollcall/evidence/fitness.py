@@ -35,7 +35,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from rollcall.evidence.gpumem import held_memory
-from rollcall.ranklog import RankReport, ranges
+from rollcall.ranges import ranges
+from rollcall.ranklog import RankReport
 
 Severity = Literal["fail", "warn", "off"]
 DriftMode = Literal["fail", "warn", "off"]

@@ -37,7 +37,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from rollcall.evidence.silence import silences
-from rollcall.ranklog import Frame, RankReport, StackDump, ranges
+from rollcall.ranges import ranges
+from rollcall.ranklog import Frame, RankReport, StackDump
 from rollcall_workload.contract import JOIN_PHASE, PRE_JOIN_PHASES
 
 #: Path pieces of the libraries whose frames mean "waiting for the other ranks".

@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from rollcall.ranklog import RankReport, ranges
+from rollcall.ranges import ranges
+from rollcall.ranklog import RankReport
 
 #: How a rank says its own check of a kernel failed (``off: failed its check here: <why>``).
 FAILED_HERE = "off: failed its check here: "

@@ -25,7 +25,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from rollcall.ranklog import LauncherHeard, RankReport, RollCall, ranges
+from rollcall.ranges import ranges
+from rollcall.ranklog import LauncherHeard, RankReport, RollCall
 
 #: Launcher process states that say it cannot be the one merely waiting (``/proc/<pid>/stat``'s letter).
 STUCK_STATES = frozenset({"T", "t", "D"})

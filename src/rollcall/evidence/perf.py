@@ -30,7 +30,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from rollcall.ranklog import RollCall, ranges
+from rollcall.ranges import ranges
+from rollcall.ranklog import RollCall
 
 
 def median(values: Sequence[float]) -> float | None:

@@ -25,7 +25,8 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from rollcall.ranklog import CollectiveMismatch, RankReport, ranges
+from rollcall.ranges import ranges
+from rollcall.ranklog import CollectiveMismatch, RankReport
 
 #: Training steps between the first timed epoch's loss and the last's from which the loss must fall.
 LEARNING_STEPS = 30

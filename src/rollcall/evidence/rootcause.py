@@ -38,7 +38,7 @@ from typing import Any
 
 from rollcall.evidence.departures import Departure
 from rollcall.evidence.gpumem import HeldMemory
-from rollcall.ranklog import ranges
+from rollcall.ranges import ranges
 
 #: The kinds of echo (consequences of another rank's failure) and the messages that are one, matched
 #: case-insensitively in this order. Echoes fold by kind: one line for every rank that lost its peers.

@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from rollcall.ranklog import RankReport, ranges
+from rollcall.ranges import ranges
+from rollcall.ranklog import RankReport
 from rollcall_workload.contract import CONTRACT_VERSION, WORKLOAD_VERSION
 
 #: What a ``start`` without ``contract_version`` speaks: the contract from before versions were stated.

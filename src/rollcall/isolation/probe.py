@@ -36,7 +36,7 @@ from rollcall.checks.unexpected_ranks import unexpected_ranks
 from rollcall.evidence.floors import size_label
 from rollcall.isolation.bisect import Isolation, Trial, bisect
 from rollcall.jobspec import JobSpec
-from rollcall.ranklog import ranges
+from rollcall.ranges import ranges
 from rollcall.runner import Attempt, run_once
 from rollcall.verdict import Criteria, Kind, Problem, Verdict
 

@@ -48,7 +48,7 @@ from rollcall.evidence.rootcause import lines
 from rollcall.page import template
 from rollcall.page.plot import Plot, hline
 from rollcall.page.timeline import rank_roles, timeline
-from rollcall.ranklog import ranges
+from rollcall.ranges import ranges
 from rollcall.reports import number
 from rollcall.runner import PASSED_AFTER_DISRUPTION
 from rollcall.verdict import Kind, RankState

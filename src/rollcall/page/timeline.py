@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from rollcall.ranklog import MARKED_EVENTS, ranges
+from rollcall.ranges import ranges
+from rollcall.ranklog import MARKED_EVENTS
 
 if TYPE_CHECKING:
     from rollcall.evidence.hangs import Stall

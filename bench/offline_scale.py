@@ -50,7 +50,7 @@ from rollcall.options import DEFAULTS  # noqa: E402
 from rollcall.page.report import write_report  # noqa: E402
 from rollcall.reports import TestRecord, write_rank_junit, write_results  # noqa: E402
 from rollcall.runner import Attempt, RunResult  # noqa: E402
-from rollcall.verdict import Evidence, Layout  # noqa: E402
+from rollcall.verdict import Layout, Observed  # noqa: E402
 from rollcall_workload.contract import encode_event  # noqa: E402
 
 TRN1 = "trn1.32xlarge"
@@ -227,8 +227,8 @@ def run(nodes: int, ppn: int, bandwidth: bool, profile: int, tmp: Path) -> list[
     live = measure("live roll call (one)", lambda: LiveRollCall.of(roll, world), profile, rows)
     assert live.complete == world, f"{live.complete}/{world} complete: the synthesized logs are wrong"
     criteria = criteria_of(DEFAULTS)
-    evidence = Evidence(roll, Layout(nodes, ppn), JobStatus(JobState.SUCCEEDED), spec, "pod")
-    verdict = measure("judge", lambda: judge(evidence, criteria), profile, rows)
+    observed = Observed(roll, Layout(nodes, ppn), JobStatus(JobState.SUCCEEDED), spec, "pod")
+    verdict = measure("judge", lambda: judge(observed, criteria), profile, rows)
     assert verdict.passed, verdict.message()
     attempt = Attempt(spec, JobStatus(JobState.SUCCEEDED), verdict, artifacts, 10.0)
     record = TestRecord(

@@ -128,9 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
 def summary(roll: RollCall, world_size: int) -> dict[str, Any]:
     """The ``--json`` object of check-logs: the roll call judged once against the checks that need no job."""
     from rollcall.judge import LOG_CHECKS, judge
-    from rollcall.verdict import Evidence, Layout
+    from rollcall.verdict import Layout, Observed
 
-    verdict = judge(Evidence(roll, Layout(1, world_size)), checks=LOG_CHECKS)
+    verdict = judge(Observed(roll, Layout(1, world_size)), checks=LOG_CHECKS)
     ranks: dict[str, dict[str, Any]] = {}
     total = 0.0
     for r in range(world_size):

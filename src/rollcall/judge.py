@@ -1,4 +1,4 @@
-"""One judge: a run's evidence and criteria in, a frozen :class:`~rollcall.verdict.Verdict` out.
+"""One judge: what was observed of a run and its criteria in, a frozen :class:`~rollcall.verdict.Verdict` out.
 
 :func:`judge` gathers the :class:`~rollcall.checks.facts.Facts` once, runs every check of :data:`CHECKS` over
 them, gives each problem its owner (:mod:`rollcall.checks.blame`), and builds the verdict rank by rank. A
@@ -47,7 +47,7 @@ from rollcall.checks.workload_version import workload_version
 from rollcall.evidence import kernels
 from rollcall.evidence.proofs import digests_by_stage
 from rollcall.ranklog import RankReport, RollCall
-from rollcall.verdict import Criteria, Evidence, Layout, RankResult, Verdict
+from rollcall.verdict import Criteria, Layout, Observed, RankResult, Verdict
 from rollcall_workload.contract import REQUIRED_EVENTS
 
 #: Every check, in the order their problems are listed.
@@ -86,9 +86,9 @@ CHECKS: tuple[Check, ...] = (
 LOG_CHECKS: tuple[Check, ...] = (errors, missing_events, unexpected_ranks, invalid_values)
 
 
-def judge(evidence: Evidence, criteria: Criteria | None = None, checks: Iterable[Check] = CHECKS) -> Verdict:
-    """The verdict on ``evidence`` held to ``criteria``: every check's problems, rank by rank."""
-    facts = Facts(evidence, criteria or Criteria())
+def judge(observed: Observed, criteria: Criteria | None = None, checks: Iterable[Check] = CHECKS) -> Verdict:
+    """The verdict on what was ``observed``, held to ``criteria``: every check's problems, rank by rank."""
+    facts = Facts(observed, criteria or Criteria())
     raised = [replace(p, blame=blame(p)) for check in checks for p in check(facts)]
     found = tuple(p for p in raised if not p.warning)
     world = facts.layout.world_size
@@ -133,7 +133,7 @@ def judge(evidence: Evidence, criteria: Criteria | None = None, checks: Iterable
 
 def assess(roll: RollCall, layout: Layout, *, min_throughput: float | None = None) -> Verdict:
     """Judge a roll call against the layout asked for (the job's end unknown)."""
-    return judge(Evidence(roll, layout), Criteria(min_throughput=min_throughput))
+    return judge(Observed(roll, layout), Criteria(min_throughput=min_throughput))
 
 
 def _reported(report: RankReport | None) -> tuple[str, ...]:

@@ -47,7 +47,7 @@ from rollcall.judge import CHECKS, Check, judge
 from rollcall.live.view import LiveRollCall, LiveView
 from rollcall.ranklog import RollCall
 from rollcall.torchrun import read_terminations
-from rollcall.verdict import Criteria, Evidence, Kind, Layout, Verdict
+from rollcall.verdict import Criteria, Kind, Layout, Observed, Verdict
 
 log = logging.getLogger(__name__)
 
@@ -275,7 +275,7 @@ def _judged(
             status.terminations += read_terminations(sink.path, sink.name, backend.unit)
     if live is not None:
         live.finish(LiveRollCall.of(collector.roll, spec.world_size))
-    evidence = Evidence(collector.roll, Layout(spec.nodes, spec.procs_per_node), status, spec, backend.unit)
+    evidence = Observed(collector.roll, Layout(spec.nodes, spec.procs_per_node), status, spec, backend.unit)
     verdict = judge(evidence, criteria, checks)
     first = watch.first_rank_s
     if first is None and any(r.start is not None for r in collector.roll.ranks.values()):

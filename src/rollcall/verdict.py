@@ -1,8 +1,9 @@
 """The verdict's data: what each rank did, what was wrong, and the run's figures, as typed values.
 
-:func:`rollcall.judge.judge` builds a :class:`Verdict` once, from the :class:`Evidence` a run left (the roll
-call, the layout asked for, the job's end) and the :class:`Criteria` it is held to. Every report (the failure
-message, ``results.json``, the per-rank junit, ``report.html``) reads the verdict; none parses a sentence.
+:func:`rollcall.judge.judge` builds a :class:`Verdict` once, from what a backend :class:`Observed` of a run
+(the roll call, the layout asked for, the job's end) and the :class:`Criteria` it is held to. Every report
+(the failure message, ``results.json``, the per-rank junit, ``report.html``) reads the verdict; none parses
+a sentence.
 
 - A :class:`Problem` is one thing wrong: its :class:`Kind`, the line a person reads, and for each rank it
   names what it says about that rank (``no throughput``, ``error: ...``).
@@ -286,8 +287,8 @@ class Stats:
 
 
 @dataclass(frozen=True)
-class Evidence:
-    """What a run left to judge: the roll call, the layout asked for, how the job ended and the job asked for.
+class Observed:
+    """What a backend observed of a run: the roll call, the layout asked for, the job's end, the spec.
 
     ``status`` and ``spec`` are unknown (None) when only logs are judged (``rollcall check-logs``); without a
     spec the run has no configuration, so no baseline applies.

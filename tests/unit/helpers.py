@@ -61,11 +61,11 @@ def judged(roll, spec, status=None, artifacts="a", duration=1.0, **criteria):
     from rollcall.judge import judge
     from rollcall.options import DEFAULTS
     from rollcall.runner import Attempt
-    from rollcall.verdict import Evidence, Layout
+    from rollcall.verdict import Layout, Observed
 
     status = status or JobStatus(JobState.SUCCEEDED)
-    evidence = Evidence(roll, Layout(spec.nodes, spec.procs_per_node), status, spec)
-    verdict = judge(evidence, replace(criteria_of(DEFAULTS), **criteria))
+    observed = Observed(roll, Layout(spec.nodes, spec.procs_per_node), status, spec)
+    verdict = judge(observed, replace(criteria_of(DEFAULTS), **criteria))
     return Attempt(spec, status, verdict, Path(artifacts), duration)
 
 

@@ -13,7 +13,7 @@ from rollcall.jobspec import JobSpec
 from rollcall.judge import judge
 from rollcall.ranklog import RollCall
 from rollcall.runner import RunResult
-from rollcall.verdict import Evidence, Kind, Layout, Owner, Problem
+from rollcall.verdict import Kind, Layout, Observed, Owner, Problem
 from tests.unit.helpers import event, judged, node_log
 
 CLUSTER, PLATFORM, WORKLOAD, UNDETERMINED = Owner.CLUSTER, Owner.PLATFORM, Owner.WORKLOAD, Owner.UNDETERMINED
@@ -99,7 +99,7 @@ def _failed_run(message: str):
 )
 def test_the_root_cause_carries_its_owner_in_every_report(message, owner, words):
     roll = _failed_run(message)
-    v = judge(Evidence(roll, Layout(1, 2), JobStatus(JobState.FAILED, "rank 1 failed")))
+    v = judge(Observed(roll, Layout(1, 2), JobStatus(JobState.FAILED, "rank 1 failed")))
     root = v.findings[0]
     assert root.kind is Kind.ROOT_CAUSE and root.blame is not None and root.blame.owner is owner
     line, whose = v.message().splitlines()[1:3]

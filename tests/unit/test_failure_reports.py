@@ -8,7 +8,7 @@ from rollcall.backends import JobState, JobStatus
 from rollcall.jobspec import JobSpec
 from rollcall.page.report import render
 from rollcall.runner import Attempt, RunResult
-from rollcall.verdict import Evidence, Layout
+from rollcall.verdict import Layout, Observed
 from tests.unit.checks.test_errors import GLOO, T0, judged
 from tests.unit.test_htmlreport import Elements
 
@@ -79,7 +79,7 @@ def test_the_page_and_the_junit_read_the_kind_of_a_problem_never_its_text(tmp_pa
         )
         yield Problem(Kind.LAYOUT, "straggler", {1: "straggler: 0.10 of the median throughput"})
 
-    verdict = judge(Evidence(two_by_two(), Layout(2, 2)), checks=(*CHECKS, misleading))
+    verdict = judge(Observed(two_by_two(), Layout(2, 2)), checks=(*CHECKS, misleading))
     status = JobStatus(JobState.SUCCEEDED)
     attempt = Attempt(JobSpec("kinds", 2, 2), status, verdict, tmp_path / "kinds", 1.0)
     record = reports.TestRecord("t.py::test_kinds", RunResult("local", [attempt]), "cpu")

@@ -21,7 +21,7 @@ from rollcall.options import DEFAULTS, OptionError, resolve
 from rollcall.page import report as htmlreport
 from rollcall.ranklog import RollCall
 from rollcall.runner import Attempt, RunResult
-from rollcall.verdict import Criteria, Evidence, Kind, Layout
+from rollcall.verdict import Criteria, Kind, Layout, Observed
 from rollcall_workload import contract
 from rollcall_workload import facts as workload_facts
 
@@ -140,8 +140,8 @@ def roll_with(per_rank: dict[int, dict[str, Any]], nodes: int = 2, ppn: int = 1)
 
 def verdict_of(roll: RollCall, nodes: int = 2, ppn: int = 1, **criteria: Any):
     spec = JobSpec("job", nodes, ppn, accelerator="nvidia")
-    evidence = Evidence(roll, Layout(nodes, ppn), JobStatus(JobState.SUCCEEDED), spec)
-    return judge(evidence, replace(criteria_of(DEFAULTS), **criteria))
+    observed = Observed(roll, Layout(nodes, ppn), JobStatus(JobState.SUCCEEDED), spec)
+    return judge(observed, replace(criteria_of(DEFAULTS), **criteria))
 
 
 # ---------------------------------------------------------------- the workload's reading
@@ -320,7 +320,7 @@ def test_the_backends_observed_node_facts_join_the_ranks_own():
     spec = JobSpec("job", 2, 1, accelerator="nvidia")
     observed = {"n0": {"kubelet": "v1.34.1"}, "n1": {"kubelet": "v1.33.5"}}
     status = JobStatus(JobState.SUCCEEDED, node_info=observed)
-    verdict = judge(Evidence(roll, Layout(2, 1), status, spec), Criteria(drift="fail"))
+    verdict = judge(Observed(roll, Layout(2, 1), status, spec), Criteria(drift="fail"))
     assert verdict.nodes_detail[0].facts["kubelet"] == "v1.34.1"
     assert [p.message for p in verdict.of_kind(Kind.CONFIG_DRIFT)] == [
         "config drift: kubelet differs between nodes: v1.33.5 (node 1); v1.34.1 (node 0)"
@@ -368,7 +368,7 @@ def test_a_real_h200s_reading_passes_every_rule_and_keeps_what_it_could_not_read
     assert device.unknown == {"retired_pending": "Not Supported"}
     assert verdict.node_verdicts()[0]["verdict"] == "fit"
     with_retired = replace(verdict.criteria, expect=(("retired_pending", "False"),))
-    again = judge(Evidence(roll_with({0: H200, 1: H200}), Layout(2, 1)), with_retired)
+    again = judge(Observed(roll_with({0: H200, 1: H200}), Layout(2, 1)), with_retired)
     messages = [p.message for p in again.of_kind(Kind.EXPECTATION)]
     assert len(messages) == 2 and messages[0].endswith(
         "retired_pending unknown (Not Supported), expected retired_pending=False (--expect)"

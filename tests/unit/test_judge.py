@@ -6,12 +6,12 @@ import pytest
 
 from rollcall.backends import JobState, JobStatus
 from rollcall.judge import CHECKS, Facts, judge
-from rollcall.verdict import Criteria, Evidence, Kind, Layout, Problem, RankState
+from rollcall.verdict import Criteria, Kind, Layout, Observed, Problem, RankState
 from tests.unit.helpers import event, node_log, roll_of, two_by_two
 
 
 def test_a_sound_run_has_no_problem_and_every_rank_is_ok():
-    v = judge(Evidence(two_by_two(), Layout(2, 2), JobStatus(JobState.SUCCEEDED)))
+    v = judge(Observed(two_by_two(), Layout(2, 2), JobStatus(JobState.SUCCEEDED)))
     assert v.passed and v.findings == ()
     assert {r.state for r in v.ranks.values()} == {RankState.OK}
     assert [r.pod for r in v.ranks.values()] == ["pod-0", "pod-0", "pod-1", "pod-1"]
@@ -20,7 +20,7 @@ def test_a_sound_run_has_no_problem_and_every_rank_is_ok():
 
 def test_the_state_is_the_worst_kind_naming_the_rank():
     text = node_log(0, 1, 4, tp={1: 10.0, 2: 10.0}) + event("error", 2, 4, message="boom") + "\n"
-    v = judge(Evidence(roll_of(text), Layout(1, 4)), Criteria(min_throughput=20, straggler_ratio=0.5))
+    v = judge(Observed(roll_of(text), Layout(1, 4)), Criteria(min_throughput=20, straggler_ratio=0.5))
     states = {r: res.state for r, res in v.ranks.items()}
     assert states == {0: RankState.OK, 1: RankState.STRAGGLER, 2: RankState.MISSING, 3: RankState.OK}
     assert [p.kind for p in v.ranks[1].problems] == [Kind.MIN_THROUGHPUT, Kind.STRAGGLER]
@@ -36,17 +36,17 @@ def test_adding_a_check_is_one_function():
         ranks = {r: "odd" for r in facts.reports if r % 2}
         yield Problem(Kind.LAYOUT, "odd ranks are not allowed", ranks)
 
-    v = judge(Evidence(two_by_two(), Layout(2, 2)), checks=(*CHECKS, odd_ranks))
+    v = judge(Observed(two_by_two(), Layout(2, 2)), checks=(*CHECKS, odd_ranks))
     assert v.problems == ["odd ranks are not allowed"]
     assert v.failed_ranks == {1: ["odd"], 3: ["odd"]}
     assert v.answered == 4  # every rank said every event: the new check fails the run, not the roll call
 
 
 def test_the_verdict_is_frozen_and_judging_again_adds_criteria_without_touching_it():
-    evidence = Evidence(two_by_two(tp={0: 10.0}), Layout(2, 2))
-    first = judge(evidence)
+    observed = Observed(two_by_two(tp={0: 10.0}), Layout(2, 2))
+    first = judge(observed)
     assert first.passed
-    again = judge(evidence, Criteria(straggler_ratio=0.8))
+    again = judge(observed, Criteria(straggler_ratio=0.8))
     assert first.passed and [p.kind for p in again.findings] == [Kind.STRAGGLER]
     with pytest.raises(FrozenInstanceError):
         first.findings = ()  # type: ignore[misc]

@@ -25,7 +25,7 @@ from rollcall.options import DEFAULTS, OptionError, resolve
 from rollcall.page import report as htmlreport
 from rollcall.ranklog import RollCall
 from rollcall.runner import Attempt, RunResult
-from rollcall.verdict import Evidence, Kind, Layout
+from rollcall.verdict import Kind, Layout, Observed
 from rollcall_workload import contract
 from rollcall_workload import facts as workload_facts
 
@@ -44,7 +44,7 @@ def judged(
     """The verdict on ``roll`` with what the backend ``observed`` of each node (by name)."""
     spec = JobSpec("job", nodes, ppn, accelerator="nvidia")
     status = JobStatus(JobState.SUCCEEDED, node_info=observed)
-    return judge(Evidence(roll, Layout(nodes, ppn), status, spec), replace(criteria_of(DEFAULTS), **criteria))
+    return judge(Observed(roll, Layout(nodes, ppn), status, spec), replace(criteria_of(DEFAULTS), **criteria))
 
 
 # ---------------------------------------------------------------- fewer devices than the instance type has

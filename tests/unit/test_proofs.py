@@ -4,7 +4,7 @@ import math
 
 from rollcall.judge import judge
 from rollcall.ranklog import CollectiveMismatch, RollCall
-from rollcall.verdict import Evidence, Layout
+from rollcall.verdict import Layout, Observed
 from tests.unit.helpers import event
 
 GOOD, BAD = "9f86d081884c7d65", "0b1c2d3e4f506172"
@@ -52,7 +52,7 @@ def run_log(world=4, procs=2, digests=None, final=None, losses=(9.8, 9.6), steps
 
 
 def verdict(roll, layout=None):
-    return judge(Evidence(roll, layout or Layout(2, 2)))
+    return judge(Observed(roll, layout or Layout(2, 2)))
 
 
 # ------------------------------------------------------------------------------------------------ ranklog

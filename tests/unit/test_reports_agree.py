@@ -18,7 +18,7 @@ from rollcall.judge import judge
 from rollcall.page import report as htmlreport
 from rollcall.ranklog import RollCall
 from rollcall.runner import Attempt, RunResult
-from rollcall.verdict import Evidence, Kind, Layout, Problem, RankState
+from rollcall.verdict import Kind, Layout, Observed, Problem, RankState
 
 
 class Cells(HTMLParser):
@@ -56,8 +56,8 @@ def verdicts(draw):
             max_size=5,
         )
     )
-    evidence = Evidence(RollCall(), layout, JobStatus(JobState.FAILED, "generated"))
-    return judge(evidence, checks=[lambda facts: problems])
+    observed = Observed(RollCall(), layout, JobStatus(JobState.FAILED, "generated"))
+    return judge(observed, checks=[lambda facts: problems])
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

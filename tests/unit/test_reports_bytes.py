@@ -15,7 +15,7 @@ from rollcall.judge import judge
 from rollcall.page import report as page
 from rollcall.ranklog import RollCall
 from rollcall.runner import Attempt, RunResult
-from rollcall.verdict import Evidence, Kind, Layout
+from rollcall.verdict import Kind, Layout, Observed
 from tests.unit.helpers import event, node_log
 
 #: An error message as a rank's Python may hold it: bytes of no encoding kept as lone surrogates (what
@@ -30,7 +30,7 @@ def test_a_ranks_error_in_bytes_of_any_kind_reaches_every_report(tmp_path):
     parser = roll.parser("pod-0")
     parser.feed(good + b"junk \xc3\x28 \xff line\n" + error + b"\n")
     parser.close()
-    verdict = judge(Evidence(roll, Layout(1, 2), JobStatus(JobState.FAILED, "rank 1 failed")))
+    verdict = judge(Observed(roll, Layout(1, 2), JobStatus(JobState.FAILED, "rank 1 failed")))
     assert not verdict.passed
     messages = [p.message for p in verdict.findings]
     assert any("boom" in m and "red" in m for m in messages), messages

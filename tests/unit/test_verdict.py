@@ -87,10 +87,10 @@ def test_a_straggler_answered_too_slowly_and_a_rank_that_missed_an_event_did_not
     from rollcall.gate import criteria_of
     from rollcall.judge import judge
     from rollcall.options import DEFAULTS
-    from rollcall.verdict import Evidence
+    from rollcall.verdict import Observed
 
     roll = roll_of(node_log(0, 2, 2, tp={1: 10.0}), node_log(1, 2, 2, skip={3: ("complete",)}))
-    v = judge(Evidence(roll, Layout(2, 2)), replace(criteria_of(DEFAULTS), straggler_ratio=0.8))
+    v = judge(Observed(roll, Layout(2, 2)), replace(criteria_of(DEFAULTS), straggler_ratio=0.8))
     assert [r for r, res in v.ranks.items() if res.answered] == [0, 1, 2]
     assert [r for r, res in v.ranks.items() if res.too_slow] == [1]
     assert (v.answered, v.too_slow) == (3, 1)

@@ -16,7 +16,7 @@ def busbw_floors(facts: Facts) -> Iterable[Problem]:
     pair and a world of two nodes or more to its fabric's (EFA); the line names the group, what it measured
     at which size, the floor and its source.
     """
-    c, spec, perf = facts.criteria, facts.evidence.spec, facts.perf
+    c, spec, perf = facts.criteria, facts.observed.spec, facts.perf
     if not c.busbw_floors or c.min_busbw is not None or spec is None or spec.accelerator != "nvidia":
         return  # the floors are NCCL's on the type's GPUs: a run on its CPUs is not held to them
     world = facts.layout.world_size

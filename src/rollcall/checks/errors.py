@@ -40,13 +40,13 @@ def errors(facts: Facts) -> Iterable[Problem]:
             e.source or None,
             e.message,
             e.time,
-            facts.evidence.unit,
+            facts.observed.unit,
             held.get(r) if out_of_memory(e.message) else None,
         )
         for r, report in facts.reports.items()
         for e in report.errors
     ]
-    status = facts.evidence.status
+    status = facts.observed.status
     ended = [  # a worker's record names its rank: place it on the rank's node
         replace(t, node=facts.node(t.rank)) if t.rank is not None and t.node is None else t
         for t in (status.terminations if status is not None else ())

@@ -23,7 +23,7 @@ def exited_nonzero(facts: Facts) -> Iterable[Problem]:
     :class:`~rollcall.evidence.rootcause.Analysis` naming it); otherwise each is named after :func:`errors`'
     root cause.
     """
-    status = facts.evidence.status
+    status = facts.observed.status
     if status is None:
         return
     answered = {r for r, report in facts.reports.items() if _answered(report)}

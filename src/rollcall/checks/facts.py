@@ -21,7 +21,7 @@ from rollcall.evidence.gpu_events import GpuEventSeen, events_seen
 from rollcall.evidence.perf import PerfFigures
 from rollcall.ranges import ranges
 from rollcall.ranklog import RankReport, RollCall
-from rollcall.verdict import WORKLOAD_KEYS, Criteria, Evidence, Layout, Problem, Stats
+from rollcall.verdict import WORKLOAD_KEYS, Criteria, Layout, Observed, Problem, Stats
 
 #: Nodes listed one by one in a problem's line; beyond, the ranks and the nodes are listed as two ranges.
 BY_NODE_GROUPS = 8
@@ -29,20 +29,20 @@ BY_NODE_GROUPS = 8
 
 @dataclass(frozen=True)
 class Facts:
-    """What every check reads: the evidence, the criteria, and what follows from them."""
+    """What every check reads: what was observed, the criteria, and what follows from them."""
 
-    evidence: Evidence
+    observed: Observed
     criteria: Criteria
 
     @property
     def roll(self) -> RollCall:
         """The roll call."""
-        return self.evidence.roll
+        return self.observed.roll
 
     @property
     def layout(self) -> Layout:
         """The layout asked for."""
-        return self.evidence.layout
+        return self.observed.layout
 
     def node(self, rank: int) -> int:
         """The node ``rank`` said it ran on, else the one it should have run on."""
@@ -65,7 +65,7 @@ class Facts:
     @property
     def log_word(self) -> str:
         """What a rank's log is called in a message: its ``pod``, or the ``log`` of a node's processes."""
-        return "pod" if self.evidence.unit == "pod" else "log"
+        return "pod" if self.observed.unit == "pod" else "log"
 
     @cached_property
     def reports(self) -> dict[int, RankReport]:
@@ -79,9 +79,9 @@ class Facts:
         From each rank's ``exit`` event and the launcher's records of its workers
         (:mod:`rollcall.evidence.departures`).
         """
-        status = self.evidence.status
+        status = self.observed.status
         ended = status.terminations if status is not None else ()
-        return departures(self.reports, ended, self.node, self.evidence.unit)
+        return departures(self.reports, ended, self.node, self.observed.unit)
 
     @cached_property
     def invalid(self) -> dict[int, list[str]]:
@@ -133,13 +133,13 @@ class Facts:
     @cached_property
     def config(self) -> ConfigKey | None:
         """The run's configuration, when the job asked for is known."""
-        spec = self.evidence.spec
+        spec = self.observed.spec
         return ConfigKey.of(spec, self.workload) if spec is not None else None
 
     @cached_property
     def nodes_detail(self) -> tuple[NodeFacts, ...]:
         """Each node's facts: what its ranks read, and what the backend observed of it."""
-        status = self.evidence.status
+        status = self.observed.status
         return node_facts(self.reports, self.node, status.node_info if status is not None else None)
 
     @cached_property

@@ -24,7 +24,7 @@ STATES = ("answered", "waiting", "hung", "running", "not started")
 
 def interrupted(facts: Facts) -> Iterable[Problem]:
     """An interrupted run is a problem of its own, naming each rank that had not completed and its state."""
-    status = facts.evidence.status
+    status = facts.observed.status
     if status is None or status.state is not JobState.INTERRUPTED:
         return
     hung, waiting = resolve(stalls(facts.reports))

@@ -14,7 +14,7 @@ from rollcall.verdict import Kind, Problem
 
 def job_state(facts: Facts) -> Iterable[Problem]:
     """The job must have succeeded, when its end is known."""
-    status = facts.evidence.status
+    status = facts.observed.status
     if status is None or status.state in (JobState.SUCCEEDED, JobState.INTERRUPTED):
         return
     if status.disruption is not None:  # named first, by :func:`errors`

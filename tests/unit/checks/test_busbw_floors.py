@@ -18,7 +18,7 @@ from rollcall.jobspec import JobSpec
 from rollcall.options import DEFAULTS, OptionError, resolve
 from rollcall.ranklog import RollCall
 from rollcall.suite import job_spec
-from rollcall.verdict import Criteria, Evidence, Kind, Layout
+from rollcall.verdict import Criteria, Kind, Layout, Observed
 from rollcall_workload import cli
 from tests.unit.helpers import event, judged, rank_lines
 
@@ -206,7 +206,7 @@ def floor_facts(instance_type, *, world, own, accelerator="nvidia", **criteria):
         parser.feed(bandwidth_log(node, 2, 2, world=world, own=own).encode())
         parser.close()
     spec = JobSpec("job", 2, 2, accelerator=accelerator, instance_type=instance_type)
-    return Facts(Evidence(roll, Layout(2, 2), spec=spec), Criteria(**{"busbw_floors": True, **criteria}))
+    return Facts(Observed(roll, Layout(2, 2), spec=spec), Criteria(**{"busbw_floors": True, **criteria}))
 
 
 def test_the_predicate_names_a_node_below_its_types_floor_and_nothing_above_it_or_without_floors():

@@ -4,7 +4,7 @@ from rollcall.checks.compute_stragglers import compute_stragglers
 from rollcall.checks.facts import Facts
 from rollcall.gate import GateReport
 from rollcall.ranklog import RollCall
-from rollcall.verdict import Criteria, Evidence, Kind, Layout
+from rollcall.verdict import Criteria, Kind, Layout, Observed
 from tests.unit.test_perf import attempt_with, perf_log
 
 
@@ -42,11 +42,11 @@ def perf_roll(**kw):
 
 
 def test_the_predicate_names_the_slow_gpus_rank_and_nothing_of_even_compute_times():
-    slow = Evidence(perf_roll(compute={3: 31.5}), Layout(2, 2))
+    slow = Observed(perf_roll(compute={3: 31.5}), Layout(2, 2))
     [problem] = list(compute_stragglers(Facts(slow, Criteria(straggler_ratio=0.8))))
     assert problem.kind is Kind.COMPUTE_STRAGGLER
     assert problem.ranks == {3: "compute straggler: 3.15 x the median compute time"}
     assert problem.message.endswith("rank 3 (node 1, pod job-1) at 31.50 ms per step, 3.15 x the median")
     assert list(compute_stragglers(Facts(slow, Criteria(straggler_ratio=0)))) == []  # off
-    even = Evidence(perf_roll(), Layout(2, 2))
+    even = Observed(perf_roll(), Layout(2, 2))
     assert list(compute_stragglers(Facts(even, Criteria(straggler_ratio=0.8)))) == []

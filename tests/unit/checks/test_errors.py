@@ -6,7 +6,7 @@ from rollcall.checks.facts import Facts
 from rollcall.evidence.rootcause import Disruption, Termination
 from rollcall.judge import judge
 from rollcall.ranklog import RollCall
-from rollcall.verdict import Criteria, Evidence, Kind, Layout
+from rollcall.verdict import Criteria, Kind, Layout, Observed
 from tests.unit.helpers import event, node_log, roll_of, two_by_two
 
 GLOO = "RuntimeError: [../gloo/transport/tcp/pair.cc:547] Connection closed by peer [127.0.0.1]:{port}"
@@ -37,7 +37,7 @@ def judged(nodes, ppn, errors, status=None):
         p = roll.parser(f"job-{node}-abcde")
         p.feed(text.encode())
         p.close()
-    return judge(Evidence(roll, Layout(nodes, ppn), status or JobStatus(JobState.FAILED, "pod job-1 failed")))
+    return judge(Observed(roll, Layout(nodes, ppn), status or JobStatus(JobState.FAILED, "pod job-1 failed")))
 
 
 def test_the_root_cause_comes_first_and_each_rank_keeps_its_own_message():
@@ -130,7 +130,7 @@ def test_a_disruption_comes_first_and_the_ranks_errors_are_its_consequences():
 
 def test_a_disruption_without_any_rank_error_is_still_named_first():
     lost = Disruption("job-0-abcde", 0, "n0", "NodeDeleted", "node n0 was deleted while the pod ran")
-    v = judge(Evidence(two_by_two(skip={0: ("complete",)}), Layout(2, 2), JobStatus.disrupted(lost)))
+    v = judge(Observed(two_by_two(skip={0: ("complete",)}), Layout(2, 2), JobStatus.disrupted(lost)))
     assert [p.kind for p in v.findings] == [Kind.DISRUPTION, Kind.MISSING_EVENT]
     assert v.problems[0].startswith("first failure: infrastructure disruption: pod job-0-abcde (index 0)")
 
@@ -142,8 +142,8 @@ def test_on_a_node_of_processes_an_error_names_the_nodes_log_not_a_pod():
         parser.feed((node_log(node, 2, 2, skip={3: ("throughput", "complete")}) + extra).encode())
         parser.close()
     status = JobStatus(JobState.FAILED, "node 1 (torchrun agent) exited with code 1")
-    on_nodes = judge(Evidence(roll, Layout(2, 2), status, unit="node"))
-    in_pods = judge(Evidence(roll, Layout(2, 2), status))
+    on_nodes = judge(Observed(roll, Layout(2, 2), status, unit="node"))
+    in_pods = judge(Observed(roll, Layout(2, 2), status))
     assert "rank 3 (node 1) reported an error: injected failure on rank 3 [log node-1]" in on_nodes.message()
     assert "pod" not in on_nodes.message()
     assert "[pod node-1]" in in_pods.message()
@@ -155,14 +155,14 @@ def test_the_predicate_names_the_rank_that_reported_an_error_first_and_nothing_o
         + event("error", 1, 2, message="RuntimeError: injected failure on rank 1", time=T0)
         + "\n"
     )
-    [problem] = list(errors(Facts(Evidence(roll_of(text), Layout(1, 2)), Criteria())))
+    [problem] = list(errors(Facts(Observed(roll_of(text), Layout(1, 2)), Criteria())))
     assert problem.kind is Kind.ROOT_CAUSE
     assert problem.ranks == {1: "error: RuntimeError: injected failure on rank 1"}
     assert problem.message.startswith(
         "first failure: rank 1 (node 0) reported an error: RuntimeError: injected failure on rank 1"
     )
     assert (
-        list(errors(Facts(Evidence(two_by_two(), Layout(2, 2), JobStatus(JobState.SUCCEEDED)), Criteria())))
+        list(errors(Facts(Observed(two_by_two(), Layout(2, 2), JobStatus(JobState.SUCCEEDED)), Criteria())))
         == []
     )
 
@@ -190,10 +190,10 @@ def judged_logs(logs, nodes, ppn, status=None):
         p = roll.parser(f"node-{node}")
         p.feed(text.encode())
         p.close()
-    evidence = Evidence(
+    observed = Observed(
         roll, Layout(nodes, ppn), status or JobStatus(JobState.FAILED, "node 1 failed"), None, "node"
     )
-    return judge(evidence)
+    return judge(observed)
 
 
 def test_the_first_rank_to_leave_with_0_is_the_root_cause_ahead_of_the_echoes_it_caused():

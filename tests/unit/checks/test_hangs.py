@@ -21,7 +21,7 @@ from rollcall.checks.hangs import hangs
 from rollcall.evidence.hangs import DDP_WAIT, classify, resolve, stall_of, stalls, stop_reason
 from rollcall.judge import judge
 from rollcall.ranklog import Frame, RollCall
-from rollcall.verdict import Criteria, Evidence, Kind, Layout
+from rollcall.verdict import Criteria, Kind, Layout, Observed
 from rollcall_workload import cli, contract
 from rollcall_workload import watchdog as workload_watchdog
 from tests.unit.helpers import LineLog, roll_of_lines, two_by_two
@@ -297,7 +297,7 @@ def _stalled_world(hung_rank: int, world: int = 4, op: str = "barrier") -> RollC
 
 def test_the_verdict_names_the_hung_rank_where_it_sleeps_and_folds_the_waiting_ones():
     roll = _stalled_world(1)
-    verdict = judge(Evidence(roll, Layout(2, 2)))
+    verdict = judge(Observed(roll, Layout(2, 2)))
     hung, waiting = verdict.of_kind(Kind.HUNG), verdict.of_kind(Kind.WAITING)
     assert [p.ranks.keys() for p in hung] == [{1}]
     assert verdict.problems[0].startswith("rank 1 (node 0, pod node-0) hung in a sleep, not in a collective")
@@ -365,11 +365,11 @@ def test_a_bad_hang_after_is_refused_by_the_parser(value):
 
 
 def test_the_predicate_names_the_hung_rank_then_the_waiting_ones_and_nothing_of_a_run_that_ended():
-    found = list(hangs(Facts(Evidence(_stalled_world(2), Layout(2, 2)), Criteria())))
+    found = list(hangs(Facts(Observed(_stalled_world(2), Layout(2, 2)), Criteria())))
     assert [p.kind for p in found] == [Kind.HUNG, Kind.WAITING]
     assert set(found[0].ranks) == {2} and found[0].message.startswith(
         "rank 2 (node 1, pod node-0) hung in a sleep"
     )
     assert "time.sleep(3600)" in found[0].ranks[2]
     assert set(found[1].ranks) == {0, 1, 3} and "waiting in a collective (barrier)" in found[1].message
-    assert list(hangs(Facts(Evidence(two_by_two(), Layout(2, 2)), Criteria()))) == []
+    assert list(hangs(Facts(Observed(two_by_two(), Layout(2, 2)), Criteria()))) == []

@@ -7,7 +7,7 @@ from rollcall.checks.blame import blame
 from rollcall.checks.facts import Facts
 from rollcall.checks.interrupted import interrupted
 from rollcall.judge import judge
-from rollcall.verdict import Criteria, Evidence, Kind, Layout, Owner, RankState
+from rollcall.verdict import Criteria, Kind, Layout, Observed, Owner, RankState
 from rollcall_workload import watchdog as workload_watchdog
 from tests.unit.helpers import node_log, roll_of, two_by_two
 
@@ -41,7 +41,7 @@ def test_each_rank_not_done_is_named_with_where_it_stood_and_the_run_comes_first
     running = node_log(1, 4, 2, skip={2: ("throughput", "complete"), 3: ("throughput", "complete")})
     waiting = "".join(waiting_in_init(r) for r in (4, 5))
     roll = roll_of(done, running, waiting)
-    verdict = judge(Evidence(roll, Layout(4, 2), INTERRUPTED))
+    verdict = judge(Observed(roll, Layout(4, 2), INTERRUPTED))
 
     first = verdict.findings[0]
     assert first.kind is Kind.INTERRUPTED
@@ -71,13 +71,13 @@ def test_the_predicate_names_nothing_of_a_run_that_was_not_interrupted():
         JobStatus(JobState.FAILED, "x"),
         JobStatus(JobState.STOPPED, "hung"),
     ):
-        assert list(interrupted(Facts(Evidence(two_by_two(), Layout(2, 2), status), Criteria()))) == []
+        assert list(interrupted(Facts(Observed(two_by_two(), Layout(2, 2), status), Criteria()))) == []
     # every rank had completed: the run is still interrupted (its verdict came after the signal), naming none
-    [problem] = interrupted(Facts(Evidence(two_by_two(), Layout(2, 2), INTERRUPTED), Criteria()))
+    [problem] = interrupted(Facts(Observed(two_by_two(), Layout(2, 2), INTERRUPTED), Criteria()))
     assert problem.message == f"run {REASON}: ranks 0-3 answered" and problem.ranks == {}
     assert problem.detail is INTERRUPTED and blame(problem).owner is Owner.UNDETERMINED
 
 
 def test_a_rank_that_never_said_anything_in_a_world_of_one():
-    [problem] = interrupted(Facts(Evidence(roll_of(""), Layout(1, 1), INTERRUPTED), Criteria()))
+    [problem] = interrupted(Facts(Observed(roll_of(""), Layout(1, 1), INTERRUPTED), Criteria()))
     assert problem.message == f"run {REASON}: rank 0 not started"

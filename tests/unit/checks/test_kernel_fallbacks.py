@@ -10,7 +10,7 @@ from rollcall.checks.kernel_fallbacks import kernel_fallbacks as kernel_fallback
 from rollcall.evidence.kernels import kernel_fallbacks
 from rollcall.judge import judge
 from rollcall.ranklog import RollCall
-from rollcall.verdict import Criteria, Evidence, Kind, Layout
+from rollcall.verdict import Criteria, Kind, Layout, Observed
 from tests.unit.helpers import event
 
 ON = "on: checked against PyTorch's scaled_dot_product_attention"
@@ -31,7 +31,7 @@ def _verdict(states: dict[int, dict[str, str]]):
         ]
         p.feed(("\n".join(lines) + "\n").encode())
         p.close()
-    return judge(Evidence(roll, Layout(world, 1), JobStatus(JobState.SUCCEEDED)))
+    return judge(Observed(roll, Layout(world, 1), JobStatus(JobState.SUCCEEDED)))
 
 
 def test_a_run_that_trained_with_its_kernels_says_so_and_warns_of_nothing():
@@ -127,10 +127,10 @@ def _roll(states: dict[int, dict[str, str]]) -> RollCall:
 
 def test_the_predicate_warns_of_the_kernel_one_gpu_dropped_naming_its_rank_and_nothing_of_kernels_that_held():
     roll = _roll({0: {"attention": THERE}, 1: {"attention": HERE}})
-    [warning] = list(kernel_fallbacks_check(Facts(Evidence(roll, Layout(2, 1)), Criteria())))
+    [warning] = list(kernel_fallbacks_check(Facts(Observed(roll, Layout(2, 1)), Criteria())))
     assert warning.kind is Kind.KERNEL_FALLBACK and warning.warning
     assert warning.ranks == {1: "its attention kernel failed its check"}
     assert "attention kernel failed its check on rank(s) 1 only" in warning.message
     assert "cuda:0 of node 1" in warning.message
     held = _roll({0: {"attention": ON}, 1: {"attention": ON}})
-    assert list(kernel_fallbacks_check(Facts(Evidence(held, Layout(2, 1)), Criteria()))) == []
+    assert list(kernel_fallbacks_check(Facts(Observed(held, Layout(2, 1)), Criteria()))) == []

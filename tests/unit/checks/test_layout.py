@@ -3,23 +3,23 @@
 from rollcall.checks.facts import Facts
 from rollcall.checks.layout import layout
 from rollcall.judge import judge
-from rollcall.verdict import Criteria, Evidence, Kind, Layout
+from rollcall.verdict import Criteria, Kind, Layout, Observed
 from tests.unit.helpers import node_log, roll_of, two_by_two
 
 
 def test_a_rank_reporting_another_world_size_is_a_layout_problem():
     text = node_log(0, 1, 2).replace('"rank":1,"world_size":2', '"rank":1,"world_size":3')
-    v = judge(Evidence(roll_of(text), Layout(1, 2)))
+    v = judge(Observed(roll_of(text), Layout(1, 2)))
     assert [p.kind for p in v.findings] == [Kind.LAYOUT]
     assert v.problems == ["ranks 1 (node 0) reported a world size of 3, expected 2"]
 
 
 def test_the_predicate_names_a_node_with_the_wrong_number_of_ranks_and_nothing_of_the_layout_asked_for():
     one_node = roll_of(node_log(0, 1, 4))
-    found = list(layout(Facts(Evidence(one_node, Layout(2, 2)), Criteria())))
+    found = list(layout(Facts(Observed(one_node, Layout(2, 2)), Criteria())))
     assert [p.kind for p in found] == [Kind.LAYOUT]
     assert found[0].message == "node 0 hosted 4 rank(s) (0-3), expected 2"
     outside = roll_of(node_log(0, 1, 2).replace('"node_rank":0', '"node_rank":7'))
-    [problem] = list(layout(Facts(Evidence(outside, Layout(1, 2)), Criteria())))
+    [problem] = list(layout(Facts(Observed(outside, Layout(1, 2)), Criteria())))
     assert problem.message == "node_rank 7 is outside 0..0 (ranks 0-1)"
-    assert list(layout(Facts(Evidence(two_by_two(), Layout(2, 2)), Criteria()))) == []
+    assert list(layout(Facts(Observed(two_by_two(), Layout(2, 2)), Criteria()))) == []

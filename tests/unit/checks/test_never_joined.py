@@ -6,7 +6,7 @@ from rollcall.checks.facts import Facts
 from rollcall.checks.never_joined import never_joined
 from rollcall.evidence.hangs import stop_reason
 from rollcall.judge import judge
-from rollcall.verdict import Criteria, Evidence, Kind, Layout
+from rollcall.verdict import Criteria, Kind, Layout, Observed
 from rollcall_workload import contract
 from rollcall_workload.watchdog import encode_stack
 from tests.unit.helpers import roll_of_lines, two_by_two
@@ -41,10 +41,10 @@ def _waited(*ranks: int) -> list[bytes]:
 
 def test_the_rank_that_never_joined_is_named_with_its_node_and_how_long_the_others_waited():
     roll = roll_of_lines([_dump(1, SLEEPING, contract.START_PHASE, 10.0), *_waited(0, 2, 3)])
-    (problem,) = never_joined(Facts(Evidence(roll, Layout(2, 2)), Criteria()))
+    (problem,) = never_joined(Facts(Observed(roll, Layout(2, 2)), Criteria()))
     assert problem.kind is Kind.NEVER_JOINED and set(problem.ranks) == {1}
     assert problem.message == "rank 1 (node 0) never joined; ranks 0, 2-3 waited 11s in init_process_group"
-    verdict = judge(Evidence(roll, Layout(2, 2)))
+    verdict = judge(Observed(roll, Layout(2, 2)))
     assert verdict.findings[0].kind is Kind.NEVER_JOINED
     assert stop_reason(roll.ranks, 4) == (
         "rank 1 never joined; ranks 0, 2-3 waited 11s in init_process_group: ended at the join bound "
@@ -64,7 +64,7 @@ def test_a_silent_rank_before_the_join_never_joined_either():
         state="T",
     )
     roll = roll_of_lines([stopped, *_waited(0, 1, 2)])
-    (problem,) = never_joined(Facts(Evidence(roll, Layout(2, 2)), Criteria()))
+    (problem,) = never_joined(Facts(Observed(roll, Layout(2, 2)), Criteria()))
     assert problem.message == "rank 3 (node 1) never joined; ranks 0-2 waited 11s in init_process_group"
 
 
@@ -78,9 +78,9 @@ def test_ranks_never_heard_from_while_the_others_wait_at_the_join_never_joined()
     no rank is spawned before that: a rank still unheard when the others have waited twice their bound is
     stuck before its watchdog (a node frozen as it began), not late. It is named, and the job ends then, not
     at the job timeout; after one bound only, a rank whose first dump merely comes later is waited for."""
-    early = Facts(Evidence(roll_of_lines(_waited(0, 1)), Layout(2, 2)), Criteria())
+    early = Facts(Observed(roll_of_lines(_waited(0, 1)), Layout(2, 2)), Criteria())
     assert list(never_joined(early)) == [] and stop_reason(early.reports, 4) is None
-    facts = Facts(Evidence(roll_of_lines(_waited_twice(0, 1)), Layout(2, 2)), Criteria())
+    facts = Facts(Observed(roll_of_lines(_waited_twice(0, 1)), Layout(2, 2)), Criteria())
     (problem,) = never_joined(facts)
     assert set(problem.ranks) == {2, 3}
     assert problem.message == (
@@ -93,7 +93,7 @@ def test_ranks_never_heard_from_while_the_others_wait_at_the_join_never_joined()
     )
     # one heard from (stalled before the join), one not: both named, the unheard one said so
     mixed = roll_of_lines([_dump(2, SLEEPING, contract.START_PHASE, 10.0), *_waited_twice(0, 1)])
-    (problem,) = never_joined(Facts(Evidence(mixed, Layout(2, 2)), Criteria()))
+    (problem,) = never_joined(Facts(Observed(mixed, Layout(2, 2)), Criteria()))
     assert set(problem.ranks) == {2, 3}
     assert "never joined (3 never heard from: stuck before the watchdog started)" in problem.message
 
@@ -101,15 +101,15 @@ def test_ranks_never_heard_from_while_the_others_wait_at_the_join_never_joined()
 def test_nothing_is_said_while_a_rank_heard_from_still_moves_or_once_the_group_formed():
     # rank 1 said something but is neither stalled nor silent: it may still join
     roll = roll_of_lines([*_waited(0, 2, 3), contract.encode_event("resumed", 1, 4, dump=1)])
-    facts = Facts(Evidence(roll, Layout(2, 2)), Criteria())
+    facts = Facts(Observed(roll, Layout(2, 2)), Criteria())
     assert list(never_joined(facts)) == []
     assert stop_reason(facts.reports, 4) is None
     # nobody waits at the join yet: a rank unheard may not have started
     quiet = Facts(
-        Evidence(roll_of_lines([_dump(1, SLEEPING, contract.START_PHASE, 10.0)]), Layout(2, 2)), Criteria()
+        Observed(roll_of_lines([_dump(1, SLEEPING, contract.START_PHASE, 10.0)]), Layout(2, 2)), Criteria()
     )
     assert list(never_joined(quiet)) == []
     assert stop_reason(quiet.reports, 4) is None
-    assert list(never_joined(Facts(Evidence(two_by_two(), Layout(2, 2)), Criteria()))) == []
+    assert list(never_joined(Facts(Observed(two_by_two(), Layout(2, 2)), Criteria()))) == []
     every = roll_of_lines(_waited(0, 1, 2, 3))  # all four wait: none is missing (the store host is elsewhere)
-    assert list(never_joined(Facts(Evidence(every, Layout(2, 2)), Criteria()))) == []
+    assert list(never_joined(Facts(Observed(every, Layout(2, 2)), Criteria()))) == []

@@ -8,7 +8,7 @@ from rollcall.checks.never_started import never_started
 from rollcall.evidence.launchers import never_started as find
 from rollcall.evidence.launchers import stop_reason
 from rollcall.judge import judge
-from rollcall.verdict import Criteria, Evidence, Kind, Layout, Owner
+from rollcall.verdict import Criteria, Kind, Layout, Observed, Owner
 from rollcall_workload import contract
 from tests.unit.helpers import roll_of_lines
 
@@ -32,8 +32,8 @@ def _launcher(node: int, state: str, waited: float, process: str = "S") -> bytes
 
 
 def _problems(lines: list[bytes], layout: Layout | None = None):
-    evidence = Evidence(roll_of_lines(lines), layout or Layout(2, 2))
-    return list(never_started(Facts(evidence, Criteria())))
+    observed = Observed(roll_of_lines(lines), layout or Layout(2, 2))
+    return list(never_started(Facts(observed, Criteria())))
 
 
 def test_a_node_never_heard_from_is_named_with_its_ranks_once_another_launcher_waited_twice_its_bound():
@@ -45,7 +45,7 @@ def test_a_node_never_heard_from_is_named_with_its_ranks_once_another_launcher_w
         "node 1 never started its launcher (nothing heard from it: no monitor line, no rank); node 0's "
         "launcher waited 20s at the launchers' rendezvous, no rank spawned anywhere"
     )
-    verdict = judge(Evidence(roll_of_lines(lines), Layout(2, 2)))
+    verdict = judge(Observed(roll_of_lines(lines), Layout(2, 2)))
     assert verdict.findings[0].kind is Kind.NEVER_JOINED and not verdict.passed
     assert stop_reason(roll_of_lines(lines), 2, 4) == (
         f"{problem.message}: ended at twice the join bound (--join-hang-after)"

@@ -17,7 +17,7 @@ from rollcall.ranklog import RollCall
 from rollcall.reports import TestRecord as Record
 from rollcall.reports import write_results
 from rollcall.runner import RunResult
-from rollcall.verdict import Criteria, Evidence, Figures, Kind, Layout
+from rollcall.verdict import Criteria, Figures, Kind, Layout, Observed
 from tests.unit.test_baseline import KEY, attempt_of, baselines, workload_log
 
 
@@ -186,7 +186,7 @@ def baseline_facts(**criteria):
         parser.feed(workload_log(node, 2, 2).encode())
         parser.close()
     spec = JobSpec("job", 2, 2, accelerator="cpu")
-    return Facts(Evidence(roll, Layout(2, 2), JobStatus(JobState.SUCCEEDED), spec), Criteria(**criteria))
+    return Facts(Observed(roll, Layout(2, 2), JobStatus(JobState.SUCCEEDED), spec), Criteria(**criteria))
 
 
 def test_the_predicate_names_each_figure_worse_than_the_baseline_and_nothing_within_it_or_without_one():

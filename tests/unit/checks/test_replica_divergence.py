@@ -5,7 +5,7 @@ from rollcall.checks.replica_divergence import replica_divergence
 from rollcall.evidence.proofs import find_divergence
 from rollcall.judge import CHECKS
 from rollcall.ranklog import RankError
-from rollcall.verdict import Criteria, Evidence, Kind, Layout, RankState
+from rollcall.verdict import Criteria, Kind, Layout, Observed, RankState
 from tests.unit.test_proofs import BAD, GOOD, run_log, verdict
 
 
@@ -52,11 +52,11 @@ def test_one_rank_has_no_replica_to_disagree_with():
 
 
 def test_the_predicate_names_the_diverged_replica_and_nothing_when_the_replicas_agree():
-    diverged = Facts(Evidence(run_log(digests={1: {2: BAD}}, final={1: BAD}), Layout(2, 2)), Criteria())
+    diverged = Facts(Observed(run_log(digests={1: {2: BAD}}, final={1: BAD}), Layout(2, 2)), Criteria())
     [problem] = list(replica_divergence(diverged))
     assert problem.kind is Kind.REPLICA_DIVERGENCE and set(problem.ranks) == {1}
     assert problem.message.startswith(
         "replica divergence (silent data corruption): rank 1 (node 0) from epoch 2"
     )
     assert f"param_digest {BAD} where 3 rank(s) hold {GOOD}" in problem.message
-    assert list(replica_divergence(Facts(Evidence(run_log(), Layout(2, 2)), Criteria()))) == []
+    assert list(replica_divergence(Facts(Observed(run_log(), Layout(2, 2)), Criteria()))) == []

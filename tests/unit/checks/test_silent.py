@@ -7,7 +7,7 @@ from rollcall.checks.silent import silent
 from rollcall.evidence.hangs import stop_reason
 from rollcall.judge import judge
 from rollcall.ranklog import RollCall
-from rollcall.verdict import Criteria, Evidence, Kind, Layout, Owner
+from rollcall.verdict import Criteria, Kind, Layout, Observed, Owner
 from rollcall_workload import contract
 from rollcall_workload.watchdog import encode_stack
 from tests.unit.helpers import roll_of_lines, two_by_two
@@ -50,7 +50,7 @@ def _waiting(rank: int) -> bytes:
 
 
 def _facts(roll: RollCall) -> Facts:
-    return Facts(Evidence(roll, Layout(2, 2)), Criteria())
+    return Facts(Observed(roll, Layout(2, 2)), Criteria())
 
 
 def test_a_stopped_rank_is_named_silent_with_its_node_its_silence_and_its_process_state():
@@ -91,7 +91,7 @@ def test_a_silent_rank_whose_stack_faulthandler_took_is_left_to_the_hangs_check(
     )
     roll = roll_of_lines([held, _silent_line(1), _waiting(0), _waiting(2), _waiting(3)])
     assert list(silent(_facts(roll))) == []
-    verdict = judge(Evidence(roll, Layout(2, 2)))
+    verdict = judge(Observed(roll, Layout(2, 2)))
     first = verdict.findings[0]
     assert first.kind is Kind.HUNG and set(first.ranks) == {1}
     assert "stack taken by faulthandler: no Python thread of the rank could run" in first.message
@@ -104,7 +104,7 @@ def test_the_job_ends_once_the_silent_rank_and_the_waiting_ones_account_for_ever
     assert stop_reason(roll.ranks, 4) == (
         "rank(s) 1 silent (process stopped), every other rank waited past its --hang-after: ended at the hang"
     )
-    verdict = judge(Evidence(roll, Layout(2, 2)))
+    verdict = judge(Observed(roll, Layout(2, 2)))
     assert [p.kind for p in verdict.findings[:2]] == [Kind.SILENT, Kind.WAITING]
     assert verdict.findings[0].blame is not None and verdict.findings[0].blame.owner is Owner.CLUSTER
     assert verdict.findings[1].message == "ranks 0, 2-3 waiting in a collective (barrier) for the silent rank"

@@ -10,7 +10,7 @@ from rollcall.checks.workload_version import workload_version
 from rollcall.evidence import versions
 from rollcall.judge import judge
 from rollcall.ranklog import RollCall
-from rollcall.verdict import Criteria, Evidence, Kind, Layout
+from rollcall.verdict import Criteria, Kind, Layout, Observed
 from rollcall_workload.contract import CONTRACT_VERSION, WORKLOAD_VERSION
 from tests.unit.helpers import event, node_log, roll_of
 
@@ -98,7 +98,7 @@ def test_the_job_ends_at_the_first_refused_start_naming_both_versions():
 def test_the_judge_names_the_version_first_and_the_ranks_failed():
     old = _older(WORKLOAD_VERSION)
     roll = _roll({r: {"workload_version": old, "contract_version": CONTRACT_VERSION} for r in range(2)})
-    v = judge(Evidence(roll, Layout(1, 2), JobStatus(JobState.FAILED, "ended at its start")))
+    v = judge(Observed(roll, Layout(1, 2), JobStatus(JobState.FAILED, "ended at its start")))
     first = v.findings[0]
     assert first.kind is Kind.WORKLOAD_VERSION and sorted(first.ranks) == [0, 1]
     assert f"run workload {old} (rank-log contract {CONTRACT_VERSION})" in first.message
@@ -112,7 +112,7 @@ def test_a_sound_run_of_the_suites_workload_has_no_version_finding():
         p = roll.parser(f"pod-{node}")
         p.feed(node_log(node, 2, 1).encode())
         p.close()
-    v = judge(Evidence(roll, Layout(2, 1), JobStatus(JobState.SUCCEEDED)))
+    v = judge(Observed(roll, Layout(2, 1), JobStatus(JobState.SUCCEEDED)))
     assert v.passed and not [p for p in v.findings if p.kind is Kind.WORKLOAD_VERSION]
 
 
@@ -122,10 +122,10 @@ def test_the_predicate_names_the_ranks_of_an_older_workload_and_nothing_of_the_s
         event("start", 0, 2, local_rank=0, node_rank=0),
         event("start", 1, 2, local_rank=1, node_rank=0, workload_version=old),
     ]
-    facts = Facts(Evidence(roll_of("\n".join(lines) + "\n"), Layout(1, 2)), Criteria())
+    facts = Facts(Observed(roll_of("\n".join(lines) + "\n"), Layout(1, 2)), Criteria())
     [problem] = list(workload_version(facts))
     assert problem.kind is Kind.WORKLOAD_VERSION and set(problem.ranks) == {1}
     assert old in problem.message and WORKLOAD_VERSION in problem.message
     assert "older than the suite" in problem.ranks[1]
-    sound = Facts(Evidence(roll_of(node_log(0, 1, 2)), Layout(1, 2)), Criteria())
+    sound = Facts(Observed(roll_of(node_log(0, 1, 2)), Layout(1, 2)), Criteria())
     assert list(workload_version(sound)) == []

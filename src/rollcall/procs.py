@@ -30,10 +30,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from types import FrameType
 
-from rollcall_workload import gpumem, procfs
+from rollcall_workload import contract, procfs
 
-#: The variable that marks every process of a run, declared where the workload reads it (``gpumem``).
-RUN_ID_ENV = gpumem.RUN_ID_ENV
+#: The variable that marks every process of a run, declared by the contract the workload shares.
+RUN_ID_ENV = contract.RUN_ID_ENV
 
 #: ``<pid>:<start time>`` of the suite process that started the run (:func:`owner_mark`).
 OWNER_ENV = "ROLLCALL_OWNER"

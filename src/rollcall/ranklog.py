@@ -104,7 +104,7 @@ from rollcall_workload.contract import (
     Start,
     Throughput,
 )
-from rollcall_workload.launcher_record import Launcher
+from rollcall_workload.contract.node import Launcher
 
 #: The workload's marker, events and their vocabularies: declared once, by the contract.
 MARKER = EVENT_PREFIX.encode()

@@ -4,7 +4,7 @@ It registers one NVML event set on every GPU of the node (Xid critical errors, s
 errors, and clock changes, each where the GPU supports it) when the monitor starts, before any rank does,
 and keeps it until the monitor ends, after the last rank ended: an event that kills a rank is not lost with
 it. Each :meth:`GpuEvents.poll` drains the set without waiting (``nvmlEventSetWait_v2`` with a timeout of
-0) and writes one ``gpu_event`` line (:class:`~rollcall_workload.gpu_record.GpuEvent`) per event, with the
+0) and writes one ``gpu_event`` line (:class:`~rollcall_workload.contract.node.GpuEvent`) per event, with the
 GPU's index, UUID and serial, the node and the wall clock. An NVML event carries no process: the suite ties
 it to the rank on that GPU by UUID and to the rank's phase by time.
 
@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rollcall_workload.contract import NODE_NAME_ENV, SLURM_NODE_ENV, encode_event
+from rollcall_workload.contract.node import NO_RANK, GpuEventKind
 from rollcall_workload.facts import load_nvml
-from rollcall_workload.gpu_record import NO_RANK, GpuEventKind
 
 #: NVML's event types this listener registers, by the kind written (nvml.h's nvmlEventType* bits).
 EVENT_TYPES: tuple[tuple[str, int, GpuEventKind], ...] = (

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from rollcall_workload import procfs
+from rollcall_workload.contract.env import RUN_ID_ENV
 
 #: Where a process NVML lists on the GPU stands to the rank that reads it (see the module docstring).
 Holder = Literal["self", "job", "container", "outside"]
@@ -34,9 +35,6 @@ HOLDERS: tuple[Holder, ...] = typing.get_args(Holder)
 #: What NVML says of a process's memory when it cannot tell (``NVML_VALUE_NOT_AVAILABLE``, 64 bits).
 NOT_AVAILABLE = (1 << 64) - 1
 MIB = 1 << 20
-#: The variable the suite marks every process of one run with (its launchers and their ranks inherit it);
-#: declared here, where the workload reads it, and imported by the suite's ``procs``.
-RUN_ID_ENV = "ROLLCALL_RUN_ID"
 
 
 @dataclass(frozen=True)
@@ -152,7 +150,6 @@ def strangers(processes: Iterable[GpuProcess]) -> list[GpuProcess]:
 
 __all__ = [
     "HOLDERS",
-    "RUN_ID_ENV",
     "GpuProcess",
     "Holder",
     "gpu_processes",

@@ -46,10 +46,16 @@ from typing import Any, Protocol, runtime_checkable
 
 from rollcall_workload import procfs
 from rollcall_workload.contract import MONITOR_DIR_ENV, encode_event
+from rollcall_workload.contract.heartbeat import (
+    STACKS_HEADER,
+    Heartbeat,
+    heartbeat_path,
+    read_heartbeat,
+    stacks_path,
+)
+from rollcall_workload.contract.node import NO_RANK
 from rollcall_workload.faults import NO_LAUNCH_NODE_ENV, hung_node
 from rollcall_workload.gpu_events import GpuEvents, node_name
-from rollcall_workload.gpu_record import NO_RANK
-from rollcall_workload.heartbeat import STACKS_HEADER, Heartbeat, heartbeat_path, read_heartbeat, stacks_path
 from rollcall_workload.watchdog import JOIN_HANG_S, encode_stack, frame_entry
 
 #: Seconds between two looks at the ranks' files.

@@ -26,8 +26,14 @@ from rollcall_workload.contract import (
     check_event,
     encode_event,
 )
-from rollcall_workload.heartbeat import HEARTBEAT_BYTES, STACKS_HEADER, Heartbeat, heartbeat_path, stacks_path
-from rollcall_workload.schema import json_ready
+from rollcall_workload.contract.heartbeat import (
+    HEARTBEAT_BYTES,
+    STACKS_HEADER,
+    Heartbeat,
+    heartbeat_path,
+    stacks_path,
+)
+from rollcall_workload.contract.schema import json_ready
 
 #: The watchdog's default bound: this many times the median step time so far, at least HANG_FLOOR_S (on xla,
 #: which compiles again whenever the graph changes, at least the first step's bound).

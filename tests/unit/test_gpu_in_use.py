@@ -27,7 +27,8 @@ from rollcall.runner import Attempt, RunResult
 from rollcall.verdict import Kind, Owner
 from rollcall_workload import contract
 from rollcall_workload import facts as workload_facts
-from rollcall_workload.gpumem import RUN_ID_ENV, holder
+from rollcall_workload.contract import RUN_ID_ENV
+from rollcall_workload.gpumem import holder
 
 from .helpers import rank_lines
 from .test_fitness import facts_of, fake_nvml, verdict_of
@@ -103,7 +104,7 @@ def test_the_workload_reads_memory_in_use_and_each_process_before_its_context(ch
     line = contract.encode_event("start", 0, 1, local_rank=0, **found)
     assert b'"gpu_processes":[[4194305,113152,"outside"]' in line
     decoded = json.loads(line.decode().removeprefix(contract.EVENT_PREFIX))
-    assert contract.problems(contract.Start, decoded) == []
+    assert contract.breaches("start", decoded) == []
     facts = workload_facts.device_facts("cuda", 0, nvml_loader=lambda: nvml, held=(found, unknown))
     assert "memory_used_mib" not in facts and facts["unknown"] == {}
 

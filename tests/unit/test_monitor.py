@@ -18,7 +18,7 @@ from pathlib import Path
 
 from rollcall.evidence.hangs import stall_of
 from rollcall_workload import faults, monitor
-from rollcall_workload.heartbeat import STACKS_HEADER, Heartbeat, heartbeat_path, stacks_path
+from rollcall_workload.contract.heartbeat import STACKS_HEADER, Heartbeat, heartbeat_path, stacks_path
 from rollcall_workload.watchdog import WORKLOAD_DIR
 from tests.unit.helpers import roll_of_lines
 from tests.waiting import wait_until

@@ -1,7 +1,7 @@
 """The files a rank writes for its node's monitor: its heartbeat and faulthandler's dumps.
 
 When ``ROLLCALL_MONITOR_DIR`` is set (the backend gives each node one, read by the node's monitor,
-``python -m rollcall_workload.monitor``), the watchdog thread writes the rank's heartbeat
+``python -m rollcall_workload.node``), the watchdog thread writes the rank's heartbeat
 (``rank-<rank>.heartbeat``, one JSON object: the record :class:`Heartbeat`) at every tick of its own (at
 least once a second) and arms faulthandler's C-level timer (``faulthandler.dump_traceback_later``) to dump
 every thread's stack into ``rank-<rank>.stacks`` the bound plus
@@ -21,10 +21,9 @@ import json
 import os
 from dataclasses import dataclass
 
-from rollcall_workload.schema import Event, optional, required, take
+from rollcall_workload.contract.env import MONITOR_DIR_ENV
+from rollcall_workload.contract.schema import Event, optional, required, take
 
-#: The node's monitor directory, which the backend gives every rank of a node (the contract's, declared here).
-MONITOR_DIR_ENV = "ROLLCALL_MONITOR_DIR"
 #: The first line of a rank's stacks file, before faulthandler's text: ``ROLLCALL-ARMED {json}``.
 STACKS_HEADER = "ROLLCALL-ARMED "
 #: A heartbeat is written in place, padded to this many bytes, so that a reader never sees a shorter one.
@@ -35,7 +34,7 @@ INTRO = [
     "## Files for the node's monitor",
     "",
     f"Only where `{MONITOR_DIR_ENV}` is set. Each is one JSON object of the record below, read by the "
-    "node's monitor (`python -m rollcall_workload.monitor`), never by the suite.",
+    "node's monitor (`python -m rollcall_workload.node`), never by the suite.",
 ]
 
 #: The files a rank writes for its node's monitor, by name (in ``docs/contract.md``; not log events).

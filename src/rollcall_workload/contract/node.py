@@ -1,0 +1,94 @@
+"""The events the node's monitor writes into the node's log beside its ranks' (rank -1 where it names none).
+
+The monitor (``python -m rollcall_workload.node``) watches the node's ranks from outside them: a rank whose
+heartbeat and progress stopped (``silent``), the node's launcher at the launchers' rendezvous
+(``launcher``), and each GPU's events through NVML (``gpu_event``).
+"""
+
+from __future__ import annotations
+
+import typing
+from dataclasses import dataclass
+from typing import Literal
+
+from rollcall_workload.contract.events import event
+from rollcall_workload.contract.schema import Event, optional, required
+
+#: What a ``gpu_event`` reports: an Xid critical error, an ECC error, a clock change (a throttle reason
+#: set or cleared), or the GPU lost (NVML answered GPU_IS_LOST, or it was gone from the count at the end).
+GpuEventKind = Literal["xid", "single_bit_ecc", "double_bit_ecc", "clock", "lost"]
+GPU_EVENT_KINDS: tuple[GpuEventKind, ...] = typing.get_args(GpuEventKind)
+#: A line of the node's monitor names no rank: its ``rank`` and ``world_size`` are this.
+NO_RANK = -1
+#: What a node's launcher (its torchrun agent) is doing, as its monitor sees it (``launcher``'s ``state``).
+LauncherState = Literal["started", "waiting", "spawned"]
+LAUNCHER_STATES: tuple[LauncherState, ...] = typing.get_args(LauncherState)
+
+
+@event(
+    "silent",
+    "written by the node's monitor, not the rank: when the rank's heartbeat and progress both stopped past "
+    "its bound plus the monitor's margin while its process still exists",
+)
+@dataclass(kw_only=True, slots=True)
+class Silent(Event):
+    """The rank says nothing and runs no Python: its heartbeat stopped, its process lives (see Heartbeat)."""
+
+    phase: str = optional("the phase its last heartbeat named", "")
+    steps: int | None = optional("the steps and phases it had completed by then")
+    stalled_s: float | None = optional("seconds since its last step or phase completed")
+    heartbeat_s: float | None = optional("seconds since its last heartbeat")
+    hang_after: float | None = optional("the rank's bound then, seconds")
+    margin_s: float | None = optional("the monitor's margin past the bound, seconds")
+    pid: int | None = optional("the rank's process")
+    state: str = optional(
+        "its process state as the node sees it: the letter of /proc/<pid>/stat (T stopped, t traced, "
+        "D uninterruptible sleep, R running, S sleeping); empty where the node cannot tell",
+        "",
+    )
+    state_name: str = optional('the same in words, e.g. "stopped", "uninterruptible sleep"', "")
+
+
+@event(
+    "launcher",
+    "written by the node's monitor, not a rank (rank -1), where the monitor starts the node's launcher "
+    "(local and Slurm): as it starts it (started), at each multiple of the join bound it waits with no "
+    "rank of the node spawned (waiting: the launchers' rendezvous has not completed), and once it has "
+    "spawned its ranks (spawned)",
+)
+@dataclass(kw_only=True, slots=True)
+class Launcher(Event):
+    """The node's launcher: up, waiting at the launchers' rendezvous, or past it (its ranks spawned)."""
+
+    state: LauncherState = required("started, waiting or spawned")
+    node_rank: int = required("the node's rank in the job (torchrun's --node-rank)")
+    node: str | None = optional("the node: NODE_NAME, else SLURMD_NODENAME, else the host name")
+    pid: int | None = optional("the launcher's process")
+    waited_s: float | None = optional("seconds since the monitor started the launcher")
+    bound_s: float | None = optional("the join bound it waits in steps of (--join-hang-after), seconds")
+    process_state: str = optional(
+        "the launcher's process state, the letter of /proc/<pid>/stat (as silent's state)", ""
+    )
+    process_state_name: str = optional("the same in words", "")
+
+
+@event(
+    "gpu_event",
+    "written by the node's monitor, not a rank (rank -1): each NVML event of a GPU of the node, from before "
+    "the ranks start until they all ended, and each GPU lost",
+)
+@dataclass(kw_only=True, slots=True)
+class GpuEvent(Event):
+    """One event of one GPU of the node: the suite ties it to the rank on that GPU by UUID (else index)."""
+
+    kind: GpuEventKind = required("xid, single_bit_ecc, double_bit_ecc, clock (clock event reasons), or lost")
+    gpu: int = required("the GPU's NVML index on the node; -1 when NVML could not name it")
+    uuid: str | None = optional("the GPU's UUID, as the ranks' facts name it (gpu_uuid)")
+    serial: str | None = optional("the GPU's serial number")
+    node: str | None = optional("the node: NODE_NAME, else SLURMD_NODENAME, else the host name")
+    xid: int | None = optional("the Xid, for kind xid (NVML's event data)")
+    event_type: int | None = optional("NVML's event type bit (nvmlEventType*), e.g. 8 for an Xid")
+    data: int | None = optional("NVML's event data as delivered (the Xid; the clock event reasons' mask)")
+    reason: str = optional(
+        'for lost: how it was seen, e.g. "NVML: GPU is lost", "7 GPUs at the end, 8 at the start"', ""
+    )

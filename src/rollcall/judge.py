@@ -1,7 +1,7 @@
 """One judge: what was observed of a run and its criteria in, a frozen :class:`~rollcall.verdict.Verdict` out.
 
-:func:`judge` gathers the :class:`~rollcall.checks.facts.Facts` once, runs every check of :data:`CHECKS` over
-them, gives each problem its owner (:mod:`rollcall.checks.blame`), and builds the verdict rank by rank. A
+:func:`judge` gathers the :class:`~rollcall.checks.runview.RunView` once, runs every check of :data:`CHECKS`
+over it, gives each problem its owner (:mod:`rollcall.checks.blame`), and builds the verdict rank by rank. A
 check is a named predicate in a module of its own under :mod:`rollcall.checks` (``docs/architecture.md``
 lists which detects what); adding one is writing that module, its tests, and listing it here. A run
 ``PASSED`` when no check found anything. A check may raise a problem as a warning (``Problem.warning``): the
@@ -23,7 +23,6 @@ from rollcall.checks.efa import efa
 from rollcall.checks.errors import errors
 from rollcall.checks.exited_nonzero import exited_nonzero
 from rollcall.checks.expectations import expectations
-from rollcall.checks.facts import Check, Facts
 from rollcall.checks.gpu_events import gpu_events
 from rollcall.checks.hangs import hangs
 from rollcall.checks.interrupted import interrupted
@@ -38,6 +37,7 @@ from rollcall.checks.never_joined import never_joined
 from rollcall.checks.never_started import never_started
 from rollcall.checks.regressions import regressions
 from rollcall.checks.replica_divergence import replica_divergence
+from rollcall.checks.runview import Check, RunView
 from rollcall.checks.silent import silent
 from rollcall.checks.slow_links import slow_links
 from rollcall.checks.stragglers import stragglers
@@ -88,17 +88,17 @@ LOG_CHECKS: tuple[Check, ...] = (errors, missing_events, unexpected_ranks, inval
 
 def judge(observed: Observed, criteria: Criteria | None = None, checks: Iterable[Check] = CHECKS) -> Verdict:
     """The verdict on what was ``observed``, held to ``criteria``: every check's problems, rank by rank."""
-    facts = Facts(observed, criteria or Criteria())
-    raised = [replace(p, blame=blame(p)) for check in checks for p in check(facts)]
+    run = RunView(observed, criteria or Criteria())
+    raised = [replace(p, blame=blame(p)) for check in checks for p in check(run)]
     found = tuple(p for p in raised if not p.warning)
-    world = facts.layout.world_size
+    world = run.layout.world_size
     ranks = {}
     for r in range(world):
-        report = facts.reports.get(r)
-        sound = facts.sound.get(r)
+        report = run.reports.get(r)
+        sound = run.sound.get(r)
         ranks[r] = RankResult(
             rank=r,
-            node=facts.node(r),
+            node=run.node(r),
             pods=tuple(sorted(report.sources)) if report else (),
             reported=_reported(report),
             throughput=sound.throughput if sound else None,
@@ -108,26 +108,26 @@ def judge(observed: Observed, criteria: Criteria | None = None, checks: Iterable
             marks=tuple(sorted(report.marks.values(), key=lambda m: m.time)) if report else (),
             compile_cache=report.compile_cache if report else None,
         )
-    mfus = [m for rep in facts.sound.values() if (m := _finite(rep.details.get("mfu"))) is not None]
+    mfus = [m for rep in run.sound.values() if (m := _finite(rep.details.get("mfu"))) is not None]
     return Verdict(
-        layout=facts.layout,
+        layout=run.layout,
         ranks=ranks,
         findings=found,
-        missing=facts.roll.missing(world),
-        unexpected_ranks=facts.roll.unexpected(world),
-        throughput=facts.throughput,
-        epoch_time_mean=facts.epoch_time_mean,
+        missing=run.roll.missing(world),
+        unexpected_ranks=run.roll.unexpected(world),
+        throughput=run.throughput,
+        epoch_time_mean=run.epoch_time_mean,
         mfu_mean=math.fsum(mfus) / len(mfus) if mfus else None,
-        workload=facts.workload,
-        perf=facts.perf,
-        replicas=digests_by_stage(facts.reports),
-        criteria=facts.criteria,
-        config=facts.config,
-        baseline=facts.baseline,
+        workload=run.workload,
+        perf=run.perf,
+        replicas=digests_by_stage(run.reports),
+        criteria=run.criteria,
+        config=run.config,
+        baseline=run.baseline,
         warnings=tuple(p for p in raised if p.warning),
-        nodes_detail=facts.nodes_detail,
-        kernels=kernels.kernels_used(facts.reports),
-        gpu_events=facts.gpu_events,
+        nodes_detail=run.nodes_detail,
+        kernels=kernels.kernels_used(run.reports),
+        gpu_events=run.gpu_events,
     )
 
 
@@ -150,4 +150,4 @@ def _finite(value: object) -> float | None:
     return None
 
 
-__all__ = ["CHECKS", "LOG_CHECKS", "Check", "Facts", "assess", "judge"]
+__all__ = ["CHECKS", "LOG_CHECKS", "Check", "RunView", "assess", "judge"]

@@ -76,7 +76,7 @@ WINGS = ("rollcall.backends.local", "rollcall.backends.kubernetes", "rollcall.ba
 
 #: The layers of the package, bottom first: a module imports only from its own layer or those below it.
 #: The wings sit above the neutral contract and below everything that judges and reports a run.
-#: The checks: one module each, over what every check shares (``checks.facts``), and whose each problem is.
+#: The checks: one module each, over what every check shares (``checks.runview``), and whose each problem is.
 CHECK_MODULES = " ".join(f"checks.{p.stem}" for p in sorted((PACKAGE / "checks").glob("*.py")))
 
 #: The layers of the package, bottom first: a module imports only from its own layer or those below it.

@@ -5,7 +5,7 @@ from dataclasses import FrozenInstanceError
 import pytest
 
 from rollcall.backends import JobState, JobStatus
-from rollcall.judge import CHECKS, Facts, judge
+from rollcall.judge import CHECKS, RunView, judge
 from rollcall.verdict import Criteria, Kind, Layout, Observed, Problem, RankState
 from tests.unit.helpers import event, node_log, roll_of, two_by_two
 
@@ -32,8 +32,8 @@ def test_the_state_is_the_worst_kind_naming_the_rank():
 
 
 def test_adding_a_check_is_one_function():
-    def odd_ranks(facts: Facts):
-        ranks = {r: "odd" for r in facts.reports if r % 2}
+    def odd_ranks(run: RunView):
+        ranks = {r: "odd" for r in run.reports if r % 2}
         yield Problem(Kind.LAYOUT, "odd ranks are not allowed", ranks)
 
     v = judge(Observed(two_by_two(), Layout(2, 2)), checks=(*CHECKS, odd_ranks))

@@ -4,22 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rollcall.checks.facts import Facts
+from rollcall.checks.runview import RunView
 from rollcall.evidence.floors import below_floors
 from rollcall.verdict import Kind, Problem
 
 
-def busbw_floors(facts: Facts) -> Iterable[Problem]:
+def busbw_floors(run: RunView) -> Iterable[Problem]:
     """``--min-busbw auto``: no group below the published floor of the run's instance type, where known.
 
     Only a run on the type's GPUs is held to them. A node is held to the type's one-node (NVLink) floor, a
     pair and a world of two nodes or more to its fabric's (EFA); the line names the group, what it measured
     at which size, the floor and its source.
     """
-    c, spec, perf = facts.criteria, facts.observed.spec, facts.perf
+    c, spec, perf = run.criteria, run.observed.spec, run.perf
     if not c.busbw_floors or c.min_busbw is not None or spec is None or spec.accelerator != "nvidia":
         return  # the floors are NCCL's on the type's GPUs: a run on its CPUs is not held to them
-    world = facts.layout.world_size
+    world = run.layout.world_size
     for found in below_floors(perf.groups, spec.instance_type, perf.pods):
         g = found.group
         named = [r for r in g.ranks if 0 <= r < world] if g.scope != "world" else []

@@ -8,19 +8,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rollcall.checks.facts import Facts
+from rollcall.checks.runview import RunView
 from rollcall.evidence.fitness import device_summary
 from rollcall.evidence.perf import compute_straggler_problem
 from rollcall.evidence.perf import compute_stragglers as find_compute_stragglers
 from rollcall.verdict import Kind, Problem
 
 
-def compute_stragglers(facts: Facts) -> Iterable[Problem]:
+def compute_stragglers(run: RunView) -> Iterable[Problem]:
     """With ``straggler_ratio`` set, no rank's compute time may exceed the median's by more than 1/ratio."""
-    ratio = facts.criteria.straggler_ratio
-    found = find_compute_stragglers(facts.perf.compute, ratio)
+    ratio = run.criteria.straggler_ratio
+    found = find_compute_stragglers(run.perf.compute, ratio)
     if found:
-        devices = {d.rank: d for n in facts.nodes_detail for d in n.devices}
+        devices = {d.rank: d for n in run.nodes_detail for d in n.devices}
         known = [f"rank {s.rank} {device_summary(devices[s.rank])}" for s in found if s.rank in devices]
         yield Problem(
             Kind.COMPUTE_STRAGGLER,

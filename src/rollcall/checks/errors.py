@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from rollcall.checks.facts import Facts
+from rollcall.checks.runview import RunView
 from rollcall.evidence.gpu_events import program_evidence
 from rollcall.evidence.gpumem import held_memory, out_of_memory
 from rollcall.evidence.rootcause import Failure, analyse
@@ -17,42 +17,42 @@ from rollcall.evidence.rootcause import lines as rootcause_lines
 from rollcall.verdict import Kind, Problem
 
 
-def errors(facts: Facts) -> Iterable[Problem]:
+def errors(run: RunView) -> Iterable[Problem]:
     """A rank that reported an error failed; the first failure is named first, echoes folded.
 
     :mod:`rollcall.evidence.rootcause` orders the errors (and the backend's termination records) by time; the
     first problem is the root cause (with the whole :class:`~rollcall.evidence.rootcause.Analysis` as its
     detail), then independent failures, then the rest folded by shape. Each rank's note is its own message.
     When the infrastructure disrupted the job, the disruption is the first problem (``DISRUPTION``) and every
-    error is folded as its consequence. A rank that left early (:attr:`Facts.departures`) is ordered with the
-    errors: the first to leave before any own error is the root cause (``ROOT_CAUSE``, naming that rank),
+    error is folded as its consequence. A rank that left early (:attr:`RunView.departures`) is ordered with
+    the errors: the first to leave before any own error is the root cause (``ROOT_CAUSE``, naming that rank),
     ahead of the errors that followed; each other rank that left is a ``LEFT_EARLY`` problem of its own.
     An Xid of the program's own class on a failing rank's GPU during the run is named in that rank's note,
     beside its error (:func:`~rollcall.evidence.gpu_events.program_evidence`): its owner stays the error's.
     An out-of-memory on a GPU another process held before the run (:mod:`rollcall.evidence.gpumem`) names
     that memory as its cause.
     """
-    held = {d.rank: h for n in facts.nodes_detail for d in n.devices if (h := held_memory(d.facts))}
+    held = {d.rank: h for n in run.nodes_detail for d in n.devices if (h := held_memory(d.facts))}
     failures = [
         Failure(
             r,
-            facts.node(r),
+            run.node(r),
             e.source or None,
             e.message,
             e.time,
-            facts.observed.unit,
+            run.observed.unit,
             held.get(r) if out_of_memory(e.message) else None,
         )
-        for r, report in facts.reports.items()
+        for r, report in run.reports.items()
         for e in report.errors
     ]
-    status = facts.observed.status
+    status = run.observed.status
     ended = [  # a worker's record names its rank: place it on the rank's node
-        replace(t, node=facts.node(t.rank)) if t.rank is not None and t.node is None else t
+        replace(t, node=run.node(t.rank)) if t.rank is not None and t.node is None else t
         for t in (status.terminations if status is not None else ())
     ]
-    analysis = analyse(failures, ended, status.disruption if status is not None else None, facts.departures)
-    beside = program_evidence(facts.gpu_events)  # the program's own Xids on a failing rank's GPU
+    analysis = analyse(failures, ended, status.disruption if status is not None else None, run.departures)
+    beside = program_evidence(run.gpu_events)  # the program's own Xids on a failing rank's GPU
     for n, line in enumerate(rootcause_lines(analysis)):
         notes: dict[int, str] = {}
         if line.departure is not None:

@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from rollcall.checks.facts import Facts
+from rollcall.checks.runview import RunView
 from rollcall.evidence.rootcause import LAUNCHER_SIGNALS, Analysis, Termination
 from rollcall.ranklog import RankReport
 from rollcall.verdict import Kind, Problem
 from rollcall_workload.contract import REQUIRED_EVENTS
 
 
-def exited_nonzero(facts: Facts) -> Iterable[Problem]:
+def exited_nonzero(run: RunView) -> Iterable[Problem]:
     """A rank that answered the whole roll call and then exited non-zero (or by a signal) failed.
 
     The exit codes are the launcher's own records of its workers (:mod:`rollcall.torchrun`), by global rank.
@@ -23,24 +23,24 @@ def exited_nonzero(facts: Facts) -> Iterable[Problem]:
     :class:`~rollcall.evidence.rootcause.Analysis` naming it); otherwise each is named after :func:`errors`'
     root cause.
     """
-    status = facts.observed.status
+    status = run.observed.status
     if status is None:
         return
-    answered = {r for r, report in facts.reports.items() if _answered(report)}
+    answered = {r for r, report in run.reports.items() if _answered(report)}
     ended: dict[int, Termination] = {}
     for t in status.terminations:
         if t.rank in answered and t.exit_code not in (None, 0) and t.rank not in ended:
-            report = facts.reports[t.rank]
+            report = run.reports[t.rank]
             pod = min(report.sources) if report.sources else t.pod
-            ended[t.rank] = replace(t, node=facts.node(t.rank), pod=pod, answered=True)
+            ended[t.rank] = replace(t, node=run.node(t.rank), pod=pod, answered=True)
     own = {r: t for r, t in ended.items() if t.signal not in LAUNCHER_SIGNALS}
     ended = own or ended  # the launcher stops the others once one fails: their ends echo that one's
     if not ended:
         return
     root = (
         status.disruption is None
-        and not any(rep.errors for rep in facts.reports.values())
-        and not facts.departures  # a rank that left before complete came first: errors names it
+        and not any(rep.errors for rep in run.reports.values())
+        and not run.departures  # a rank that left before complete came first: errors names it
     )
     first = min(ended.values(), key=lambda t: (t.time is None, t.time or 0.0, t.rank))
     for rank, t in sorted(ended.items()):

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rollcall.checks.facts import Facts
+from rollcall.checks.runview import RunView
 from rollcall.evidence.fitness import mismatches
 from rollcall.verdict import Kind, Problem
 
 
-def expectations(facts: Facts) -> Iterable[Problem]:
+def expectations(run: RunView) -> Iterable[Problem]:
     """Every node's fact matches the golden configuration (``--expect KEY=GLOB``); unknown does not."""
-    expect = facts.criteria.expect
+    expect = run.criteria.expect
     if not expect:
         return
-    nodes = facts.nodes_detail
+    nodes = run.nodes_detail
     if not nodes:
         keys = ", ".join(f"{k}={g}" for k, g in expect)
         yield Problem(Kind.EXPECTATION, f"--expect {keys}: no rank reported its facts")

@@ -19,27 +19,27 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from rollcall.checks.facts import Facts
+from rollcall.checks.runview import RunView
 from rollcall.evidence.fitness import Device, Unfit
 from rollcall.evidence.gpu_events import GpuEventSeen
 from rollcall.verdict import Kind, Problem
 
 
-def gpu_events(facts: Facts) -> Iterable[Problem]:
+def gpu_events(run: RunView) -> Iterable[Problem]:
     """A GPU lost or failing in hardware is unfit; the other Xids warn unless a rank's error carries them."""
-    policy = facts.criteria.fitness
+    policy = run.criteria.fitness
     unfit: dict[tuple[int | None, str, int], list[tuple[GpuEventSeen, Unfit]]] = defaultdict(list)
     warnings: list[GpuEventSeen] = []
-    for seen in facts.gpu_events:
+    for seen in run.gpu_events:
         rule = seen.rule
         if rule is not None:
             severity = policy.severity(rule)
             if severity != "off":
                 key = (seen.node, seen.node_name, seen.heard.gpu)
                 unfit[key].append(
-                    (seen, Unfit(_device(facts, seen), rule, "gpu_event", seen.what, _when(seen), severity))
+                    (seen, Unfit(_device(run, seen), rule, "gpu_event", seen.what, _when(seen), severity))
                 )
-        elif seen.klass == "program" and seen.rank is not None and facts.reports[seen.rank].errors:
+        elif seen.klass == "program" and seen.rank is not None and run.reports[seen.rank].errors:
             continue  # beside the rank's error
         elif seen.klass in ("program", "system", "unknown"):
             warnings.append(seen)
@@ -71,9 +71,9 @@ def _when(seen: GpuEventSeen) -> str:
     return f"on rank {seen.rank}, {seen.phase}"
 
 
-def _device(facts: Facts, seen: GpuEventSeen) -> Device:
+def _device(run: RunView, seen: GpuEventSeen) -> Device:
     """The device the event names: the rank's as its facts read it, else the GPU as the event names it."""
-    for node in facts.nodes_detail:
+    for node in run.nodes_detail:
         for device in node.devices:
             if seen.rank is not None and device.rank == seen.rank:
                 return device

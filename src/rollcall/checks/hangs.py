@@ -9,22 +9,22 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rollcall.checks.facts import Facts
+from rollcall.checks.runview import RunView
 from rollcall.evidence.hangs import gpu_line, resolve, stalled_for, stalls, waiting_line
 from rollcall.evidence.silence import silences
 from rollcall.verdict import Kind, Problem
 
 
-def hangs(facts: Facts) -> Iterable[Problem]:
+def hangs(run: RunView) -> Iterable[Problem]:
     """No rank may stay stalled: each hung one named with where it stopped, the waiting ones in one line."""
-    hung, waiting = resolve(stalls(facts.reports))
+    hung, waiting = resolve(stalls(run.reports))
     for s in hung:
-        report = facts.reports[s.rank]
-        pod = f", {facts.log_word} {sorted(report.sources)[0]}" if report.sources else ""
-        gpu = gpu_line(s.dump, facts.node(s.rank), report.facts)  # the GPU's own hang, beside the host frame
+        report = run.reports[s.rank]
+        pod = f", {run.log_word} {sorted(report.sources)[0]}" if report.sources else ""
+        gpu = gpu_line(s.dump, run.node(s.rank), report.facts)  # the GPU's own hang, beside the host frame
         yield Problem(
             Kind.HUNG,
-            f"rank {s.rank} (node {facts.node(s.rank)}{pod}) hung in {s.where}"
+            f"rank {s.rank} (node {run.node(s.rank)}{pod}) hung in {s.where}"
             f"{', no rank hung elsewhere' if s.ambiguous else ', not in a collective'}, "
             f"{stalled_for(s.dump)}: {s.at()}{f'; {gpu}' if gpu else ''}",
             {
@@ -36,7 +36,7 @@ def hangs(facts: Facts) -> Iterable[Problem]:
     if waiting:
         yield Problem(
             Kind.WAITING,
-            waiting_line(waiting, len(hung), len(silences(facts.reports))),
+            waiting_line(waiting, len(hung), len(silences(run.reports))),
             {s.rank: f"waiting in a collective ({s.where})" for s in waiting},
             detail=tuple(waiting),
         )

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from rollcall.backends import JobState
-from rollcall.checks.facts import Facts
+from rollcall.checks.runview import RunView
 from rollcall.evidence.hangs import resolve, stalls
 from rollcall.ranges import ranges
 from rollcall.verdict import Kind, Problem
@@ -22,17 +22,17 @@ from rollcall.verdict import Kind, Problem
 STATES = ("answered", "waiting", "hung", "running", "not started")
 
 
-def interrupted(facts: Facts) -> Iterable[Problem]:
+def interrupted(run: RunView) -> Iterable[Problem]:
     """An interrupted run is a problem of its own, naming each rank that had not completed and its state."""
-    status = facts.observed.status
+    status = run.observed.status
     if status is None or status.state is not JobState.INTERRUPTED:
         return
-    hung, waiting = resolve(stalls(facts.reports))
+    hung, waiting = resolve(stalls(run.reports))
     stalled = {s.rank: ("hung", f"hung in {s.where}") for s in hung}
     stalled |= {s.rank: ("waiting", f"waiting in a collective ({s.where})") for s in waiting}
     states: dict[int, tuple[str, str]] = {}
-    for r in range(facts.layout.world_size):
-        report = facts.reports.get(r)
+    for r in range(run.layout.world_size):
+        report = run.reports.get(r)
         if report is not None and report.complete:
             states[r] = ("answered", "answered")
         elif r in stalled:

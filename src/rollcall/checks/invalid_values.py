@@ -1,16 +1,16 @@
-"""Every value a rank reported must be finite and positive (:attr:`Facts.invalid` finds them)."""
+"""Every value a rank reported must be finite and positive (:attr:`RunView.invalid` finds them)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rollcall.checks.facts import Facts
+from rollcall.checks.runview import RunView
 from rollcall.verdict import Kind, Problem
 
 
-def invalid_values(facts: Facts) -> Iterable[Problem]:
+def invalid_values(run: RunView) -> Iterable[Problem]:
     """Every value must be finite and positive."""
-    for r, bad in facts.invalid.items():
+    for r, bad in run.invalid.items():
         shown = ", ".join(bad)
         yield Problem(
             Kind.INVALID_VALUE,

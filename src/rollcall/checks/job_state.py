@@ -8,13 +8,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from rollcall.backends import JobState
-from rollcall.checks.facts import Facts
+from rollcall.checks.runview import RunView
 from rollcall.verdict import Kind, Problem
 
 
-def job_state(facts: Facts) -> Iterable[Problem]:
+def job_state(run: RunView) -> Iterable[Problem]:
     """The job must have succeeded, when its end is known."""
-    status = facts.observed.status
+    status = run.observed.status
     if status is None or status.state in (JobState.SUCCEEDED, JobState.INTERRUPTED):
         return
     if status.disruption is not None:  # named first, by :func:`errors`

@@ -5,16 +5,16 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from rollcall.checks.facts import Facts
+from rollcall.checks.runview import RunView
 from rollcall.ranges import ranges
 from rollcall.verdict import Kind, Problem
 
 
-def layout(facts: Facts) -> Iterable[Problem]:
+def layout(run: RunView) -> Iterable[Problem]:
     """Each node that reported ``start`` events hosts ``procs_per_node`` ranks; every world size agrees."""
-    lay = facts.layout
+    lay = run.layout
     per_node: dict[int, set[int]] = defaultdict(set)
-    for r, report in facts.roll.ranks.items():
+    for r, report in run.roll.ranks.items():
         if report.node_rank is not None:
             per_node[report.node_rank].add(r)
     for node, ranks in sorted(per_node.items()):
@@ -28,13 +28,13 @@ def layout(facts: Facts) -> Iterable[Problem]:
                 f"node {node} hosted {len(ranks)} rank(s) ({ranges(ranks)}), expected {lay.procs_per_node}",
             )
     worlds: dict[int, list[int]] = defaultdict(list)
-    for r, report in facts.reports.items():
+    for r, report in run.reports.items():
         if report.world_size is not None and report.world_size != lay.world_size:
             worlds[report.world_size].append(r)
     for size, said in sorted(worlds.items()):
         yield Problem(
             Kind.LAYOUT,
-            f"ranks {facts.by_node(said)} reported a world size of {size}, expected {lay.world_size}",
+            f"ranks {run.by_node(said)} reported a world size of {size}, expected {lay.world_size}",
         )
 
 

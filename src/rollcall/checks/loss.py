@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rollcall.checks.facts import Facts
+from rollcall.checks.runview import RunView
 from rollcall.evidence.proofs import find_bad_losses
 from rollcall.verdict import Kind, Problem
 
 
-def loss(facts: Facts) -> Iterable[Problem]:
+def loss(run: RunView) -> Iterable[Problem]:
     """Every loss must be finite, and fall from the first timed epoch to the last over a run that learns."""
-    found = find_bad_losses(facts.reports, facts.node)
+    found = find_bad_losses(run.reports, run.node)
     for what, group in (
         ("loss not finite", [f for f in found if not f.finite]),
         ("loss did not fall", [f for f in found if f.finite]),
@@ -19,7 +19,7 @@ def loss(facts: Facts) -> Iterable[Problem]:
         if group:
             yield Problem(
                 Kind.LOSS,
-                f"{what} on ranks {facts.by_node(f.rank for f in group)}: "
+                f"{what} on ranks {run.by_node(f.rank for f in group)}: "
                 + "; ".join(f"rank {f.rank} {f.note()}" for f in group),
                 {f.rank: f.note() for f in group},
                 detail=tuple(group),

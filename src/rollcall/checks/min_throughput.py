@@ -4,20 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rollcall.checks.facts import Facts
+from rollcall.checks.runview import RunView
 from rollcall.verdict import Kind, Problem
 
 
-def min_throughput(facts: Facts) -> Iterable[Problem]:
+def min_throughput(run: RunView) -> Iterable[Problem]:
     """With ``min_throughput`` set, every measured rank must reach it."""
-    floor = facts.criteria.min_throughput
+    floor = run.criteria.min_throughput
     if floor is None:
         return
-    slow = {r: tp for r, tp in facts.throughputs.items() if tp < floor}
+    slow = {r: tp for r, tp in run.throughputs.items() if tp < floor}
     if slow:
         yield Problem(
             Kind.MIN_THROUGHPUT,
-            f"throughput below --min-throughput {floor:g} samples/s on ranks {facts.by_node(slow)}",
+            f"throughput below --min-throughput {floor:g} samples/s on ranks {run.by_node(slow)}",
             {r: f"throughput {tp:.2f} < {floor:g}" for r, tp in slow.items()},
         )
 

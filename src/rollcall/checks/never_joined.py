@@ -9,19 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rollcall.checks.facts import Facts
+from rollcall.checks.runview import RunView
 from rollcall.evidence.hangs import never_joined as find_never_joined
 from rollcall.verdict import Kind, Problem
 
 
-def never_joined(facts: Facts) -> Iterable[Problem]:
+def never_joined(run: RunView) -> Iterable[Problem]:
     """Every rank must join the process group: the ones that never did, and who waited how long for them."""
-    found = find_never_joined(facts.reports, facts.layout.world_size)
+    found = find_never_joined(run.reports, run.layout.world_size)
     if found is None:
         return
     yield Problem(
         Kind.NEVER_JOINED,
-        found.line(facts.node),
+        found.line(run.node),
         {r: "never joined the process group" for r in found.missing},
         detail=found,
     )

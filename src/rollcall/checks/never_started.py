@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rollcall.checks.facts import Facts
+from rollcall.checks.runview import RunView
 from rollcall.evidence.launchers import never_started as find_never_started
 from rollcall.verdict import Kind, Problem
 
 
-def never_started(facts: Facts) -> Iterable[Problem]:
+def never_started(run: RunView) -> Iterable[Problem]:
     """Every node's launcher must start and get past the launchers' rendezvous."""
-    layout = facts.layout
-    found = find_never_started(facts.roll, layout.nodes, layout.world_size)
+    layout = run.layout
+    found = find_never_started(run.roll, layout.nodes, layout.world_size)
     if found is None:
         return
     named = set(found.named)

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rollcall.checks.facts import Facts
+from rollcall.checks.runview import RunView
 from rollcall.evidence.proofs import find_divergence
 from rollcall.verdict import Kind, Problem
 
 
-def replica_divergence(facts: Facts) -> Iterable[Problem]:
+def replica_divergence(run: RunView) -> Iterable[Problem]:
     """Every rank's parameters must equal the other replicas' after each epoch and at completion.
 
     A replica that diverged is a silent data corruption: its problem is the first one listed.
     """
-    found = find_divergence(facts.reports, facts.node)
+    found = find_divergence(run.reports, run.node)
     if not found:
         return
     named = "; ".join(f"rank {d.rank} (node {d.node}) {d.when}" for d in found)

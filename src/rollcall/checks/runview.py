@@ -1,7 +1,7 @@
-"""What every check reads: the run's evidence and criteria, and what follows from them, derived once.
+"""The run as every check sees it: what a backend observed, the criteria, and what follows, derived once.
 
-A check is a named predicate ``Facts -> Iterable[Problem]`` in a module of its own under
-:mod:`rollcall.checks`; :class:`Facts` holds what several checks share (each rank's node, the ranks whose
+A check is a named predicate ``RunView -> Iterable[Problem]`` in a module of its own under
+:mod:`rollcall.checks`; :class:`RunView` holds what several checks share (each rank's node, the ranks whose
 values are sound, their figures, each node's facts, the baseline), each computed at most once per verdict.
 """
 
@@ -28,8 +28,8 @@ BY_NODE_GROUPS = 8
 
 
 @dataclass(frozen=True)
-class Facts:
-    """What every check reads: what was observed, the criteria, and what follows from them."""
+class RunView:
+    """The run as every check reads it: what was observed, the criteria, and what follows from them."""
 
     observed: Observed
     criteria: Criteria
@@ -162,17 +162,17 @@ class Facts:
         return entry.reference if entry is not None else None
 
 
-#: A check: a named predicate over the facts, the problems it finds.
-Check = Callable[[Facts], Iterable[Problem]]
+#: A check: a named predicate over the run, the problems it finds.
+Check = Callable[[RunView], Iterable[Problem]]
 
 
-def _workload(facts: Facts) -> dict[str, Any]:
+def _workload(run: RunView) -> dict[str, Any]:
     """Each of :data:`WORKLOAD_KEYS` that every rank reporting throughput gave, with one value for all.
 
     A key no throughput event settles (no rank got that far: a failed run) is read, the same way, from the
     ranks' ``start`` events.
     """
-    reports = facts.reports.values()
+    reports = run.reports.values()
     found = _agreed([r.details for r in reports if r.throughput is not None])
     started = _agreed([r.start for r in reports if r.start is not None])
     return {k: found.get(k, started.get(k)) for k in WORKLOAD_KEYS if k in found or k in started}
@@ -193,4 +193,4 @@ def _bad(value: float | None) -> bool:
     return value is not None and not (math.isfinite(value) and value > 0)
 
 
-__all__ = ["BY_NODE_GROUPS", "Check", "Facts"]
+__all__ = ["BY_NODE_GROUPS", "Check", "RunView"]

@@ -10,23 +10,23 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rollcall.checks.facts import Facts
+from rollcall.checks.runview import RunView
 from rollcall.evidence.hangs import stall_of
 from rollcall.evidence.silence import process_line, silences, silent_for
 from rollcall.verdict import Kind, Problem
 
 
-def silent(facts: Facts) -> Iterable[Problem]:
+def silent(run: RunView) -> Iterable[Problem]:
     """No rank may fall silent: each named with its node, how long it said nothing, its process state."""
-    for r, s in silences(facts.reports).items():
-        report = facts.reports[r]
+    for r, s in silences(run.reports).items():
+        report = run.reports[r]
         if stall_of(report) is not None:  # its stack says more: the hangs check names it
             continue
-        pod = f", {facts.log_word} {sorted(report.sources)[0]}" if report.sources else ""
+        pod = f", {run.log_word} {sorted(report.sources)[0]}" if report.sources else ""
         state = f"process {s.state_name}" if s.state_name else "process alive"
         yield Problem(
             Kind.SILENT,
-            f"rank {r} (node {facts.node(r)}{pod}) silent: {silent_for(s)}; {process_line(s)}",
+            f"rank {r} (node {run.node(r)}{pod}) silent: {silent_for(s)}; {process_line(s)}",
             {r: f"silent: {state}{f' in {s.phase}' if s.phase else ''}"},
             detail=s,
         )

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from rollcall.checks.facts import Facts
+from rollcall.checks.runview import RunView
 from rollcall.verdict import Kind, Problem, Stats
 
 
@@ -75,10 +75,10 @@ def straggler_problem(stragglers: Sequence[Straggler], ratio: float) -> str:
     )
 
 
-def stragglers(facts: Facts) -> Iterable[Problem]:
+def stragglers(run: RunView) -> Iterable[Problem]:
     """With ``straggler_ratio`` set, no measured rank may fall below that ratio of the median."""
-    ratio = facts.criteria.straggler_ratio
-    per_rank = {r: {"throughput": tp, "node": facts.node(r)} for r, tp in facts.throughputs.items()}
+    ratio = run.criteria.straggler_ratio
+    per_rank = {r: {"throughput": tp, "node": run.node(r)} for r, tp in run.throughputs.items()}
     found = find_stragglers(per_rank, ratio)
     if found:
         yield Problem(

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rollcall.checks.facts import Facts
+from rollcall.checks.runview import RunView
 from rollcall.ranges import ranges
 from rollcall.verdict import Kind, Problem
 
 
-def unexpected_ranks(facts: Facts) -> Iterable[Problem]:
+def unexpected_ranks(run: RunView) -> Iterable[Problem]:
     """No rank outside the world may report."""
-    world = facts.layout.world_size
-    unexpected = facts.roll.unexpected(world)
+    world = run.layout.world_size
+    unexpected = run.roll.unexpected(world)
     if unexpected:
         yield Problem(Kind.UNEXPECTED_RANK, f"ranks outside 0..{world - 1} reported: {ranges(unexpected)}")
 

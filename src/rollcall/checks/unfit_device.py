@@ -6,14 +6,14 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from rollcall.checks.facts import Facts
+from rollcall.checks.runview import RunView
 from rollcall.evidence.fitness import unfit_devices
 from rollcall.verdict import Kind, Problem
 
 
-def unfit_device(facts: Facts) -> Iterable[Problem]:
+def unfit_device(run: RunView) -> Iterable[Problem]:
     """No device may break a fitness rule: one problem per device, failing and warning rules apart."""
-    found = unfit_devices(facts.nodes_detail, facts.criteria.fitness)
+    found = unfit_devices(run.nodes_detail, run.criteria.fitness)
     by_device: dict[tuple[int, bool, bool], list[Any]] = defaultdict(list)
     for u in found:  # the node itself (device_count) before its first rank's device
         by_device[(u.device.rank, not u.device.whole_node, u.severity == "warn")].append(u)

@@ -27,10 +27,10 @@ from rollcall.checks.busbw_floors import busbw_floors
 from rollcall.checks.efa import efa
 from rollcall.checks.errors import errors
 from rollcall.checks.exited_nonzero import exited_nonzero
-from rollcall.checks.facts import Check, Facts
 from rollcall.checks.hangs import hangs
 from rollcall.checks.job_state import job_state
 from rollcall.checks.layout import layout
+from rollcall.checks.runview import Check, RunView
 from rollcall.checks.slow_links import slow_links
 from rollcall.checks.unexpected_ranks import unexpected_ranks
 from rollcall.evidence.floors import size_label
@@ -50,15 +50,15 @@ TRIAL_TIMEOUT_S = 120.0
 EVIDENCE_CHARS = 300
 
 
-def completed(facts: Facts) -> Iterable[Problem]:
+def completed(run: RunView) -> Iterable[Problem]:
     """Every rank of a trial must say ``complete`` (a trial trains nothing: no epoch time, no throughput)."""
     missing = [
-        r for r in range(facts.layout.world_size) if not (facts.reports.get(r) and facts.reports[r].complete)
+        r for r in range(run.layout.world_size) if not (run.reports.get(r) and run.reports[r].complete)
     ]
     if missing:
         yield Problem(
             Kind.MISSING_EVENT,
-            f"complete missing on {len(missing)} rank(s): {facts.by_node(missing)}",
+            f"complete missing on {len(missing)} rank(s): {run.by_node(missing)}",
             {r: "no complete" for r in missing},
             detail="complete",
         )

@@ -4,7 +4,7 @@ import pytest
 
 from rollcall.backends import Placement
 from rollcall.checks.busbw_floors import busbw_floors
-from rollcall.checks.facts import Facts
+from rollcall.checks.runview import RunView
 from rollcall.evidence.floors import (
     FLOORS,
     MAX_MEASURE_BYTES,
@@ -206,7 +206,7 @@ def floor_facts(instance_type, *, world, own, accelerator="nvidia", **criteria):
         parser.feed(bandwidth_log(node, 2, 2, world=world, own=own).encode())
         parser.close()
     spec = JobSpec("job", 2, 2, accelerator=accelerator, instance_type=instance_type)
-    return Facts(Observed(roll, Layout(2, 2), spec=spec), Criteria(**{"busbw_floors": True, **criteria}))
+    return RunView(Observed(roll, Layout(2, 2), spec=spec), Criteria(**{"busbw_floors": True, **criteria}))
 
 
 def test_the_predicate_names_a_node_below_its_types_floor_and_nothing_above_it_or_without_floors():

@@ -1,7 +1,7 @@
 """The collective_mismatch check: every all-reduce of the bandwidth phase returned the exact sum to every rank."""
 
 from rollcall.checks.collective_mismatch import collective_mismatch
-from rollcall.checks.facts import Facts
+from rollcall.checks.runview import RunView
 from rollcall.ranklog import RollCall
 from rollcall.verdict import Criteria, Kind, Layout, Observed, RankState
 from tests.unit.helpers import event
@@ -69,11 +69,13 @@ def test_wrong_data_on_every_rank_of_the_groups_crossing_one_link_names_that_lin
 
 def test_the_predicate_names_the_rank_that_received_wrong_data_and_nothing_of_exact_sums():
     wrong = {"iters": 10, "elements": 1024, "index": 1365, "expected": 14.0, "got": 0.0}
-    found = list(collective_mismatch(Facts(Observed(run_log(mismatch={2: wrong}), Layout(2, 2)), Criteria())))
+    found = list(
+        collective_mismatch(RunView(Observed(run_log(mismatch={2: wrong}), Layout(2, 2)), Criteria()))
+    )
     assert [p.kind for p in found] == [Kind.COLLECTIVE_MISMATCH] * 2
     assert (
         set(found[0].ranks) == {2}
         and "rank 2 (node 1) received 1024 of 1024 elements wrong" in found[0].message
     )
     assert found[1].message.endswith("is on node 1: its device or its link") and found[1].detail == 1
-    assert list(collective_mismatch(Facts(Observed(run_log(), Layout(2, 2)), Criteria()))) == []
+    assert list(collective_mismatch(RunView(Observed(run_log(), Layout(2, 2)), Criteria()))) == []

@@ -1,7 +1,7 @@
 """The config_drift check: under --drift fail (warn: as a warning) the nodes agree on every version they report."""
 
 from rollcall.checks.config_drift import config_drift
-from rollcall.checks.facts import Facts
+from rollcall.checks.runview import RunView
 from rollcall.verdict import Criteria, Kind, Layout, Observed
 from tests.unit.test_fitness import facts_of, fake_nvml, roll_with, verdict_of
 
@@ -24,11 +24,11 @@ def test_the_predicate_names_the_version_the_nodes_differ_in_and_nothing_when_th
     roll = roll_with(
         {0: {**facts_of(fake_nvml()), "torch": "2.11.0"}, 1: {**facts_of(fake_nvml()), "torch": "2.10.0"}}
     )
-    [problem] = list(config_drift(Facts(Observed(roll, Layout(2, 1)), Criteria(drift="fail"))))
+    [problem] = list(config_drift(RunView(Observed(roll, Layout(2, 1)), Criteria(drift="fail"))))
     assert problem.kind is Kind.CONFIG_DRIFT and not problem.warning
     assert problem.message == "config drift: torch differs between nodes: 2.10.0 (node 1); 2.11.0 (node 0)"
-    [warning] = list(config_drift(Facts(Observed(roll, Layout(2, 1)), Criteria())))
+    [warning] = list(config_drift(RunView(Observed(roll, Layout(2, 1)), Criteria())))
     assert warning.warning and warning.message == problem.message  # warn by default
-    assert list(config_drift(Facts(Observed(roll, Layout(2, 1)), Criteria(drift="off")))) == []
+    assert list(config_drift(RunView(Observed(roll, Layout(2, 1)), Criteria(drift="off")))) == []
     same = roll_with({0: facts_of(fake_nvml()), 1: facts_of(fake_nvml())})
-    assert list(config_drift(Facts(Observed(same, Layout(2, 1)), Criteria(drift="fail")))) == []
+    assert list(config_drift(RunView(Observed(same, Layout(2, 1)), Criteria(drift="fail")))) == []

@@ -5,7 +5,7 @@ import pytest
 from rollcall.backends import EfaUse, JobState, JobStatus
 from rollcall.backends.kubernetes.efa import NET_CLUES, EfaEvidence, check, details, explain
 from rollcall.checks.efa import efa
-from rollcall.checks.facts import Facts
+from rollcall.checks.runview import RunView
 from rollcall.judge import judge
 from rollcall.ranklog import RollCall
 from rollcall.verdict import Criteria, Kind, Layout, Observed
@@ -195,9 +195,9 @@ def test_the_predicate_names_efa_requested_and_not_used_and_nothing_where_it_was
     reason = "EFA was requested but NCCL did not use it on 1 pod(s): it fell back to TCP sockets"
     fell_back = EfaUse(fell_back={"x-0": "NET/Socket : Using [0]eth0"}, required=True, reason=reason)
     status = JobStatus(JobState.SUCCEEDED, efa=fell_back)
-    [problem] = list(efa(Facts(Observed(two_by_two(), Layout(2, 2), status), Criteria())))
+    [problem] = list(efa(RunView(Observed(two_by_two(), Layout(2, 2), status), Criteria())))
     assert problem.kind is Kind.EFA and problem.message == reason and problem.detail is fell_back
     assert problem.ranks == {} and "fell back to TCP" in problem.message
     used = JobStatus(JobState.SUCCEEDED, efa=EfaUse(required=True))
     for sound in (used, JobStatus(JobState.SUCCEEDED), None):
-        assert list(efa(Facts(Observed(two_by_two(), Layout(2, 2), sound), Criteria()))) == []
+        assert list(efa(RunView(Observed(two_by_two(), Layout(2, 2), sound), Criteria()))) == []

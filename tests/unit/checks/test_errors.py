@@ -2,7 +2,7 @@
 
 from rollcall.backends import JobState, JobStatus
 from rollcall.checks.errors import errors
-from rollcall.checks.facts import Facts
+from rollcall.checks.runview import RunView
 from rollcall.evidence.rootcause import Disruption, Termination
 from rollcall.judge import judge
 from rollcall.ranklog import RollCall
@@ -155,14 +155,14 @@ def test_the_predicate_names_the_rank_that_reported_an_error_first_and_nothing_o
         + event("error", 1, 2, message="RuntimeError: injected failure on rank 1", time=T0)
         + "\n"
     )
-    [problem] = list(errors(Facts(Observed(roll_of(text), Layout(1, 2)), Criteria())))
+    [problem] = list(errors(RunView(Observed(roll_of(text), Layout(1, 2)), Criteria())))
     assert problem.kind is Kind.ROOT_CAUSE
     assert problem.ranks == {1: "error: RuntimeError: injected failure on rank 1"}
     assert problem.message.startswith(
         "first failure: rank 1 (node 0) reported an error: RuntimeError: injected failure on rank 1"
     )
     assert (
-        list(errors(Facts(Observed(two_by_two(), Layout(2, 2), JobStatus(JobState.SUCCEEDED)), Criteria())))
+        list(errors(RunView(Observed(two_by_two(), Layout(2, 2), JobStatus(JobState.SUCCEEDED)), Criteria())))
         == []
     )
 

@@ -2,7 +2,7 @@
 
 from rollcall.backends import JobState, JobStatus
 from rollcall.checks.exited_nonzero import exited_nonzero
-from rollcall.checks.facts import Facts
+from rollcall.checks.runview import RunView
 from rollcall.evidence.rootcause import Analysis, Termination
 from rollcall.verdict import Criteria, Kind, Layout, Observed
 from tests.unit.helpers import two_by_two
@@ -17,7 +17,7 @@ def worker(rank, exit_code, reason="", time=T0):
 
 def test_the_predicate_names_a_rank_that_answered_then_exited_non_zero_as_the_root_cause():
     status = JobStatus(JobState.FAILED, "pod-1 failed", terminations=[worker(3, 1)])
-    [problem] = list(exited_nonzero(Facts(Observed(two_by_two(), Layout(2, 2), status), Criteria())))
+    [problem] = list(exited_nonzero(RunView(Observed(two_by_two(), Layout(2, 2), status), Criteria())))
     assert problem.kind is Kind.EXITED_NONZERO
     assert problem.ranks == {3: "exited with code 1 after answering the roll call"}
     assert isinstance(problem.detail, Analysis) and problem.detail.termination is not None
@@ -29,18 +29,18 @@ def test_the_predicate_names_a_rank_that_answered_then_exited_non_zero_as_the_ro
 
 def test_the_predicate_names_nothing_of_a_clean_exit_or_a_rank_that_had_not_answered():
     clean = JobStatus(JobState.SUCCEEDED, terminations=[worker(3, 0)])
-    assert list(exited_nonzero(Facts(Observed(two_by_two(), Layout(2, 2), clean), Criteria()))) == []
+    assert list(exited_nonzero(RunView(Observed(two_by_two(), Layout(2, 2), clean), Criteria()))) == []
     unanswered = JobStatus(JobState.FAILED, "pod-1 failed", terminations=[worker(3, 1)])
     roll = two_by_two(skip={3: ("complete",)})
-    assert list(exited_nonzero(Facts(Observed(roll, Layout(2, 2), unanswered), Criteria()))) == []
-    assert list(exited_nonzero(Facts(Observed(two_by_two(), Layout(2, 2)), Criteria()))) == []
+    assert list(exited_nonzero(RunView(Observed(roll, Layout(2, 2), unanswered), Criteria()))) == []
+    assert list(exited_nonzero(RunView(Observed(two_by_two(), Layout(2, 2)), Criteria()))) == []
 
 
 def test_a_rank_the_launcher_stopped_is_named_only_when_no_rank_ended_otherwise():
     stopped = [worker(0, -15, "SIGTERM"), worker(3, -9, "SIGKILL", T0 + 1)]
     status = JobStatus(JobState.FAILED, "pod-1 failed", terminations=stopped)
-    found = list(exited_nonzero(Facts(Observed(two_by_two(), Layout(2, 2), status), Criteria())))
+    found = list(exited_nonzero(RunView(Observed(two_by_two(), Layout(2, 2), status), Criteria())))
     assert [set(p.ranks) for p in found] == [{3}] and found[0].ranks[3].startswith("killed by SIGKILL")
     alone = JobStatus(JobState.FAILED, "pod-0 failed", terminations=[worker(0, -15, "SIGTERM")])
-    [problem] = list(exited_nonzero(Facts(Observed(two_by_two(), Layout(2, 2), alone), Criteria())))
+    [problem] = list(exited_nonzero(RunView(Observed(two_by_two(), Layout(2, 2), alone), Criteria())))
     assert problem.ranks == {0: "killed by SIGTERM after answering the roll call"}

@@ -1,7 +1,7 @@
 """The expectations check: every node matches the golden configuration (--expect KEY=GLOB); unknown does not."""
 
 from rollcall.checks.expectations import expectations
-from rollcall.checks.facts import Facts
+from rollcall.checks.runview import RunView
 from rollcall.evidence.fitness import parse_expect
 from rollcall.verdict import Criteria, Kind, Layout, Observed
 from rollcall_workload import facts as workload_facts
@@ -32,9 +32,9 @@ def test_the_predicate_names_the_node_short_of_the_golden_configuration_and_noth
         {0: {**facts_of(fake_nvml()), "torch": "2.10.0"}, 1: {**facts_of(fake_nvml()), "torch": "2.11.0"}}
     )
     expect = Criteria(expect=parse_expect(["torch=2.10.*"]))
-    [problem] = list(expectations(Facts(Observed(roll, Layout(2, 1)), expect)))
+    [problem] = list(expectations(RunView(Observed(roll, Layout(2, 1)), expect)))
     assert problem.kind is Kind.EXPECTATION and problem.message.startswith("expectation not met: node 1 (n1)")
     assert "torch is 2.11.0, expected torch=2.10.* (--expect)" in problem.message
     loose = Criteria(expect=parse_expect(["torch=2.1*"]))
-    assert list(expectations(Facts(Observed(roll, Layout(2, 1)), loose))) == []
-    assert list(expectations(Facts(Observed(roll, Layout(2, 1)), Criteria()))) == []  # nothing expected
+    assert list(expectations(RunView(Observed(roll, Layout(2, 1)), loose))) == []
+    assert list(expectations(RunView(Observed(roll, Layout(2, 1)), Criteria()))) == []  # nothing expected

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rollcall.checks.facts import Facts
 from rollcall.checks.gpu_events import gpu_events
+from rollcall.checks.runview import RunView
 from rollcall.evidence.fitness import FitnessPolicy
 from rollcall.evidence.xids import XidClass, XidPolicy
 from rollcall.ranklog import RollCall
@@ -173,9 +173,9 @@ def _judged(roll: RollCall, xids: XidPolicy) -> Verdict:
 def test_the_predicate_follows_xids_moved_between_classes():
     roll = roll_of([gpu_line(xid=31, data=31)], fails=ILLEGAL)
     criteria = Criteria(xids=XidPolicy(((31, XidClass.HARDWARE),)))
-    [problem] = list(gpu_events(Facts(Observed(roll, Layout(2, 1)), criteria)))
+    [problem] = list(gpu_events(RunView(Observed(roll, Layout(2, 1)), criteria)))
     assert problem.kind is Kind.UNFIT_DEVICE and "Xid 31 (GPU memory page fault, hardware)" in problem.message
-    assert list(gpu_events(Facts(Observed(roll, Layout(2, 1)), Criteria()))) == []  # beside the error
+    assert list(gpu_events(RunView(Observed(roll, Layout(2, 1)), Criteria()))) == []  # beside the error
     moved = _judged(roll_of([gpu_line(xid=79, data=79)]), XidPolicy(((79, XidClass.SYSTEM),)))
     assert moved.passed and [w.kind for w in moved.warnings] == [Kind.GPU_EVENT]
 

@@ -16,8 +16,8 @@ from datetime import timedelta
 
 import pytest
 
-from rollcall.checks.facts import Facts
 from rollcall.checks.hangs import hangs
+from rollcall.checks.runview import RunView
 from rollcall.evidence.hangs import DDP_WAIT, classify, resolve, stall_of, stalls, stop_reason
 from rollcall.judge import judge
 from rollcall.ranklog import Frame, RollCall
@@ -365,11 +365,11 @@ def test_a_bad_hang_after_is_refused_by_the_parser(value):
 
 
 def test_the_predicate_names_the_hung_rank_then_the_waiting_ones_and_nothing_of_a_run_that_ended():
-    found = list(hangs(Facts(Observed(_stalled_world(2), Layout(2, 2)), Criteria())))
+    found = list(hangs(RunView(Observed(_stalled_world(2), Layout(2, 2)), Criteria())))
     assert [p.kind for p in found] == [Kind.HUNG, Kind.WAITING]
     assert set(found[0].ranks) == {2} and found[0].message.startswith(
         "rank 2 (node 1, pod node-0) hung in a sleep"
     )
     assert "time.sleep(3600)" in found[0].ranks[2]
     assert set(found[1].ranks) == {0, 1, 3} and "waiting in a collective (barrier)" in found[1].message
-    assert list(hangs(Facts(Observed(two_by_two(), Layout(2, 2)), Criteria()))) == []
+    assert list(hangs(RunView(Observed(two_by_two(), Layout(2, 2)), Criteria()))) == []

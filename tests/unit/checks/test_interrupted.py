@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from rollcall.backends import JobState, JobStatus
 from rollcall.checks.blame import blame
-from rollcall.checks.facts import Facts
 from rollcall.checks.interrupted import interrupted
+from rollcall.checks.runview import RunView
 from rollcall.judge import judge
 from rollcall.verdict import Criteria, Kind, Layout, Observed, Owner, RankState
 from rollcall_workload import watchdog as workload_watchdog
@@ -71,13 +71,13 @@ def test_the_predicate_names_nothing_of_a_run_that_was_not_interrupted():
         JobStatus(JobState.FAILED, "x"),
         JobStatus(JobState.STOPPED, "hung"),
     ):
-        assert list(interrupted(Facts(Observed(two_by_two(), Layout(2, 2), status), Criteria()))) == []
+        assert list(interrupted(RunView(Observed(two_by_two(), Layout(2, 2), status), Criteria()))) == []
     # every rank had completed: the run is still interrupted (its verdict came after the signal), naming none
-    [problem] = interrupted(Facts(Observed(two_by_two(), Layout(2, 2), INTERRUPTED), Criteria()))
+    [problem] = interrupted(RunView(Observed(two_by_two(), Layout(2, 2), INTERRUPTED), Criteria()))
     assert problem.message == f"run {REASON}: ranks 0-3 answered" and problem.ranks == {}
     assert problem.detail is INTERRUPTED and blame(problem).owner is Owner.UNDETERMINED
 
 
 def test_a_rank_that_never_said_anything_in_a_world_of_one():
-    [problem] = interrupted(Facts(Observed(roll_of(""), Layout(1, 1), INTERRUPTED), Criteria()))
+    [problem] = interrupted(RunView(Observed(roll_of(""), Layout(1, 1), INTERRUPTED), Criteria()))
     assert problem.message == f"run {REASON}: rank 0 not started"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from rollcall.backends import JobState, JobStatus
-from rollcall.checks.facts import Facts
 from rollcall.checks.kernel_fallbacks import kernel_fallbacks as kernel_fallbacks_check
+from rollcall.checks.runview import RunView
 from rollcall.evidence.kernels import kernel_fallbacks
 from rollcall.judge import judge
 from rollcall.ranklog import RollCall
@@ -127,10 +127,10 @@ def _roll(states: dict[int, dict[str, str]]) -> RollCall:
 
 def test_the_predicate_warns_of_the_kernel_one_gpu_dropped_naming_its_rank_and_nothing_of_kernels_that_held():
     roll = _roll({0: {"attention": THERE}, 1: {"attention": HERE}})
-    [warning] = list(kernel_fallbacks_check(Facts(Observed(roll, Layout(2, 1)), Criteria())))
+    [warning] = list(kernel_fallbacks_check(RunView(Observed(roll, Layout(2, 1)), Criteria())))
     assert warning.kind is Kind.KERNEL_FALLBACK and warning.warning
     assert warning.ranks == {1: "its attention kernel failed its check"}
     assert "attention kernel failed its check on rank(s) 1 only" in warning.message
     assert "cuda:0 of node 1" in warning.message
     held = _roll({0: {"attention": ON}, 1: {"attention": ON}})
-    assert list(kernel_fallbacks_check(Facts(Observed(held, Layout(2, 1)), Criteria()))) == []
+    assert list(kernel_fallbacks_check(RunView(Observed(held, Layout(2, 1)), Criteria()))) == []

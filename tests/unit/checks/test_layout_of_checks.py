@@ -1,9 +1,9 @@
 """Every check of the judge is a named predicate in a module of its own, with its own tests that call it.
 
 For each check of :data:`rollcall.judge.CHECKS`: ``rollcall.checks.<name>`` defines it, as the one public
-predicate over :class:`~rollcall.checks.facts.Facts` of that module (its ``__all__`` names it), and
+predicate over :class:`~rollcall.checks.runview.RunView` of that module (its ``__all__`` names it), and
 ``tests/unit/checks/test_<name>.py`` imports it from there and calls it. No module of ``rollcall.checks`` but
-:mod:`~rollcall.checks.facts` and :mod:`~rollcall.checks.blame` lacks a check (``docs/architecture.md``,
+:mod:`~rollcall.checks.runview` and :mod:`~rollcall.checks.blame` lacks a check (``docs/architecture.md``,
 "Where each failure is detected").
 """
 
@@ -17,22 +17,22 @@ import typing
 from pathlib import Path
 
 import rollcall.checks
-from rollcall.checks.facts import Facts
+from rollcall.checks.runview import RunView
 from rollcall.judge import CHECKS
 
 TESTS = Path(__file__).parent
 ROOT = TESTS.parents[2]
-NOT_CHECKS = {"facts", "blame"}  # what every check reads, and whose each problem is
+NOT_CHECKS = {"runview", "blame"}  # what every check reads, and whose each problem is
 NAMES = [c.__name__ for c in CHECKS]
 
 
 def _is_predicate(obj: object) -> bool:
-    """A function of one parameter, the run's facts."""
+    """A function of one parameter, the run as the checks see it."""
     if not inspect.isfunction(obj):
         return False
     params = list(inspect.signature(obj).parameters.values())
     hints = typing.get_type_hints(obj)
-    return len(params) == 1 and hints.get(params[0].name) is Facts
+    return len(params) == 1 and hints.get(params[0].name) is RunView
 
 
 def test_the_judge_lists_each_check_once():

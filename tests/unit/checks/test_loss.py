@@ -1,7 +1,7 @@
 """The loss check: every loss finite, and falling from the first timed epoch to the last over a run that learns."""
 
-from rollcall.checks.facts import Facts
 from rollcall.checks.loss import loss
+from rollcall.checks.runview import RunView
 from rollcall.evidence.proofs import LEARNING_STEPS, find_bad_losses
 from rollcall.verdict import Criteria, Kind, Layout, Observed
 from tests.unit.test_proofs import run_log, verdict
@@ -37,11 +37,11 @@ def test_the_steps_counted_are_those_after_the_first_epoch():
 
 
 def test_the_predicate_names_the_ranks_whose_loss_is_not_finite_or_did_not_fall_and_nothing_of_a_falling_one():
-    nan = Facts(Observed(run_log(losses=(9.8, None)), Layout(2, 2)), Criteria())
+    nan = RunView(Observed(run_log(losses=(9.8, None)), Layout(2, 2)), Criteria())
     [problem] = list(loss(nan))
     assert problem.kind is Kind.LOSS and set(problem.ranks) == {0, 1, 2, 3}
     assert problem.message.startswith("loss not finite on ranks 0-1 (node 0); 2-3 (node 1)")
-    flat = Facts(Observed(run_log(losses=(9.6, 9.7), steps=LEARNING_STEPS), Layout(2, 2)), Criteria())
+    flat = RunView(Observed(run_log(losses=(9.6, 9.7), steps=LEARNING_STEPS), Layout(2, 2)), Criteria())
     [problem] = list(loss(flat))
     assert (
         problem.message.startswith("loss did not fall on ranks")
@@ -49,7 +49,9 @@ def test_the_predicate_names_the_ranks_whose_loss_is_not_finite_or_did_not_fall_
     )
     assert (
         list(
-            loss(Facts(Observed(run_log(losses=(9.7, 9.6), steps=LEARNING_STEPS), Layout(2, 2)), Criteria()))
+            loss(
+                RunView(Observed(run_log(losses=(9.7, 9.6), steps=LEARNING_STEPS), Layout(2, 2)), Criteria())
+            )
         )
         == []
     )

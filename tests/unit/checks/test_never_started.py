@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from rollcall.checks.blame import blame
-from rollcall.checks.facts import Facts
 from rollcall.checks.never_started import never_started
+from rollcall.checks.runview import RunView
 from rollcall.evidence.launchers import never_started as find
 from rollcall.evidence.launchers import stop_reason
 from rollcall.judge import judge
@@ -33,7 +33,7 @@ def _launcher(node: int, state: str, waited: float, process: str = "S") -> bytes
 
 def _problems(lines: list[bytes], layout: Layout | None = None):
     observed = Observed(roll_of_lines(lines), layout or Layout(2, 2))
-    return list(never_started(Facts(observed, Criteria())))
+    return list(never_started(RunView(observed, Criteria())))
 
 
 def test_a_node_never_heard_from_is_named_with_its_ranks_once_another_launcher_waited_twice_its_bound():

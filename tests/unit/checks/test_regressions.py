@@ -6,8 +6,8 @@ from dataclasses import fields
 import pytest
 
 from rollcall.backends import JobState, JobStatus
-from rollcall.checks.facts import Facts
 from rollcall.checks.regressions import regressions as regressions_check
+from rollcall.checks.runview import RunView
 from rollcall.evidence.baseline import BaselineError, ConfigKey, regressions
 from rollcall.evidence.reference import history_baselines
 from rollcall.gate import GateReport, criteria_of
@@ -186,7 +186,7 @@ def baseline_facts(**criteria):
         parser.feed(workload_log(node, 2, 2).encode())
         parser.close()
     spec = JobSpec("job", 2, 2, accelerator="cpu")
-    return Facts(Observed(roll, Layout(2, 2), JobStatus(JobState.SUCCEEDED), spec), Criteria(**criteria))
+    return RunView(Observed(roll, Layout(2, 2), JobStatus(JobState.SUCCEEDED), spec), Criteria(**criteria))
 
 
 def test_the_predicate_names_each_figure_worse_than_the_baseline_and_nothing_within_it_or_without_one():

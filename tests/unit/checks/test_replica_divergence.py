@@ -1,7 +1,7 @@
 """The replica_divergence check: every replica holds the same parameters after each epoch (silent data corruption)."""
 
-from rollcall.checks.facts import Facts
 from rollcall.checks.replica_divergence import replica_divergence
+from rollcall.checks.runview import RunView
 from rollcall.evidence.proofs import find_divergence
 from rollcall.judge import CHECKS
 from rollcall.ranklog import RankError
@@ -52,11 +52,11 @@ def test_one_rank_has_no_replica_to_disagree_with():
 
 
 def test_the_predicate_names_the_diverged_replica_and_nothing_when_the_replicas_agree():
-    diverged = Facts(Observed(run_log(digests={1: {2: BAD}}, final={1: BAD}), Layout(2, 2)), Criteria())
+    diverged = RunView(Observed(run_log(digests={1: {2: BAD}}, final={1: BAD}), Layout(2, 2)), Criteria())
     [problem] = list(replica_divergence(diverged))
     assert problem.kind is Kind.REPLICA_DIVERGENCE and set(problem.ranks) == {1}
     assert problem.message.startswith(
         "replica divergence (silent data corruption): rank 1 (node 0) from epoch 2"
     )
     assert f"param_digest {BAD} where 3 rank(s) hold {GOOD}" in problem.message
-    assert list(replica_divergence(Facts(Observed(run_log(), Layout(2, 2)), Criteria()))) == []
+    assert list(replica_divergence(RunView(Observed(run_log(), Layout(2, 2)), Criteria()))) == []

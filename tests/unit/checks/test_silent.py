@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rollcall.checks.facts import Facts
+from rollcall.checks.runview import RunView
 from rollcall.checks.silent import silent
 from rollcall.evidence.hangs import stop_reason
 from rollcall.judge import judge
@@ -49,8 +49,8 @@ def _waiting(rank: int) -> bytes:
     )
 
 
-def _facts(roll: RollCall) -> Facts:
-    return Facts(Observed(roll, Layout(2, 2)), Criteria())
+def _facts(roll: RollCall) -> RunView:
+    return RunView(Observed(roll, Layout(2, 2)), Criteria())
 
 
 def test_a_stopped_rank_is_named_silent_with_its_node_its_silence_and_its_process_state():

@@ -2,7 +2,7 @@
 
 import pytest
 
-from rollcall.checks.facts import Facts
+from rollcall.checks.runview import RunView
 from rollcall.checks.unfit_device import unfit_device
 from rollcall.evidence.fitness import FitnessPolicy
 from rollcall.verdict import Criteria, Kind, Layout, Observed
@@ -47,13 +47,13 @@ def test_a_rule_made_a_warning_is_reported_and_fails_nothing_and_one_off_is_not_
 
 def test_the_predicate_names_the_unfit_device_and_its_rule_and_nothing_of_healthy_ones():
     roll = roll_with({0: facts_of(fake_nvml()), 1: facts_of(fake_nvml(width=8))})
-    [problem] = list(unfit_device(Facts(Observed(roll, Layout(2, 1)), Criteria())))
+    [problem] = list(unfit_device(RunView(Observed(roll, Layout(2, 1)), Criteria())))
     assert problem.kind is Kind.UNFIT_DEVICE and not problem.warning
     assert problem.ranks == {1: "unfit device: pcie_width"}
     assert problem.message.startswith("unfit device: ") and "node 1" in problem.message
     assert "pcie_width=8" in problem.message and "(rule pcie_width)" in problem.message
     warned = Criteria(fitness=FitnessPolicy(warn=frozenset({"pcie_width"})))
-    [warning] = list(unfit_device(Facts(Observed(roll, Layout(2, 1)), warned)))
+    [warning] = list(unfit_device(RunView(Observed(roll, Layout(2, 1)), warned)))
     assert warning.warning and warning.message.startswith("unfit device (warning): ")
     healthy = roll_with({0: facts_of(fake_nvml()), 1: facts_of(fake_nvml())})
-    assert list(unfit_device(Facts(Observed(healthy, Layout(2, 1)), Criteria()))) == []
+    assert list(unfit_device(RunView(Observed(healthy, Layout(2, 1)), Criteria()))) == []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rollcall.backends import JobState, JobStatus
-from rollcall.checks.facts import Facts
+from rollcall.checks.runview import RunView
 from rollcall.checks.workload_version import workload_version
 from rollcall.evidence import versions
 from rollcall.judge import judge
@@ -122,10 +122,10 @@ def test_the_predicate_names_the_ranks_of_an_older_workload_and_nothing_of_the_s
         event("start", 0, 2, local_rank=0, node_rank=0),
         event("start", 1, 2, local_rank=1, node_rank=0, workload_version=old),
     ]
-    facts = Facts(Observed(roll_of("\n".join(lines) + "\n"), Layout(1, 2)), Criteria())
-    [problem] = list(workload_version(facts))
+    run = RunView(Observed(roll_of("\n".join(lines) + "\n"), Layout(1, 2)), Criteria())
+    [problem] = list(workload_version(run))
     assert problem.kind is Kind.WORKLOAD_VERSION and set(problem.ranks) == {1}
     assert old in problem.message and WORKLOAD_VERSION in problem.message
     assert "older than the suite" in problem.ranks[1]
-    sound = Facts(Observed(roll_of(node_log(0, 1, 2)), Layout(1, 2)), Criteria())
+    sound = RunView(Observed(roll_of(node_log(0, 1, 2)), Layout(1, 2)), Criteria())
     assert list(workload_version(sound)) == []

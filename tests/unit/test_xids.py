@@ -15,17 +15,17 @@ pytest_plugins = ["pytester"]
     ("xid", "klass", "name"),
     [
         (48, XidClass.HARDWARE, "Double Bit ECC Error"),
-        (64, XidClass.HARDWARE, "ECC page retirement or row remapper recording failure"),
+        (64, XidClass.HARDWARE, "GPU memory remapping failure"),
         (74, XidClass.HARDWARE, "NVLINK Error"),
         (79, XidClass.HARDWARE, "GPU has fallen off the bus"),
         (92, XidClass.HARDWARE, "High single-bit ECC error rate"),
-        (94, XidClass.HARDWARE, "Contained ECC error"),
-        (95, XidClass.HARDWARE, "Uncontained ECC error"),
+        (94, XidClass.HARDWARE, "Contained memory error"),
+        (95, XidClass.HARDWARE, "Uncontained memory error"),
         (119, XidClass.HARDWARE, "GSP RPC Timeout"),
         (120, XidClass.HARDWARE, "GSP Error"),
         (31, XidClass.PROGRAM, "GPU memory page fault"),
         (13, XidClass.PROGRAM, "Graphics Engine Exception"),
-        (63, XidClass.SYSTEM, "ECC page retirement or row remapping recording event"),
+        (63, XidClass.SYSTEM, "GPU memory remapping event"),
         (8, XidClass.SYSTEM, "GPU stopped processing"),
     ],
 )
@@ -34,8 +34,8 @@ def test_each_class_of_the_catalog(xid, klass, name):
     assert (judged.number, judged.klass, judged.name) == (xid, klass, name)
 
 
-def test_the_program_class_is_the_set_the_device_plugin_leaves_to_the_program():
-    assert sorted(PROGRAM_XIDS) == [13, 31, 43, 45, 68, 109]
+def test_the_program_class_is_the_set_the_device_plugin_leaves_to_the_program_and_nvlinks_page_fault():
+    assert sorted(PROGRAM_XIDS) == [13, 31, 43, 45, 68, 109, 137]
     assert CATALOG_URL.startswith("https://docs.nvidia.com/deploy/xid-errors/")
 
 

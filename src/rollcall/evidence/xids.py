@@ -1,30 +1,60 @@
-"""NVIDIA's Xid catalog as rollcall classes each Xid: whose fault an Xid during the run points to.
+"""NVIDIA's Xid catalog as rollcall judges it: each Xid's name, NVIDIA's recommended actions, and its class.
 
-The Xids and their names are NVIDIA's published catalog, "Xid Errors" (Ampere and newer, the catalog
-spreadsheet; the older listing for the rest): https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html
-and https://docs.nvidia.com/deploy/xid-errors/index.html#xid-error-listing. Each holds one :class:`XidClass`:
+The catalog is data, ``xid_catalog.csv`` beside this module (package data): every Xid of NVIDIA's published
+Xid catalog for Ampere and newer GPUs (:data:`CATALOG_URL`, read on :data:`CATALOG_READ`), each with NVIDIA's
+mnemonic and description, the products it applies to, the resolution buckets of NVIDIA's immediate and
+investigatory action (:data:`ACTIONS` says each in words: ``RESTART_BM``, "reboot the node"), and the
+:class:`XidClass` rollcall judges it by:
 
-- ``hardware``: the GPU, its memory, its links or its firmware failed (double-bit ECC 48, the row-remap
-  recording failure 64, NVLink 74 and 144-150, fallen off the bus 79, GSP 119/120, a high single-bit rate 92,
-  contained and uncontained ECC 94/95, unrecovered ECC 140, ...): the GPU is unfit (``unfit_device``, rule
-  ``hardware_event``; the fitness options apply);
-- ``program``: the set the NVIDIA device plugin leaves to the program that ran (13, 31, 43, 45, 68, 109,
-  its ``applicationErrorXids``): evidence beside the error of the rank on that GPU, whose owner the rest of
-  the verdict decides;
-- ``system``: the rest of the catalog (the driver, its firmware, engines training does not drive,
-  recording and informational events, Xids NVIDIA marks unused): a warning naming the GPU;
+- ``hardware``: the GPU, its memory, its links or its firmware failed, so it cannot serve the next job as it
+  is: NVIDIA's immediate action resets the GPU or reboots the node (``RESET_GPU``: 46, 62, 64, 95, 110, 119,
+  120, 136, 140, 143, 156, 158; ``RESTART_BM``: 79 fallen off the bus), runs its double-bit ECC or NVLink
+  workflow (``WORKFLOW_XID_48``, ``WORKFLOW_NVLINK_ERR`` 74, ``WORKFLOW_NVLINK5_ERR`` 144-150) or checks the
+  board's power (``CHECK_MECHANICALS``, 54); and, whatever the immediate action, a failing memory (92, a high
+  single-bit rate; 94, a contained error) and the Xids the catalog gives no action yet that name a failed part
+  (167 a PCIe fatal timeout, 168 memory errors in the write-protected region, 169 a micro-controller halt,
+  171/172 an uncorrectable DRAM/SRAM error): the GPU is unfit (``unfit_device``, rule ``hardware_event``; the
+  fitness options apply);
+- ``program``: the set the NVIDIA device plugin leaves to the program that ran (13, 31, 43, 45, 68, 109, its
+  ``applicationErrorXids``; 109 although NVIDIA resets the GPU) and 137, an illegal NVLink peer access
+  (NVIDIA: "typically application-level bugs", as 31): evidence beside the error of the rank on that GPU,
+  whose owner the rest of the verdict decides;
+- ``system``: the rest (the driver, its firmware, engines training does not drive, recording and informational
+  events, Xids NVIDIA marks unused), 155 too (a link taken down on purpose, though NVIDIA resets the GPU) and
+  154 (it reports the recovery action of the Xid it comes with, whose class judges; the action is told): a
+  warning naming the GPU;
 - an Xid not in the catalog is ``unknown``: a warning, never unfit.
 
 ``--xid-class XID=CLASS`` moves an Xid into another class (:func:`parse_xid_classes`).
+
+Xid 154's recovery action is NVML's own field and event too (:data:`RECOVERY_ACTIONS`): the node's monitor
+reads ``NVML_FI_DEV_GET_GPU_RECOVERY_ACTION`` when NVML delivers ``nvmlEventTypeGpuRecoveryAction`` and writes
+it as the ``data`` of a ``gpu_event`` of Xid 154 whose ``event_type`` is that event's bit
+(:data:`RECOVERY_ACTION_EVENT`).
 """
 
 from __future__ import annotations
 
+import csv
 import enum
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from importlib.resources import files
+from typing import Any
 
-CATALOG_URL = "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
+#: The catalog's file, package data beside this module.
+CATALOG_FILE = "xid_catalog.csv"
+#: Its columns, in order.
+COLUMNS = (
+    "xid",
+    "mnemonic",
+    "description",
+    "applies_to",
+    "immediate_action",
+    "investigatory_action",
+    "xid_154_linkage",
+    "class",
+)
 
 
 class XidClass(enum.Enum):
@@ -39,119 +69,165 @@ class XidClass(enum.Enum):
 #: The classes ``--xid-class`` may move an Xid into (``unknown`` is only what the catalog lacks).
 MOVABLE: tuple[XidClass, ...] = (XidClass.HARDWARE, XidClass.PROGRAM, XidClass.SYSTEM)
 
+#: NVIDIA's resolution buckets (the catalog's "Fault Resolution Buckets" sheet), each in words.
+ACTIONS: Mapping[str, str] = {
+    "RESTART_APP": "restart the application",
+    "RESET_GPU": "reset the GPU",
+    "RESTART_BM": "reboot the node",
+    "RESTART_VM": "restart the VM that owns the GPU",
+    "CONTACT_SUPPORT": "contact support",
+    "IGNORE": "no action needed",
+    "CHECK_MECHANICALS": "check that the board is seated and its power connected",
+    "UPDATE_SWFW": "update the driver and the firmware",
+    "CHECK_UVM": "reset the GPU if UVM or vGPU is in use, else no action",
+    "XID_154": "follow the recovery action Xid 154 reports",
+    "WORKFLOW_XID_45": "follow the other Xids' action; alone, restart Fabric Manager",
+    "WORKFLOW_XID_48": "reset the GPU (drain, then reset, where Xid 63 or 64 came with it)",
+    "WORKFLOW_NVLINK_ERR": "decode the Xid's NVLink registers (NVIDIA's NVLink workflow); "
+    "a GPU reset or a node reboot clears it",
+    "WORKFLOW_NVLINK5_ERR": "decode the Xid's NVLink fields (NVIDIA's Xid 144-150 table): most reset the GPU",
+    "CHECK_APP/CUDA": "check the application's CUDA calls",
+    "WORKFLOW_XID_13": "run the application under compute-sanitizer or cuda-gdb; repeated on one GPU, run "
+    "DCGM's diagnostics",
+    "WORKFLOW_XID_31": "run the application under compute-sanitizer or cuda-gdb; repeated on one GPU, run "
+    "DCGM's diagnostics",
+    "XID_137_FLOW": "run the application under compute-sanitizer or cuda-gdb (an illegal NVLink peer access)",
+    "INVESTIGATE_SW": "investigate the software (the application's or NVIDIA's)",
+    "INVESTIGATE_SW_USER": "investigate the software, or who took the link down, if unexpected",
+    "INVESTIGATE_LINK_SI": "investigate the link's signal integrity",
+    "IGNORE (sympathetic)": "follow the other errors' resolution first (a sympathetic error)",
+    "SYMPATHETIC_REPORT_SOLO": "follow the other errors' resolution first; alone, report it",
+    "Solo: RESTART_FM Not Solo: IGNORE (follow other Xid)": "alone, restart Fabric Manager; else follow the "
+    "other Xids",
+    "N/A; Unused": "none (unused on Ampere and newer)",
+    "N/A Informational only regarding another Xid": "none (informational: the other Xid's action applies)",
+}
+
+#: NVML's GPU recovery actions (``nvmlDeviceGpuRecoveryAction_t``; pynvml's ``NVML_GPU_RECOVERY_ACTION_*``):
+#: the value of the field :data:`NVML_FI_DEV_GET_GPU_RECOVERY_ACTION`, by value: its name and what to do.
+RECOVERY_ACTIONS: Mapping[int, tuple[str, str]] = {
+    0: ("NONE", "no recovery action needed"),
+    1: ("GPU_RESET", "reset the GPU"),
+    2: ("NODE_REBOOT", "reboot the node"),
+    3: ("DRAIN_P2P", "drain peer-to-peer (P2P) traffic"),
+    4: ("DRAIN_AND_RESET", "drain peer-to-peer (P2P) traffic, then reset the GPU"),
+    5: ("RECOVER_IMEX_DOMAIN", "recover the IMEX domain"),
+    6: ("BUS_RESET", "reset the GPU's PCIe bus"),
+    7: ("SYSTEM_REBOOT", "reboot the system"),
+}
+#: NVML's field id of the GPU's recovery action (``nvmlDeviceGetFieldValues``).
+NVML_FI_DEV_GET_GPU_RECOVERY_ACTION = 230
+#: NVML's event type bit of a recovery action changed (``nvmlEventTypeGpuRecoveryAction``): a ``gpu_event``
+#: with this ``event_type`` carries the action in its ``data``.
+RECOVERY_ACTION_EVENT = 0x8000
+#: The Xid the driver logs with a changed recovery action.
+RECOVERY_XID = 154
+
+
+def said(bucket: str) -> str:
+    """A resolution bucket in words (:data:`ACTIONS`); the bucket itself where none are known, '' for none."""
+    return ACTIONS.get(bucket, bucket)
+
+
+def recovery_action(value: int) -> str:
+    """NVML's recovery action ``value`` in words: ``reboot the node (NVML's recovery action NODE_REBOOT)``."""
+    name, words = RECOVERY_ACTIONS.get(value, (str(value), f"recovery action {value}, unknown to rollcall"))
+    return f"{words} (NVML's recovery action {name})"
+
 
 @dataclass(frozen=True)
 class Xid:
-    """One Xid of the catalog: its number, NVIDIA's name for it, and its class."""
+    """One Xid: its number, name and class, and NVIDIA's entry for it (empty for an Xid not in the catalog).
+
+    ``immediate`` and ``investigatory`` are NVIDIA's resolution buckets (``RESTART_BM``); :attr:`action` and
+    :attr:`investigation` say them in words.
+    """
 
     number: int
     name: str
     klass: XidClass
+    mnemonic: str = ""
+    immediate: str = ""
+    investigatory: str = ""
+    applies_to: tuple[str, ...] = ()
+    linkage: str = ""
+
+    @property
+    def action(self) -> str:
+        """NVIDIA's immediate action in words (``reboot the node``), '' where the catalog gives none."""
+        return said(self.immediate)
+
+    @property
+    def investigation(self) -> str:
+        """NVIDIA's investigatory action in words, '' where the catalog gives none."""
+        return said(self.investigatory)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The Xid, JSON-ready."""
+        return {
+            "xid": self.number,
+            "name": self.name,
+            "class": self.klass.value,
+            "mnemonic": self.mnemonic,
+            "immediate_action": self.immediate,
+            "investigatory_action": self.investigatory,
+            "action": self.action,
+            "investigation": self.investigation,
+            "applies_to": list(self.applies_to),
+            "xid_154_linkage": self.linkage,
+        }
 
 
-_H, _P, _S = XidClass.HARDWARE, XidClass.PROGRAM, XidClass.SYSTEM
-_PUSH = "Invalid or corrupted push buffer stream"
-_VIDEO = "Video processor exception"
-#: The catalog, by Xid: NVIDIA's name, rollcall's class.
-_CATALOG: tuple[tuple[int, str, XidClass], ...] = (
-    *((n, _PUSH, _S) for n in (1, 2, 3, 4, 6, 11, 32)),
-    (5, "Unused", _S),
-    (7, "Invalid or corrupted push buffer address", _S),
-    (8, "GPU stopped processing", _S),
-    (9, "Driver error programming GPU", _S),
-    (10, "Unused", _S),
-    (12, "Driver error handling GPU exception", _S),
-    (13, "Graphics Engine Exception", _P),
-    *((n, "Unused", _S) for n in (14, 15, 17, 23, 39, 40, 41, 49, 50, 51, 52, 53, 55)),
-    (16, "Display engine hung", _S),
-    (18, "Bus mastering disabled in PCI Config Space", _S),
-    (19, "Display Engine error", _S),
-    (20, "Invalid or corrupted Mpeg push buffer", _S),
-    (21, "Invalid or corrupted Motion Estimation push buffer", _S),
-    (22, "Invalid or corrupted Video Processor push buffer", _S),
-    (24, "GPU semaphore timeout", _S),
-    (25, "Invalid or illegal push buffer stream", _S),
-    (26, "Framebuffer timeout", _S),
-    *((n, _VIDEO, _S) for n in (27, 28, 29, 34, 35, 36, 42, 47, 60)),
-    (30, "GPU semaphore access error", _S),
-    (31, "GPU memory page fault", _P),
-    (33, "Internal micro-controller error", _S),
-    (37, "Driver firmware error", _S),
-    (38, "Driver firmware error", _S),
-    (43, "GPU stopped processing", _P),
-    (44, "Graphics Engine fault during context switch", _S),
-    (45, "Preemptive cleanup, due to previous errors", _P),
-    (46, "GPU stopped processing", _S),
-    (48, "Double Bit ECC Error", _H),
-    (54, "Auxiliary power is not connected to the GPU board", _H),
-    (56, "Display Engine error", _S),
-    (57, "Error programming video memory interface", _H),
-    (58, "Unstable video memory interface detected", _H),
-    (59, "Internal micro-controller error (older drivers)", _S),
-    (61, "Internal micro-controller breakpoint/warning", _S),
-    (62, "Internal micro-controller halt", _H),
-    (63, "ECC page retirement or row remapping recording event", _S),
-    (64, "ECC page retirement or row remapper recording failure", _H),
-    (65, _VIDEO, _S),
-    (66, "Illegal access by driver", _S),
-    (67, "Illegal access by driver", _S),
-    (68, "NVDEC0 Exception", _P),
-    (69, "Graphics Engine class error", _S),
-    *(
-        (n, f"CE{c}: Unknown Error", _S)
-        for n, c in ((70, 3), (71, 4), (72, 5), (75, 6), (76, 7), (77, 8), (85, 9))
-    ),
-    (73, "NVENC2 Error", _S),
-    (74, "NVLINK Error", _H),
-    (78, "vGPU Start Error", _S),
-    (79, "GPU has fallen off the bus", _H),
-    (80, "Corrupted data sent to GPU", _H),
-    (81, "VGA Subsystem Error", _S),
-    (82, "NVJPG0 Error", _S),
-    *((n, f"NVDEC{d} Error", _S) for n, d in ((83, 1), (84, 2), (88, 3), (89, 4), (96, 5), (97, 6), (98, 7))),
-    (86, "OFA Exception", _S),
-    *((n, "Reserved", _S) for n in (87, 90, 91, 108, 126, 127, 128, 129, 130, 131, 132, 134, 135, 136, 137)),
-    *((n, "Reserved", _S) for n in (138, 139, 141)),
-    (92, "High single-bit ECC error rate", _H),
-    (93, "Non-fatal violation of provisioned InfoROM wear limit", _S),
-    (94, "Contained ECC error", _H),
-    (95, "Uncontained ECC error", _H),
-    *(
-        (n, f"NVJPG{d} Error", _S)
-        for n, d in ((99, 1), (100, 2), (101, 3), (102, 4), (103, 5), (104, 6), (105, 7))
-    ),
-    (106, "SMBPBI Test Message", _S),
-    (107, "SMBPBI Test Message Silent", _S),
-    (109, "Context Switch Timeout Error", _P),
-    (110, "Security Fault Error", _H),
-    (111, "Display Bundle Error Event", _S),
-    (112, "Display Supervisor Error", _S),
-    (113, "DP Link Training Error", _S),
-    (114, "Display Pipeline Underflow Error", _S),
-    (115, "Display Core Channel Error", _S),
-    (116, "Display Window Channel Error", _S),
-    (117, "Display Cursor Channel Error", _S),
-    (118, "Display Pixel Pipeline Error", _S),
-    (119, "GSP RPC Timeout", _H),
-    (120, "GSP Error", _H),
-    (121, "C2C Link Error", _H),
-    (122, "SPI PMU RPC Read Failure", _H),
-    (123, "SPI PMU RPC Write Failure", _H),
-    (124, "SPI PMU RPC Erase Failure", _H),
-    (125, "Inforom FS Failure", _H),
-    (140, "Unrecovered ECC Error", _H),
-    (142, "Unrecovered ECC Error", _S),
-    (143, "GPU Initialization Failure", _H),
-    *(
-        (n, f"NVLink {what} Error", _H)
-        for n, what in ((144, "SAW"), (145, "RLW"), (146, "TLW"), (147, "TREX"))
-    ),
-    *((n, f"NVLink {what} Error", _H) for n, what in ((148, "NVLPW_CTRL"), (149, "NETIR"), (150, "MSE"))),
-    (154, "GPU Recovery Action Changed", _S),
-)
+def read_catalog(text: str) -> tuple[dict[str, str], dict[int, Xid]]:
+    """The catalog file's ``# key: value`` lines (``source``, ``spreadsheet``, ``read``) and its Xids.
+
+    An Xid's name is NVIDIA's description, its mnemonic where the description is ``Unused``.
+
+    Raises:
+        ValueError: naming the row that is no Xid of the catalog (a column missing, a class that is none,
+            an Xid twice).
+    """
+    meta: dict[str, str] = {}
+    rows: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("#"):
+            key, colon, value = line[1:].partition(":")
+            if colon and key.strip() in ("source", "spreadsheet", "read"):
+                meta[key.strip()] = value.strip()
+        elif line.strip():
+            rows.append(line)
+    reader = csv.DictReader(rows)
+    if tuple(reader.fieldnames or ()) != COLUMNS:
+        raise ValueError(f"{CATALOG_FILE}: the columns are {reader.fieldnames}, not {', '.join(COLUMNS)}")
+    catalog: dict[int, Xid] = {}
+    for n, row in enumerate(reader, start=2):
+        values = {k: (row.get(k) or "").strip() for k in COLUMNS}
+        if None in row or not values["xid"].isdigit() or values["class"] not in [c.value for c in MOVABLE]:
+            raise ValueError(f"{CATALOG_FILE}: row {n} is no Xid of the catalog: {row}")
+        number = int(values["xid"])
+        if number in catalog:
+            raise ValueError(f"{CATALOG_FILE}: row {n}: Xid {number} twice")
+        description = values["description"]
+        catalog[number] = Xid(
+            number,
+            values["mnemonic"] if description == "Unused" and values["mnemonic"] else description,
+            XidClass(values["class"]),
+            values["mnemonic"],
+            values["immediate_action"],
+            values["investigatory_action"],
+            tuple(values["applies_to"].split()),
+            values["xid_154_linkage"],
+        )
+    return meta, catalog
+
+
+_META, _READ = read_catalog(files("rollcall.evidence").joinpath(CATALOG_FILE).read_text(encoding="utf-8"))
+#: Where NVIDIA publishes the catalog, and the day rollcall's copy was read from it.
+CATALOG_URL: str = _META["source"]
+CATALOG_READ: str = _META["read"]
 #: Every Xid of the catalog, by number.
-CATALOG: Mapping[int, Xid] = {n: Xid(n, name, klass) for n, name, klass in _CATALOG}
-#: The Xids the NVIDIA device plugin leaves to the program (its ``applicationErrorXids``).
+CATALOG: Mapping[int, Xid] = _READ
+#: The Xids of the program's class (:class:`XidClass`): the device plugin's ``applicationErrorXids`` and 137.
 PROGRAM_XIDS: frozenset[int] = frozenset(n for n, x in CATALOG.items() if x.klass is XidClass.PROGRAM)
 
 
@@ -165,9 +241,10 @@ class XidPolicy:
     def of(self, number: int) -> Xid:
         """The Xid ``number`` as judged: the catalog's, moved where the user said; ``unknown`` outside it."""
         known = CATALOG.get(number)
-        name = known.name if known is not None else "not in NVIDIA's Xid catalog"
         klass = dict(self.moved).get(number) or (known.klass if known is not None else XidClass.UNKNOWN)
-        return Xid(number, name, klass)
+        if known is None:
+            return Xid(number, "not in NVIDIA's Xid catalog", klass)
+        return replace(known, klass=klass)
 
 
 def parse_xid_classes(words: Iterable[str]) -> dict[int, XidClass]:
@@ -192,12 +269,23 @@ def parse_xid_classes(words: Iterable[str]) -> dict[int, XidClass]:
 
 
 __all__ = [
+    "ACTIONS",
     "CATALOG",
+    "CATALOG_FILE",
+    "CATALOG_READ",
     "CATALOG_URL",
+    "COLUMNS",
     "MOVABLE",
+    "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION",
     "PROGRAM_XIDS",
+    "RECOVERY_ACTIONS",
+    "RECOVERY_ACTION_EVENT",
+    "RECOVERY_XID",
     "Xid",
     "XidClass",
     "XidPolicy",
     "parse_xid_classes",
+    "read_catalog",
+    "recovery_action",
+    "said",
 ]

@@ -84,7 +84,7 @@ CHECK_MODULES = " ".join(f"checks.{p.stem}" for p in sorted((PACKAGE / "checks")
 LAYERS: tuple[frozenset[str], ...] = tuple(
     frozenset(m if m == "rollcall" else f"rollcall.{m}" for m in layer.split())
     for layer in (
-        "rollcall ranges ranklog procs jobspec",  # rollcall: the package itself (``from rollcall import procs``)
+        "rollcall ranges ranklog ranklog.report ranklog.keep ranklog.parser procs jobspec",  # rollcall: the package itself (``from rollcall import procs``)
         "collect evidence evidence.departures evidence.rootcause evidence.perf evidence.baseline evidence.silence "
         "evidence.hangs evidence.launchers evidence.kernels evidence.gpumem "
         "evidence.versions evidence.proofs evidence.fitness evidence.floors evidence.reference evidence.xids "

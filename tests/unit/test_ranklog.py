@@ -387,3 +387,11 @@ def test_auto_reads_a_log_as_the_rollcall_workloads_once_it_shows_a_rollcall_rec
         only.feed((LEGACY.format(r=r, tp=1) + "\n").encode())
     only.close()
     assert sorted(legacy_only.ranks) == [0, 1, 2]
+
+
+def test_every_event_of_the_contract_has_its_keeper_and_no_keeper_keeps_another():
+    """A new event of the contract is kept as soon as it is declared, or this fails: never dropped unread."""
+    from rollcall.ranklog.keep import KEEPERS
+    from rollcall_workload import contract
+
+    assert set(KEEPERS) == set(contract.EVENTS.values())

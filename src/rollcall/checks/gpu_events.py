@@ -12,6 +12,9 @@ ranks' errors, so a GPU that fell off the bus stands first in the verdict, ahead
   not in the catalog, it is a ``gpu_event`` warning, never unfit;
 - single-bit ECC errors and clock changes are shown in every report, not judged here (the fitness rules
   judge the counters and the throttle reasons the ranks read).
+
+Each finding says what NVIDIA recommends for the event (``: reboot the node (NVIDIA: RESTART_BM)``,
+:attr:`~rollcall.evidence.gpu_events.GpuEventSeen.advice`).
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ def gpu_events(run: RunView) -> Iterable[Problem]:
     for found in unfit.values():
         first = found[0][0]
         warn = all(u.severity == "warn" for _, u in found)
-        what = "; ".join(f"{s.what} {_when(s)} (rule {u.rule})" for s, u in found)
+        what = "; ".join(f"{s.what} {_when(s)} (rule {u.rule}){_advice(s)}" for s, u in found)
         yield Problem(
             Kind.UNFIT_DEVICE,
             f"unfit device{' (warning)' if warn else ''}: {found[0][1].device.label}: {what}",
@@ -57,7 +60,7 @@ def gpu_events(run: RunView) -> Iterable[Problem]:
     for seen in warnings:
         yield Problem(
             Kind.GPU_EVENT,
-            f"GPU event: {seen.what} on {seen.gpu_label} {_when(seen)}",
+            f"GPU event: {seen.what} on {seen.gpu_label} {_when(seen)}{_advice(seen)}",
             {seen.rank: f"GPU event: {seen.what}"} if seen.rank is not None else {},
             detail=seen,
             warning=True,
@@ -69,6 +72,11 @@ def _when(seen: GpuEventSeen) -> str:
     if seen.rank is None:
         return "(no rank on that GPU)"
     return f"on rank {seen.rank}, {seen.phase}"
+
+
+def _advice(seen: GpuEventSeen) -> str:
+    """``: reboot the node (NVIDIA: RESTART_BM)``: what NVIDIA recommends for it, or ''."""
+    return f": {seen.advice}" if seen.advice else ""
 
 
 def _device(run: RunView, seen: GpuEventSeen) -> Device:

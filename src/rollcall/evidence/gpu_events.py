@@ -10,6 +10,10 @@ is named with its node and no rank: no healthy rank is blamed for it.
 Each event has a :data:`GpuClass`: an Xid its class in the catalog (:mod:`rollcall.evidence.xids`, with
 ``--xid-class`` over it); a double-bit ECC error and a lost GPU ``hardware``; a single-bit ECC error and a
 clock change ``info`` (shown, not judged: the fitness rules judge the counters and throttle reasons).
+
+What NVIDIA recommends for an event (:attr:`GpuEventSeen.advice`) is the recovery action the GPU reported with
+it, where it did (NVML's ``nvmlEventTypeGpuRecoveryAction``: an event of that type carries the action in its
+``data``), else the immediate action the catalog gives its Xid.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from rollcall.evidence.fitness import EVENT_RULES
-from rollcall.evidence.xids import Xid, XidClass, XidPolicy
+from rollcall.evidence.xids import RECOVERY_ACTION_EVENT, Xid, XidClass, XidPolicy, recovery_action
 from rollcall.ranklog import GpuHeard, RankReport
 
 GpuClass = Literal["hardware", "program", "system", "unknown", "info"]
@@ -55,6 +59,25 @@ class GpuEventSeen:
         return HARDWARE_RULE if self.klass == "hardware" else None
 
     @property
+    def recovery(self) -> int | None:
+        """NVML's recovery action the event carries (``data`` of an ``nvmlEventTypeGpuRecoveryAction``)."""
+        h = self.heard
+        return h.data if h.event_type == RECOVERY_ACTION_EVENT and h.data is not None else None
+
+    @property
+    def advice(self) -> str:
+        """What NVIDIA recommends, in words: ``reboot the node (NVIDIA: RESTART_BM)``; '' where nothing says.
+
+        The recovery action the GPU reported with the event, where it did; else the immediate action NVIDIA's
+        catalog gives the Xid.
+        """
+        if self.recovery is not None:
+            return recovery_action(self.recovery)
+        if self.xid is not None and self.xid.immediate:
+            return f"{self.xid.action} (NVIDIA: {self.xid.immediate})"
+        return ""
+
+    @property
     def gpu_label(self) -> str:
         """``node 1 (gpu-a) GPU 3, UUID GPU-..., serial ...``: everything that names the GPU."""
         h = self.heard
@@ -67,6 +90,8 @@ class GpuEventSeen:
         h = self.heard
         if self.xid is not None:
             return f"Xid {self.xid.number} ({self.xid.name}, {self.klass})"
+        if self.recovery is not None:
+            return "GPU recovery action changed"
         if h.kind == "lost":
             return f"GPU lost ({h.reason or 'NVML'})"
         if h.kind == "clock":
@@ -85,6 +110,12 @@ class GpuEventSeen:
             "class": self.klass,
             "xid": h.xid,
             "xid_name": self.xid.name if self.xid is not None else None,
+            "xid_mnemonic": self.xid.mnemonic if self.xid is not None else None,
+            "immediate_action": self.xid.immediate if self.xid is not None else None,
+            "investigatory_action": self.xid.investigatory if self.xid is not None else None,
+            "investigation": self.xid.investigation if self.xid is not None else None,
+            "recovery_action": self.recovery,
+            "advice": self.advice,
             "node": self.node,
             "name": self.node_name,
             "gpu": h.gpu,

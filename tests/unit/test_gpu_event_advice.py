@@ -1,7 +1,7 @@
 """What NVIDIA recommends, said in the finding about a GPU event: the catalog's immediate action for its Xid, or
 the recovery action the GPU reported with it (Xid 154, NVML's ``nvmlEventTypeGpuRecoveryAction``).
 
-Each test writes the ``gpu_event`` line the node's monitor writes (see ``test_gpu_events.py`` beside this file)
+Each test writes the ``gpu_event`` line the node's monitor writes (see ``tests/unit/checks/test_gpu_events.py``)
 and judges the whole roll call.
 """
 

@@ -49,8 +49,12 @@ class Rule:
     why: str
 
 
-#: Errors by what they say, the first match deciding: the specific before the general (an out-of-memory is a
-#: "CUDA error" too, and an ECC error, which NVIDIA's message calls uncorrectable, is the GPU's).
+#: Errors by their own words (the sentence CUDA, NCCL or PyTorch gives the error itself, never the hints
+#: PyTorch ends every CUDA error with, "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions."
+#: among them), the first match deciding: the specific before the general (an out-of-memory is a "CUDA
+#: error" too; an ECC error, which NVIDIA's message calls uncorrectable, is the GPU's; an NCCL error whose
+#: cause is a CUDA error is that CUDA error's). A device-side assertion is the workload's only where one
+#: fired ("device-side assert triggered", CUDA's cudaErrorAssert).
 ERROR_RULES: tuple[Rule, ...] = (
     Rule(r"uncorrectable ECC|ECC error|double.?bit|row.?remap", Owner.CLUSTER, "a GPU memory (ECC) error"),
     Rule(r"\bXid\b|fallen off the bus|GPU is lost|GPU lost|cudaErrorDevicesUnavailable", Owner.CLUSTER,
@@ -64,12 +68,17 @@ ERROR_RULES: tuple[Rule, ...] = (
          Owner.PLATFORM, "the pod got no GPU (resource request, device plugin or runtime)"),
     Rule(r"torch\._dynamo|torch\._inductor|InductorError|BackendCompilerFailed|CompilationError",
          Owner.UNDETERMINED, "a compile failure inside torch or Triton"),
-    Rule(r"device-side assert", Owner.WORKLOAD, "an assertion in a GPU kernel of the workload"),
-    Rule(r"illegal memory access|illegal address|misaligned address|unspecified launch failure",
-         Owner.UNDETERMINED, "the GPU stopped a kernel (the kernel or the GPU)"),
+    Rule(r"no kernel image is available for execution", Owner.PLATFORM,
+         "the image's PyTorch has no kernels for this GPU's architecture"),
+    Rule(r"device-side assert triggered", Owner.WORKLOAD,
+         "an assertion in a GPU kernel fired on what the workload gave it (device-side assert triggered)"),
+    Rule(r"illegal memory access|illegal address|misaligned address|unspecified launch failure|"
+         r"illegal instruction|launch timed out", Owner.UNDETERMINED,
+         "the GPU stopped a kernel (the kernel or the GPU)"),
     Rule(r"ncclInvalidUsage|ncclInvalidArgument", Owner.WORKLOAD, "NCCL was called wrongly"),
-    Rule(r"\bNCCL\b|ProcessGroupNCCL|ncclSystemError|ncclRemoteError|ncclInternalError|ncclUnhandledCudaError",
-         Owner.CLUSTER, "an NCCL (GPU communication or network) error"),
+    Rule(r"\bNCCL\b|ProcessGroupNCCL|WorkNCCL|ncclSystemError|ncclRemoteError|ncclInternalError|"
+         r"ncclUnhandledCudaError|Watchdog caught collective operation timeout", Owner.CLUSTER,
+         "an NCCL (GPU communication or network) error"),
     Rule(r"driver/library version mismatch|driver (error|shutting down|not loaded)|NVML_ERROR|nvmlInit|"
          r"NVML\S* (failed|error)", Owner.CLUSTER, "the GPU driver"),
     Rule(r"Connection (reset|refused|closed)|Broken pipe|DistNetworkError|DistStoreError|RendezvousTimeout|"
@@ -149,7 +158,7 @@ def _first_match(rules: tuple[tuple[re.Pattern[str], Rule], ...], text: str, oth
 
 
 def error_blame(message: str) -> Blame:
-    """Whose an error is, by what it says (:data:`ERROR_RULES`); undetermined when no rule matches."""
+    """Whose an error is, by its own words (:data:`ERROR_RULES`); undetermined when no rule matches."""
     return _first_match(_COMPILED, message, "no rule places this error")
 
 
@@ -158,8 +167,17 @@ HELD_OOM = Blame(Owner.CLUSTER, "an out-of-memory on a GPU another process held 
 
 
 def failure_blame(failure: Failure) -> Blame:
-    """Whose a rank's error is: the memory others held where it names that, else by what it says."""
-    return HELD_OOM if failure.held is not None else error_blame(failure.message)
+    """Whose a rank's error is: the held memory it names, the hardware event beside it, else what it says.
+
+    An out-of-memory on a GPU others held before the run is the cluster's; so is an error beside a hardware
+    event on the rank's GPU (:attr:`Failure.gpu`: an Xid of the catalog's hardware class, a double-bit ECC
+    error, the GPU lost); the rest is placed by its own words (:func:`error_blame`).
+    """
+    if failure.held is not None:
+        return HELD_OOM
+    if failure.gpu is not None and failure.gpu.klass == "hardware":
+        return Blame(Owner.CLUSTER, f"the GPU failed beside the error: {failure.gpu.what}")
+    return error_blame(failure.message)
 
 
 def _termination_blame(t: Termination) -> Blame:

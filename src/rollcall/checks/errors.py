@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from rollcall.checks.runview import RunView
-from rollcall.evidence.gpu_events import program_evidence
+from rollcall.evidence.gpu_events import beside_error, program_evidence
 from rollcall.evidence.gpumem import held_memory, out_of_memory
 from rollcall.evidence.rootcause import Failure, analyse
 from rollcall.evidence.rootcause import lines as rootcause_lines
@@ -30,7 +30,8 @@ def errors(run: RunView) -> Iterable[Problem]:
     An Xid of the program's own class on a failing rank's GPU during the run is named in that rank's note,
     beside its error (:func:`~rollcall.evidence.gpu_events.program_evidence`): its owner stays the error's.
     An out-of-memory on a GPU another process held before the run (:mod:`rollcall.evidence.gpumem`) names
-    that memory as its cause.
+    that memory as its cause. An error beside an Xid or ECC event on its rank's GPU is told with it
+    (:func:`~rollcall.evidence.gpu_events.beside_error`), in its line and the root cause's.
     """
     held = {d.rank: h for n in run.nodes_detail for d in n.devices if (h := held_memory(d.facts))}
     failures = [
@@ -42,6 +43,7 @@ def errors(run: RunView) -> Iterable[Problem]:
             e.time,
             run.observed.unit,
             held.get(r) if out_of_memory(e.message) else None,
+            beside_error(run.gpu_events, r, e.time),
         )
         for r, report in run.reports.items()
         for e in report.errors

@@ -14,6 +14,9 @@ clock change ``info`` (shown, not judged: the fitness rules judge the counters a
 What NVIDIA recommends for an event (:attr:`GpuEventSeen.advice`) is the recovery action the GPU reported with
 it, where it did (NVML's ``nvmlEventTypeGpuRecoveryAction``: an event of that type carries the action in its
 ``data``), else the immediate action the catalog gives its Xid.
+
+A rank's error is told with the event on its GPU beside it (:func:`beside_error`): an Xid or a double-bit ECC
+error (or the GPU lost) of the run up to :data:`SAME_EVENT_S` after the error, a hardware one first.
 """
 
 from __future__ import annotations
@@ -97,6 +100,25 @@ class GpuEventSeen:
         if h.kind == "clock":
             return f"clock event reasons 0x{h.data or 0:x}"
         return "double-bit ECC error" if h.kind == "double_bit_ecc" else "single-bit ECC error"
+
+    def told_beside(self, when: float | None) -> str:
+        """The event as told beside an error at ``when`` (epoch seconds).
+
+        ``beside Xid 31 on GPU 1, 0.4 s before it: GPU memory page fault, program; restart the application
+        (NVIDIA: RESTART_APP)``.
+        """
+        h = self.heard
+        what = f"Xid {self.xid.number}" if self.xid is not None else self.what
+        detail = f"{self.xid.name}, {self.klass}" if self.xid is not None else self.klass
+        gap = h.time - when if h.time is not None and when is not None else None
+        if gap is None:
+            at = ""
+        elif abs(gap) < 0.05:
+            at = ", at the same time"
+        else:
+            at = f", {abs(gap):.1f} s {'before' if gap < 0 else 'after'} it"
+        advice = f"; {self.advice}" if self.advice else ""
+        return f"beside {what} on GPU {h.gpu}{at}: {detail}{advice}"
 
     def __str__(self) -> str:
         rank = f" (rank {self.rank}, {self.phase})" if self.rank is not None else ""
@@ -238,6 +260,29 @@ def _named(report: RankReport | None) -> str | None:
     return None
 
 
+def beside_error(seen: Iterable[GpuEventSeen], rank: int, when: float | None) -> GpuEventSeen | None:
+    """The event on ``rank``'s GPU that its error at ``when`` is told with, if one is.
+
+    An Xid (of any class), a double-bit ECC error or the GPU lost, tied to that rank, stamped before the error
+    or up to :data:`SAME_EVENT_S` after it (the monitor stamps an event when it polls; the error may be read
+    first); an unstamped one, or an error without a time, counts. Of several, a hardware one first (it decides
+    whose the error is), then the nearest in time.
+    """
+
+    def gap(s: GpuEventSeen) -> float:
+        t = s.heard.time
+        return abs(t - when) if t is not None and when is not None else float("inf")
+
+    found = [
+        s
+        for s in seen
+        if s.rank == rank
+        and s.klass != "info"
+        and (when is None or s.heard.time is None or s.heard.time <= when + SAME_EVENT_S)
+    ]
+    return min(found, key=lambda s: (s.klass != "hardware", gap(s)), default=None)
+
+
 def program_evidence(seen: Iterable[GpuEventSeen]) -> dict[int, list[GpuEventSeen]]:
     """The ``program`` class's events by the rank on their GPU: what is attached to that rank's error."""
     found: dict[int, list[GpuEventSeen]] = {}
@@ -254,6 +299,7 @@ __all__ = [
     "GpuClass",
     "GpuEventSeen",
     "XidClass",
+    "beside_error",
     "events_seen",
     "phase_at",
     "program_evidence",

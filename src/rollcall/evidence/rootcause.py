@@ -34,11 +34,14 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rollcall.evidence.departures import Departure
 from rollcall.evidence.gpumem import HeldMemory
 from rollcall.ranges import ranges
+
+if TYPE_CHECKING:
+    from rollcall.evidence.gpu_events import GpuEventSeen
 
 #: The kinds of echo (consequences of another rank's failure) and the messages that are one, matched
 #: case-insensitively in this order. Echoes fold by kind: one line for every rank that lost its peers.
@@ -119,6 +122,8 @@ class Failure:
     unit: str = "pod"
     #: An out-of-memory's cause where others held the rank's GPU before the run (:mod:`.gpumem`).
     held: HeldMemory | None = None
+    #: The Xid or ECC event on the rank's GPU the error is told with (:func:`.gpu_events.beside_error`).
+    gpu: GpuEventSeen | None = None
 
     @property
     def echo(self) -> bool:
@@ -134,6 +139,7 @@ class Failure:
             f"rank {self.rank} (node {self.node}) reported an error: {clip(self.message)}"
             + (f" [{where}]" if where else "")
             + cause
+            + (f" ({self.gpu.told_beside(self.time)})" if self.gpu is not None else "")
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -146,6 +152,7 @@ class Failure:
             "time": self.time,
             "echo": self.echo,
             "held": self.held.as_dict() if self.held is not None else None,
+            "gpu_event": self.gpu.as_dict() if self.gpu is not None else None,
         }
 
 

@@ -1,9 +1,12 @@
 """Whose a rank's error is, from what the error says, not from PyTorch's hints; and an error beside a GPU event.
 
-The texts are the errors as PyTorch 2.x and NCCL print them (copied from the reports of them in the issue
-trackers of PyTorch, NCCL, vLLM and others), hints and all: PyTorch ends every CUDA error with "Compile with
-`TORCH_USE_CUDA_DSA` to enable device-side assertions.", whatever its cause; only one whose assertion fired is
-the workload's.
+The texts are the errors as PyTorch 2.x and NCCL print them, hints and all, as reported in public issues
+(github.com/: verl-project/verl#3558 misaligned address; flashinfer-ai/flashinfer#4957 unspecified launch
+failure; mrdbourke/pytorch-deep-learning#1290 device-side assert; pytorch/pytorch#16417 out of memory;
+vllm-project/vllm#5222 and ostris/ai-toolkit#470 uncorrectable ECC; NVIDIA/nccl#1410 ncclUnhandledCudaError;
+pytorch/pytorch#149984 ncclSystemError; deepseek-ai/DeepSeek-MoE#47 a watchdog's CUDA error). PyTorch ends
+every CUDA error with "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.", whatever its
+cause; only one whose assertion fired is the workload's.
 """
 
 from __future__ import annotations

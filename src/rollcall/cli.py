@@ -119,9 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
         if spec.switch:
             render.add_argument(spec.flag, action="store_true", default=False, dest=dest, help=spec.help)
         elif spec.multiple:
-            render.add_argument(spec.flag, action="append", default=[], dest=dest, metavar=spec.metavar)
+            render.add_argument(spec.flag, action="append", default=[], dest=dest, metavar=spec.placeholder)
         else:
-            render.add_argument(spec.flag, default=None, dest=dest, metavar=spec.metavar, help=spec.help)
+            render.add_argument(spec.flag, default=None, dest=dest, metavar=spec.placeholder, help=spec.help)
     return parser
 
 
@@ -246,11 +246,12 @@ def _render_cronjob(options: Options, cli: dict[str, Any], args: argparse.Namesp
 
     from rollcall.backends.kubernetes.nightly import Nightly, check_schedule, render_text, suite_env
     from rollcall.jobspec import check_image
+    from rollcall.options import given_environment
 
     schedule = check_schedule(args.cronjob)
-    if options.backend not in ("auto", "kubernetes"):
+    if options.job.backend not in ("auto", "kubernetes"):
         raise ValueError(
-            f"--cronjob with --backend {options.backend}: the CronJob runs the suite on the kubernetes "
+            f"--cronjob with --backend {options.job.backend}: the CronJob runs the suite on the kubernetes "
             "backend; leave --backend out"
         )
     if not args.suite_image:
@@ -258,7 +259,7 @@ def _render_cronjob(options: Options, cli: dict[str, Any], args: argparse.Namesp
             "--cronjob needs --suite-image IMAGE, the suite's own image (images/suite/Dockerfile; "
             "hack/image.sh suite builds one here)"
         )
-    if not options.image:
+    if not options.job.image:
         raise ValueError("--cronjob needs --image IMAGE, the training image the suite's pods run")
     if args.results_pvc is not None and not _DNS_SUBDOMAIN.match(args.results_pvc):
         raise ValueError(
@@ -269,14 +270,14 @@ def _render_cronjob(options: Options, cli: dict[str, Any], args: argparse.Namesp
         suite_image = check_image(args.suite_image)
     except ValueError as exc:
         raise ValueError(f"--suite-image {args.suite_image!r}: {exc}") from None
-    env = suite_env(options, cli, os.environ)
+    env = suite_env(given_environment(options, cli, os.environ))
     return render_text(Nightly(schedule, suite_image, env, args.results_pvc))
 
 
 def _render(options: Options, name: str) -> str:
-    if options.backend == "slurm":
+    if options.job.backend == "slurm":
         return _render_slurm(options, name)
-    if options.backend == "local":
+    if options.job.backend == "local":
         raise ValueError("--backend local submits nothing to render; use --backend kubernetes or slurm")
     return _render_kubernetes(options, name)
 
@@ -289,13 +290,13 @@ def _layout(options: Options) -> Placement | None:
     from rollcall.backends import Placement
     from rollcall.backends.kubernetes.discovery import requested_resource
 
-    accelerator = options.accelerator
-    if accelerator == "auto" or (options.procs_per_node is None and accelerator != "cpu"):
+    accelerator = options.job.accelerator
+    if accelerator == "auto" or (options.job.procs_per_node is None and accelerator != "cpu"):
         return None
-    procs = options.procs_per_node or 1
+    procs = options.job.procs_per_node or 1
     resource = requested_resource(accelerator)
     resources = {resource: procs} if resource else {}
-    return Placement(accelerator, procs, resources, options.instance_type)
+    return Placement(accelerator, procs, resources, options.kubernetes.instance_type)
 
 
 def _render_kubernetes(options: Options, name: str) -> str:
@@ -307,14 +308,13 @@ def _render_kubernetes(options: Options, name: str) -> str:
     placement = _layout(options)
     if placement is None:
         placement = _discover(options)
-    elif options.efa == "on":
+    elif options.kubernetes.efa == "on":
         raise ValueError(
             "--efa on: the nodes' EFA devices are counted by discovery; leave --procs-per-node out to "
             "discover them on the cluster, or pass --efa off"
         )
-    rendered = render(
-        job_spec(options, placement, name), Names.new(options.namespace_prefix, name, options.namespace)
-    )
+    k = options.kubernetes
+    rendered = render(job_spec(options, placement, name), Names.new(k.namespace_prefix, name, k.namespace))
     return yaml.safe_dump_all(rendered.objects(), sort_keys=False)
 
 
@@ -324,7 +324,8 @@ def _discover(options: Options) -> Placement:
     from rollcall.backends.kubernetes.kube import connect
     from rollcall.suite import placement_request
 
-    backend = KubernetesBackend(connect(options.kubeconfig, options.context), options)
+    k = options.kubernetes
+    backend = KubernetesBackend(connect(k.kubeconfig, k.context), k)
     try:
         backend.check_namespace()
         return backend.discover(placement_request(options))
@@ -337,17 +338,16 @@ def _render_slurm(options: Options, name: str) -> str:
     from rollcall.backends.slurm.script import Settings, render
     from rollcall.suite import job_spec
 
-    if options.accelerator == "auto":
+    job = options.job
+    if job.accelerator == "auto":
         raise ValueError(
             "--accelerator auto needs discovery on the cluster; pass --accelerator nvidia|neuron|cpu"
         )
-    if options.procs_per_node is None and options.accelerator != "cpu":
-        raise ValueError(
-            f"--accelerator {options.accelerator}: pass --procs-per-node (the devices of each node)"
-        )
-    placement = Placement(options.accelerator, options.procs_per_node or 1)  # as slurm's discovery gives it
+    if job.procs_per_node is None and job.accelerator != "cpu":
+        raise ValueError(f"--accelerator {job.accelerator}: pass --procs-per-node (the devices of each node)")
+    placement = Placement(job.accelerator, job.procs_per_node or 1)  # as slurm's discovery gives it
     spec = job_spec(options, placement, name)
-    return render(spec, Settings.from_options(options), options.artifacts_dir / name / "slurm")
+    return render(spec, Settings.from_options(options.slurm), options.reports.artifacts_dir / name / "slurm")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -140,24 +140,25 @@ def criteria_of(options: Options) -> Criteria:
     median of its last ``--baseline-runs`` sound runs, with their spreads
     (:mod:`rollcall.evidence.reference`).
     """
-    path, history = options.baseline, options.baseline_history
+    b, j = options.baselines, options.judging
+    path, history = b.baseline, b.baseline_history
     if history:
-        baselines: Baselines | None = history_baselines(history, options.baseline_runs, options.baseline_mads)
+        baselines: Baselines | None = history_baselines(history, b.baseline_runs, b.baseline_mads)
     else:
         baselines = Baselines.load(path) if path else None
     return Criteria(
-        min_throughput=options.min_throughput,
-        straggler_ratio=options.straggler_ratio,
-        min_busbw=None if options.min_busbw == "auto" else options.min_busbw,
-        busbw_floors=options.min_busbw == "auto",
-        busbw_ratio=options.busbw_ratio,
+        min_throughput=j.min_throughput,
+        straggler_ratio=j.straggler_ratio,
+        min_busbw=None if j.min_busbw == "auto" else j.min_busbw,
+        busbw_floors=j.min_busbw == "auto",
+        busbw_ratio=j.busbw_ratio,
         baselines=baselines,
         baseline_file=history or path,
-        max_regression_pct=options.max_regression,
-        fitness=FitnessPolicy(warn=options.fitness_warn, off=options.fitness_off, fail=options.fitness_fail),
-        xids=XidPolicy(tuple(sorted(options.xid_class.items()))),
-        drift=options.drift,
-        expect=options.expect + options.expect_file,
+        max_regression_pct=b.max_regression,
+        fitness=FitnessPolicy(warn=j.fitness_warn, off=j.fitness_off, fail=j.fitness_fail),
+        xids=XidPolicy(tuple(sorted(j.xid_class.items()))),
+        drift=j.drift,
+        expect=j.expect + j.expect_file,
     )
 
 

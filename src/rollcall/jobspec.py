@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 from rollcall_workload import cli, faults
 
@@ -247,6 +247,60 @@ class Scheduling:
 
 
 @dataclass(frozen=True)
+class HangBounds:
+    """The workload's hang and join bounds the suite sets (``--hang-after``, ...), in seconds.
+
+    None leaves the workload its own default (``auto``: the formulas of its watchdog).
+    Each bound set is passed on the workload's command line (:meth:`args`), before ``--workload-args``.
+
+    Attributes:
+        hang_after_s: ``--hang-after``: no step or phase completes within it, the rank dumps its stacks.
+        first_step_hang_after_s: ``--first-step-hang-after``: the same until the first step (which compiles)
+            completes.
+        join_hang_after_s: ``--join-hang-after``: the same until the rank has joined the process group.
+    """
+
+    hang_after_s: float | None = None
+    first_step_hang_after_s: float | None = None
+    join_hang_after_s: float | None = None
+
+    #: Each bound's flag, the workload's and the suite's alike, by field.
+    FLAGS: ClassVar[Mapping[str, str]] = {
+        "hang_after_s": "--hang-after",
+        "first_step_hang_after_s": "--first-step-hang-after",
+        "join_hang_after_s": "--join-hang-after",
+    }
+
+    def set(self) -> dict[str, float]:
+        """Each bound set, by its flag."""
+        return {flag: v for name, flag in self.FLAGS.items() if (v := getattr(self, name)) is not None}
+
+    def args(self) -> tuple[str, ...]:
+        """The workload's arguments that set them: ``("--hang-after=60",)``; none for ``auto``."""
+        return tuple(f"{flag}={value:g}" for flag, value in self.set().items())
+
+    def conflicts(self, workload_args: Sequence[str]) -> dict[str, tuple[float, float]]:
+        """Each bound set here that ``workload_args`` also set, to another value: flag: (this, theirs).
+
+        ``workload_args`` are read by the workload's own parser (those it refuses set nothing here).
+        """
+        mine = self.set()
+        if not mine:
+            return {}
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                theirs = vars(cli.parse_args(list(workload_args)))
+        except (cli.CommandLineError, SystemExit):
+            return {}
+        found = {}
+        for flag, value in mine.items():
+            other = theirs.get(flag.lstrip("-").replace("-", "_"))
+            if other is not None and float(other) != value:
+                found[flag] = (value, float(other))
+        return found
+
+
+@dataclass(frozen=True)
 class JobSpec:
     """What to run: the layout, the image, the workload and what each node needs.
 
@@ -257,6 +311,8 @@ class JobSpec:
         accelerator: which device the ranks train on.
         image: the container image (the kubernetes backend only).
         workload_args: extra arguments for train.py.
+        hang_bounds: the hang and join bounds set for the workload (``--hang-after``, ...), passed before
+            ``workload_args``.
         env: extra environment for the workload's processes.
         resources: per-node resource requests and limits (accelerator and EFA devices).
         instance_type: value of ``node.kubernetes.io/instance-type`` to select nodes by.
@@ -284,6 +340,7 @@ class JobSpec:
     accelerator: Accelerator = "cpu"
     image: str | None = None
     workload_args: tuple[str, ...] = ()
+    hang_bounds: HangBounds = field(default_factory=HangBounds)
     env: Mapping[str, str] = field(default_factory=dict)
     resources: Mapping[str, int] = field(default_factory=dict)
     instance_type: str | None = None
@@ -318,7 +375,7 @@ class JobSpec:
         return self.nodes * self.procs_per_node
 
     def workload_argv(self, compile_cache_dir: str | None = None) -> list[str]:
-        """train.py's arguments: the device of the accelerator, the compile cache, then the user's own.
+        """train.py's arguments: the device, the compile cache, the hang bounds, then the user's own.
 
         Args:
             compile_cache_dir: where :attr:`compile_cache` is mounted for the ranks; without it (a backend
@@ -327,7 +384,13 @@ class JobSpec:
         cache = []
         if self.compile_cache is not None:
             cache = ["--compile-cache", compile_cache_dir or self.compile_cache.path]
-        return ["--device", DEVICE_OF[self.accelerator], *cache, *self.workload_args]
+        return [
+            "--device",
+            DEVICE_OF[self.accelerator],
+            *cache,
+            *self.hang_bounds.args(),
+            *self.workload_args,
+        ]
 
     def torchrun_command(
         self,
@@ -393,7 +456,8 @@ class JobSpec:
             log_dir=log_dir,
             compile_cache_dir=compile_cache_dir,
         )
-        monitor = launcher_monitor_command(monitor_dir, python, node_rank, self.workload_args)
+        workload = (*self.hang_bounds.args(), *self.workload_args)
+        monitor = launcher_monitor_command(monitor_dir, python, node_rank, workload)
         return [*monitor, "--", *torchrun]
 
     def workload_env(self, log_dir: str = POD_LOG_DIR) -> dict[str, str]:
@@ -415,10 +479,11 @@ class JobSpec:
 
 # -- the workload's own checks of its input -------------------------------------------------------------
 #
-# ``--workload-args`` is parsed by the workload's own parser (:func:`rollcall_workload.cli.parse_args`, which
-# checks every value), and the fault-injection variables of ``--workload-env`` by its own parsing functions
-# (:func:`rollcall_workload.faults.check_fault_injection`), so a command line or a variable the ranks would
-# refuse is refused before a job starts, with the workload's own message. Neither module imports torch.
+# ``--workload-args`` is parsed by the workload's own parser (:func:`rollcall_workload.rank.cli.parse_args`,
+# which checks every value), and the fault-injection variables of ``--workload-env`` by its own parsing
+# functions (:func:`rollcall_workload.faults.check_fault_injection`), so a command line or a variable the
+# ranks would refuse is refused before a job starts, with the workload's own message. Neither module imports
+# torch.
 
 
 def check_args(args: Sequence[str]) -> None:

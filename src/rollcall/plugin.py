@@ -18,85 +18,72 @@ configure time, the markers at collection, the cluster (``Suite.prepare``) once 
 test runs a job (on the xdist controller: at session start), and what only a running test can find (a
 ``--namespace`` that does not exist, an override) through :func:`_usage_errors`.
 Deadline: each test that uses ``rollcall`` (or is marked ``rollcall``) gets a pytest-timeout of its own,
-derived from its deadlines (:func:`deadline_of`: per attempt ``--capacity-timeout`` + ``--job-timeout`` +
-:data:`CLEAN_UP_MARGIN_S`), unless the user set a timeout (``--timeout``, ``PYTEST_TIMEOUT``, the ``timeout``
-ini option, or a ``timeout`` marker). It fires through SIGALRM in the test's own thread, so a wedged watch or
-API call ends the test and the run's clean-up (``finally``) still runs; the failure says which deadline fired.
+derived from its deadlines (:func:`rollcall.suite.deadline_of`: per attempt ``--capacity-timeout`` + the job
+timeout of its final job spec, its ``job_timeout_s`` over ``--job-timeout`` + a clean-up margin; re-armed
+when the ``rollcall`` call's own ``job_timeout_s`` is longer), unless the user set a timeout (``--timeout``,
+``PYTEST_TIMEOUT``, the ``timeout`` ini option, or a ``timeout`` marker). It fires through SIGALRM in the
+test's own thread, so a wedged watch or API call ends the test and the run's clean-up (``finally``) still
+runs; the failure says which deadline fired. The header states the run's real deadline.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from rollcall.options import GROUPS, OPTIONS, OptionError, Options, resolve
+from rollcall.live.terminal import LiveLine, terminal_writer
+from rollcall.options import GROUPS, OPTIONS, OptionError, resolve
+from rollcall.options.values import format_duration
 
 if TYPE_CHECKING:
-    from rollcall.live.view import LiveRollCall
     from rollcall.reports import TestRecord
-    from rollcall.suite import Suite
+    from rollcall.suite import Deadline, Suite
 
 _SUITE = pytest.StashKey["Suite"]()
 _NOTES = pytest.StashKey[list[str]]()
 #: The backends whose configuration is checked when the session starts (the local one has none).
 _CONNECTED = ("kubernetes", "slurm")
 _DEADLINE = pytest.StashKey["Deadline"]()
-#: Seconds each attempt may take past its capacity and job timeouts: clean-up, log collection, reports.
-CLEAN_UP_MARGIN_S = 300.0
 
 
-@dataclass(frozen=True)
-class Deadline:
-    """A roll-call test's own timeout, and what it is made of."""
-
-    seconds: float
-    attempts: int
-    capacity_timeout_s: float
-    job_timeout_s: float
-    margin_s: float
-
-    def describe(self) -> str:
-        """What fired, for the failure report."""
-        per = (
-            f"--capacity-timeout {self.capacity_timeout_s:g}s + --job-timeout {self.job_timeout_s:g}s + "
-            f"{self.margin_s:g}s clean-up margin"
-        )
-        times = f"{self.attempts} attempt(s) x ({per})" if self.attempts > 1 else per
-        return (
-            f"the test's own deadline fired: {self.seconds:g}s = {times}; neither the job timeout nor "
-            "the hang watch ended the run (a wedged call to the backend?); clean-up ran as the test unwound"
-        )
+def _user_timeout(config: pytest.Config) -> tuple[float, str] | None:
+    """The pytest-timeout the user set for every test (option, environment or ini file), and where."""
+    for value, where in (
+        (config.getoption("timeout", None), "--timeout"),
+        (os.environ.get("PYTEST_TIMEOUT", "").strip(), "PYTEST_TIMEOUT"),
+        (_ini(config, "timeout"), "ini timeout"),
+    ):
+        if value not in (None, ""):
+            try:
+                return float(value), where
+            except ValueError:  # pytest-timeout refuses it itself
+                return None
+    return None
 
 
-def deadline_of(options: Options) -> Deadline:
-    """The timeout of one roll-call test: each attempt's capacity and job timeouts, plus a clean-up margin."""
-    attempts = options.retries + 1
-    per = options.capacity_timeout + options.job_timeout + CLEAN_UP_MARGIN_S
-    return Deadline(
-        attempts * per, attempts, options.capacity_timeout, options.job_timeout, CLEAN_UP_MARGIN_S
-    )
-
-
-def _user_timeout(config: pytest.Config) -> bool:
-    """Whether the user set a pytest-timeout for every test (option, environment or ini file)."""
-    if config.getoption("timeout", None) is not None or os.environ.get("PYTEST_TIMEOUT", "").strip():
-        return True
+def _ini(config: pytest.Config, name: str) -> Any:
     try:
-        return bool(config.getini("timeout"))
+        return config.getini(name)
     except ValueError:  # pytest-timeout not loaded
-        return False
+        return None
+
+
+def _marked(item: pytest.Item) -> dict[str, Any]:
+    """The job settings of ``item``'s ``rollcall`` markers, the closest winning."""
+    marked: dict[str, Any] = {}
+    for mark in reversed(list(item.iter_markers("rollcall"))):
+        marked.update(mark.kwargs)
+    return marked
 
 
 def _give_deadlines(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -104,14 +91,63 @@ def _give_deadlines(config: pytest.Config, items: list[pytest.Item]) -> None:
     suite = config.stash.get(_SUITE, None)
     if suite is None or not config.pluginmanager.hasplugin("timeout") or _user_timeout(config):
         return
-    deadline = deadline_of(suite.options)
+    from rollcall.suite import deadline_of
+
     method = "signal" if hasattr(signal, "SIGALRM") else "thread"
     for item in items:
         uses = {"rollcall", "rollcall_suite"} & set(getattr(item, "fixturenames", ()))
         if not (uses or item.get_closest_marker("rollcall")) or item.get_closest_marker("timeout"):
             continue
+        deadline = deadline_of(suite.options, _marked(item))
         item.add_marker(pytest.mark.timeout(deadline.seconds, method=method))
         item.stash[_DEADLINE] = deadline
+
+
+def _extend_deadline(item: pytest.Item, deadline: Deadline) -> None:
+    """Re-arm the test's own pytest-timeout when its job, as called, may run longer than it allows."""
+    given = item.stash.get(_DEADLINE, None)
+    cancel = getattr(item, "cancel_timeout", None)
+    if given is None or deadline.seconds <= given.seconds or cancel is None:
+        return
+    from pytest_timeout import Settings
+
+    marker = item.get_closest_marker("timeout")
+    method = marker.kwargs.get("method", "signal") if marker else "signal"
+    item.add_marker(pytest.mark.timeout(deadline.seconds, method=method), append=False)
+    cancel()
+    settings = Settings(
+        deadline.seconds,
+        method,
+        bool(_ini(item.config, "timeout_func_only")),
+        bool(_ini(item.config, "timeout_disable_debugger_detection")),
+    )
+    item.ihook.pytest_timeout_set_timer(item=item, settings=settings)
+    item.stash[_DEADLINE] = deadline
+
+
+def _deadline_line(config: pytest.Config, suite: Suite) -> str:
+    """The header's line: when a run ends, and when a roll-call test does (the run's real deadline)."""
+    from rollcall.suite import deadline_of
+
+    options = suite.options
+    deadline = deadline_of(options)
+    job = f"--job-timeout {format_duration(options.job.job_timeout)}"
+    line = f"rollcall: deadline: each run ends at its job timeout ({job}, from when its pods are scheduled)"
+    if not config.pluginmanager.hasplugin("timeout"):
+        return f"{line}; no test deadline (pytest-timeout is not loaded)"
+    user = _user_timeout(config)
+    if user is None:
+        return (
+            f"{line}; each roll-call test at its own pytest-timeout, {deadline.seconds:g}s = "
+            f"{deadline.sum()} (a test's job_timeout_s lengthens it)"
+        )
+    seconds, where = user
+    if seconds < deadline.seconds:
+        return (
+            f"{line}; pytest-timeout's {seconds:g}s ({where}) ends each test first, "
+            f"before the {deadline.seconds:g}s a run may take ({deadline.sum()})"
+        )
+    return f"{line}; pytest-timeout's {seconds:g}s ({where}) ends a test"
 
 
 def _timeout_failure() -> str:
@@ -138,12 +174,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    """Every rollcall option in its group; each reads ROLLCALL_<NAME>, a cluster's settings the ini file."""
+    """Every rollcall option in its group; each also reads ROLLCALL_<NAME> and, where it can, an ini key."""
     groups = {name: parser.getgroup(f"rollcall-{name}", f"rollcall, {title}") for name, title in GROUPS}
     for spec in OPTIONS:
         group = groups[spec.group]
-        ini = f"; ini {spec.ini_name}" if spec.ini_name else ""
-        help_text = f"{spec.help} [env {spec.env}{ini}; default {spec.default!r}]"
+        help_text = f"{spec.help} [{spec.where}; default {spec.shown_default}]"
         dest = "rollcall_" + spec.name
         if spec.ini_name:
             ini_help = f"rollcall: {spec.help} (as {spec.flag}; {spec.flag} and {spec.env} win)"
@@ -155,10 +190,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             group.addoption(spec.flag, action="store_true", default=False, dest=dest, help=help_text)
         elif spec.multiple:
             group.addoption(
-                spec.flag, action="append", default=[], dest=dest, metavar=spec.metavar, help=help_text
+                spec.flag, action="append", default=[], dest=dest, metavar=spec.placeholder, help=help_text
             )
         else:
-            group.addoption(spec.flag, default=None, dest=dest, metavar=spec.metavar, help=help_text)
+            group.addoption(spec.flag, default=None, dest=dest, metavar=spec.placeholder, help=help_text)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -173,9 +208,10 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     suite = Suite.from_options(options)
     _prepare(suite, connect=False)
-    suite.progress = _terminal_writer(config)
-    if options.progress_every > 0 and not hasattr(config, "workerinput"):  # an xdist worker's output is lost
-        suite.live = _LiveLine(config, options.progress_every)
+    suite.progress = terminal_writer(config)
+    every = options.reports.progress_every
+    if every > 0 and not hasattr(config, "workerinput"):  # an xdist worker's output is lost
+        suite.live = LiveLine(config, every)
     config.stash[_SUITE] = suite
     config.addinivalue_line(
         "markers",
@@ -192,7 +228,7 @@ def _prepare(suite: Suite, *, connect: bool) -> None:
     try:
         suite.prepare(connect=connect)
     except BaselineError as exc:
-        flag = "--baseline-history" if suite.options.baseline_history else "--baseline"
+        flag = "--baseline-history" if suite.options.baselines.baseline_history else "--baseline"
         raise pytest.UsageError(f"{flag}: {exc}") from None
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
@@ -272,8 +308,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             SlurmCommands.configured()
         else:
             from rollcall.backends.kubernetes.backend import KubernetesBackend
+            from rollcall.suite import backend_settings
 
-            KubernetesBackend.check(suite.options).close()
+            KubernetesBackend.check(suite.options.kubernetes, backend_settings(suite.options)).close()
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
 
@@ -290,74 +327,10 @@ def _reap_orphans(config: pytest.Config) -> None:
 
     lines = [r.line() for r in procs.reap_orphans()]
     if lines:
-        write = _terminal_writer(config)
+        write = terminal_writer(config)
         for line in lines:
             write(line)
         config.stash.setdefault(_NOTES, []).extend(lines)
-
-
-def _terminal_writer(config: pytest.Config) -> Callable[[str], None]:
-    """Write a progress line to the terminal now, past output capturing (as live logging does)."""
-
-    def write(line: str) -> None:
-        reporter = config.pluginmanager.getplugin("terminalreporter")
-        capture = config.pluginmanager.getplugin("capturemanager")
-        if reporter is None:
-            return
-        if capture is None:
-            reporter.ensure_newline()
-            reporter.write_line(line)
-            return
-        with capture.global_and_fixture_disabled():
-            reporter.ensure_newline()
-            reporter.write_line(line)
-
-    return write
-
-
-class _LiveLine:
-    """The live roll call through the terminal reporter, past output capturing.
-
-    On a terminal one line is rewritten as it changes; otherwise a plain line is written every ``every``
-    seconds. The state when the job ended is always written, as a line of its own.
-    """
-
-    def __init__(self, config: pytest.Config, every: float) -> None:
-        self.config = config
-        self.every = every
-        self.shown: str | None = None
-        self.last = -math.inf
-
-    def _write(self, line: str, *, final: bool) -> None:
-        reporter = self.config.pluginmanager.getplugin("terminalreporter")
-        if reporter is None:
-            return
-        capture = self.config.pluginmanager.getplugin("capturemanager")
-        with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
-            if reporter.isatty():
-                if self.shown is None:
-                    reporter.ensure_newline()
-                reporter.rewrite(line, erase=True)
-                if final:
-                    reporter.write("\n")
-            else:
-                reporter.ensure_newline()
-                reporter.write_line(line)
-        self.shown = None if final else line
-        self.last = time.monotonic()
-
-    def update(self, live: LiveRollCall) -> None:
-        """Rewrite the line (a terminal) or write it when ``every`` seconds have passed."""
-        line = live.line()
-        reporter = self.config.pluginmanager.getplugin("terminalreporter")
-        tty = reporter is not None and reporter.isatty()
-        if (tty and line != self.shown) or (not tty and time.monotonic() - self.last >= self.every):
-            self._write(line, final=False)
-
-    def finish(self, live: LiveRollCall) -> None:
-        """The roll call when the job ended."""
-        self._write(live.line(), final=True)
-        self.last = -math.inf
 
 
 def _raise_on_sigterm() -> None:
@@ -418,10 +391,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         _SIGNALLED.clear()
 
 
-def pytest_report_header(config: pytest.Config) -> str | None:
-    """Say which backend runs and why."""
+def pytest_report_header(config: pytest.Config) -> list[str] | None:
+    """Say which backend runs and why, and the run's real deadline."""
     suite = config.stash.get(_SUITE, None)
-    return suite.header() if suite else None
+    return [suite.header(), _deadline_line(config, suite)] if suite else None
 
 
 @pytest.fixture(scope="session")
@@ -436,12 +409,12 @@ def rollcall(rollcall_suite: Suite, request: pytest.FixtureRequest) -> Iterator[
     from rollcall.backends import DiscoveryError
     from rollcall.backends.slurm.backend import SlurmError
     from rollcall.reports import junit_properties
+    from rollcall.suite import deadline_of
 
-    marked: dict[str, Any] = {}
-    for mark in reversed(list(request.node.iter_markers("rollcall"))):  # the closest marker wins
-        marked.update(mark.kwargs)
+    marked = _marked(request.node)
 
     def run(**overrides: Any) -> TestRecord:
+        _extend_deadline(request.node, deadline_of(rollcall_suite.options, {**marked, **overrides}))
         try:
             record = rollcall_suite.run(request.node.nodeid, request.node.name, **{**marked, **overrides})
         except (DiscoveryError, SlurmError) as exc:  # the cluster cannot run the job: say why, no traceback
@@ -482,10 +455,11 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             terminalreporter.write_line(f"{record.test_id}: {verdict.root_cause.headline()}")
     for line in config.stash.get(_NOTES, []):
         terminalreporter.write_line(line)
-    terminalreporter.write_line(f"reports: {suite.options.artifacts_dir}/")
+    out = suite.options.reports.artifacts_dir
+    terminalreporter.write_line(f"reports: {out}/")
     for record in suite.records:
         if why := record.extra.get("interrupted"):
-            terminalreporter.write_line(_interrupted_line(record.test_id, why, suite.options.artifacts_dir))
+            terminalreporter.write_line(_interrupted_line(record.test_id, why, out))
 
 
 def _interrupted_line(test_id: str, why: str, out: Path) -> str:
@@ -504,8 +478,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         from rollcall.reports import left_behind, merge_worker_results
 
         merging: list[str] = []
-        with _report(merging, suite.options.artifacts_dir / RESULTS_FILE):
-            merged = merge_worker_results(suite.options.artifacts_dir, since=suite.started)
+        with _report(merging, suite.options.reports.artifacts_dir / RESULTS_FILE):
+            merged = merge_worker_results(suite.options.reports.artifacts_dir, since=suite.started)
             if merged is not None:
                 _fail_for_leftovers(session, left_behind(merged))
         _fail_for_missing_reports(session, merging)
@@ -516,7 +490,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     from rollcall.page.report import write_report
     from rollcall.reports import write_rank_junit, write_results, write_unfit_nodes
 
-    out = suite.options.artifacts_dir
+    out = suite.options.reports.artifacts_dir
     finished = time.time()
     meta = {
         "backend": suite.backend_name,
@@ -542,9 +516,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     with _report(missing, out / _tagged(REPORT_FILE, tag)) as path:
         write_report(path, suite.records, meta)
         notes.append(f"html report: {out / REPORT_FILE}")
-    if not suite.options.keep:
+    if not suite.options.job.keep:
         _fail_for_leftovers(session, [line for r in suite.records for line in r.cleanup_errors()])
-    o = suite.options
+    o = suite.options.reports
     if o.metrics_file is not None:
         from rollcall.metrics.prometheus import write_textfile
 
@@ -561,17 +535,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
                 metrics_file=None,
                 pushgateway=o.pushgateway,
                 job=o.pushgateway_job,
-                cluster=o.context or suite.backend_name,
+                cluster=suite.options.kubernetes.context or suite.backend_name,
             )
         )
     _fail_for_missing_reports(session, missing)
-    if suite.options.write_baseline:
+    if suite.options.baselines.write_baseline:
         from rollcall.evidence.baseline import BaselineError
         from rollcall.gate import write_baseline
 
         gates = [r.gate for r in suite.records if r.gate is not None]
         try:
-            notes.extend(write_baseline(suite.options.write_baseline, gates))
+            notes.extend(write_baseline(suite.options.baselines.write_baseline, gates))
         except (BaselineError, OSError) as exc:
             notes.append(f"--write-baseline: nothing written: {exc}")
 

@@ -20,7 +20,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rollcall.backends import Backend, Placement, PlacementRequest
+from rollcall.backends import Backend, BackendSettings, Placement, PlacementRequest
 from rollcall.backends.kubernetes.kubeconfig import cluster_config
 from rollcall.collect import safe_name
 from rollcall.evidence.floors import floors_of, measure_args
@@ -28,6 +28,8 @@ from rollcall.gate import GateReport
 from rollcall.isolation.probe import isolate, with_isolation
 from rollcall.jobspec import JobSpec
 from rollcall.options import OptionError, Options
+from rollcall.options.job import check_bounds
+from rollcall.options.values import format_duration
 from rollcall.reports import TestRecord
 from rollcall.runner import Interrupted, RunResult, run_with_retries
 
@@ -38,12 +40,69 @@ if TYPE_CHECKING:
 
 def choose_backend(options: Options, environ: Mapping[str, str] | None = None) -> tuple[str, str]:
     """The backend to use and why: ``--backend``, else kubernetes when a cluster config exists, else local."""
-    if options.backend != "auto":
-        return options.backend, f"--backend {options.backend}"
-    found = cluster_config(options.kubeconfig, os.environ if environ is None else environ)
+    if options.job.backend != "auto":
+        return options.job.backend, f"--backend {options.job.backend}"
+    found = cluster_config(options.kubernetes.kubeconfig, os.environ if environ is None else environ)
     if found is not None:
         return "kubernetes", found.reason
     return "local", "no kubeconfig or in-cluster config found"
+
+
+#: Seconds each attempt may take past its capacity and job timeouts: clean-up, log collection, reports.
+CLEAN_UP_MARGIN_S = 300.0
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """A roll-call test's own timeout, and what it is made of.
+
+    Attributes:
+        job_timeout_from: where the job timeout came from: ``--job-timeout``, or the test's own
+            ``job_timeout_s`` (its marker or its call).
+    """
+
+    seconds: float
+    attempts: int
+    capacity_timeout_s: float
+    job_timeout_s: float
+    margin_s: float
+    job_timeout_from: str = "--job-timeout"
+
+    def sum(self) -> str:
+        """``2 attempt(s) x (--capacity-timeout 15m + --job-timeout 30m + 5m clean-up margin)``."""
+        job = (
+            f"--job-timeout {format_duration(self.job_timeout_s)}"
+            if self.job_timeout_from == "--job-timeout"
+            else f"the test's job_timeout_s {format_duration(self.job_timeout_s)}"
+        )
+        per = (
+            f"--capacity-timeout {format_duration(self.capacity_timeout_s)} + {job} + "
+            f"{format_duration(self.margin_s)} clean-up margin"
+        )
+        return f"{self.attempts} attempt(s) x ({per})" if self.attempts > 1 else per
+
+    def describe(self) -> str:
+        """What fired, for the failure report."""
+        return (
+            f"the test's own deadline fired: {self.seconds:g}s = {self.sum()}; neither the job timeout nor "
+            "the hang watch ended the run (a wedged call to the backend?); clean-up ran as the test unwound"
+        )
+
+
+def deadline_of(options: Options, overrides: Mapping[str, Any] | None = None) -> Deadline:
+    """The timeout of one roll-call test: each attempt's capacity and job timeouts, plus a clean-up margin.
+
+    The job timeout is the final job spec's: a test's own ``job_timeout_s`` (``overrides``, its marker's
+    and its call's) over ``--job-timeout``.
+    """
+    overrides = overrides or {}
+    attempts = options.recovery.retries + 1
+    capacity = options.kubernetes.capacity_timeout
+    job, where = options.job.job_timeout, "--job-timeout"
+    if overrides.get("job_timeout_s") is not None:
+        job, where = float(overrides["job_timeout_s"]), "job_timeout_s"
+    per = capacity + job + CLEAN_UP_MARGIN_S
+    return Deadline(attempts * per, attempts, capacity, job, CLEAN_UP_MARGIN_S, where)
 
 
 #: What one test may change of its job (``rollcall(**overrides)``, ``@pytest.mark.rollcall(**overrides)``):
@@ -70,24 +129,35 @@ def slug(text: str, limit: int = 30) -> str:
 
 def placement_request(options: Options) -> PlacementRequest:
     """What discovery is asked for, of ``options``: the one place a backend's request is built."""
-    o = options
+    job, k = options.job, options.kubernetes
     return PlacementRequest(
-        nodes=o.nodes,
-        accelerator=o.accelerator,
-        procs_per_node=o.procs_per_node,
-        instance_type=o.instance_type,
-        efa=o.efa,
-        node_selector=dict(o.node_selector),
-        tolerations=o.toleration,
-        check_device_plugins=o.check_device_plugins,
-        capacity_timeout_s=o.capacity_timeout,
-        trust_autoscaler=o.given("capacity_timeout"),
+        nodes=job.nodes,
+        accelerator=job.accelerator,
+        procs_per_node=job.procs_per_node,
+        instance_type=k.instance_type,
+        efa=k.efa,
+        node_selector=dict(k.node_selector),
+        tolerations=k.toleration,
+        check_device_plugins=k.check_device_plugins,
+        capacity_timeout_s=k.capacity_timeout,
+        trust_autoscaler=k.given("capacity_timeout"),
+    )
+
+
+def backend_settings(options: Options, progress: Callable[[str], None] | None = None) -> BackendSettings:
+    """What every backend is given of ``options`` besides its own section: the one place it is built."""
+    return BackendSettings(
+        image=options.job.image,
+        keep=options.job.keep,
+        unschedulable_grace_s=options.job.unschedulable_grace,
+        taints=options.recovery.taint_unfit is not None,
+        progress=progress,
     )
 
 
 def job_spec(options: Options, placement: Placement, name: str) -> JobSpec:
     """The job named ``name`` that ``options`` ask for, on nodes offering ``placement``."""
-    o, p = options, placement
+    o, k, p = options.job, options.kubernetes, placement
     return JobSpec(
         name=name,
         nodes=o.nodes,
@@ -96,18 +166,19 @@ def job_spec(options: Options, placement: Placement, name: str) -> JobSpec:
         image=o.image,
         # --min-busbw auto measures at the size the instance type's floors were published at
         workload_args=(
-            *(measure_args(p.instance_type, p.accelerator) if o.min_busbw == "auto" else ()),
+            *(measure_args(p.instance_type, p.accelerator) if options.judging.min_busbw == "auto" else ()),
             *o.workload_args,
         ),
+        hang_bounds=o.hang_bounds,
         env=o.workload_env,
         resources=p.resources,
         instance_type=p.instance_type,
-        node_selector=o.node_selector,
-        neuron_cache=o.neuron_cache,
+        node_selector=k.node_selector,
+        neuron_cache=k.neuron_cache,
         compile_cache=o.compile_cache,
-        requests=o.requests or {},
-        limits=o.limits or {},
-        scheduling=o.scheduling,
+        requests=k.requests or {},
+        limits=k.limits or {},
+        scheduling=k.scheduling,
         job_timeout_s=o.job_timeout,
     )
 
@@ -141,10 +212,14 @@ class Suite:
         if self.backend_name == "slurm":
             from rollcall.backends.slurm.backend import SlurmBackend
 
-            return SlurmBackend.from_options(self.options, progress=self.progress)
+            return SlurmBackend.from_options(
+                self.options.slurm, backend_settings(self.options, self.progress)
+            )
         from rollcall.backends.kubernetes.backend import KubernetesBackend
 
-        return KubernetesBackend.from_options(self.options, progress=self.progress)
+        return KubernetesBackend.from_options(
+            self.options.kubernetes, backend_settings(self.options, self.progress)
+        )
 
     @cached_property
     def criteria(self) -> Criteria:
@@ -159,10 +234,18 @@ class Suite:
         return self.backend.discover(placement_request(self.options))
 
     def spec(self, test_name: str, **overrides: Any) -> JobSpec:
-        """The job of ``test_name``: options and discovery, then the test's own overrides (checked)."""
-        check_overrides(overrides, f"rollcall({', '.join(f'{k}=...' for k in overrides)})")
+        """The job of ``test_name``: options and discovery, then the test's own overrides (checked).
+
+        Overrides that set a hang bound their ``workload_args`` set otherwise are refused (OptionError).
+        """
+        where = f"rollcall({', '.join(f'{k}=...' for k in overrides)})"
+        check_overrides(overrides, where)
         spec = job_spec(self.options, self.placement, f"{slug(test_name)}-{secrets.token_hex(3)}")
-        return replace(spec, **overrides) if overrides else spec
+        if not overrides:
+            return spec
+        spec = replace(spec, **overrides)
+        check_bounds(spec.hang_bounds, spec.workload_args, where, self.options.job.sources)
+        return spec
 
     def run(self, test_id: str, test_name: str, **overrides: Any) -> TestRecord:
         """Run the test's job (with ``--retries``) and record it for the reports.
@@ -172,7 +255,7 @@ class Suite:
         the interruption goes on up to end the session.
         """
         base = self.spec(test_name, **overrides)
-        artifacts = self.options.artifacts_dir / safe_name(test_name)[:100]
+        artifacts = self.options.reports.artifacts_dir / safe_name(test_name)[:100]
 
         def make_spec(attempt: int) -> JobSpec:
             return base if attempt == 0 else replace(base, name=f"{base.name}-r{attempt}")
@@ -183,8 +266,8 @@ class Suite:
                 make_spec,
                 artifacts,
                 criteria=self.criteria,
-                retries=self.options.retries,
-                keep=self.options.keep,
+                retries=self.options.recovery.retries,
+                keep=self.options.job.keep,
                 live=self.live,
             )
         except Interrupted as exc:  # recorded as judged so far, for the reports; the session ends
@@ -195,25 +278,26 @@ class Suite:
             self.records.append(record)
             raise exc.signal from None
         extra: dict[str, Any] = {}
-        if self.options.isolate:  # the deciding attempt failed naming no node: bisect the nodes
+        if self.options.recovery.isolate:  # the deciding attempt failed naming no node: bisect the nodes
             found = isolate(
                 self.backend,
                 result.last,
                 artifacts / "isolate",
                 criteria=self.criteria,
-                keep=self.options.keep,
-                timeout_s=self.options.isolate_timeout,
+                keep=self.options.job.keep,
+                timeout_s=self.options.recovery.isolate_timeout,
             )
             if found.isolation is not None:
                 result.last.verdict = with_isolation(result.last.verdict, found.isolation)
             extra["isolation"] = found.as_dict()
-        if self.options.taint_unfit is not None:  # only kubernetes gets here (prepare refuses the others)
+        taint = self.options.recovery.taint_unfit
+        if taint is not None:  # only kubernetes gets here (prepare refuses the others)
             from rollcall.backends.kubernetes.backend import KubernetesBackend
             from rollcall.backends.kubernetes.taints import taint_nodes
 
             backend = self.backend
             assert isinstance(backend, KubernetesBackend)
-            tainted = taint_nodes(backend.kube, result.last.verdict.unfit_nodes, self.options.taint_unfit)
+            tainted = taint_nodes(backend.kube, result.last.verdict.unfit_nodes, taint)
             extra["taint_unfit"] = tainted.as_dict()
             if self.progress and (tainted.nodes or tainted.failed):
                 self.progress(tainted.line())
@@ -236,13 +320,14 @@ class Suite:
         backend: for kubernetes that connects and checks the kubeconfig, context, server and rights; for
         slurm it finds the slurm.conf naming a controller, before any Slurm command runs.
         """
-        if self.options.taint_unfit is not None and self.backend_name != "kubernetes":
+        taint = self.options.recovery.taint_unfit
+        if taint is not None and self.backend_name != "kubernetes":
             raise OptionError(
-                f"--taint-unfit {self.options.taint_unfit}: taints Kubernetes nodes, but the backend is "
+                f"--taint-unfit {taint}: taints Kubernetes nodes, but the backend is "
                 f"{self.backend_name} ({self.backend_reason}); drop --taint-unfit, or run on Kubernetes "
                 "(--backend kubernetes)"
             )
-        cache = self.options.compile_cache
+        cache = self.options.job.compile_cache
         if cache is not None and cache.kind == "nfs" and self.backend_name != "kubernetes":
             raise OptionError(
                 f"--compile-cache {cache}: the {self.backend_name} backend mounts no volume; "
@@ -250,10 +335,11 @@ class Suite:
             )
         self.criteria  # noqa: B018 - reads --baseline
         if connect:
-            unwritable = _unwritable(self.options.artifacts_dir)
+            out = self.options.reports.artifacts_dir
+            unwritable = _unwritable(out)
             if unwritable is not None:
                 raise OptionError(
-                    f"--artifacts-dir {self.options.artifacts_dir}: {unwritable}; name a directory this user "
+                    f"--artifacts-dir {out}: {unwritable}; name a directory this user "
                     "can create and write (--artifacts-dir DIR or ROLLCALL_ARTIFACTS_DIR)"
                 )
         if connect and self.backend_name in ("kubernetes", "slurm"):
@@ -261,10 +347,10 @@ class Suite:
 
     def header(self) -> str:
         """The pytest header line."""
-        o = self.options
+        o = self.options.job
         return (
             f"rollcall: backend={self.backend_name} ({self.backend_reason}), nodes={o.nodes}, "
-            f"accelerator={o.accelerator}, artifacts={o.artifacts_dir}, "
+            f"accelerator={o.accelerator}, artifacts={self.options.reports.artifacts_dir}, "
             f"workload={' '.join(o.workload_args) or 'the defaults for the accelerator (RUN_DEFAULTS)'}"
         )
 

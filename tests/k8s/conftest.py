@@ -19,7 +19,7 @@ from rollcall.backends.kubernetes.backend import KubernetesBackend
 from rollcall.backends.kubernetes.kube import Kube, call, connect
 from rollcall.backends.kubernetes.manifests import MANAGED_BY, MANAGED_BY_LABEL, PodExtras
 from rollcall.options import resolve
-from rollcall.suite import Suite
+from rollcall.suite import Suite, backend_settings
 from tests.cluster import conftest as cluster
 from tests.cluster.controlplane import INSTANCE_TYPE_LABEL, ControlPlane
 from tests.waiting import wait_until
@@ -183,7 +183,7 @@ def make_suite(
         suite = Suite(opts, "kubernetes", "test")
         lines: list[str] = []
         suite.progress = lines.append
-        backend = KubernetesBackend.from_options(opts, progress=lines.append)
+        backend = KubernetesBackend.from_options(opts.kubernetes, backend_settings(opts, lines.append))
         backend.extras = PodExtras(labels=labels or {}, annotations=annotations or {})
         backend.cleanup_timeout_s = 60
         suite.__dict__["backend"] = backend

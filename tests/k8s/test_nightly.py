@@ -84,8 +84,8 @@ def test_results_go_to_the_claim_defined_beside_it(cronjob):
 def test_its_environment_is_valid_suite_options(cronjob):
     env = {e["name"]: e["value"] for e in pod_spec(cronjob)["containers"][0]["env"]}
     options = resolve({"backend": "kubernetes"}, environ=env)
-    assert options.image and options.nodes == int(env["ROLLCALL_NODES"])
-    assert options.sweep_older_than == 6 * 3600 and options.max_regression == 10.0
+    assert options.job.image and options.job.nodes == int(env["ROLLCALL_NODES"])
+    assert options.kubernetes.sweep_older_than == 6 * 3600 and options.baselines.max_regression == 10.0
     assert {s for s in options.sources.values() if s.startswith("ROLLCALL_")} == set(env)
 
 

@@ -22,7 +22,7 @@ import pytest
 from rollcall.backends.kubernetes.backend import KubernetesBackend
 from rollcall.backends.kubernetes.kube import Kube, connect
 from rollcall.options import resolve
-from rollcall.suite import Suite
+from rollcall.suite import Suite, backend_settings
 from tests.ci import ci
 from tests.cluster.conftest import start_owned
 from tests.cluster.controlplane import ControlPlane, ControlPlaneError, cluster_sh
@@ -172,7 +172,7 @@ def make_suite(real_cluster: ControlPlane, tmp_path: Path) -> Callable[..., tupl
         suite = Suite(opts, "kubernetes", "test")
         lines: list[str] = []
         suite.progress = lines.append
-        backend = KubernetesBackend.from_options(opts, progress=lines.append)
+        backend = KubernetesBackend.from_options(opts.kubernetes, backend_settings(opts, lines.append))
         backend.cleanup_timeout_s = 90
         suite.__dict__["backend"] = backend
         return suite, backend

@@ -316,8 +316,8 @@ def test_fault_injection_lists_are_accepted():
         },
         {},
     )
-    assert options.workload_env == {"ROLLCALL_FAIL_RANK": "0,2", "ROLLCALL_HANG_RANK": "1,5"}
-    assert options.workload_args == ("--seq-len", "128")
+    assert options.job.workload_env == {"ROLLCALL_FAIL_RANK": "0,2", "ROLLCALL_HANG_RANK": "1,5"}
+    assert options.job.workload_args == ("--seq-len", "128")
 
 
 def test_the_workload_input_is_checked_by_the_installed_package_not_a_file_of_the_checkout(
@@ -349,3 +349,68 @@ def test_an_artifacts_directory_that_cannot_be_written_is_refused_before_any_run
     assert res.ret == pytest.ExitCode.USAGE_ERROR, res.stdout.str() + err
     assert f"ERROR: --artifacts-dir {where}: cannot be written ({why}); name a directory" in err
     assert "Traceback" not in err + res.stdout.str()
+
+
+@pytest.mark.parametrize(
+    ("how", "said"),
+    [
+        (
+            ("--job-timeout", "soon"),
+            "invalid --job-timeout value 'soon' (from --job-timeout): expected a duration",
+        ),
+        (
+            ("--hang-after", "0"),
+            "invalid --hang-after value '0' (from --hang-after): expected auto or a duration",
+        ),
+        (
+            "ROLLCALL_JOIN_HANG_AFTER=never",
+            "invalid --join-hang-after value 'never' (from ROLLCALL_JOIN_HANG_AFTER)",
+        ),
+        (
+            "[pytest]\nrollcall_job_timeout = 30 minutes\n",
+            "(from ini rollcall_job_timeout): expected a duration",
+        ),
+    ],
+)
+def test_a_bad_duration_names_the_option_where_it_came_from_and_the_forms(pytester, monkeypatch, how, said):
+    args: tuple[str, ...] = ()
+    if isinstance(how, tuple):
+        args = how
+    elif how.startswith("[pytest]"):
+        pytester.makeini(how)
+    else:
+        monkeypatch.setenv(*how.split("=", 1))
+    err = local_usage_error(pytester, *args)
+    assert said in err and "90s, 30m, 1h" in err and "DURATION" in err
+
+
+def test_a_hang_bound_given_twice_is_a_usage_error_naming_both(pytester, monkeypatch):
+    monkeypatch.setenv("ROLLCALL_WORKLOAD_ARGS", "--epochs 1 --join-hang-after 30")
+    err = local_usage_error(pytester, "--join-hang-after", "2m")
+    assert (
+        "ERROR: --join-hang-after 2m (from --join-hang-after) and --join-hang-after 30 in the workload's arguments "
+        "(from ROLLCALL_WORKLOAD_ARGS: --epochs 1 --join-hang-after 30) set one bound twice" in err
+    )
+
+
+def test_a_tests_own_workload_args_that_set_a_bound_otherwise_are_a_usage_error(
+    pytester, monkeypatch, request
+):
+    from tests.unit.scripted import SCRIPTED_CONFTEST
+
+    monkeypatch.syspath_prepend(str(request.config.rootpath))
+    pytester.makeconftest(SCRIPTED_CONFTEST)
+    pytester.makepyfile(
+        test_roll="""
+import pytest
+
+@pytest.mark.rollcall(workload_args=("--hang-after", "5"))
+def test_marked(rollcall):
+    rollcall()
+"""
+    )
+    res = pytester.runpytest("-p", "no:cacheprovider", "--hang-after", "1m")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    out = res.stdout.str() + res.stderr.str()
+    assert "--hang-after 1m (from --hang-after) and --hang-after 5 in the workload's arguments (from " in out
+    assert "Traceback" not in out

@@ -171,7 +171,7 @@ def test_render_builds_its_job_with_the_suites_own_job_spec(no_cluster, capsys, 
     built = []
 
     def recording(options, placement, name):
-        built.append((options.backend, placement.accelerator, placement.procs_per_node, name))
+        built.append((options.job.backend, placement.accelerator, placement.procs_per_node, name))
         return job_spec(options, placement, name)
 
     job_spec = suite.job_spec

@@ -260,7 +260,7 @@ def test_the_options_refuse_unknown_rules_and_keys_listing_the_known_ones():
     options = resolve(
         {"fitness_warn": ["pcie_width,thermal", "power_limit"], "expect": ["torch=2.*"]}, environ={}
     )
-    assert options.fitness_warn == {"pcie_width", "thermal", "power_limit"}
+    assert options.judging.fitness_warn == {"pcie_width", "thermal", "power_limit"}
     assert criteria_of(options).expect == (("torch", "2.*"),) and criteria_of(options).drift == "warn"
 
 

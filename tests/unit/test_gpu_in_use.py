@@ -186,8 +186,8 @@ def test_a_pid_outside_the_container_is_never_named_and_fitness_fail_makes_it_fa
 
 def test_the_options_steer_it(child):
     options = resolve({"fitness_fail": ["gpu_in_use"]}, environ={})
-    assert options.fitness_fail == {"gpu_in_use"}
-    assert resolve({}, environ={"ROLLCALL_FITNESS_FAIL": "gpu_in_use"}).fitness_fail == {"gpu_in_use"}
+    assert options.judging.fitness_fail == {"gpu_in_use"}
+    assert resolve({}, environ={"ROLLCALL_FITNESS_FAIL": "gpu_in_use"}).judging.fitness_fail == {"gpu_in_use"}
 
 
 def test_the_rank_itself_and_its_jobs_processes_are_never_strangers():

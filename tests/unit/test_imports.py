@@ -89,7 +89,9 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
         "evidence.hangs evidence.launchers evidence.kernels evidence.gpumem "
         "evidence.versions evidence.proofs evidence.fitness evidence.floors evidence.reference evidence.xids "
         "evidence.gpu_events",
-        "options page page.plot isolation isolation.bisect live live.view",
+        "options options.values options.declare options.job options.kubernetes options.slurm options.judging "
+        "options.baselines options.recovery options.reports options.reference options.__main__ "
+        "page page.plot isolation isolation.bisect live live.view live.terminal",
         "backends",
         "torchrun verdict page.timeline",
         CHECK_MODULES,

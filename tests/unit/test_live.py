@@ -84,10 +84,10 @@ def states():
 
 
 def test_on_a_terminal_the_line_is_rewritten_when_it_changes_and_ended_with_a_newline():
-    from rollcall.plugin import _LiveLine
+    from rollcall.live.terminal import LiveLine
 
     reporter = FakeReporter(tty=True)
-    view = _LiveLine(FakeConfig(reporter), every=30)
+    view = LiveLine(FakeConfig(reporter), every=30)
     for s in states():
         view.update(s)
     view.finish(LiveRollCall(4, started=4, complete=4))
@@ -97,12 +97,12 @@ def test_on_a_terminal_the_line_is_rewritten_when_it_changes_and_ended_with_a_ne
 
 
 def test_without_a_terminal_a_plain_line_every_so_often_and_the_final_one(monkeypatch):
-    from rollcall import plugin
+    from rollcall.live import terminal
 
     clock = iter([0.0, 0.0, 5.0, 31.0, 31.0, 32.0, 32.0, 40.0])
-    monkeypatch.setattr(plugin.time, "monotonic", lambda: next(clock))
+    monkeypatch.setattr(terminal.time, "monotonic", lambda: next(clock))
     reporter = FakeReporter(tty=False)
-    view = plugin._LiveLine(FakeConfig(reporter), every=30)
+    view = terminal.LiveLine(FakeConfig(reporter), every=30)
     for s in states():
         view.update(s)
     view.finish(LiveRollCall(4, started=4, complete=4))

@@ -126,9 +126,13 @@ def test_the_schedule_image_and_the_given_options_reach_the_pod(capsys, monkeypa
     assert not {"ROLLCALL_KUBECONFIG", "ROLLCALL_CONTEXT", "ROLLCALL_BACKEND"} & set(env)
     # the suite in the pod reads them as the render did
     options = resolve({}, environ=env)
-    assert options.nodes == 3 and options.node_selector == {"pool": "a", "zone": "z1"}
-    assert options.workload_env == {"NOTE": "two words"}
-    assert options.pushgateway == "http://10.1.2.3:9091" and options.job_timeout == 900 and options.keep
+    assert options.job.nodes == 3 and options.kubernetes.node_selector == {"pool": "a", "zone": "z1"}
+    assert options.job.workload_env == {"NOTE": "two words"}
+    assert (
+        options.reports.pushgateway == "http://10.1.2.3:9091"
+        and options.job.job_timeout == 900
+        and options.job.keep
+    )
     assert (
         "python -m pytest -p no:cacheprovider tests/e2e" in container["args"][0]
         and "--backend kubernetes" in container["args"][0]

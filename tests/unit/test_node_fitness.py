@@ -296,10 +296,10 @@ def test_expect_file_reads_key_glob_lines_skipping_comments_and_blank_lines_besi
     golden = tmp_path / "golden.expect"
     golden.write_text("# the p5 node image\n\ndriver=580.*   # the R580 branch\n  nccl = 2.27.*\n")
     options = resolve({"expect": ["torch=2.*"], "expect_file": [str(golden)]}, environ={})
-    assert options.expect_file == (("driver", "580.*"), ("nccl", "2.27.*"))
+    assert options.judging.expect_file == (("driver", "580.*"), ("nccl", "2.27.*"))
     assert criteria_of(options).expect == (("torch", "2.*"), ("driver", "580.*"), ("nccl", "2.27.*"))
     from_env = resolve({}, environ={"ROLLCALL_EXPECT_FILE": str(golden)})
-    assert from_env.expect_file == (("driver", "580.*"), ("nccl", "2.27.*"))
+    assert from_env.judging.expect_file == (("driver", "580.*"), ("nccl", "2.27.*"))
     roll = roll_with({0: facts_of(fake_nvml()), 1: facts_of(fake_nvml(driver="570.86.15"))})
     verdict = judged(roll, {}, expect=criteria_of(options).expect)
     assert [p.message for p in verdict.of_kind(Kind.EXPECTATION) if "driver" in p.message] == [

@@ -141,7 +141,7 @@ def test_the_rules_warn_or_are_off_by_name():
     roll = roll_with({0: facts_of(fake_nvml()), 1: facts_of(fake_nvml())})
     nodes = {"n0": observed(p5("n0", hardware=NOT_READY)), "n1": observed(p5("n1"))}
     options = resolve({"fitness_warn": ["hardware_ready"]}, environ={})
-    warned = judged(roll, nodes, fitness=FitnessPolicy(warn=options.fitness_warn))
+    warned = judged(roll, nodes, fitness=FitnessPolicy(warn=options.judging.fitness_warn))
     assert warned.passed and len(warned.warnings) == 1 and "rule hardware_ready" in warned.warnings[0].message
     off = judged(roll, nodes, fitness=FitnessPolicy(off=frozenset({"hardware_ready"})))
     assert off.passed and off.warnings == ()

@@ -1,5 +1,5 @@
-"""The options in groups (``pytest --help``) and a cluster's settings from the ini file, under the command line
-and the environment."""
+"""The options in groups (``pytest --help``), each option's ini key under the command line and the environment,
+and ``pytest --help`` as a user reads it: choices listed, defaults as typed, no Python reprs."""
 
 import re
 
@@ -11,14 +11,17 @@ pytest_plugins = ["pytester"]
 
 #: A test that prints what the session resolved: each option named, its value and where it came from.
 SHOW = """
+from rollcall.options import OPTIONS
 from rollcall.plugin import _SUITE
 
 NAMES = {names!r}
+GROUP = {{s.name: s.group for s in OPTIONS}}
 
 def test_show(request):
     options = request.config.stash[_SUITE].options
     for name in NAMES:
-        print(f"OPTION {{name}}={{getattr(options, name)!r}} FROM {{options.source(name)}}")
+        value = getattr(options.section(GROUP[name]), name)
+        print(f"OPTION {{name}}={{value!r}} FROM {{options.source(name)}}")
 """
 
 
@@ -77,12 +80,13 @@ def test_help_names_each_ini_key_and_the_ini_options_section_lists_them(pytester
     assert ini_keys, "no option reads the ini file"
     for key in ini_keys:
         assert re.search(rf"^  {key} \(", text, re.M), f"pytest --help's ini options do not list {key}"
-    # A switch or a judging threshold is no description of the cluster: not in the ini file.
-    assert "rollcall_keep" not in text and "rollcall_straggler_ratio" not in text
+    # One session's acts cannot live in a file: they have no key, and --help says why.
+    assert "rollcall_keep" not in text and "rollcall_write_baseline" not in text
+    assert re.search(r"--keep .*no ini key: a debugging switch of one session", " ".join(text.split()))
 
 
-def test_the_cluster_settings_read_the_ini_file():
-    ini_names = {s.name for s in OPTIONS if s.ini}
+def test_every_option_that_can_live_in_a_file_has_an_ini_key_and_the_others_say_why():
+    keyed = {s.name for s in OPTIONS if s.ini_name}
     assert {
         "backend",
         "kubeconfig",
@@ -91,9 +95,11 @@ def test_the_cluster_settings_read_the_ini_file():
         "instance_type",
         "node_selector",
         "image",
-    } <= ini_names
-    assert {"accelerator", "slurm_partition", "slurm_account", "container_image"} <= ini_names
-    assert not ini_names & {"nodes", "job_timeout", "keep", "retries", "baseline", "straggler_ratio"}
+    } <= keyed
+    assert {"nodes", "job_timeout", "retries", "metrics_file", "straggler_ratio", "hang_after"} <= keyed
+    unkeyed = {s.name: s.file for s in OPTIONS if not s.ini_name}
+    assert sorted(unkeyed) == ["keep", "write_baseline"]
+    assert all(why for why in unkeyed.values())
 
 
 def test_resolve_takes_the_ini_file_after_the_command_line_and_the_environment():
@@ -104,7 +110,12 @@ def test_resolve_takes_the_ini_file_after_the_command_line_and_the_environment()
         "node_selector": ["a=1"],
     }
     o = resolve({}, {}, ini)
-    assert (o.context, o.instance_type, o.namespace_prefix, o.node_selector) == (
+    assert (
+        o.kubernetes.context,
+        o.kubernetes.instance_type,
+        o.kubernetes.namespace_prefix,
+        o.kubernetes.node_selector,
+    ) == (
         "from-ini",
         "ini.type",
         "ini",
@@ -112,19 +123,25 @@ def test_resolve_takes_the_ini_file_after_the_command_line_and_the_environment()
     )
     assert o.source("context") == "ini rollcall_context" and o.given("context")
     o = resolve({"context": "from-cli"}, {"ROLLCALL_INSTANCE_TYPE": "env.type"}, ini)
-    assert (o.context, o.instance_type, o.namespace_prefix) == ("from-cli", "env.type", "ini")
+    assert (o.kubernetes.context, o.kubernetes.instance_type, o.kubernetes.namespace_prefix) == (
+        "from-cli",
+        "env.type",
+        "ini",
+    )
     assert (o.source("context"), o.source("instance_type")) == ("--context", "ROLLCALL_INSTANCE_TYPE")
 
 
 def test_an_ini_value_that_is_not_set_leaves_the_default():
     o = resolve({}, {}, {"context": "", "node_selector": [], "backend": ""})
-    assert (o.context, o.node_selector, o.backend) == (None, {}, "auto")
+    assert (o.kubernetes.context, o.kubernetes.node_selector, o.job.backend) == (None, {}, "auto")
     assert o.source("context") == "default" and not o.given("context")
 
 
-def test_an_option_that_is_not_a_clusters_setting_ignores_the_ini_file():
-    o = resolve({}, {}, {"nodes": "7", "job_timeout": "5"})
-    assert (o.nodes, o.source("nodes")) == (2, "default")
+def test_the_job_and_its_deadlines_read_the_ini_file_but_an_option_without_a_key_ignores_it():
+    o = resolve({}, {}, {"nodes": "7", "job_timeout": "45m", "keep": "true", "write_baseline": "b.json"})
+    assert (o.job.nodes, o.source("nodes")) == (7, "ini rollcall_nodes")
+    assert o.job.job_timeout == 2700.0
+    assert (o.job.keep, o.source("keep"), o.baselines.write_baseline) == (False, "default", None)
 
 
 def test_a_bad_ini_value_names_the_ini_key():
@@ -188,3 +205,26 @@ def test_a_bad_ini_value_is_a_usage_error_naming_the_key(pytester, monkeypatch):
     res = pytester.runpytest()
     assert res.ret == pytest.ExitCode.USAGE_ERROR
     res.stderr.fnmatch_lines(["*(from ini rollcall_backend): must be one of auto, kubernetes, local, slurm*"])
+
+
+def test_help_lists_choices_and_defaults_as_a_user_types_them_never_a_variable_or_a_python_repr(pytester):
+    res = pytester.runpytest("--help")
+    assert res.ret == pytest.ExitCode.OK
+    sections = help_sections(res.stdout.str())
+    text = "".join(v for k, v in sections.items() if k.startswith("rollcall,"))
+    flat = " ".join(text.split())
+    for flag, choices in [
+        ("--backend", "auto,kubernetes,local,slurm"),
+        ("--accelerator", "auto,nvidia,neuron,cpu"),
+        ("--efa", "auto,on,off"),
+        ("--drift", "fail,warn,off"),
+    ]:
+        assert f"{flag}={{{choices}}}" in text, f"pytest --help shows no choices of {flag}"
+    assert not re.search(r"=ROLLCALL_\w+", text), "a variable's name as a placeholder"
+    assert not re.search(r"default (None|\(\)|\{\}|frozenset|PosixPath|\d+\.0\b)", flat), flat
+    for spec in OPTIONS:
+        assert f"default {spec.shown_default}]" in flat, f"{spec.flag}: default {spec.shown_default}"
+        if spec.metavar == "DURATION":
+            assert f"{spec.flag}=DURATION" in text
+    assert "--job-timeout=DURATION" in text and "default 30m]" in flat
+    assert "--hang-after=DURATION" in text and "--join-hang-after=DURATION" in text

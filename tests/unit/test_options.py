@@ -1,15 +1,23 @@
 import re
+import typing
 
 import pytest
 
 from rollcall.jobspec import CacheVolume, Scheduling, Toleration
-from rollcall.options import OptionError, env_name, resolve
+from rollcall.options import GROUPS, OPTIONS, OptionError, env_name, resolve
+from rollcall.options.values import duration, format_duration
 from rollcall.suite import choose_backend
 
 
 def test_defaults():
     o = resolve({}, {})
-    assert (o.nodes, o.procs_per_node, o.backend, o.retries, o.keep) == (2, None, "auto", 0, False)
+    assert (o.job.nodes, o.job.procs_per_node, o.job.backend, o.recovery.retries, o.job.keep) == (
+        2,
+        None,
+        "auto",
+        0,
+        False,
+    )
     assert o.sources["nodes"] == "default"
 
 
@@ -22,12 +30,12 @@ def test_environment_then_command_line():
         "ROLLCALL_WORKLOAD_ARGS": "--model base --seq-len 512",
     }
     o = resolve({}, env)
-    assert (o.nodes, o.job_timeout, o.keep) == (4, 60.0, True)
-    assert o.workload_env == {"A": "1", "B": "x y"}
-    assert o.workload_args == ("--model", "base", "--seq-len", "512")
+    assert (o.job.nodes, o.job.job_timeout, o.job.keep) == (4, 60.0, True)
+    assert o.job.workload_env == {"A": "1", "B": "x y"}
+    assert o.job.workload_args == ("--model", "base", "--seq-len", "512")
     assert o.sources["nodes"] == "ROLLCALL_NODES"
     o = resolve({"nodes": "8", "workload_env": ["C=3"]}, env)
-    assert o.nodes == 8 and o.workload_env == {"C": "3"}
+    assert o.job.nodes == 8 and o.job.workload_env == {"C": "3"}
     assert o.sources["nodes"] == "--nodes"
 
 
@@ -85,7 +93,7 @@ def test_backend_choice(tmp_path):
 )
 def test_the_image_reference_is_checked_before_anything_is_created(image, ok):
     if ok:
-        assert resolve({"image": image}, {}).image == image
+        assert resolve({"image": image}, {}).job.image == image
     else:
         with pytest.raises(OptionError, match=r"invalid --image value .*: (not an image reference|an image)"):
             resolve({}, {"ROLLCALL_IMAGE": image})
@@ -96,8 +104,13 @@ def test_node_selectors_requests_and_limits():
         {"node_selector": ["karpenter.sh/nodepool=gpu", "topology.kubernetes.io/zone=us-west-2a"]},
         {"ROLLCALL_REQUESTS": "cpu=4, memory=16Gi", "ROLLCALL_LIMITS": "memory=32Gi"},
     )
-    assert o.node_selector == {"karpenter.sh/nodepool": "gpu", "topology.kubernetes.io/zone": "us-west-2a"}
-    assert o.requests == {"cpu": "4", "memory": "16Gi"} and o.limits == {"memory": "32Gi"}
+    assert o.kubernetes.node_selector == {
+        "karpenter.sh/nodepool": "gpu",
+        "topology.kubernetes.io/zone": "us-west-2a",
+    }
+    assert o.kubernetes.requests == {"cpu": "4", "memory": "16Gi"} and o.kubernetes.limits == {
+        "memory": "32Gi"
+    }
     with pytest.raises(OptionError, match="a request may not exceed its limit"):
         resolve({"requests": "memory=2Gi", "limits": "memory=1Gi"}, {})
     with pytest.raises(OptionError, match="not a Kubernetes quantity"):
@@ -108,11 +121,11 @@ def test_node_selectors_requests_and_limits():
 
 def test_neuron_cache_is_a_node_directory_or_an_nfs_export():
     o = resolve({"neuron_cache": "nfs:fs-0123.efs.us-east-1.amazonaws.com:/neuron/"}, {})
-    assert o.neuron_cache == CacheVolume("nfs", "/neuron", "fs-0123.efs.us-east-1.amazonaws.com")
+    assert o.kubernetes.neuron_cache == CacheVolume("nfs", "/neuron", "fs-0123.efs.us-east-1.amazonaws.com")
     o = resolve({}, {"ROLLCALL_NEURON_CACHE": "host:/var/tmp/neuron-compile-cache"})
-    assert o.neuron_cache == CacheVolume("host", "/var/tmp/neuron-compile-cache")
-    assert str(o.neuron_cache) == "host:/var/tmp/neuron-compile-cache"
-    assert resolve({}, {}).neuron_cache is None
+    assert o.kubernetes.neuron_cache == CacheVolume("host", "/var/tmp/neuron-compile-cache")
+    assert str(o.kubernetes.neuron_cache) == "host:/var/tmp/neuron-compile-cache"
+    assert resolve({}, {}).kubernetes.neuron_cache is None
 
 
 @pytest.mark.parametrize(
@@ -135,12 +148,14 @@ def test_a_bad_neuron_cache_names_the_option_and_the_forms(value, fragment):
 
 def test_compile_cache_is_a_directory_or_a_volume_as_the_neuron_cache_is():
     o = resolve({"compile_cache": "nfs:fs-0123.efs.us-east-1.amazonaws.com:/compile/"}, {})
-    assert o.compile_cache == CacheVolume("nfs", "/compile", "fs-0123.efs.us-east-1.amazonaws.com")
+    assert o.job.compile_cache == CacheVolume("nfs", "/compile", "fs-0123.efs.us-east-1.amazonaws.com")
     o = resolve({}, {"ROLLCALL_COMPILE_CACHE": "host:/var/tmp/compile"})
-    assert o.compile_cache == CacheVolume("host", "/var/tmp/compile")
+    assert o.job.compile_cache == CacheVolume("host", "/var/tmp/compile")
     # a plain directory is a directory of each node (local, slurm)
-    assert resolve({"compile_cache": "/srv/cache/"}, {}).compile_cache == CacheVolume("host", "/srv/cache")
-    assert resolve({}, {}).compile_cache is None
+    assert resolve({"compile_cache": "/srv/cache/"}, {}).job.compile_cache == CacheVolume(
+        "host", "/srv/cache"
+    )
+    assert resolve({}, {}).job.compile_cache is None
 
 
 @pytest.mark.parametrize(
@@ -166,16 +181,16 @@ def test_tolerations_take_kubectls_taint_syntax():
         {"toleration": ["dedicated=ml:NoSchedule", "spot:NoExecute", "dedicated=ml:NoSchedule"]},
         {},
     )
-    assert o.toleration == (
+    assert o.kubernetes.toleration == (
         Toleration("dedicated", "NoSchedule", "ml"),
         Toleration("spot", "NoExecute"),
     ), "a repeated toleration counts once"
-    assert [t.manifest() for t in o.toleration] == [
+    assert [t.manifest() for t in o.kubernetes.toleration] == [
         {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"},
         {"key": "spot", "operator": "Exists", "effect": "NoExecute"},
     ]
     env = {"ROLLCALL_TOLERATION": "nvidia.com/gpu=present:PreferNoSchedule example.com/empty=:NoSchedule"}
-    assert [str(t) for t in resolve({}, env).toleration] == [
+    assert [str(t) for t in resolve({}, env).kubernetes.toleration] == [
         "nvidia.com/gpu=present:PreferNoSchedule",
         "example.com/empty=:NoSchedule",
     ]
@@ -212,15 +227,15 @@ def test_the_scheduling_options_are_carried_together():
         },
         {"ROLLCALL_TOLERATION": "spot:NoSchedule"},
     )
-    assert o.scheduling == Scheduling(
+    assert o.kubernetes.scheduling == Scheduling(
         tolerations=(Toleration("spot", "NoSchedule"),),
         priority_class="training-high",
         queue="team-ml",
         image_pull_secrets=("regcred", "ecr.creds"),
         service_account="trainer",
     )
-    assert o.namespace == "ml-team"
-    assert resolve({}, {}).scheduling == Scheduling()
+    assert o.kubernetes.namespace == "ml-team"
+    assert resolve({}, {}).kubernetes.scheduling == Scheduling()
 
 
 @pytest.mark.parametrize(
@@ -241,4 +256,133 @@ def test_bad_scheduling_values_name_the_option(cli, said):
 
 
 def test_the_default_service_account_needs_no_namespace():
-    assert resolve({"service_account": "default"}, {}).service_account == "default"
+    assert resolve({"service_account": "default"}, {}).kubernetes.service_account == "default"
+
+
+DURATIONS = [s for s in OPTIONS if s.metavar == "DURATION"]
+
+
+def test_every_duration_option_says_so_and_they_are_the_ones_that_take_seconds():
+    assert {s.flag for s in DURATIONS} >= {
+        "--job-timeout",
+        "--unschedulable-grace",
+        "--capacity-timeout",
+        "--sweep-older-than",
+        "--isolate-timeout",
+        "--progress-every",
+        "--hang-after",
+        "--first-step-hang-after",
+        "--join-hang-after",
+    }
+    assert not [s.flag for s in OPTIONS if "SECONDS" in (s.metavar or "")]
+
+
+@pytest.mark.parametrize("spec", DURATIONS, ids=lambda s: s.flag)
+@pytest.mark.parametrize(("text", "seconds"), [("90", 90.0), ("90s", 90.0), ("30m", 1800.0), ("1h", 3600.0)])
+def test_every_duration_takes_seconds_and_units_alike(spec, text, seconds):
+    options = resolve({spec.name: text}, {})
+    assert getattr(options.section(spec.group), spec.name) == seconds
+    from_env = resolve({}, {spec.env: text})
+    assert getattr(from_env.section(spec.group), spec.name) == seconds
+
+
+def test_job_timeout_30m_works_and_a_bad_duration_says_the_forms():
+    assert resolve({"job_timeout": "30m"}, {}).job.job_timeout == 1800.0
+    with pytest.raises(OptionError) as exc:
+        resolve({}, {"ROLLCALL_JOB_TIMEOUT": "half an hour"})
+    assert str(exc.value) == (
+        "invalid --job-timeout value 'half an hour' (from ROLLCALL_JOB_TIMEOUT): expected a duration: "
+        "seconds (90) or a number with s, m, h or d (90s, 30m, 1h, 2d); use --job-timeout DURATION"
+    )
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"), [(1800.0, "30m"), (900.0, "15m"), (90.0, "90s"), (3600.0, "1h"), (0.5, "0.5s")]
+)
+def test_a_duration_is_shown_as_a_user_writes_it(seconds, shown):
+    assert format_duration(seconds) == shown
+    assert duration(shown) == seconds
+
+
+def test_defaults_are_shown_as_a_user_types_them_never_as_python():
+    shown = {s.flag: s.shown_default for s in OPTIONS}
+    assert shown["--job-timeout"] == "30m" and shown["--capacity-timeout"] == "15m"
+    assert shown["--artifacts-dir"] == "artifacts" and shown["--keep"] == "off"
+    assert shown["--procs-per-node"] == shown["--hang-after"] == "auto"
+    assert shown["--image"] == shown["--workload-env"] == shown["--fitness-warn"] == "none"
+    for flag, text in shown.items():
+        assert not re.search(r"None|\(\)|\{\}|frozenset|PosixPath|^\d+\.0$", text), f"{flag}: {text}"
+
+
+def test_procs_per_node_auto_is_the_default():
+    assert resolve({"procs_per_node": "auto"}, {}).job.procs_per_node is None
+    assert resolve({"procs_per_node": "4"}, {}).job.procs_per_node == 4
+
+
+def test_the_hang_bounds_are_auto_unless_given_and_then_passed_to_the_workload():
+    from rollcall.jobspec import HangBounds, JobSpec
+
+    assert resolve({}, {}).job.hang_bounds == HangBounds()
+    assert JobSpec("j", 1, 1).workload_argv() == ["--device", "cpu"]  # auto: the workload's own
+    o = resolve({"hang_after": "2m", "join_hang_after": "90"}, {"ROLLCALL_FIRST_STEP_HANG_AFTER": "auto"})
+    assert o.job.hang_bounds == HangBounds(120.0, None, 90.0)
+    spec = JobSpec("j", 1, 1, workload_args=("--epochs", "1"), hang_bounds=o.job.hang_bounds)
+    assert spec.workload_argv() == [
+        "--device",
+        "cpu",
+        "--hang-after=120",
+        "--join-hang-after=90",
+        "--epochs",
+        "1",
+    ]
+    monitor = spec.node_command(monitor_dir="/m", node_rank="0", master_addr="h")
+    assert monitor[monitor.index("--") - 1] == "--join-hang-after=90"  # the node's monitor waits in its steps
+
+
+def test_a_bound_set_twice_to_two_values_names_both_and_one_value_twice_is_fine():
+    with pytest.raises(OptionError) as exc:
+        resolve({"hang_after": "1m"}, {"ROLLCALL_WORKLOAD_ARGS": "--epochs 1 --hang-after 30"})
+    assert str(exc.value) == (
+        "--hang-after 1m (from --hang-after) and --hang-after 30 in the workload's arguments (from "
+        "ROLLCALL_WORKLOAD_ARGS: --epochs 1 --hang-after 30) set one bound twice; give it once: "
+        "--hang-after DURATION, or leave it to the workload's arguments"
+    )
+    with pytest.raises(OptionError, match=r"--join-hang-after 2m .* --join-hang-after 60 in the workload"):
+        resolve({"join_hang_after": "2m", "workload_args": "--join-hang-after=60"}, {})
+    same = resolve({"hang_after": "1m", "workload_args": "--hang-after 60"}, {})
+    assert same.job.hang_after == 60.0
+    mine = resolve({"workload_args": "--hang-after 60"}, {})  # auto: the workload's arguments say it
+    assert mine.job.hang_after is None and mine.job.workload_args == ("--hang-after", "60")
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "soon", "0s"])
+def test_a_bad_hang_bound_names_the_option_and_the_forms(value):
+    with pytest.raises(OptionError) as exc:
+        resolve({}, {"ROLLCALL_HANG_AFTER": value})
+    assert str(exc.value).startswith(f"invalid --hang-after value {value!r} (from ROLLCALL_HANG_AFTER): ")
+    assert "expected auto or a duration above 0" in str(exc.value)
+    assert str(exc.value).endswith("use --hang-after DURATION")
+
+
+def test_options_are_sections_each_a_typed_dataclass_of_its_own_module():
+    import dataclasses
+
+    from rollcall.options import SECTIONS, Options
+
+    assert [f.name for f in dataclasses.fields(Options)] == [g for g, _ in GROUPS] == list(SECTIONS)
+    for group, section in SECTIONS.items():
+        assert section.__module__ == f"rollcall.options.{group}", section
+        assert dataclasses.is_dataclass(section) and section.__dataclass_params__.frozen
+        hints = typing.get_type_hints(section)
+        assert all(spec.name in hints for spec in section.specs())
+
+
+def test_python_m_rollcall_options_prints_the_reference_docs_options_md_holds():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    done = subprocess.run(
+        [sys.executable, "-m", "rollcall.options", "--markdown"], capture_output=True, text=True, check=True
+    )
+    assert done.stdout == (Path(__file__).resolve().parents[2] / "docs" / "options.md").read_text()

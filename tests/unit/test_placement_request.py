@@ -77,7 +77,32 @@ def test_no_module_of_kubernetes_placement_imports_the_options():
     }]  # fmt: skip
     assert "rollcall.backends.kubernetes.discovery" in placement
     assert {m: "rollcall.options" for m in placement if "rollcall.options" in edges[m]} == {}
-    assert "rollcall.options" not in edges["rollcall.backends"]
+    assert not [m for m in placement if any(i.startswith("rollcall.options") for i in edges[m])]
+    assert not [i for i in edges["rollcall.backends"] if i.startswith("rollcall.options")]
+
+
+#: The section of the options each wing is given (besides how values are read: ``options.values``).
+SECTION_OF = {
+    "rollcall.backends.kubernetes": "rollcall.options.kubernetes",
+    "rollcall.backends.slurm": "rollcall.options.slurm",
+    "rollcall.backends.local": None,
+}
+
+
+def test_each_wing_imports_its_own_section_of_the_options_only():
+    edges = graph()
+    seen = set()
+    for module, imported in sorted(edges.items()):
+        wing = wing_of(module)
+        if wing is None:
+            continue
+        options = {i for i in imported if i == "rollcall.options" or i.startswith("rollcall.options.")}
+        allowed = {SECTION_OF[wing], "rollcall.options.values"}
+        assert options <= allowed, (
+            f"{module} imports {sorted(options - allowed)}: its wing is given {allowed}"
+        )
+        seen |= options
+    assert {"rollcall.options.kubernetes", "rollcall.options.slurm"} <= seen
 
 
 class Recording:

@@ -162,7 +162,13 @@ def test_bad_environment_value_is_a_usage_error(pytester, monkeypatch):
 def test_help_lists_every_option_with_its_env_var(pytester):
     res = pytester.runpytest("--help")
     res.stdout.fnmatch_lines(
-        ["*--procs-per-node=N*", "*ROLLCALL_PROCS_PER_NODE*", "*--workload-env=KEY=VALUE*"]
+        [
+            "*--procs-per-node=N*",
+            "*ROLLCALL_PROCS_PER_NODE*",
+            "*--backend={auto,kubernetes,local,slurm}*",
+            "*--job-timeout=DURATION*",
+            "*--workload-env=KEY=VALUE*",
+        ]
     )
 
 
@@ -291,9 +297,8 @@ def test_cleaned_after_the_deadline():
 
 def test_a_wedged_wait_ends_at_the_tests_own_deadline_which_the_failure_names(pytester, monkeypatch, request):
     monkeypatch.syspath_prepend(str(request.config.rootpath))
-    pytester.makeconftest(
-        SCRIPTED_CONFTEST + "\nimport rollcall.plugin\nrollcall.plugin.CLEAN_UP_MARGIN_S = 0.5\n"
-    )
+    pytester.makeconftest(SCRIPTED_CONFTEST)
+    monkeypatch.setattr("rollcall.suite.CLEAN_UP_MARGIN_S", 0.5)  # pytester runs in this process
     pytester.makepyfile(test_roll=WEDGED)
     monkeypatch.delenv("PYTEST_TIMEOUT", raising=False)
     res = pytester.runpytest("--job-timeout", "1", "--capacity-timeout", "1", "-p", "no:cacheprovider")
@@ -342,3 +347,60 @@ def test_left(rollcall):
     # with --keep nothing is cleaned up, so nothing is held against the session
     keep = project.runpytest("test_left.py", "--keep", "-p", "no:cacheprovider")
     assert keep.ret == pytest.ExitCode.OK
+
+
+MARKED_LONGER = """
+import pytest
+from conftest import PLAN
+
+@pytest.mark.rollcall(job_timeout_s=2)
+def test_marked(rollcall):
+    PLAN.append({"wedge": True})
+    rollcall()
+
+def test_called(rollcall):
+    PLAN.append({"wedge": True})
+    rollcall(job_timeout_s=2)
+"""
+
+
+def test_a_tests_own_longer_job_timeout_lengthens_its_deadline_marker_or_call(pytester, monkeypatch, request):
+    """A job timeout of the test's own, longer than --job-timeout, is not cut short at --job-timeout's."""
+    monkeypatch.syspath_prepend(str(request.config.rootpath))
+    pytester.makeconftest(SCRIPTED_CONFTEST)
+    monkeypatch.setattr("rollcall.suite.CLEAN_UP_MARGIN_S", 0.5)  # pytester runs in this process
+    pytester.makepyfile(test_roll=MARKED_LONGER)
+    monkeypatch.delenv("PYTEST_TIMEOUT", raising=False)
+    res = pytester.runpytest("--job-timeout", "0.5", "--capacity-timeout", "0.5", "-p", "no:cacheprovider")
+    res.assert_outcomes(failed=2)
+    out = res.stdout.str()
+    # 0.5s capacity + 2s of the test's own + 0.5s margin, not the 1.5s --job-timeout 0.5 would give
+    assert "Timeout (>1.5s)" not in out
+    res.stdout.fnmatch_lines(
+        [
+            "*the test's own deadline fired: 3s = --capacity-timeout 0.5s + the test's job_timeout_s 2s + 0.5s*",
+            "FAILED test_roll.py::test_marked - Failed: Timeout (>3.0s) from pytest-timeout*",
+            "FAILED test_roll.py::test_called - Failed: Timeout (>3.0s) from pytest-timeout*",
+        ]
+    )
+
+
+def test_the_header_states_the_runs_real_deadline(pytester, monkeypatch):
+    monkeypatch.delenv("PYTEST_TIMEOUT", raising=False)
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+    res = pytester.runpytest("--job-timeout", "20m", "--backend", "local", "-p", "no:cacheprovider")
+    res.stdout.fnmatch_lines(
+        [
+            "rollcall: deadline: each run ends at its job timeout (--job-timeout 20m, *); each roll-call test at "
+            "its own pytest-timeout, 2400s = --capacity-timeout 15m + --job-timeout 20m + 5m clean-up margin*"
+        ]
+    )
+    res = pytester.runpytest(
+        "--job-timeout", "20m", "--backend", "local", "--timeout", "600", "-p", "no:cacheprovider"
+    )
+    res.stdout.fnmatch_lines(
+        [
+            "rollcall: deadline: each run ends at its job timeout (--job-timeout 20m, *); pytest-timeout's 600s "
+            "(--timeout) ends each test first, before the 2400s a run may take*"
+        ]
+    )

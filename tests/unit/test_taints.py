@@ -18,16 +18,17 @@ UNFIT = Taint("rollcall/unfit", "NoSchedule", "true")
 
 
 def test_the_taint_takes_kubectls_syntax_from_the_flag_or_the_variable():
-    assert resolve({"taint_unfit": "rollcall/unfit=true:NoSchedule"}, {}).taint_unfit == UNFIT
+    assert resolve({"taint_unfit": "rollcall/unfit=true:NoSchedule"}, {}).recovery.taint_unfit == UNFIT
     env = resolve({}, {"ROLLCALL_TAINT_UNFIT": "example.com/bad:NoExecute"})
-    assert env.taint_unfit == Taint("example.com/bad", "NoExecute")
+    assert env.recovery.taint_unfit == Taint("example.com/bad", "NoExecute")
     assert env.sources["taint_unfit"] == "ROLLCALL_TAINT_UNFIT"
-    assert resolve({}, {}).taint_unfit is None  # never without the option
+    assert resolve({}, {}).recovery.taint_unfit is None  # never without the option
     assert (
-        str(UNFIT) == "rollcall/unfit=true:NoSchedule" and str(env.taint_unfit) == "example.com/bad:NoExecute"
+        str(UNFIT) == "rollcall/unfit=true:NoSchedule"
+        and str(env.recovery.taint_unfit) == "example.com/bad:NoExecute"
     )
     assert UNFIT.manifest() == {"key": "rollcall/unfit", "value": "true", "effect": "NoSchedule"}
-    assert env.taint_unfit is not None and env.taint_unfit.manifest() == {
+    assert env.recovery.taint_unfit is not None and env.recovery.taint_unfit.manifest() == {
         "key": "example.com/bad",
         "effect": "NoExecute",
     }

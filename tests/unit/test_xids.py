@@ -52,12 +52,12 @@ def test_an_xid_not_in_the_catalog_is_unknown():
 
 def test_the_option_moves_an_xid_and_leaves_the_others():
     options = resolve({"xid_class": ["31=hardware", "79=system,999=program"]}, environ={})
-    assert options.xid_class == {31: XidClass.HARDWARE, 79: XidClass.SYSTEM, 999: XidClass.PROGRAM}
+    assert options.judging.xid_class == {31: XidClass.HARDWARE, 79: XidClass.SYSTEM, 999: XidClass.PROGRAM}
     policy = criteria_of(options).xids
     assert policy.of(31).klass is XidClass.HARDWARE and policy.of(31).name == "GPU memory page fault"
     assert policy.of(79).klass is XidClass.SYSTEM and policy.of(999).klass is XidClass.PROGRAM
     assert policy.of(13).klass is XidClass.PROGRAM and policy.of(48).klass is XidClass.HARDWARE
-    assert resolve({}, environ={"ROLLCALL_XID_CLASS": "13=system"}).xid_class == {13: XidClass.SYSTEM}
+    assert resolve({}, environ={"ROLLCALL_XID_CLASS": "13=system"}).judging.xid_class == {13: XidClass.SYSTEM}
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,8 @@
 
 Every backend meets :class:`Backend`: it discovers once what each node offers (:class:`Placement`) for
 what the session asks (:class:`PlacementRequest`, built of the options by
-:func:`rollcall.suite.placement_request` alone), then launches jobs; tests never care which one ran. This
+:func:`rollcall.suite.placement_request` alone), then launches jobs; tests never care which one ran. Each
+is created from its own section of the options and the :class:`BackendSettings` every one shares. This
 module is the neutral contract: it imports no wing
 (:mod:`rollcall.backends.local`, :mod:`rollcall.backends.kubernetes`, :mod:`rollcall.backends.slurm`), and no
 wing imports another. A backend reports what it observed (:class:`JobStatus`: the job's end, terminations,
@@ -178,6 +179,30 @@ class PlacementRequest:
     check_device_plugins: bool = False
     capacity_timeout_s: float = 900.0
     trust_autoscaler: bool = False
+
+
+@dataclass(frozen=True)
+class BackendSettings:
+    """What every backend is given of the session besides its own options section, built in one place.
+
+    A wing reads its own section of the options (``rollcall.options.Options.kubernetes``, ``.slurm``) and
+    this; never the whole of the options (:func:`rollcall.suite.backend_settings` builds it).
+
+    Attributes:
+        image: the training image (``--image``), for backends that run one.
+        keep: leave what runs create in place (``--keep``).
+        unschedulable_grace_s: how long a pod (a Slurm job) may wait for a reason that cannot clear
+            (``--unschedulable-grace``).
+        taints: the session will taint the nodes a verdict names unfit (``--taint-unfit``): a backend that
+            checks its rights at session start checks that one too.
+        progress: where progress lines go (the terminal, through the plugin); None for silence.
+    """
+
+    image: str | None = None
+    keep: bool = False
+    unschedulable_grace_s: float = 60.0
+    taints: bool = False
+    progress: Callable[[str], None] | None = None
 
 
 @dataclass(frozen=True)

@@ -114,11 +114,11 @@ def test_a_job_on_a_type_with_floors_measures_at_their_size_and_the_users_own_si
 
 
 def test_min_busbw_is_auto_by_default_and_takes_gbps_or_auto():
-    assert DEFAULTS.min_busbw == "auto"
+    assert DEFAULTS.judging.min_busbw == "auto"
     assert criteria_of(DEFAULTS).busbw_floors and criteria_of(DEFAULTS).min_busbw is None
     given = criteria_of(resolve({"min_busbw": "12.5"}, environ={}))
     assert (given.min_busbw, given.busbw_floors) == (12.5, False)
-    assert resolve({}, environ={"ROLLCALL_MIN_BUSBW": "auto"}).min_busbw == "auto"
+    assert resolve({}, environ={"ROLLCALL_MIN_BUSBW": "auto"}).judging.min_busbw == "auto"
     with pytest.raises(OptionError, match=r"invalid --min-busbw value 'fast'.*or auto"):
         resolve({"min_busbw": "fast"}, environ={})
 

@@ -9,7 +9,7 @@ would be (each run creates its own, so none exists yet).
 
 An unreachable server raises :class:`Unreachable` naming its URL and the kubeconfig and context it came from;
 a right the server refuses raises :class:`Forbidden` naming the verb, the resource and the namespace, and
-pointing at ``manifests/rbac/``. Both are :class:`~rollcall.options.OptionError`: a usage error.
+pointing at ``manifests/rbac/``. Both are :class:`~rollcall.options.values.OptionError`: a usage error.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from kubernetes.client.exceptions import ApiException
 from rollcall.backends.kubernetes.kube import Kube, call, message_of
 from rollcall.backends.kubernetes.manifests import load
 from rollcall.backends.kubernetes.views import AccessReview
-from rollcall.options import OptionError, Options
+from rollcall.options.values import OptionError
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ CLUSTER_ROLE = "rbac/clusterrole.yaml"
 #: Resources without a namespace, and those the suite reads in every namespace at once.
 CLUSTER_SCOPED = frozenset({"nodes", "namespaces"})
 ALL_NAMESPACES = frozenset({"daemonsets"})
-#: Rights only some options need, by the option's field in :class:`~rollcall.options.Options`.
+#: Rights only some options need, by the option's name (``check_device_plugins``: ``--check-device-plugins``).
 ONLY_WITH = {("apps", "daemonsets"): "check_device_plugins"}
 #: Verbs of a resource only some options need (the others' verbs on it every run needs).
 VERBS_ONLY_WITH = {("", "nodes", "patch"): "taint_unfit", ("", "pods", "deletecollection"): "namespace"}
@@ -103,11 +103,13 @@ def rights(options: Iterable[str] = ()) -> list[Right]:
     return found
 
 
-def check(kube: Kube, namespace: str, options: Options) -> None:
-    """The server answers and grants every right a run in ``namespace`` needs (see the module docstring)."""
+def check(kube: Kube, namespace: str, options: Iterable[str] = ()) -> None:
+    """The server answers and grants every right a run in ``namespace`` needs (see the module docstring).
+
+    ``options`` are the options in use that need rights of their own (by name, as :data:`ONLY_WITH`).
+    """
     probe(kube)
-    optional = (*ONLY_WITH.values(), *VERBS_ONLY_WITH.values())
-    needed = rights(name for name in optional if getattr(options, name))
+    needed = rights(options)
     with ThreadPoolExecutor(max_workers=8) as pool:
         answers = list(pool.map(lambda r: _review(kube, r, namespace), needed))
     if None in answers:

@@ -33,7 +33,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from rollcall.backends import DiscoveryError, Placement, PlacementRequest, unusable_nodes
+from rollcall.backends import BackendSettings, DiscoveryError, Placement, PlacementRequest, unusable_nodes
 from rollcall.backends.kubernetes.access import check as check_access
 from rollcall.backends.kubernetes.capacity import Lookup
 from rollcall.backends.kubernetes.discovery import Discovery
@@ -64,7 +64,8 @@ from rollcall.backends.kubernetes.reaper import Claim, Ledger, release
 from rollcall.backends.kubernetes.views import View, items
 from rollcall.collect import Collector
 from rollcall.jobspec import JobSpec
-from rollcall.options import DEFAULTS, OptionError, Options
+from rollcall.options.kubernetes import KubernetesOptions
+from rollcall.options.values import OptionError
 
 __all__ = ["JobSettings", "KubernetesBackend", "KubernetesJob", "RollcallWarning"]
 
@@ -76,6 +77,8 @@ class KubernetesBackend:
     """Runs jobs on the cluster of a kubeconfig or in-cluster config.
 
     Attributes:
+        options: its section of the options.
+        session: what every backend is given of the session (the image, ``--keep``, ...).
         extras: labels and annotations added to the pods (tests use them to steer fake nodes).
         unschedulable_grace_s: how long a pod may stay Unschedulable before the run fails.
         cleanup_timeout_s: how long to wait for a namespace to be gone.
@@ -84,11 +87,12 @@ class KubernetesBackend:
     """
 
     kube: Kube
-    options: Options
+    options: KubernetesOptions
+    session: BackendSettings = field(default_factory=BackendSettings)
     name: str = "kubernetes"
     unit: str = "pod"
     extras: PodExtras = field(default_factory=PodExtras)
-    unschedulable_grace_s: float = DEFAULTS.unschedulable_grace
+    unschedulable_grace_s: float = BackendSettings.unschedulable_grace_s
     cleanup_timeout_s: float = CLEANUP_TIMEOUT_S
     drain_s: float = DRAIN_S
     progress: Callable[[str], None] | None = None
@@ -98,14 +102,14 @@ class KubernetesBackend:
     _ledger: Ledger | None = None
 
     @staticmethod
-    def check(options: Options) -> Kube:
+    def check(options: KubernetesOptions, session: BackendSettings) -> Kube:
         """Connect and check access, before anything is created; the client.
 
         A missing ``--image``, a bad kubeconfig or context, an unreachable API server and a right the server
         refuses each raise :class:`~rollcall.options.OptionError` naming the option and the fix
         (:mod:`.kubeconfig`, :mod:`.access`).
         """
-        if not options.image:
+        if not session.image:
             raise OptionError(
                 "the kubernetes backend needs --image IMAGE, the training image (see images/bert-training/); "
                 "or choose another with --backend"
@@ -115,21 +119,27 @@ class KubernetesBackend:
             options.kubeconfig, options.context, flag="--kubeconfig" if source == "default" else source
         )
         check_access(
-            kube, options.namespace or Names.new(options.namespace_prefix, "check").namespace, options
+            kube,
+            options.namespace or Names.new(options.namespace_prefix, "check").namespace,
+            needs(options, session),
         )
         return kube
 
     @classmethod
-    def from_options(
-        cls, options: Options, progress: Callable[[str], None] | None = None
-    ) -> KubernetesBackend:
+    def from_options(cls, options: KubernetesOptions, session: BackendSettings) -> KubernetesBackend:
         """Connect and check access (:meth:`check`), check ``--namespace``, sweep (``--sweep-older-than``).
 
         Raises :class:`OptionError` on bad input, and when ``--namespace`` (or its ``--service-account``)
         does not exist.
         """
-        kube = cls.check(options)
-        backend = cls(kube, options, progress=progress, unschedulable_grace_s=options.unschedulable_grace)
+        kube = cls.check(options, session)
+        backend = cls(
+            kube,
+            options,
+            session,
+            progress=session.progress,
+            unschedulable_grace_s=session.unschedulable_grace_s,
+        )
         backend.check_namespace()
         if options.sweep_older_than is not None:
             backend.sweep(options.sweep_older_than)
@@ -182,7 +192,7 @@ class KubernetesBackend:
         return JobSettings(
             kube=self.kube,
             unschedulable_grace_s=self.unschedulable_grace_s,
-            ledger=None if self.options.keep else self.ledger,
+            ledger=None if self.session.keep else self.ledger,
             capacity_timeout_s=self.options.capacity_timeout,
             arriving=self.arriving,
             cleanup_timeout_s=self.cleanup_timeout_s,
@@ -203,7 +213,7 @@ class KubernetesBackend:
         try:
             job.provision()
         except BaseException:
-            if self.options.keep:
+            if self.session.keep:
                 log.warning("--keep: leaving %s after a failed launch", job.claim)
             else:
                 try:
@@ -246,6 +256,16 @@ class KubernetesBackend:
             if delete_labelled(self.kube, namespace, f"{RUN_ID_LABEL}={run_id}"):
                 swept.append(str(Claim(namespace, run_id)))
         return swept
+
+
+def needs(options: KubernetesOptions, session: BackendSettings) -> list[str]:
+    """The options in use that need rights of their own (:mod:`.access`): by name."""
+    used = {
+        "check_device_plugins": options.check_device_plugins,
+        "namespace": options.namespace is not None,
+        "taint_unfit": session.taints,
+    }
+    return [name for name, on in used.items() if on]
 
 
 def _exists(read: Callable[..., Any], *args: str) -> bool:

@@ -85,7 +85,7 @@ from rollcall.backends.kubernetes.views import Event, Job, Node, Pod, items
 from rollcall.collect import Collector
 from rollcall.evidence.rootcause import Disruption
 from rollcall.jobspec import JobSpec
-from rollcall.options import DEFAULTS
+from rollcall.options.kubernetes import KubernetesOptions
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ class JobSettings:
     cleanup_timeout_s: float = CLEANUP_TIMEOUT_S
     drain_s: float = DRAIN_S
     progress: Callable[[str], None] | None = None
-    capacity_timeout_s: float = DEFAULTS.capacity_timeout
+    capacity_timeout_s: float = KubernetesOptions.capacity_timeout
     arriving: Lookup | None = None
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from rollcall.options import OptionError
+from rollcall.options.values import OptionError
 
 IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
 #: What a person can do about a kubeconfig that cannot be used.

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import copy
 import re
-import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 from kubernetes import client
@@ -25,9 +24,7 @@ from kubernetes import client
 from rollcall.backends.kubernetes.manifests import ManifestError, validate
 from rollcall.backends.kubernetes.views import View
 from rollcall.jobspec import manifests_dir
-
-if TYPE_CHECKING:
-    from rollcall.options import Options
+from rollcall.options.values import env_name
 
 Obj = dict[str, Any]
 
@@ -121,38 +118,24 @@ class Nightly:
     results_claim: str | None = None
 
 
-def suite_env(options: Options, cli: Mapping[str, Any], environ: Mapping[str, str]) -> dict[str, str]:
-    """The options the render was given (by flag or variable), as the variables the pod's suite reads.
+def suite_env(given: Mapping[str, str]) -> dict[str, str]:
+    """The variables the pod's suite reads, of the options the render was given (``ROLLCALL_*``: text).
 
-    Each keeps the text it was given in, so the suite in the pod parses it as the render did. A file the
-    render's machine holds cannot be read in the pod: ``--baseline`` is refused, naming the CronJob's own
-    baseline (the ConfigMap ``rollcall-baseline``).
+    ``given`` holds each option given to the render (by flag or variable) as its variable, in the text it
+    was given (:func:`rollcall.options.given_environment`), so the suite in the pod parses it as the render
+    did; those of :data:`NOT_PASSED` are left out. A file the render's machine holds cannot be read in the
+    pod: ``--baseline`` is refused, naming the CronJob's own baseline (the ConfigMap ``rollcall-baseline``).
     """
-    from rollcall.options import OPTIONS
-
-    env: dict[str, str] = {}
-    for spec in OPTIONS:
-        source = options.source(spec.name)
-        if source == "default" or spec.name in NOT_PASSED:
-            continue
-        if spec.name == "baseline":
-            raise ValueError(
-                f"--baseline {options.baseline}: a file of this machine is not in the CronJob's pod; "
-                "create the ConfigMap rollcall-baseline from it in the CronJob's namespace (kubectl create "
-                "configmap rollcall-baseline --from-file=baseline.json=FILE), which the pod reads, and "
-                "leave --baseline out"
-            )
-        if source == spec.env:
-            env[spec.env] = environ[spec.env]
-            continue
-        given = cli[spec.name]
-        if spec.switch:
-            env[spec.env] = "true"
-        elif spec.multiple:
-            env[spec.env] = shlex.join(given)
-        else:
-            env[spec.env] = str(given)
-    return env
+    baseline = given.get(env_name("--baseline"))
+    if baseline is not None:
+        raise ValueError(
+            f"--baseline {baseline}: a file of this machine is not in the CronJob's pod; "
+            "create the ConfigMap rollcall-baseline from it in the CronJob's namespace (kubectl create "
+            "configmap rollcall-baseline --from-file=baseline.json=FILE), which the pod reads, and "
+            "leave --baseline out"
+        )
+    left_out = {env_name(f"--{name.replace('_', '-')}") for name in NOT_PASSED}
+    return {name: value for name, value in given.items() if name not in left_out}
 
 
 def _documents(directory: Path) -> list[Obj]:

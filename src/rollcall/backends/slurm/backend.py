@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rollcall.backends import (
+    BackendSettings,
     CleanupError,
     DiscoveryError,
     JobState,
@@ -54,7 +55,7 @@ from rollcall.backends.slurm.script import Settings, render
 from rollcall.backends.slurm.state import JobInfo, Partition, SlurmError, SlurmNode, discover, srun_errors
 from rollcall.collect import Collector, LogSink
 from rollcall.jobspec import JobSpec
-from rollcall.options import Options
+from rollcall.options.slurm import SlurmOptions
 
 __all__ = ["SlurmBackend", "SlurmCommands", "SlurmError", "SlurmJob"]
 
@@ -78,7 +79,7 @@ class SlurmCommands:
 
     @classmethod
     def configured(cls, environ: Mapping[str, str] | None = None) -> SlurmCommands:
-        """The commands of the slurm.conf found; :class:`~rollcall.options.OptionError` when there is none."""
+        """The commands of the slurm.conf found; an :class:`~rollcall.options.values.OptionError` if none."""
         return cls(find_conf(environ).path)
 
     def __call__(self, argv: Sequence[str], timeout_s: float = 60.0) -> str:
@@ -126,9 +127,9 @@ class SlurmBackend:
     usable: list[str] | None = None
 
     @classmethod
-    def from_options(cls, options: Options, progress: Callable[[str], None] | None = None) -> SlurmBackend:
-        """The backend of the session's options."""
-        return cls(Settings.from_options(options), options.unschedulable_grace, progress=progress)
+    def from_options(cls, options: SlurmOptions, session: BackendSettings) -> SlurmBackend:
+        """The backend of its section of the options and what every backend is given."""
+        return cls(Settings.from_options(options), session.unschedulable_grace_s, progress=session.progress)
 
     def discover(self, request: PlacementRequest) -> Placement:
         """Read the nodes and partitions once and choose; :class:`DiscoveryError` when too few are usable."""

@@ -2,7 +2,7 @@
 
 Slurm's client commands read ``$SLURM_CONF``, else ``/etc/slurm/slurm.conf``; with neither they look their
 controller up in DNS (an SRV record), a query to the machine's resolver. :func:`find_conf` looks where they
-would, and refuses (:class:`~rollcall.options.OptionError`, a usage error) a session whose Slurm is not
+would, and refuses (:class:`~rollcall.options.values.OptionError`, a usage error) a session whose Slurm is not
 configured: no file, an unreadable one, or one naming no controller (no ``SlurmctldHost``, nor the older
 ``ControlMachine``, in it or a file it includes). Every Slurm command is then run with the file found as
 its ``SLURM_CONF``, so none of them falls back to DNS.
@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from rollcall.options import OptionError
+from rollcall.options.values import OptionError
 
 CONF_ENV = "SLURM_CONF"
 DEFAULT_CONF = Path("/etc/slurm/slurm.conf")

@@ -30,7 +30,7 @@ from rollcall.jobspec import (
     JobSpec,
     manifests_dir,
 )
-from rollcall.options import Options
+from rollcall.options.slurm import SlurmOptions
 from rollcall_workload import contract
 
 #: The workload script in this repository, for clusters that run it from a shared file system.
@@ -124,7 +124,7 @@ class Settings:
     margin_s: float = TIME_LIMIT_MARGIN_S
 
     @classmethod
-    def from_options(cls, options: Options) -> Settings:
+    def from_options(cls, options: SlurmOptions) -> Settings:
         """From ``--slurm-partition``, ``--slurm-account`` and ``--container-image``."""
         return cls(options.slurm_partition, options.slurm_account, options.container_image)
 

@@ -1,0 +1,169 @@
+"""How an option is declared: :class:`Spec`, :func:`option`, the groups, and :class:`Section`, their holder.
+
+Each section of the options (:data:`GROUPS`: the job, Kubernetes, Slurm, judging, baselines, recovery,
+reports) is a frozen dataclass of :class:`Section` whose every field is declared by :func:`option`: its flag,
+how to parse it, its default, its help. The rest is derived: the field's name and environment variable from
+the flag (``--job-timeout``: ``job_timeout``, ``ROLLCALL_JOB_TIMEOUT``), its ini key
+(``rollcall_job_timeout``: every option can live in the ini file unless its declaration says why not,
+``file=``), its group from its section, and how ``pytest --help`` and ``docs/options.md`` show it
+(:attr:`Spec.usage`, :attr:`Spec.shown_default`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from rollcall.options.values import Choice, attr_name, env_name, format_duration
+
+GroupName = Literal["job", "kubernetes", "slurm", "judging", "baselines", "recovery", "reports"]
+#: The option groups, in the order ``pytest --help`` and ``docs/options.md`` show them: name, title. Each
+#: is a section of :class:`rollcall.options.Options` of that name.
+GROUPS: tuple[tuple[GroupName, str], ...] = (
+    ("job", "the job: where it runs, its size, image, workload, hang bounds and deadlines"),
+    ("kubernetes", "Kubernetes: the cluster, the nodes, the pods' scheduling and capacity"),
+    ("slurm", "Slurm: the partition, account and container image"),
+    ("judging", "judging: throughput, stragglers, bus bandwidth, node fitness"),
+    ("baselines", "baselines: the release gate against past runs"),
+    ("recovery", "recovery: retries, isolating a bad node, tainting unfit ones"),
+    ("reports", "reports: artifacts, the live roll call, metrics"),
+)
+#: The metavar of every duration: it takes 90, 90s, 30m, 1h alike.
+DURATION = "DURATION"
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One option: its flag, how to parse it, its default and its help.
+
+    Attributes:
+        parse: turns the text given into the value (with ``multiple``, the tuple of words given).
+        metavar: what the flag takes, as ``--help`` shows it (a choice's are its choices).
+        multiple: repeatable on the command line; its variable (and ini key) holds shell-quoted words.
+        switch: a flag without a value (its variable and ini key read true/false).
+        group: the name of its group in :data:`GROUPS` (its section's).
+        file: why it cannot live in the ini file; empty: it can, as :attr:`ini_name`.
+        doc: the reference's fuller text (``docs/options.md``), where ``help`` is too short for it.
+        shown: the default as a user writes it, where the value is none (``auto``); else derived.
+    """
+
+    flag: str
+    parse: Callable[[Any], Any]
+    default: Any
+    help: str
+    metavar: str | None = None
+    multiple: bool = False
+    switch: bool = False
+    group: GroupName = "job"
+    file: str = ""
+    doc: str = ""
+    shown: str = ""
+
+    @property
+    def name(self) -> str:
+        """The field of its section holding it: ``--job-timeout`` is ``job_timeout``."""
+        return attr_name(self.flag)
+
+    @property
+    def env(self) -> str:
+        """The environment variable it also reads."""
+        return env_name(self.flag)
+
+    @property
+    def ini_name(self) -> str | None:
+        """The ini file's key it also reads (``rollcall_kubeconfig``), or None when it cannot live there."""
+        return None if self.file else "rollcall_" + self.name
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        """The values it takes, when they are a few words (``--backend``), else none."""
+        return self.parse.choices if isinstance(self.parse, Choice) else ()
+
+    @property
+    def placeholder(self) -> str | None:
+        """What ``--help`` shows it takes: ``{auto,on,off}``, ``N``, ``DURATION``; None for a switch."""
+        if self.switch:
+            return None
+        return "{" + ",".join(self.choices) + "}" if self.choices else self.metavar
+
+    @property
+    def usage(self) -> str:
+        """``--efa auto|on|off``, ``--nodes N``, ``--keep``: the flag and what it takes."""
+        if self.choices:
+            return f"{self.flag} {'|'.join(self.choices)}"
+        return f"{self.flag} {self.metavar}" if self.metavar else self.flag
+
+    @property
+    def shown_default(self) -> str:
+        """The default as a user writes it: ``2``, ``30m``, ``auto``, ``artifacts``, ``off``, ``none``."""
+        default = self.default
+        if self.switch:
+            return "off"
+        if self.shown:
+            return self.shown
+        if default is None or (not isinstance(default, int | float | Path) and not default):
+            return "none"
+        if isinstance(default, bool):
+            return "on" if default else "off"
+        if isinstance(default, int | float) and self.metavar == DURATION:
+            return format_duration(float(default))
+        if isinstance(default, float) and default.is_integer():
+            return str(int(default))
+        return str(default)
+
+    @property
+    def where(self) -> str:
+        """Where else it is read: ``env ROLLCALL_NODES; ini rollcall_nodes``, or why no ini key."""
+        ini = f"ini {self.ini_name}" if self.ini_name else f"no ini key: {self.file}"
+        return f"env {self.env}; {ini}"
+
+
+def option(
+    flag: str,
+    parse: Callable[[Any], Any],
+    default: Any,
+    help: str,
+    metavar: str | None = None,
+    *,
+    multiple: bool = False,
+    switch: bool = False,
+    file: str = "",
+    doc: str = "",
+    shown: str = "",
+) -> Any:
+    """Declare a field of a :class:`Section` as an option (see the module docstring)."""
+    spec = Spec(flag, parse, default, help, metavar, multiple, switch, "job", file, doc, shown)
+    if isinstance(default, dict):
+        return field(default_factory=lambda: dict(default), metadata={"option": spec})
+    return field(default=default, metadata={"option": spec})
+
+
+@dataclass(frozen=True, kw_only=True)
+class Section:
+    """One section of the options: a frozen dataclass of :func:`option` fields, and where each came from.
+
+    A section checks what its options say together in ``__post_init__`` (an :class:`OptionError`).
+    """
+
+    #: Its name in :data:`GROUPS`, the field of :class:`rollcall.options.Options` holding it.
+    GROUP: ClassVar[GroupName]
+    #: Where each option's value came from: its flag, its environment variable, ``ini rollcall_<name>``; an
+    #: option left at its default is not in it.
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    def source(self, name: str) -> str:
+        """Where option ``name``'s value came from: its flag, its variable, its ini key, or ``default``."""
+        return self.sources.get(name, "default")
+
+    def given(self, name: str) -> bool:
+        """Whether the user set option ``name`` (flag, variable or ini file), rather than its default."""
+        return self.source(name) != "default"
+
+    @classmethod
+    def specs(cls) -> tuple[Spec, ...]:
+        """Its options, in declaration order, each with its group."""
+        return tuple(
+            replace(f.metadata["option"], group=cls.GROUP) for f in fields(cls) if "option" in f.metadata
+        )

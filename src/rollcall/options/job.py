@@ -1,0 +1,230 @@
+"""The job's options: where it runs, its size, image, workload, the workload's hang bounds and deadlines."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+from rollcall.jobspec import (
+    DEFAULT_JOB_TIMEOUT_S,
+    AcceleratorChoice,
+    CacheVolume,
+    HangBounds,
+    check_args,
+    check_env,
+    check_image,
+    parse_compile_cache,
+)
+from rollcall.options.declare import DURATION, GroupName, Section, option
+from rollcall.options.values import (
+    Choice,
+    OptionError,
+    duration_or_auto,
+    env_pairs,
+    format_duration,
+    positive_duration,
+    shell_words,
+    switch,
+    whole,
+    whole_or_auto,
+)
+
+BackendChoice = Literal["auto", "kubernetes", "local", "slurm"]
+
+
+def workload_env(pairs: Sequence[str]) -> dict[str, str]:
+    """:func:`~rollcall.options.values.env_pairs`, each fault-injection variable checked by the workload."""
+    env = env_pairs(pairs)
+    check_env(env)
+    return env
+
+
+def workload_args(text: str) -> tuple[str, ...]:
+    """Shell words that the workload's own parser accepts."""
+    words = shell_words(text)
+    check_args(words)
+    return words
+
+
+_AUTO_BOUND = "auto: the workload's own default"
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobOptions(Section):
+    """What every backend runs: the layout asked for, the image, the workload, its bounds, the deadlines."""
+
+    GROUP: ClassVar[GroupName] = "job"
+
+    nodes: int = option("--nodes", whole(1), 2, "nodes (pods) to train on", "N")
+    procs_per_node: int | None = option(
+        "--procs-per-node",
+        whole_or_auto(1),
+        None,
+        "ranks per node; auto: the nodes' allocatable GPUs or NeuronCores, 1 on cpu",
+        "N",
+        shown="auto",
+        doc="ranks per node; `auto`: the nodes' allocatable GPUs or NeuronCores, 1 on cpu",
+    )
+    accelerator: AcceleratorChoice = option(
+        "--accelerator", Choice(AcceleratorChoice), "auto", "the device the ranks train on"
+    )
+    image: str | None = option(
+        "--image",
+        check_image,
+        None,
+        "the training image (required by the kubernetes backend)",
+        "IMAGE",
+        doc=(
+            "the training image (required by the kubernetes backend); a reference that no runtime would "
+            "accept is refused before anything is created"
+        ),
+    )
+    backend: BackendChoice = option(
+        "--backend",
+        Choice(BackendChoice),
+        "auto",
+        "where to run: auto = kubernetes when a kubeconfig or in-cluster config exists, else local; "
+        "slurm only when asked for",
+        doc=(
+            "auto: kubernetes when a kubeconfig or in-cluster config exists, else local (slurm only when "
+            "asked for); printed in the header and recorded in every report"
+        ),
+    )
+    job_timeout: float = option(
+        "--job-timeout",
+        positive_duration,
+        DEFAULT_JOB_TIMEOUT_S,
+        "how long the training job may run",
+        DURATION,
+        doc=(
+            "how long the training job may run (a test's `@pytest.mark.rollcall(job_timeout_s=...)` over "
+            "it); each roll-call test's own pytest-timeout is derived from it, and the header says so"
+        ),
+    )
+    hang_after: float | None = option(
+        "--hang-after",
+        duration_or_auto,
+        None,
+        "a rank whose step or phase does not complete within DURATION dumps its stacks and the run ends at "
+        f"the hang (the workload's --hang-after; {_AUTO_BOUND}, a multiple of the median step time)",
+        DURATION,
+        shown="auto",
+        doc=(
+            "a rank whose step or phase does not complete within it dumps its stacks, and the run ends at "
+            "the hang ([hangs.md](hangs.md)); passed to the workload as its `--hang-after`; `auto`: the "
+            "workload's own (a multiple of the median step time, with a floor); the same bound in "
+            "`--workload-args` with another value is refused"
+        ),
+    )
+    first_step_hang_after: float | None = option(
+        "--first-step-hang-after",
+        duration_or_auto,
+        None,
+        "the same until the first step (which compiles) completes (the workload's --first-step-hang-after; "
+        f"{_AUTO_BOUND}, by device)",
+        DURATION,
+        shown="auto",
+        doc=(
+            "`--hang-after` until the first step, which compiles, completes; passed to the workload as its "
+            "`--first-step-hang-after`; `auto`: the workload's own, by device (never below `--hang-after`)"
+        ),
+    )
+    join_hang_after: float | None = option(
+        "--join-hang-after",
+        duration_or_auto,
+        None,
+        "the same until the rank has joined the process group, so that a rank that never joins is named "
+        f"within it (the workload's --join-hang-after; {_AUTO_BOUND})",
+        DURATION,
+        shown="auto",
+        doc=(
+            "`--hang-after` until the rank has joined the process group: a rank that never joins is named "
+            "within it, a node whose ranks never say a word within twice it; passed to the workload (and "
+            "each node's monitor) as `--join-hang-after`; `auto`: the workload's own"
+        ),
+    )
+    compile_cache: CacheVolume | None = option(
+        "--compile-cache",
+        parse_compile_cache,
+        None,
+        "keep inductor's and Triton's caches (train.py --compile-cache) between runs in this volume: "
+        "host:/PATH (a directory of each node; local and slurm also take a plain /PATH) or nfs:SERVER:/PATH "
+        "(kubernetes only; e.g. an Amazon EFS file system, shared by all nodes)",
+        "host:/PATH|nfs:SERVER:/PATH",
+        doc=(
+            "keep inductor's and Triton's caches (`train.py --compile-cache`) between runs: on kubernetes"
+            " a directory of each node or an NFS export, mounted at `/var/cache/rollcall-compile-cache` "
+            "(the same mount rules as `--neuron-cache`); local and slurm take a directory (`/PATH` or "
+            "`host:/PATH`) as it is (slurm with `--container-image` mounts it into the image at the same "
+            "fixed path), NFS being refused there. Each rank's `throughput` says whether its compile came"
+            " from the cache (`compile_cache`: hit, miss or off, beside `compile_s`), shown in "
+            "`results.json`'s `compile_cache` and on the rank's tile"
+        ),
+    )
+    keep: bool = option(
+        "--keep",
+        switch,
+        False,
+        "leave namespaces, Jobs and processes in place for debugging",
+        switch=True,
+        file="a debugging switch of one session; pinned in a file, every run would leave its objects behind",
+    )
+    unschedulable_grace: float = option(
+        "--unschedulable-grace",
+        positive_duration,
+        60.0,
+        "how long a pod may stay Unschedulable (slurm: a job PENDING for a reason that cannot clear) "
+        "before the run fails with the scheduler's reason",
+        DURATION,
+    )
+    workload_env: dict[str, str] = option(
+        "--workload-env",
+        workload_env,
+        {},
+        "extra environment for the workload's processes (repeatable)",
+        "KEY=VALUE",
+        multiple=True,
+        doc=(
+            "extra environment for the workload (repeatable; the variable takes space-separated pairs); "
+            "the fault-injection variables (`ROLLCALL_FAIL_RANK=0,2`, `ROLLCALL_HANG_RANK=1`, ... see "
+            "[contract.md](contract.md)) are checked by the workload's own parsing before anything is "
+            "created"
+        ),
+    )
+    workload_args: tuple[str, ...] = option(
+        "--workload-args",
+        workload_args,
+        (),
+        "extra arguments for train.py, one shell-quoted string",
+        "ARGS",
+        doc=(
+            'extra arguments for `train.py`, e.g. `"--model large --seq-len 512 --compile"`; parsed by '
+            "`train.py`'s own parser before anything is created"
+        ),
+    )
+
+    def __post_init__(self) -> None:
+        check_bounds(self.hang_bounds, self.workload_args, self.source("workload_args"), self.sources)
+
+    @property
+    def hang_bounds(self) -> HangBounds:
+        """The hang and join bounds the workload is given (None of each: its own)."""
+        return HangBounds(self.hang_after, self.first_step_hang_after, self.join_hang_after)
+
+
+def check_bounds(
+    bounds: HangBounds, args: Sequence[str], args_from: str, sources: Mapping[str, str] | None = None
+) -> None:
+    """An :class:`OptionError` naming both when ``args`` (from ``args_from``) set a bound otherwise."""
+    conflicts = bounds.conflicts(args)
+    if not conflicts:
+        return
+    flag, (mine, theirs) = next(iter(conflicts.items()))
+    source = (sources or {}).get(flag.lstrip("-").replace("-", "_"), flag)
+    raise OptionError(
+        f"{flag} {format_duration(mine)} (from {source}) and {flag} {theirs:g} in the workload's arguments "
+        f"(from {args_from}: {shlex.join(args)}) set one bound twice; give it once: {flag} DURATION, or "
+        "leave it to the workload's arguments"
+    )

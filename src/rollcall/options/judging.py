@@ -1,0 +1,165 @@
+"""The judging options: throughput, stragglers, bus bandwidth, node fitness and the GPUs' events."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+from rollcall.evidence.fitness import (
+    EXPECT_KEYS,
+    RULE_NAMES,
+    DriftMode,
+    parse_expect,
+    parse_expect_files,
+    parse_rules,
+)
+from rollcall.evidence.xids import XidClass, parse_xid_classes
+from rollcall.options.declare import GroupName, Section, option
+from rollcall.options.values import Choice, fraction, positive_float
+
+
+def busbw_floor(text: str) -> float | Literal["auto"]:
+    """GB/s above 0, or ``auto``: the published floor of the nodes' instance type."""
+    if text.strip() == "auto":
+        return "auto"
+    try:
+        return positive_float(text)
+    except ValueError as exc:
+        raise ValueError(f"{exc}, or auto (the instance type's published floor)") from None
+
+
+@dataclass(frozen=True, kw_only=True)
+class JudgingOptions(Section):
+    """What a run is held to beyond the roll call itself (:func:`rollcall.gate.criteria_of` reads it)."""
+
+    GROUP: ClassVar[GroupName] = "judging"
+
+    min_throughput: float | None = option(
+        "--min-throughput",
+        positive_float,
+        None,
+        "fail ranks below this many samples/s",
+        "SAMPLES_PER_S",
+        doc="fail ranks slower than this",
+    )
+    straggler_ratio: float = option(
+        "--straggler-ratio",
+        fraction,
+        0.8,
+        "fail ranks whose throughput is below RATIO x the median of all ranks, or whose compute time per "
+        "step exceeds the median rank's by more than 1/RATIO (0: off)",
+        "RATIO",
+        doc=(
+            "fail ranks below RATIO x the median rank's throughput, or whose compute time per step "
+            "exceeds the median rank's by more than 1/RATIO (0: off)"
+        ),
+    )
+    min_busbw: float | Literal["auto"] = option(
+        "--min-busbw",
+        busbw_floor,
+        "auto",
+        "fail a node (or pair of nodes, or the world) whose all-reduce bus bandwidth is below GBPS; auto: "
+        "below the published floor of the nodes' instance type, where known (rollcall.evidence.floors)",
+        "GBPS",
+        doc=(
+            "fail a node, ring pair of nodes or the world whose all-reduce bus bandwidth is below GBPS "
+            "GB/s; `auto`: below the published floor of the run's instance type (one node over NVLink, "
+            "two or more over the fabric), where one is known (`evidence/floors.py`: each floor's source "
+            "and the message size it was published at), naming the group and the floor's source; on GPUs "
+            "the bandwidth phase then measures at the floor's size, up to 2 GiB"
+        ),
+    )
+    busbw_ratio: float = option(
+        "--busbw-ratio",
+        fraction,
+        0.5,
+        "fail a node whose all-reduce bus bandwidth is below RATIO x the median node's (0: off)",
+        "RATIO",
+        doc=(
+            "fail a node (or pair) whose bus bandwidth is below RATIO x the median node's (pair's) (0: off)"
+        ),
+    )
+    fitness_warn: frozenset[str] = option(
+        "--fitness-warn",
+        parse_rules,
+        frozenset(),
+        f"report a device breaking these fitness rules as a warning, not a failure ({', '.join(RULE_NAMES)})",
+        "RULE[,RULE...]",
+        multiple=True,
+        doc=(
+            "report a device that breaks these fitness rules as a warning, not a failure (repeatable; "
+            "rules in [fitness.md](fitness.md)); an unknown rule is refused, listing them"
+        ),
+    )
+    fitness_fail: frozenset[str] = option(
+        "--fitness-fail",
+        parse_rules,
+        frozenset(),
+        "fail a device breaking these fitness rules where the rule warns by default (gpu_in_use, ...)",
+        "RULE[,RULE...]",
+        multiple=True,
+        doc=(
+            "fail a device that breaks these fitness rules where the rule warns by default: "
+            "`neuron_ecc_corrected`, `gpu_in_use` (repeatable); --fitness-warn and --fitness-off win over it"
+        ),
+    )
+    fitness_off: frozenset[str] = option(
+        "--fitness-off",
+        parse_rules,
+        frozenset(),
+        "do not apply these fitness rules (the names --fitness-warn takes)",
+        "RULE[,RULE...]",
+        multiple=True,
+        doc="do not apply these fitness rules (repeatable)",
+    )
+    xid_class: dict[int, XidClass] = option(
+        "--xid-class",
+        parse_xid_classes,
+        {},
+        "move Xids between the classes of NVIDIA's Xid catalog: hardware (the GPU is unfit), program "
+        "(evidence beside the error of the rank on that GPU), system (a warning), e.g. 31=hardware",
+        "XID=CLASS[,XID=CLASS...]",
+        multiple=True,
+        doc=(
+            "move Xids between the classes of NVIDIA's Xid catalog (repeatable; classes in "
+            "[gpu-health.md](gpu-health.md)): `hardware` makes the GPU unfit, `program` is evidence beside "
+            "the error of the rank on that GPU, `system` a warning; a pair that is no XID=CLASS is refused"
+        ),
+    )
+    drift: DriftMode = option(
+        "--drift",
+        Choice(DriftMode),
+        "warn",
+        "what nodes that differ in a version (driver, CUDA, NCCL, kernel, torch ...) do: fail, warn or off",
+        doc=(
+            "nodes of one run whose driver, CUDA, NCCL, kernel, OS, Python, torch, transformers, Neuron, "
+            "libfabric, aws-ofi-nccl, kubelet or container-runtime versions differ are named "
+            "(`config_drift`); `fail` fails the run"
+        ),
+    )
+    expect: tuple[tuple[str, str], ...] = option(
+        "--expect",
+        parse_expect,
+        (),
+        f"fail the run when a node's fact does not match GLOB (repeatable; keys: {', '.join(EXPECT_KEYS)})",
+        "KEY=GLOB",
+        multiple=True,
+        doc=(
+            "the golden configuration: fail the run when a node's fact does not match the glob, or is "
+            "unknown (repeatable; keys in [fitness.md](fitness.md); an unknown key is refused, listing them)"
+        ),
+    )
+    expect_file: tuple[tuple[str, str], ...] = option(
+        "--expect-file",
+        parse_expect_files,
+        (),
+        "as --expect, one KEY=GLOB a line of FILE ('#' starts a comment; blank lines skipped; repeatable)",
+        "FILE",
+        multiple=True,
+        doc=(
+            "the golden configuration from a file, beside any `--expect`: one `KEY=GLOB` a line, `#` "
+            "starting a comment, blank lines skipped (repeatable); a malformed line or an unknown key is "
+            "refused, naming the file and the line (not `--expect @FILE`: pytest reads an `@FILE` "
+            "argument as its own file of arguments)"
+        ),
+    )

@@ -15,7 +15,7 @@ PYTEST_ARGS ?=
 
 PROFILE ?= trn1.32xlarge
 REAL ?= 0
-.PHONY: help setup lock lock-image lint test test-fast test-unit test-k8s-oldest contract-docs e2e e2e-local e2e-real xla-smoke bench bench-scale clean
+.PHONY: help setup lock lock-image lint test test-fast test-unit test-k8s-oldest contract-docs checks-docs e2e e2e-local e2e-real xla-smoke bench bench-scale clean
 .PHONY: cluster-build cluster-up cluster-down cluster-status e2e-slurm slurm-up slurm-down slurm-status
 
 help:
@@ -85,6 +85,10 @@ lint: setup
 # docs/contract.md, the rank-log contract's reference, generated from its records (a unit test holds it).
 contract-docs: setup
 	$(PY) -m rollcall_workload.contract --markdown > docs/contract.md
+
+# docs/checks.md, every check and kind of problem, generated from each check's declaration (a unit test holds it).
+checks-docs: setup
+	$(PY) -m rollcall.checks --markdown > docs/checks.md
 
 test-unit: setup
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)

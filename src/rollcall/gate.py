@@ -36,13 +36,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rollcall.backends import JobState
-from rollcall.checks.stragglers import Straggler
+from rollcall.checks.regressions import REGRESSION
+from rollcall.checks.stragglers import STRAGGLER, Straggler
 from rollcall.evidence.baseline import Baselines, ConfigKey, Entry, Figures, Regression
 from rollcall.evidence.fitness import FitnessPolicy
 from rollcall.evidence.perf import PerfReport
 from rollcall.evidence.reference import history_baselines
 from rollcall.evidence.xids import XidPolicy
-from rollcall.verdict import Criteria, Kind, Verdict
+from rollcall.verdict import Criteria, Verdict
 
 if TYPE_CHECKING:
     from rollcall.options import Options
@@ -117,11 +118,11 @@ class GateReport:
             figures=verdict.figures,
             workload=dict(verdict.workload),
             straggler_ratio=criteria.straggler_ratio,
-            stragglers=[s for p in verdict.of_kind(Kind.STRAGGLER) for s in p.detail],
+            stragglers=[s for p in verdict.of_kind(STRAGGLER) for s in p.detail],
             baseline_file=criteria.baseline_file,
             baseline=verdict.baseline,
             max_regression_pct=criteria.max_regression_pct if verdict.baseline else None,
-            regressions=[p.detail for p in verdict.of_kind(Kind.REGRESSION)],
+            regressions=[p.detail for p in verdict.of_kind(REGRESSION)],
             sound=attempt.status.state is JobState.SUCCEEDED and _sound(verdict),
             perf=verdict.perf_report,
         )
@@ -164,7 +165,7 @@ def criteria_of(options: Options) -> Criteria:
 
 def _sound(verdict: Verdict) -> bool:
     """No problem but regressions: the roll call itself was sound."""
-    return all(p.kind is Kind.REGRESSION for p in verdict.findings)
+    return all(p.kind is REGRESSION for p in verdict.findings)
 
 
 def write_baseline(path: str | Path, reports: Iterable[GateReport]) -> list[str]:

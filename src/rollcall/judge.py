@@ -2,91 +2,84 @@
 
 :func:`judge` gathers the :class:`~rollcall.checks.runview.RunView` once, runs every check of :data:`CHECKS`
 over it, gives each problem its owner (:mod:`rollcall.checks.blame`), and builds the verdict rank by rank. A
-check is a named predicate in a module of its own under :mod:`rollcall.checks` (``docs/architecture.md``
-lists which detects what); adding one is writing that module, its tests, and listing it here. A run
-``PASSED`` when no check found anything. A check may raise a problem as a warning (``Problem.warning``): the
-verdict keeps it in ``warnings``, where every report shows it, and it fails nothing.
+check is a named predicate in a module of its own under :mod:`rollcall.checks`, which declares it once
+(``CHECK``: what it detects, what it reads, the kinds of problem it declares with their rank state and owner;
+``docs/checks.md`` is generated from them); adding one is writing that module and its tests, and placing its
+name in :data:`ORDER`. A run ``PASSED`` when no check found anything. A check may raise a problem as a warning
+(``Problem.warning``): the verdict keeps it in ``warnings``, where every report shows it, and it fails
+nothing.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Iterable
 from dataclasses import replace
 
 from rollcall.checks.blame import blame
-from rollcall.checks.busbw_floors import busbw_floors
-from rollcall.checks.collective_mismatch import collective_mismatch
-from rollcall.checks.compute_stragglers import compute_stragglers
-from rollcall.checks.config_drift import config_drift
-from rollcall.checks.efa import efa
-from rollcall.checks.errors import errors
-from rollcall.checks.exited_nonzero import exited_nonzero
-from rollcall.checks.expectations import expectations
-from rollcall.checks.gpu_events import gpu_events
-from rollcall.checks.hangs import hangs
-from rollcall.checks.interrupted import interrupted
-from rollcall.checks.invalid_values import invalid_values
-from rollcall.checks.job_state import job_state
-from rollcall.checks.kernel_fallbacks import kernel_fallbacks
-from rollcall.checks.layout import layout
-from rollcall.checks.loss import loss
-from rollcall.checks.min_throughput import min_throughput
-from rollcall.checks.missing_events import missing_events
-from rollcall.checks.never_joined import never_joined
-from rollcall.checks.never_started import never_started
-from rollcall.checks.regressions import regressions
-from rollcall.checks.replica_divergence import replica_divergence
-from rollcall.checks.runview import Check, RunView
-from rollcall.checks.silent import silent
-from rollcall.checks.slow_links import slow_links
-from rollcall.checks.stragglers import stragglers
-from rollcall.checks.unexpected_ranks import unexpected_ranks
-from rollcall.checks.unfit_device import unfit_device
-from rollcall.checks.workload_version import workload_version
+from rollcall.checks.runview import Check, Predicate, RunView
 from rollcall.evidence import kernels
 from rollcall.evidence.proofs import digests_by_stage
 from rollcall.ranklog import RankReport, RollCall
-from rollcall.verdict import Criteria, Layout, Observed, RankResult, Verdict
+from rollcall.verdict import Criteria, Kind, Layout, Observed, RankResult, Verdict
 from rollcall_workload.contract import REQUIRED_EVENTS
 
-#: Every check, in the order their problems are listed.
-CHECKS: tuple[Check, ...] = (
-    workload_version,
-    gpu_events,
-    replica_divergence,
-    collective_mismatch,
-    interrupted,
-    never_started,
-    never_joined,
-    silent,
-    hangs,
-    errors,
-    exited_nonzero,
-    job_state,
-    efa,
-    missing_events,
-    unexpected_ranks,
-    invalid_values,
-    loss,
-    min_throughput,
-    layout,
-    stragglers,
-    compute_stragglers,
-    slow_links,
-    busbw_floors,
-    regressions,
-    unfit_device,
-    config_drift,
-    expectations,
-    kernel_fallbacks,
+#: Every check, in the order their problems are listed: each the module ``rollcall.checks.<name>``, which
+#: declares it once (its ``CHECK``).
+ORDER: tuple[str, ...] = (
+    "workload_version",
+    "gpu_events",
+    "replica_divergence",
+    "collective_mismatch",
+    "interrupted",
+    "never_started",
+    "never_joined",
+    "silent",
+    "hangs",
+    "errors",
+    "exited_nonzero",
+    "job_state",
+    "efa",
+    "missing_events",
+    "unexpected_ranks",
+    "invalid_values",
+    "loss",
+    "min_throughput",
+    "layout",
+    "stragglers",
+    "compute_stragglers",
+    "slow_links",
+    "busbw_floors",
+    "regressions",
+    "unfit_device",
+    "config_drift",
+    "expectations",
+    "kernel_fallbacks",
 )
 
+
+def declared(name: str) -> Check:
+    """The check the module ``rollcall.checks.<name>`` declares."""
+    check = getattr(importlib.import_module(f"rollcall.checks.{name}"), "CHECK", None)
+    if not isinstance(check, Check) or check.name != name:
+        raise TypeError(f"rollcall.checks.{name} declares no CHECK named {name!r}: {check!r}")
+    return check
+
+
+#: Every check, in :data:`ORDER`.
+CHECKS: tuple[Check, ...] = tuple(declared(name) for name in ORDER)
+
 #: The checks that need no job, only logs: what ``rollcall check-logs`` holds saved logs to.
-LOG_CHECKS: tuple[Check, ...] = (errors, missing_events, unexpected_ranks, invalid_values)
+LOG_CHECKS: tuple[Check, ...] = tuple(c for c in CHECKS if c.logs_only)
+
+#: Every kind of problem the checks declare, in their order (``isolated``, which no check raises, aside).
+KINDS: tuple[Kind, ...] = tuple(k for c in CHECKS for k in c.kinds)
 
 
-def judge(observed: Observed, criteria: Criteria | None = None, checks: Iterable[Check] = CHECKS) -> Verdict:
+def judge(
+    observed: Observed, criteria: Criteria | None = None, checks: Iterable[Predicate] = CHECKS
+) -> Verdict:
     """The verdict on what was ``observed``, held to ``criteria``: every check's problems, rank by rank."""
     run = RunView(observed, criteria or Criteria())
     raised = [replace(p, blame=blame(p)) for check in checks for p in check(run)]
@@ -150,4 +143,15 @@ def _finite(value: object) -> float | None:
     return None
 
 
-__all__ = ["CHECKS", "LOG_CHECKS", "Check", "RunView", "assess", "judge"]
+__all__ = [
+    "CHECKS",
+    "KINDS",
+    "LOG_CHECKS",
+    "ORDER",
+    "Check",
+    "Predicate",
+    "RunView",
+    "assess",
+    "declared",
+    "judge",
+]

@@ -430,8 +430,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     suite = config.stash.get(_SUITE, None)
     if not suite or not suite.records:
         return
+    from rollcall.checks.replica_divergence import REPLICA_DIVERGENCE
     from rollcall.reports import perf_summary, summary_table
-    from rollcall.verdict import Kind
 
     terminalreporter.section("rollcall")
     for line in summary_table(suite.records) + perf_summary(suite.records):
@@ -449,7 +449,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             )
         if record.result.passed:
             continue
-        for problem in verdict.of_kind(Kind.REPLICA_DIVERGENCE):  # a silent data corruption: the root cause
+        for problem in verdict.of_kind(REPLICA_DIVERGENCE):  # a silent data corruption: the root cause
             terminalreporter.write_line(f"{record.test_id}: {problem.message}")
         if verdict.root_cause is not None:
             terminalreporter.write_line(f"{record.test_id}: {verdict.root_cause.headline()}")

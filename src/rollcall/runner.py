@@ -38,16 +38,24 @@ from typing import Literal
 
 from rollcall import procs
 from rollcall.backends import Backend, CleanupError, ConfirmsLater, Job, JobState, JobStatus
+from rollcall.checks.compute_stragglers import COMPUTE_STRAGGLER
+from rollcall.checks.config_drift import CONFIG_DRIFT
+from rollcall.checks.expectations import EXPECTATION
+from rollcall.checks.regressions import REGRESSION
+from rollcall.checks.slow_links import SLOW_LINK
+from rollcall.checks.stragglers import STRAGGLER
+from rollcall.checks.unfit_device import UNFIT_DEVICE
+from rollcall.checks.workload_version import WORKLOAD_VERSION
 from rollcall.collect import Collector
 from rollcall.evidence import launchers, versions
 from rollcall.evidence.hangs import stop_reason
 from rollcall.evidence.rootcause import Disruption
 from rollcall.jobspec import JobSpec
-from rollcall.judge import CHECKS, Check, judge
+from rollcall.judge import CHECKS, Predicate, judge
 from rollcall.live.view import LiveRollCall, LiveView
 from rollcall.ranklog import RollCall
 from rollcall.torchrun import read_terminations
-from rollcall.verdict import Criteria, Kind, Layout, Observed, Verdict
+from rollcall.verdict import Criteria, Layout, Observed, Verdict
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +175,7 @@ def run_once(
     *,
     criteria: Criteria | None = None,
     keep: bool = False,
-    checks: Iterable[Check] = CHECKS,
+    checks: Iterable[Predicate] = CHECKS,
     live: LiveView | None = None,
 ) -> Attempt:
     """Provision the job, wait for it, collect every node's log, judge it against ``criteria``, clean up.
@@ -266,7 +274,7 @@ def _judged(
     started: float,
     started_at: float,
     live: LiveView | None,
-    checks: Iterable[Check],
+    checks: Iterable[Predicate],
     criteria: Criteria | None,
 ) -> Attempt:
     """The attempt, judged once from what the logs said and how the job ended."""
@@ -376,13 +384,13 @@ def run_with_retries(
 #: What only the release gate finds: a run that failed on these alone is not run again.
 GATE_KINDS = frozenset(
     {
-        Kind.STRAGGLER,
-        Kind.COMPUTE_STRAGGLER,
-        Kind.SLOW_LINK,
-        Kind.REGRESSION,
-        Kind.UNFIT_DEVICE,
-        Kind.CONFIG_DRIFT,
-        Kind.EXPECTATION,
+        STRAGGLER,
+        COMPUTE_STRAGGLER,
+        SLOW_LINK,
+        REGRESSION,
+        UNFIT_DEVICE,
+        CONFIG_DRIFT,
+        EXPECTATION,
     }
 )
 
@@ -395,7 +403,7 @@ def retriable(attempt: Attempt) -> bool:
     """
     if attempt.passed:
         return False
-    if attempt.verdict.of_kind(Kind.WORKLOAD_VERSION):  # the same image again would be refused again
+    if attempt.verdict.of_kind(WORKLOAD_VERSION):  # the same image again would be refused again
         return False
     if attempt.status.state is not JobState.SUCCEEDED:
         return True

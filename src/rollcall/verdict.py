@@ -30,7 +30,7 @@ from rollcall.collect import RANKS_JUNIT_FILE, REPORT_FILE, RESULTS_FILE
 from rollcall.evidence.baseline import Baselines, ConfigKey, Figures
 from rollcall.evidence.fitness import DriftMode, FitnessPolicy, NodeFacts, Unfit
 from rollcall.evidence.gpu_events import GpuEventSeen
-from rollcall.evidence.perf import PerfFigures, PerfReport, SlowGroup
+from rollcall.evidence.perf import ComputeStraggler, PerfFigures, PerfReport, SlowGroup
 from rollcall.evidence.rootcause import Analysis, Disruption
 from rollcall.evidence.xids import XidPolicy
 
@@ -109,89 +109,6 @@ _SEVERITY = {
 STALLED = (RankState.HUNG, RankState.WAITING, RankState.SILENT)
 #: The states of a rank that did not answer the roll call.
 UNANSWERED = frozenset({RankState.MISSING, RankState.WAITING, RankState.HUNG, RankState.SILENT})
-#: States a kind of problem of the same name puts its ranks in (``Kind.HUNG`` -> ``HUNG``); a kind added with
-#: one of these names (``silent``) takes its state without another entry.
-_NAMED_STATES = {s.value: s for s in (RankState.HUNG, RankState.WAITING, RankState.SILENT)}
-
-
-class Kind(enum.Enum):
-    """What sort of problem; the rank state it puts the ranks it names in is :attr:`rank_state`."""
-
-    ROOT_CAUSE = "root_cause"  # the first failure (and independent ones), named first
-    DISRUPTION = "disruption"  # the infrastructure took a pod away (the root cause): no rank failed
-    JOB = "job"  # the job did not succeed
-    EFA = "efa"  # EFA was requested and NCCL did not use it
-    MISSING_EVENT = "missing_event"
-    UNEXPECTED_RANK = "unexpected_rank"
-    ERROR = "error"
-    INVALID_VALUE = "invalid_value"
-    LAYOUT = "layout"
-    MIN_THROUGHPUT = "min_throughput"
-    STRAGGLER = "straggler"
-    COMPUTE_STRAGGLER = "compute_straggler"  # compute time per step above the median's by 1/--straggler-ratio
-    SLOW_LINK = "slow_link"  # a node, pair of nodes or the world below --min-busbw or --busbw-ratio
-    REGRESSION = "regression"
-    EXITED_NONZERO = "exited_nonzero"  # a rank answered the roll call, then exited non-zero (or by a signal)
-    #: A rank left before ``complete`` without an error (any status, 0 included), after the root cause.
-    LEFT_EARLY = "left_early"
-    HUNG = "hung"  # stalled past its --hang-after outside any collective (its stack says where)
-    WAITING = "waiting"  # stalled past its --hang-after inside a collective or barrier, waiting for others
-    #: No heartbeat and no progress past its bound plus the monitor's margin, its process alive (stopped,
-    #: frozen, in uninterruptible sleep): the node's monitor said so.
-    SILENT = "silent"
-    #: Never joined the process group while the others waited for it in init_process_group past their bound.
-    NEVER_JOINED = "never_joined"
-    #: A rank's parameters differ from the other replicas' (a silent data corruption), named first.
-    REPLICA_DIVERGENCE = "replica_divergence"
-    #: A rank received a result from the bandwidth phase's all-reduce that is not the exact sum.
-    COLLECTIVE_MISMATCH = "collective_mismatch"
-    LOSS = "loss"  # a loss that was not finite, or did not fall over a run long enough to learn
-    UNFIT_DEVICE = (
-        "unfit_device"  # a device's facts break a fitness rule (ECC, row remap, PCIe, clocks, power)
-    )
-    CONFIG_DRIFT = (
-        "config_drift"  # nodes of the run differ in a version (driver, CUDA, NCCL, kernel, torch ...)
-    )
-    EXPECTATION = "expectation"  # a node's fact does not match --expect KEY=GLOB (or is unknown)
-    ISOLATED = "isolated"  # --isolate: the node(s) failing alone or in every group holding them
-    #: A kernel of the workload's own failed its check on some ranks' GPUs: every rank trained without it.
-    KERNEL_FALLBACK = "kernel_fallback"
-    #: The image's workload is of another rank-log contract, or older than the suite's (named first).
-    WORKLOAD_VERSION = "workload_version"
-    #: The suite was interrupted (Ctrl-C, SIGTERM) before the job ended: each rank not done, as it stood then.
-    INTERRUPTED = "interrupted"
-    #: A GPU said something during the run that makes it no unfit device: an Xid of the catalog's system
-    #: class, one not in the catalog, or a program's own Xid no rank's error carries (a warning).
-    GPU_EVENT = "gpu_event"
-
-    @property
-    def rank_state(self) -> RankState:
-        """The state of a rank this kind of problem names (``SLOW`` for a kind without one of its own)."""
-        return _RANK_STATE.get(self) or _NAMED_STATES.get(self.value, RankState.SLOW)
-
-
-_RANK_STATE = {
-    Kind.ROOT_CAUSE: RankState.MISSING,
-    Kind.MISSING_EVENT: RankState.MISSING,
-    Kind.ERROR: RankState.MISSING,
-    Kind.INVALID_VALUE: RankState.MISSING,
-    Kind.MIN_THROUGHPUT: RankState.SLOW,
-    Kind.STRAGGLER: RankState.STRAGGLER,
-    Kind.COMPUTE_STRAGGLER: RankState.STRAGGLER,
-    Kind.SLOW_LINK: RankState.SLOW,
-    Kind.EXITED_NONZERO: RankState.FAILED,
-    Kind.LEFT_EARLY: RankState.MISSING,
-    Kind.NEVER_JOINED: RankState.MISSING,
-    Kind.REPLICA_DIVERGENCE: RankState.WRONG,
-    Kind.COLLECTIVE_MISMATCH: RankState.WRONG,
-    Kind.LOSS: RankState.WRONG,
-    Kind.WORKLOAD_VERSION: RankState.FAILED,
-    Kind.INTERRUPTED: RankState.MISSING,
-}
-
-
-#: The kinds that find a rank answered, but too slowly.
-TOO_SLOW = frozenset({Kind.STRAGGLER, Kind.COMPUTE_STRAGGLER, Kind.MIN_THROUGHPUT, Kind.SLOW_LINK})
 
 
 class Owner(enum.Enum):
@@ -231,6 +148,29 @@ class Blame:
     def line(self) -> str:
         """``the cluster's: an NCCL (GPU communication or network) error``."""
         return f"{self.owner.words}: {self.why}"
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What sort of problem: its name, the state it puts the ranks it names in, and whose it is.
+
+    Each kind is declared once, by the check that raises it (:class:`rollcall.checks.runview.Check`'s
+    ``kinds``; ``docs/checks.md`` lists them), or by the one module that raises a kind no check does
+    (``isolated``: :mod:`rollcall.isolation.probe`).
+    """
+
+    #: Its name, as every report and ``results.json`` say it (``hung``).
+    value: str
+    #: The state of a rank that a problem of this kind names (a rank is in the worst of its problems').
+    rank_state: RankState
+    #: Whose every problem of this kind is; None where it is placed problem by problem (an error by what it
+    #: says, a job's end by its reason: :mod:`rollcall.checks.blame`).
+    owner: Blame | None
+    #: The ranks it names answered, but too slowly (a straggler, below a throughput or bandwidth floor).
+    too_slow: bool = False
+
+    def __str__(self) -> str:
+        return self.value
 
 
 @dataclass(frozen=True)
@@ -387,7 +327,7 @@ class RankResult:
     @property
     def too_slow(self) -> bool:
         """Answered, but a straggler or below a throughput or bandwidth floor."""
-        return any(p.kind in TOO_SLOW for p in self.problems)
+        return any(p.kind.too_slow for p in self.problems)
 
 
 @dataclass(frozen=True)
@@ -516,8 +456,8 @@ class Verdict:
             straggler_ratio=c.straggler_ratio,
             min_busbw=c.min_busbw,
             busbw_ratio=c.busbw_ratio,
-            stragglers=tuple(s for p in self.of_kind(Kind.COMPUTE_STRAGGLER) for s in p.detail),
-            slow=tuple(p.detail for p in self.of_kind(Kind.SLOW_LINK) if isinstance(p.detail, SlowGroup)),
+            stragglers=tuple(s for p in self.findings if isinstance(p.detail, tuple) for s in _of(p.detail)),
+            slow=tuple(p.detail for p in self.findings if isinstance(p.detail, SlowGroup)),
         )
 
     def of_kind(self, kind: Kind) -> list[Problem]:
@@ -545,11 +485,10 @@ class Verdict:
 
 
 def _unfit(*problems: Problem) -> list[Unfit]:
-    """The unfit devices ``unfit_device`` problems among ``problems`` hold."""
-    return [
-        u
-        for p in problems
-        if p.kind is Kind.UNFIT_DEVICE and isinstance(p.detail, tuple)
-        for u in p.detail
-        if isinstance(u, Unfit)
-    ]
+    """The unfit devices ``problems`` hold (``unfit_device`` problems: their detail is the devices' rules)."""
+    return [u for p in problems if isinstance(p.detail, tuple) for u in p.detail if isinstance(u, Unfit)]
+
+
+def _of(detail: tuple[Any, ...]) -> list[ComputeStraggler]:
+    """The compute stragglers a problem's detail holds (``compute_straggler`` problems')."""
+    return [s for s in detail if isinstance(s, ComputeStraggler)]

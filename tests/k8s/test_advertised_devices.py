@@ -15,8 +15,8 @@ import uuid
 import pytest
 
 from rollcall.backends.kubernetes.kube import call
+from rollcall.checks.unfit_device import UNFIT_DEVICE
 from rollcall.jobspec import NEURONCORE_RESOURCE
-from rollcall.verdict import Kind
 from tests.waiting import wait_until
 
 from .conftest import TRN1
@@ -67,7 +67,7 @@ def test_a_node_advertising_fewer_neuroncores_than_its_type_is_named_at_discover
         ), progress
         assert not attempt.passed
         verdict = attempt.verdict
-        [problem] = verdict.of_kind(Kind.UNFIT_DEVICE)
+        [problem] = verdict.of_kind(UNFIT_DEVICE)
         assert (
             f"({short}): advertised_neuroncores={SHORT} advertised, its instance type {TRN1} has 32 "
             "NeuronCores (rule advertised_devices)" in problem.message

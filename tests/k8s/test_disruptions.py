@@ -21,8 +21,9 @@ from rollcall.backends import JobState
 from rollcall.backends.kubernetes.faults import index_of
 from rollcall.backends.kubernetes.kube import call
 from rollcall.backends.kubernetes.manifests import JOB_LABEL, PodExtras
+from rollcall.checks.errors import DISRUPTION, ROOT_CAUSE
+from rollcall.checks.job_state import JOB
 from rollcall.runner import Attempt, RunResult
-from rollcall.verdict import Kind
 from tests.cluster.controlplane import RUN_DURATION_ANNOTATION
 from tests.waiting import wait_until
 
@@ -92,12 +93,12 @@ def assert_disrupted(attempt: Attempt, pod: dict[str, Any], reasons: tuple[str, 
     assert attempt.status.state is JobState.FAILED and found is not None, message
     assert (found.pod, found.host, found.node) == (name, node, int(index_of(pod))), found
     assert found.reason in reasons, found
-    assert attempt.verdict.findings[0].kind is Kind.DISRUPTION, message
+    assert attempt.verdict.findings[0].kind is DISRUPTION, message
     assert attempt.verdict.problems[0].startswith(
         f"first failure: infrastructure disruption: pod {name} (index {index_of(pod)}) on node {node} was "
         f"disrupted ({found.reason})"
     ), message
-    assert not attempt.verdict.of_kind(Kind.ROOT_CAUSE) and not attempt.verdict.of_kind(Kind.JOB), message
+    assert not attempt.verdict.of_kind(ROOT_CAUSE) and not attempt.verdict.of_kind(JOB), message
     assert attempt.disruption == found
 
 

@@ -19,7 +19,8 @@ from rollcall.backends import DiscoveryError, JobState
 from rollcall.backends.kubernetes.kube import call
 from rollcall.backends.kubernetes.manifests import JOB_LABEL, MANAGED_BY, MANAGED_BY_LABEL, RUN_ID_LABEL
 from rollcall.backends.kubernetes.reaper import Claim
-from rollcall.verdict import Kind
+from rollcall.checks.efa import EFA as EFA_KIND
+from rollcall.checks.errors import ROOT_CAUSE
 from tests.cluster.controlplane import (
     INSTANCE_TYPE_LABEL,
     RUN_DURATION_ANNOTATION,
@@ -80,7 +81,7 @@ def test_a_rank_that_exits_0_early_is_named_first_from_its_own_exit_event(make_s
     assert attempt.status.state is JobState.SUCCEEDED, "nothing failed the Job itself"
     assert not attempt.passed
     first = attempt.verdict.findings[0]
-    assert first.kind is Kind.ROOT_CAUSE and set(first.ranks) == {33}, attempt.verdict.message()
+    assert first.kind is ROOT_CAUSE and set(first.ranks) == {33}, attempt.verdict.message()
     assert first.message.startswith(
         "first failure: rank 33 (node 1) left with exit code 0 after epoch_time of epoch 1 (in epoch 1 end), "
         f"before complete [pod {attempt.spec.name}-1-"
@@ -247,7 +248,7 @@ def test_efa_that_nccl_did_not_use_fails_the_run(make_suite, ensure_nodes, reque
     # the job itself succeeded: the backend reports what NCCL did, the judge's efa check fails the run
     assert attempt.status.state is JobState.SUCCEEDED and not attempt.passed
     assert attempt.status.efa is not None and attempt.status.efa.failed
-    assert [p.kind for p in attempt.verdict.findings] == [Kind.EFA]
+    assert [p.kind for p in attempt.verdict.findings] == [EFA_KIND]
     reason = attempt.verdict.problems[0]
     assert "EFA was requested but NCCL did not use it on 2 pod(s)" in reason
     # the pods' own NCCL lines say what was missing, and the fix

@@ -12,8 +12,8 @@ import pytest
 
 from rollcall.backends.kubernetes.kube import call
 from rollcall.backends.kubernetes.taints import taint_nodes
+from rollcall.checks.unfit_device import UNFIT_DEVICE
 from rollcall.jobspec import Taint
-from rollcall.verdict import Kind
 from tests.cluster.controlplane import INSTANCE_TYPE_LABEL
 
 from .conftest import TRN1
@@ -56,7 +56,7 @@ def test_a_fitness_failure_taints_exactly_the_unfit_node(
         verdict = record.result.last.verdict
 
         assert not record.result.passed
-        assert verdict.of_kind(Kind.UNFIT_DEVICE), verdict.problems
+        assert verdict.of_kind(UNFIT_DEVICE), verdict.problems
         assert len(verdict.unfit_nodes) == 1, verdict.unfit_nodes
         bad = verdict.unfit_nodes[0]
         assert bad in names

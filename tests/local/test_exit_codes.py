@@ -11,9 +11,11 @@ from pathlib import Path
 
 from rollcall.backends import JobState
 from rollcall.backends.local import LocalBackend
+from rollcall.checks.errors import ROOT_CAUSE
+from rollcall.checks.exited_nonzero import EXITED_NONZERO
 from rollcall.jobspec import JobSpec
 from rollcall.runner import run_once
-from rollcall.verdict import Kind, RankState
+from rollcall.verdict import RankState
 from tests.local import e2e
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,7 +47,7 @@ def test_a_rank_that_exits_1_after_its_roll_call_is_named_in_every_report(tmp_pa
     assert test["root_cause"]["termination"]["rank"] == 0
     assert test["root_cause"]["termination"]["exit_code"] == 1
     assert test["failed_ranks"] == {"0": ["exited with code 1 after answering the roll call"]}
-    assert [f["ranks"] for f in test["findings"] if f["kind"] == Kind.EXITED_NONZERO.value] == [[0]]
+    assert [f["ranks"] for f in test["findings"] if f["kind"] == EXITED_NONZERO.value] == [[0]]
 
     suite = ET.parse(artifacts / "ranks.junit.xml").getroot().find("testsuite")
     assert suite is not None and suite.get("tests") == "4" and suite.get("failures") == "1"
@@ -55,7 +57,7 @@ def test_a_rank_that_exits_1_after_its_roll_call_is_named_in_every_report(tmp_pa
     page = Cells()
     page.feed((artifacts / "report.html").read_text())
     assert page.cells[0]["data-state"] == RankState.FAILED.value
-    assert Kind.EXITED_NONZERO.value in page.cells[0]["data-kinds"].split()
+    assert EXITED_NONZERO.value in page.cells[0]["data-kinds"].split()
     assert "named" in page.cells[0]["class"].split()
     assert {r: c["data-state"] for r, c in page.cells.items() if r} == {1: "ok", 2: "ok", 3: "ok"}
 
@@ -102,7 +104,7 @@ def test_a_rank_that_leaves_with_0_after_its_first_epoch_is_the_root_cause_ahead
     assert (left["rank"], left["node"], left["exit_code"], left["said"]) == (3, 1, 0, True)
     assert (left["last_event"], left["phase"]) == ("epoch_time of epoch 1", "epoch 1 end")
     root = test["findings"][0]
-    assert root["kind"] == Kind.ROOT_CAUSE.value and root["ranks"] == [3]
+    assert root["kind"] == ROOT_CAUSE.value and root["ranks"] == [3]
 
     page = Cells()
     page.feed((artifacts / "report.html").read_text())

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from rollcall.verdict import Kind
+from rollcall.checks.expectations import EXPECTATION
 from tests.local import e2e
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,7 +35,7 @@ def test_each_nodes_facts_are_recorded_and_expect_fails_naming_the_real_version_
         assert n["facts"]["python"].startswith("3.") and n["facts"]["kernel"] and n["facts"]["host"]
         assert n["unknown"]["nvml"] == "no NVML: device is cpu"
         assert n["devices"] == [] and n["verdict"] == "fit"
-    assert {f["kind"] for f in test["findings"]} == {Kind.EXPECTATION.value}  # python=3.* matched
+    assert {f["kind"] for f in test["findings"]} == {EXPECTATION.value}  # python=3.* matched
     assert test["failed_ranks"] == {} and test["unfit_nodes"] == []
     assert not (artifacts / "unfit-nodes.txt").exists()
 

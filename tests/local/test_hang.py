@@ -15,9 +15,9 @@ import time
 from rollcall import procs
 from rollcall.backends import JobState
 from rollcall.backends.local import LocalBackend
+from rollcall.checks.hangs import HUNG, WAITING
 from rollcall.jobspec import JobSpec
 from rollcall.runner import Attempt, run_once
-from rollcall.verdict import Kind
 from tests.waiting import wait_until
 
 HANG_AFTER_S = 5
@@ -53,10 +53,10 @@ def test_a_hung_rank_is_named_where_it_sleeps_and_the_job_ends_at_the_hang(tmp_p
     assert ended_after <= 2 * HANG_AFTER_S + CLEAN_UP_S, (ended_after, attempt.verdict.message())
     verdict = attempt.verdict
     first = verdict.findings[0]
-    assert first.kind is Kind.HUNG and set(first.ranks) == {1}, verdict.message()
+    assert first.kind is HUNG and set(first.ranks) == {1}, verdict.message()
     assert first.message.startswith("rank 1 (node 0, log node-0) hung in a sleep, not in a collective")
     assert "in _maybe_inject_fault: time.sleep(3600)" in first.message, first.message
-    (waiting,) = verdict.of_kind(Kind.WAITING)
+    (waiting,) = verdict.of_kind(WAITING)
     assert waiting.message == "ranks 0, 2-3 waiting in a collective (barrier) for the hung rank", (
         verdict.message()
     )

@@ -28,12 +28,15 @@ import pytest
 from rollcall import procs
 from rollcall.backends import JobState
 from rollcall.backends.local import LocalBackend
+from rollcall.checks.hangs import HUNG, WAITING
+from rollcall.checks.never_joined import NEVER_JOINED
+from rollcall.checks.never_started import NEVER_STARTED
+from rollcall.checks.silent import SILENT
 from rollcall.evidence.hangs import FAULTHANDLER_NOTE, NeverJoined, Stall
 from rollcall.evidence.launchers import NeverStarted
 from rollcall.jobspec import JobSpec
 from rollcall.ranklog import Silence
 from rollcall.runner import Attempt, run_once
-from rollcall.verdict import Kind
 from rollcall_workload.monitor import POLL_S, SILENT_MARGIN_S
 from rollcall_workload.watchdog import FAULTHANDLER_MARGIN_S
 
@@ -72,7 +75,7 @@ def test_a_rank_holding_the_gil_in_c_is_named_hung_from_the_stack_faulthandler_t
     attempt = _run(tmp_path, "gil-held", "ROLLCALL_GIL_RANK")
     verdict = attempt.verdict
     first = verdict.findings[0]
-    assert first.kind is Kind.HUNG and set(first.ranks) == {1}, verdict.message()
+    assert first.kind is HUNG and set(first.ranks) == {1}, verdict.message()
     assert first.message.startswith("rank 1 (node 0, log node-0) hung in a sleep, not in a collective")
     assert FAULTHANDLER_NOTE in first.message and "run.py:" in first.message, first.message
     assert "in hold_the_gil: libc.sleep(seconds)" in first.message, first.message
@@ -80,7 +83,7 @@ def test_a_rank_holding_the_gil_in_c_is_named_hung_from_the_stack_faulthandler_t
     assert isinstance(stall, Stall) and stall.dump.source == "faulthandler"
     assert stall.dump.stalled_s is not None
     assert stall.dump.stalled_s <= HANG_AFTER_S + FAULTHANDLER_MARGIN_S + SLACK_S < JOB_TIMEOUT_S
-    (waiting,) = verdict.of_kind(Kind.WAITING)
+    (waiting,) = verdict.of_kind(WAITING)
     assert waiting.message == "ranks 0, 2-3 waiting in a collective (barrier) for the hung rank"
     assert "rank(s) 1 hung" in attempt.status.reason
 
@@ -89,7 +92,7 @@ def test_a_stopped_rank_is_named_silent_with_its_process_stopped(tmp_path):
     attempt = _run(tmp_path, "stopped-rank", "ROLLCALL_STOP_RANK")
     verdict = attempt.verdict
     first = verdict.findings[0]
-    assert first.kind is Kind.SILENT and set(first.ranks) == {1}, verdict.message()
+    assert first.kind is SILENT and set(first.ranks) == {1}, verdict.message()
     assert first.message.startswith("rank 1 (node 0, log node-0) silent: no heartbeat for "), first.message
     assert first.message.endswith("is stopped (T)"), first.message
     silence = first.detail
@@ -97,7 +100,7 @@ def test_a_stopped_rank_is_named_silent_with_its_process_stopped(tmp_path):
     assert silence.stalled_s is not None and silence.heartbeat_s is not None
     assert HANG_AFTER_S + SILENT_MARGIN_S < silence.heartbeat_s <= silence.stalled_s
     assert silence.stalled_s <= HANG_AFTER_S + SILENT_MARGIN_S + SLACK_S < JOB_TIMEOUT_S
-    (waiting,) = verdict.of_kind(Kind.WAITING)
+    (waiting,) = verdict.of_kind(WAITING)
     assert waiting.message == "ranks 0, 2-3 waiting in a collective (barrier) for the silent rank"
     assert not verdict.ranks[1].answered and verdict.ranks[1].notes[0].startswith("silent: process stopped")
     assert attempt.status.reason.startswith("rank(s) 1 silent (process stopped)")
@@ -107,7 +110,7 @@ def test_a_rank_that_never_joins_the_process_group_is_named_within_the_join_boun
     attempt = _run(tmp_path, "never-joined", "ROLLCALL_NO_JOIN_RANK")
     verdict = attempt.verdict
     first = verdict.findings[0]
-    assert first.kind is Kind.NEVER_JOINED and set(first.ranks) == {1}, verdict.message()
+    assert first.kind is NEVER_JOINED and set(first.ranks) == {1}, verdict.message()
     found = first.detail
     assert isinstance(found, NeverJoined) and found.waiting == (0, 2, 3) and found.waited_s is not None
     assert JOIN_AFTER_S <= found.waited_s <= JOIN_AFTER_S + SLACK_S < JOB_TIMEOUT_S
@@ -115,7 +118,7 @@ def test_a_rank_that_never_joins_the_process_group_is_named_within_the_join_boun
         f"rank 1 (node 0) never joined; ranks 0, 2-3 waited {found.waited_s:.0f}s in init_process_group"
     )
     assert attempt.status.reason.startswith("rank 1 never joined; ranks 0, 2-3 waited")
-    hung = verdict.of_kind(Kind.HUNG)
+    hung = verdict.of_kind(HUNG)
     assert [set(p.ranks) for p in hung] == [{1}] and "--join-hang-after" in hung[0].message
 
 
@@ -123,7 +126,7 @@ def test_a_node_whose_ranks_never_say_a_word_is_named_within_the_join_bound(tmp_
     attempt = _run(tmp_path, "hung-node", "ROLLCALL_HANG_NODE")
     verdict = attempt.verdict
     first = verdict.findings[0]
-    assert first.kind is Kind.NEVER_JOINED and set(first.ranks) == {2, 3}, verdict.message()
+    assert first.kind is NEVER_JOINED and set(first.ranks) == {2, 3}, verdict.message()
     found = first.detail
     assert isinstance(found, NeverJoined) and found.waiting == (0, 1) and found.unheard == (2, 3)
     assert found.waited_s is not None and 2 * JOIN_AFTER_S - 1 <= found.waited_s <= 2 * JOIN_AFTER_S + SLACK_S
@@ -142,7 +145,7 @@ def test_a_node_that_never_starts_its_launcher_is_named_within_twice_the_join_bo
     attempt = _run(tmp_path, "no-launch", "ROLLCALL_NO_LAUNCH_NODE", rdzv_timeout_s=300)
     verdict = attempt.verdict
     first = verdict.findings[0]
-    assert first.kind is Kind.NEVER_JOINED and set(first.ranks) == {2, 3}, verdict.message()
+    assert first.kind is NEVER_STARTED and set(first.ranks) == {2, 3}, verdict.message()
     found = first.detail
     assert isinstance(found, NeverStarted) and found.missing == (1,) and found.waiting == (0,), found
     assert found.stuck == () and found.named == (1,)

@@ -12,9 +12,9 @@ import pytest
 
 from rollcall.backends import JobState
 from rollcall.backends.local import LocalBackend
+from rollcall.checks.workload_version import WORKLOAD_VERSION as WORKLOAD_VERSION_KIND
 from rollcall.jobspec import JobSpec
 from rollcall.runner import run_once
-from rollcall.verdict import Kind
 from rollcall_workload.contract import CONTRACT_VERSION, WORKLOAD_VERSION
 
 OLD_WORKLOAD = textwrap.dedent(
@@ -39,7 +39,7 @@ def test_an_image_older_than_the_suite_is_refused_at_its_start_naming_both_versi
     assert attempt.status.state is not JobState.SUCCEEDED
     assert "ended at its start" in attempt.status.reason, attempt.status  # not at the job's timeout
     first = attempt.verdict.findings[0]
-    assert first.kind is Kind.WORKLOAD_VERSION, attempt.verdict.message()
+    assert first.kind is WORKLOAD_VERSION_KIND, attempt.verdict.message()
     assert sorted(first.ranks) == [0, 1]
     assert "a workload from before versions were stated (rank-log contract 1)" in first.message
     assert f"this suite reads workload {WORKLOAD_VERSION} (contract {CONTRACT_VERSION})" in first.message

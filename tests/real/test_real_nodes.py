@@ -23,8 +23,14 @@ import pytest
 from rollcall.backends import JobState
 from rollcall.backends.kubernetes.kube import call
 from rollcall.backends.kubernetes.manifests import JOB_LABEL, MANAGED_BY, MANAGED_BY_LABEL
+from rollcall.checks.collective_mismatch import COLLECTIVE_MISMATCH
+from rollcall.checks.errors import DISRUPTION, ROOT_CAUSE
+from rollcall.checks.exited_nonzero import EXITED_NONZERO
+from rollcall.checks.hangs import HUNG, WAITING
+from rollcall.checks.replica_divergence import REPLICA_DIVERGENCE
+from rollcall.checks.silent import SILENT
+from rollcall.isolation.probe import ISOLATED
 from rollcall.ranklog import RollCall, Silence
-from rollcall.verdict import Kind
 from rollcall_workload.monitor import SILENT_MARGIN_S
 from tests.cluster.controlplane import REPO_ROOT, cluster_sh
 from tests.k8s.conftest import suite_namespaces
@@ -222,7 +228,7 @@ def test_a_rank_that_exits_non_zero_after_its_roll_call_is_named_with_its_code(m
     attempt, _ = run(suite, request)
 
     assert attempt.status.state is JobState.FAILED, message(attempt)
-    (exited,) = attempt.verdict.of_kind(Kind.EXITED_NONZERO)
+    (exited,) = attempt.verdict.of_kind(EXITED_NONZERO)
     assert set(exited.ranks) == {3}, message(attempt)
     assert exited.message.startswith("first failure: rank 3"), exited.message
     assert "exited with code 1 after answering the roll call" in exited.message
@@ -242,7 +248,7 @@ def test_a_rank_that_exits_0_early_is_named_first_with_its_code_and_phase(make_s
     attempt, took = run(suite, request)
 
     assert not attempt.passed, message(attempt)
-    (root,) = attempt.verdict.of_kind(Kind.ROOT_CAUSE)
+    (root,) = attempt.verdict.of_kind(ROOT_CAUSE)
     assert attempt.verdict.findings[0] is root, message(attempt)
     assert set(root.ranks) == {3} and root.message.startswith(
         "first failure: rank 3 (node 1) left with exit code 0 after epoch_time of epoch 1 (in epoch 1 end), "
@@ -259,7 +265,7 @@ def test_a_replica_corrupted_on_one_rank_is_named_first_as_a_divergence(make_sui
     attempt, _ = run(suite, request)
 
     first = attempt.verdict.findings[0]
-    assert first.kind is Kind.REPLICA_DIVERGENCE and set(first.ranks) == {3}, message(attempt)
+    assert first.kind is REPLICA_DIVERGENCE and set(first.ranks) == {3}, message(attempt)
     assert first.message.startswith("replica divergence (silent data corruption): rank 3 (node 1)"), (
         first.message
     )
@@ -273,7 +279,7 @@ def test_a_collective_corrupted_on_one_rank_names_the_rank_and_its_node(make_sui
     )
     attempt, _ = run(suite, request)
 
-    wrong = attempt.verdict.of_kind(Kind.COLLECTIVE_MISMATCH)
+    wrong = attempt.verdict.of_kind(COLLECTIVE_MISMATCH)
     assert wrong and all(set(p.ranks) <= {1} for p in wrong), message(attempt)
     assert any("rank 1 (node 0) received" in p.message for p in wrong), message(attempt)
 
@@ -301,10 +307,10 @@ def test_a_hung_rank_is_named_from_its_stack_and_the_run_ends_at_the_hang(make_s
 
     assert attempt.status.state is JobState.STOPPED, message(attempt)
     first = attempt.verdict.findings[0]
-    assert first.kind is Kind.HUNG and set(first.ranks) == {1}, message(attempt)
+    assert first.kind is HUNG and set(first.ranks) == {1}, message(attempt)
     assert first.message.startswith(f"rank 1 (node 0, pod {attempt.spec.name}-0"), first.message
     assert "hung in a sleep" in first.message and "_maybe_inject_fault: time.sleep(3600)" in first.message
-    (waiting,) = attempt.verdict.of_kind(Kind.WAITING)
+    (waiting,) = attempt.verdict.of_kind(WAITING)
     assert waiting.message == "ranks 0, 2-3 waiting in a collective (barrier) for the hung rank"
     assert took < 300, took  # start-up, the first epoch, 2 x --hang-after and clean-up: not the 600 s
 
@@ -365,8 +371,8 @@ def test_a_frozen_container_is_named_silent_within_its_bound(
     assert "frozen" in seen and "cleanup" in seen, (seen, message(attempt))
     assert attempt.status.state is JobState.STOPPED, message(attempt)
     first = attempt.verdict.findings[0]
-    silent = attempt.verdict.of_kind(Kind.SILENT)
-    assert first.kind is Kind.SILENT and {r for p in silent for r in p.ranks} == {2, 3}, message(attempt)
+    silent = attempt.verdict.of_kind(SILENT)
+    assert first.kind is SILENT and {r for p in silent for r in p.ranks} == {2, 3}, message(attempt)
     for problem in silent:
         (r,) = problem.ranks
         assert problem.message.startswith(f"rank {r} (node 1, pod {attempt.spec.name}-1"), problem.message
@@ -465,7 +471,7 @@ def test_a_namespace_deleted_under_the_run_is_named_as_deleted(make_suite, kube,
     assert found is not None and found.deleted_under_run and found.kind == "namespace", message(attempt)
     assert found.pod == deleted["namespace"]
     first = attempt.verdict.findings[0]
-    assert first.kind is Kind.DISRUPTION, message(attempt)
+    assert first.kind is DISRUPTION, message(attempt)
     assert f"namespace {deleted['namespace']} was deleted under the run (DeletedUnderRun)" in first.message
     assert "exit code" not in first.message
     assert took < 240, took  # named at the deletion, not at the job timeout
@@ -565,5 +571,5 @@ def test_isolate_names_the_slowed_node_of_two_on_its_machine(make_suite, real_no
     # each short run ran on the machine its node had run on
     assert [r["machines"] for r in runs] == [[machines[0]], [machines[2]]], (runs, machines)
     assert machines[2] in real_nodes and machines[0] != machines[2], machines
-    (isolated,) = attempt.verdict.of_kind(Kind.ISOLATED)
+    (isolated,) = attempt.verdict.of_kind(ISOLATED)
     assert "node 1 (fails alone)" in isolated.message and sorted(isolated.ranks) == [2, 3], isolated.message

@@ -19,10 +19,15 @@ import pytest
 from rollcall.backends import DiscoveryError, JobState, PlacementRequest
 from rollcall.backends.slurm.backend import SlurmBackend
 from rollcall.backends.slurm.script import Settings
+from rollcall.checks.collective_mismatch import COLLECTIVE_MISMATCH
+from rollcall.checks.errors import ROOT_CAUSE
+from rollcall.checks.exited_nonzero import EXITED_NONZERO
+from rollcall.checks.hangs import HUNG, WAITING
+from rollcall.checks.never_started import NEVER_STARTED
+from rollcall.checks.replica_divergence import REPLICA_DIVERGENCE
 from rollcall.evidence.hangs import FAULTHANDLER_NOTE, Stall
 from rollcall.jobspec import DEFAULT_JOB_TIMEOUT_S, JobSpec
 from rollcall.runner import run_once
-from rollcall.verdict import Kind
 from rollcall_workload.watchdog import FAULTHANDLER_MARGIN_S
 from tests.waiting import wait_until
 
@@ -101,7 +106,7 @@ def test_a_crashing_rank_fails_the_job_naming_rank_and_node(tmp_path, clean):
     message = attempt.verdict.message()
     assert "rank 1 (node 1) reported an error: RuntimeError: injected failure on rank 1" in message
     assert 1 in attempt.verdict.missing["complete"]
-    (root,) = attempt.verdict.of_kind(Kind.ROOT_CAUSE)
+    (root,) = attempt.verdict.of_kind(ROOT_CAUSE)
     assert set(root.ranks) == {1} and root.message.startswith("first failure: rank 1 (node 1)"), message
 
 
@@ -134,9 +139,9 @@ def test_a_hung_rank_is_named_from_its_stack_and_the_job_is_cancelled_at_the_han
     assert attempt.status.state is JobState.STOPPED, attempt.verdict.message()
     assert "is cancelled" in attempt.status.reason
     first = attempt.verdict.findings[0]
-    assert first.kind is Kind.HUNG and set(first.ranks) == {1}, attempt.verdict.message()
+    assert first.kind is HUNG and set(first.ranks) == {1}, attempt.verdict.message()
     assert "hung in a sleep" in first.message and "_maybe_inject_fault: time.sleep(3600)" in first.message
-    (waiting,) = attempt.verdict.of_kind(Kind.WAITING)
+    (waiting,) = attempt.verdict.of_kind(WAITING)
     assert waiting.message == "rank 0 waiting in a collective (barrier) for the hung rank"
     assert took < 300, took  # not the job timeout of 600 s
 
@@ -157,13 +162,13 @@ def test_a_rank_holding_the_gil_is_named_hung_from_the_stack_its_nodes_monitor_r
     took = time.monotonic() - started
     assert attempt.status.state is JobState.STOPPED, attempt.verdict.message()
     first = attempt.verdict.findings[0]
-    assert first.kind is Kind.HUNG and set(first.ranks) == {1}, attempt.verdict.message()
+    assert first.kind is HUNG and set(first.ranks) == {1}, attempt.verdict.message()
     assert first.message.startswith("rank 1 (node 1, log rc2) hung in a sleep"), first.message
     assert FAULTHANDLER_NOTE in first.message and "in hold_the_gil: libc.sleep(seconds)" in first.message
     stall = first.detail
     assert isinstance(stall, Stall) and stall.dump.source == "faulthandler"
     assert stall.dump.stalled_s is not None and stall.dump.stalled_s <= hang_after + FAULTHANDLER_MARGIN_S + 5
-    (waiting,) = attempt.verdict.of_kind(Kind.WAITING)
+    (waiting,) = attempt.verdict.of_kind(WAITING)
     assert waiting.message == "rank 0 waiting in a collective (barrier) for the hung rank"
     assert took < NAMED_WITHIN_S, took
     print(f"gil held: {took:.1f}s")
@@ -178,7 +183,7 @@ def test_a_rank_that_exits_0_early_is_named_first_with_its_code_and_phase(tmp_pa
     attempt = run_once(SlurmBackend(), left, tmp_path)
     took = time.monotonic() - started
     assert attempt.status.state in (JobState.FAILED, JobState.STOPPED), attempt.verdict.message()
-    (root,) = attempt.verdict.of_kind(Kind.ROOT_CAUSE)
+    (root,) = attempt.verdict.of_kind(ROOT_CAUSE)
     assert attempt.verdict.findings[0] is root, attempt.verdict.message()
     assert set(root.ranks) == {1} and root.message.startswith(
         "first failure: rank 1 (node 1) left with exit code 0 after epoch_time of epoch 1 (in epoch 1 end), "
@@ -200,7 +205,7 @@ def test_a_node_whose_launcher_never_starts_is_named_at_twice_the_join_bound(tmp
     attempt = run_once(SlurmBackend(), unlaunched, tmp_path)
     assert attempt.status.state is JobState.STOPPED, attempt.verdict.message()
     first = attempt.verdict.findings[0]
-    assert first.kind is Kind.NEVER_JOINED and set(first.ranks) == {1}, attempt.verdict.message()
+    assert first.kind is NEVER_STARTED and set(first.ranks) == {1}, attempt.verdict.message()
     assert first.message.startswith(
         "node 1 never started its launcher (nothing heard from it: no monitor line, no rank); node 0's "
         "launcher waited 2"
@@ -214,7 +219,7 @@ def test_a_rank_that_exits_non_zero_after_its_roll_call_is_named_with_its_code(t
         SlurmBackend(), spec("exits", env={"ROLLCALL_EXIT_RANK": "1:3"}, timeout=600), tmp_path
     )
     assert attempt.status.state is JobState.FAILED, attempt.verdict.message()
-    (exited,) = attempt.verdict.of_kind(Kind.EXITED_NONZERO)
+    (exited,) = attempt.verdict.of_kind(EXITED_NONZERO)
     assert set(exited.ranks) == {1}, attempt.verdict.message()
     assert attempt.verdict.failed_ranks[1] == ["exited with code 3 after answering the roll call"]
     assert (
@@ -230,7 +235,7 @@ def test_a_flipped_bit_is_rank_1s_replica_divergence_named_first(tmp_path, clean
     assert attempt.status.state is JobState.SUCCEEDED, attempt.status  # a silent corruption: the job passes
     assert not attempt.passed
     first = attempt.verdict.findings[0]
-    assert first.kind is Kind.REPLICA_DIVERGENCE and set(first.ranks) == {1}, attempt.verdict.message()
+    assert first.kind is REPLICA_DIVERGENCE and set(first.ranks) == {1}, attempt.verdict.message()
     assert first.message.startswith(
         "replica divergence (silent data corruption): rank 1 (node 1) from epoch 1 on: "
     ), first.message
@@ -247,7 +252,7 @@ def test_wrong_all_reduce_data_names_rank_1_and_its_node(tmp_path, clean):
     attempt = run_once(SlurmBackend(), spec("wrong", env={"ROLLCALL_CORRUPT_COLLECTIVE": "1"}), tmp_path)
     assert attempt.status.state is JobState.SUCCEEDED, attempt.status
     assert not attempt.passed
-    wrong = attempt.verdict.of_kind(Kind.COLLECTIVE_MISMATCH)
+    wrong = attempt.verdict.of_kind(COLLECTIVE_MISMATCH)
     assert [p.message for p in attempt.verdict.findings] == [p.message for p in wrong], "nothing else"
     world, where = (p.message for p in wrong)
     # element 699050 should sum to (699050 % 251 + 1) + ((699050 + 37) % 251 + 1) = 16 + 53 over ranks 0, 1

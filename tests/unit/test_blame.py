@@ -8,12 +8,18 @@ import pytest
 
 from rollcall import reports
 from rollcall.backends import JobState, JobStatus
-from rollcall.checks.blame import ERROR_RULES, KIND_OWNERS, blame, error_blame
+from rollcall.checks.blame import ERROR_RULES, blame, error_blame
+from rollcall.checks.errors import ERROR, LEFT_EARLY, ROOT_CAUSE
+from rollcall.checks.exited_nonzero import EXITED_NONZERO
+from rollcall.checks.job_state import JOB
+from rollcall.checks.kernel_fallbacks import KERNEL_FALLBACK
+from rollcall.checks.unfit_device import UNFIT_DEVICE
+from rollcall.isolation.probe import ISOLATED
 from rollcall.jobspec import JobSpec
-from rollcall.judge import judge
+from rollcall.judge import KINDS, judge
 from rollcall.ranklog import RollCall
 from rollcall.runner import RunResult
-from rollcall.verdict import Kind, Layout, Observed, Owner, Problem
+from rollcall.verdict import Layout, Observed, Owner, Problem
 from tests.unit.helpers import event, judged, node_log
 
 CLUSTER, PLATFORM, WORKLOAD, UNDETERMINED = Owner.CLUSTER, Owner.PLATFORM, Owner.WORKLOAD, Owner.UNDETERMINED
@@ -57,16 +63,18 @@ def test_each_class_of_error_has_its_owner(message, owner):
 
 def test_every_kind_of_problem_has_an_owner_and_only_the_clusters_name_a_node_unfit():
     placed_by_detail = {
-        Kind.ROOT_CAUSE,
-        Kind.ERROR,
-        Kind.EXITED_NONZERO,
-        Kind.KERNEL_FALLBACK,
-        Kind.JOB,
-        Kind.LEFT_EARLY,
+        ROOT_CAUSE,
+        ERROR,
+        EXITED_NONZERO,
+        KERNEL_FALLBACK,
+        JOB,
+        LEFT_EARLY,
     }
-    assert set(KIND_OWNERS) | placed_by_detail == set(Kind)
-    assert KIND_OWNERS[Kind.UNFIT_DEVICE].owner is CLUSTER and KIND_OWNERS[Kind.ISOLATED].owner is CLUSTER
-    assert blame(Problem(Kind.ERROR, "x")).owner is UNDETERMINED  # no detail to place it by
+    assert {k for k in (*KINDS, ISOLATED) if k.owner is None} == placed_by_detail
+    assert (
+        blame(Problem(UNFIT_DEVICE, "x")).owner is CLUSTER and blame(Problem(ISOLATED, "x")).owner is CLUSTER
+    )
+    assert blame(Problem(ERROR, "x")).owner is UNDETERMINED  # no detail to place it by
     assert all(r.why and r.pattern for r in ERROR_RULES)
 
 
@@ -101,7 +109,7 @@ def test_the_root_cause_carries_its_owner_in_every_report(message, owner, words)
     roll = _failed_run(message)
     v = judge(Observed(roll, Layout(1, 2), JobStatus(JobState.FAILED, "rank 1 failed")))
     root = v.findings[0]
-    assert root.kind is Kind.ROOT_CAUSE and root.blame is not None and root.blame.owner is owner
+    assert root.kind is ROOT_CAUSE and root.blame is not None and root.blame.owner is owner
     line, whose = v.message().splitlines()[1:3]
     assert line.startswith(f"  - first failure: rank 1 (node 0) reported an error: {message} [pod pod-0, ")
     assert whose == f"    whose: {words}: {root.blame.why}"
@@ -118,7 +126,7 @@ def test_echoes_of_another_ranks_failure_are_nobodys_cause():
 
     echo = Failure(2, 0, None, "RuntimeError: Connection closed by peer [10.0.0.1]:4444")
     assert echo.echo
-    placed = blame(Problem(Kind.ERROR, "x", detail=Line("x", (echo,))))
+    placed = blame(Problem(ERROR, "x", detail=Line("x", (echo,))))
     assert (placed.owner, placed.why) == (UNDETERMINED, "an echo of another rank's failure")
 
 
@@ -132,7 +140,7 @@ def test_echoes_of_another_ranks_failure_are_nobodys_cause():
     ],
 )
 def test_how_the_job_ended_is_the_platforms_the_clusters_or_its_ranks(reason, owner):
-    assert blame(Problem(Kind.JOB, f"job failed: {reason}")).owner is owner
+    assert blame(Problem(JOB, f"job failed: {reason}")).owner is owner
 
 
 def test_the_page_and_the_rank_junit_say_whose(tmp_path):

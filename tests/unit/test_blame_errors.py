@@ -16,7 +16,8 @@ import re
 import pytest
 
 from rollcall.checks.blame import ERROR_RULES, error_blame
-from rollcall.verdict import Kind, Owner
+from rollcall.checks.errors import ROOT_CAUSE
+from rollcall.verdict import Owner
 from tests.unit.checks.test_gpu_events import ERROR_AT, gpu_line, roll_of
 from tests.unit.test_fitness import verdict_of
 
@@ -174,7 +175,7 @@ def test_the_specific_before_the_general():
 
 def _root(events: list[str], fails: str = ILLEGAL):
     verdict = verdict_of(roll_of(events, fails=fails))
-    root = next(p for p in verdict.findings if p.kind is Kind.ROOT_CAUSE)
+    root = next(p for p in verdict.findings if p.kind is ROOT_CAUSE)
     return verdict, root
 
 

@@ -5,6 +5,8 @@ import xml.etree.ElementTree as ET
 
 from rollcall import reports
 from rollcall.backends import JobState, JobStatus
+from rollcall.checks.layout import LAYOUT
+from rollcall.checks.stragglers import STRAGGLER
 from rollcall.jobspec import JobSpec
 from rollcall.page.report import render
 from rollcall.runner import Attempt, RunResult
@@ -70,14 +72,12 @@ def test_the_page_puts_the_root_cause_on_top_and_draws_no_chart_when_nothing_was
 
 def test_the_page_and_the_junit_read_the_kind_of_a_problem_never_its_text(tmp_path):
     from rollcall.judge import CHECKS, judge
-    from rollcall.verdict import Kind, Problem
+    from rollcall.verdict import Problem
     from tests.unit.helpers import two_by_two
 
     def misleading(facts):
-        yield Problem(
-            Kind.STRAGGLER, "no throughput, error: invalid", {0: "no throughput; error: x; invalid y"}
-        )
-        yield Problem(Kind.LAYOUT, "straggler", {1: "straggler: 0.10 of the median throughput"})
+        yield Problem(STRAGGLER, "no throughput, error: invalid", {0: "no throughput; error: x; invalid y"})
+        yield Problem(LAYOUT, "straggler", {1: "straggler: 0.10 of the median throughput"})
 
     verdict = judge(Observed(two_by_two(), Layout(2, 2)), checks=(*CHECKS, misleading))
     status = JobStatus(JobState.SUCCEEDED)

@@ -13,6 +13,8 @@ import pytest
 
 from rollcall import reports
 from rollcall.backends import JobState, JobStatus
+from rollcall.checks.config_drift import CONFIG_DRIFT
+from rollcall.checks.expectations import EXPECTATION
 from rollcall.evidence.fitness import RULE_NAMES, node_facts
 from rollcall.gate import criteria_of
 from rollcall.jobspec import JobSpec
@@ -21,7 +23,7 @@ from rollcall.options import DEFAULTS, OptionError, resolve
 from rollcall.page import report as htmlreport
 from rollcall.ranklog import RollCall
 from rollcall.runner import Attempt, RunResult
-from rollcall.verdict import Criteria, Kind, Layout, Observed
+from rollcall.verdict import Criteria, Layout, Observed
 from rollcall_workload import contract
 from rollcall_workload import facts as workload_facts
 
@@ -322,7 +324,7 @@ def test_the_backends_observed_node_facts_join_the_ranks_own():
     status = JobStatus(JobState.SUCCEEDED, node_info=observed)
     verdict = judge(Observed(roll, Layout(2, 1), status, spec), Criteria(drift="fail"))
     assert verdict.nodes_detail[0].facts["kubelet"] == "v1.34.1"
-    assert [p.message for p in verdict.of_kind(Kind.CONFIG_DRIFT)] == [
+    assert [p.message for p in verdict.of_kind(CONFIG_DRIFT)] == [
         "config drift: kubelet differs between nodes: v1.33.5 (node 1); v1.34.1 (node 0)"
     ]
 
@@ -369,7 +371,7 @@ def test_a_real_h200s_reading_passes_every_rule_and_keeps_what_it_could_not_read
     assert verdict.node_verdicts()[0]["verdict"] == "fit"
     with_retired = replace(verdict.criteria, expect=(("retired_pending", "False"),))
     again = judge(Observed(roll_with({0: H200, 1: H200}), Layout(2, 1)), with_retired)
-    messages = [p.message for p in again.of_kind(Kind.EXPECTATION)]
+    messages = [p.message for p in again.of_kind(EXPECTATION)]
     assert len(messages) == 2 and messages[0].endswith(
         "retired_pending unknown (Not Supported), expected retired_pending=False (--expect)"
     )

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from rollcall.verdict import Kind
+from rollcall.checks.gpu_events import GPU_EVENT
+from rollcall.checks.unfit_device import UNFIT_DEVICE
 from tests.unit.checks.test_gpu_events import gpu_line, roll_of
 from tests.unit.test_fitness import verdict_of
 
@@ -30,14 +31,14 @@ ERROR = "RuntimeError: CUDA error: unknown error"
 )  # fmt: skip
 def test_an_unfit_gpu_is_told_with_what_nvidia_recommends(xid, what, advice):
     verdict = verdict_of(roll_of([gpu_line(xid=xid, data=xid, event_type=XID_EVENT)], fails=ERROR))
-    [problem] = verdict.of_kind(Kind.UNFIT_DEVICE)
+    [problem] = verdict.of_kind(UNFIT_DEVICE)
     assert problem.message.startswith("unfit device: node 1 (n1) rank 1 GPU 1"), problem.message
     assert problem.message.endswith(f": {what} on rank 1, after epoch 1 (rule hardware_event): {advice}")
 
 
 def test_a_warning_says_what_nvidia_recommends_and_an_xid_outside_the_catalog_says_nothing_it_does_not_know():
     verdict = verdict_of(roll_of([gpu_line(xid=63, data=63), gpu_line(xid=999, data=999)], fails=ERROR))
-    remap, unknown = (w.message for w in verdict.warnings if w.kind is Kind.GPU_EVENT)
+    remap, unknown = (w.message for w in verdict.warnings if w.kind is GPU_EVENT)
     assert remap == (
         "GPU event: Xid 63 (GPU memory remapping event, system) on node 1 (n1) GPU 1, UUID GPU-1aaa, serial "
         "165001 on rank 1, after epoch 1: no action needed (NVIDIA: IGNORE)"
@@ -50,7 +51,7 @@ def test_xid_154_says_the_recovery_action_nvml_reported_with_it():
     reported = gpu_line(xid=154, data=2, event_type=RECOVERY_EVENT)  # NVML_GPU_RECOVERY_ACTION_NODE_REBOOT
     verdict = verdict_of(roll_of([reported]))
     [warning] = verdict.warnings
-    assert warning.kind is Kind.GPU_EVENT and warning.message.startswith(
+    assert warning.kind is GPU_EVENT and warning.message.startswith(
         "GPU event: Xid 154 (GPU Recovery Action Changed, system) on node 1 (n1) GPU 1"
     )
     assert warning.message.endswith(": reboot the node (NVML's recovery action NODE_REBOOT)")

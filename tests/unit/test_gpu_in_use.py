@@ -19,12 +19,14 @@ import pytest
 
 from rollcall import reports
 from rollcall.backends import JobState, JobStatus
+from rollcall.checks.errors import ROOT_CAUSE
+from rollcall.checks.unfit_device import UNFIT_DEVICE
 from rollcall.evidence.fitness import FitnessPolicy
 from rollcall.jobspec import JobSpec
 from rollcall.options import resolve
 from rollcall.ranklog import RollCall
 from rollcall.runner import Attempt, RunResult
-from rollcall.verdict import Kind, Owner
+from rollcall.verdict import Owner
 from rollcall_workload import contract
 from rollcall_workload import facts as workload_facts
 from rollcall_workload.contract import RUN_ID_ENV
@@ -164,7 +166,7 @@ def test_memory_held_by_a_process_the_rank_sees_warns_by_default_naming_its_pid_
     verdict = verdict_of(roll)
     assert verdict.passed and verdict.unfit_nodes == []
     [warning] = verdict.warnings
-    assert warning.kind is Kind.UNFIT_DEVICE and set(warning.ranks) == {1}
+    assert warning.kind is UNFIT_DEVICE and set(warning.ranks) == {1}
     assert f"held by pid {child.pid} (110.5 GiB)" in warning.message
     assert "memory_used_mib=113254 in use before the run" in warning.message
     assert "rule gpu_in_use" in warning.message and "(warning)" in warning.message
@@ -175,7 +177,7 @@ def test_a_pid_outside_the_container_is_never_named_and_fitness_fail_makes_it_fa
     roll = roll_held({0: held(process(NO_SUCH_PID, 110.5))})
     failed = verdict_of(roll, fitness=FitnessPolicy(fail=frozenset({"gpu_in_use"})))
     assert not failed.passed and failed.unfit_nodes == ["n0"]
-    [problem] = failed.of_kind(Kind.UNFIT_DEVICE)
+    [problem] = failed.of_kind(UNFIT_DEVICE)
     assert "held by a process outside this container (110.5 GiB)" in problem.message
     assert str(NO_SUCH_PID) not in problem.message
     off = verdict_of(
@@ -216,7 +218,7 @@ def test_an_out_of_memory_on_a_gpu_held_before_the_run_names_the_memory_as_cause
     """The rank ran out of memory before its facts: what its start said of the GPU names the cause."""
     roll = roll_held({1: held(process(NO_SUCH_PID, 110.5))}, errors={1: OOM})
     verdict = verdict_of(roll)
-    [root] = verdict.of_kind(Kind.ROOT_CAUSE)
+    [root] = verdict.of_kind(ROOT_CAUSE)
     assert root.message.startswith("first failure: rank 1 (node 1) reported an error: torch.OutOfMemoryError")
     assert root.message.endswith(
         "its GPU had 110.6 GiB in use before the run, held by a process outside this container (110.5 GiB)"
@@ -234,6 +236,6 @@ def test_an_out_of_memory_on_a_gpu_held_before_the_run_names_the_memory_as_cause
 
 def test_an_out_of_memory_on_a_free_gpu_stays_the_workloads():
     verdict = verdict_of(roll_held({1: held(used_gib=0.2)}, errors={1: OOM}))
-    [root] = verdict.of_kind(Kind.ROOT_CAUSE)
+    [root] = verdict.of_kind(ROOT_CAUSE)
     assert "its GPU had" not in root.message
     assert root.blame is not None and root.blame.owner is Owner.WORKLOAD

@@ -7,11 +7,11 @@ decides, as ``torch.cuda.Event.query`` would answer), and the clock is the test'
 
 from __future__ import annotations
 
-from rollcall.checks.hangs import hangs
+from rollcall.checks.hangs import HUNG, hangs
 from rollcall.checks.runview import RunView
 from rollcall.evidence.hangs import gpu_line
 from rollcall.ranklog import RollCall, StackDump
-from rollcall.verdict import Criteria, Kind, Layout, Observed
+from rollcall.verdict import Criteria, Layout, Observed
 from rollcall_workload import watchdog as workload_watchdog
 from rollcall_workload.gpu_progress import KEEP, GpuProgress, Probe
 from tests.unit.helpers import LineLog, event, node_log, roll_of_lines
@@ -151,7 +151,7 @@ def _hung_with_gpu(pending: float | None, facts: dict[str, object] | None = None
     parser = roll.parser("node-1")
     parser.feed(lines.encode())
     parser.close()
-    (problem,) = [p for p in hangs(RunView(Observed(roll, Layout(2, 2)), Criteria())) if p.kind is Kind.HUNG]
+    (problem,) = [p for p in hangs(RunView(Observed(roll, Layout(2, 2)), Criteria())) if p.kind is HUNG]
     return problem.message + " | " + problem.ranks[3]
 
 

@@ -75,30 +75,24 @@ def test_src_rollcall_has_no_import_circle():
 WINGS = ("rollcall.backends.local", "rollcall.backends.kubernetes", "rollcall.backends.slurm")
 
 #: The layers of the package, bottom first: a module imports only from its own layer or those below it.
-#: The wings sit above the neutral contract and below everything that judges and reports a run.
-#: The checks: one module each, over what every check shares (``checks.runview``), and whose each problem is.
-CHECK_MODULES = " ".join(f"checks.{p.stem}" for p in sorted((PACKAGE / "checks").glob("*.py")))
-
-#: The layers of the package, bottom first: a module imports only from its own layer or those below it.
-#: The wings sit above the neutral contract and below everything that judges and reports a run.
+#: Each entry is a module or a package (all its modules, but those an entry of their own names): a new module
+#: of ``checks`` or ``evidence`` takes its package's layer with no edit here. The wings sit above the neutral
+#: contract and below everything that judges and reports a run; the checks over what every check shares
+#: (``checks.runview``) and whose each problem is (``checks.blame``). A package's ``__main__`` is a program
+#: that nothing imports: it sits on top.
 LAYERS: tuple[frozenset[str], ...] = tuple(
     frozenset(m if m == "rollcall" else f"rollcall.{m}" for m in layer.split())
     for layer in (
-        "rollcall ranges ranklog ranklog.report ranklog.keep ranklog.parser procs jobspec",  # rollcall: the package itself (``from rollcall import procs``)
-        "collect evidence evidence.departures evidence.rootcause evidence.perf evidence.baseline evidence.silence "
-        "evidence.hangs evidence.launchers evidence.kernels evidence.gpumem "
-        "evidence.versions evidence.proofs evidence.fitness evidence.floors evidence.reference evidence.xids "
-        "evidence.gpu_events",
-        "options options.values options.declare options.job options.kubernetes options.slurm options.judging "
-        "options.baselines options.recovery options.reports options.reference options.__main__ "
-        "page page.plot isolation isolation.bisect live live.view live.terminal",
+        "rollcall ranges ranklog procs jobspec",  # rollcall: the package itself (``from rollcall import procs``)
+        "collect evidence",
+        "options page isolation live",
         "backends",
         "torchrun verdict page.timeline",
-        CHECK_MODULES,
+        "checks",
         "WINGS",
         "judge",
         "runner gate isolation.probe",
-        "reports page.history page.report page.trend metrics metrics.prometheus",
+        "reports page.history page.report page.trend metrics",
         "suite",
         "cli plugin",
     )
@@ -110,11 +104,27 @@ def wing_of(module: str) -> str | None:
 
 
 def layer_of(module: str) -> int:
+    """``module``'s layer: its wing's, a program's (the top), else its most specific entry's in LAYERS."""
     if wing_of(module):
         return next(i for i, layer in enumerate(LAYERS) if "rollcall.WINGS" in layer)
-    found = [i for i, layer in enumerate(LAYERS) if module in layer]
-    assert found, f"{module} is in no layer of LAYERS: place it there"
-    return found[0]
+    if module.endswith(".__main__"):
+        return len(LAYERS) - 1
+    found = [
+        (len(entry), i)
+        for i, layer in enumerate(LAYERS)
+        for entry in layer
+        if module == entry or (entry != "rollcall" and module.startswith(entry + "."))
+    ]
+    assert found, f"{module} is in no layer of LAYERS: place it, or its package, there"
+    return max(found)[1]
+
+
+def test_a_module_takes_its_packages_layer_unless_named_itself():
+    assert layer_of("rollcall.evidence.a_new_module") == layer_of("rollcall.evidence")
+    assert layer_of("rollcall.checks.a_new_check") == layer_of("rollcall.checks.runview")
+    assert layer_of("rollcall.isolation.probe") > layer_of("rollcall.judge") > layer_of("rollcall.isolation")
+    assert layer_of("rollcall.checks.__main__") == len(LAYERS) - 1
+    assert layer_of("rollcall") == 0 < layer_of("rollcall.suite")
 
 
 def test_no_wing_imports_another_and_the_contract_imports_none():

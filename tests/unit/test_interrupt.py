@@ -20,11 +20,13 @@ import pytest
 
 from rollcall import reports
 from rollcall.backends import JobState, JobStatus
+from rollcall.checks.interrupted import INTERRUPTED
+from rollcall.checks.job_state import JOB
 from rollcall.collect import Collector
 from rollcall.jobspec import JobSpec
 from rollcall.page import report as htmlreport
 from rollcall.runner import Interrupted, RunResult, run_once, run_with_retries
-from rollcall.verdict import Kind, Owner, RankState
+from rollcall.verdict import Owner, RankState
 from tests.unit.helpers import node_log
 from tests.unit.scripted import SCRIPTED_CONFTEST
 from tests.waiting import wait_until
@@ -106,7 +108,7 @@ def test_an_interrupted_wait_is_cleaned_up_whatever_arrives_then_judged_and_carr
     )
     verdict = exc.attempt.verdict
     first = verdict.findings[0]
-    assert first.kind is Kind.INTERRUPTED and first.message == (
+    assert first.kind is INTERRUPTED and first.message == (
         f"run {status.reason}: ranks 0-1 answered; ranks 2-3 not started"
     )
     assert first.blame is not None and first.blame.owner is Owner.UNDETERMINED
@@ -161,7 +163,7 @@ def test_a_signal_during_the_clean_up_of_a_job_that_ended_keeps_its_verdict_and_
     attempt = caught.value.attempt
     assert caught.value.why == "signal SIGINT"
     assert attempt.status == JobStatus(JobState.FAILED, "node 1 exited")
-    assert attempt.verdict.findings[0].kind is Kind.JOB and not attempt.verdict.of_kind(Kind.INTERRUPTED)
+    assert attempt.verdict.findings[0].kind is JOB and not attempt.verdict.of_kind(INTERRUPTED)
 
 
 def test_another_exception_still_cleans_up_and_a_signal_held_meanwhile_is_not_lost(tmp_path, second_signal):

@@ -6,8 +6,10 @@ from dataclasses import replace
 import pytest
 
 from rollcall.backends import JobState, JobStatus
+from rollcall.checks.hangs import HUNG, WAITING
 from rollcall.isolation.bisect import Trial, bisect, budget
 from rollcall.isolation.probe import (
+    ISOLATED,
     TRIAL_ARGS,
     TRIAL_TIMEOUT_S,
     reason_to_skip,
@@ -16,7 +18,7 @@ from rollcall.isolation.probe import (
 )
 from rollcall.jobspec import NODE_IDS_ENV, JobSpec
 from rollcall.ranklog import RollCall
-from rollcall.verdict import Kind, Problem
+from rollcall.verdict import Problem
 from rollcall_workload import bandwidth as workload_bandwidth
 from rollcall_workload import cli, contract, faults
 from tests.unit.helpers import judged, node_log
@@ -117,9 +119,9 @@ def test_ranks_waiting_for_a_silent_node_name_no_node():
     every = {r: ("start", "epoch_time", "throughput", "complete") for r in range(4)}
     timed_out = JobStatus(JobState.TIMED_OUT, "job did not finish")
     verdict = judged(roll_of(4, 1, skip=every), spec, timed_out).verdict
-    waiting = Problem(Kind.WAITING, "ranks 0-1, 3 waiting", {r: "waiting (rendezvous)" for r in (0, 1, 3)})
+    waiting = Problem(WAITING, "ranks 0-1, 3 waiting", {r: "waiting (rendezvous)" for r in (0, 1, 3)})
     assert reason_to_skip(replace(verdict, findings=(*verdict.findings, waiting))) is None
-    hung = Problem(Kind.HUNG, "rank 2 hung in a sleep", {2: "hung in a sleep"})
+    hung = Problem(HUNG, "rank 2 hung in a sleep", {2: "hung in a sleep"})
     named = replace(verdict, findings=(*verdict.findings, waiting, hung))
     assert reason_to_skip(named) == "the verdict already names node(s) 2"
 
@@ -145,7 +147,7 @@ def test_the_verdict_lists_the_suspects_with_every_trials_evidence():
     verdict = judged(roll_of(4, 2, skip=every), spec).verdict
     found = bisect(range(4), Fake({3}))
     added = with_isolation(verdict, found)
-    problem = added.of_kind(Kind.ISOLATED)[0]
+    problem = added.of_kind(ISOLATED)[0]
     assert problem.message.startswith("isolated in 4 bandwidth-only run(s): node 3 (fails alone); runs: ")
     assert "nodes 0-1 passed: fine" in problem.message and "nodes 3 failed: slow" in problem.message
     assert sorted(problem.ranks) == [6, 7] and problem.detail is found

@@ -5,8 +5,11 @@ from dataclasses import FrozenInstanceError
 import pytest
 
 from rollcall.backends import JobState, JobStatus
+from rollcall.checks.layout import LAYOUT
+from rollcall.checks.min_throughput import MIN_THROUGHPUT
+from rollcall.checks.stragglers import STRAGGLER
 from rollcall.judge import CHECKS, RunView, judge
-from rollcall.verdict import Criteria, Kind, Layout, Observed, Problem, RankState
+from rollcall.verdict import Criteria, Layout, Observed, Problem, RankState
 from tests.unit.helpers import event, node_log, roll_of, two_by_two
 
 
@@ -23,7 +26,7 @@ def test_the_state_is_the_worst_kind_naming_the_rank():
     v = judge(Observed(roll_of(text), Layout(1, 4)), Criteria(min_throughput=20, straggler_ratio=0.5))
     states = {r: res.state for r, res in v.ranks.items()}
     assert states == {0: RankState.OK, 1: RankState.STRAGGLER, 2: RankState.MISSING, 3: RankState.OK}
-    assert [p.kind for p in v.ranks[1].problems] == [Kind.MIN_THROUGHPUT, Kind.STRAGGLER]
+    assert [p.kind for p in v.ranks[1].problems] == [MIN_THROUGHPUT, STRAGGLER]
     assert v.ranks[2].notes == [
         "error: boom",
         "throughput 10.00 < 20",
@@ -34,7 +37,7 @@ def test_the_state_is_the_worst_kind_naming_the_rank():
 def test_adding_a_check_is_one_function():
     def odd_ranks(run: RunView):
         ranks = {r: "odd" for r in run.reports if r % 2}
-        yield Problem(Kind.LAYOUT, "odd ranks are not allowed", ranks)
+        yield Problem(LAYOUT, "odd ranks are not allowed", ranks)
 
     v = judge(Observed(two_by_two(), Layout(2, 2)), checks=(*CHECKS, odd_ranks))
     assert v.problems == ["odd ranks are not allowed"]
@@ -47,6 +50,6 @@ def test_the_verdict_is_frozen_and_judging_again_adds_criteria_without_touching_
     first = judge(observed)
     assert first.passed
     again = judge(observed, Criteria(straggler_ratio=0.8))
-    assert first.passed and [p.kind for p in again.findings] == [Kind.STRAGGLER]
+    assert first.passed and [p.kind for p in again.findings] == [STRAGGLER]
     with pytest.raises(FrozenInstanceError):
         first.findings = ()  # type: ignore[misc]

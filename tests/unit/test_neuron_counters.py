@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
+from rollcall.checks.unfit_device import UNFIT_DEVICE
 from rollcall.evidence.fitness import FitnessPolicy, node_facts
-from rollcall.verdict import Kind
 from rollcall_workload import contract
 from rollcall_workload import facts as workload_facts
 from rollcall_workload.neuron import first_report, hw_counters, parse_hw_counters
@@ -126,12 +126,12 @@ def test_uncorrected_ecc_events_make_that_neuron_device_unfit():
     ]
     verdict = verdict_of(roll)
     assert not verdict.passed and verdict.unfit_nodes == ["n1"]
-    [problem] = verdict.of_kind(Kind.UNFIT_DEVICE)
+    [problem] = verdict.of_kind(UNFIT_DEVICE)
     assert problem.message == (
         "unfit device: node 1 (n1) Neuron device 7: mem_ecc_uncorrected=2 above 0 (rule neuron_ecc_uncorrected)"
     )
     sram = verdict_of(roll_with(neuron_ranks(with_counts(d2={"sram_ecc_uncorrected": 1}))))
-    assert "Neuron device 2: sram_ecc_uncorrected=1 above 0" in sram.of_kind(Kind.UNFIT_DEVICE)[0].message
+    assert "Neuron device 2: sram_ecc_uncorrected=1 above 0" in sram.of_kind(UNFIT_DEVICE)[0].message
 
 
 def test_corrected_ecc_events_are_a_warning_and_can_be_made_to_fail():

@@ -17,6 +17,9 @@ from rollcall import reports
 from rollcall.backends import JobState, JobStatus
 from rollcall.backends.kubernetes.instances import advertised_counts, count_facts, expected_devices
 from rollcall.backends.kubernetes.views import INSTANCE_TYPE_LABEL, Node, Pod
+from rollcall.checks.compute_stragglers import COMPUTE_STRAGGLER
+from rollcall.checks.expectations import EXPECTATION
+from rollcall.checks.unfit_device import UNFIT_DEVICE
 from rollcall.evidence.fitness import FitnessPolicy, parse_expect
 from rollcall.gate import criteria_of
 from rollcall.jobspec import JobSpec
@@ -25,7 +28,7 @@ from rollcall.options import DEFAULTS, OptionError, resolve
 from rollcall.page import report as htmlreport
 from rollcall.ranklog import RollCall
 from rollcall.runner import Attempt, RunResult
-from rollcall.verdict import Kind, Layout, Observed
+from rollcall.verdict import Layout, Observed
 from rollcall_workload import contract
 from rollcall_workload import facts as workload_facts
 
@@ -55,7 +58,7 @@ def test_a_node_whose_ranks_see_fewer_gpus_than_its_type_fails_naming_node_count
     roll = roll_with({0: facts_of(fake_nvml()), 1: facts_of(fake_nvml(count=7))})
     verdict = judged(roll, {"n0": P5, "n1": P5})
     assert not verdict.passed
-    [problem] = verdict.of_kind(Kind.UNFIT_DEVICE)
+    [problem] = verdict.of_kind(UNFIT_DEVICE)
     assert problem.message == (
         "unfit device: node 1 (n1): gpus=7 seen, expected 8 GPUs with its instance type p5.48xlarge "
         "(rule device_count)"
@@ -70,7 +73,7 @@ def test_cuda_listing_fewer_devices_than_nvml_is_the_count_named():
     """CUDA failing to use a GPU that NVML lists cannot be produced here either: both counts are given."""
     short = workload_facts.device_facts("cuda", 0, nvml_loader=fake_nvml, cuda_devices=6)
     verdict = judged(roll_with({0: facts_of(fake_nvml()), 1: short}), {"n0": P5, "n1": P5})
-    [problem] = verdict.of_kind(Kind.UNFIT_DEVICE)
+    [problem] = verdict.of_kind(UNFIT_DEVICE)
     assert "node 1 (n1): cuda_devices=6 seen, expected 8 GPUs" in problem.message
     assert "p5.48xlarge" in problem.message
 
@@ -80,7 +83,7 @@ def test_a_neuron_node_seeing_fewer_devices_than_its_type_fails():
     seen = {0: {"host": "n0", "neuron_devices": 16}, 1: {"host": "n1", "neuron_devices": 15}}
     trn1 = {"instance_type": "trn1.32xlarge", "expected_neuron_devices": "16"}
     verdict = judged(roll_with(seen), {"n0": trn1, "n1": trn1})
-    [problem] = verdict.of_kind(Kind.UNFIT_DEVICE)
+    [problem] = verdict.of_kind(UNFIT_DEVICE)
     assert problem.message == (
         "unfit device: node 1 (n1): neuron_devices=15 seen, expected 16 Neuron devices with its instance type "
         "trn1.32xlarge (rule device_count)"
@@ -101,7 +104,7 @@ def test_device_count_warns_or_is_off_by_name_and_asks_nothing_where_nothing_is_
 
 def test_the_whole_node_and_one_of_its_devices_are_named_apart():
     roll = roll_with({0: facts_of(fake_nvml(count=7, width=8)), 1: facts_of(fake_nvml())})
-    messages = [p.message for p in judged(roll, {"n0": P5, "n1": P5}).of_kind(Kind.UNFIT_DEVICE)]
+    messages = [p.message for p in judged(roll, {"n0": P5, "n1": P5}).of_kind(UNFIT_DEVICE)]
     assert len(messages) == 2
     assert messages[0].startswith("unfit device: node 0 (n0): gpus=7 seen")
     assert "GPU 3, UUID" in messages[1] and "pcie_width=8" in messages[1] and "gpus=" not in messages[1]
@@ -173,7 +176,7 @@ def test_a_node_advertising_fewer_gpus_than_its_type_fails_though_its_ranks_saw_
     roll = roll_with({0: facts_of(fake_nvml(count=7)), 1: facts_of(fake_nvml(count=7))})
     verdict = judged(roll, observed)
     assert not verdict.passed
-    [problem] = verdict.of_kind(Kind.UNFIT_DEVICE)
+    [problem] = verdict.of_kind(UNFIT_DEVICE)
     assert problem.message == (
         "unfit device: node 1 (n1): advertised_gpus=7 advertised, its instance type p5.48xlarge has 8 GPUs "
         "(rule advertised_devices)"
@@ -192,7 +195,7 @@ def test_an_unhealthy_gpu_left_out_of_allocatable_counts_as_not_advertised():
         "n1": observed_of(p5_node("n1"), 6),
     }
     roll = roll_with({0: facts_of(fake_nvml(count=6)), 1: facts_of(fake_nvml(count=6))})
-    [problem] = judged(roll, observed).of_kind(Kind.UNFIT_DEVICE)
+    [problem] = judged(roll, observed).of_kind(UNFIT_DEVICE)
     assert problem.message.startswith("unfit device: node 0 (n0): advertised_gpus=6 advertised")
 
 
@@ -217,7 +220,7 @@ def test_a_trn1_node_advertising_fewer_neuroncores_than_its_type_fails_naming_bo
     full = {**facts, "advertised_neuroncores": "32"}
     observed = {"n0": {**seen.facts, **full}, "n1": {**seen.facts, **facts}}
     ranks = {0: {"host": "n0", "neuron_devices": 16}, 1: {"host": "n1", "neuron_devices": 16}}
-    [problem] = judged(roll_with(ranks), observed).of_kind(Kind.UNFIT_DEVICE)
+    [problem] = judged(roll_with(ranks), observed).of_kind(UNFIT_DEVICE)
     assert problem.message == (
         "unfit device: node 1 (n1): advertised_neuroncores=30 advertised, its instance type trn1.32xlarge has "
         "32 NeuronCores (rule advertised_devices)"
@@ -274,7 +277,7 @@ def test_a_compute_stragglers_line_carries_its_devices_clocks_pcie_temperature_a
     slow = facts_of(fake_nvml(events=0x4 | 0x8, sm=1200, gen=4, width=8, temperature=87, power=500_000))
     per_rank = {r: facts_of(fake_nvml()) for r in range(3)} | {3: slow}
     verdict = judged(straggling_roll({3: 31.0}, per_rank), {}, nodes=4)
-    [problem] = verdict.of_kind(Kind.COMPUTE_STRAGGLER)
+    [problem] = verdict.of_kind(COMPUTE_STRAGGLER)
     assert "rank 3 (node 3" in problem.message
     assert problem.message.endswith(
         "; their devices: rank 3 GPU 3 (UUID GPU-5f0c3e2a-0000-1111-2222-333344445555): clock events "
@@ -285,7 +288,7 @@ def test_a_compute_stragglers_line_carries_its_devices_clocks_pcie_temperature_a
 
 def test_a_compute_straggler_without_facts_keeps_its_line():
     verdict = judged(straggling_roll({3: 31.0}, {}), {}, nodes=4)
-    [problem] = verdict.of_kind(Kind.COMPUTE_STRAGGLER)
+    [problem] = verdict.of_kind(COMPUTE_STRAGGLER)
     assert "their devices" not in problem.message and "rank 3" in problem.message
 
 
@@ -302,7 +305,7 @@ def test_expect_file_reads_key_glob_lines_skipping_comments_and_blank_lines_besi
     assert from_env.judging.expect_file == (("driver", "580.*"), ("nccl", "2.27.*"))
     roll = roll_with({0: facts_of(fake_nvml()), 1: facts_of(fake_nvml(driver="570.86.15"))})
     verdict = judged(roll, {}, expect=criteria_of(options).expect)
-    assert [p.message for p in verdict.of_kind(Kind.EXPECTATION) if "driver" in p.message] == [
+    assert [p.message for p in verdict.of_kind(EXPECTATION) if "driver" in p.message] == [
         "expectation not met: node 1 (n1): driver is 570.86.15, expected driver=580.* (--expect)"
     ]
 
@@ -452,7 +455,7 @@ def test_the_versions_drift_and_are_expected_like_the_others(tmp_path):
     ]
     absent = cuda_facts(tmp_path / "nothing")
     expected = judged(roll_with({0: good, 1: absent}), {}, expect=parse_expect(["aws_ofi_nccl=1.14.*"]))
-    [problem] = expected.of_kind(Kind.EXPECTATION)
+    [problem] = expected.of_kind(EXPECTATION)
     assert problem.message.startswith(
         "expectation not met: node 1 (n1): aws_ofi_nccl unknown (no libnccl-net*.so"
     )

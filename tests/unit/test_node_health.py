@@ -16,9 +16,9 @@ from rollcall.backends.kubernetes.discovery import discover
 from rollcall.backends.kubernetes.manifests import job_tolerations
 from rollcall.backends.kubernetes.placement import place
 from rollcall.backends.kubernetes.views import Node, NodeHealth
+from rollcall.checks.unfit_device import UNFIT_DEVICE
 from rollcall.evidence.fitness import FitnessPolicy
 from rollcall.options import resolve
-from rollcall.verdict import Kind
 from tests.unit.test_placement import FakeCluster
 
 from .test_fitness import facts_of, fake_nvml, roll_with
@@ -109,7 +109,7 @@ def test_a_node_the_agent_calls_not_ready_is_unfit_named_with_the_conditions_rea
     roll = roll_with({0: facts_of(fake_nvml()), 1: facts_of(fake_nvml())})
     verdict = judged(roll, {"n0": observed(p5("n0")), "n1": observed(p5("n1", hardware=NOT_READY))})
     assert not verdict.passed and verdict.unfit_nodes == ["n1"]
-    [problem] = verdict.of_kind(Kind.UNFIT_DEVICE)
+    [problem] = verdict.of_kind(UNFIT_DEVICE)
     assert problem.message == (
         "unfit device: node 1 (n1): hardware_ready=False (AcceleratedHardwareReady, the EKS node monitoring "
         "agent's): NvidiaXID79Error: GPU has fallen off the bus (rule hardware_ready)"
@@ -128,7 +128,7 @@ def test_a_node_allocating_fewer_gpus_or_efa_than_its_capacity_has_lost_them_nam
     roll = roll_with({0: facts_of(fake_nvml()), 1: facts_of(fake_nvml())})
     verdict = judged(roll, {"n0": observed(p5("n0", efa="29")), "n1": observed(p5("n1"))})
     assert not verdict.passed and verdict.unfit_nodes == ["n0"]
-    [problem] = verdict.of_kind(Kind.UNFIT_DEVICE)
+    [problem] = verdict.of_kind(UNFIT_DEVICE)
     assert (
         "allocatable_efa=29 below its capacity 32: the node has lost 3 EFA interfaces (its device plugin "
         "reports them unhealthy) (rule lost_devices)"

@@ -13,8 +13,10 @@ from hypothesis import strategies as st
 
 from rollcall import reports
 from rollcall.backends import JobState, JobStatus
+from rollcall.checks.compute_stragglers import COMPUTE_STRAGGLER
+from rollcall.isolation.probe import ISOLATED
 from rollcall.jobspec import JobSpec
-from rollcall.judge import judge
+from rollcall.judge import KINDS, judge
 from rollcall.page import report as htmlreport
 from rollcall.ranklog import RollCall
 from rollcall.runner import Attempt, RunResult
@@ -36,7 +38,7 @@ class Cells(HTMLParser):
 
 def problem(kind: Kind, ranks: set[int], n: int) -> Problem:
     """A problem of ``kind`` naming ``ranks`` (a compute straggler's detail is its stragglers: none here)."""
-    detail = () if kind is Kind.COMPUTE_STRAGGLER else None
+    detail = () if kind is COMPUTE_STRAGGLER else None
     return Problem(kind, f"{kind.value} problem {n}", dict.fromkeys(ranks, f"note {n}"), detail)
 
 
@@ -49,7 +51,7 @@ def verdicts(draw):
         st.lists(
             st.builds(
                 problem,
-                st.sampled_from(list(Kind)),
+                st.sampled_from([*KINDS, ISOLATED]),
                 st.sets(st.sampled_from(list(world))),
                 st.integers(0, 99),
             ),

@@ -10,12 +10,13 @@ import xml.etree.ElementTree as ET
 
 from rollcall import reports
 from rollcall.backends import JobState, JobStatus
+from rollcall.checks.errors import ERROR, ROOT_CAUSE
 from rollcall.jobspec import JobSpec
 from rollcall.judge import judge
 from rollcall.page import report as page
 from rollcall.ranklog import RollCall
 from rollcall.runner import Attempt, RunResult
-from rollcall.verdict import Kind, Layout, Observed
+from rollcall.verdict import Layout, Observed
 from tests.unit.helpers import event, node_log
 
 #: An error message as a rank's Python may hold it: bytes of no encoding kept as lone surrogates (what
@@ -34,7 +35,7 @@ def test_a_ranks_error_in_bytes_of_any_kind_reaches_every_report(tmp_path):
     assert not verdict.passed
     messages = [p.message for p in verdict.findings]
     assert any("boom" in m and "red" in m for m in messages), messages
-    assert any(p.kind in (Kind.ROOT_CAUSE, Kind.ERROR) and 1 in p.ranks for p in verdict.findings)
+    assert any(p.kind in (ROOT_CAUSE, ERROR) and 1 in p.ranks for p in verdict.findings)
 
     spec = JobSpec("bytes", 1, 2)
     attempt = Attempt(spec, JobStatus(JobState.FAILED, "rank 1 failed"), verdict, tmp_path, 1.0)

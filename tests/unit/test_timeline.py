@@ -6,12 +6,13 @@ from pathlib import Path
 
 from rollcall import reports
 from rollcall.backends import JobState, JobStatus
+from rollcall.checks.hangs import HUNG, WAITING
 from rollcall.jobspec import JobSpec
 from rollcall.page.report import render
 from rollcall.page.timeline import timeline
 from rollcall.ranklog import RollCall
 from rollcall.runner import RunResult
-from rollcall.verdict import Kind, RankState
+from rollcall.verdict import RankState
 from tests.unit.helpers import event, judged
 from tests.unit.test_htmlreport import Elements
 
@@ -48,10 +49,10 @@ def stalled_attempt(tmp_path: Path):
 
 def test_hung_and_waiting_ranks_have_states_of_their_own_and_did_not_answer(tmp_path):
     verdict = stalled_attempt(tmp_path).verdict
-    assert {p.kind for p in verdict.findings} >= {Kind.HUNG, Kind.WAITING}
+    assert {p.kind for p in verdict.findings} >= {HUNG, WAITING}
     assert (verdict.ranks[0].state, verdict.ranks[1].state) == (RankState.WAITING, RankState.HUNG)
     assert verdict.answered == 0 and verdict.stalled == {"hung": 1, "waiting": 1}
-    assert Kind.HUNG.rank_state is RankState.HUNG and Kind.WAITING.rank_state is RankState.WAITING
+    assert HUNG.rank_state is RankState.HUNG and WAITING.rank_state is RankState.WAITING
     assert not RankState.SILENT.answered and RankState.SILENT.severity > RankState.HUNG.severity
 
 

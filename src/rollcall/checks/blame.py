@@ -21,23 +21,24 @@ or a library it called; an outside stop is a signal, which says no ``exit`` and 
 undetermined when only the launcher recorded it (the process ended without running Python's exit path:
 ``os._exit`` in native code, or a workload that does not say ``exit``).
 
-A problem of a kind that has one owner takes it from :data:`KIND_OWNERS`; an error (the root cause and each
-rank's own) is placed by what it says, the first rule of :data:`ERROR_RULES` that matches its message
-(NVIDIA's and NCCL's own wording). Only the cluster's problems may name a node unfit (the fitness rules are
-all the cluster's).
+A problem of a kind that has one owner takes it from its kind (:attr:`~rollcall.verdict.Kind.owner`, which
+the check that declares the kind gives it); an error (the root cause and each rank's own) is placed by what
+it says, the first rule of :data:`ERROR_RULES` that matches its message (NVIDIA's and NCCL's own wording).
+Only the cluster's problems may name a node unfit (the fitness rules are all the cluster's).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 
+from rollcall.checks.errors import DISRUPTION
+from rollcall.checks.job_state import JOB
 from rollcall.evidence.departures import Departure
 from rollcall.evidence.gpumem import OUT_OF_MEMORY
-from rollcall.evidence.launchers import NeverStarted
+from rollcall.evidence.kernels import KernelFallback
 from rollcall.evidence.rootcause import Analysis, Failure, Line, Termination
-from rollcall.verdict import Blame, Kind, Owner, Problem
+from rollcall.verdict import Blame, Owner, Problem
 
 
 @dataclass(frozen=True)
@@ -105,51 +106,8 @@ JOB_RULES: tuple[Rule, ...] = (
          "a node went away under the job"),
 )  # fmt: skip
 
-#: A node's launcher that never started, or launchers that never met: the node's command, the node itself or
-#: the network to node 0's rendezvous; nothing the run saw tells which.
-NEVER_STARTED = Blame(
-    Owner.UNDETERMINED,
-    "a node's launcher never started or never met the others (its command, its node, "
-    "or the way to node 0's rendezvous)",
-)
-
 _COMPILED = tuple((re.compile(r.pattern, re.IGNORECASE), r) for r in ERROR_RULES)
 _JOB = tuple((re.compile(r.pattern, re.IGNORECASE), r) for r in JOB_RULES)
-
-#: Kinds whose owner follows from the kind alone.
-KIND_OWNERS: Mapping[Kind, Blame] = {
-    Kind.DISRUPTION: Blame(Owner.CLUSTER, "the infrastructure took a node or pod away"),
-    Kind.EFA: Blame(
-        Owner.UNDETERMINED, "EFA asked for, not used (the image's plugin, or the node's devices)"
-    ),
-    Kind.MISSING_EVENT: Blame(Owner.UNDETERMINED, "a rank said less than the roll call asks"),
-    Kind.UNEXPECTED_RANK: Blame(Owner.PLATFORM, "a rank outside the world asked for"),
-    Kind.INVALID_VALUE: Blame(Owner.WORKLOAD, "the workload reported a value that cannot be"),
-    Kind.LAYOUT: Blame(Owner.PLATFORM, "the ranks were not placed as asked"),
-    Kind.MIN_THROUGHPUT: Blame(Owner.CLUSTER, "a rank slower than the floor"),
-    Kind.STRAGGLER: Blame(Owner.CLUSTER, "a rank slower than its peers"),
-    Kind.COMPUTE_STRAGGLER: Blame(Owner.CLUSTER, "a GPU slower than its peers"),
-    Kind.SLOW_LINK: Blame(Owner.CLUSTER, "a link slower than it should be"),
-    Kind.REGRESSION: Blame(Owner.UNDETERMINED, "slower than the baseline"),
-    Kind.HUNG: Blame(Owner.UNDETERMINED, "a rank stopped making progress"),
-    Kind.WAITING: Blame(Owner.UNDETERMINED, "ranks waiting for another"),
-    Kind.SILENT: Blame(Owner.CLUSTER, "the node or the process froze (stopped, or stuck in the kernel)"),
-    Kind.NEVER_JOINED: Blame(Owner.UNDETERMINED, "a rank never joined the process group"),
-    Kind.REPLICA_DIVERGENCE: Blame(Owner.CLUSTER, "a replica computed wrong (silent data corruption)"),
-    Kind.COLLECTIVE_MISMATCH: Blame(Owner.CLUSTER, "an all-reduce delivered wrong data"),
-    Kind.LOSS: Blame(Owner.UNDETERMINED, "the loss did not behave"),
-    Kind.UNFIT_DEVICE: Blame(Owner.CLUSTER, "a device broke a fitness rule"),
-    Kind.CONFIG_DRIFT: Blame(Owner.PLATFORM, "the nodes' software differs"),
-    Kind.EXPECTATION: Blame(Owner.PLATFORM, "a node is not as the golden configuration says"),
-    Kind.ISOLATED: Blame(Owner.CLUSTER, "the node(s) failing alone"),
-    Kind.WORKLOAD_VERSION: Blame(Owner.PLATFORM, "the image holds an older workload than the suite"),
-    # Whoever sent the signal (a person, a CI job's timeout or cancel) ended the run before its verdict: the
-    # signal says nothing of the cluster, and a CI timeout may as well be a slow cluster as a short budget.
-    Kind.GPU_EVENT: Blame(
-        Owner.UNDETERMINED, "a GPU event that makes no GPU unfit (an Xid of no hardware class)"
-    ),
-    Kind.INTERRUPTED: Blame(Owner.UNDETERMINED, "the run was interrupted from outside before its verdict"),
-}
 
 
 def _first_match(rules: tuple[tuple[re.Pattern[str], Rule], ...], text: str, otherwise: str) -> Blame:
@@ -201,24 +159,21 @@ def _departure_blame(d: Departure) -> Blame:
 
 
 def blame(problem: Problem) -> Blame:
-    """Whose ``problem`` is."""
-    if isinstance(problem.detail, NeverStarted):  # ranks never joined because no launcher spawned them
-        return NEVER_STARTED
-    if problem.kind in KIND_OWNERS:
-        return KIND_OWNERS[problem.kind]
-    if problem.kind is Kind.JOB:
+    """Whose ``problem`` is: its kind's owner, else placed by what it says or holds."""
+    if problem.kind.owner is not None:
+        return problem.kind.owner
+    if problem.kind is JOB:
         return _first_match(_JOB, problem.message, "the job failed: its cause is the problem named before it")
     detail = problem.detail
-    if problem.kind is Kind.KERNEL_FALLBACK:
-        everywhere = getattr(detail, "everywhere", False)
+    if isinstance(detail, KernelFallback):
         return (
             Blame(Owner.WORKLOAD, "a kernel of the workload's own does not hold on this GPU")
-            if everywhere
+            if detail.everywhere
             else Blame(Owner.CLUSTER, "a GPU computed the workload's kernel wrong")
         )
     if isinstance(detail, Analysis):  # the root cause
-        if detail.disruption is not None:
-            return KIND_OWNERS[Kind.DISRUPTION]
+        if detail.disruption is not None and DISRUPTION.owner is not None:
+            return DISRUPTION.owner
         if detail.departure is not None:
             return _departure_blame(detail.departure)
         if detail.first is not None and not detail.first.echo:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rollcall.checks.runview import RunView
+from rollcall.checks.runview import Check, RunView
+from rollcall.checks.slow_links import SLOW_LINK
 from rollcall.evidence.floors import below_floors
-from rollcall.verdict import Kind, Problem
+from rollcall.verdict import Problem
 
 
 def busbw_floors(run: RunView) -> Iterable[Problem]:
@@ -23,7 +24,14 @@ def busbw_floors(run: RunView) -> Iterable[Problem]:
     for found in below_floors(perf.groups, spec.instance_type, perf.pods):
         g = found.group
         named = [r for r in g.ranks if 0 <= r < world] if g.scope != "world" else []
-        yield Problem(Kind.SLOW_LINK, f"slow link: {found}", dict.fromkeys(named, found.note()), detail=found)
+        yield Problem(SLOW_LINK, f"slow link: {found}", dict.fromkeys(named, found.note()), detail=found)
 
 
-__all__ = ["busbw_floors"]
+CHECK = Check(
+    busbw_floors,
+    detects="a group below its instance type's published floor, as a `slow_link`",
+    reads="`evidence/floors.py`",
+)
+
+
+__all__ = ["CHECK", "busbw_floors"]

@@ -8,11 +8,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rollcall.checks.runview import RunView
+from rollcall.checks.runview import Check, RunView
 from rollcall.evidence.fitness import device_summary
 from rollcall.evidence.perf import compute_straggler_problem
 from rollcall.evidence.perf import compute_stragglers as find_compute_stragglers
-from rollcall.verdict import Kind, Problem
+from rollcall.verdict import Blame, Kind, Owner, Problem, RankState
+
+#: Compute time per step above the median's by 1/--straggler-ratio.
+COMPUTE_STRAGGLER = Kind(
+    "compute_straggler",
+    RankState.STRAGGLER,
+    Blame(Owner.CLUSTER, "a GPU slower than its peers"),
+    too_slow=True,
+)
 
 
 def compute_stragglers(run: RunView) -> Iterable[Problem]:
@@ -23,7 +31,7 @@ def compute_stragglers(run: RunView) -> Iterable[Problem]:
         devices = {d.rank: d for n in run.nodes_detail for d in n.devices}
         known = [f"rank {s.rank} {device_summary(devices[s.rank])}" for s in found if s.rank in devices]
         yield Problem(
-            Kind.COMPUTE_STRAGGLER,
+            COMPUTE_STRAGGLER,
             compute_straggler_problem(found, ratio)
             + (f"; their devices: {'; '.join(known)}" if known else ""),
             {s.rank: s.note() for s in found},
@@ -31,4 +39,12 @@ def compute_stragglers(run: RunView) -> Iterable[Problem]:
         )
 
 
-__all__ = ["compute_stragglers"]
+CHECK = Check(
+    compute_stragglers,
+    detects="a slow GPU: compute time per step above the median's",
+    reads="`evidence/perf.py`, `evidence/fitness.py`",
+    kinds=(COMPUTE_STRAGGLER,),
+)
+
+
+__all__ = ["CHECK", "COMPUTE_STRAGGLER", "compute_stragglers"]

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rollcall.checks.runview import RunView
+from rollcall.checks.runview import Check, RunView
 from rollcall.evidence.fitness import drift
-from rollcall.verdict import Kind, Problem
+from rollcall.verdict import Blame, Kind, Owner, Problem, RankState
+
+#: Nodes of the run differ in a version (driver, CUDA, NCCL, kernel, torch ...).
+CONFIG_DRIFT = Kind("config_drift", RankState.SLOW, Blame(Owner.PLATFORM, "the nodes' software differs"))
 
 
 def config_drift(run: RunView) -> Iterable[Problem]:
@@ -15,7 +18,15 @@ def config_drift(run: RunView) -> Iterable[Problem]:
     if mode == "off":
         return
     for d in drift(run.nodes_detail):
-        yield Problem(Kind.CONFIG_DRIFT, f"config drift: {d}", detail=d, warning=mode == "warn")
+        yield Problem(CONFIG_DRIFT, f"config drift: {d}", detail=d, warning=mode == "warn")
 
 
-__all__ = ["config_drift"]
+CHECK = Check(
+    config_drift,
+    detects="nodes that disagree on their versions",
+    reads="`evidence/fitness.py`",
+    kinds=(CONFIG_DRIFT,),
+)
+
+
+__all__ = ["CHECK", "CONFIG_DRIFT", "config_drift"]

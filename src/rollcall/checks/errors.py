@@ -9,12 +9,24 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from rollcall.checks.runview import RunView
+from rollcall.checks.runview import Check, RunView
 from rollcall.evidence.gpu_events import beside_error, program_evidence
 from rollcall.evidence.gpumem import held_memory, out_of_memory
 from rollcall.evidence.rootcause import Failure, analyse
 from rollcall.evidence.rootcause import lines as rootcause_lines
-from rollcall.verdict import Kind, Problem
+from rollcall.verdict import Blame, Kind, Owner, Problem, RankState
+
+#: The first failure (and independent ones), named first; whose it is follows from what it says.
+ROOT_CAUSE = Kind("root_cause", RankState.MISSING, None)
+#: The infrastructure took a pod away (the root cause): no rank failed.
+DISRUPTION = Kind(
+    "disruption", RankState.SLOW, Blame(Owner.CLUSTER, "the infrastructure took a node or pod away")
+)
+#: A rank's error other than the root cause (independent, or folded with its echoes); whose it is follows
+#: from what it says.
+ERROR = Kind("error", RankState.MISSING, None)
+#: A rank left before ``complete`` without an error (any status, 0 included), after the root cause.
+LEFT_EARLY = Kind("left_early", RankState.MISSING, None)
 
 
 def errors(run: RunView) -> Iterable[Problem]:
@@ -68,10 +80,27 @@ def errors(run: RunView) -> Iterable[Problem]:
                 f"{s.what} on GPU {s.heard.gpu} (UUID {s.heard.uuid}), {s.phase}" for s in beside[rank]
             )
             notes[rank] = f"{notes[rank]}; the GPU said: {said}"
-        kind = Kind.LEFT_EARLY if line.departure is not None and not line.root else Kind.ERROR
+        kind = LEFT_EARLY if line.departure is not None and not line.root else ERROR
         if line.root:
-            kind = Kind.DISRUPTION if analysis.disruption is not None else Kind.ROOT_CAUSE
+            kind = DISRUPTION if analysis.disruption is not None else ROOT_CAUSE
         yield Problem(kind, line.text, notes, detail=analysis if n == 0 else line)
 
 
-__all__ = ["errors"]
+CHECK = Check(
+    errors,
+    detects=(
+        "a rank's error: the root cause first, echoes folded; a disruption; the first rank to leave, one "
+        "that ended before `complete` without an error (any status, 0 included), named ahead of the errors "
+        "it caused (owner: the workload's when the rank said `exit` itself, a `return` or `sys.exit` of code "
+        "running in it; undetermined when only the launcher recorded it), each other that left `left_early`"
+    ),
+    reads=(
+        "`evidence/rootcause.py`, `evidence/departures.py` (the rank's `exit` event; torchrun's records), "
+        "`evidence/gpumem.py`"
+    ),
+    kinds=(ROOT_CAUSE, DISRUPTION, ERROR, LEFT_EARLY),
+    logs_only=True,
+)
+
+
+__all__ = ["CHECK", "DISRUPTION", "ERROR", "LEFT_EARLY", "ROOT_CAUSE", "errors"]

@@ -5,11 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from rollcall.checks.runview import RunView
+from rollcall.checks.runview import Check, RunView
 from rollcall.evidence.rootcause import LAUNCHER_SIGNALS, Analysis, Termination
 from rollcall.ranklog import RankReport
-from rollcall.verdict import Kind, Problem
+from rollcall.verdict import Kind, Problem, RankState
 from rollcall_workload.contract import REQUIRED_EVENTS
+
+#: A rank answered the roll call, then exited non-zero (or by a signal).
+EXITED_NONZERO = Kind("exited_nonzero", RankState.FAILED, None)
 
 
 def exited_nonzero(run: RunView) -> Iterable[Problem]:
@@ -48,9 +51,9 @@ def exited_nonzero(run: RunView) -> Iterable[Problem]:
         note = f"{how} after answering the roll call"
         if root and t is first:
             analysis = Analysis(termination=t)
-            yield Problem(Kind.EXITED_NONZERO, analysis.headline() or t.describe(), {rank: note}, analysis)
+            yield Problem(EXITED_NONZERO, analysis.headline() or t.describe(), {rank: note}, analysis)
         else:
-            yield Problem(Kind.EXITED_NONZERO, t.describe(), {rank: note}, detail=t)
+            yield Problem(EXITED_NONZERO, t.describe(), {rank: note}, detail=t)
 
 
 def _answered(report: RankReport) -> bool:
@@ -58,4 +61,12 @@ def _answered(report: RankReport) -> bool:
     return all(report.has(e) for e in REQUIRED_EVENTS) and not report.errors
 
 
-__all__ = ["exited_nonzero"]
+CHECK = Check(
+    exited_nonzero,
+    detects="a rank that answered, then exited non-zero or by a signal",
+    reads="the launcher's records (`torchrun.py`)",
+    kinds=(EXITED_NONZERO,),
+)
+
+
+__all__ = ["CHECK", "EXITED_NONZERO", "exited_nonzero"]

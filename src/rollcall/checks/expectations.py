@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rollcall.checks.runview import RunView
+from rollcall.checks.runview import Check, RunView
 from rollcall.evidence.fitness import mismatches
-from rollcall.verdict import Kind, Problem
+from rollcall.verdict import Blame, Kind, Owner, Problem, RankState
+
+#: A node's fact does not match --expect KEY=GLOB (or is unknown).
+EXPECTATION = Kind(
+    "expectation", RankState.SLOW, Blame(Owner.PLATFORM, "a node is not as the golden configuration says")
+)
 
 
 def expectations(run: RunView) -> Iterable[Problem]:
@@ -17,10 +22,18 @@ def expectations(run: RunView) -> Iterable[Problem]:
     nodes = run.nodes_detail
     if not nodes:
         keys = ", ".join(f"{k}={g}" for k, g in expect)
-        yield Problem(Kind.EXPECTATION, f"--expect {keys}: no rank reported its facts")
+        yield Problem(EXPECTATION, f"--expect {keys}: no rank reported its facts")
         return
     for m in mismatches(nodes, expect):
-        yield Problem(Kind.EXPECTATION, f"expectation not met: {m}", detail=m)
+        yield Problem(EXPECTATION, f"expectation not met: {m}", detail=m)
 
 
-__all__ = ["expectations"]
+CHECK = Check(
+    expectations,
+    detects="a node short of the golden configuration (`--expect`)",
+    reads="`evidence/fitness.py`",
+    kinds=(EXPECTATION,),
+)
+
+
+__all__ = ["CHECK", "EXPECTATION", "expectations"]

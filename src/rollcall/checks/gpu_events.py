@@ -22,10 +22,19 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from rollcall.checks.runview import RunView
+from rollcall.checks.runview import Check, RunView
+from rollcall.checks.unfit_device import UNFIT_DEVICE
 from rollcall.evidence.fitness import Device, Unfit
 from rollcall.evidence.gpu_events import GpuEventSeen
-from rollcall.verdict import Kind, Problem
+from rollcall.verdict import Blame, Kind, Owner, Problem, RankState
+
+#: A GPU said something during the run that makes it no unfit device: an Xid of the catalog's system class,
+#: one not in the catalog, or a program's own Xid no rank's error carries (a warning).
+GPU_EVENT = Kind(
+    "gpu_event",
+    RankState.SLOW,
+    Blame(Owner.UNDETERMINED, "a GPU event that makes no GPU unfit (an Xid of no hardware class)"),
+)
 
 
 def gpu_events(run: RunView) -> Iterable[Problem]:
@@ -51,7 +60,7 @@ def gpu_events(run: RunView) -> Iterable[Problem]:
         warn = all(u.severity == "warn" for _, u in found)
         what = "; ".join(f"{s.what} {_when(s)} (rule {u.rule}){_advice(s)}" for s, u in found)
         yield Problem(
-            Kind.UNFIT_DEVICE,
+            UNFIT_DEVICE,
             f"unfit device{' (warning)' if warn else ''}: {found[0][1].device.label}: {what}",
             {first.rank: f"unfit device: {first.what}"} if first.rank is not None else {},
             detail=tuple(u for _, u in found),
@@ -59,7 +68,7 @@ def gpu_events(run: RunView) -> Iterable[Problem]:
         )
     for seen in warnings:
         yield Problem(
-            Kind.GPU_EVENT,
+            GPU_EVENT,
             f"GPU event: {seen.what} on {seen.gpu_label} {_when(seen)}{_advice(seen)}",
             {seen.rank: f"GPU event: {seen.what}"} if seen.rank is not None else {},
             detail=seen,
@@ -94,4 +103,16 @@ def _device(run: RunView, seen: GpuEventSeen) -> Device:
     return Device(where, -1, seen.node_name, gpu, on_rank=False)
 
 
-__all__ = ["gpu_events"]
+CHECK = Check(
+    gpu_events,
+    detects=(
+        "a GPU lost or failing in hardware during the run (an Xid of the catalog's hardware class, a "
+        "double-bit ECC error), named first, as an `unfit_device`; the other Xids warn, or stand beside the "
+        "error of the rank on that GPU"
+    ),
+    reads="`evidence/gpu_events.py` (the nodes' monitors' `gpu_event` events), `evidence/xids.py`",
+    kinds=(GPU_EVENT,),
+)
+
+
+__all__ = ["CHECK", "GPU_EVENT", "gpu_events"]

@@ -13,10 +13,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from rollcall.backends import JobState
-from rollcall.checks.runview import RunView
+from rollcall.checks.runview import Check, RunView
 from rollcall.evidence.hangs import resolve, stalls
 from rollcall.ranges import ranges
-from rollcall.verdict import Kind, Problem
+from rollcall.verdict import Blame, Kind, Owner, Problem, RankState
+
+#: The suite was interrupted (Ctrl-C, SIGTERM) before the job ended: each rank not done, as it stood then.
+#: Whoever sent the signal (a person, a CI job's timeout or cancel) ended the run before its verdict: the
+#: signal says nothing of the cluster, and a CI timeout may as well be a slow cluster as a short budget.
+INTERRUPTED = Kind(
+    "interrupted",
+    RankState.MISSING,
+    Blame(Owner.UNDETERMINED, "the run was interrupted from outside before its verdict"),
+)
 
 #: The states a rank may be in when the run is interrupted, in the order the line lists them.
 STATES = ("answered", "waiting", "hung", "running", "not started")
@@ -48,11 +57,19 @@ def interrupted(run: RunView) -> Iterable[Problem]:
         if (rs := [r for r, (s, _) in states.items() if s == state])
     ]
     yield Problem(
-        Kind.INTERRUPTED,
+        INTERRUPTED,
         f"run {status.reason}: {'; '.join(counts)}",
         {r: f"{note} when interrupted" for r, (state, note) in states.items() if state != "answered"},
         detail=status,
     )
 
 
-__all__ = ["interrupted"]
+CHECK = Check(
+    interrupted,
+    detects="a run interrupted (Ctrl-C, SIGTERM) before its job ended, and where each rank stood then",
+    reads="the runner's `JobStatus` (`interrupted`), `evidence/hangs.py`",
+    kinds=(INTERRUPTED,),
+)
+
+
+__all__ = ["CHECK", "INTERRUPTED", "interrupted"]

@@ -8,8 +8,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from rollcall.backends import JobState
-from rollcall.checks.runview import RunView
-from rollcall.verdict import Kind, Problem
+from rollcall.checks.runview import Check, RunView
+from rollcall.verdict import Kind, Problem, RankState
+
+#: The job did not succeed; whose it is follows from the backend's reason
+#: (:data:`rollcall.checks.blame.JOB_RULES`).
+JOB = Kind("job", RankState.SLOW, None)
 
 
 def job_state(run: RunView) -> Iterable[Problem]:
@@ -19,7 +23,15 @@ def job_state(run: RunView) -> Iterable[Problem]:
         return
     if status.disruption is not None:  # named first, by :func:`errors`
         return
-    yield Problem(Kind.JOB, f"job {status.state.value}: {status.reason}", detail=status)
+    yield Problem(JOB, f"job {status.state.value}: {status.reason}", detail=status)
 
 
-__all__ = ["job_state"]
+CHECK = Check(
+    job_state,
+    detects="a job that did not succeed",
+    reads="the backend's `JobStatus`",
+    kinds=(JOB,),
+)
+
+
+__all__ = ["CHECK", "JOB", "job_state"]

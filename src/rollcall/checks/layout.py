@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from rollcall.checks.runview import RunView
+from rollcall.checks.runview import Check, RunView
 from rollcall.ranges import ranges
-from rollcall.verdict import Kind, Problem
+from rollcall.verdict import Blame, Kind, Owner, Problem, RankState
+
+#: A node hosted another number of ranks than asked, or a rank said another world size.
+LAYOUT = Kind("layout", RankState.SLOW, Blame(Owner.PLATFORM, "the ranks were not placed as asked"))
 
 
 def layout(run: RunView) -> Iterable[Problem]:
@@ -19,12 +22,10 @@ def layout(run: RunView) -> Iterable[Problem]:
             per_node[report.node_rank].add(r)
     for node, ranks in sorted(per_node.items()):
         if not 0 <= node < lay.nodes:
-            yield Problem(
-                Kind.LAYOUT, f"node_rank {node} is outside 0..{lay.nodes - 1} (ranks {ranges(ranks)})"
-            )
+            yield Problem(LAYOUT, f"node_rank {node} is outside 0..{lay.nodes - 1} (ranks {ranges(ranks)})")
         elif len(ranks) != lay.procs_per_node:
             yield Problem(
-                Kind.LAYOUT,
+                LAYOUT,
                 f"node {node} hosted {len(ranks)} rank(s) ({ranges(ranks)}), expected {lay.procs_per_node}",
             )
     worlds: dict[int, list[int]] = defaultdict(list)
@@ -33,9 +34,17 @@ def layout(run: RunView) -> Iterable[Problem]:
             worlds[report.world_size].append(r)
     for size, said in sorted(worlds.items()):
         yield Problem(
-            Kind.LAYOUT,
+            LAYOUT,
             f"ranks {run.by_node(said)} reported a world size of {size}, expected {lay.world_size}",
         )
 
 
-__all__ = ["layout"]
+CHECK = Check(
+    layout,
+    detects="a node with the wrong number of ranks; another world size",
+    reads="`ranklog.py`",
+    kinds=(LAYOUT,),
+)
+
+
+__all__ = ["CHECK", "LAYOUT", "layout"]

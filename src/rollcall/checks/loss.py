@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rollcall.checks.runview import RunView
+from rollcall.checks.runview import Check, RunView
 from rollcall.evidence.proofs import find_bad_losses
-from rollcall.verdict import Kind, Problem
+from rollcall.verdict import Blame, Kind, Owner, Problem, RankState
+
+#: A loss that was not finite, or did not fall over a run long enough to learn.
+LOSS = Kind("loss", RankState.WRONG, Blame(Owner.UNDETERMINED, "the loss did not behave"))
 
 
 def loss(run: RunView) -> Iterable[Problem]:
@@ -18,7 +21,7 @@ def loss(run: RunView) -> Iterable[Problem]:
     ):
         if group:
             yield Problem(
-                Kind.LOSS,
+                LOSS,
                 f"{what} on ranks {run.by_node(f.rank for f in group)}: "
                 + "; ".join(f"rank {f.rank} {f.note()}" for f in group),
                 {f.rank: f.note() for f in group},
@@ -26,4 +29,12 @@ def loss(run: RunView) -> Iterable[Problem]:
             )
 
 
-__all__ = ["loss"]
+CHECK = Check(
+    loss,
+    detects="a loss not finite, or not falling",
+    reads="`evidence/proofs.py`",
+    kinds=(LOSS,),
+)
+
+
+__all__ = ["CHECK", "LOSS", "loss"]

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rollcall.checks.runview import RunView
-from rollcall.verdict import Kind, Problem
+from rollcall.checks.runview import Check, RunView
+from rollcall.verdict import Blame, Kind, Owner, Problem, RankState
 from rollcall_workload.contract import REQUIRED_EVENTS
+
+#: A rank of the world never said a required event.
+MISSING_EVENT = Kind(
+    "missing_event", RankState.MISSING, Blame(Owner.UNDETERMINED, "a rank said less than the roll call asks")
+)
 
 
 def missing_events(run: RunView) -> Iterable[Problem]:
@@ -16,11 +21,20 @@ def missing_events(run: RunView) -> Iterable[Problem]:
         ranks = missing[event]
         if ranks:
             yield Problem(
-                Kind.MISSING_EVENT,
+                MISSING_EVENT,
                 f"{event} missing on {len(ranks)} rank(s): {run.by_node(ranks)}",
                 {r: f"no {event}" for r in ranks},
                 detail=event,
             )
 
 
-__all__ = ["missing_events"]
+CHECK = Check(
+    missing_events,
+    detects="a missing rank: a required event never said",
+    reads="`ranklog.py` (`RollCall.missing`)",
+    kinds=(MISSING_EVENT,),
+    logs_only=True,
+)
+
+
+__all__ = ["CHECK", "MISSING_EVENT", "missing_events"]

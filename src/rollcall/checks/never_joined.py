@@ -9,9 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rollcall.checks.runview import RunView
+from rollcall.checks.runview import Check, RunView
 from rollcall.evidence.hangs import never_joined as find_never_joined
-from rollcall.verdict import Kind, Problem
+from rollcall.verdict import Blame, Kind, Owner, Problem, RankState
+
+#: Never joined the process group while the others waited for it in init_process_group past their bound.
+NEVER_JOINED = Kind(
+    "never_joined", RankState.MISSING, Blame(Owner.UNDETERMINED, "a rank never joined the process group")
+)
 
 
 def never_joined(run: RunView) -> Iterable[Problem]:
@@ -20,11 +25,19 @@ def never_joined(run: RunView) -> Iterable[Problem]:
     if found is None:
         return
     yield Problem(
-        Kind.NEVER_JOINED,
+        NEVER_JOINED,
         found.line(run.node),
         {r: "never joined the process group" for r in found.missing},
         detail=found,
     )
 
 
-__all__ = ["never_joined"]
+CHECK = Check(
+    never_joined,
+    detects="a rank that never joined the process group while the others waited in `init_process_group`",
+    reads="`evidence/hangs.py` (`never_joined`: the dumps and silences before the join)",
+    kinds=(NEVER_JOINED,),
+)
+
+
+__all__ = ["CHECK", "NEVER_JOINED", "never_joined"]

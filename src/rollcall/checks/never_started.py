@@ -10,9 +10,21 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rollcall.checks.runview import RunView
+from rollcall.checks.runview import Check, RunView
 from rollcall.evidence.launchers import never_started as find_never_started
-from rollcall.verdict import Kind, Problem
+from rollcall.verdict import Blame, Kind, Owner, Problem, RankState
+
+#: A node's launcher never started, or the launchers never met: no rank was spawned to join; nothing the run
+#: saw tells its command, its node or the way to node 0's rendezvous apart.
+NEVER_STARTED = Kind(
+    "never_started",
+    RankState.MISSING,
+    Blame(
+        Owner.UNDETERMINED,
+        "a node's launcher never started or never met the others (its command, its node, or the way to "
+        "node 0's rendezvous)",
+    ),
+)
 
 
 def never_started(run: RunView) -> Iterable[Problem]:
@@ -32,7 +44,18 @@ def never_started(run: RunView) -> Iterable[Problem]:
         }
     else:
         why = {r: "never spawned: the launchers never met" for r in range(layout.world_size)}
-    yield Problem(Kind.NEVER_JOINED, found.line(), why, detail=found)
+    yield Problem(NEVER_STARTED, found.line(), why, detail=found)
 
 
-__all__ = ["never_started"]
+CHECK = Check(
+    never_started,
+    detects=(
+        "a node whose launcher never started (no rank spawned anywhere) while another node's waited at the "
+        "launchers' rendezvous"
+    ),
+    reads="`evidence/launchers.py` (the nodes' monitors' `launcher` lines)",
+    kinds=(NEVER_STARTED,),
+)
+
+
+__all__ = ["CHECK", "NEVER_STARTED", "never_started"]

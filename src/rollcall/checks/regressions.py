@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rollcall.checks.runview import RunView
+from rollcall.checks.runview import Check, RunView
 from rollcall.evidence.baseline import regressions as find_regressions
-from rollcall.verdict import Kind, Problem
+from rollcall.verdict import Blame, Kind, Owner, Problem, RankState
+
+#: A figure worse than its baseline by more than --max-regression (and its spreads).
+REGRESSION = Kind("regression", RankState.SLOW, Blame(Owner.UNDETERMINED, "slower than the baseline"))
 
 
 def regressions(run: RunView) -> Iterable[Problem]:
@@ -16,7 +19,15 @@ def regressions(run: RunView) -> Iterable[Problem]:
         return
     c = run.criteria
     for found in find_regressions(run.figures, base, c.max_regression_pct, run.baseline_reference):
-        yield Problem(Kind.REGRESSION, str(found), detail=found)
+        yield Problem(REGRESSION, str(found), detail=found)
 
 
-__all__ = ["regressions"]
+CHECK = Check(
+    regressions,
+    detects="a regression against the baseline",
+    reads="`evidence/baseline.py`, `evidence/reference.py`",
+    kinds=(REGRESSION,),
+)
+
+
+__all__ = ["CHECK", "REGRESSION", "regressions"]

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rollcall.checks.runview import RunView
+from rollcall.checks.runview import Check, RunView
 from rollcall.evidence.proofs import find_divergence
-from rollcall.verdict import Kind, Problem
+from rollcall.verdict import Blame, Kind, Owner, Problem, RankState
+
+#: A rank's parameters differ from the other replicas' (a silent data corruption), named first.
+REPLICA_DIVERGENCE = Kind(
+    "replica_divergence",
+    RankState.WRONG,
+    Blame(Owner.CLUSTER, "a replica computed wrong (silent data corruption)"),
+)
 
 
 def replica_divergence(run: RunView) -> Iterable[Problem]:
@@ -20,7 +27,7 @@ def replica_divergence(run: RunView) -> Iterable[Problem]:
     named = "; ".join(f"rank {d.rank} (node {d.node}) {d.when}" for d in found)
     ref = found[0]
     yield Problem(
-        Kind.REPLICA_DIVERGENCE,
+        REPLICA_DIVERGENCE,
         f"replica divergence (silent data corruption): {named}: parameters unlike the replicas' "
         f"(param_digest {ref.digest} where {ref.agreeing} rank(s) hold {ref.reference})",
         {d.rank: d.note() for d in found},
@@ -28,4 +35,12 @@ def replica_divergence(run: RunView) -> Iterable[Problem]:
     )
 
 
-__all__ = ["replica_divergence"]
+CHECK = Check(
+    replica_divergence,
+    detects="a replica whose parameters differ (silent data corruption)",
+    reads="`evidence/proofs.py`",
+    kinds=(REPLICA_DIVERGENCE,),
+)
+
+
+__all__ = ["CHECK", "REPLICA_DIVERGENCE", "replica_divergence"]

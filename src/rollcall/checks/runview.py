@@ -1,8 +1,9 @@
 """The run as every check sees it: what a backend observed, the criteria, and what follows, derived once.
 
 A check is a named predicate ``RunView -> Iterable[Problem]`` in a module of its own under
-:mod:`rollcall.checks`; :class:`RunView` holds what several checks share (each rank's node, the ranks whose
-values are sound, their figures, each node's facts, the baseline), each computed at most once per verdict.
+:mod:`rollcall.checks`, which declares it once as a :class:`Check`. :class:`RunView` holds what several
+checks share (each rank's node, the ranks whose values are sound, their figures, each node's facts, the
+baseline), each computed at most once per verdict.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from rollcall.evidence.gpu_events import GpuEventSeen, events_seen
 from rollcall.evidence.perf import PerfFigures
 from rollcall.ranges import ranges
 from rollcall.ranklog import RankReport, RollCall
-from rollcall.verdict import WORKLOAD_KEYS, Criteria, Layout, Observed, Problem, Stats
+from rollcall.verdict import WORKLOAD_KEYS, Criteria, Kind, Layout, Observed, Problem, Stats
 
 #: Nodes listed one by one in a problem's line; beyond, the ranks and the nodes are listed as two ranges.
 BY_NODE_GROUPS = 8
@@ -162,8 +163,38 @@ class RunView:
         return entry.reference if entry is not None else None
 
 
-#: A check: a named predicate over the run, the problems it finds.
-Check = Callable[[RunView], Iterable[Problem]]
+#: What the judge runs: a named predicate over the run, the problems it finds.
+Predicate = Callable[[RunView], Iterable[Problem]]
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check, declared once by its module (``rollcall.checks.<name>.CHECK``).
+
+    The judge runs it (:data:`rollcall.judge.ORDER` says when), the kinds of problem it declares carry their
+    rank state and owner, and ``docs/checks.md`` is generated from it (``python -m rollcall.checks
+    --markdown``).
+    """
+
+    #: The predicate, named after the check and its module.
+    predicate: Predicate
+    #: What it detects, as the docs' table says it (Markdown).
+    detects: str
+    #: What it reads beyond the ranks' events: modules of :mod:`rollcall.evidence`, the backend's records.
+    reads: str
+    #: The kinds of problem it declares; it may raise another check's too (``busbw_floors`` a ``slow_link``).
+    kinds: tuple[Kind, ...] = ()
+    #: It needs no job, only the ranks' logs: ``rollcall check-logs`` holds saved logs to it.
+    logs_only: bool = False
+
+    @property
+    def name(self) -> str:
+        """The check's name: its predicate's and its module's."""
+        return self.predicate.__name__
+
+    def __call__(self, run: RunView) -> Iterable[Problem]:
+        """The problems it finds in ``run``."""
+        return self.predicate(run)
 
 
 def _workload(run: RunView) -> dict[str, Any]:
@@ -193,4 +224,4 @@ def _bad(value: float | None) -> bool:
     return value is not None and not (math.isfinite(value) and value > 0)
 
 
-__all__ = ["BY_NODE_GROUPS", "Check", "RunView"]
+__all__ = ["BY_NODE_GROUPS", "Check", "Predicate", "RunView"]

@@ -10,10 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rollcall.checks.runview import RunView
+from rollcall.checks.runview import Check, RunView
 from rollcall.evidence.hangs import stall_of
 from rollcall.evidence.silence import process_line, silences, silent_for
-from rollcall.verdict import Kind, Problem
+from rollcall.verdict import Blame, Kind, Owner, Problem, RankState
+
+#: No heartbeat and no progress past its bound plus the monitor's margin, its process alive (stopped, frozen,
+#: in uninterruptible sleep): the node's monitor said so.
+SILENT = Kind(
+    "silent",
+    RankState.SILENT,
+    Blame(Owner.CLUSTER, "the node or the process froze (stopped, or stuck in the kernel)"),
+)
 
 
 def silent(run: RunView) -> Iterable[Problem]:
@@ -25,11 +33,19 @@ def silent(run: RunView) -> Iterable[Problem]:
         pod = f", {run.log_word} {sorted(report.sources)[0]}" if report.sources else ""
         state = f"process {s.state_name}" if s.state_name else "process alive"
         yield Problem(
-            Kind.SILENT,
+            SILENT,
             f"rank {r} (node {run.node(r)}{pod}) silent: {silent_for(s)}; {process_line(s)}",
             {r: f"silent: {state}{f' in {s.phase}' if s.phase else ''}"},
             detail=s,
         )
 
 
-__all__ = ["silent"]
+CHECK = Check(
+    silent,
+    detects="a silent rank: no heartbeat, no progress, its process alive (stopped, frozen, in the kernel)",
+    reads="`evidence/silence.py` (the node's monitor's `silent` events)",
+    kinds=(SILENT,),
+)
+
+
+__all__ = ["CHECK", "SILENT", "silent"]

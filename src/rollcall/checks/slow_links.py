@@ -7,9 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rollcall.checks.runview import RunView
+from rollcall.checks.runview import Check, RunView
 from rollcall.evidence.perf import common_node, slow_groups
-from rollcall.verdict import Kind, Problem
+from rollcall.verdict import Blame, Kind, Owner, Problem, RankState
+
+#: A node, pair of nodes or the world below --min-busbw, --busbw-ratio or its published floor.
+SLOW_LINK = Kind(
+    "slow_link", RankState.SLOW, Blame(Owner.CLUSTER, "a link slower than it should be"), too_slow=True
+)
 
 
 def slow_links(run: RunView) -> Iterable[Problem]:
@@ -23,10 +28,18 @@ def slow_links(run: RunView) -> Iterable[Problem]:
     world = run.layout.world_size
     for s in slow:
         named = [r for r in s.group.ranks if 0 <= r < world] if s.group.scope != "world" else []
-        yield Problem(Kind.SLOW_LINK, f"slow link: {s}", dict.fromkeys(named, s.note()), detail=s)
+        yield Problem(SLOW_LINK, f"slow link: {s}", dict.fromkeys(named, s.note()), detail=s)
     node = common_node(slow)
     if node is not None:
-        yield Problem(Kind.SLOW_LINK, f"slow link: node {node} is in every slow pair of nodes", detail=node)
+        yield Problem(SLOW_LINK, f"slow link: node {node} is in every slow pair of nodes", detail=node)
 
 
-__all__ = ["slow_links"]
+CHECK = Check(
+    slow_links,
+    detects="a slow link: a node, pair or world below its bandwidth",
+    reads="`evidence/perf.py`",
+    kinds=(SLOW_LINK,),
+)
+
+
+__all__ = ["CHECK", "SLOW_LINK", "slow_links"]

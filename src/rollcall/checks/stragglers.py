@@ -13,8 +13,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from rollcall.checks.runview import RunView
-from rollcall.verdict import Kind, Problem, Stats
+from rollcall.checks.runview import Check, RunView
+from rollcall.verdict import Blame, Kind, Owner, Problem, RankState, Stats
+
+#: A rank's throughput below --straggler-ratio times the median's.
+STRAGGLER = Kind(
+    "straggler", RankState.STRAGGLER, Blame(Owner.CLUSTER, "a rank slower than its peers"), too_slow=True
+)
 
 
 @dataclass(frozen=True)
@@ -82,8 +87,16 @@ def stragglers(run: RunView) -> Iterable[Problem]:
     found = find_stragglers(per_rank, ratio)
     if found:
         yield Problem(
-            Kind.STRAGGLER, straggler_problem(found, ratio), {s.rank: s.note() for s in found}, detail=found
+            STRAGGLER, straggler_problem(found, ratio), {s.rank: s.note() for s in found}, detail=found
         )
 
 
-__all__ = ["Straggler", "find_stragglers", "straggler_problem", "stragglers"]
+CHECK = Check(
+    stragglers,
+    detects="a throughput straggler",
+    reads="`checks/stragglers.py`",
+    kinds=(STRAGGLER,),
+)
+
+
+__all__ = ["CHECK", "STRAGGLER", "Straggler", "find_stragglers", "straggler_problem", "stragglers"]

@@ -6,9 +6,12 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from rollcall.checks.runview import RunView
+from rollcall.checks.runview import Check, RunView
 from rollcall.evidence.fitness import unfit_devices
-from rollcall.verdict import Kind, Problem
+from rollcall.verdict import Blame, Kind, Owner, Problem, RankState
+
+#: A device's facts break a fitness rule (ECC, row remap, PCIe, clocks, power).
+UNFIT_DEVICE = Kind("unfit_device", RankState.SLOW, Blame(Owner.CLUSTER, "a device broke a fitness rule"))
 
 
 def unfit_device(run: RunView) -> Iterable[Problem]:
@@ -20,7 +23,7 @@ def unfit_device(run: RunView) -> Iterable[Problem]:
     for (rank, _device, warn), unfit in sorted(by_device.items()):
         what = "; ".join(f"{u.fact}={u.value} {u.why} (rule {u.rule})" for u in unfit)
         yield Problem(
-            Kind.UNFIT_DEVICE,
+            UNFIT_DEVICE,
             f"unfit device{' (warning)' if warn else ''}: {unfit[0].device.label}: {what}",
             {rank: f"unfit device: {', '.join(u.rule for u in unfit)}"},
             detail=tuple(unfit),
@@ -28,4 +31,12 @@ def unfit_device(run: RunView) -> Iterable[Problem]:
         )
 
 
-__all__ = ["unfit_device"]
+CHECK = Check(
+    unfit_device,
+    detects="an unfit device (ECC, row remapping, PCIe, clocks, power, devices lost, memory held by others)",
+    reads="`evidence/fitness.py`, `evidence/gpumem.py`",
+    kinds=(UNFIT_DEVICE,),
+)
+
+
+__all__ = ["CHECK", "UNFIT_DEVICE", "unfit_device"]

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rollcall.checks.runview import RunView
+from rollcall.checks.runview import Check, RunView
 from rollcall.evidence import versions
-from rollcall.verdict import Kind, Problem
+from rollcall.verdict import Blame, Kind, Owner, Problem, RankState
+
+#: The image's workload is of another rank-log contract, or older than the suite's (named first).
+WORKLOAD_VERSION = Kind(
+    "workload_version",
+    RankState.FAILED,
+    Blame(Owner.PLATFORM, "the image holds an older workload than the suite"),
+)
 
 
 def workload_version(run: RunView) -> Iterable[Problem]:
@@ -14,7 +21,15 @@ def workload_version(run: RunView) -> Iterable[Problem]:
     mismatch = versions.version_mismatch(run.reports)
     if mismatch is not None:
         why = "its workload is older than the suite's, or of another rank-log contract"
-        yield Problem(Kind.WORKLOAD_VERSION, mismatch.message, dict.fromkeys(mismatch.ranks, why), mismatch)
+        yield Problem(WORKLOAD_VERSION, mismatch.message, dict.fromkeys(mismatch.ranks, why), mismatch)
 
 
-__all__ = ["workload_version"]
+CHECK = Check(
+    workload_version,
+    detects="a workload older than the suite, or another contract",
+    reads="`evidence/versions.py`",
+    kinds=(WORKLOAD_VERSION,),
+)
+
+
+__all__ = ["CHECK", "WORKLOAD_VERSION", "workload_version"]

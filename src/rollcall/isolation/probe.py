@@ -27,18 +27,19 @@ from rollcall.checks.busbw_floors import busbw_floors
 from rollcall.checks.efa import efa
 from rollcall.checks.errors import errors
 from rollcall.checks.exited_nonzero import exited_nonzero
-from rollcall.checks.hangs import hangs
+from rollcall.checks.hangs import WAITING, hangs
 from rollcall.checks.job_state import job_state
 from rollcall.checks.layout import layout
-from rollcall.checks.runview import Check, RunView
-from rollcall.checks.slow_links import slow_links
+from rollcall.checks.missing_events import MISSING_EVENT
+from rollcall.checks.runview import Predicate, RunView
+from rollcall.checks.slow_links import SLOW_LINK, slow_links
 from rollcall.checks.unexpected_ranks import unexpected_ranks
 from rollcall.evidence.floors import size_label
 from rollcall.isolation.bisect import Isolation, Trial, bisect
 from rollcall.jobspec import JobSpec
 from rollcall.ranges import ranges
 from rollcall.runner import Attempt, run_once
-from rollcall.verdict import Criteria, Kind, Problem, Verdict
+from rollcall.verdict import Blame, Criteria, Kind, Owner, Problem, RankState, Verdict
 
 #: What the workload runs in a trial: rendezvous and the bandwidth phase only.
 TRIAL_ARGS = ("--bandwidth-only",)
@@ -48,6 +49,8 @@ TRIAL_ARGS = ("--bandwidth-only",)
 TRIAL_TIMEOUT_S = 120.0
 #: Characters of a trial's first problem kept as its evidence.
 EVIDENCE_CHARS = 300
+#: The node(s) ``--isolate`` found failing alone, or in every group holding them (no check raises it).
+ISOLATED = Kind("isolated", RankState.SLOW, Blame(Owner.CLUSTER, "the node(s) failing alone"))
 
 
 def completed(run: RunView) -> Iterable[Problem]:
@@ -57,7 +60,7 @@ def completed(run: RunView) -> Iterable[Problem]:
     ]
     if missing:
         yield Problem(
-            Kind.MISSING_EVENT,
+            MISSING_EVENT,
             f"complete missing on {len(missing)} rank(s): {run.by_node(missing)}",
             {r: "no complete" for r in missing},
             detail="complete",
@@ -65,7 +68,7 @@ def completed(run: RunView) -> Iterable[Problem]:
 
 
 #: The checks a trial is judged by: the run's end and its bandwidth, no training.
-TRIAL_CHECKS: tuple[Check, ...] = (
+TRIAL_CHECKS: tuple[Predicate, ...] = (
     hangs,
     errors,
     exited_nonzero,
@@ -81,7 +84,7 @@ TRIAL_CHECKS: tuple[Check, ...] = (
 
 #: Problems whose ranks are victims of another's fault, never its cause: ranks waiting in a collective or at
 #: rendezvous for a rank that does not come (which may be one that says nothing at all).
-VICTIMS = frozenset({Kind.WAITING})
+VICTIMS = frozenset({WAITING})
 
 
 def named_nodes(verdict: Verdict) -> set[int]:
@@ -91,7 +94,7 @@ def named_nodes(verdict: Verdict) -> set[int]:
     for p in verdict.findings:
         if p.kind in VICTIMS:
             continue
-        if p.kind is Kind.SLOW_LINK and isinstance(p.detail, int):  # the node in every slow pair
+        if p.kind is SLOW_LINK and isinstance(p.detail, int):  # the node in every slow pair
             named.add(p.detail)
         nodes = {verdict.ranks[r].node for r in p.ranks if r in verdict.ranks}
         if nodes and nodes != every:
@@ -228,7 +231,7 @@ def with_isolation(verdict: Verdict, isolation: Isolation) -> Verdict:
         for r, result in verdict.ranks.items()
         if result.node in suspects
     }
-    problem = Problem(Kind.ISOLATED, message, notes, detail=isolation)
+    problem = Problem(ISOLATED, message, notes, detail=isolation)
     ranks = {
         r: replace(result, problems=(*result.problems, problem)) if r in notes else result
         for r, result in verdict.ranks.items()
@@ -237,6 +240,7 @@ def with_isolation(verdict: Verdict, isolation: Isolation) -> Verdict:
 
 
 __all__ = [
+    "ISOLATED",
     "TRIAL_ARGS",
     "TRIAL_CHECKS",
     "TRIAL_TIMEOUT_S",

@@ -40,6 +40,8 @@ from urllib.parse import quote
 
 from markupsafe import Markup, escape
 
+from rollcall.checks.interrupted import INTERRUPTED
+from rollcall.checks.replica_divergence import REPLICA_DIVERGENCE
 from rollcall.collect import REPORT_FILE, safe_name, write_whole
 from rollcall.evidence.baseline import MEASURES
 from rollcall.evidence.fitness import DEVICE_KEYS, DRIFT_KEYS, Drift
@@ -51,7 +53,7 @@ from rollcall.page.timeline import rank_roles, timeline
 from rollcall.ranges import ranges
 from rollcall.reports import number
 from rollcall.runner import PASSED_AFTER_DISRUPTION
-from rollcall.verdict import Kind, RankState
+from rollcall.verdict import RankState
 
 if TYPE_CHECKING:
     from rollcall.gate import GateReport
@@ -92,7 +94,7 @@ def rank_states(verdict: Verdict) -> dict[int, str]:
 def _interrupted(record: TestRecord, verdict: Verdict) -> str:
     """The interrupted run's line (where each rank stood), or the signal after the job ended; else empty."""
     why = record.extra.get("interrupted")
-    lines = [p.message for p in verdict.of_kind(Kind.INTERRUPTED)]
+    lines = [p.message for p in verdict.of_kind(INTERRUPTED)]
     if lines:
         return lines[0]
     return f"the session was interrupted ({why}) after this job ended; its verdict stands" if why else ""
@@ -114,7 +116,7 @@ def _test(record: TestRecord, base: Path) -> dict[str, Any]:
     analysis = verdict.root_cause
     error_lines = [line.text for line in lines(analysis)] if analysis else []
     # A silent data corruption is the root cause even when no rank failed because of it.
-    error_lines = [p.message for p in verdict.of_kind(Kind.REPLICA_DIVERGENCE)] + error_lines
+    error_lines = [p.message for p in verdict.of_kind(REPLICA_DIVERGENCE)] + error_lines
     return {
         "root_cause": error_lines[0] if error_lines else "",
         # Whose the first problem is: the cluster's, the platform's, rollcall's own, undetermined.

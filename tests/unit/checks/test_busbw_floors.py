@@ -5,6 +5,7 @@ import pytest
 from rollcall.backends import Placement
 from rollcall.checks.busbw_floors import busbw_floors
 from rollcall.checks.runview import RunView
+from rollcall.checks.slow_links import SLOW_LINK
 from rollcall.evidence.floors import (
     FLOORS,
     MAX_MEASURE_BYTES,
@@ -18,7 +19,7 @@ from rollcall.jobspec import JobSpec
 from rollcall.options import DEFAULTS, OptionError, resolve
 from rollcall.ranklog import RollCall
 from rollcall.suite import job_spec
-from rollcall.verdict import Criteria, Kind, Layout, Observed
+from rollcall.verdict import Criteria, Layout, Observed
 from rollcall_workload import cli
 from tests.unit.helpers import event, judged, rank_lines
 
@@ -70,7 +71,7 @@ def judged_bandwidth(instance_type, *, world, own, nodes=2, ppn=2, accelerator="
 
 
 def slow_lines(verdict):
-    return [p.message for p in verdict.of_kind(Kind.SLOW_LINK)]
+    return [p.message for p in verdict.of_kind(SLOW_LINK)]
 
 
 def test_each_floor_has_a_source_and_the_fabric_of_its_scope():
@@ -143,7 +144,7 @@ def test_auto_fails_a_world_of_two_nodes_below_its_efa_floor_naming_no_rank():
     )
     assert "floor of 300 GB/s over EFA (NVIDIA/aicr" in lines[0] and "no message size given" in lines[0]
     assert verdict.failed_ranks == {}
-    found = verdict.of_kind(Kind.SLOW_LINK)[0].detail.as_dict()
+    found = verdict.of_kind(SLOW_LINK)[0].detail.as_dict()
     assert (found["bytes"], found["floor"]["busbw_gbps"], found["instance_type"]) == (
         2**31,
         300,
@@ -211,7 +212,7 @@ def floor_facts(instance_type, *, world, own, accelerator="nvidia", **criteria):
 
 def test_the_predicate_names_a_node_below_its_types_floor_and_nothing_above_it_or_without_floors():
     [problem] = list(busbw_floors(floor_facts("p5.48xlarge", world=350.0, own={0: 470.0, 1: 400.0})))
-    assert problem.kind is Kind.SLOW_LINK and set(problem.ranks) == {2, 3}
+    assert problem.kind is SLOW_LINK and set(problem.ranks) == {2, 3}
     assert problem.message.startswith(
         "slow link: node 1 (pod(s) pod-1): bus bandwidth 400 GB/s at 2 GB, below the p5.48xlarge floor"
     )

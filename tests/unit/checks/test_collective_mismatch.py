@@ -1,9 +1,9 @@
 """The collective_mismatch check: every all-reduce of the bandwidth phase returned the exact sum to every rank."""
 
-from rollcall.checks.collective_mismatch import collective_mismatch
+from rollcall.checks.collective_mismatch import COLLECTIVE_MISMATCH, collective_mismatch
 from rollcall.checks.runview import RunView
 from rollcall.ranklog import RollCall
-from rollcall.verdict import Criteria, Kind, Layout, Observed, RankState
+from rollcall.verdict import Criteria, Layout, Observed, RankState
 from tests.unit.helpers import event
 from tests.unit.test_proofs import run_log, verdict
 
@@ -11,7 +11,7 @@ from tests.unit.test_proofs import run_log, verdict
 def test_wrong_all_reduce_data_names_the_group_the_rank_what_and_the_node():
     wrong = {"iters": 10, "elements": 1024, "index": 1365, "expected": 14.0, "got": 0.0}
     v = verdict(run_log(mismatch={2: wrong}))
-    assert [p.kind for p in v.findings] == [Kind.COLLECTIVE_MISMATCH] * 2
+    assert [p.kind for p in v.findings] == [COLLECTIVE_MISMATCH] * 2
     assert v.problems == [
         "collective mismatch: world all-reduce (ranks 0-3, nodes 0-1): rank 2 (node 1) received 1024 of 1024 "
         "elements wrong in 10 timed all-reduce(s), first at index 1365 (expected 14, got 0)",
@@ -58,7 +58,7 @@ def test_wrong_data_on_every_rank_of_the_groups_crossing_one_link_names_that_lin
             )
     roll = RollCall()
     roll.parser("p").feed(("\n".join(lines) + "\n").encode())
-    found = [p for p in verdict(roll).findings if p.kind is Kind.COLLECTIVE_MISMATCH]
+    found = [p for p in verdict(roll).findings if p.kind is COLLECTIVE_MISMATCH]
     assert sorted(found[0].ranks) == [0, 1, 2, 3]
     assert found[-1].message == (
         "collective mismatch: every group that received wrong data crosses the link between nodes 0 and 1, "
@@ -72,7 +72,7 @@ def test_the_predicate_names_the_rank_that_received_wrong_data_and_nothing_of_ex
     found = list(
         collective_mismatch(RunView(Observed(run_log(mismatch={2: wrong}), Layout(2, 2)), Criteria()))
     )
-    assert [p.kind for p in found] == [Kind.COLLECTIVE_MISMATCH] * 2
+    assert [p.kind for p in found] == [COLLECTIVE_MISMATCH] * 2
     assert (
         set(found[0].ranks) == {2}
         and "rank 2 (node 1) received 1024 of 1024 elements wrong" in found[0].message

@@ -1,10 +1,10 @@
 """The compute_stragglers check: no GPU whose compute time per step exceeds the median's by more than 1/ratio."""
 
-from rollcall.checks.compute_stragglers import compute_stragglers
+from rollcall.checks.compute_stragglers import COMPUTE_STRAGGLER, compute_stragglers
 from rollcall.checks.runview import RunView
 from rollcall.gate import GateReport
 from rollcall.ranklog import RollCall
-from rollcall.verdict import Criteria, Kind, Layout, Observed
+from rollcall.verdict import Criteria, Layout, Observed
 from tests.unit.test_perf import attempt_with, perf_log
 
 
@@ -44,7 +44,7 @@ def perf_roll(**kw):
 def test_the_predicate_names_the_slow_gpus_rank_and_nothing_of_even_compute_times():
     slow = Observed(perf_roll(compute={3: 31.5}), Layout(2, 2))
     [problem] = list(compute_stragglers(RunView(slow, Criteria(straggler_ratio=0.8))))
-    assert problem.kind is Kind.COMPUTE_STRAGGLER
+    assert problem.kind is COMPUTE_STRAGGLER
     assert problem.ranks == {3: "compute straggler: 3.15 x the median compute time"}
     assert problem.message.endswith("rank 3 (node 1, pod job-1) at 31.50 ms per step, 3.15 x the median")
     assert list(compute_stragglers(RunView(slow, Criteria(straggler_ratio=0)))) == []  # off

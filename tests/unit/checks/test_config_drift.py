@@ -1,8 +1,8 @@
 """The config_drift check: under --drift fail (warn: as a warning) the nodes agree on every version they report."""
 
-from rollcall.checks.config_drift import config_drift
+from rollcall.checks.config_drift import CONFIG_DRIFT, config_drift
 from rollcall.checks.runview import RunView
-from rollcall.verdict import Criteria, Kind, Layout, Observed
+from rollcall.verdict import Criteria, Layout, Observed
 from tests.unit.test_fitness import facts_of, fake_nvml, roll_with, verdict_of
 
 
@@ -13,10 +13,10 @@ def test_nodes_that_differ_in_a_version_are_named_as_a_warning_by_default():
     warned = verdict_of(roll)
     assert warned.passed
     [warning] = warned.warnings
-    assert warning.kind is Kind.CONFIG_DRIFT
+    assert warning.kind is CONFIG_DRIFT
     assert warning.message == "config drift: torch differs between nodes: 2.10.0 (node 1); 2.11.0 (node 0)"
     failed = verdict_of(roll, drift="fail")
-    assert [p.message for p in failed.of_kind(Kind.CONFIG_DRIFT)] == [warning.message] and not failed.passed
+    assert [p.message for p in failed.of_kind(CONFIG_DRIFT)] == [warning.message] and not failed.passed
     assert verdict_of(roll, drift="off").warnings == ()
 
 
@@ -25,7 +25,7 @@ def test_the_predicate_names_the_version_the_nodes_differ_in_and_nothing_when_th
         {0: {**facts_of(fake_nvml()), "torch": "2.11.0"}, 1: {**facts_of(fake_nvml()), "torch": "2.10.0"}}
     )
     [problem] = list(config_drift(RunView(Observed(roll, Layout(2, 1)), Criteria(drift="fail"))))
-    assert problem.kind is Kind.CONFIG_DRIFT and not problem.warning
+    assert problem.kind is CONFIG_DRIFT and not problem.warning
     assert problem.message == "config drift: torch differs between nodes: 2.10.0 (node 1); 2.11.0 (node 0)"
     [warning] = list(config_drift(RunView(Observed(roll, Layout(2, 1)), Criteria())))
     assert warning.warning and warning.message == problem.message  # warn by default

@@ -4,11 +4,13 @@ import pytest
 
 from rollcall.backends import EfaUse, JobState, JobStatus
 from rollcall.backends.kubernetes.efa import NET_CLUES, EfaEvidence, check, details, explain
+from rollcall.checks.efa import EFA as EFA_KIND
 from rollcall.checks.efa import efa
+from rollcall.checks.job_state import JOB
 from rollcall.checks.runview import RunView
 from rollcall.judge import judge
 from rollcall.ranklog import RollCall
-from rollcall.verdict import Criteria, Kind, Layout, Observed
+from rollcall.verdict import Criteria, Layout, Observed
 from tests.unit.helpers import node_log, two_by_two
 
 
@@ -152,7 +154,7 @@ def test_the_check_is_an_observation_with_the_failure_text_for_the_judge():
         parser.close()
     verdict = judge(Observed(roll, Layout(2, 1), JobStatus(JobState.SUCCEEDED, efa=use)))
     # the job succeeded; the efa check alone names the problem, once, in the check's words
-    assert [p.kind for p in verdict.findings] == [Kind.EFA] and verdict.problems == [use.reason]
+    assert [p.kind for p in verdict.findings] == [EFA_KIND] and verdict.problems == [use.reason]
 
 
 @pytest.mark.parametrize(("required", "failed"), [(True, True), (False, False)])
@@ -177,7 +179,7 @@ def test_efa_not_used_is_its_own_kind_not_a_job_failure():
     efa = EfaUse(fell_back={"x-0": "NET/Socket : Using [0]eth0"}, required=True, reason=reason)
     status = JobStatus(JobState.SUCCEEDED, efa=efa)  # the backend reports EFA; the job itself succeeded
     v = judge(Observed(two_by_two(), Layout(2, 2), status))
-    assert [p.kind for p in v.findings] == [Kind.EFA]
+    assert [p.kind for p in v.findings] == [EFA_KIND]
     assert v.findings[0].detail is efa and v.problems == [reason]
     unproven = EfaUse(unproven=("x-0",), required=False)  # Neuron: not proven is only a detail
     assert judge(Observed(two_by_two(), Layout(2, 2), JobStatus(JobState.SUCCEEDED, efa=unproven))).passed
@@ -187,7 +189,7 @@ def test_a_job_that_failed_besides_efa_says_both_once_each():
     efa = EfaUse(fell_back={"x-0": "Using network Socket"}, required=True, reason="EFA was requested but ...")
     status = JobStatus(JobState.FAILED, "pod x-1 (index 1) on node n1: OOMKilled", efa=efa)
     v = judge(Observed(two_by_two(), Layout(2, 2), status))
-    assert [p.kind for p in v.findings] == [Kind.JOB, Kind.EFA]
+    assert [p.kind for p in v.findings] == [JOB, EFA_KIND]
     assert v.problems == ["job failed: pod x-1 (index 1) on node n1: OOMKilled", "EFA was requested but ..."]
 
 
@@ -196,7 +198,7 @@ def test_the_predicate_names_efa_requested_and_not_used_and_nothing_where_it_was
     fell_back = EfaUse(fell_back={"x-0": "NET/Socket : Using [0]eth0"}, required=True, reason=reason)
     status = JobStatus(JobState.SUCCEEDED, efa=fell_back)
     [problem] = list(efa(RunView(Observed(two_by_two(), Layout(2, 2), status), Criteria())))
-    assert problem.kind is Kind.EFA and problem.message == reason and problem.detail is fell_back
+    assert problem.kind is EFA_KIND and problem.message == reason and problem.detail is fell_back
     assert problem.ranks == {} and "fell back to TCP" in problem.message
     used = JobStatus(JobState.SUCCEEDED, efa=EfaUse(required=True))
     for sound in (used, JobStatus(JobState.SUCCEEDED), None):

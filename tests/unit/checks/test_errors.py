@@ -1,12 +1,14 @@
 """The errors check: a rank's error named, the first failure first (the root cause), its echoes folded; a disruption."""
 
 from rollcall.backends import JobState, JobStatus
-from rollcall.checks.errors import errors
+from rollcall.checks.errors import DISRUPTION, ERROR, LEFT_EARLY, ROOT_CAUSE, errors
+from rollcall.checks.job_state import JOB
+from rollcall.checks.missing_events import MISSING_EVENT
 from rollcall.checks.runview import RunView
 from rollcall.evidence.rootcause import Disruption, Termination
 from rollcall.judge import judge
 from rollcall.ranklog import RollCall
-from rollcall.verdict import Criteria, Kind, Layout, Observed
+from rollcall.verdict import Criteria, Layout, Observed
 from tests.unit.helpers import event, node_log, roll_of, two_by_two
 
 GLOO = "RuntimeError: [../gloo/transport/tcp/pair.cc:547] Connection closed by peer [127.0.0.1]:{port}"
@@ -44,7 +46,7 @@ def test_the_root_cause_comes_first_and_each_rank_keeps_its_own_message():
     errors = {r: (GLOO.format(port=40000 + r), T0 + 2) for r in range(8)}
     errors[5] = ("RuntimeError: injected failure on rank 5", T0 + 1)
     v = judged(2, 4, errors)
-    assert [p.kind for p in v.findings[:3]] == [Kind.ROOT_CAUSE, Kind.ERROR, Kind.JOB]
+    assert [p.kind for p in v.findings[:3]] == [ROOT_CAUSE, ERROR, JOB]
     assert v.problems[0].startswith(
         "first failure: rank 5 (node 1) reported an error: RuntimeError: injected failure on rank 5 "
         "[pod job-1-abcde, 08:00:01.000 UTC]"
@@ -83,7 +85,7 @@ def test_two_independent_failures_are_both_named_as_roots():
     errors[1] = ("RuntimeError: injected failure on rank 1", T0 + 1)
     errors[6] = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", T0 + 3)
     v = judged(2, 4, errors)
-    roots = v.of_kind(Kind.ROOT_CAUSE)
+    roots = v.of_kind(ROOT_CAUSE)
     assert [p.message.split(" reported")[0] for p in roots] == [
         "first failure: rank 1 (node 0)",
         "independent failure: rank 6 (node 1)",
@@ -116,14 +118,14 @@ def test_a_disruption_comes_first_and_the_ranks_errors_are_its_consequences():
     evicted = Disruption("job-1-abcde", 1, "ip-10-0-1-7", "EvictionByEvictionAPI", "Eviction API: evicting")
     v = judged(2, 4, errors, JobStatus.disrupted(evicted))
 
-    assert v.findings[0].kind is Kind.DISRUPTION and v.findings[0].ranks == {}
+    assert v.findings[0].kind is DISRUPTION and v.findings[0].ranks == {}
     assert v.problems[0] == (
         "first failure: infrastructure disruption: pod job-1-abcde (index 1) on node ip-10-0-1-7 was disrupted "
         "(EvictionByEvictionAPI): Eviction API: evicting; the 8 rank error(s) follow from it"
     )
-    assert Kind.ROOT_CAUSE not in {p.kind for p in v.findings}, "no rank's error is a root cause"
-    assert Kind.JOB not in {p.kind for p in v.findings}, "the disruption is the job's end, named once"
-    assert {p.kind for p in v.findings[1:3]} == {Kind.ERROR}
+    assert ROOT_CAUSE not in {p.kind for p in v.findings}, "no rank's error is a root cause"
+    assert JOB not in {p.kind for p in v.findings}, "the disruption is the job's end, named once"
+    assert {p.kind for p in v.findings[1:3]} == {ERROR}
     assert v.disruption == evicted and v.root_cause is not None and v.root_cause.roots == ()
     assert v.root_cause.as_dict()["disruption"]["host"] == "ip-10-0-1-7"
 
@@ -131,7 +133,7 @@ def test_a_disruption_comes_first_and_the_ranks_errors_are_its_consequences():
 def test_a_disruption_without_any_rank_error_is_still_named_first():
     lost = Disruption("job-0-abcde", 0, "n0", "NodeDeleted", "node n0 was deleted while the pod ran")
     v = judge(Observed(two_by_two(skip={0: ("complete",)}), Layout(2, 2), JobStatus.disrupted(lost)))
-    assert [p.kind for p in v.findings] == [Kind.DISRUPTION, Kind.MISSING_EVENT]
+    assert [p.kind for p in v.findings] == [DISRUPTION, MISSING_EVENT]
     assert v.problems[0].startswith("first failure: infrastructure disruption: pod job-0-abcde (index 0)")
 
 
@@ -156,7 +158,7 @@ def test_the_predicate_names_the_rank_that_reported_an_error_first_and_nothing_o
         + "\n"
     )
     [problem] = list(errors(RunView(Observed(roll_of(text), Layout(1, 2)), Criteria())))
-    assert problem.kind is Kind.ROOT_CAUSE
+    assert problem.kind is ROOT_CAUSE
     assert problem.ranks == {1: "error: RuntimeError: injected failure on rank 1"}
     assert problem.message.startswith(
         "first failure: rank 1 (node 0) reported an error: RuntimeError: injected failure on rank 1"
@@ -199,7 +201,7 @@ def judged_logs(logs, nodes, ppn, status=None):
 def test_the_first_rank_to_leave_with_0_is_the_root_cause_ahead_of_the_echoes_it_caused():
     echoes = {r: GLOO.format(port=40000 + r) for r in (0, 1, 2)}
     v = judged_logs(leaving_logs(2, 2, 3, 0, echoes), 2, 2)
-    assert v.findings[0].kind is Kind.ROOT_CAUSE
+    assert v.findings[0].kind is ROOT_CAUSE
     assert v.problems[0] == (
         "first failure: rank 3 (node 1) left with exit code 0 after epoch_time of epoch 1 (in epoch 1 end), "
         "before complete [log node-1, 08:00:02.000 UTC]; the others' errors followed"
@@ -223,7 +225,7 @@ def test_a_rank_that_left_after_another_failed_on_its_own_is_named_after_that_fa
     assert v.problems[0].startswith(
         "first failure: rank 0 (node 0) reported an error: RuntimeError: injected"
     )
-    left = [p for p in v.findings if p.kind is Kind.LEFT_EARLY]
+    left = [p for p in v.findings if p.kind is LEFT_EARLY]
     assert [p.message for p in left] == [
         "left early too: rank 1 (node 0) left with exit code 0 after epoch_time of epoch 1 (in epoch 1 end), "
         "before complete [log node-0, 08:00:02.000 UTC]"

@@ -1,10 +1,10 @@
 """The exited_nonzero check: a rank that answered the whole roll call, then exited non-zero or by a signal."""
 
 from rollcall.backends import JobState, JobStatus
-from rollcall.checks.exited_nonzero import exited_nonzero
+from rollcall.checks.exited_nonzero import EXITED_NONZERO, exited_nonzero
 from rollcall.checks.runview import RunView
 from rollcall.evidence.rootcause import Analysis, Termination
-from rollcall.verdict import Criteria, Kind, Layout, Observed
+from rollcall.verdict import Criteria, Layout, Observed
 from tests.unit.helpers import two_by_two
 
 T0 = 1_764_576_000.0
@@ -18,7 +18,7 @@ def worker(rank, exit_code, reason="", time=T0):
 def test_the_predicate_names_a_rank_that_answered_then_exited_non_zero_as_the_root_cause():
     status = JobStatus(JobState.FAILED, "pod-1 failed", terminations=[worker(3, 1)])
     [problem] = list(exited_nonzero(RunView(Observed(two_by_two(), Layout(2, 2), status), Criteria())))
-    assert problem.kind is Kind.EXITED_NONZERO
+    assert problem.kind is EXITED_NONZERO
     assert problem.ranks == {3: "exited with code 1 after answering the roll call"}
     assert isinstance(problem.detail, Analysis) and problem.detail.termination is not None
     assert problem.detail.termination.rank == 3 and problem.detail.termination.node == 1

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from rollcall.checks.gpu_events import gpu_events
+from rollcall.checks.errors import ROOT_CAUSE
+from rollcall.checks.gpu_events import GPU_EVENT, gpu_events
 from rollcall.checks.runview import RunView
+from rollcall.checks.unfit_device import UNFIT_DEVICE
 from rollcall.evidence.fitness import FitnessPolicy
 from rollcall.evidence.xids import XidClass, XidPolicy
 from rollcall.ranklog import RollCall
-from rollcall.verdict import Criteria, Kind, Layout, Observed, Owner, Verdict
+from rollcall.verdict import Criteria, Layout, Observed, Owner, Verdict
 from rollcall_workload import contract
 from tests.unit.helpers import rank_lines
 from tests.unit.test_fitness import verdict_of
@@ -75,7 +77,7 @@ ILLEGAL = "AcceleratorError: CUDA error: an illegal memory access was encountere
 def test_xid_31_on_a_failing_ranks_gpu_is_named_beside_that_ranks_error_whose_owner_stays_the_errors():
     verdict = verdict_of(roll_of([gpu_line(xid=31, data=31, event_type=8)], fails=ILLEGAL))
     first = verdict.findings[0]
-    assert first.kind is Kind.ROOT_CAUSE and set(first.ranks) == {1}
+    assert first.kind is ROOT_CAUSE and set(first.ranks) == {1}
     note = first.ranks[1]
     assert note.startswith(f"error: {ILLEGAL}")
     assert (
@@ -83,7 +85,7 @@ def test_xid_31_on_a_failing_ranks_gpu_is_named_beside_that_ranks_error_whose_ow
         in note
     )
     assert first.blame is not None and first.blame.owner is Owner.UNDETERMINED  # the error's own placing
-    assert verdict.of_kind(Kind.UNFIT_DEVICE) == [] and verdict.warnings == ()
+    assert verdict.of_kind(UNFIT_DEVICE) == [] and verdict.warnings == ()
     [seen] = verdict.gpu_events
     assert (seen.rank, seen.node, seen.klass, seen.phase) == (1, 1, "program", "after epoch 1")
 
@@ -108,20 +110,20 @@ def test_xid_79_makes_the_gpu_unfit_first_in_the_verdict_ahead_of_the_error_it_c
         roll_of([gpu_line(xid=79, data=79, event_type=8)], fails="CUDA error: unknown error")
     )
     first = verdict.findings[0]
-    assert first.kind is Kind.UNFIT_DEVICE and not first.warning
+    assert first.kind is UNFIT_DEVICE and not first.warning
     for named in ("node 1 (n1) rank 1 GPU 1", "UUID GPU-1aaa", "serial 165001", "Xid 79 (GPU has fallen off"):
         assert named in first.message
     assert "rule hardware_event" in first.message and "after epoch 1" in first.message
     assert set(first.ranks) == {1}  # rank 0's healthy GPU is not named
     assert first.blame is not None and first.blame.owner is Owner.CLUSTER
-    assert verdict.findings[1].kind is Kind.ROOT_CAUSE
+    assert verdict.findings[1].kind is ROOT_CAUSE
     assert verdict.unfit_nodes == ["n1"]
     assert verdict.message().splitlines()[1].startswith("  - unfit device: node 1 (n1) rank 1 GPU 1")
 
 
 def test_a_gpu_lost_that_no_rank_used_names_its_node_and_gpu_and_no_rank():
     verdict = verdict_of(roll_of([gpu_line("lost", gpu=5, uuid="GPU-5bbb", reason="NVML: GPU is lost")]))
-    [problem] = verdict.of_kind(Kind.UNFIT_DEVICE)
+    [problem] = verdict.of_kind(UNFIT_DEVICE)
     assert problem.ranks == {} and "(rule gpu_lost)" in problem.message
     assert "node 1 (n1) GPU 5, UUID GPU-5bbb, serial 165005" in problem.message
     assert "GPU lost (NVML: GPU is lost)" in problem.message and "(no rank on that GPU)" in problem.message
@@ -131,15 +133,15 @@ def test_a_gpu_lost_that_no_rank_used_names_its_node_and_gpu_and_no_rank():
 def test_fewer_gpus_at_the_end_names_the_gpu_gone_on_the_rank_that_used_it():
     reason = "1 GPUs at the end, 2 at the start"
     verdict = verdict_of(roll_of([gpu_line("lost", reason=reason)]))
-    [problem] = verdict.of_kind(Kind.UNFIT_DEVICE)
+    [problem] = verdict.of_kind(UNFIT_DEVICE)
     assert set(problem.ranks) == {1} and f"GPU lost ({reason})" in problem.message
 
 
 def test_a_double_bit_ecc_event_is_hardware_and_the_fitness_options_make_it_warn_or_drop_it():
     roll = roll_of([gpu_line("double_bit_ecc", event_type=2, data=0)])
-    assert verdict_of(roll).of_kind(Kind.UNFIT_DEVICE)[0].message.count("double-bit ECC error") == 1
+    assert verdict_of(roll).of_kind(UNFIT_DEVICE)[0].message.count("double-bit ECC error") == 1
     warned = verdict_of(roll, fitness=FitnessPolicy(warn=frozenset({"hardware_event"})))
-    assert warned.passed and [w.kind for w in warned.warnings] == [Kind.UNFIT_DEVICE]
+    assert warned.passed and [w.kind for w in warned.warnings] == [UNFIT_DEVICE]
     assert "(warning)" in warned.warnings[0].message
     off = verdict_of(roll, fitness=FitnessPolicy(off=frozenset({"hardware_event"})))
     assert off.passed and off.warnings == ()
@@ -149,7 +151,7 @@ def test_an_xid_not_in_the_catalog_is_a_warning_and_never_unfit():
     verdict = verdict_of(roll_of([gpu_line(xid=999, data=999, event_type=8)]))
     assert verdict.passed and verdict.unfit == []
     [warning] = verdict.warnings
-    assert warning.kind is Kind.GPU_EVENT and warning.ranks == {1: "GPU event: " + warning.detail.what}
+    assert warning.kind is GPU_EVENT and warning.ranks == {1: "GPU event: " + warning.detail.what}
     assert "Xid 999 (not in NVIDIA's Xid catalog, unknown)" in warning.message
 
 
@@ -174,10 +176,10 @@ def test_the_predicate_follows_xids_moved_between_classes():
     roll = roll_of([gpu_line(xid=31, data=31)], fails=ILLEGAL)
     criteria = Criteria(xids=XidPolicy(((31, XidClass.HARDWARE),)))
     [problem] = list(gpu_events(RunView(Observed(roll, Layout(2, 1)), criteria)))
-    assert problem.kind is Kind.UNFIT_DEVICE and "Xid 31 (GPU memory page fault, hardware)" in problem.message
+    assert problem.kind is UNFIT_DEVICE and "Xid 31 (GPU memory page fault, hardware)" in problem.message
     assert list(gpu_events(RunView(Observed(roll, Layout(2, 1)), Criteria()))) == []  # beside the error
     moved = _judged(roll_of([gpu_line(xid=79, data=79)]), XidPolicy(((79, XidClass.SYSTEM),)))
-    assert moved.passed and [w.kind for w in moved.warnings] == [Kind.GPU_EVENT]
+    assert moved.passed and [w.kind for w in moved.warnings] == [GPU_EVENT]
 
 
 def test_a_rank_that_died_before_its_facts_is_tied_by_the_cuda_index_its_start_names_on_its_node():
@@ -193,7 +195,7 @@ def test_a_rank_that_died_before_its_facts_is_tied_by_the_cuda_index_its_start_n
     parser.close()
     [seen] = verdict_of(roll, nodes=1, ppn=2).gpu_events
     assert (seen.rank, seen.node, seen.klass) == (1, 0, "hardware")
-    [problem] = verdict_of(roll, nodes=1, ppn=2).of_kind(Kind.UNFIT_DEVICE)
+    [problem] = verdict_of(roll, nodes=1, ppn=2).of_kind(UNFIT_DEVICE)
     assert set(problem.ranks) == {1} and "GPU 1, UUID GPU-9zzz" in problem.message
 
 

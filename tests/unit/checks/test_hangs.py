@@ -16,12 +16,12 @@ from datetime import timedelta
 
 import pytest
 
-from rollcall.checks.hangs import hangs
+from rollcall.checks.hangs import HUNG, WAITING, hangs
 from rollcall.checks.runview import RunView
 from rollcall.evidence.hangs import DDP_WAIT, classify, resolve, stall_of, stalls, stop_reason
 from rollcall.judge import judge
 from rollcall.ranklog import Frame, RollCall
-from rollcall.verdict import Criteria, Kind, Layout, Observed
+from rollcall.verdict import Criteria, Layout, Observed
 from rollcall_workload import cli, contract
 from rollcall_workload import watchdog as workload_watchdog
 from tests.unit.helpers import LineLog, roll_of_lines, two_by_two
@@ -298,7 +298,7 @@ def _stalled_world(hung_rank: int, world: int = 4, op: str = "barrier") -> RollC
 def test_the_verdict_names_the_hung_rank_where_it_sleeps_and_folds_the_waiting_ones():
     roll = _stalled_world(1)
     verdict = judge(Observed(roll, Layout(2, 2)))
-    hung, waiting = verdict.of_kind(Kind.HUNG), verdict.of_kind(Kind.WAITING)
+    hung, waiting = verdict.of_kind(HUNG), verdict.of_kind(WAITING)
     assert [p.ranks.keys() for p in hung] == [{1}]
     assert verdict.problems[0].startswith("rank 1 (node 0, pod node-0) hung in a sleep, not in a collective")
     assert "train.py:1585 in _maybe_inject_fault: time.sleep(3600) <- train.py:1509 in run" in hung[0].message
@@ -366,7 +366,7 @@ def test_a_bad_hang_after_is_refused_by_the_parser(value):
 
 def test_the_predicate_names_the_hung_rank_then_the_waiting_ones_and_nothing_of_a_run_that_ended():
     found = list(hangs(RunView(Observed(_stalled_world(2), Layout(2, 2)), Criteria())))
-    assert [p.kind for p in found] == [Kind.HUNG, Kind.WAITING]
+    assert [p.kind for p in found] == [HUNG, WAITING]
     assert set(found[0].ranks) == {2} and found[0].message.startswith(
         "rank 2 (node 1, pod node-0) hung in a sleep"
     )

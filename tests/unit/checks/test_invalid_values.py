@@ -1,8 +1,8 @@
 """The invalid_values check: every throughput and epoch time a rank reports is finite and positive."""
 
-from rollcall.checks.invalid_values import invalid_values
+from rollcall.checks.invalid_values import INVALID_VALUE, invalid_values
 from rollcall.checks.runview import RunView
-from rollcall.verdict import Criteria, Kind, Layout, Observed
+from rollcall.verdict import Criteria, Layout, Observed
 from tests.unit.helpers import node_log, roll_of
 
 
@@ -11,7 +11,7 @@ def test_the_predicate_names_the_rank_and_its_invalid_value_and_nothing_of_sound
         '"rank":0,"world_size":2,"epoch":2,"seconds":0.5', '"rank":0,"world_size":2,"epoch":2,"seconds":0'
     )
     found = list(invalid_values(RunView(Observed(roll_of(text), Layout(1, 2)), Criteria())))
-    assert [p.kind for p in found] == [Kind.INVALID_VALUE] * 2
+    assert [p.kind for p in found] == [INVALID_VALUE] * 2
     assert [p.message for p in found] == [
         "rank 0 reported non-finite or non-positive values: epoch 2 seconds=0.0",
         "rank 1 reported non-finite or non-positive values: throughput=-5.0",

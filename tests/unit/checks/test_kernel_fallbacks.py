@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 
 from rollcall.backends import JobState, JobStatus
+from rollcall.checks.kernel_fallbacks import KERNEL_FALLBACK
 from rollcall.checks.kernel_fallbacks import kernel_fallbacks as kernel_fallbacks_check
 from rollcall.checks.runview import RunView
 from rollcall.evidence.kernels import kernel_fallbacks
 from rollcall.judge import judge
 from rollcall.ranklog import RollCall
-from rollcall.verdict import Criteria, Kind, Layout, Observed
+from rollcall.verdict import Criteria, Layout, Observed
 from tests.unit.helpers import event
 
 ON = "on: checked against PyTorch's scaled_dot_product_attention"
@@ -43,7 +44,7 @@ def test_a_kernel_that_failed_on_one_gpu_only_is_that_devices_warning_and_fails_
     v = _verdict({0: {"attention": THERE, "adamw": ON}, 1: {"attention": HERE, "adamw": ON}})
     assert v.passed and v.findings == () and v.unfit_nodes == []
     (warning,) = v.warnings
-    assert warning.kind is Kind.KERNEL_FALLBACK and dict(warning.ranks) == {
+    assert warning.kind is KERNEL_FALLBACK and dict(warning.ranks) == {
         1: "its attention kernel failed its check"
     }
     assert warning.message == (
@@ -128,7 +129,7 @@ def _roll(states: dict[int, dict[str, str]]) -> RollCall:
 def test_the_predicate_warns_of_the_kernel_one_gpu_dropped_naming_its_rank_and_nothing_of_kernels_that_held():
     roll = _roll({0: {"attention": THERE}, 1: {"attention": HERE}})
     [warning] = list(kernel_fallbacks_check(RunView(Observed(roll, Layout(2, 1)), Criteria())))
-    assert warning.kind is Kind.KERNEL_FALLBACK and warning.warning
+    assert warning.kind is KERNEL_FALLBACK and warning.warning
     assert warning.ranks == {1: "its attention kernel failed its check"}
     assert "attention kernel failed its check on rank(s) 1 only" in warning.message
     assert "cuda:0 of node 1" in warning.message

@@ -1,15 +1,15 @@
 """The missing_events check: every rank of the world reports each required event, or is named missing."""
 
-from rollcall.checks.missing_events import missing_events
+from rollcall.checks.missing_events import MISSING_EVENT, missing_events
 from rollcall.checks.runview import RunView
-from rollcall.verdict import Criteria, Kind, Layout, Observed
+from rollcall.verdict import Criteria, Layout, Observed
 from tests.unit.helpers import node_log, roll_of, two_by_two
 
 
 def test_the_predicate_names_each_missing_event_with_its_ranks_by_node_and_nothing_of_a_whole_roll_call():
     roll = two_by_two(skip={3: ("complete",), 1: ("throughput", "complete")})
     found = list(missing_events(RunView(Observed(roll, Layout(2, 2)), Criteria())))
-    assert [p.kind for p in found] == [Kind.MISSING_EVENT] * 2
+    assert [p.kind for p in found] == [MISSING_EVENT] * 2
     assert [p.detail for p in found] == ["throughput", "complete"]
     assert found[0].message == "throughput missing on 1 rank(s): 1 (node 0)"
     assert found[1].message == "complete missing on 2 rank(s): 1 (node 0); 3 (node 1)"

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from rollcall.checks.never_joined import never_joined
+from rollcall.checks.never_joined import NEVER_JOINED, never_joined
 from rollcall.checks.runview import RunView
 from rollcall.evidence.hangs import stop_reason
 from rollcall.judge import judge
-from rollcall.verdict import Criteria, Kind, Layout, Observed
+from rollcall.verdict import Criteria, Layout, Observed
 from rollcall_workload import contract
 from rollcall_workload.watchdog import encode_stack
 from tests.unit.helpers import roll_of_lines, two_by_two
@@ -42,10 +42,10 @@ def _waited(*ranks: int) -> list[bytes]:
 def test_the_rank_that_never_joined_is_named_with_its_node_and_how_long_the_others_waited():
     roll = roll_of_lines([_dump(1, SLEEPING, contract.START_PHASE, 10.0), *_waited(0, 2, 3)])
     (problem,) = never_joined(RunView(Observed(roll, Layout(2, 2)), Criteria()))
-    assert problem.kind is Kind.NEVER_JOINED and set(problem.ranks) == {1}
+    assert problem.kind is NEVER_JOINED and set(problem.ranks) == {1}
     assert problem.message == "rank 1 (node 0) never joined; ranks 0, 2-3 waited 11s in init_process_group"
     verdict = judge(Observed(roll, Layout(2, 2)))
-    assert verdict.findings[0].kind is Kind.NEVER_JOINED
+    assert verdict.findings[0].kind is NEVER_JOINED
     assert stop_reason(roll.ranks, 4) == (
         "rank 1 never joined; ranks 0, 2-3 waited 11s in init_process_group: ended at the join bound "
         "(--join-hang-after)"

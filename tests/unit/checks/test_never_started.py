@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from rollcall.checks.blame import blame
-from rollcall.checks.never_started import never_started
+from rollcall.checks.never_started import NEVER_STARTED, never_started
 from rollcall.checks.runview import RunView
 from rollcall.evidence.launchers import never_started as find
 from rollcall.evidence.launchers import stop_reason
 from rollcall.judge import judge
-from rollcall.verdict import Criteria, Kind, Layout, Observed, Owner
+from rollcall.verdict import Criteria, Layout, Observed, Owner
 from rollcall_workload import contract
 from tests.unit.helpers import roll_of_lines
 
@@ -39,14 +39,14 @@ def _problems(lines: list[bytes], layout: Layout | None = None):
 def test_a_node_never_heard_from_is_named_with_its_ranks_once_another_launcher_waited_twice_its_bound():
     lines = [_launcher(0, "started", 0.0), _launcher(0, "waiting", 10.2), _launcher(0, "waiting", 20.1)]
     (problem,) = _problems(lines)
-    assert problem.kind is Kind.NEVER_JOINED
+    assert problem.kind is NEVER_STARTED
     assert problem.ranks == {2: "its node's launcher never started", 3: "its node's launcher never started"}
     assert problem.message == (
         "node 1 never started its launcher (nothing heard from it: no monitor line, no rank); node 0's "
         "launcher waited 20s at the launchers' rendezvous, no rank spawned anywhere"
     )
     verdict = judge(Observed(roll_of_lines(lines), Layout(2, 2)))
-    assert verdict.findings[0].kind is Kind.NEVER_JOINED and not verdict.passed
+    assert verdict.findings[0].kind is NEVER_STARTED and not verdict.passed
     assert stop_reason(roll_of_lines(lines), 2, 4) == (
         f"{problem.message}: ended at twice the join bound (--join-hang-after)"
     )

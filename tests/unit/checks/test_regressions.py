@@ -6,6 +6,7 @@ from dataclasses import fields
 import pytest
 
 from rollcall.backends import JobState, JobStatus
+from rollcall.checks.regressions import REGRESSION
 from rollcall.checks.regressions import regressions as regressions_check
 from rollcall.checks.runview import RunView
 from rollcall.evidence.baseline import BaselineError, ConfigKey, regressions
@@ -17,7 +18,7 @@ from rollcall.ranklog import RollCall
 from rollcall.reports import TestRecord as Record
 from rollcall.reports import write_results
 from rollcall.runner import RunResult
-from rollcall.verdict import Criteria, Figures, Kind, Layout, Observed
+from rollcall.verdict import Criteria, Figures, Layout, Observed
 from tests.unit.test_baseline import KEY, attempt_of, baselines, workload_log
 
 
@@ -60,7 +61,7 @@ def test_a_healthy_run_passes_and_one_slowed_1_5x_fails_with_reference_spread_an
     healthy = judged_against(five_quiet_runs, 49.7)
     assert healthy.verdict.passed, healthy.verdict.message()
     slowed = judged_against(five_quiet_runs, 50.0 / 1.5)
-    found = slowed.verdict.of_kind(Kind.REGRESSION)
+    found = slowed.verdict.of_kind(REGRESSION)
     assert [p.detail.measure.attr for p in found] == ["throughput_total", "throughput_median"]
     message = found[1].message
     assert "33.33 samples/s against a reference of 50.00 samples/s" in message
@@ -75,7 +76,7 @@ def test_noise_within_the_spreads_passes_where_the_percentage_alone_would_fail(t
     noisy = judged_against(tmp_path, 42.0)  # 16% below the median, ~1.1 spreads
     assert noisy.verdict.passed, noisy.verdict.message()
     tight = judged_against(tmp_path, 42.0, baseline_mads="1")
-    assert tight.verdict.of_kind(Kind.REGRESSION), "beyond 1 spread and 10%: a regression"
+    assert tight.verdict.of_kind(REGRESSION), "beyond 1 spread and 10%: a regression"
 
 
 def test_the_last_n_runs_make_the_reference(tmp_path):
@@ -90,7 +91,7 @@ def test_too_few_runs_say_so_and_the_percentage_judges_against_the_median(tmp_pa
     write_run(tmp_path, 0, 50.0)
     write_run(tmp_path, 1, 52.0)
     slowed = judged_against(tmp_path, 40.0)
-    (problem, *_) = slowed.verdict.of_kind(Kind.REGRESSION)
+    (problem, *_) = slowed.verdict.of_kind(REGRESSION)
     assert "the median of the last 2 sound run(s)" in problem.message
     assert "too few runs for a spread (fewer than 3): judged by --max-regression 10% alone" in problem.message
     assert judged_against(tmp_path, 48.0).verdict.passed  # within 10% of the median 51
@@ -192,7 +193,7 @@ def baseline_facts(**criteria):
 def test_the_predicate_names_each_figure_worse_than_the_baseline_and_nothing_within_it_or_without_one():
     high = baselines({"throughput_total": 240.0, "throughput_median": 60.0, "epoch_time_mean": 0.375})
     found = list(regressions_check(baseline_facts(baselines=high, max_regression_pct=10)))
-    assert [p.kind for p in found] == [Kind.REGRESSION] * 3 and all(p.ranks == {} for p in found)
+    assert [p.kind for p in found] == [REGRESSION] * 3 and all(p.ranks == {} for p in found)
     assert found[0].message.startswith(
         "total throughput regressed: 200.00 samples/s against a baseline of 240.00"
     )

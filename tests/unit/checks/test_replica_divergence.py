@@ -1,11 +1,12 @@
 """The replica_divergence check: every replica holds the same parameters after each epoch (silent data corruption)."""
 
-from rollcall.checks.replica_divergence import replica_divergence
+from rollcall.checks.errors import ROOT_CAUSE
+from rollcall.checks.replica_divergence import REPLICA_DIVERGENCE, replica_divergence
 from rollcall.checks.runview import RunView
 from rollcall.evidence.proofs import find_divergence
 from rollcall.judge import CHECKS
 from rollcall.ranklog import RankError
-from rollcall.verdict import Criteria, Kind, Layout, Observed, RankState
+from rollcall.verdict import Criteria, Layout, Observed, RankState
 from tests.unit.test_proofs import BAD, GOOD, run_log, verdict
 
 
@@ -18,7 +19,7 @@ def test_agreeing_replicas_pass_and_record_one_digest_per_stage():
 def test_a_diverged_replica_is_named_first_with_its_first_epoch_and_is_wrong():
     roll = run_log(digests={1: {2: BAD}}, final={1: BAD})
     v = verdict(roll)
-    assert v.findings[0].kind is Kind.REPLICA_DIVERGENCE
+    assert v.findings[0].kind is REPLICA_DIVERGENCE
     assert v.problems[0] == (
         f"replica divergence (silent data corruption): rank 1 (node 0) from epoch 2 on: parameters unlike "
         f"the replicas' (param_digest {BAD} where 3 rank(s) hold {GOOD})"
@@ -34,8 +35,8 @@ def test_a_divergence_comes_before_an_error_in_the_listing():
     roll = run_log(digests={2: {1: BAD}})
     roll.rank(0).errors.append(RankError("boom", 1.0))
     v = verdict(roll)
-    assert [p.kind for p in v.findings][:2] == [Kind.REPLICA_DIVERGENCE, Kind.ROOT_CAUSE]
-    assert [c.__name__ for c in CHECKS][:3] == [
+    assert [p.kind for p in v.findings][:2] == [REPLICA_DIVERGENCE, ROOT_CAUSE]
+    assert [c.name for c in CHECKS][:3] == [
         "workload_version",
         "gpu_events",
         "replica_divergence",
@@ -54,7 +55,7 @@ def test_one_rank_has_no_replica_to_disagree_with():
 def test_the_predicate_names_the_diverged_replica_and_nothing_when_the_replicas_agree():
     diverged = RunView(Observed(run_log(digests={1: {2: BAD}}, final={1: BAD}), Layout(2, 2)), Criteria())
     [problem] = list(replica_divergence(diverged))
-    assert problem.kind is Kind.REPLICA_DIVERGENCE and set(problem.ranks) == {1}
+    assert problem.kind is REPLICA_DIVERGENCE and set(problem.ranks) == {1}
     assert problem.message.startswith(
         "replica divergence (silent data corruption): rank 1 (node 0) from epoch 2"
     )

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from rollcall.checks.hangs import HUNG, WAITING
 from rollcall.checks.runview import RunView
-from rollcall.checks.silent import silent
+from rollcall.checks.silent import SILENT, silent
 from rollcall.evidence.hangs import stop_reason
 from rollcall.judge import judge
 from rollcall.ranklog import RollCall
-from rollcall.verdict import Criteria, Kind, Layout, Observed, Owner
+from rollcall.verdict import Criteria, Layout, Observed, Owner
 from rollcall_workload import contract
 from rollcall_workload.watchdog import encode_stack
 from tests.unit.helpers import roll_of_lines, two_by_two
@@ -56,7 +57,7 @@ def _facts(roll: RollCall) -> RunView:
 def test_a_stopped_rank_is_named_silent_with_its_node_its_silence_and_its_process_state():
     roll = roll_of_lines([_silent_line(1), _waiting(0), _waiting(2), _waiting(3)])
     (problem,) = silent(_facts(roll))
-    assert problem.kind is Kind.SILENT and set(problem.ranks) == {1}
+    assert problem.kind is SILENT and set(problem.ranks) == {1}
     assert problem.message == (
         "rank 1 (node 0, pod node-0) silent: no heartbeat for 11s, no progress for 11s "
         "(--hang-after 5s + 5s margin, phase epoch 1 end); process 4242 is stopped (T)"
@@ -93,7 +94,7 @@ def test_a_silent_rank_whose_stack_faulthandler_took_is_left_to_the_hangs_check(
     assert list(silent(_facts(roll))) == []
     verdict = judge(Observed(roll, Layout(2, 2)))
     first = verdict.findings[0]
-    assert first.kind is Kind.HUNG and set(first.ranks) == {1}
+    assert first.kind is HUNG and set(first.ranks) == {1}
     assert "stack taken by faulthandler: no Python thread of the rank could run" in first.message
 
 
@@ -105,6 +106,6 @@ def test_the_job_ends_once_the_silent_rank_and_the_waiting_ones_account_for_ever
         "rank(s) 1 silent (process stopped), every other rank waited past its --hang-after: ended at the hang"
     )
     verdict = judge(Observed(roll, Layout(2, 2)))
-    assert [p.kind for p in verdict.findings[:2]] == [Kind.SILENT, Kind.WAITING]
+    assert [p.kind for p in verdict.findings[:2]] == [SILENT, WAITING]
     assert verdict.findings[0].blame is not None and verdict.findings[0].blame.owner is Owner.CLUSTER
     assert verdict.findings[1].message == "ranks 0, 2-3 waiting in a collective (barrier) for the silent rank"

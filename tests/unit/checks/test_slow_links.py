@@ -1,10 +1,10 @@
 """The slow_links check: no group under --min-busbw, no node (pair) under --busbw-ratio of the median."""
 
 from rollcall.checks.runview import RunView
-from rollcall.checks.slow_links import slow_links
+from rollcall.checks.slow_links import SLOW_LINK, slow_links
 from rollcall.gate import GateReport
 from rollcall.ranklog import RollCall
-from rollcall.verdict import Criteria, Kind, Layout, Observed
+from rollcall.verdict import Criteria, Layout, Observed
 from tests.unit.test_perf import attempt_with, perf_log
 
 
@@ -37,7 +37,7 @@ def perf_roll(**kw):
 def test_the_predicate_names_the_slow_nodes_ranks_and_the_slow_world_none_and_nothing_of_fast_links():
     slow = Observed(perf_roll(node_busbw={1: 0.05}), Layout(2, 2))
     [problem] = list(slow_links(RunView(slow, Criteria(busbw_ratio=0.5))))
-    assert problem.kind is Kind.SLOW_LINK and set(problem.ranks) == {2, 3}
+    assert problem.kind is SLOW_LINK and set(problem.ranks) == {2, 3}
     assert problem.message.startswith("slow link: node 1 (pod(s) job-1): bus bandwidth 0.05 GB/s")
     [world] = list(slow_links(RunView(Observed(perf_roll(), Layout(2, 2)), Criteria(min_busbw=0.5))))
     assert (

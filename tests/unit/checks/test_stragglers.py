@@ -1,9 +1,9 @@
 """The stragglers check: no rank training slower than --straggler-ratio times the median rank."""
 
 from rollcall.checks.runview import RunView
-from rollcall.checks.stragglers import find_stragglers, stragglers
+from rollcall.checks.stragglers import STRAGGLER, find_stragglers, stragglers
 from rollcall.gate import GateReport
-from rollcall.verdict import Criteria, Kind, Layout, Observed
+from rollcall.verdict import Criteria, Layout, Observed
 from tests.unit.helpers import node_log, roll_of
 from tests.unit.test_baseline import attempt_of
 
@@ -34,7 +34,7 @@ def test_a_straggler_fails_the_verdict_naming_rank_and_node():
 def test_the_predicate_names_the_rank_below_the_ratio_of_the_median_and_nothing_of_a_even_run():
     slow = Observed(roll_of(node_log(0, 2, 2, tp={2: 20.0}), node_log(1, 2, 2, tp={2: 20.0})), Layout(2, 2))
     [problem] = list(stragglers(RunView(slow, Criteria(straggler_ratio=0.8))))
-    assert problem.kind is Kind.STRAGGLER and problem.ranks == {2: "straggler: 0.40 of the median throughput"}
+    assert problem.kind is STRAGGLER and problem.ranks == {2: "straggler: 0.40 of the median throughput"}
     assert problem.message == (
         "1 straggler(s) below 0.8 x the median throughput of 50.00 samples/s (--straggler-ratio): "
         "rank 2 (node 1) at 20.00 samples/s, 0.40 of the median"

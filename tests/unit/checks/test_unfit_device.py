@@ -3,9 +3,9 @@
 import pytest
 
 from rollcall.checks.runview import RunView
-from rollcall.checks.unfit_device import unfit_device
+from rollcall.checks.unfit_device import UNFIT_DEVICE, unfit_device
 from rollcall.evidence.fitness import FitnessPolicy
-from rollcall.verdict import Criteria, Kind, Layout, Observed
+from rollcall.verdict import Criteria, Layout, Observed
 from tests.unit.test_fitness import UNHEALTHY, facts_of, fake_nvml, roll_with, verdict_of
 
 
@@ -16,7 +16,7 @@ def test_an_unfit_device_fails_the_run_naming_node_device_uuid_serial_and_fact(r
     bad = facts_of(fake_nvml(**over))
     verdict = verdict_of(roll_with({0: healthy, 1: bad}))
     assert not verdict.passed
-    [problem] = verdict.of_kind(Kind.UNFIT_DEVICE)
+    [problem] = verdict.of_kind(UNFIT_DEVICE)
     for named in ("node 1", "GPU 3", "UUID GPU-5f0c3e2a-0000-1111-2222-333344445555", "serial 1654123456789"):
         assert named in problem.message
     assert fact in problem.message and f"rule {rule}" in problem.message
@@ -36,7 +36,7 @@ def test_a_rule_made_a_warning_is_reported_and_fails_nothing_and_one_off_is_not_
     warned = verdict_of(roll, fitness=FitnessPolicy(warn=frozenset({"pcie_width", "remapped_pending"})))
     assert warned.passed and warned.unfit_nodes == []
     [warning] = warned.warnings
-    assert warning.kind is Kind.UNFIT_DEVICE and "pcie_width=8" in warning.message
+    assert warning.kind is UNFIT_DEVICE and "pcie_width=8" in warning.message
     assert "remapped_pending=True" in warning.message and "(warning)" in warning.message
     assert "warning: unfit device" in warned.message()
     off = verdict_of(
@@ -48,7 +48,7 @@ def test_a_rule_made_a_warning_is_reported_and_fails_nothing_and_one_off_is_not_
 def test_the_predicate_names_the_unfit_device_and_its_rule_and_nothing_of_healthy_ones():
     roll = roll_with({0: facts_of(fake_nvml()), 1: facts_of(fake_nvml(width=8))})
     [problem] = list(unfit_device(RunView(Observed(roll, Layout(2, 1)), Criteria())))
-    assert problem.kind is Kind.UNFIT_DEVICE and not problem.warning
+    assert problem.kind is UNFIT_DEVICE and not problem.warning
     assert problem.ranks == {1: "unfit device: pcie_width"}
     assert problem.message.startswith("unfit device: ") and "node 1" in problem.message
     assert "pcie_width=8" in problem.message and "(rule pcie_width)" in problem.message

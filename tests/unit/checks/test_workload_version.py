@@ -6,11 +6,12 @@ import pytest
 
 from rollcall.backends import JobState, JobStatus
 from rollcall.checks.runview import RunView
+from rollcall.checks.workload_version import WORKLOAD_VERSION as WORKLOAD_VERSION_KIND
 from rollcall.checks.workload_version import workload_version
 from rollcall.evidence import versions
 from rollcall.judge import judge
 from rollcall.ranklog import RollCall
-from rollcall.verdict import Criteria, Kind, Layout, Observed
+from rollcall.verdict import Criteria, Layout, Observed
 from rollcall_workload.contract import CONTRACT_VERSION, WORKLOAD_VERSION
 from tests.unit.helpers import event, node_log, roll_of
 
@@ -100,10 +101,10 @@ def test_the_judge_names_the_version_first_and_the_ranks_failed():
     roll = _roll({r: {"workload_version": old, "contract_version": CONTRACT_VERSION} for r in range(2)})
     v = judge(Observed(roll, Layout(1, 2), JobStatus(JobState.FAILED, "ended at its start")))
     first = v.findings[0]
-    assert first.kind is Kind.WORKLOAD_VERSION and sorted(first.ranks) == [0, 1]
+    assert first.kind is WORKLOAD_VERSION_KIND and sorted(first.ranks) == [0, 1]
     assert f"run workload {old} (rank-log contract {CONTRACT_VERSION})" in first.message
     assert f"this suite reads workload {WORKLOAD_VERSION}" in first.message
-    assert all(any(p.kind is Kind.WORKLOAD_VERSION for p in r.problems) for r in v.ranks.values())
+    assert all(any(p.kind is WORKLOAD_VERSION_KIND for p in r.problems) for r in v.ranks.values())
 
 
 def test_a_sound_run_of_the_suites_workload_has_no_version_finding():
@@ -113,7 +114,7 @@ def test_a_sound_run_of_the_suites_workload_has_no_version_finding():
         p.feed(node_log(node, 2, 1).encode())
         p.close()
     v = judge(Observed(roll, Layout(2, 1), JobStatus(JobState.SUCCEEDED)))
-    assert v.passed and not [p for p in v.findings if p.kind is Kind.WORKLOAD_VERSION]
+    assert v.passed and not [p for p in v.findings if p.kind is WORKLOAD_VERSION_KIND]
 
 
 def test_the_predicate_names_the_ranks_of_an_older_workload_and_nothing_of_the_suites_own():
@@ -124,7 +125,7 @@ def test_the_predicate_names_the_ranks_of_an_older_workload_and_nothing_of_the_s
     ]
     run = RunView(Observed(roll_of("\n".join(lines) + "\n"), Layout(1, 2)), Criteria())
     [problem] = list(workload_version(run))
-    assert problem.kind is Kind.WORKLOAD_VERSION and set(problem.ranks) == {1}
+    assert problem.kind is WORKLOAD_VERSION_KIND and set(problem.ranks) == {1}
     assert old in problem.message and WORKLOAD_VERSION in problem.message
     assert "older than the suite" in problem.ranks[1]
     sound = RunView(Observed(roll_of(node_log(0, 1, 2)), Layout(1, 2)), Criteria())

@@ -1,0 +1,94 @@
+"""``python -m rollcall.checks --markdown > docs/checks.md``: the checks and kinds, from their declarations.
+
+Each check module declares itself once (its ``CHECK``, :class:`~rollcall.checks.runview.Check`); the judge
+keeps their order (:data:`rollcall.judge.ORDER`). This program writes the docs' table of checks and of the
+kinds of problem they declare from those declarations, and from :data:`OTHER_KINDS`, the kinds no check
+raises; ``tests/unit/checks/test_layout_of_checks.py`` fails when ``docs/checks.md`` drifts from them.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from rollcall.isolation.probe import ISOLATED
+from rollcall.judge import CHECKS
+from rollcall.verdict import Kind
+
+#: What regenerates ``docs/checks.md``.
+REGENERATE = "python -m rollcall.checks --markdown > docs/checks.md"
+
+#: The kinds of problem no check raises, each with what raises it.
+OTHER_KINDS: tuple[tuple[Kind, str], ...] = ((ISOLATED, "`--isolate` (`isolation/probe.py`)"),)
+
+#: What the table says of a kind whose owner is placed problem by problem.
+PER_PROBLEM = "placed problem by problem (`checks/blame.py`)"
+
+
+def _row(*cells: str) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def _whose(kind: Kind) -> str:
+    return kind.owner.line if kind.owner is not None else PER_PROBLEM
+
+
+def markdown() -> str:
+    """``docs/checks.md``: the checks in the judge's order, then every kind of problem and who declares it."""
+    lines = [
+        "# Checks",
+        "",
+        "<!-- Generated from each check's declaration (CHECK in src/rollcall/checks/<check>.py) and the "
+        f"judge's ORDER; do not edit. Regenerate: {REGENERATE} (make checks-docs) -->",
+        "",
+        "Every check of the verdict, in the order their problems are listed (`rollcall.judge.ORDER`). "
+        "A check is one module of `src/rollcall/checks/`, named after what it detects, that declares it "
+        "once (`CHECK`: its predicate, what it detects, what it reads, the kinds of problem it declares), "
+        "with its tests in `tests/unit/checks/test_<check>.py` "
+        "(`tests/unit/checks/test_layout_of_checks.py` holds every check to that). What a check reads "
+        "beyond the ranks' events lies in `src/rollcall/evidence/`. `rollcall check-logs` holds saved logs "
+        "to the checks that need only logs.",
+        "",
+        _row("check", "what it detects", "kinds it declares", "what it reads", "logs only"),
+        _row(*["---"] * 5),
+        *(
+            _row(
+                f"`{c.name}`",
+                c.detects,
+                ", ".join(f"`{k.value}`" for k in c.kinds),
+                c.reads,
+                "yes" if c.logs_only else "",
+            )
+            for c in CHECKS
+        ),
+        "",
+        "## Kinds of problem",
+        "",
+        "Each problem is of one kind, declared once: by the check that raises it, or, for a kind no check "
+        "raises, by what does. A kind says the state of a rank it names (a rank is in the worst state of its "
+        "problems; `report.html` colours it so), whose its problems are, and whether the ranks it names "
+        "answered, only too slowly.",
+        "",
+        _row("kind", "declared by", "a rank it names is", "whose", "too slow"),
+        _row(*["---"] * 5),
+        *(
+            _row(f"`{k.value}`", by, k.rank_state.value, _whose(k), "yes" if k.too_slow else "")
+            for k, by in [*((k, f"`{c.name}`") for c in CHECKS for k in c.kinds), *OTHER_KINDS]
+        ),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    """Print ``docs/checks.md``; 2 on any other command line."""
+    if argv != ["--markdown"]:
+        print(f"usage: {REGENERATE}", file=sys.stderr)
+        return 2
+    sys.stdout.write(markdown())
+    return 0
+
+
+__all__ = ["OTHER_KINDS", "REGENERATE", "main", "markdown"]
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -2,8 +2,10 @@
 
 The node's monitor says what its launcher does at the launchers' rendezvous (``launcher`` lines); before any
 rank is spawned, a node never heard from, or one whose launcher is stopped there, is named
-(:func:`rollcall.evidence.launchers.never_started`), its ranks as never joined. With every launcher up and
-waiting, the launchers never met: every rank is named, and no node.
+(:func:`rollcall.evidence.launchers.never_started`) with its ranks, which no launcher spawned to join. With
+every launcher up and waiting, the launchers never met: every rank is named, and no node. Its problems are of
+its own kind, ``never_started``: a rank's state ``missing``, its owner undetermined (the node's command, the
+node, or the way to node 0's rendezvous), not a ``never_joined`` rank's.
 """
 
 from __future__ import annotations

@@ -41,7 +41,8 @@ from rollcall.ranklog import FORMATS, RollCall
 from rollcall_workload.contract import REQUIRED_EVENTS
 
 if TYPE_CHECKING:
-    from rollcall.backends import Placement
+    from rollcall.backends import Wing
+    from rollcall.jobspec import JobSpec
     from rollcall.options import Options
 
 EXIT_OK, EXIT_MISSING, EXIT_USAGE = 0, 1, 2
@@ -216,12 +217,7 @@ def show_history(args: argparse.Namespace) -> int:
 
 def render_job(args: argparse.Namespace) -> int:
     """Run render; return its exit code."""
-    from kubernetes.client.exceptions import ApiException
-    from kubernetes.config import ConfigException
-    from urllib3.exceptions import HTTPError
-
-    from rollcall.backends import DiscoveryError
-    from rollcall.backends.kubernetes.kube import KubeError, message_of
+    from rollcall.backends import BackendError
     from rollcall.options import OptionError, resolve
 
     cli = {k.removeprefix("opt_"): v for k, v in vars(args).items() if k.startswith("opt_")}
@@ -230,30 +226,41 @@ def render_job(args: argparse.Namespace) -> int:
         text = (
             _render_cronjob(options, cli, args) if args.cronjob is not None else _render(options, args.name)
         )
-    except (OptionError, ValueError, DiscoveryError, ConfigException) as exc:
+    except (OptionError, ValueError, BackendError) as exc:  # bad input, or a cluster that cannot be read
         print(f"rollcall render: {exc}", file=sys.stderr)
-        return EXIT_RENDER_USAGE
-    except (KubeError, ApiException, HTTPError, OSError) as exc:  # discovery could not read the cluster
-        print(f"rollcall render: cannot read the cluster's nodes: {message_of(exc)}", file=sys.stderr)
         return EXIT_RENDER_USAGE
     sys.stdout.write(text)
     return EXIT_OK
+
+
+def _wing_that(options: Options, capability: type, does: str, flag: str) -> Wing:
+    """The wing ``--backend`` names (auto: the first that can) when its backend has ``capability``.
+
+    ValueError naming the wings that can, where it has not.
+    """
+    from rollcall.backends import able, wing_named
+
+    can = able(capability)
+    asked = options.job.backend
+    wing = wing_named(can[0] if asked == "auto" else asked)
+    if not isinstance(wing.load(), capability):
+        raise ValueError(
+            f"{flag}--backend {asked}: the {asked} backend {does}; use --backend {' or '.join(can)}"
+            + (", or leave --backend out" if flag else "")
+        )
+    return wing
 
 
 def _render_cronjob(options: Options, cli: dict[str, Any], args: argparse.Namespace) -> str:
     """The CronJob of ``--cronjob`` and its RBAC; no cluster is contacted (the suite discovers in the pod)."""
     import os
 
-    from rollcall.backends.kubernetes.nightly import Nightly, check_schedule, render_text, suite_env
+    from rollcall.backends import SchedulesTheSuite
     from rollcall.jobspec import check_image
     from rollcall.options import given_environment
 
-    schedule = check_schedule(args.cronjob)
-    if options.job.backend not in ("auto", "kubernetes"):
-        raise ValueError(
-            f"--cronjob with --backend {options.job.backend}: the CronJob runs the suite on the kubernetes "
-            "backend; leave --backend out"
-        )
+    wing = _wing_that(options, SchedulesTheSuite, "runs no suite on a schedule", "--cronjob with ").load()
+    assert isinstance(wing, SchedulesTheSuite)
     if not args.suite_image:
         raise ValueError(
             "--cronjob needs --suite-image IMAGE, the suite's own image (images/suite/Dockerfile; "
@@ -270,84 +277,29 @@ def _render_cronjob(options: Options, cli: dict[str, Any], args: argparse.Namesp
         suite_image = check_image(args.suite_image)
     except ValueError as exc:
         raise ValueError(f"--suite-image {args.suite_image!r}: {exc}") from None
-    env = suite_env(given_environment(options, cli, os.environ))
-    return render_text(Nightly(schedule, suite_image, env, args.results_pvc))
+    given = given_environment(options, cli, os.environ)
+    return wing.render_schedule(args.cronjob, suite_image, given, args.results_pvc)
 
 
 def _render(options: Options, name: str) -> str:
-    if options.job.backend == "slurm":
-        return _render_slurm(options, name)
-    if options.job.backend == "local":
-        raise ValueError("--backend local submits nothing to render; use --backend kubernetes or slurm")
-    return _render_kubernetes(options, name)
+    """What a run would submit, as its backend renders it (:class:`~rollcall.backends.RendersManifest`)."""
+    from rollcall import suite
+    from rollcall.backends import Placement, RendersManifest
 
+    wing = _wing_that(options, RendersManifest, "submits nothing to render", "")
 
-def _layout(options: Options) -> Placement | None:
-    """What each node offers when the options say so (``--accelerator`` and ``--procs-per-node``), else None.
+    def spec_of(placement: Placement) -> JobSpec:
+        return suite.job_spec(options, placement, name)  # looked up now: the suite's own
 
-    The accelerator's resource is requested per rank; EFA devices only discovery can count.
-    """
-    from rollcall.backends import Placement
-    from rollcall.backends.kubernetes.discovery import requested_resource
-
-    accelerator = options.job.accelerator
-    if accelerator == "auto" or (options.job.procs_per_node is None and accelerator != "cpu"):
-        return None
-    procs = options.job.procs_per_node or 1
-    resource = requested_resource(accelerator)
-    resources = {resource: procs} if resource else {}
-    return Placement(accelerator, procs, resources, options.kubernetes.instance_type)
-
-
-def _render_kubernetes(options: Options, name: str) -> str:
-    import yaml
-
-    from rollcall.backends.kubernetes.manifests import Names, render
-    from rollcall.suite import job_spec
-
-    placement = _layout(options)
-    if placement is None:
-        placement = _discover(options)
-    elif options.kubernetes.efa == "on":
-        raise ValueError(
-            "--efa on: the nodes' EFA devices are counted by discovery; leave --procs-per-node out to "
-            "discover them on the cluster, or pass --efa off"
-        )
-    k = options.kubernetes
-    rendered = render(job_spec(options, placement, name), Names.new(k.namespace_prefix, name, k.namespace))
-    return yaml.safe_dump_all(rendered.objects(), sort_keys=False)
-
-
-def _discover(options: Options) -> Placement:
-    """What the nodes of the kubeconfig's cluster offer (and, with ``--namespace``, that it exists)."""
-    from rollcall.backends.kubernetes.backend import KubernetesBackend
-    from rollcall.backends.kubernetes.kube import connect
-    from rollcall.suite import placement_request
-
-    k = options.kubernetes
-    backend = KubernetesBackend(connect(k.kubeconfig, k.context), k)
-    try:
-        backend.check_namespace()
-        return backend.discover(placement_request(options))
-    finally:
-        backend.kube.close()
-
-
-def _render_slurm(options: Options, name: str) -> str:
-    from rollcall.backends import Placement
-    from rollcall.backends.slurm.script import Settings, render
-    from rollcall.suite import job_spec
-
-    job = options.job
-    if job.accelerator == "auto":
-        raise ValueError(
-            "--accelerator auto needs discovery on the cluster; pass --accelerator nvidia|neuron|cpu"
-        )
-    if job.procs_per_node is None and job.accelerator != "cpu":
-        raise ValueError(f"--accelerator {job.accelerator}: pass --procs-per-node (the devices of each node)")
-    placement = Placement(job.accelerator, job.procs_per_node or 1)  # as slurm's discovery gives it
-    spec = job_spec(options, placement, name)
-    return render(spec, Settings.from_options(options.slurm), options.reports.artifacts_dir / name / "slurm")
+    backend = wing.load()
+    assert isinstance(backend, RendersManifest)
+    return backend.render_run(
+        options.section(wing.section) if wing.section else None,
+        suite.backend_settings(options),
+        suite.placement_request(options),
+        spec_of,
+        options.reports.artifacts_dir / name,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -51,8 +51,6 @@ if TYPE_CHECKING:
 
 _SUITE = pytest.StashKey["Suite"]()
 _NOTES = pytest.StashKey[list[str]]()
-#: The backends whose configuration is checked when the session starts (the local one has none).
-_CONNECTED = ("kubernetes", "slurm")
 _DEADLINE = pytest.StashKey["Deadline"]()
 
 
@@ -287,9 +285,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """End what earlier runs left (:func:`_reap_orphans`); under pytest-xdist, check a cluster backend first.
+    """End what earlier runs left (:func:`_reap_orphans`); under pytest-xdist, check the backend first.
 
-    The controller collects nothing: with a kubernetes or slurm backend it runs the same checks as
+    The controller collects nothing: with a backend that checks its configuration at start
+    (:class:`~rollcall.backends.ChecksAtStart`: a cluster's, a scheduler's) it runs the same checks as
     :func:`pytest_collection_finish`, before any worker starts (a worker's usage error would read as its
     crash).
     """
@@ -299,18 +298,16 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         _reap_orphans(config)
     if suite is None or hasattr(config, "workerinput") or not config.pluginmanager.hasplugin("dsession"):
         return
-    if suite.backend_name not in _CONNECTED or not suite.options.given("backend"):
+    if not suite.options.given("backend"):
+        return
+    from rollcall.backends import ChecksAtStart
+    from rollcall.suite import backend_settings
+
+    wing = suite.wing.load()
+    if not isinstance(wing, ChecksAtStart):
         return
     try:
-        if suite.backend_name == "slurm":
-            from rollcall.backends.slurm.backend import SlurmCommands
-
-            SlurmCommands.configured()
-        else:
-            from rollcall.backends.kubernetes.backend import KubernetesBackend
-            from rollcall.suite import backend_settings
-
-            KubernetesBackend.check(suite.options.kubernetes, backend_settings(suite.options)).close()
+        wing.check_config(suite.section, backend_settings(suite.options))
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
 
@@ -406,8 +403,7 @@ def rollcall_suite(pytestconfig: pytest.Config) -> Suite:
 @pytest.fixture
 def rollcall(rollcall_suite: Suite, request: pytest.FixtureRequest) -> Iterator[Callable[..., TestRecord]]:
     """Run this test's training job; its figures go to the junit properties and the reports."""
-    from rollcall.backends import DiscoveryError
-    from rollcall.backends.slurm.backend import SlurmError
+    from rollcall.backends import BackendError
     from rollcall.reports import junit_properties
     from rollcall.suite import deadline_of
 
@@ -417,7 +413,7 @@ def rollcall(rollcall_suite: Suite, request: pytest.FixtureRequest) -> Iterator[
         _extend_deadline(request.node, deadline_of(rollcall_suite.options, {**marked, **overrides}))
         try:
             record = rollcall_suite.run(request.node.nodeid, request.node.name, **{**marked, **overrides})
-        except (DiscoveryError, SlurmError) as exc:  # the cluster cannot run the job: say why, no traceback
+        except BackendError as exc:  # the cluster cannot run the job: say why, no traceback
             pytest.fail(f"{type(exc).__name__}: {exc}", pytrace=False)
         request.node.user_properties.extend(junit_properties(record))
         return record

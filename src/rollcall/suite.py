@@ -20,8 +20,19 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rollcall.backends import Backend, BackendSettings, Placement, PlacementRequest
-from rollcall.backends.kubernetes.kubeconfig import cluster_config
+from rollcall.backends import (
+    Backend,
+    BackendSettings,
+    ChecksAtStart,
+    MountsSharedCache,
+    Placement,
+    PlacementRequest,
+    TaintsNodes,
+    Wing,
+    able,
+    choose,
+    wing_named,
+)
 from rollcall.collect import safe_name
 from rollcall.evidence.floors import floors_of, measure_args
 from rollcall.gate import GateReport
@@ -39,13 +50,10 @@ if TYPE_CHECKING:
 
 
 def choose_backend(options: Options, environ: Mapping[str, str] | None = None) -> tuple[str, str]:
-    """The backend to use and why: ``--backend``, else kubernetes when a cluster config exists, else local."""
-    if options.job.backend != "auto":
-        return options.job.backend, f"--backend {options.job.backend}"
-    found = cluster_config(options.kubernetes.kubeconfig, os.environ if environ is None else environ)
-    if found is not None:
-        return "kubernetes", found.reason
-    return "local", "no kubeconfig or in-cluster config found"
+    """The backend to use and why: ``--backend``, else a wing found (:func:`~rollcall.backends.choose`)."""
+    environ = os.environ if environ is None else environ
+    wing, reason = choose(options.job.backend, options.section, environ)
+    return wing.name, reason
 
 
 #: Seconds each attempt may take past its capacity and job timeouts: clean-up, log collection, reports.
@@ -202,24 +210,21 @@ class Suite:
         name, reason = choose_backend(options)
         return cls(options, name, reason)
 
+    @property
+    def wing(self) -> Wing:
+        """The chosen backend's wing (:data:`rollcall.backends.WINGS`)."""
+        return wing_named(self.backend_name)
+
+    @property
+    def section(self) -> Any:
+        """The section of the options the chosen backend is given (None for a wing given none)."""
+        wing = self.wing
+        return self.options.section(wing.section) if wing.section else None
+
     @cached_property
     def backend(self) -> Backend:
-        """The backend, created on first use."""
-        if self.backend_name == "local":
-            from rollcall.backends.local import LocalBackend
-
-            return LocalBackend()
-        if self.backend_name == "slurm":
-            from rollcall.backends.slurm.backend import SlurmBackend
-
-            return SlurmBackend.from_options(
-                self.options.slurm, backend_settings(self.options, self.progress)
-            )
-        from rollcall.backends.kubernetes.backend import KubernetesBackend
-
-        return KubernetesBackend.from_options(
-            self.options.kubernetes, backend_settings(self.options, self.progress)
-        )
+        """The backend, created on first use from its wing, its section and the session's settings."""
+        return self.wing.load().from_options(self.section, backend_settings(self.options, self.progress))
 
     @cached_property
     def criteria(self) -> Criteria:
@@ -290,14 +295,9 @@ class Suite:
             if found.isolation is not None:
                 result.last.verdict = with_isolation(result.last.verdict, found.isolation)
             extra["isolation"] = found.as_dict()
-        taint = self.options.recovery.taint_unfit
-        if taint is not None:  # only kubernetes gets here (prepare refuses the others)
-            from rollcall.backends.kubernetes.backend import KubernetesBackend
-            from rollcall.backends.kubernetes.taints import taint_nodes
-
-            backend = self.backend
-            assert isinstance(backend, KubernetesBackend)
-            tainted = taint_nodes(backend.kube, result.last.verdict.unfit_nodes, taint)
+        taint, backend = self.options.recovery.taint_unfit, self.backend
+        if taint is not None and isinstance(backend, TaintsNodes):  # prepare refuses a backend that cannot
+            tainted = backend.taint_unfit(result.last.verdict.unfit_nodes, taint)
             extra["taint_unfit"] = tainted.as_dict()
             if self.progress and (tainted.nodes or tainted.failed):
                 self.progress(tainted.line())
@@ -315,20 +315,21 @@ class Suite:
     def prepare(self, *, connect: bool) -> None:
         """Everything that can refute the options before a job runs; OptionError or BaselineError if so.
 
-        Refuses ``--taint-unfit`` off Kubernetes and an NFS ``--compile-cache`` where no pod mounts it,
-        reads ``--baseline`` (:attr:`criteria`), and with ``connect`` (a test will run a job) creates the
-        backend: for kubernetes that connects and checks the kubeconfig, context, server and rights; for
-        slurm it finds the slurm.conf naming a controller, before any Slurm command runs.
+        Refuses ``--taint-unfit`` where the backend taints no node and an NFS ``--compile-cache`` where no
+        node mounts it (the wing's capabilities, :mod:`rollcall.backends`), reads ``--baseline``
+        (:attr:`criteria`), and with ``connect`` (a test will run a job) creates a backend that checks its
+        configuration at start (:class:`~rollcall.backends.ChecksAtStart`: a cluster's kubeconfig, context,
+        server and rights; a scheduler's slurm.conf, before any of its commands runs).
         """
         taint = self.options.recovery.taint_unfit
-        if taint is not None and self.backend_name != "kubernetes":
+        if taint is not None and not isinstance(self.wing.load(), TaintsNodes):
             raise OptionError(
-                f"--taint-unfit {taint}: taints Kubernetes nodes, but the backend is "
-                f"{self.backend_name} ({self.backend_reason}); drop --taint-unfit, or run on Kubernetes "
-                "(--backend kubernetes)"
+                f"--taint-unfit {taint}: taints a cluster's nodes, but the backend is {self.backend_name} "
+                f"({self.backend_reason}), which taints none; drop --taint-unfit, or run on a backend that "
+                f"does (--backend {'|'.join(able(TaintsNodes))})"
             )
         cache = self.options.job.compile_cache
-        if cache is not None and cache.kind == "nfs" and self.backend_name != "kubernetes":
+        if cache is not None and cache.kind == "nfs" and not isinstance(self.wing.load(), MountsSharedCache):
             raise OptionError(
                 f"--compile-cache {cache}: the {self.backend_name} backend mounts no volume; "
                 "use --compile-cache /PATH, a directory its nodes can write (shared, or one of each node)"
@@ -342,7 +343,7 @@ class Suite:
                     f"--artifacts-dir {out}: {unwritable}; name a directory this user "
                     "can create and write (--artifacts-dir DIR or ROLLCALL_ARTIFACTS_DIR)"
                 )
-        if connect and self.backend_name in ("kubernetes", "slurm"):
+        if connect and isinstance(self.wing.load(), ChecksAtStart):
             self.backend  # noqa: B018 - connects, or checks the configuration
 
     def header(self) -> str:

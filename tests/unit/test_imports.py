@@ -1,6 +1,7 @@
 """The modules of src/rollcall import one another without a circle (every import counts, even lazy ones)."""
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "rollcall"
@@ -62,7 +63,7 @@ def test_the_cycle_finder_finds_one():
 
 def test_the_graph_sees_lazy_and_type_checking_imports():
     edges = graph()
-    assert "rollcall.backends.kubernetes.backend" in edges["rollcall.suite"]  # imported inside a method
+    assert "rollcall.page.history" in edges["rollcall.cli"]  # imported inside a function
     assert "rollcall.live.view" in edges["rollcall.suite"]  # imported under TYPE_CHECKING
 
 
@@ -85,8 +86,9 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
     for layer in (
         "rollcall ranges ranklog procs jobspec",  # rollcall: the package itself (``from rollcall import procs``)
         "collect evidence",
-        "options page isolation live",
+        "page isolation live",
         "backends",
+        "options",
         "torchrun verdict page.timeline",
         "checks",
         "WINGS",
@@ -138,10 +140,41 @@ def test_no_wing_imports_another_and_the_contract_imports_none():
     assert edges["rollcall.backends"] & {m for m in edges if wing_of(m)} == set()
 
 
-def test_only_the_session_chooses_a_wing():
+def wing_paths(path: Path) -> set[str]:
+    """The wings' modules ``path`` names as data (``"rollcall.backends.local:LocalBackend"``), not in its prose."""
+    pattern = re.compile(r"rollcall\.backends\.(local|kubernetes|slurm)[\w.]*(:\w+)?")
+    return {
+        node.value
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and pattern.fullmatch(node.value)
+    }
+
+
+def test_only_the_registry_names_a_wing_and_the_session_chooses_through_it():
+    """No module outside the wings imports one; only the registry (``rollcall.backends.WINGS``) names each,
+    by module path, loaded on first use: the session asks the registry for a wing, and for a capability."""
+    from rollcall.backends import WINGS as REGISTRY
+
     edges = graph()
     choosers = {m for m, imported in edges.items() if not wing_of(m) and any(map(wing_of, imported))}
-    assert choosers == {"rollcall.suite", "rollcall.cli", "rollcall.plugin"}
+    assert choosers == set()
+    outside = [p for p in PACKAGE.rglob("*.py") if not wing_of(module_name(p))]
+    naming = {module_name(p): found for p in outside if (found := wing_paths(p))}
+    assert set(naming) == {"rollcall.backends"}, naming
+    assert {wing_of(w.backend.partition(":")[0]) for w in REGISTRY} == set(WINGS)
+    for wing in REGISTRY:
+        assert wing.load().__name__ == wing.backend.partition(":")[2]
+
+
+def test_no_module_outside_the_wings_tests_a_backends_name_or_type():
+    for name in ("suite.py", "plugin.py", "cli.py"):
+        text = (PACKAGE / name).read_text()
+        found = re.findall(
+            r"backend_name\s*(?:==|!=|not in|in)|[\"'](?:kubernetes|slurm|local)[\"']|"
+            r"(?:Kubernetes|Slurm|Local)Backend\b",
+            text,
+        )
+        assert found == [], f"{name} tests a backend's name or type: {found}"
 
 
 def test_no_import_runs_from_a_lower_layer_up():

@@ -68,10 +68,10 @@ def test_off_kubernetes_the_option_is_a_usage_error_before_anything_runs(pyteste
     assert res.ret == pytest.ExitCode.USAGE_ERROR, res.stdout.str() + err
     assert "Traceback" not in err
     assert (
-        f"--taint-unfit rollcall/unfit=true:NoSchedule: taints Kubernetes nodes, but the backend is {args[1]}"
-        in err
+        "--taint-unfit rollcall/unfit=true:NoSchedule: taints a cluster's nodes, but the backend is "
+        f"{args[1]} (--backend {args[1]}), which taints none" in err
     )
-    assert "drop --taint-unfit, or run on Kubernetes (--backend kubernetes)" in err
+    assert "drop --taint-unfit, or run on a backend that does (--backend kubernetes)" in err
 
 
 def test_a_taint_joins_the_nodes_own_and_tainting_again_changes_nothing():

@@ -1,30 +1,43 @@
 """Backends run a :class:`~rollcall.jobspec.JobSpec` somewhere and stream every node's log to a collector.
 
-Every backend meets :class:`Backend`: it discovers once what each node offers (:class:`Placement`) for
-what the session asks (:class:`PlacementRequest`, built of the options by
-:func:`rollcall.suite.placement_request` alone), then launches jobs; tests never care which one ran. Each
-is created from its own section of the options and the :class:`BackendSettings` every one shares. This
-module is the neutral contract: it imports no wing
-(:mod:`rollcall.backends.local`, :mod:`rollcall.backends.kubernetes`, :mod:`rollcall.backends.slurm`), and no
-wing imports another. A backend reports what it observed (:class:`JobStatus`: the job's end, terminations,
-disruptions, what EFA did, what it waited for); :func:`rollcall.judge.judge` alone decides the verdict.
+Every backend meets :class:`Backend`: it discovers once what each node offers (:class:`Placement`) for what
+the session asks (:class:`PlacementRequest`, built of the options by :func:`rollcall.suite.placement_request`
+alone), then launches jobs; tests never care which one ran. Each is created from its own section of the
+options and the :class:`BackendSettings` every one shares. This module is the neutral contract: it imports no
+wing (:mod:`rollcall.backends.local`, :mod:`rollcall.backends.kubernetes`, :mod:`rollcall.backends.slurm`),
+and no wing imports another. A backend reports what it observed (:class:`JobStatus`: the job's end,
+terminations, disruptions, what EFA did, what it waited for); :func:`rollcall.judge.judge` alone decides the
+verdict.
+
+Each wing is declared once, in :data:`WINGS`: its name, its backend class (a module path, loaded on first
+use), the options section it is given, and how ``--backend auto`` finds it. What only some backends can do is
+a capability, a :class:`typing.Protocol` their class meets or not (:class:`ChecksAtStart`,
+:class:`RendersManifest`, :class:`SchedulesTheSuite`, :class:`MountsSharedCache`, :class:`TaintsNodes`, beside
+:class:`ConfirmsLater` of a job): the session asks for a capability, never for a backend's name or type. A
+backend is its wing and one line of :data:`WINGS`.
 """
 
 from __future__ import annotations
 
 import enum
+import importlib
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from rollcall.collect import Collector
 from rollcall.evidence.rootcause import Disruption, Termination
-from rollcall.jobspec import Accelerator, AcceleratorChoice, EfaChoice, JobSpec, Toleration
+from rollcall.jobspec import Accelerator, AcceleratorChoice, EfaChoice, JobSpec, Taint, Toleration
 
 
-class DiscoveryError(RuntimeError):
+class BackendError(RuntimeError):
+    """The backend could not do what was asked (a scheduler's command failed): the message says why."""
+
+
+class DiscoveryError(BackendError):
     """The cluster cannot run the job as asked; the message lists what was found and why."""
 
 
@@ -256,7 +269,7 @@ class ConfirmsLater(Protocol):
 
 
 class Backend(Protocol):
-    """Where jobs run."""
+    """Where jobs run (a wing's backend, created by its class's ``from_options``: :class:`BackendClass`)."""
 
     name: str
     #: What runs one node's torchrun, in the reports' words (:data:`rollcall.evidence.rootcause.UNITS`):
@@ -270,6 +283,202 @@ class Backend(Protocol):
     def launch(self, spec: JobSpec, collector: Collector) -> Job:
         """Create the job and start streaming each node's log into ``collector``."""
         ...
+
+
+class BackendClass(Protocol):
+    """A wing's backend class, as :meth:`Wing.load` gives it: it makes the backend of its section."""
+
+    def from_options(self, section: Any, session: BackendSettings, /) -> Backend:
+        """The backend of its section of the options (None for a wing given none) and the session's settings.
+
+        Raises :class:`~rollcall.options.values.OptionError` on bad input found as it is created.
+        """
+        ...
+
+
+# -- capabilities: what only some backends can do, asked of a backend's class (or the backend) -------------
+
+
+@runtime_checkable
+class ChecksAtStart(Protocol):
+    """A backend with a configuration to check when the session starts, before anything is created.
+
+    A cluster's credentials, server and rights; a scheduler's configuration. The session creates such a
+    backend as soon as a test will run a job; a pytest-xdist controller checks it before any worker starts.
+    """
+
+    def check_config(self, section: Any, session: BackendSettings, /) -> None:
+        """Nothing, or an :class:`~rollcall.options.values.OptionError` naming the option and the fix."""
+        ...
+
+
+@runtime_checkable
+class RendersManifest(Protocol):
+    """A backend that can print what a run would submit, without submitting it (``rollcall render``)."""
+
+    def render_run(
+        self,
+        section: Any,
+        session: BackendSettings,
+        request: PlacementRequest,
+        spec_of: Callable[[Placement], JobSpec],
+        workdir: Path,
+        /,
+    ) -> str:
+        """What a run would submit, as text.
+
+        The placement is ``request``'s (discovered where it must be), the job ``spec_of`` it, ``workdir``
+        where the run's files would lie. Raises ValueError (an :class:`~rollcall.options.values.OptionError`,
+        a :class:`BackendError`) naming what is wrong.
+        """
+        ...
+
+
+@runtime_checkable
+class SchedulesTheSuite(Protocol):
+    """A backend that can run the suite itself on a schedule (``rollcall render --cronjob``)."""
+
+    def render_schedule(
+        self, schedule: str, suite_image: str, given: Mapping[str, str], results_claim: str | None, /
+    ) -> str:
+        """The objects that run the suite on ``schedule`` with the options ``given`` (their variables)."""
+        ...
+
+
+@runtime_checkable
+class MountsSharedCache(Protocol):
+    """A backend whose nodes mount a volume that every node shares (an NFS ``--compile-cache``)."""
+
+    @property
+    def shared_cache_dir(self) -> str:
+        """Where the ranks find the volume."""
+        ...
+
+
+@runtime_checkable
+class TaintReport(Protocol):
+    """What tainting the unfit nodes did, for the terminal and ``results.json``."""
+
+    @property
+    def nodes(self) -> Sequence[str]:
+        """The nodes that hold the taint now."""
+        ...
+
+    @property
+    def failed(self) -> Mapping[str, str]:
+        """Each node that could not be tainted, with why."""
+        ...
+
+    def as_dict(self) -> dict[str, Any]:
+        """The ``results.json`` form."""
+        ...
+
+    def line(self) -> str:
+        """One line for the terminal."""
+        ...
+
+
+@runtime_checkable
+class TaintsNodes(Protocol):
+    """A backend that can taint the nodes a verdict names unfit (``--taint-unfit``)."""
+
+    def taint_unfit(self, nodes: Sequence[str], taint: Taint) -> TaintReport:
+        """Taint each of ``nodes``, keeping their other taints; what it did (never raises for one node)."""
+        ...
+
+
+# -- the registry of wings -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Wing:
+    """One backend, declared once: its name, its class, its options section, how ``--backend auto`` finds it.
+
+    Attributes:
+        name: what ``--backend`` says (``kubernetes``); every report records it.
+        backend: its backend class, ``module:Class``, loaded on first use (:meth:`load`): this module
+            imports no wing.
+        section: the section of the options it is given (a field of ``rollcall.options.Options``); None: none.
+        detect: ``module:function`` of ``(section, environ) -> why it is there, or None``, asked by
+            ``--backend auto`` in the order of :data:`WINGS`; None: chosen only when asked for (or as the
+            fallback).
+        looks_for: what ``detect`` looks for, in words (``kubeconfig or in-cluster config``).
+        fallback: ``--backend auto``'s choice when no wing is detected.
+    """
+
+    name: str
+    backend: str
+    section: str | None = None
+    detect: str | None = None
+    looks_for: str = ""
+    fallback: bool = False
+
+    def load(self) -> BackendClass:
+        """The backend class (its module imported now)."""
+        found: BackendClass = _load(self.backend)
+        return found
+
+    def detected(self, section: Any, environ: Mapping[str, str]) -> str | None:
+        """Why ``--backend auto`` finds this wing (``KUBECONFIG=/k``), or None."""
+        if self.detect is None:
+            return None
+        reason: str | None = _load(self.detect)(section, environ)
+        return reason
+
+
+def _load(path: str) -> Any:
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+#: Every wing, in the order ``--backend auto`` asks them.
+WINGS: tuple[Wing, ...] = (
+    Wing(
+        "kubernetes",
+        "rollcall.backends.kubernetes.backend:KubernetesBackend",
+        "kubernetes",
+        detect="rollcall.backends.kubernetes.kubeconfig:detect",
+        looks_for="kubeconfig or in-cluster config",
+    ),
+    Wing("local", "rollcall.backends.local:LocalBackend", fallback=True),
+    Wing("slurm", "rollcall.backends.slurm.backend:SlurmBackend", "slurm"),
+)
+
+
+def wing_named(name: str) -> Wing:
+    """The wing ``--backend name`` chooses; KeyError naming those there are."""
+    for wing in WINGS:
+        if wing.name == name:
+            return wing
+    raise KeyError(f"no backend {name!r}; there are {', '.join(w.name for w in WINGS)}")
+
+
+def choose(asked: str, section_of: Callable[[str], Any], environ: Mapping[str, str]) -> tuple[Wing, str]:
+    """The wing to use and why: ``asked`` (``--backend``), else the first wing detected, else the fallback.
+
+    ``section_of`` gives a section of the options by name (what a wing's ``detect`` reads).
+    """
+    if asked != "auto":
+        return wing_named(asked), f"--backend {asked}"
+    for wing in WINGS:
+        reason = wing.detected(section_of(wing.section) if wing.section else None, environ)
+        if reason is not None:
+            return wing, reason
+    missing = " or ".join(w.looks_for for w in WINGS if w.detect)
+    return next(w for w in WINGS if w.fallback), f"no {missing} found"
+
+
+def auto_help() -> str:
+    """What ``--backend auto`` does, in words, from :data:`WINGS`."""
+    found = ", ".join(f"{w.name} when a {w.looks_for} exists" for w in WINGS if w.detect)
+    fallback = next(w.name for w in WINGS if w.fallback)
+    asked = [w.name for w in WINGS if not w.detect and not w.fallback]
+    return f"auto = {found}, else {fallback}" + (f"; {', '.join(asked)} only when asked for" if asked else "")
+
+
+def able(capability: type) -> list[str]:
+    """The names of the wings whose backend class has ``capability`` (each class loaded)."""
+    return [w.name for w in WINGS if isinstance(w.load(), capability)]
 
 
 #: Node names shown per reason when discovery fails.

@@ -26,7 +26,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rollcall import procs
-from rollcall.backends import CleanupError, JobState, JobStatus, Placement, PlacementRequest, StopTest
+from rollcall.backends import (
+    BackendSettings,
+    CleanupError,
+    JobState,
+    JobStatus,
+    Placement,
+    PlacementRequest,
+    StopTest,
+)
 from rollcall.collect import Collector, LogSink
 from rollcall.jobspec import REPO_SCRIPT, JobSpec
 
@@ -77,6 +85,11 @@ class LocalBackend:
     script: Path = REPO_SCRIPT
     name: str = "local"
     unit: str = "node"
+
+    @classmethod
+    def from_options(cls, options: None, session: BackendSettings) -> LocalBackend:
+        """The local backend: it is given no section of the options (what it runs is the JobSpec's)."""
+        return cls()
 
     def discover(self, request: PlacementRequest) -> Placement:
         """Local discovery: cuda when GPUs are visible (split between the simulated nodes), else cpu."""

@@ -67,8 +67,8 @@ class Options:
     recovery: RecoveryOptions = field(default_factory=RecoveryOptions)
     reports: ReportOptions = field(default_factory=ReportOptions)
 
-    def section(self, group: GroupName) -> Section:
-        """The section of ``group`` (``kubernetes``: :attr:`kubernetes`)."""
+    def section(self, group: str) -> Section:
+        """The section named ``group`` (``kubernetes``: :attr:`kubernetes`); AttributeError if none is."""
         found: Section = getattr(self, group)
         return found
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import ClassVar
 
+from rollcall.backends import WINGS, auto_help
 from rollcall.jobspec import (
     DEFAULT_JOB_TIMEOUT_S,
     AcceleratorChoice,
@@ -30,8 +31,6 @@ from rollcall.options.values import (
     whole,
     whole_or_auto,
 )
-
-BackendChoice = Literal["auto", "kubernetes", "local", "slurm"]
 
 
 def workload_env(pairs: Sequence[str]) -> dict[str, str]:
@@ -81,16 +80,12 @@ class JobOptions(Section):
             "accept is refused before anything is created"
         ),
     )
-    backend: BackendChoice = option(
+    backend: str = option(
         "--backend",
-        Choice(BackendChoice),
+        Choice(choices=("auto", *(wing.name for wing in WINGS))),
         "auto",
-        "where to run: auto = kubernetes when a kubeconfig or in-cluster config exists, else local; "
-        "slurm only when asked for",
-        doc=(
-            "auto: kubernetes when a kubeconfig or in-cluster config exists, else local (slurm only when "
-            "asked for); printed in the header and recorded in every report"
-        ),
+        f"where to run: {auto_help()}",
+        doc=f"where to run: {auto_help()}; printed in the header and recorded in every report",
     )
     job_timeout: float = option(
         "--job-timeout",

@@ -25,18 +25,25 @@ Jobs and Services in it (by their run-id label).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from kubernetes.client.exceptions import ApiException
 
-from rollcall.backends import BackendSettings, DiscoveryError, Placement, PlacementRequest, unusable_nodes
+from rollcall.backends import (
+    BackendError,
+    BackendSettings,
+    DiscoveryError,
+    Placement,
+    PlacementRequest,
+    unusable_nodes,
+)
 from rollcall.backends.kubernetes.access import check as check_access
 from rollcall.backends.kubernetes.capacity import Lookup
-from rollcall.backends.kubernetes.discovery import Discovery
+from rollcall.backends.kubernetes.discovery import Discovery, requested_resource
 from rollcall.backends.kubernetes.job import (
     CLEANUP_TIMEOUT_S,
     DRAIN_S,
@@ -50,6 +57,7 @@ from rollcall.backends.kubernetes.kube import (
     connect,
     delete_labelled,
     delete_namespace,
+    message_of,
 )
 from rollcall.backends.kubernetes.manifests import (
     MANAGED_BY,
@@ -61,9 +69,10 @@ from rollcall.backends.kubernetes.manifests import (
 )
 from rollcall.backends.kubernetes.placement import ApiCluster, place
 from rollcall.backends.kubernetes.reaper import Claim, Ledger, release
+from rollcall.backends.kubernetes.taints import Tainted, taint_nodes
 from rollcall.backends.kubernetes.views import View, items
 from rollcall.collect import Collector
-from rollcall.jobspec import JobSpec
+from rollcall.jobspec import COMPILE_CACHE_DIR, JobSpec, Taint
 from rollcall.options.kubernetes import KubernetesOptions
 from rollcall.options.values import OptionError
 
@@ -144,6 +153,72 @@ class KubernetesBackend:
         if options.sweep_older_than is not None:
             backend.sweep(options.sweep_older_than)
         return backend
+
+    #: Where NFS ``--compile-cache`` is mounted in the pods (:class:`~rollcall.backends.MountsSharedCache`).
+    shared_cache_dir: ClassVar[str] = COMPILE_CACHE_DIR
+
+    @classmethod
+    def check_config(cls, options: KubernetesOptions, session: BackendSettings) -> None:
+        """Connect and check access (:meth:`check`), then let go: the session's first check."""
+        cls.check(options, session).close()
+
+    @classmethod
+    def render_run(
+        cls,
+        options: KubernetesOptions,
+        session: BackendSettings,
+        request: PlacementRequest,
+        spec_of: Callable[[Placement], JobSpec],
+        workdir: Path,
+    ) -> str:
+        """The run's Namespace (none with ``--namespace``), Service and Job as YAML, as kubectl prints them.
+
+        With the layout given (``--accelerator`` and ``--procs-per-node``, or ``--accelerator cpu``) no
+        cluster is contacted (and no EFA device requested: ``--efa on`` needs discovery); else the nodes of
+        the kubeconfig's cluster are discovered (and ``--namespace`` checked). A cluster that cannot be read
+        is a :class:`BackendError` saying why.
+        """
+        import yaml
+        from kubernetes.client.exceptions import ApiException
+        from kubernetes.config import ConfigException
+        from urllib3.exceptions import HTTPError
+
+        from rollcall.backends.kubernetes import kube as client
+
+        placement = _layout(request)
+        if placement is not None and request.efa == "on":
+            raise ValueError(
+                "--efa on: the nodes' EFA devices are counted by discovery; leave --procs-per-node out to "
+                "discover them on the cluster, or pass --efa off"
+            )
+        if placement is None:
+            try:
+                backend = cls(client.connect(options.kubeconfig, options.context), options, session)
+                try:
+                    backend.check_namespace()
+                    placement = backend.discover(request)
+                finally:
+                    backend.kube.close()
+            except ConfigException as exc:
+                raise ValueError(str(exc)) from None
+            except (client.KubeError, ApiException, HTTPError, OSError) as exc:
+                raise BackendError(f"cannot read the cluster's nodes: {message_of(exc)}") from None
+        spec = spec_of(placement)
+        rendered = render(spec, Names.new(options.namespace_prefix, spec.name, options.namespace))
+        return yaml.safe_dump_all(rendered.objects(), sort_keys=False)
+
+    @classmethod
+    def render_schedule(
+        cls, schedule: str, suite_image: str, given: Mapping[str, str], results_claim: str | None
+    ) -> str:
+        """The suite as a CronJob of the cluster, with its RBAC (:mod:`.nightly`); no cluster is contacted."""
+        from rollcall.backends.kubernetes.nightly import Nightly, check_schedule, render_text, suite_env
+
+        return render_text(Nightly(check_schedule(schedule), suite_image, suite_env(given), results_claim))
+
+    def taint_unfit(self, nodes: Sequence[str], taint: Taint) -> Tainted:
+        """``--taint-unfit``: taint each of ``nodes``, keeping their other taints (:mod:`.taints`)."""
+        return taint_nodes(self.kube, nodes, taint)
 
     @property
     def ledger(self) -> Ledger:
@@ -256,6 +331,19 @@ class KubernetesBackend:
             if delete_labelled(self.kube, namespace, f"{RUN_ID_LABEL}={run_id}"):
                 swept.append(str(Claim(namespace, run_id)))
         return swept
+
+
+def _layout(request: PlacementRequest) -> Placement | None:
+    """What each node offers when the request says so (the accelerator and the ranks), else None.
+
+    The accelerator's resource is requested per rank; EFA devices only discovery can count.
+    """
+    accelerator = request.accelerator
+    if accelerator == "auto" or (request.procs_per_node is None and accelerator != "cpu"):
+        return None
+    procs = request.procs_per_node or 1
+    resource = requested_resource(accelerator)
+    return Placement(accelerator, procs, {resource: procs} if resource else {}, request.instance_type)
 
 
 def needs(options: KubernetesOptions, session: BackendSettings) -> list[str]:

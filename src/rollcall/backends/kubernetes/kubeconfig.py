@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from rollcall.options.kubernetes import KubernetesOptions
 from rollcall.options.values import OptionError
 
 IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
@@ -61,6 +62,12 @@ def cluster_config(kubeconfig: str | None, environ: Mapping[str, str] | None = N
     if env.get(IN_CLUSTER_ENV):
         return ClusterConfig(None, True, "in-cluster config")
     return None
+
+
+def detect(options: KubernetesOptions, environ: Mapping[str, str]) -> str | None:
+    """Why ``--backend auto`` finds a cluster (``KUBECONFIG=/k``), or None: the wing's detection."""
+    found = cluster_config(options.kubeconfig, environ)
+    return found.reason if found is not None else None
 
 
 @dataclass(frozen=True)

@@ -131,6 +131,32 @@ class SlurmBackend:
         """The backend of its section of the options and what every backend is given."""
         return cls(Settings.from_options(options), session.unschedulable_grace_s, progress=session.progress)
 
+    @classmethod
+    def check_config(cls, options: SlurmOptions, session: BackendSettings) -> None:
+        """The slurm.conf Slurm's commands read names a controller (:func:`.conf.find_conf`)."""
+        SlurmCommands.configured()
+
+    @classmethod
+    def render_run(
+        cls,
+        options: SlurmOptions,
+        session: BackendSettings,
+        request: PlacementRequest,
+        spec_of: Callable[[Placement], JobSpec],
+        workdir: Path,
+    ) -> str:
+        """The run's sbatch script, without contacting Slurm: the layout must be given."""
+        if request.accelerator == "auto":
+            raise ValueError(
+                "--accelerator auto needs discovery on the cluster; pass --accelerator nvidia|neuron|cpu"
+            )
+        if request.procs_per_node is None and request.accelerator != "cpu":
+            raise ValueError(
+                f"--accelerator {request.accelerator}: pass --procs-per-node (the devices of each node)"
+            )
+        placement = Placement(request.accelerator, request.procs_per_node or 1)  # as discovery gives it
+        return render(spec_of(placement), Settings.from_options(options), workdir / "slurm")
+
     def discover(self, request: PlacementRequest) -> Placement:
         """Read the nodes and partitions once and choose; :class:`DiscoveryError` when too few are usable."""
         nodes = [

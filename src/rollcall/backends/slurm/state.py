@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rollcall.backends import DiscoveryError, JobState, Placement, unusable_nodes
+from rollcall.backends import BackendError, DiscoveryError, JobState, Placement, unusable_nodes
 from rollcall.jobspec import Accelerator
 
 #: Job states in which the job is over, and how the suite reads each.
@@ -75,7 +75,7 @@ BAD_NODE_STATES = frozenset(
 )
 
 
-class SlurmError(RuntimeError):
+class SlurmError(BackendError):
     """A Slurm command failed; the message has the command and what it said."""
 
 

@@ -1,7 +1,7 @@
 """The facts the workload reports about each local GPU, as one JSON list, through the workload's own reader.
 
 Usage (on a GPU machine, with ``nvidia-ml-py`` installed): python bench/facts.py [--busy]
-Prints ``rollcall_workload.facts.device_facts("cuda", index)`` for every GPU NVML lists (by NVML's index), the
+Prints ``rollcall_workload.rank.facts.device_facts("cuda", index)`` for every GPU NVML lists (by NVML's index), the
 same fields a rank's ``facts`` event carries (with CUDA's device count, and the libfabric and aws-ofi-nccl
 versions). ``--busy`` first queues matmuls on each GPU (as a training rank does, so that PCIe link and clocks
 are read under load). Exit status 1 when NVML cannot be loaded.
@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from rollcall_workload.facts import device_facts, fabric_facts, load_nvml
+from rollcall_workload.rank.facts import device_facts, fabric_facts, load_nvml
 
 
 def cuda_count() -> int | None:

@@ -1,7 +1,7 @@
 """The optimizer step of the compact BERT-large's bf16 parameters through fp32 masters, alone (one GPU).
 
 Usage (on a GPU machine): python bench/gpu_adamw.py [--steps 20]
-Times ``rollcall_workload.training.MasterWeightAdamW`` both ways, on the model's own parameter shapes with
+Times ``rollcall_workload.rank.training.MasterWeightAdamW`` both ways, on the model's own parameter shapes with
 gradients held: two copies around torch's fused AdamW, and rollcall_workload.compact's one Triton kernel at
 several launch shapes (elements per program, warps); then checks the kernel against torch's over 5 steps.
 Prints a table.
@@ -15,10 +15,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from rollcall_workload.cli import apply_defaults, parse_args
 from rollcall_workload.kernels import adamw
 from rollcall_workload.model import build_model
-from rollcall_workload.training import MasterWeightAdamW
+from rollcall_workload.rank.cli import apply_defaults, parse_args
+from rollcall_workload.rank.training import MasterWeightAdamW
 
 SHAPES = ((1024, 4), (2048, 4), (4096, 4), (4096, 8), (8192, 8))
 

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from rollcall_workload import compact
 from rollcall_workload.contract import PARAM_DIGEST_HEX
-from rollcall_workload.proofs import flip_bit, parameter_digest
+from rollcall_workload.rank.proofs import flip_bit, parameter_digest
 from rollcall_workload.shape import MODEL_PRESETS
 
 

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from rollcall_workload import compact
 from rollcall_workload.model import build_model, make_batch, pretraining_loss
-from rollcall_workload.training import MasterWeightAdamW
+from rollcall_workload.rank.training import MasterWeightAdamW
 
 
 def main() -> int:

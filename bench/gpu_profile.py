@@ -2,7 +2,7 @@
 
 Usage (on a GPU machine): python bench/gpu_profile.py [--steps 6] [--top 15] [train.py's arguments]
     e.g. --seq-len 128 --batch-size 256 --impl compact --precision bf16 --compile
-One process, no DDP: the workload's own step (rollcall_workload.training.build_training: model, loss,
+One process, no DDP: the workload's own step (rollcall_workload.rank.training.build_training: model, loss,
 precision, compile mode, optimizer), profiled after warm-up.
 """
 
@@ -18,12 +18,12 @@ from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from rollcall_workload.cli import apply_defaults, parse_args
-from rollcall_workload.compile_cache import compile_cache_env
-from rollcall_workload.dist import Accelerator, DistEnv
 from rollcall_workload.model import batch_pool, mlm_predictions
+from rollcall_workload.rank.cli import apply_defaults, parse_args
+from rollcall_workload.rank.compile_cache import compile_cache_env
+from rollcall_workload.rank.dist import Accelerator, DistEnv
+from rollcall_workload.rank.training import build_training
 from rollcall_workload.shape import flops_per_sample
-from rollcall_workload.training import build_training
 
 
 def category(name: str) -> str:

@@ -21,10 +21,10 @@ started = time.monotonic()
 import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-from rollcall_workload.cli import apply_defaults, parse_args  # noqa: E402
-from rollcall_workload.dist import Accelerator, DistEnv  # noqa: E402
 from rollcall_workload.model import batch_pool  # noqa: E402
-from rollcall_workload.training import build_training  # noqa: E402
+from rollcall_workload.rank.cli import apply_defaults, parse_args  # noqa: E402
+from rollcall_workload.rank.dist import Accelerator, DistEnv  # noqa: E402
+from rollcall_workload.rank.training import build_training  # noqa: E402
 
 
 def main() -> None:

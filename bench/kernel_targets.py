@@ -1,5 +1,5 @@
 """Every Triton kernel of the workload compiled for each GPU architecture, with no GPU: its registers, spills
-and shared memory, and whether rollcall_workload.gate calls it proven there.
+and shared memory, and whether rollcall_workload.kernels.gate calls it proven there.
 
     python bench/kernel_targets.py [TARGET,...] [KERNEL...]     (default: every target of gate.TARGETS)
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from rollcall_workload.gate import PROVEN, SHARED_MEMORY, TARGETS
+from rollcall_workload.kernels.gate import PROVEN, SHARED_MEMORY, TARGETS
 from tests.unit import kernel_targets as kt
 
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from rollcall_workload.cli import apply_defaults, parse_args
 from rollcall_workload.model import batch_pool, build_model, pretraining_loss
+from rollcall_workload.rank.cli import apply_defaults, parse_args
 
 
 def falls(argv: list[str], world: int) -> list[float]:

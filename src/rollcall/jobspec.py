@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Literal
 
-from rollcall_workload import cli, faults
+from rollcall_workload import faults
+from rollcall_workload.rank import cli
 
 Accelerator = Literal["nvidia", "neuron", "cpu"]
 #: What ``--accelerator`` and ``--efa`` accept (``auto``: let discovery choose).
@@ -59,7 +60,7 @@ NODE_IDS_ENV = "ROLLCALL_NODE_IDS"
 #: The node's monitor directory inside the pods: an emptyDir the training container and the monitor share.
 POD_MONITOR_DIR = "/rollcall-monitor"
 #: The module every node's monitor runs (``python -m``), from the workload's own package.
-MONITOR_MODULE = "rollcall_workload.monitor"
+MONITOR_MODULE = "rollcall_workload.node.monitor"
 #: The Python the images start the monitor with; the workload's package lies beside train.py, in the images'
 #: working directory (:data:`IMAGE_DIR`), so ``-m`` finds it there.
 IMAGE_PYTHON = ("python3",)
@@ -74,7 +75,10 @@ MANIFESTS_DIR = Path(__file__).resolve().parents[2] / "manifests"
 
 
 def monitor_command(monitor_dir: str, python: Sequence[str] = IMAGE_PYTHON) -> list[str]:
-    """The node's monitor (:mod:`rollcall_workload.monitor`) reading ``monitor_dir``; alone: a sidecar."""
+    """The node's monitor (:mod:`rollcall_workload.node.monitor`) reading ``monitor_dir``.
+
+    Alone, it is a sidecar; :func:`launcher_monitor_command` puts it in front of the node's launcher.
+    """
     return [*python, "-m", MONITOR_MODULE, "--dir", monitor_dir]
 
 

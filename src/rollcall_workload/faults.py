@@ -1,4 +1,7 @@
-"""Fault injection: the variables that make a rank fail, hang, slow down, corrupt or leave early, parsed.
+"""Fault injection: the variables that make a rank fail, hang, slow down, corrupt or leave early.
+
+Each variable is parsed here, and acted on here too, by a hook named after what it does, called at its
+place in the rank or the node's monitor (torch is imported only by the hooks that need it).
 
 The suite checks them with :func:`check_fault_injection` before a job starts, so a variable the ranks would
 refuse is refused first. Each variable and its grammar:
@@ -27,7 +30,7 @@ barrier after it, the process group left) and then exit with status <code> (1-25
 ``ROLLCALL_KERNEL_MISMATCH=<rank>[,<rank>...][:<kernel>,...]`` makes those ranks' checks of those kernels
 (every kernel without a list) read a wrong result, so that every rank drops them (``kernels``);
 ``ROLLCALL_ASSUME_ARCH=sm_86`` makes the rank take its GPU for that architecture when the gate chooses its
-kernels (rollcall_workload.gate).
+kernels (rollcall_workload.kernels.gate).
 ``ROLLCALL_GIL_RANK=<rank>[,<rank>...]`` makes each rank listed block in C with the GIL held after its first
 ``epoch_time`` (libc's ``sleep`` called through ``ctypes.PyDLL``, which keeps the GIL): no Python thread of
 the rank runs again, its watchdog neither; only faulthandler's timer can take its stack.
@@ -39,7 +42,7 @@ as a frozen process or container: nothing runs in it, faulthandler's timer neith
 for days (``torch.cuda._sleep``) after its first ``epoch_time`` and wait for it (a synchronize, the GIL
 released): the GPU's own hang, the host thread waiting on it (cuda only; elsewhere the rank fails naming it).
 ``ROLLCALL_BAD_ADDRESS_RANK=<rank>[,<rank>...]`` makes each rank listed read an address nothing maps on its
-GPU at the same point (:mod:`rollcall_workload.bad_address`): an MMU fault (Xid 31) and CUDA's illegal
+GPU at the same point (:mod:`rollcall_workload.kernels.bad_address`): an MMU fault (Xid 31) and CUDA's illegal
 memory access error, as a program's own bug would (cuda with Triton only; elsewhere it fails naming it).
 Every rank parses all of these variables at start: a malformed value is an ``error`` naming the
 variable and the form to write, on every rank, before training (the suite checks them before launch
@@ -69,13 +72,21 @@ its ``bandwidth`` events carry a ``mismatch``. A value that is not a rank fails 
 
 from __future__ import annotations
 
+import ctypes
 import math
+import os
 import signal
+import sys
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rollcall_workload.contract import NODE_IDS_ENV
-from rollcall_workload.gate import ASSUME_ARCH_ENV, KERNEL_NAMES, check_arch
+from rollcall_workload.kernels.gate import ASSUME_ARCH_ENV, KERNEL_NAMES, check_arch
+
+if TYPE_CHECKING:
+    from rollcall_workload.rank.training import Training
 
 FAIL_RANK_ENV = "ROLLCALL_FAIL_RANK"
 KERNEL_MISMATCH_ENV = "ROLLCALL_KERNEL_MISMATCH"
@@ -355,3 +366,115 @@ def exit_rank(environ: Mapping[str, str]) -> ExitRank | None:
         f"{EXIT_RANK_ENV}={value!r} is not valid; write {EXIT_RANK_ENV}=<rank>:<exit code 1-255> "
         f"or {EXIT_RANK_ENV}=<rank>:<signal name, e.g. SIGKILL>"
     )
+
+
+# -- the hooks: where a rank (or a node's monitor) acts on the variables above ---------------------------
+
+
+def chatter(rank: int, environ: Mapping[str, str]) -> None:
+    """Print the plain lines that ``ROLLCALL_CHATTY=<rank>:<bytes>`` asks of this rank, in 50 chunks."""
+    asked = chatty(environ)
+    if asked is None or asked.rank != rank:
+        return
+    line = f"rollcall: rank {rank} chatter " + "x" * 200 + "\n"
+    lines_per_chunk = max(1, asked.size // len(line) // 50)
+    for _ in range(50):
+        sys.stdout.write(line * lines_per_chunk)
+        sys.stdout.flush()
+        time.sleep(0.1)
+
+
+def flip_replica_bit(training: Training, rank: int) -> None:
+    """``ROLLCALL_CORRUPT_RANK``: flip one bit of this replica's first parameter (and of its fp32 master)."""
+    from rollcall_workload.rank.proofs import flip_bit
+    from rollcall_workload.rank.training import MasterWeightAdamW
+
+    flip_bit(next(training.model.parameters()))
+    if isinstance(training.optimizer, MasterWeightAdamW):  # the master is written back each step
+        flip_bit(training.optimizer.master[0])
+    print(
+        f"rollcall: rank {rank} flipped one bit of its first parameter as asked by {CORRUPT_RANK_ENV}",
+        flush=True,
+    )
+
+
+def inject_fault(rank: int) -> None:
+    """The fault a rank-listed variable asks of this rank after its first ``epoch_time``, if any."""
+    fault = injected_fault(rank, os.environ)
+    if fault == "fail":
+        raise RuntimeError(f"injected failure on rank {rank} ({FAIL_RANK_ENV})")
+    if fault == "hang":
+        print(f"rollcall: rank {rank} hangs as asked by {HANG_RANK_ENV}", flush=True)
+        while True:
+            time.sleep(3600)
+    if fault == "leave":
+        print(f"rollcall: rank {rank} leaves with status 0 as asked by {LEAVE_RANK_ENV}", flush=True)
+        sys.exit(0)
+    if fault == "gil":
+        print(f"rollcall: rank {rank} blocks in C holding the GIL as asked by {GIL_RANK_ENV}", flush=True)
+        hold_the_gil()
+    if fault in ("gpu_hang", "bad_address"):
+        import torch  # the GPU's own faults need it; the others run before it is imported
+    if fault == "gpu_hang":
+        if not torch.cuda.is_available():
+            raise RuntimeError(f"{GPU_HANG_RANK_ENV} names rank {rank}, which has no CUDA device to hang")
+        print(f"rollcall: rank {rank} hangs its GPU as asked by {GPU_HANG_RANK_ENV}", flush=True)
+        torch.cuda._sleep(1 << 50)  # a kernel spinning for about 2**50 clock cycles: days at any clock rate
+        torch.cuda.synchronize()
+    if fault == "bad_address":
+        print(f"rollcall: rank {rank} reads an unmapped address ({BAD_ADDRESS_RANK_ENV})", flush=True)
+        on = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else "cpu"
+        from rollcall_workload.kernels.bad_address import read_unmapped
+
+        read_unmapped(on, BAD_ADDRESS_RANK_ENV)
+    if fault == "stop":
+        print(f"rollcall: rank {rank} stops itself (SIGSTOP) as asked by {STOP_RANK_ENV}", flush=True)
+        while True:  # SIGCONT lets it go on, only to stop again
+            os.kill(os.getpid(), signal.SIGSTOP)
+
+
+def hold_the_gil(seconds: int = 3600, forever: bool = True) -> None:
+    """Block in C with the GIL held: libc's sleep through ``ctypes.PyDLL``, whose calls keep the GIL."""
+    libc = ctypes.PyDLL(None)
+    while True:
+        libc.sleep(seconds)
+        if not forever:
+            return
+
+
+def never_join(rank: int) -> None:
+    """``ROLLCALL_NO_JOIN_RANK``: this rank sleeps before init_process_group (its watchdog running)."""
+    if not never_joins(rank, os.environ):
+        return
+    print(f"rollcall: rank {rank} never joins the process group as asked by {NO_JOIN_RANK_ENV}", flush=True)
+    while True:
+        time.sleep(3600)
+
+
+def hang_node(rank: int, node_rank: int) -> None:
+    """``ROLLCALL_HANG_NODE``: this rank's node never reaches rendezvous (no watchdog, no event)."""
+    node = hung_node(os.environ, node_rank)
+    if node is None:
+        return
+    print(
+        f"rollcall: rank {rank} of node {node} hangs before rendezvous as asked by {HANG_NODE_ENV}",
+        flush=True,
+    )
+    while True:
+        time.sleep(3600)
+
+
+def no_launch(node_rank: int) -> None:
+    """``ROLLCALL_NO_LAUNCH_NODE``: start nothing, say one plain line, wait to be ended (then end as told)."""
+    node = hung_node(os.environ, node_rank, NO_LAUNCH_NODE_ENV)
+    if node is None:
+        return
+    ends = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
+    signal.pthread_sigmask(signal.SIG_BLOCK, ends)  # before the line: a signal sent once it is read waits
+    print(
+        f"rollcall: node {node} starts no launcher as asked by {NO_LAUNCH_NODE_ENV}",
+        file=sys.stderr,
+        flush=True,
+    )
+    received = signal.sigwait(ends)
+    raise SystemExit(128 + received)

@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, NoReturn
 if TYPE_CHECKING:
     pass
 
-from rollcall_workload.cli import CommandLineError, parse_args
-from rollcall_workload.compile_cache import compile_cache_env, keep_bytecode
 from rollcall_workload.contract import RollcallLog
-from rollcall_workload.dist import DistEnv, read_dist_env
 from rollcall_workload.faults import EXIT_RANK_ENV, exit_rank
-from rollcall_workload.run import run
+from rollcall_workload.rank.cli import CommandLineError, parse_args
+from rollcall_workload.rank.compile_cache import compile_cache_env, keep_bytecode
+from rollcall_workload.rank.dist import DistEnv, read_dist_env
+from rollcall_workload.rank.run import run
 
 
 def main(argv: list[str] | None = None) -> int:

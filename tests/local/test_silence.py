@@ -37,8 +37,8 @@ from rollcall.evidence.launchers import NeverStarted
 from rollcall.jobspec import JobSpec
 from rollcall.ranklog import Silence
 from rollcall.runner import Attempt, run_once
-from rollcall_workload.monitor import POLL_S, SILENT_MARGIN_S
-from rollcall_workload.watchdog import FAULTHANDLER_MARGIN_S
+from rollcall_workload.node.monitor import POLL_S, SILENT_MARGIN_S
+from rollcall_workload.rank.watchdog import FAULTHANDLER_MARGIN_S
 
 pytestmark = pytest.mark.slow
 

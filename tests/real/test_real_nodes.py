@@ -31,7 +31,7 @@ from rollcall.checks.replica_divergence import REPLICA_DIVERGENCE
 from rollcall.checks.silent import SILENT
 from rollcall.isolation.probe import ISOLATED
 from rollcall.ranklog import RollCall, Silence
-from rollcall_workload.monitor import SILENT_MARGIN_S
+from rollcall_workload.node.monitor import SILENT_MARGIN_S
 from tests.cluster.controlplane import REPO_ROOT, cluster_sh
 from tests.k8s.conftest import suite_namespaces
 from tests.waiting import wait_until
@@ -309,7 +309,7 @@ def test_a_hung_rank_is_named_from_its_stack_and_the_run_ends_at_the_hang(make_s
     first = attempt.verdict.findings[0]
     assert first.kind is HUNG and set(first.ranks) == {1}, message(attempt)
     assert first.message.startswith(f"rank 1 (node 0, pod {attempt.spec.name}-0"), first.message
-    assert "hung in a sleep" in first.message and "_maybe_inject_fault: time.sleep(3600)" in first.message
+    assert "hung in a sleep" in first.message and "inject_fault: time.sleep(3600)" in first.message
     (waiting,) = attempt.verdict.of_kind(WAITING)
     assert waiting.message == "ranks 0, 2-3 waiting in a collective (barrier) for the hung rank"
     assert took < 300, took  # start-up, the first epoch, 2 x --hang-after and clean-up: not the 600 s

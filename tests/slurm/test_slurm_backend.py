@@ -28,7 +28,7 @@ from rollcall.checks.replica_divergence import REPLICA_DIVERGENCE
 from rollcall.evidence.hangs import FAULTHANDLER_NOTE, Stall
 from rollcall.jobspec import DEFAULT_JOB_TIMEOUT_S, JobSpec
 from rollcall.runner import run_once
-from rollcall_workload.watchdog import FAULTHANDLER_MARGIN_S
+from rollcall_workload.rank.watchdog import FAULTHANDLER_MARGIN_S
 from tests.waiting import wait_until
 
 #: Every test here runs real Slurm jobs, and most of them train.
@@ -140,7 +140,7 @@ def test_a_hung_rank_is_named_from_its_stack_and_the_job_is_cancelled_at_the_han
     assert "is cancelled" in attempt.status.reason
     first = attempt.verdict.findings[0]
     assert first.kind is HUNG and set(first.ranks) == {1}, attempt.verdict.message()
-    assert "hung in a sleep" in first.message and "_maybe_inject_fault: time.sleep(3600)" in first.message
+    assert "hung in a sleep" in first.message and "inject_fault: time.sleep(3600)" in first.message
     (waiting,) = attempt.verdict.of_kind(WAITING)
     assert waiting.message == "rank 0 waiting in a collective (barrier) for the hung rank"
     assert took < 300, took  # not the job timeout of 600 s

@@ -13,12 +13,13 @@ import math
 import pytest
 import torch
 
-from rollcall_workload import compact, training
+from rollcall_workload import compact
 from rollcall_workload import model as workload_model
 from rollcall_workload.kernels import adamw as adamw_kernels
 from rollcall_workload.kernels import attention as attention_kernels
 from rollcall_workload.kernels import gelu, philox
 from rollcall_workload.kernels import norm as norm_kernels
+from rollcall_workload.rank import training
 
 F = torch.nn.functional
 TOL = {"rtol": 1e-5, "atol": 1e-5}

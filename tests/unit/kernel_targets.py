@@ -24,7 +24,7 @@ from rollcall_workload.kernels import gelu as gelu_kernels
 UNITS = {"sm_80": 108, "sm_86": 80, "sm_89": 58, "sm_90": 132, "sm_100": 148}
 #: BERT-large at its default cuda batch: hidden 1,024, 16 heads of 64, intermediate 4,096, 384 x 128 tokens.
 HIDDEN, HEADS, INTERMEDIATE, ROWS = 1024, 16, 4096, 384 * 128
-#: Each test kernel's row of the gate (rollcall_workload.gate.PROVEN).
+#: Each test kernel's row of the gate (rollcall_workload.kernels.gate.PROVEN).
 GATE_NAME = {
     "attention forward": "attention",
     "attention forward, seq 128": "attention",

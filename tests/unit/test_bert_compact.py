@@ -17,7 +17,7 @@ import transformers  # noqa: F401
 from rollcall_workload import compact
 from rollcall_workload import model as workload_model
 from rollcall_workload import shape as workload_shape
-from rollcall_workload import training as workload_training
+from rollcall_workload.rank import training as workload_training
 
 TINY = workload_shape.MODEL_PRESETS["tiny"]
 LOSS_RTOL = 1e-5

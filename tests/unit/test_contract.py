@@ -151,7 +151,7 @@ def _parse(monkeypatch, typed: bool):
     from rollcall import ranklog
 
     if not typed:
-        monkeypatch.setattr(ranklog, "_TYPED", {})
+        monkeypatch.setattr(ranklog.parser, "_TYPED", {})
     roll = ranklog.RollCall()
     parser = roll.parser("log")
     parser.feed("".join(f"[default0]:ROLLCALL {line}\r\n" for line in LINES).encode())

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from rollcall import jobspec
-from rollcall_workload import cli, faults, gate
+from rollcall_workload import faults
+from rollcall_workload.kernels import gate
+from rollcall_workload.rank import cli
 
 ON_SM90 = {"attention": "auto", "fused_ln_dropout": True, "fused_gelu": True, "fused_adamw": True}
 

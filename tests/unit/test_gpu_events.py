@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from rollcall.ranklog import RollCall
-from rollcall_workload import monitor
 from rollcall_workload.contract import EVENT_PREFIX, breaches
-from rollcall_workload.gpu_events import (
+from rollcall_workload.node import monitor
+from rollcall_workload.node.gpu_listener import (
     CLOCK_EVERY_S,
     LOST,
     NVML_ERROR_GPU_IS_LOST,
@@ -292,7 +292,15 @@ def test_the_monitor_registers_before_the_command_and_counts_again_after_it_ende
     }
     command = [sys.executable, "-c", f"open({str(gone)!r}, 'w').close()"]
     done = subprocess.run(
-        [sys.executable, "-m", "rollcall_workload.monitor", "--dir", str(tmp_path / "mon"), "--", *command],
+        [
+            sys.executable,
+            "-m",
+            "rollcall_workload.node.monitor",
+            "--dir",
+            str(tmp_path / "mon"),
+            "--",
+            *command,
+        ],
         env=env,
         capture_output=True,
         timeout=120,

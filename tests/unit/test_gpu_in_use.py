@@ -28,9 +28,9 @@ from rollcall.ranklog import RollCall
 from rollcall.runner import Attempt, RunResult
 from rollcall.verdict import Owner
 from rollcall_workload import contract
-from rollcall_workload import facts as workload_facts
 from rollcall_workload.contract import RUN_ID_ENV
-from rollcall_workload.gpumem import holder
+from rollcall_workload.rank import facts as workload_facts
+from rollcall_workload.rank.gpumem import holder
 
 from .helpers import rank_lines
 from .test_fitness import facts_of, fake_nvml, verdict_of

@@ -12,8 +12,8 @@ from rollcall.checks.runview import RunView
 from rollcall.evidence.hangs import gpu_line
 from rollcall.ranklog import RollCall, StackDump
 from rollcall.verdict import Criteria, Layout, Observed
-from rollcall_workload import watchdog as workload_watchdog
-from rollcall_workload.gpu_progress import KEEP, GpuProgress, Probe
+from rollcall_workload.rank import watchdog as workload_watchdog
+from rollcall_workload.rank.gpu_progress import KEEP, GpuProgress, Probe
 from tests.unit.helpers import LineLog, event, node_log, roll_of_lines
 
 

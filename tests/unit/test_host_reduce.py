@@ -16,7 +16,7 @@ import torch.distributed as dist
 
 RANK_SCRIPT = """
 import os, torch, torch.distributed as dist
-from rollcall_workload.dist import Accelerator
+from rollcall_workload.rank.dist import Accelerator
 acc = Accelerator("cpu", 0)
 acc.host_collectives = True
 rank, port = int(os.environ["RANK"]), int(os.environ["MASTER_PORT"])

@@ -19,8 +19,9 @@ from rollcall.isolation.probe import (
 from rollcall.jobspec import NODE_IDS_ENV, JobSpec
 from rollcall.ranklog import RollCall
 from rollcall.verdict import Problem
-from rollcall_workload import bandwidth as workload_bandwidth
-from rollcall_workload import cli, contract, faults
+from rollcall_workload import contract, faults
+from rollcall_workload.rank import bandwidth as workload_bandwidth
+from rollcall_workload.rank import cli
 from tests.unit.helpers import judged, node_log
 
 

@@ -1,6 +1,6 @@
 """Every Triton kernel of the workload compiled for each GPU architecture of the fleet, with no GPU here.
 
-The gate (rollcall_workload.gate.PROVEN) may call a kernel proven on an architecture only where it compiles
+The gate (rollcall_workload.kernels.gate.PROVEN) may call a kernel proven on an architecture only where it compiles
 there at the default run's shapes with no spills and within the shared memory a block may use; this test
 compiles every kernel for every target of ``gate.TARGETS`` (with the ptxas Triton itself picks for each)
 and fails when the gate's table and the compile results disagree. ``python bench/kernel_targets.py``
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rollcall_workload.gate import PROVEN, SHARED_MEMORY, TARGETS
+from rollcall_workload.kernels.gate import PROVEN, SHARED_MEMORY, TARGETS
 from tests.unit import kernel_targets as kt
 
 
@@ -50,7 +50,7 @@ def test_the_bad_address_faults_kernel_compiles_with_no_gpu():
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from rollcall_workload import bad_address
+    from rollcall_workload.kernels import bad_address
 
     signature = {"src": "*fp32", "dst": "*fp32", "far": "i64"}
     kernel = triton.compile(

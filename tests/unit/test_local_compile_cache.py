@@ -10,7 +10,7 @@ from rollcall.backends import local
 from rollcall.backends.local import COMPILE_CACHE_ENV, LocalBackend, compile_cache_dir
 from rollcall.collect import Collector
 from rollcall.jobspec import JobSpec
-from rollcall_workload import compile_cache
+from rollcall_workload.rank import compile_cache
 
 
 @pytest.mark.parametrize(

@@ -63,7 +63,13 @@ def test_the_nodes_monitor_is_a_native_sidecar_of_the_same_image_sharing_the_ran
     (sidecar,) = pod["initContainers"]
     assert sidecar["name"] == "monitor" and sidecar["restartPolicy"] == "Always"  # started first, ended last
     assert sidecar["image"] == SPEC.image
-    assert sidecar["command"] == ["python3", "-m", "rollcall_workload.monitor", "--dir", "/rollcall-monitor"]
+    assert sidecar["command"] == [
+        "python3",
+        "-m",
+        "rollcall_workload.node.monitor",
+        "--dir",
+        "/rollcall-monitor",
+    ]
     assert sidecar["workingDir"] == "/workspace"  # where the images keep the workload's package
     assert pod["shareProcessNamespace"] is True  # it reads the ranks' process states
     assert {"name": "monitor", "emptyDir": {}} in pod["volumes"]

@@ -1,7 +1,7 @@
 """The node's monitor: faulthandler's text turned into stack events, heartbeats read, silence named.
 
 The GIL-held rank is a real one: a child process whose main thread blocks in C holding the GIL
-(``rollcall_workload.run.hold_the_gil``), its watchdog armed; its own watchdog thread cannot dump, and
+(``rollcall_workload.faults.hold_the_gil``), its watchdog armed; its own watchdog thread cannot dump, and
 faulthandler's timer does.
 """
 
@@ -17,14 +17,15 @@ import time
 from pathlib import Path
 
 from rollcall.evidence.hangs import stall_of
-from rollcall_workload import faults, monitor
+from rollcall_workload import faults
 from rollcall_workload.contract.heartbeat import STACKS_HEADER, Heartbeat, heartbeat_path, stacks_path
-from rollcall_workload.watchdog import WORKLOAD_DIR
+from rollcall_workload.node import monitor
+from rollcall_workload.rank.watchdog import WORKLOAD_DIR
 from tests.unit.helpers import roll_of_lines
 from tests.waiting import wait_until
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
-RUN_PY = os.path.join(WORKLOAD_DIR, "run.py")
+FAULTS_PY = os.path.join(WORKLOAD_DIR, "faults.py")
 
 
 def _line_of(path: str, text: str) -> int:
@@ -36,8 +37,8 @@ HOLDS_THE_GIL = textwrap.dedent(
     """
     import json, sys, time
     from rollcall_workload.contract import RollcallLog
-    from rollcall_workload.run import hold_the_gil
-    from rollcall_workload.watchdog import Watchdog
+    from rollcall_workload.faults import hold_the_gil
+    from rollcall_workload.rank.watchdog import Watchdog
 
     dog = Watchdog(RollcallLog(0, 1, fd=1), 0.5, 0.5, join=0.5, monitor_dir=sys.argv[1], fh_margin=0.5)
     dog.start()
@@ -75,9 +76,9 @@ def test_the_watchdog_cannot_dump_while_the_gil_is_held_and_faulthandler_does(tm
     assert stall is not None and stall.dump.source == "faulthandler" and stall.dump.phase == "held"
     assert not stall.waiting and stall.dump.main is not None
     inner = stall.dump.main.frames[-1]
-    line = _line_of(RUN_PY, "libc.sleep(seconds)")
+    line = _line_of(FAULTS_PY, "libc.sleep(seconds)")
     assert (inner.file, inner.line, inner.function, inner.code, inner.own) == (
-        "run.py",
+        "faults.py",
         line,
         "hold_the_gil",
         "libc.sleep(seconds)",
@@ -90,7 +91,7 @@ def test_the_watchdog_cannot_dump_while_the_gil_is_held_and_faulthandler_does(tm
 
 
 def test_faulthandler_text_is_parsed_into_frames_outermost_first_with_the_workloads_own_source_lines():
-    line = _line_of(RUN_PY, "def hold_the_gil")
+    line = _line_of(FAULTS_PY, "def hold_the_gil")
     header = {"dump": 3, "phase": "epoch 1 end", "since": 100.0, "armed": 100.0, "timeout": 10.0,
               "hang_after": 5.0, "main": 0x7F00, "main_name": "MainThread", "skip": [0x7E00]}  # fmt: skip
     text = (
@@ -100,24 +101,24 @@ def test_faulthandler_text_is_parsed_into_frames_outermost_first_with_the_worklo
         '  File "/usr/lib/python3.11/threading.py", line 331 in wait\n'
         "\n"
         "Current thread 0x00007f00 (most recent call first):\n"
-        f'  File "{RUN_PY}", line {line} in hold_the_gil\n'
+        f'  File "{FAULTS_PY}", line {line} in hold_the_gil\n'
         '  File "/opt/x/train.py", line ??? in <module>\n'
         "\n"
         "Thread 0x00007d00 (most recent call first):\n"
         "  <no Python frame>\n"
         "Timeout (0:00:10)!\n"
         "Thread 0x00007f00 (most recent call first):\n"
-        f'  File "{RUN_PY}", line {line} in hold_the_gil\n'
+        f'  File "{FAULTS_PY}", line {line} in hold_the_gil\n'
     )
     (dumps,) = monitor.parse_stacks(text)
     assert len(dumps.dumps) == 2
     first = dumps.dumps[0]
     assert [t.ident for t in first] == [0x7E00, 0x7F00, 0x7D00] and first[2].frames == ()
-    assert first[1].frames == ((RUN_PY, line, "hold_the_gil"), ("/opt/x/train.py", 0, "<module>"))
+    assert first[1].frames == ((FAULTS_PY, line, "hold_the_gil"), ("/opt/x/train.py", 0, "<module>"))
     assert monitor.frames_of(first[1]) == [
         ["/opt/x/train.py", 0, "<module>", "", False],
         [
-            "run.py",
+            "faults.py",
             line,
             "hold_the_gil",
             "def hold_the_gil(seconds: int = 3600, forever: bool = True) -> None:",
@@ -160,7 +161,7 @@ def test_heartbeats_are_read_by_rank_and_a_torn_or_foreign_file_is_not(tmp_path)
 
 def test_the_watchdog_writes_its_heartbeat_at_each_beat_for_the_monitor(tmp_path):
     from rollcall_workload.contract import RollcallLog
-    from rollcall_workload.watchdog import Watchdog
+    from rollcall_workload.rank.watchdog import Watchdog
 
     devnull = os.open(os.devnull, os.O_WRONLY)
     dog = Watchdog(RollcallLog(5, 8, fd=devnull), 4.0, 30.0, join=20.0, monitor_dir=str(tmp_path))
@@ -232,7 +233,7 @@ def test_a_stopped_process_is_named_silent_with_its_state_and_withdrawn_once_its
 
 def test_the_monitor_in_front_of_a_command_ends_as_the_command_did(tmp_path):
     def through_monitor(code: str) -> int:
-        cmd = [sys.executable, "-m", "rollcall_workload.monitor", "--dir", str(tmp_path), "--poll", "0.1", "--",
+        cmd = [sys.executable, "-m", "rollcall_workload.node.monitor", "--dir", str(tmp_path), "--poll", "0.1", "--",
                sys.executable, "-c", code]  # fmt: skip
         return subprocess.run(cmd, env={**os.environ, "PYTHONPATH": SRC}, timeout=120).returncode
 
@@ -248,7 +249,15 @@ def test_the_monitor_as_a_sidecar_ends_with_0_when_the_kubelet_sends_sigterm(tmp
     try:
         now = time.time()
         _beat(tmp_path, 1, pid=rank.pid, time_=now - 60.0, progress=now - 60.0)
-        cmd = [sys.executable, "-m", "rollcall_workload.monitor", "--dir", str(tmp_path), "--poll", "0.1"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "rollcall_workload.node.monitor",
+            "--dir",
+            str(tmp_path),
+            "--poll",
+            "0.1",
+        ]
         env = {**os.environ, "PYTHONPATH": SRC}
         with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE) as sidecar:
             assert sidecar.stdout is not None
@@ -327,7 +336,7 @@ def test_a_heartbeat_says_the_launcher_spawned_its_ranks_where_children_cannot_b
 
 def test_a_node_asked_to_start_no_launcher_starts_nothing_and_ends_at_sigterm(tmp_path):
     marker = tmp_path / "ran"
-    cmd = [sys.executable, "-m", "rollcall_workload.monitor", "--dir", str(tmp_path / "m"), "--node-rank", "1",
+    cmd = [sys.executable, "-m", "rollcall_workload.node.monitor", "--dir", str(tmp_path / "m"), "--node-rank", "1",
            "--poll", "0.1", "--", sys.executable, "-c", f"open({str(marker)!r}, 'w')"]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": SRC, faults.NO_LAUNCH_NODE_ENV: "1"}
     with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as node:
@@ -342,7 +351,7 @@ def test_a_node_asked_to_start_no_launcher_starts_nothing_and_ends_at_sigterm(tm
 
 def test_the_monitor_in_front_of_a_launcher_says_when_it_started_and_spawned(tmp_path):
     code = "import subprocess, sys, time; time.sleep(0.5); subprocess.run([sys.executable, '-c', 'import time; time.sleep(1.5)'])"
-    cmd = [sys.executable, "-m", "rollcall_workload.monitor", "--dir", str(tmp_path), "--node-rank", "0",
+    cmd = [sys.executable, "-m", "rollcall_workload.node.monitor", "--dir", str(tmp_path), "--node-rank", "0",
            "--join-hang-after", "0.3", "--poll", "0.1", "--", sys.executable, "-c", code]  # fmt: skip
     out = subprocess.run(cmd, env={**os.environ, "PYTHONPATH": SRC}, stdout=subprocess.PIPE, timeout=120)
     assert out.returncode == 0

@@ -23,8 +23,8 @@ import pytest
 from rollcall.checks.unfit_device import UNFIT_DEVICE
 from rollcall.evidence.fitness import FitnessPolicy, node_facts
 from rollcall_workload import contract
-from rollcall_workload import facts as workload_facts
-from rollcall_workload.neuron import first_report, hw_counters, parse_hw_counters
+from rollcall_workload.rank import facts as workload_facts
+from rollcall_workload.rank.neuron import first_report, hw_counters, parse_hw_counters
 
 from .test_fitness import roll_with, verdict_of
 from .test_node_fitness import cut

@@ -30,7 +30,7 @@ from rollcall.ranklog import RollCall
 from rollcall.runner import Attempt, RunResult
 from rollcall.verdict import Layout, Observed
 from rollcall_workload import contract
-from rollcall_workload import facts as workload_facts
+from rollcall_workload.rank import facts as workload_facts
 
 from .helpers import event
 from .test_bad_input import local_usage_error

@@ -11,7 +11,7 @@ import pytest
 from rollcall.evidence.fitness import DRIFT_KEYS, EXPECT_KEYS, RULE_NAMES
 from rollcall.options import GROUPS, OPTIONS, Spec
 from rollcall.options.reference import REGENERATE, markdown
-from rollcall_workload import cli
+from rollcall_workload.rank import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()

@@ -82,7 +82,7 @@ def test_nvidia_script_gives_each_task_the_nodes_gpus_and_pyxis_runs_the_image()
     assert "--gpus-per-task=8" in d and "--partition=gpu,gpu-spot" in d and "--account=ml" in d
     assert "--container-image='nvcr.io#nvidia/pytorch:24.01-py3'" in script
     command = srun_command(script)
-    assert command.startswith("exec python3 -m rollcall_workload.monitor --dir /tmp/rollcall-monitor-")
+    assert command.startswith("exec python3 -m rollcall_workload.node.monitor --dir /tmp/rollcall-monitor-")
     assert " -- torchrun " in command and "/workspace/train.py --device cuda" in command
     assert "--container-workdir=/workspace" in script  # the monitor's python -m finds the package there
     assert "OMP_NUM_THREADS" not in script
@@ -134,7 +134,7 @@ def test_each_node_runs_its_torchrun_behind_its_monitor_reading_a_directory_of_i
         monitor = [
             "/opt/py/bin/python",
             "-m",
-            "rollcall_workload.monitor",
+            "rollcall_workload.node.monitor",
             "--dir",
             f"{OUT}/node-{node}-monitor",
             f"--node-rank={node}",  # it watches its launcher at the launchers' rendezvous
@@ -165,7 +165,7 @@ def test_the_monitor_waits_for_the_launchers_in_steps_of_the_ranks_own_join_boun
         )
         return argv[: argv.index("--")]
 
-    assert monitor_args() == ["py", "-m", "rollcall_workload.monitor", "--dir", "/m", "--node-rank=3",
+    assert monitor_args() == ["py", "-m", "rollcall_workload.node.monitor", "--dir", "/m", "--node-rank=3",
                               "--join-hang-after=60"]  # fmt: skip
     assert monitor_args("--join-hang-after", "12.5")[-1] == "--join-hang-after=12.5"
     assert monitor_args("--join-hang-after=7", "--hang-after", "5")[-1] == "--join-hang-after=7"

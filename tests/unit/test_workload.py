@@ -14,14 +14,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from rollcall_workload import bandwidth as workload_bandwidth
-from rollcall_workload import cli, contract, faults, proofs, timing
-from rollcall_workload import compile_cache as workload_compile_cache
-from rollcall_workload import dist as workload_dist
+from rollcall_workload import contract, faults
 from rollcall_workload import main as workload_main
 from rollcall_workload import model as workload_model
 from rollcall_workload import shape as workload_shape
-from rollcall_workload import training as workload_training
+from rollcall_workload.rank import bandwidth as workload_bandwidth
+from rollcall_workload.rank import cli, proofs, timing
+from rollcall_workload.rank import compile_cache as workload_compile_cache
+from rollcall_workload.rank import dist as workload_dist
+from rollcall_workload.rank import training as workload_training
 
 #: The entry point torchrun runs in the images and from the checkout.
 TRAIN_PY = Path(__file__).resolve().parents[2] / "images" / "bert-training" / "train.py"
@@ -42,7 +43,7 @@ def _events(output: str) -> list[dict]:
 def test_module_imports_without_torch():
     code = (
         "import sys, runpy\n"
-        "import rollcall_workload.main, rollcall_workload.cli, rollcall_workload.shape as m\n"
+        "import rollcall_workload.main, rollcall_workload.rank.cli, rollcall_workload.shape as m\n"
         "assert 'torch' not in sys.modules and 'transformers' not in sys.modules, 'imported torch'\n"
         "print(m.flops_per_sample(m.MODEL_PRESETS['large'], 128))\n"
     )
@@ -400,7 +401,7 @@ def test_fault_injection_makes_a_rank_leave():
 def test_the_gpus_own_faults_name_their_ranks_and_refuse_a_rank_without_a_gpu():
     env = {faults.GPU_HANG_RANK_ENV: "1", faults.BAD_ADDRESS_RANK_ENV: "2"}
     assert [faults.injected_fault(rank, env) for rank in range(3)] == [None, "gpu_hang", "bad_address"]
-    from rollcall_workload.bad_address import read_unmapped
+    from rollcall_workload.kernels.bad_address import read_unmapped
 
     with pytest.raises(RuntimeError, match="ROLLCALL_BAD_ADDRESS_RANK needs a CUDA device and Triton"):
         read_unmapped(torch.device("cpu"), faults.BAD_ADDRESS_RANK_ENV)
@@ -409,21 +410,19 @@ def test_the_gpus_own_faults_name_their_ranks_and_refuse_a_rank_without_a_gpu():
 def test_the_gpus_own_faults_raise_their_own_errors_where_the_rank_has_no_gpu(monkeypatch):
     """Through the run's own injection point, as a rank meets it: each says what it needs, nothing else
     (no NameError of a module the run imports only for type checking)."""
-    from rollcall_workload import run
-
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setenv(faults.GPU_HANG_RANK_ENV, "1")
     with pytest.raises(RuntimeError, match="ROLLCALL_GPU_HANG_RANK names rank 1, which has no CUDA device"):
-        run._maybe_inject_fault(1)
+        faults.inject_fault(1)
     monkeypatch.delenv(faults.GPU_HANG_RANK_ENV)
     monkeypatch.setenv(faults.BAD_ADDRESS_RANK_ENV, "2")
     with pytest.raises(RuntimeError, match="ROLLCALL_BAD_ADDRESS_RANK needs a CUDA device and Triton"):
-        run._maybe_inject_fault(2)
-    run._maybe_inject_fault(0)  # a rank no fault names goes on
+        faults.inject_fault(2)
+    faults.inject_fault(0)  # a rank no fault names goes on
 
 
 def _leaving_run(*, code: object = None, complete: bool = False):
-    """A stand-in for :func:`rollcall_workload.run.run` that says start, then ends as asked."""
+    """A stand-in for :func:`rollcall_workload.rank.run.run` that says start, then ends as asked."""
 
     def run(args, env, log):
         log.emit("start")
@@ -644,7 +643,7 @@ def test_compile_cache_defaults_from_the_environment(monkeypatch, tmp_path):
 
 _KEEP_BYTECODE = """
 import sys
-from rollcall_workload.compile_cache import keep_bytecode
+from rollcall_workload.rank.compile_cache import keep_bytecode
 print(keep_bytecode(sys.argv[1], "fakepkg"))
 import fakepkg
 """
@@ -704,8 +703,9 @@ def test_bad_warm_up_rules_and_options_are_refused(argv, match):
     cli.apply_defaults(cli.parse_args(["--attention", "flash", "--impl", "compact"]), "cpu")
 
 
-def test_docstring_is_the_contract():
-    doc = contract.__doc__
+def test_the_manual_and_the_contract_say_what_a_rank_does_and_says():
+    """docs/workload.md (what a rank does) and the contract's reference (what it says) name each of these."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "workload.md").read_text() + contract.markdown()
     for word in (
         "ROLLCALL",
         "start",
@@ -1011,7 +1011,8 @@ def test_the_compile_cache_is_hit_only_when_every_graph_came_from_it():
         "compile_cache_hits": None,
         "compile_cache_misses": None,
     }
-    assert "compile_cache" in contract.__doc__ and "fxgraph_cache_hit" in contract.__doc__
+    manual = (Path(__file__).resolve().parents[2] / "docs" / "workload.md").read_text()
+    assert "compile_cache" in contract.__doc__ and "fxgraph_cache_hit" in manual
 
 
 def test_the_compute_timer_keeps_the_last_steps_it_was_asked_for():
@@ -1082,9 +1083,9 @@ def test_the_compact_model_trains_without_triton():
 def test_a_frame_of_the_workloads_kernels_is_its_own_and_named_within_the_package():
     import traceback
 
-    from rollcall_workload import watchdog
+    from rollcall_workload.rank import watchdog
 
-    check = Path(watchdog.__file__).parent / "kernels" / "check.py"
+    check = Path(watchdog.__file__).parents[1] / "kernels" / "check.py"
     mine = watchdog.frame_entry(traceback.FrameSummary(str(check), 10, "check", line="x = 1"))
     theirs = watchdog.frame_entry(traceback.FrameSummary("/usr/lib/python3/threading.py", 5, "run", line=""))
     assert mine == ["kernels/check.py", 10, "check", "x = 1", True]

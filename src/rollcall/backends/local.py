@@ -2,8 +2,8 @@
 
 Each simulated node is one torchrun agent, started with :meth:`JobSpec.node_command` as a Slurm task would
 run it, with ``--node-rank i`` and master ``127.0.0.1:<a free port>``, behind the node's monitor
-(``python -m rollcall_workload.monitor --dir <node-i-monitor> -- <torchrun ...>``: one process per node, in
-the agent's process group and session, which starts the agent, ends as it ends, and writes what it sees of
+(``python -m rollcall_workload.node.monitor --dir <node-i-monitor> -- <torchrun ...>``: one process per node,
+in the agent's process group and session, which starts the agent, ends as it ends, and writes what it sees of
 the node's ranks to the same output). Its output goes to its own log sink, as a pod's log would.
 On cuda the visible GPUs are split between the nodes. Every process carries the
 run's id in its environment, so a timeout, a failure, Ctrl-C or SIGTERM ends all of them, workers included;

@@ -1,6 +1,6 @@
 """Where the GPUs' events during the run are judged: a GPU lost or failing in hardware is unfit, named first.
 
-The nodes' monitors listen to NVML's events of every GPU (:mod:`rollcall_workload.gpu_events`);
+The nodes' monitors listen to NVML's events of every GPU (:mod:`rollcall_workload.node.gpu_listener`);
 :mod:`rollcall.evidence.gpu_events` ties each to its rank and classifies it. This check runs before the
 ranks' errors, so a GPU that fell off the bus stands first in the verdict, ahead of the errors it caused:
 

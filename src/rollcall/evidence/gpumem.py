@@ -1,8 +1,8 @@
 """GPU memory another process held before the run: who held how much; an out-of-memory told by its words.
 
 Pure functions over a device's facts (the workload's ``memory_used_mib`` and ``gpu_processes``, read before
-the rank created its CUDA context, see :mod:`rollcall_workload.gpumem`): :func:`held_memory` names what was
-held and by whom (a pid only where it resolved in the rank's own namespace, else "a process outside this
+the rank created its CUDA context, see :mod:`rollcall_workload.rank.gpumem`): :func:`held_memory` names what
+was held and by whom (a pid only where it resolved in the rank's own namespace, else "a process outside this
 container"; never the rank itself nor a process of its own job); :func:`out_of_memory` tells an
 out-of-memory error by what it says (torch's ``OutOfMemoryError``, CUDA's "out of memory").
 """

@@ -1,7 +1,7 @@
 """The workload's own kernels: which ran, and each one a rank's check on its GPU made every rank drop.
 
 Pure functions over what the ranks said of the kernels: ``start``'s ``kernels`` (what
-:mod:`rollcall_workload.gate` chose), then the ``kernels`` event (what the ranks' checks,
+:mod:`rollcall_workload.kernels.gate` chose), then the ``kernels`` event (what the ranks' checks,
 :mod:`rollcall_workload.kernels.check`, settled): each kernel's state, ``on: ...`` or ``off: ...``, and why.
 A kernel whose check failed on some ranks was dropped on all of them, and the run trained with the standard
 op: nothing failed, so the judge raises a warning, never an unfit node. It names the devices whose check

@@ -1,10 +1,10 @@
 """Silent ranks: what the node's monitor saw of a rank that says nothing and runs no Python.
 
-The monitor (``rollcall_workload.monitor``, one per node, outside the ranks) names a rank ``silent`` when its
-heartbeat and its progress both stopped more than its bound plus the monitor's margin ago while its process
-still exists (a process stopped, frozen in its cgroup, or in uninterruptible sleep in the kernel), with the
-process state the node sees (:class:`~rollcall.ranklog.Silence`). A ``resumed`` withdraws it. A slow rank is
-never silent: its watchdog thread keeps writing the heartbeat.
+The monitor (``rollcall_workload.node.monitor``, one per node, outside the ranks) names a rank ``silent``
+when its heartbeat and its progress both stopped more than its bound plus the monitor's margin ago while its
+process still exists (a process stopped, frozen in its cgroup, or in uninterruptible sleep in the kernel),
+with the process state the node sees (:class:`~rollcall.ranklog.Silence`). A ``resumed`` withdraws it. A slow
+rank is never silent: its watchdog thread keeps writing the heartbeat.
 """
 
 from __future__ import annotations

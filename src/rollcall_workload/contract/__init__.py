@@ -165,3 +165,6 @@ __all__ = [
     "read_heartbeat",
     "stacks_path",
 ]
+
+# help() and pydoc show the records too: the docstring above holds what they do not.
+__doc__ = f"{__doc__}\nThe records, rendered (docs/contract.md):\n\n{markdown()}"

@@ -1,18 +1,19 @@
 """The files a rank writes for its node's monitor: its heartbeat and faulthandler's dumps.
 
 When ``ROLLCALL_MONITOR_DIR`` is set (the backend gives each node one, read by the node's monitor,
-``python -m rollcall_workload.node``), the watchdog thread writes the rank's heartbeat
+``python -m rollcall_workload.node.monitor``), the watchdog thread writes the rank's heartbeat
 (``rank-<rank>.heartbeat``, one JSON object: the record :class:`Heartbeat`) at every tick of its own (at
 least once a second) and arms faulthandler's C-level timer (``faulthandler.dump_traceback_later``) to dump
 every thread's stack into ``rank-<rank>.stacks`` the bound plus
-:data:`rollcall_workload.watchdog.FAULTHANDLER_MARGIN_S` after the last step or phase completed, re-armed at
-each one. That timer runs without the GIL: a rank whose interpreter is held in C (no Python thread can run,
-its own watchdog neither) still has its stack taken. The file starts with one ``ROLLCALL-ARMED {json}`` line
-(the dump number, phase, bound and threads the timer would dump under); faulthandler's plain text follows it
-when the timer fires. The monitor, outside the rank, turns that text into ``stack`` events (``source``
-``faulthandler``), with the source lines read from the workload's own files; and names the rank ``silent``
-when its heartbeat and its progress both stopped past its bound plus
-:data:`rollcall_workload.monitor.SILENT_MARGIN_S` while its process still exists, with that process's state.
+:data:`rollcall_workload.rank.watchdog.FAULTHANDLER_MARGIN_S` after the last step or phase completed,
+re-armed at each one. That timer runs without the GIL: a rank whose interpreter is held in C (no Python
+thread can run, its own watchdog neither) still has its stack taken. The file starts with one
+``ROLLCALL-ARMED {json}`` line (the dump number, phase, bound and threads the timer would dump under);
+faulthandler's plain text follows it when the timer fires. The monitor, outside the rank, turns that text
+into ``stack`` events (``source`` ``faulthandler``), with the source lines read from the workload's own
+files; and names the rank ``silent`` when its heartbeat and its progress both stopped past its bound plus
+:data:`rollcall_workload.node.monitor.SILENT_MARGIN_S` while its process still exists, with that process's
+state.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ INTRO = [
     "## Files for the node's monitor",
     "",
     f"Only where `{MONITOR_DIR_ENV}` is set. Each is one JSON object of the record below, read by the "
-    "node's monitor (`python -m rollcall_workload.node`), never by the suite.",
+    "node's monitor (`python -m rollcall_workload.node.monitor`), never by the suite.",
 ]
 
 #: The files a rank writes for its node's monitor, by name (in ``docs/contract.md``; not log events).

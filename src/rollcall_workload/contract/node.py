@@ -1,7 +1,7 @@
 """The events the node's monitor writes into the node's log beside its ranks' (rank -1 where it names none).
 
-The monitor (``python -m rollcall_workload.node``) watches the node's ranks from outside them: a rank whose
-heartbeat and progress stopped (``silent``), the node's launcher at the launchers' rendezvous
+The monitor (``python -m rollcall_workload.node.monitor``) watches the node's ranks from outside them: a rank
+whose heartbeat and progress stopped (``silent``), the node's launcher at the launchers' rendezvous
 (``launcher``), and each GPU's events through NVML (``gpu_event``).
 """
 

@@ -50,7 +50,7 @@ class Start(Event):
     arch: str | None = optional("the GPU's architecture, e.g. sm_90; null off cuda")
     kernels: dict[str, str] = optional(
         "each of the workload's own kernels as the gate chose: on: <why> or off: <why> "
-        "(rollcall_workload.gate)",
+        "(rollcall_workload.kernels.gate)",
         {},
         partial=True,
     )

@@ -24,8 +24,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from rollcall_workload.gate import KERNEL_NAMES
 from rollcall_workload.kernels.attention import _attention, kept_mask
+from rollcall_workload.kernels.gate import KERNEL_NAMES
 from rollcall_workload.kernels.gelu import _bias_gelu
 from rollcall_workload.kernels.norm import _fused_forward
 from rollcall_workload.kernels.philox import _scale
@@ -212,8 +212,8 @@ def agree(local: Mapping[str, float | str], rank: int, world_size: int, device: 
     """The ranks' verdict on each kernel this rank checked: ``ok``, or why every rank drops it.
 
     A collective over the default process group that every rank joins, whatever it checked: a table of every
-    kernel of :data:`~rollcall_workload.gate.KERNEL_NAMES` by rank, each rank's row saying of each kernel
-    whether it passed here, failed here, or is not used here (another GPU: the gate chose otherwise). A
+    kernel of :data:`~rollcall_workload.kernels.gate.KERNEL_NAMES` by rank, each rank's row saying of each
+    kernel whether it passed here, failed here, or is not used here (another GPU: the gate chose otherwise). A
     kernel runs only where every rank passed it, so that every replica computes the same function.
     """
     import torch.distributed as dist

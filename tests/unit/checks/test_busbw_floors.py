@@ -20,7 +20,7 @@ from rollcall.options import DEFAULTS, OptionError, resolve
 from rollcall.ranklog import RollCall
 from rollcall.suite import job_spec
 from rollcall.verdict import Criteria, Layout, Observed
-from rollcall_workload import cli
+from rollcall_workload.rank import cli
 from tests.unit.helpers import event, judged, rank_lines
 
 

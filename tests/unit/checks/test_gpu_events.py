@@ -2,7 +2,7 @@
 
 An Xid, a double-bit ECC error and a lost GPU are faults nothing here can produce (no GPU on this machine):
 each test writes the ``gpu_event`` line the node's monitor writes when NVML delivers one (the workload's own
-encoder, as :mod:`rollcall_workload.gpu_events` calls it; that listener is tested at the NVML boundary in
+encoder, as :mod:`rollcall_workload.node.gpu_listener` calls it; that listener is tested at the NVML boundary in
 ``tests/unit/test_gpu_events.py``), into the log of the node it happened on, and judges the whole roll call.
 """
 

@@ -22,8 +22,9 @@ from rollcall.evidence.hangs import DDP_WAIT, classify, resolve, stall_of, stall
 from rollcall.judge import judge
 from rollcall.ranklog import Frame, RollCall
 from rollcall.verdict import Criteria, Layout, Observed
-from rollcall_workload import cli, contract
-from rollcall_workload import watchdog as workload_watchdog
+from rollcall_workload import contract
+from rollcall_workload.rank import cli
+from rollcall_workload.rank import watchdog as workload_watchdog
 from tests.unit.helpers import LineLog, roll_of_lines, two_by_two
 from tests.waiting import wait_until
 

@@ -9,14 +9,14 @@ from rollcall.checks.job_state import JOB
 from rollcall.checks.runview import RunView
 from rollcall.judge import judge
 from rollcall.verdict import Criteria, Layout, Observed, Owner, RankState
-from rollcall_workload import watchdog as workload_watchdog
+from rollcall_workload.rank import watchdog as workload_watchdog
 from tests.unit.helpers import node_log, roll_of, two_by_two
 
 REASON = "interrupted by signal SIGTERM 42s after the launch, before the job ended"
 SIGNALLED = JobStatus(JobState.INTERRUPTED, REASON)
 #: The main thread of a rank in ``init_process_group``, as its watchdog writes it (outermost first).
 IN_INIT = [
-    ["/workspace/rollcall_workload/run.py", 100, "run", "acc.init_process_group(env)", True],
+    ["/workspace/rollcall_workload/rank/run.py", 100, "run", "acc.init_process_group(env)", True],
     [
         "/usr/lib/python3/site-packages/torch/distributed/distributed_c10d.py",
         1500,

@@ -8,7 +8,7 @@ from rollcall.evidence.hangs import stop_reason
 from rollcall.judge import judge
 from rollcall.verdict import Criteria, Layout, Observed
 from rollcall_workload import contract
-from rollcall_workload.watchdog import encode_stack
+from rollcall_workload.rank.watchdog import encode_stack
 from tests.unit.helpers import roll_of_lines, two_by_two
 
 C10D = "/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py"

@@ -1,4 +1,4 @@
-"""The node's GPU event listener: a :class:`~rollcall_workload.monitor.Source` of the node's monitor.
+"""The node's GPU event listener: a :class:`~rollcall_workload.node.monitor.Source` of the node's monitor.
 
 It registers one NVML event set on every GPU of the node (Xid critical errors, single- and double-bit ECC
 errors, and clock changes, each where the GPU supports it) when the monitor starts, before any rank does,
@@ -31,7 +31,7 @@ from typing import Any
 
 from rollcall_workload.contract import NODE_NAME_ENV, SLURM_NODE_ENV, encode_event
 from rollcall_workload.contract.node import NO_RANK, GpuEventKind
-from rollcall_workload.facts import load_nvml
+from rollcall_workload.rank.facts import load_nvml
 
 #: NVML's event types this listener registers, by the kind written (nvml.h's nvmlEventType* bits).
 EVENT_TYPES: tuple[tuple[str, int, GpuEventKind], ...] = (

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from rollcall_workload.gpu_progress import GpuProgress
+    from rollcall_workload.rank.gpu_progress import GpuProgress
 
 from rollcall_workload.contract import (
     EVENT_PREFIX,
@@ -48,8 +48,9 @@ JOIN_HANG_S = 60.0
 #: faulthandler's timer fires this long after the bound ran out: the rank's own watchdog, which writes
 #: richer stacks (thread names, source lines), dumps first whenever a Python thread can run.
 FAULTHANDLER_MARGIN_S = 5.0
-#: Frames of the workload itself: files of this package (its kernels' too).
-WORKLOAD_DIR = os.path.dirname(os.path.abspath(__file__))
+#: The workload package: a frame of a file under it is its own (its kernels' too), named relative to it
+#: (``rank/run.py``).
+WORKLOAD_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_CODE_CHARS = 160  # a frame's source line is cut to this many characters
 FLIGHT_RECORDER_ENV = {
     "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000",

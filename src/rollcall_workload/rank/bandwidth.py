@@ -13,11 +13,11 @@ if TYPE_CHECKING:
     pass
 
 from rollcall_workload.contract import BANDWIDTH_SCOPES, RollcallLog
-from rollcall_workload.dist import Accelerator, DistEnv
 from rollcall_workload.faults import CORRUPT_COLLECTIVE_ENV, SlowLink, corrupted_rank, node_id
-from rollcall_workload.proofs import ResultCheck, drop_chunk, expected_row, pattern_row, pattern_tensor
-from rollcall_workload.timing import percentile
-from rollcall_workload.watchdog import Watchdog
+from rollcall_workload.rank.dist import Accelerator, DistEnv
+from rollcall_workload.rank.proofs import ResultCheck, drop_chunk, expected_row, pattern_row, pattern_tensor
+from rollcall_workload.rank.timing import percentile
+from rollcall_workload.rank.watchdog import Watchdog
 
 
 def bus_bandwidth(nbytes: int, seconds: float, members: int) -> tuple[float, float]:

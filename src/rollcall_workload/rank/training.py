@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
-from rollcall_workload.dist import Accelerator, DistEnv
 from rollcall_workload.model import build_model, pretraining_loss
+from rollcall_workload.rank.dist import Accelerator, DistEnv
 from rollcall_workload.shape import BertShape
 
 

@@ -4,25 +4,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import itertools
 import math
 import os
-import signal
 import socket
-import sys
 import time
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import torch
 
-from rollcall_workload import gpu_progress
-from rollcall_workload.bad_address import read_unmapped
-from rollcall_workload.bandwidth import measure_bandwidth
-from rollcall_workload.cli import apply_defaults
-from rollcall_workload.compile_cache import _inductor_counters, compile_cache_fields
+from rollcall_workload import faults
 from rollcall_workload.contract import (
     CONTRACT_VERSION,
     JOIN_PHASE,
@@ -32,36 +24,26 @@ from rollcall_workload.contract import (
     WORKLOAD_VERSION,
     RollcallLog,
 )
-from rollcall_workload.dist import Accelerator, DistEnv, resolve_device, xla_configured, xla_importable
-from rollcall_workload.facts import cuda_uuid, held_before_context, report_facts
 from rollcall_workload.faults import (
-    BAD_ADDRESS_RANK_ENV,
     CORRUPT_RANK_ENV,
-    FAIL_RANK_ENV,
-    GIL_RANK_ENV,
-    GPU_HANG_RANK_ENV,
-    HANG_NODE_ENV,
-    HANG_RANK_ENV,
-    LEAVE_RANK_ENV,
-    NO_JOIN_RANK_ENV,
-    STOP_RANK_ENV,
     assumed_arch,
-    chatty,
     check_fault_injection,
     corrupted_rank,
-    hung_node,
-    injected_fault,
     mismatched_kernels,
-    never_joins,
     node_id,
     slow_link,
     slow_ranks,
 )
-from rollcall_workload.gate import KERNEL_BY_NAME, arch_of, drop, in_use
+from rollcall_workload.kernels.gate import KERNEL_BY_NAME, arch_of, drop, in_use
 from rollcall_workload.model import batch_pool, mlm_predictions, model_shape
-from rollcall_workload.proofs import flip_bit, parameter_digest
-from rollcall_workload.shape import flops_per_sample, model_flops_utilization, peak_flops
-from rollcall_workload.timing import (
+from rollcall_workload.rank import gpu_progress
+from rollcall_workload.rank.bandwidth import measure_bandwidth
+from rollcall_workload.rank.cli import apply_defaults
+from rollcall_workload.rank.compile_cache import _inductor_counters, compile_cache_fields
+from rollcall_workload.rank.dist import Accelerator, DistEnv, resolve_device, xla_configured, xla_importable
+from rollcall_workload.rank.facts import cuda_uuid, held_before_context, report_facts
+from rollcall_workload.rank.proofs import parameter_digest
+from rollcall_workload.rank.timing import (
     PROCESS_STARTED,
     ComputeTimer,
     Slowdown,
@@ -69,14 +51,15 @@ from rollcall_workload.timing import (
     measure_compute,
     settled,
 )
-from rollcall_workload.training import MasterWeightAdamW, Training, build_training, precision_label
-from rollcall_workload.watchdog import HANG_FLOOR_S, JOIN_HANG_S, Watchdog, first_step_bound
+from rollcall_workload.rank.training import build_training, precision_label
+from rollcall_workload.rank.watchdog import HANG_FLOOR_S, JOIN_HANG_S, Watchdog, first_step_bound
+from rollcall_workload.shape import flops_per_sample, model_flops_utilization, peak_flops
 
 
 def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
     """Join the group, train, time and report; raises on any failure."""
     check_fault_injection(os.environ)  # a malformed variable fails every rank at once, before torch loads
-    _maybe_hang_node(env)
+    faults.hang_node(env.rank, env.node_rank)
     import torch
     import torch.distributed as dist
 
@@ -123,7 +106,7 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
         f"pretrained:{os.path.basename(os.path.normpath(args.pretrained))}" if args.pretrained else args.model
     )
     acc = Accelerator(device, env.local_rank, args.dist_backend)
-    _maybe_never_join(env.rank)
+    faults.never_join(env.rank)
     watchdog.beat(JOIN_PHASE)
     acc.init_process_group(env)
     watchdog.joined()
@@ -255,7 +238,7 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
         label = f"epoch {epoch}"
         if epoch == 1 and corrupt_replica:  # ROLLCALL_CORRUPT_RANK: one bit flips after the first timed step
             loss = train_steps(1, label, 1, timer)
-            _flip_replica_bit(training, env.rank)
+            faults.flip_replica_bit(training, env.rank)
             if args.steps_per_epoch > 1:
                 loss = train_steps(args.steps_per_epoch - 1, label, 2, timer)
         else:
@@ -284,8 +267,8 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
         if not math.isfinite(loss_value):
             raise RuntimeError(f"loss is not finite in epoch {epoch}: {loss_value}")
         if epoch == 1:
-            _chatter(env.rank, os.environ)
-            _maybe_inject_fault(env.rank)
+            faults.chatter(env.rank, os.environ)
+            faults.inject_fault(env.rank)
 
     timed_s = time.perf_counter() - timed_started - digest_s
     compute = (
@@ -342,93 +325,6 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
 
 def _round(value: float | None, digits: int) -> float | None:
     return None if value is None else round(value, digits)
-
-
-def _chatter(rank: int, environ: Mapping[str, str]) -> None:
-    """Print the plain lines that ``ROLLCALL_CHATTY=<rank>:<bytes>`` asks of this rank, in 50 chunks."""
-    asked = chatty(environ)
-    if asked is None or asked.rank != rank:
-        return
-    line = f"rollcall: rank {rank} chatter " + "x" * 200 + "\n"
-    lines_per_chunk = max(1, asked.size // len(line) // 50)
-    for _ in range(50):
-        sys.stdout.write(line * lines_per_chunk)
-        sys.stdout.flush()
-        time.sleep(0.1)
-
-
-def _flip_replica_bit(training: Training, rank: int) -> None:
-    """``ROLLCALL_CORRUPT_RANK``: flip one bit of this replica's first parameter (and of its fp32 master)."""
-    flip_bit(next(training.model.parameters()))
-    if isinstance(training.optimizer, MasterWeightAdamW):  # the master is written back each step
-        flip_bit(training.optimizer.master[0])
-    print(
-        f"rollcall: rank {rank} flipped one bit of its first parameter as asked by {CORRUPT_RANK_ENV}",
-        flush=True,
-    )
-
-
-def _maybe_inject_fault(rank: int) -> None:
-    fault = injected_fault(rank, os.environ)
-    if fault == "fail":
-        raise RuntimeError(f"injected failure on rank {rank} ({FAIL_RANK_ENV})")
-    if fault == "hang":
-        print(f"rollcall: rank {rank} hangs as asked by {HANG_RANK_ENV}", flush=True)
-        while True:
-            time.sleep(3600)
-    if fault == "leave":
-        print(f"rollcall: rank {rank} leaves with status 0 as asked by {LEAVE_RANK_ENV}", flush=True)
-        sys.exit(0)
-    if fault == "gil":
-        print(f"rollcall: rank {rank} blocks in C holding the GIL as asked by {GIL_RANK_ENV}", flush=True)
-        hold_the_gil()
-    if fault in ("gpu_hang", "bad_address"):
-        import torch  # the GPU's own faults need it; the others run before it is imported
-    if fault == "gpu_hang":
-        if not torch.cuda.is_available():
-            raise RuntimeError(f"{GPU_HANG_RANK_ENV} names rank {rank}, which has no CUDA device to hang")
-        print(f"rollcall: rank {rank} hangs its GPU as asked by {GPU_HANG_RANK_ENV}", flush=True)
-        torch.cuda._sleep(1 << 50)  # a kernel spinning for about 2**50 clock cycles: days at any clock rate
-        torch.cuda.synchronize()
-    if fault == "bad_address":
-        print(f"rollcall: rank {rank} reads an unmapped address ({BAD_ADDRESS_RANK_ENV})", flush=True)
-        on = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else "cpu"
-        read_unmapped(on, BAD_ADDRESS_RANK_ENV)
-    if fault == "stop":
-        print(f"rollcall: rank {rank} stops itself (SIGSTOP) as asked by {STOP_RANK_ENV}", flush=True)
-        while True:  # SIGCONT lets it go on, only to stop again
-            os.kill(os.getpid(), signal.SIGSTOP)
-
-
-def hold_the_gil(seconds: int = 3600, forever: bool = True) -> None:
-    """Block in C with the GIL held: libc's sleep through ``ctypes.PyDLL``, whose calls keep the GIL."""
-    libc = ctypes.PyDLL(None)
-    while True:
-        libc.sleep(seconds)
-        if not forever:
-            return
-
-
-def _maybe_never_join(rank: int) -> None:
-    """``ROLLCALL_NO_JOIN_RANK``: this rank sleeps before init_process_group (its watchdog running)."""
-    if not never_joins(rank, os.environ):
-        return
-    print(f"rollcall: rank {rank} never joins the process group as asked by {NO_JOIN_RANK_ENV}", flush=True)
-    while True:
-        time.sleep(3600)
-
-
-def _maybe_hang_node(env: DistEnv) -> None:
-    """``ROLLCALL_HANG_NODE``: this rank's node never reaches rendezvous (no watchdog, no event)."""
-    node = hung_node(os.environ, env.node_rank)
-    if node is None:
-        return
-    print(
-        f"rollcall: rank {env.rank} of node {node} hangs before rendezvous as asked by {HANG_NODE_ENV}",
-        flush=True,
-    )
-    while True:
-        time.sleep(3600)
 
 
 def check_kernels(args: argparse.Namespace, acc: Accelerator, env: DistEnv) -> dict[str, str]:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 if TYPE_CHECKING:
     pass
 
-from rollcall_workload.watchdog import FLIGHT_RECORDER_ENV
+from rollcall_workload.rank.watchdog import FLIGHT_RECORDER_ENV
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ class Kernel:
 
     Attributes:
         name: how ``start``'s ``kernels`` and the suite name it.
-        flag: the :mod:`rollcall_workload.cli` option that turns it on (its ``args`` attribute).
+        flag: the :mod:`rollcall_workload.rank.cli` option that turns it on (its ``args`` attribute).
         replaces: the standard op it replaces, which runs where it is off.
     """
 

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     pass
 
-from rollcall_workload.dist import Accelerator, no_sync
-from rollcall_workload.watchdog import Watchdog
+from rollcall_workload.rank.dist import Accelerator, no_sync
+from rollcall_workload.rank.watchdog import Watchdog
 
 PROCESS_STARTED = time.monotonic()  # before torch is imported: start-up counts from here
 

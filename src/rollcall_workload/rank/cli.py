@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any, NoReturn
 if TYPE_CHECKING:
     pass
 
-from rollcall_workload.compile_cache import COMPILE_CACHE_ENV
 from rollcall_workload.contract import BANDWIDTH_SCOPES
-from rollcall_workload.dist import Accelerator
-from rollcall_workload.gate import choose
+from rollcall_workload.kernels.gate import choose
+from rollcall_workload.rank.compile_cache import COMPILE_CACHE_ENV
+from rollcall_workload.rank.dist import Accelerator
+from rollcall_workload.rank.watchdog import FIRST_STEP_HANG_S, HANG_FLOOR_S, HANG_STEP_MULTIPLE, JOIN_HANG_S
 from rollcall_workload.shape import MODEL_PRESETS
-from rollcall_workload.watchdog import FIRST_STEP_HANG_S, HANG_FLOOR_S, HANG_STEP_MULTIPLE, JOIN_HANG_S
 
 DEVICES = ("auto", "cuda", "xla", "cpu")
 IMPLS = ("hf", "compact")
@@ -396,10 +396,10 @@ def apply_defaults(
     """Fill unset settings from :data:`RUN_DEFAULTS` for ``device`` and check what depends on the device.
 
     On cuda an unset batch is sized to the GPU's ``memory_bytes`` (:func:`cuda_batch_size`; 32 when
-    unknown), and the workload's own kernels are on by default only where :mod:`rollcall_workload.gate`
-    says they are proven on the GPU's ``arch`` (``sm_90``; None: unknown, none is). Each value alone is
-    checked by :func:`parse_args`; here only what depends on the device or on two arguments together.
-    Returns each kernel's state and why (``start``'s ``kernels``).
+    unknown), and the workload's own kernels are on by default only where
+    :mod:`rollcall_workload.kernels.gate` says they are proven on the GPU's ``arch`` (``sm_90``; None:
+    unknown, none is). Each value alone is checked by :func:`parse_args`; here only what depends on the
+    device or on two arguments together. Returns each kernel's state and why (``start``'s ``kernels``).
     """
     for key, value in RUN_DEFAULTS[device].items():
         if getattr(args, key) is None:

@@ -18,14 +18,14 @@ second (:data:`POLL_S`) and writes, to its own stdout (the node's log, beside th
   every node's has joined it), with the launcher's process state, and ``spawned`` once its ranks run.
 
 What it watches is a list of :class:`Source`; the ranks' files are one (:class:`RankFiles`), the node's
-GPUs' NVML events another (:class:`~rollcall_workload.gpu_events.GpuEvents`, where NVML answers; its line on
-stderr says what it watches, or why it is off). A source that also has a ``close`` (:class:`Closing`) is
-closed once, after the last poll: the GPU listener counts the GPUs again then.
+GPUs' NVML events another (:class:`~rollcall_workload.node.gpu_listener.GpuEvents`, where NVML answers; its
+line on stderr says what it watches, or why it is off). A source that also has a ``close`` (:class:`Closing`)
+is closed once, after the last poll: the GPU listener counts the GPUs again then.
 
-Run as ``python -m rollcall_workload.monitor --dir DIR [--node-rank N] [--join-hang-after S] [-- CMD...]``:
-with a command (the node's torchrun) it starts the command and ends as it ends, with its status; without one
-it is a sidecar, ended by SIGTERM. ``ROLLCALL_NO_LAUNCH_NODE`` naming its node makes it start nothing at all
-(:mod:`rollcall_workload.faults`).
+Run as ``python -m rollcall_workload.node.monitor --dir DIR [--node-rank N] [--join-hang-after S]``,
+then ``[-- CMD...]``: with a command (the node's torchrun) it starts the command and ends as it ends, with
+its status; without one it is a sidecar, ended by SIGTERM. ``ROLLCALL_NO_LAUNCH_NODE`` naming its node makes
+it start nothing at all (:mod:`rollcall_workload.faults`).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from rollcall_workload import procfs
+from rollcall_workload import faults, procfs
 from rollcall_workload.contract import MONITOR_DIR_ENV, encode_event
 from rollcall_workload.contract.heartbeat import (
     STACKS_HEADER,
@@ -54,9 +54,8 @@ from rollcall_workload.contract.heartbeat import (
     stacks_path,
 )
 from rollcall_workload.contract.node import NO_RANK
-from rollcall_workload.faults import NO_LAUNCH_NODE_ENV, hung_node
-from rollcall_workload.gpu_events import GpuEvents, node_name
-from rollcall_workload.watchdog import JOIN_HANG_S, encode_stack, frame_entry
+from rollcall_workload.node.gpu_listener import GpuEvents, node_name
+from rollcall_workload.rank.watchdog import JOIN_HANG_S, encode_stack, frame_entry
 
 #: Seconds between two looks at the ranks' files.
 POLL_S = 1.0
@@ -422,11 +421,11 @@ def sidecar(sources: Sequence[Source], poll_s: float = POLL_S) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m rollcall_workload.monitor --dir DIR [-- COMMAND...]``."""
+    """``python -m rollcall_workload.node.monitor --dir DIR [-- COMMAND...]``."""
     args = list(sys.argv[1:] if argv is None else argv)
     command = args[args.index("--") + 1 :] if "--" in args else []
     own = args[: args.index("--")] if "--" in args else args
-    parser = argparse.ArgumentParser(prog="python -m rollcall_workload.monitor", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m rollcall_workload.node.monitor", description=__doc__)
     parser.add_argument("--dir", required=True, help="the node's monitor directory (ROLLCALL_MONITOR_DIR)")
     parser.add_argument("--margin", type=float, default=SILENT_MARGIN_S, help="seconds past a rank's bound")
     parser.add_argument("--poll", type=float, default=POLL_S, help="seconds between two looks")
@@ -441,7 +440,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     opts = parser.parse_args(own)
     if command and opts.node_rank is not None:
-        _maybe_no_launch(opts.node_rank)
+        faults.no_launch(opts.node_rank)
     os.makedirs(opts.dir, exist_ok=True)
     files = RankFiles(opts.dir, opts.margin)
     sources: list[Source] = [files]
@@ -465,22 +464,6 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
     return code if code >= 0 else 128 - code
-
-
-def _maybe_no_launch(node_rank: int) -> None:
-    """``ROLLCALL_NO_LAUNCH_NODE``: start nothing, say one plain line, wait to be ended (then end as told)."""
-    node = hung_node(os.environ, node_rank, NO_LAUNCH_NODE_ENV)
-    if node is None:
-        return
-    ends = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
-    signal.pthread_sigmask(signal.SIG_BLOCK, ends)  # before the line: a signal sent once it is read waits
-    print(
-        f"rollcall: node {node} starts no launcher as asked by {NO_LAUNCH_NODE_ENV}",
-        file=sys.stderr,
-        flush=True,
-    )
-    received = signal.sigwait(ends)
-    raise SystemExit(128 + received)
 
 
 if __name__ == "__main__":

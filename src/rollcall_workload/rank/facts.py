@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from rollcall_workload.contract import RollcallLog
-from rollcall_workload.dist import Accelerator
-from rollcall_workload.gpumem import held_memory
-from rollcall_workload.neuron import hw_counters
+from rollcall_workload.rank.dist import Accelerator
+from rollcall_workload.rank.gpumem import held_memory
+from rollcall_workload.rank.neuron import hw_counters
 
 #: What :func:`held_before_context` read: the ``facts`` fields, and those unknown with why.
 Held = tuple[dict[str, Any], dict[str, str]]

@@ -26,7 +26,7 @@ Three sources, read in this order, each worker named by its global rank:
 
    stamped in the host's local time, to the second.
 3. The container's termination record, last: the kubernetes wing reads it from the pod's status
-   (:func:`rollcall.backends.kubernetes.faults.terminations`), one per pod, with no rank.
+   (:func:`rollcall.backends.kubernetes.pod_state.terminations`), one per pod, with no rank.
 
 **Error files.** torchrun sets ``TORCHELASTIC_ERROR_FILE`` for each worker to
 ``<log dir>/<run id>_<random>/attempt_<n>/<local rank>/error.json``; a worker whose main is wrapped in

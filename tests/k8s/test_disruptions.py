@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from rollcall.backends import JobState
-from rollcall.backends.kubernetes.faults import index_of
 from rollcall.backends.kubernetes.kube import call
 from rollcall.backends.kubernetes.manifests import JOB_LABEL, PodExtras
+from rollcall.backends.kubernetes.pod_state import index_of
 from rollcall.checks.errors import DISRUPTION, ROOT_CAUSE
 from rollcall.checks.job_state import JOB
 from rollcall.runner import Attempt, RunResult

@@ -485,7 +485,7 @@ def test_in_an_existing_namespace_no_namespace_is_rendered_and_the_run_keeps_its
 
 
 def test_the_jobs_pod_failure_policy_fails_it_on_a_disruption_and_on_a_failed_rank():
-    from rollcall.backends.kubernetes.faults import DISRUPTION_TARGET
+    from rollcall.backends.kubernetes.pod_state import DISRUPTION_TARGET
 
     job = render(JobSpec("bert", 2, 8, image="registry.example/bert:1"), Names.new("rollcall", "bert")).job
     disruption, rank = job["spec"]["podFailurePolicy"]["rules"]

@@ -13,7 +13,7 @@ backend (:mod:`rollcall.suite`, :mod:`rollcall.cli`) imports it:
 - :mod:`.discovery`: what each node offers (accelerators, EFA, taints, device plugins).
 - :mod:`.capacity`: capacity that can arrive (Karpenter NodePools, cluster-autoscaler).
 - :mod:`.instances`: EC2 instance types: GPUs, Neuron devices and cores, EFA interfaces.
-- :mod:`.faults`: pure predicates over pods: broken, disrupted, ended.
+- :mod:`.pod_state`: what a Job's and its pods' status say: broken, disrupted, ended.
 - :mod:`.waits`: what a run waited for before training (quota, nodes, image pulls).
 - :mod:`.manifests`: the Namespace, Service and Job rendered from ``manifests/``.
 - :mod:`.podlogs`: each pod's log followed into the collector.

@@ -8,7 +8,7 @@ provision
 wait
     Fails at once, naming the pod, its index and its node, on a Failed Job, a pod Unschedulable past the
     grace period (with the scheduler's message), an image that cannot be pulled, an OOMKilled or non-zero
-    container, or the job timeout (:mod:`.faults`). A pod the infrastructure took away (evicted,
+    container, or the job timeout (:mod:`.pod_state`). A pod the infrastructure took away (evicted,
     preempted, its node deleted, lost, drained or reclaimed) is judged first, as a disruption
     (:attr:`~rollcall.backends.JobStatus.disruption`), not as a failed rank. Progress goes to the
     terminal meanwhile.
@@ -48,22 +48,6 @@ from rollcall.backends import CleanupError, JobState, JobStatus, StopTest, Waits
 from rollcall.backends.kubernetes import efa, waits
 from rollcall.backends.kubernetes.capacity import Lookup
 from rollcall.backends.kubernetes.efa import EfaEvidence
-from rollcall.backends.kubernetes.faults import (
-    deleted_under_run,
-    disruption,
-    duplicate_indexes,
-    index_of,
-    job_disruption,
-    job_result,
-    node_lost,
-    phases,
-    pod_fault,
-    started,
-    terminated,
-    terminations,
-    unschedulable,
-    where,
-)
 from rollcall.backends.kubernetes.instances import advertised_counts, count_facts, expected_devices
 from rollcall.backends.kubernetes.kube import (
     CONNECT_TIMEOUT_S,
@@ -79,6 +63,22 @@ from rollcall.backends.kubernetes.kube import (
     wait_for,
 )
 from rollcall.backends.kubernetes.manifests import CONTAINER, Names, Rendered
+from rollcall.backends.kubernetes.pod_state import (
+    deleted_under_run,
+    disruption,
+    duplicate_indexes,
+    index_of,
+    job_disruption,
+    job_result,
+    node_lost,
+    phases,
+    pod_fault,
+    started,
+    terminated,
+    terminations,
+    unschedulable,
+    where,
+)
 from rollcall.backends.kubernetes.podlogs import LogFollower
 from rollcall.backends.kubernetes.reaper import Claim, Ledger
 from rollcall.backends.kubernetes.views import Event, Job, Node, Pod, items
@@ -100,7 +100,7 @@ DRAIN_S = 60.0
 #: How often NodeClaims and scale-up events are read while the pods wait for capacity.
 CAPACITY_POLL_S = 5.0
 _PHASES = ("Pending", "Running", "Succeeded", "Failed")
-#: One pod's :func:`.faults.disruption`, :func:`.faults.pod_fault` and :func:`.faults.unschedulable`.
+#: One pod's :func:`.pod_state.disruption`, :func:`.pod_state.pod_fault` and :func:`.pod_state.unschedulable`.
 Assessment = tuple[Disruption | None, str | None, str | None]
 
 
@@ -361,7 +361,7 @@ class KubernetesJob:
         return JobStatus(JobState.TIMED_OUT if kind == "timed_out" else JobState.FAILED, why)
 
     def _disruption(self, pods: list[dict[str, Any]]) -> Disruption | None:
-        """The first pod the infrastructure took away (:func:`.faults.disruption`), if any.
+        """The first pod the infrastructure took away (:func:`.pod_state.disruption`), if any.
 
         The nodes' watch never holds the verdict up: until it has listed, only the pods' own conditions count.
         """
@@ -372,7 +372,7 @@ class KubernetesJob:
         return None
 
     def _assess(self, pod: dict[str, Any]) -> Assessment:
-        """What this copy of ``pod`` says: its :func:`.faults.disruption`, its fault, the scheduler's message.
+        """What this copy of ``pod`` says: its :func:`.pod_state.disruption`, fault, and the scheduler's word.
 
         Worked out once per version of the pod and of its node (the wait re-tests every pod on each change of
         any, so at a few hundred pods this is most of its work); the functions are pure.
@@ -392,7 +392,7 @@ class KubernetesJob:
     def _deleted_under_run(
         self, job: dict[str, Any] | None, pods: list[dict[str, Any]], now: float
     ) -> Disruption | None:
-        """The run's object someone else deletes (:func:`.faults.deleted_under_run`), if any.
+        """The run's object someone else deletes (:func:`.pod_state.deleted_under_run`), if any.
 
         The Job and pods come from their informers; the namespace and the Service are read every
         :data:`OWNED_CHECK_S` seconds, and at once when the Job or a pod is seen going away.

@@ -2,7 +2,7 @@
 
 import pytest
 
-from rollcall.backends.kubernetes.faults import (
+from rollcall.backends.kubernetes.pod_state import (
     GOING_AWAY,
     disruption,
     duplicate_indexes,
@@ -173,7 +173,7 @@ def node(name="trn1-0", ready="True", reason="KubeletReady", message=""):
 
 
 def test_a_lost_node_is_named_with_the_pod_on_it():
-    from rollcall.backends.kubernetes.faults import node_lost
+    from rollcall.backends.kubernetes.pod_state import node_lost
 
     assert node_lost(pod(), node()) is None
     lost = node_lost(

@@ -25,7 +25,9 @@ from rollcall.ranklog.report import (
     GpuHeard,
     LauncherHeard,
     Mark,
+    Part,
     RankError,
+    RankProcessHeard,
     RankReport,
     Silence,
     StackDump,
@@ -43,6 +45,7 @@ from rollcall_workload.contract import (
     GpuEvent,
     Kernels,
     Launcher,
+    RankProcess,
     Resumed,
     Silent,
     Stack,
@@ -56,10 +59,17 @@ class Heard(Protocol):
 
     gpu_events: list[GpuHeard]
     launchers: list[LauncherHeard]
+    processes: list[RankProcessHeard]
     records: int
+    #: The suite's clock when the piece of log being read arrived.
+    now: float
 
     def rank(self, rank: int) -> RankReport:
         """The report of ``rank``, created on first use."""
+        ...
+
+    def note(self, part: Part) -> None:
+        """That a line of ``part`` was read now."""
         ...
 
 
@@ -75,6 +85,7 @@ class Said:
         report = heard.rank(rec.rank)
         report.sources.add(self.source)
         heard.records += 1
+        heard.note(("rank", rec.rank))
         if rec.world_size is not None:
             report.world_size = rec.world_size
         stamp = _stamp(rec.time)
@@ -106,9 +117,35 @@ def _launcher(heard: Heard, rec: Launcher, said: Said) -> None:
             rec.process_state_name,
             _stamp(rec.time),
             said.source,
+            _number(rec.state_held_s),
+            heard.now,
         )
     )
     heard.records += 1
+    heard.note(("node", rec.node_rank))
+
+
+def _rank_process(heard: Heard, rec: RankProcess, said: Said) -> None:
+    """A rank's process seen or gone: the rank is heard from (and its node, where the line says it)."""
+    heard.processes.append(
+        RankProcessHeard(
+            rec.state,
+            rec.rank,
+            rec.pid,
+            rec.node_rank,
+            rec.local_rank,
+            rec.visible_devices,
+            _stamp(rec.alive_at),
+            _stamp(rec.gone_at),
+            _stamp(rec.time),
+            said.source,
+            heard.now,
+        )
+    )
+    heard.records += 1
+    heard.note(("rank", rec.rank))
+    if rec.node_rank is not None:
+        heard.note(("node", rec.node_rank))
 
 
 def _gpu_event(heard: Heard, rec: GpuEvent, said: Said) -> None:
@@ -270,6 +307,7 @@ KEEPERS: dict[type[Event], Keeper] = {
     Silent: _silent,
     Launcher: _launcher,
     GpuEvent: _gpu_event,
+    RankProcess: _rank_process,
 }
 
 

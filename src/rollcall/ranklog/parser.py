@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -12,7 +13,7 @@ from typing import IO, Any, Literal
 import msgspec
 
 from rollcall.ranklog.keep import Said, keep
-from rollcall.ranklog.report import GpuHeard, LauncherHeard, RankReport
+from rollcall.ranklog.report import GpuHeard, LauncherHeard, Part, RankProcessHeard, RankReport, Receipt
 from rollcall_workload import contract
 from rollcall_workload.contract import EVENT_PREFIX, REQUIRED_EVENTS
 
@@ -62,8 +63,23 @@ class RollCall:
     ranks: dict[int, RankReport] = field(default_factory=dict)
     gpu_events: list[GpuHeard] = field(default_factory=list)
     launchers: list[LauncherHeard] = field(default_factory=list)
+    processes: list[RankProcessHeard] = field(default_factory=list)
+    #: When the suite first and last read a line of each part, by part: ``("node", n)``, ``("rank", r)``.
+    heard: dict[Part, Receipt] = field(default_factory=dict)
     records: int = 0
     bytes_read: int = 0
+    #: The suite's clock (monotonic seconds; a test gives its own) and its reading when the piece of log now
+    #: being parsed arrived.
+    clock: Callable[[], float] = field(default=time.monotonic, repr=False, compare=False)
+    now: float = 0.0
+
+    def note(self, part: Part) -> None:
+        """That a line of ``part`` was read now."""
+        receipt = self.heard.get(part)
+        if receipt is None:
+            self.heard[part] = Receipt(self.now, self.now)
+        else:
+            receipt.last = self.now
 
     def rank(self, rank: int) -> RankReport:
         """The report of ``rank``, created on first use."""
@@ -116,6 +132,7 @@ class LogParser:
     def feed(self, data: bytes) -> None:
         """Parse every whole line in ``data`` (plus what was pending); keep the unfinished tail."""
         self.roll.bytes_read += len(data)
+        self.roll.now = self.roll.clock()
         buf = self._pending + data if self._pending else data
         end = buf.rfind(b"\n") + 1
         if end == 0 and len(buf) > _MAX_PENDING:
@@ -126,6 +143,7 @@ class LogParser:
 
     def close(self) -> None:
         """Parse what is left: a last line without a newline still counts if its record is whole."""
+        self.roll.now = self.roll.clock()
         if self._pending:
             pending, self._pending = self._pending, b""
             self._scan(pending, len(pending))

@@ -288,3 +288,40 @@ class LauncherHeard:
     process_state_name: str
     time: float | None
     source: str
+    #: How long ``process_state`` had held at every look of the monitor (None: a monitor that does not say).
+    state_held_s: float | None = None
+    #: When the suite read it, on the suite's own clock (``RollCall.clock``): no node's clock is compared.
+    received: float | None = None
+
+
+@dataclass(frozen=True)
+class RankProcessHeard:
+    """A ``rank_process`` line the node's monitor wrote: a rank's process first seen, or first seen gone.
+
+    ``alive_at`` and ``gone_at`` (a departure's interval) are the node's wall clock, as its ranks' own events
+    are; ``received`` the suite's clock when it read the line.
+    """
+
+    state: str
+    rank: int
+    pid: int
+    node_rank: int | None
+    local_rank: int | None
+    visible_devices: str | None
+    alive_at: float | None
+    gone_at: float | None
+    time: float | None
+    source: str
+    received: float | None = None
+
+
+#: A part of the run the suite hears from: ``("node", node rank)`` or ``("rank", global rank)``.
+Part = tuple[str, int]
+
+
+@dataclass
+class Receipt:
+    """When the suite first and last read a line of one part of the run (a node, a rank), on its own clock."""
+
+    first: float
+    last: float

@@ -48,10 +48,13 @@ from rollcall_workload.contract.node import (
     GPU_EVENT_KINDS,
     LAUNCHER_STATES,
     NO_RANK,
+    RANK_PROCESS_STATES,
     GpuEvent,
     GpuEventKind,
     Launcher,
     LauncherState,
+    RankProcess,
+    RankProcessState,
     Silent,
 )
 from rollcall_workload.contract.rank import (
@@ -83,7 +86,7 @@ from rollcall_workload.contract.schema import ABSENT, ContractError, Event, Fiel
 CONTRACT_VERSION = 2
 #: The workload's own version (major, minor, patch): raised with each change to what it runs or reports
 #: (its defaults, its kernels and their gate), so that a suite can refuse an image holding an older one.
-WORKLOAD_VERSION = "0.5.0"
+WORKLOAD_VERSION = "0.6.0"
 
 
 def markdown() -> str:
@@ -122,6 +125,7 @@ __all__ = [
     "NO_RANK",
     "PARAM_DIGEST_HEX",
     "PRE_JOIN_PHASES",
+    "RANK_PROCESS_STATES",
     "REQUIRED_EVENTS",
     "RUN_ID_ENV",
     "SLURM_NODE_ENV",
@@ -146,6 +150,8 @@ __all__ = [
     "Kernels",
     "Launcher",
     "LauncherState",
+    "RankProcess",
+    "RankProcessState",
     "Resumed",
     "RollcallLog",
     "Silent",

@@ -20,6 +20,9 @@ GpuEventKind = Literal["xid", "single_bit_ecc", "double_bit_ecc", "clock", "lost
 GPU_EVENT_KINDS: tuple[GpuEventKind, ...] = typing.get_args(GpuEventKind)
 #: A line of the node's monitor names no rank: its ``rank`` and ``world_size`` are this.
 NO_RANK = -1
+#: What the node's monitor saw of a rank's process: there (first seen alive), or gone (first seen gone).
+RankProcessState = Literal["seen", "gone"]
+RANK_PROCESS_STATES: tuple[RankProcessState, ...] = typing.get_args(RankProcessState)
 #: What a node's launcher (its torchrun agent) is doing, as its monitor sees it (``launcher``'s ``state``).
 LauncherState = Literal["started", "waiting", "spawned"]
 LAUNCHER_STATES: tuple[LauncherState, ...] = typing.get_args(LauncherState)
@@ -47,6 +50,10 @@ class Silent(Event):
         "",
     )
     state_name: str = optional('the same in words, e.g. "stopped", "uninterruptible sleep"', "")
+    held_s: float | None = optional(
+        "seconds the monitor itself has seen the heartbeat unchanged, on its own clock (a clock step or a "
+        "pause of the monitor counts for nothing)"
+    )
 
 
 @event(
@@ -70,6 +77,10 @@ class Launcher(Event):
         "the launcher's process state, the letter of /proc/<pid>/stat (as silent's state)", ""
     )
     process_state_name: str = optional("the same in words", "")
+    state_held_s: float | None = optional(
+        "seconds that state has held at every one of the monitor's looks (its own clock), since it was "
+        "first seen; a state seen once holds 0"
+    )
 
 
 @event(
@@ -91,4 +102,30 @@ class GpuEvent(Event):
     data: int | None = optional("NVML's event data as delivered (the Xid; the clock event reasons' mask)")
     reason: str = optional(
         'for lost: how it was seen, e.g. "NVML: GPU is lost", "7 GPUs at the end, 8 at the start"', ""
+    )
+
+
+@event(
+    "rank_process",
+    "written by the node's monitor, not the rank (under the rank's number): when it first sees the rank's "
+    "process (seen: the rank is heard from before it can say a word), and when it first sees it gone "
+    "(gone: however it left, with the interval it left in)",
+)
+@dataclass(kw_only=True, slots=True)
+class RankProcess(Event):
+    """A rank's process as the node sees it: there, or gone (its departure, between two looks)."""
+
+    state: RankProcessState = required("seen or gone")
+    pid: int = required("the rank's process (in the monitor's pid namespace)")
+    node_rank: int | None = optional("the node's rank in the job, where the monitor knows it")
+    local_rank: int | None = optional("the rank on its node (LOCAL_RANK)")
+    visible_devices: str | None = optional(
+        "the devices the rank may use, as its environment names them (CUDA_VISIBLE_DEVICES, else "
+        "NVIDIA_VISIBLE_DEVICES: indexes or UUIDs); null where it names none"
+    )
+    alive_at: float | None = optional(
+        "gone: the wall clock of the monitor's last look that saw the process alive (epoch seconds)"
+    )
+    gone_at: float | None = optional(
+        "gone: the wall clock of the first look that saw it gone (epoch seconds); it left in between"
     )

@@ -58,6 +58,7 @@ class Start(Event):
         "WORKLOAD_VERSION: the suite refuses a workload older than its own"
     )
     contract_version: int | None = optional("CONTRACT_VERSION: the suite refuses another contract; absent: 1")
+    join_s: float | None = optional("seconds the rank spent in init_process_group (joining the group)")
     memory_used_mib: int | None = optional("cuda: the GPU's memory in use (MiB) before the rank's context")
     gpu_processes: list[tuple[int, int | None, str]] = optional(
         "cuda: the processes NVML listed on the GPU then, each [pid (the host's), MiB or null, holder: self, "

@@ -48,8 +48,8 @@ from rollcall.checks.unfit_device import UNFIT_DEVICE
 from rollcall.checks.workload_version import WORKLOAD_VERSION
 from rollcall.collect import Collector
 from rollcall.evidence import launchers, versions
+from rollcall.evidence.endings import Disruption
 from rollcall.evidence.hangs import stop_reason
-from rollcall.evidence.rootcause import Disruption
 from rollcall.jobspec import JobSpec
 from rollcall.judge import CHECKS, Predicate, judge
 from rollcall.live.view import LiveRollCall, LiveView

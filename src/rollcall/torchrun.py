@@ -49,7 +49,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from rollcall.evidence.rootcause import Termination
+from rollcall.evidence.endings import Termination
 
 #: The event the agent writes for a worker that failed.
 FAILED_EVENT = "torchelastic.worker.status.FAILED"

@@ -28,10 +28,11 @@ from typing import TYPE_CHECKING, Any
 
 from rollcall.collect import RANKS_JUNIT_FILE, REPORT_FILE, RESULTS_FILE
 from rollcall.evidence.baseline import Baselines, ConfigKey, Figures
+from rollcall.evidence.endings import Disruption
 from rollcall.evidence.fitness import DriftMode, FitnessPolicy, NodeFacts, Unfit
 from rollcall.evidence.gpu_events import GpuEventSeen
 from rollcall.evidence.perf import ComputeStraggler, PerfFigures, PerfReport, SlowGroup
-from rollcall.evidence.rootcause import Analysis, Disruption
+from rollcall.evidence.rootcause import Analysis
 from rollcall.evidence.xids import XidPolicy
 
 if TYPE_CHECKING:
@@ -238,7 +239,7 @@ class Observed:
     layout: Layout
     status: JobStatus | None = None
     spec: JobSpec | None = None
-    #: What ran each node's agent, as the messages name it (:data:`rollcall.evidence.rootcause.UNITS`):
+    #: What ran each node's agent, as the messages name it (:data:`rollcall.evidence.endings.UNITS`):
     #: a ``pod``, or a ``node`` whose processes the ranks are (local, Slurm), whose log is then named a log.
     unit: str = "pod"
 

@@ -424,7 +424,7 @@ def test_log_links_are_named_by_node_and_rank(tmp_path):
 
 def roles_record(root, name="test_roles"):
     """Rank 1 fails first (the root cause), rank 2 echoes it, rank 3 answered and then exited with code 1."""
-    from rollcall.evidence.rootcause import Termination
+    from rollcall.evidence.endings import Termination
     from tests.unit.helpers import event
 
     extra = {

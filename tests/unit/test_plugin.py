@@ -90,7 +90,7 @@ def test_a_pass_after_a_disruption_is_reported_as_such_not_as_flaky(project):
     project.makepyfile(
         test_roll="""
 from conftest import PLAN
-from rollcall.evidence.rootcause import Disruption
+from rollcall.evidence.endings import Disruption
 
 def test_disrupted(rollcall):
     evicted = Disruption("job-1", 1, "trn1-1", "EvictionByEvictionAPI", "Eviction API: evicting")
@@ -124,7 +124,7 @@ def test_a_disruption_on_the_last_attempt_fails_as_one(project):
     project.makepyfile(
         test_roll="""
 from conftest import PLAN
-from rollcall.evidence.rootcause import Disruption
+from rollcall.evidence.endings import Disruption
 
 def test_disrupted(rollcall):
     PLAN.append({"disruption": Disruption("job-0", 0, "trn1-0", "DeletionByPodGC", "node gone")})

@@ -17,7 +17,7 @@ from rollcall.backends.kubernetes.pod_state import (
     unschedulable,
     where,
 )
-from rollcall.evidence.rootcause import Disruption, Termination
+from rollcall.evidence.endings import Disruption, Termination
 
 
 def pod(

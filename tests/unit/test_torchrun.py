@@ -9,7 +9,8 @@ from datetime import datetime
 from pathlib import Path
 
 from rollcall.backends.local import free_port
-from rollcall.evidence.rootcause import Failure, Termination, analyse, summary
+from rollcall.evidence.endings import Termination
+from rollcall.evidence.rootcause import Failure, analyse, summary
 from rollcall.jobspec import AGENT_ERROR_FILE, JobSpec
 from rollcall.torchrun import (
     FAILED_EVENT,

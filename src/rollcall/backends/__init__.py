@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from rollcall.collect import Collector
-from rollcall.evidence.rootcause import Disruption, Termination
+from rollcall.evidence.endings import Disruption, Termination
 from rollcall.jobspec import Accelerator, AcceleratorChoice, EfaChoice, JobSpec, Taint, Toleration
 
 
@@ -272,7 +272,7 @@ class Backend(Protocol):
     """Where jobs run (a wing's backend, created by its class's ``from_options``: :class:`BackendClass`)."""
 
     name: str
-    #: What runs one node's torchrun, in the reports' words (:data:`rollcall.evidence.rootcause.UNITS`):
+    #: What runs one node's torchrun, in the reports' words (:data:`rollcall.evidence.endings.UNITS`):
     #: ``pod``, or ``node`` where the agent is a process of a node (local, Slurm).
     unit: str
 

@@ -35,9 +35,10 @@ from dataclasses import dataclass
 from rollcall.checks.errors import DISRUPTION
 from rollcall.checks.job_state import JOB
 from rollcall.evidence.departures import Departure
+from rollcall.evidence.endings import Termination
 from rollcall.evidence.gpumem import OUT_OF_MEMORY
 from rollcall.evidence.kernels import KernelFallback
-from rollcall.evidence.rootcause import Analysis, Failure, Line, Termination
+from rollcall.evidence.rootcause import Analysis, Failure, Line
 from rollcall.verdict import Blame, Owner, Problem
 
 

@@ -6,7 +6,8 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from rollcall.checks.runview import Check, RunView
-from rollcall.evidence.rootcause import LAUNCHER_SIGNALS, Analysis, Termination
+from rollcall.evidence.endings import LAUNCHER_SIGNALS, Termination
+from rollcall.evidence.rootcause import Analysis
 from rollcall.ranklog import RankReport
 from rollcall.verdict import Kind, Problem, RankState
 from rollcall_workload.contract import REQUIRED_EVENTS

@@ -15,7 +15,7 @@ it is part of: the others then fail with connection errors, echoes of its leavin
   exit path (``os._exit`` in a library), or a workload that does not say ``exit``.
 
 A signal is not a departure: a process killed from outside is a
-:class:`~rollcall.evidence.rootcause.Termination`, and the launcher's SIGTERM to the others an echo. A
+:class:`~rollcall.evidence.endings.Termination`, and the launcher's SIGTERM to the others an echo. A
 status above 128 is a signal's, by the shell's convention, and stays a termination too.
 
 :mod:`rollcall.evidence.rootcause` puts each departure into the order of the run's failures at its time: one
@@ -36,7 +36,7 @@ MAX_OWN_STATUS = 128
 
 
 class WorkerEnd(Protocol):
-    """What a launcher's record of a worker tells (a :class:`~rollcall.evidence.rootcause.Termination`)."""
+    """What a launcher's record of a worker tells (a :class:`~rollcall.evidence.endings.Termination`)."""
 
     @property
     def pod(self) -> str:
@@ -68,7 +68,7 @@ class Departure:
         phase: what it was doing then, as its watchdog named it (``epoch 1 end``); empty when unknown.
         pod: its log (a pod's, or a local node's).
         said: whether the rank said ``exit`` itself (its own code ended it); else only its launcher said so.
-        unit: what ran the rank's agent: ``pod`` or ``node`` (:data:`rollcall.evidence.rootcause.UNITS`).
+        unit: what ran the rank's agent: ``pod`` or ``node`` (:data:`rollcall.evidence.endings.UNITS`).
     """
 
     rank: int

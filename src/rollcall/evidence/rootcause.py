@@ -7,16 +7,16 @@ Pure functions over typed failures, so every rule is unit-tested without a run:
   communicator, a barrier or store timeout, a signal from the launcher. Any other error is the rank's own.
 - **The root cause** is the earliest own error by wall-clock time (the ``time`` of ``error`` events). Own
   errors with other messages are named too, as independent failures. Without any own error, the root cause is
-  the earliest :class:`Termination` the runtime recorded (a container OOM-killed or killed by a signal, which
-  leaves no error line); without that either, the earliest echo, said to be one.
+  the earliest :class:`~.endings.Termination` the runtime recorded (a container OOM-killed or killed by a
+  signal, which leaves no error line); without that either, the earliest echo, said to be one.
 - **Departures.** A rank that left before ``complete`` without an error of its own, with any status, 0
   included (a :class:`~rollcall.evidence.departures.Departure`), takes its place in that order at its time:
   one that left before every own error (or, without any, before every silent kill) is the root cause, and
   the errors after it are folded as what followed; a departure without a time leads only where no rank
   reported an error of its own. Later departures are named after it, one line each.
-- **Disruptions.** When the infrastructure took a pod away (a :class:`Disruption`: evicted, preempted, its
-  node deleted, lost, drained or reclaimed), that is the root cause, whatever the ranks said: every rank's
-  error is a consequence, and all of them are folded.
+- **Disruptions.** When the infrastructure took a pod away (a :class:`~.endings.Disruption`: evicted,
+  preempted, its node deleted, lost, drained or reclaimed), that is the root cause, whatever the ranks said:
+  every rank's error is a consequence, and all of them are folded.
 - **Clocks.** When the root cause and the next own error are stamped within :data:`CLOCK_TOLERANCE_S` of each
   other, when a candidate carries no time, or when echoes on another node are stamped well before the error
   they echo, :attr:`Analysis.undecided` says why the order is uncertain rather than guess.
@@ -32,11 +32,11 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from rollcall.evidence.departures import Departure
+from rollcall.evidence.endings import Disruption, Termination, clock
 from rollcall.evidence.gpumem import HeldMemory
 from rollcall.ranges import ranges
 
@@ -118,7 +118,7 @@ class Failure:
     pod: str | None
     message: str
     time: float | None = None
-    #: What ran the rank's agent (:data:`UNITS`): its log is a ``pod``'s, or a ``node``'s processes'.
+    #: What ran the rank's agent (:data:`.endings.UNITS`): its log is a ``pod``'s, or a ``node``'s processes'.
     unit: str = "pod"
     #: An out-of-memory's cause where others held the rank's GPU before the run (:mod:`.gpumem`).
     held: HeldMemory | None = None
@@ -133,7 +133,7 @@ class Failure:
     def describe(self) -> str:
         """``rank 5 (node 1) reported an error: message [pod p, 09:00:01.234 UTC]``."""
         log = f"{'pod' if self.unit == 'pod' else 'log'} {self.pod}" if self.pod else ""
-        where = ", ".join(w for w in (log, _clock(self.time)) if w)
+        where = ", ".join(w for w in (log, clock(self.time)) if w)
         cause = f"; its GPU had {self.held}" if self.held is not None else ""
         return (
             f"rank {self.rank} (node {self.node}) reported an error: {clip(self.message)}"
@@ -154,164 +154,6 @@ class Failure:
             "held": self.held.as_dict() if self.held is not None else None,
             "gpu_event": self.gpu.as_dict() if self.gpu is not None else None,
         }
-
-
-#: What can run a node's torchrun agent (:attr:`Termination.unit`): a pod, or a node's own processes.
-UNITS: tuple[str, ...] = ("pod", "node")
-
-#: Signals the launcher itself sends its workers once one has failed: their ends are echoes.
-LAUNCHER_SIGNALS = frozenset({"SIGTERM", "SIGINT"})
-
-
-@dataclass(frozen=True)
-class Termination:
-    """A container or a worker that ended badly, as its runtime recorded it.
-
-    A pod's container status gives one per container (``rank`` None); torchrun's records one per worker
-    (:mod:`rollcall.torchrun`; ``exit_code`` negative for a signal, ``reason`` its name; ``message`` the
-    exception the worker recorded in its error file, if it did). ``answered`` marks a worker that had
-    answered the whole roll call before it ended so (set by the judge). ``unit`` is what ran the agent, one
-    of :data:`UNITS`: a ``pod`` (``pod`` its name), or a ``node`` whose agent and workers are processes
-    (local, Slurm: ``pod`` is then the node's log, ``node-1``), and the description says so.
-    """
-
-    pod: str
-    node: int | None
-    host: str | None
-    reason: str
-    exit_code: int | None = None
-    time: float | None = None
-    rank: int | None = None
-    message: str | None = None
-    answered: bool = False
-    unit: str = "pod"
-
-    @property
-    def signal(self) -> str | None:
-        """The signal that ended it (``SIGKILL``), when one did."""
-        return self.reason if self.exit_code is not None and self.exit_code < 0 else None
-
-    @property
-    def silent_kill(self) -> bool:
-        """Killed from outside (OOM killer, a signal): such a process leaves no error line of its own."""
-        if self.reason == "OOMKilled":
-            return True
-        if self.exit_code is None:
-            return False
-        if self.exit_code < 0:
-            return self.reason not in LAUNCHER_SIGNALS
-        return self.exit_code > 128
-
-    def describe(self) -> str:
-        """``pod p (index 1) on node n ended OOMKilled (exit code 137) at ...``, or the worker's rank.
-
-        A worker that had answered the roll call: ``rank 0 (node 0, pod p) exited with code 1 after
-        answering the roll call`` (``was killed by SIGKILL`` for a signal).
-        """
-        if self.unit == "node":
-            return self._describe_process()
-        if self.answered and self.rank is not None:
-            how = f"was killed by {self.signal}" if self.signal else f"exited with code {self.exit_code}"
-            node = f"node {self.node}, " if self.node is not None else ""
-            return f"rank {self.rank} ({node}pod {self.pod}) {how} after answering the roll call"
-        index = f" (index {self.node})" if self.node is not None else ""
-        host = f" on node {self.host}" if self.host else ""
-        code = f" (exit code {self.exit_code})" if self.exit_code is not None else ""
-        how = f"{self.reason}{code}{_at(self.time)}"
-        if self.rank is not None:
-            return f"rank {self.rank} (pod {self.pod}{index}{host}) was ended by {how}"
-        return f"pod {self.pod}{index}{host} ended {how}"
-
-    def _describe_process(self) -> str:
-        """A node's processes: ``rank 3's process (node 1, log node-1, host h) was ended by SIGKILL``."""
-        where = ", ".join(
-            w
-            for w in (
-                f"node {self.node}" if self.node is not None else "",
-                f"log {self.pod}",
-                f"host {self.host}" if self.host else "",
-            )
-            if w
-        )
-        if self.answered and self.rank is not None:
-            how = f"was killed by {self.signal}" if self.signal else f"exited with code {self.exit_code}"
-            return f"rank {self.rank}'s process ({where}) {how} after answering the roll call"
-        code = f" (exit code {self.exit_code})" if self.exit_code is not None else ""
-        how = f"{self.reason}{code}{_at(self.time)}"
-        if self.rank is not None:
-            return f"rank {self.rank}'s process ({where}) was ended by {how}"
-        return f"the torchrun agent ({where}) ended {how}"
-
-    def as_dict(self) -> dict[str, Any]:
-        """The termination, JSON-ready."""
-        return {
-            "pod": self.pod,
-            "node": self.node,
-            "host": self.host,
-            "reason": self.reason,
-            "exit_code": self.exit_code,
-            "time": self.time,
-            "rank": self.rank,
-            "message": self.message,
-            "answered": self.answered,
-            "unit": self.unit,
-        }
-
-
-#: A :class:`Disruption`'s reason when someone else deleted the run's namespace, Job, Service or a pod.
-DELETED_UNDER_RUN = "DeletedUnderRun"
-
-
-@dataclass(frozen=True)
-class Disruption:
-    """The infrastructure took a pod away: evicted, preempted, its node deleted, lost, drained or reclaimed.
-
-    Attributes:
-        pod: the pod's name.
-        node: its completion index (the node rank), None when unknown.
-        host: the Kubernetes node it ran on.
-        reason: what did it, in one word: the ``DisruptionTarget`` condition's reason
-            (``EvictionByEvictionAPI``, ``PreemptionByScheduler``, ``DeletionByTaintManager``,
-            ``DeletionByPodGC``, ``TerminationByKubelet``), else ``NodeDeleted``, ``NodeLost``,
-            ``NodeDrained`` (deleted off a cordoned node) or ``NodeGoingAway`` (off a node tainted as going
-            away).
-        message: what a person reads: the condition's message, the node's state, and what the node's taints
-            say of why it is going away (a spot interruption, Karpenter, ...).
-        time: when (epoch seconds), where the API recorded it.
-    """
-
-    pod: str
-    node: int | None
-    host: str | None
-    reason: str
-    message: str = ""
-    time: float | None = None
-    #: What was taken away: a ``pod``, or (:data:`DELETED_UNDER_RUN`) the run's ``namespace``, ``Job`` or
-    #: ``Service`` that someone else deleted; ``pod`` then holds that object's name.
-    kind: str = "pod"
-
-    @property
-    def deleted_under_run(self) -> bool:
-        """Someone else deleted an object of the run while it ran (not the infrastructure's doing)."""
-        return self.reason == DELETED_UNDER_RUN
-
-    @property
-    def category(self) -> str:
-        """What the run's failure is called: ``deleted under the run`` or ``infrastructure disruption``."""
-        return "deleted under the run" if self.deleted_under_run else "infrastructure disruption"
-
-    def describe(self) -> str:
-        """``pod p (index 1) on node n was disrupted (EvictionByEvictionAPI): message``."""
-        index = f" (index {self.node})" if self.node is not None else ""
-        host = f" on node {self.host}" if self.host else ""
-        verb = "was deleted under the run" if self.deleted_under_run else "was disrupted"
-        return f"{self.kind} {self.pod}{index}{host} {verb} ({self.reason})" + (
-            f": {self.message}" if self.message else ""
-        )
-
-    def as_dict(self) -> dict[str, Any]:
-        """The disruption, JSON-ready."""
-        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -630,13 +472,3 @@ def _when(item: Failure | Termination | Departure) -> tuple[bool, float, int]:
     """Sort key: stamped ones first by time, then unstamped ones (failures and departures by rank)."""
     rank = item.rank if isinstance(item, Failure | Departure) else 0
     return (item.time is None, item.time or 0.0, rank)
-
-
-def _clock(time: float | None) -> str:
-    if time is None:
-        return ""
-    return datetime.fromtimestamp(time, UTC).strftime("%H:%M:%S.%f")[:-3] + " UTC"
-
-
-def _at(time: float | None) -> str:
-    return f" at {_clock(time)}" if time is not None else ""

@@ -1,7 +1,7 @@
 """The roll call over wall-clock time: each rank's events (and the end of its process or pod), by node.
 
 Every event of the rank-log contract carries ``time`` (:attr:`rollcall.verdict.RankResult.marks`); the
-backends record when a worker or a container ended badly (:class:`~rollcall.evidence.rootcause.Termination`).
+backends record when a worker or a container ended badly (:class:`~rollcall.evidence.endings.Termination`).
 The timeline draws them on one time axis from the first of them:
 
 - up to :data:`PER_RANK_MAX` ranks, one row per rank, grouped by node (a node's rows together, its label on
@@ -31,8 +31,8 @@ from rollcall.ranges import ranges
 from rollcall.ranklog import MARKED_EVENTS
 
 if TYPE_CHECKING:
+    from rollcall.evidence.endings import Termination
     from rollcall.evidence.hangs import Stall
-    from rollcall.evidence.rootcause import Termination
     from rollcall.verdict import RankResult, Verdict
 
 #: Above this many ranks the timeline folds each node's ranks into one row.

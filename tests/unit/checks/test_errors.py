@@ -5,7 +5,7 @@ from rollcall.checks.errors import DISRUPTION, ERROR, LEFT_EARLY, ROOT_CAUSE, er
 from rollcall.checks.job_state import JOB
 from rollcall.checks.missing_events import MISSING_EVENT
 from rollcall.checks.runview import RunView
-from rollcall.evidence.rootcause import Disruption, Termination
+from rollcall.evidence.endings import Disruption, Termination
 from rollcall.judge import judge
 from rollcall.ranklog import RollCall
 from rollcall.verdict import Criteria, Layout, Observed

@@ -3,7 +3,8 @@
 from rollcall.backends import JobState, JobStatus
 from rollcall.checks.exited_nonzero import EXITED_NONZERO, exited_nonzero
 from rollcall.checks.runview import RunView
-from rollcall.evidence.rootcause import Analysis, Termination
+from rollcall.evidence.endings import Termination
+from rollcall.evidence.rootcause import Analysis
 from rollcall.verdict import Criteria, Layout, Observed
 from tests.unit.helpers import two_by_two
 

@@ -4,7 +4,7 @@ from rollcall.backends import JobState, JobStatus
 from rollcall.checks.job_state import JOB, job_state
 from rollcall.checks.missing_events import MISSING_EVENT
 from rollcall.checks.runview import RunView
-from rollcall.evidence.rootcause import Disruption
+from rollcall.evidence.endings import Disruption
 from rollcall.judge import judge
 from rollcall.verdict import Criteria, Layout, Observed
 from tests.unit.helpers import two_by_two

@@ -83,7 +83,7 @@ from rollcall.backends.kubernetes.podlogs import LogFollower
 from rollcall.backends.kubernetes.reaper import Claim, Ledger
 from rollcall.backends.kubernetes.views import Event, Job, Node, Pod, items
 from rollcall.collect import Collector
-from rollcall.evidence.rootcause import Disruption
+from rollcall.evidence.endings import Disruption
 from rollcall.jobspec import JobSpec
 from rollcall.options.kubernetes import KubernetesOptions
 

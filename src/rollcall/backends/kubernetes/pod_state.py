@@ -14,7 +14,7 @@ A pod is broken when:
 
 Pods being deleted are left to the Job's own verdict: a deleted pod's containers exit non-zero too.
 
-A pod is *disrupted* (:func:`disruption`, a :class:`~rollcall.evidence.rootcause.Disruption`: the
+A pod is *disrupted* (:func:`disruption`, a :class:`~rollcall.evidence.endings.Disruption`: the
 infrastructure took it away, no rank failed) when, judged before any fault of any pod:
 
 - it has the ``DisruptionTarget`` condition (``True``): evicted through the Eviction API (``kubectl drain``,
@@ -32,7 +32,7 @@ The node's taints of :data:`GOING_AWAY` name why in the disruption's message. A 
 ``podFailurePolicy`` for a pod's ``DisruptionTarget`` condition reads the same (:func:`job_disruption`).
 
 :func:`terminations` reads every container that ended badly as a typed
-:class:`~rollcall.evidence.rootcause.Termination`: the root cause of a run whose pod was killed without a
+:class:`~rollcall.evidence.endings.Termination`: the root cause of a run whose pod was killed without a
 word.
 """
 
@@ -42,7 +42,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 from rollcall.backends.kubernetes.views import Condition, Job, Node, Obj, Pod, View, epoch
-from rollcall.evidence.rootcause import DELETED_UNDER_RUN, Disruption, Termination
+from rollcall.evidence.endings import DELETED_UNDER_RUN, Disruption, Termination
 
 #: Waiting reasons from which a container will not recover without someone changing something.
 FATAL_WAITING = frozenset(

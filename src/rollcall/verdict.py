@@ -12,7 +12,7 @@ a sentence.
 - :attr:`Verdict.outcome` is ``PASSED`` when there is no problem at all; a problem a check raised as a
   warning (``Problem.warning``: a fitness rule made a warning, drift under ``--drift warn``) is kept apart in
   :attr:`Verdict.warnings`, shown by every report, and fails nothing.
-- :attr:`Verdict.nodes_detail` holds each node's facts (:mod:`rollcall.evidence.fitness`).
+- :attr:`Verdict.nodes_detail` holds each node's facts (:mod:`rollcall.evidence.nodefacts`).
 - A run the infrastructure disrupted (a pod evicted, preempted, its node deleted, lost, drained or reclaimed)
   has a ``DISRUPTION`` problem first, naming the pod, its node and the reason; the ranks' errors follow as
   its consequences (:attr:`Verdict.disruption`).
@@ -28,9 +28,11 @@ from typing import TYPE_CHECKING, Any
 
 from rollcall.collect import RANKS_JUNIT_FILE, REPORT_FILE, RESULTS_FILE
 from rollcall.evidence.baseline import Baselines, ConfigKey, Figures
+from rollcall.evidence.drift import DriftMode
 from rollcall.evidence.endings import Disruption
-from rollcall.evidence.fitness import DriftMode, FitnessPolicy, NodeFacts, Unfit
+from rollcall.evidence.fitness import FitnessPolicy, Unfit
 from rollcall.evidence.gpu_events import GpuEventSeen
+from rollcall.evidence.nodefacts import NodeFacts
 from rollcall.evidence.perf import ComputeStraggler, PerfFigures, PerfReport, SlowGroup
 from rollcall.evidence.rootcause import Analysis
 from rollcall.evidence.xids import XidPolicy

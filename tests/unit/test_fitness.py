@@ -15,7 +15,8 @@ from rollcall import reports
 from rollcall.backends import JobState, JobStatus
 from rollcall.checks.config_drift import CONFIG_DRIFT
 from rollcall.checks.expectations import EXPECTATION
-from rollcall.evidence.fitness import RULE_NAMES, node_facts
+from rollcall.evidence.fitness import RULE_NAMES
+from rollcall.evidence.nodefacts import node_facts
 from rollcall.gate import criteria_of
 from rollcall.jobspec import JobSpec
 from rollcall.judge import judge

@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 
 from rollcall.checks.unfit_device import UNFIT_DEVICE
-from rollcall.evidence.fitness import FitnessPolicy, node_facts
+from rollcall.evidence.fitness import FitnessPolicy
+from rollcall.evidence.nodefacts import node_facts
 from rollcall_workload import contract
 from rollcall_workload.rank import facts as workload_facts
 from rollcall_workload.rank.neuron import first_report, hw_counters, parse_hw_counters

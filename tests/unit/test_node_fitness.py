@@ -20,7 +20,8 @@ from rollcall.backends.kubernetes.views import INSTANCE_TYPE_LABEL, Node, Pod
 from rollcall.checks.compute_stragglers import COMPUTE_STRAGGLER
 from rollcall.checks.expectations import EXPECTATION
 from rollcall.checks.unfit_device import UNFIT_DEVICE
-from rollcall.evidence.fitness import FitnessPolicy, parse_expect
+from rollcall.evidence.drift import parse_expect
+from rollcall.evidence.fitness import FitnessPolicy
 from rollcall.gate import criteria_of
 from rollcall.jobspec import JobSpec
 from rollcall.judge import judge

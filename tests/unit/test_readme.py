@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from rollcall.evidence.fitness import DRIFT_KEYS, EXPECT_KEYS, RULE_NAMES
+from rollcall.evidence.drift import DRIFT_KEYS, EXPECT_KEYS
+from rollcall.evidence.fitness import RULE_NAMES
 from rollcall.options import GROUPS, OPTIONS, Spec
 from rollcall.options.reference import REGENERATE, markdown
 from rollcall_workload.rank import cli

@@ -143,7 +143,7 @@ class JobStatus:
     drained or reclaimed): the job failed, but no rank did. ``waits`` is what the job waited for before
     training (quota, nodes, image pulls), where known. ``node_info`` is what the backend observed of each node
     the job ran on, by node name (a Kubernetes Node's kubelet, container-runtime, kernel and OS image
-    versions and its image labels: :data:`rollcall.evidence.fitness.OBSERVED_KEYS`), where it can read that.
+    versions and its image labels: :data:`rollcall.evidence.nodefacts.OBSERVED_KEYS`), where it can read that.
     """
 
     state: JobState

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from rollcall.checks.runview import Check, RunView
-from rollcall.evidence.fitness import drift
+from rollcall.evidence.drift import drift
 from rollcall.verdict import Blame, Kind, Owner, Problem, RankState
 
 #: Nodes of the run differ in a version (driver, CUDA, NCCL, kernel, torch ...).
@@ -24,7 +24,7 @@ def config_drift(run: RunView) -> Iterable[Problem]:
 CHECK = Check(
     config_drift,
     detects="nodes that disagree on their versions",
-    reads="`evidence/fitness.py`",
+    reads="`evidence/drift.py`",
     kinds=(CONFIG_DRIFT,),
 )
 

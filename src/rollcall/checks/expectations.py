@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from rollcall.checks.runview import Check, RunView
-from rollcall.evidence.fitness import mismatches
+from rollcall.evidence.drift import mismatches
 from rollcall.verdict import Blame, Kind, Owner, Problem, RankState
 
 #: A node's fact does not match --expect KEY=GLOB (or is unknown).
@@ -31,7 +31,7 @@ def expectations(run: RunView) -> Iterable[Problem]:
 CHECK = Check(
     expectations,
     detects="a node short of the golden configuration (`--expect`)",
-    reads="`evidence/fitness.py`",
+    reads="`evidence/drift.py`",
     kinds=(EXPECTATION,),
 )
 

@@ -24,8 +24,9 @@ from collections.abc import Iterable
 
 from rollcall.checks.runview import Check, RunView
 from rollcall.checks.unfit_device import UNFIT_DEVICE
-from rollcall.evidence.fitness import Device, Unfit
+from rollcall.evidence.fitness import Unfit
 from rollcall.evidence.gpu_events import GpuEventSeen
+from rollcall.evidence.nodefacts import Device
 from rollcall.verdict import Blame, Kind, Owner, Problem, RankState
 
 #: A GPU said something during the run that makes it no unfit device: an Xid of the catalog's system class,

@@ -17,8 +17,8 @@ from typing import Any
 
 from rollcall.evidence.baseline import ConfigKey, Figures, Reference
 from rollcall.evidence.departures import Departure, departures
-from rollcall.evidence.fitness import NodeFacts, node_facts
 from rollcall.evidence.gpu_events import GpuEventSeen, events_seen
+from rollcall.evidence.nodefacts import NodeFacts, node_facts
 from rollcall.evidence.perf import PerfFigures
 from rollcall.ranges import ranges
 from rollcall.ranklog import RankReport, RollCall

@@ -1,12 +1,7 @@
-"""Each node's facts, the unfit devices among them, drift between nodes and the golden configuration.
+"""Which devices and nodes are unfit: the rules every device and node is held to, and the policy over them.
 
-Pure functions over what the ranks' ``facts`` events said (:attr:`~rollcall.ranklog.RankReport.facts`, one
-event per rank about its own device, see the workload's docstring) and what the backend observed of each
-node (:attr:`~rollcall.backends.JobStatus.node_info`, e.g. a Kubernetes node's kubelet version):
+Pure functions over each node's facts (:mod:`.nodefacts`):
 
-- :func:`node_facts` gathers them per node: the node-wide facts (:data:`NODE_KEYS`: versions of the driver,
-  CUDA, NCCL, kernel, OS, the workload's stack, the kubelet ...) and one :class:`Device` per rank (with
-  what its ``start`` said of the GPU, :data:`START_KEYS`, for a rank that failed before ``facts``);
 - :func:`unfit_devices` holds every device to the rules of :data:`RULES` (uncorrected ECC errors, row
   remapping, retired pages, PCIe link, clock events, power limit, memory another process held before the
   run, a Neuron device's ECC counters), every node to its own health as the platform reports it
@@ -18,297 +13,19 @@ node (:attr:`~rollcall.backends.JobStatus.node_info`, e.g. a Kubernetes node's k
   device could not read finds nothing there (the node's facts say the fact is unknown, and why: never
   healthy);
 - :func:`device_summary` is the line of a device's facts that explain a slow rank (clock events, SM clock,
-  PCIe link, temperature, power limit);
-- :func:`drift` names the keys of :data:`DRIFT_KEYS` whose value differs between nodes;
-- :func:`mismatches` holds every node to the golden configuration ``--expect KEY=GLOB`` (:data:`EXPECT_KEYS`),
-  or the lines of ``--expect-file FILE`` (:func:`read_expect_file`); a node whose fact is unknown does not
-  match.
+  PCIe link, temperature, power limit).
 """
 
 from __future__ import annotations
 
-import fnmatch
-from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from rollcall.evidence.gpumem import held_memory
-from rollcall.ranges import ranges
-from rollcall.ranklog import RankReport
+from rollcall.evidence.nodefacts import NEURON_CORRECTED, NEURON_UNCORRECTED, Device, NodeFacts
 
 Severity = Literal["fail", "warn", "off"]
-DriftMode = Literal["fail", "warn", "off"]
-DRIFT_MODES: tuple[DriftMode, ...] = ("fail", "warn", "off")
-
-#: Facts of a whole node: each rank reports them, the node holds the value its ranks agree on.
-NODE_KEYS: tuple[str, ...] = (
-    "host",
-    "kernel",
-    "os",
-    "python",
-    "torch",
-    "transformers",
-    "nccl",
-    "driver",
-    "cuda_driver",
-    "neuron_driver",
-    "neuron_runtime",
-    "neuron_compiler",
-    "neuron_devices",
-    "neuron_cores",
-    "gpus",
-    "cuda_devices",
-    "libfabric",
-    "aws_ofi_nccl",
-)
-#: Facts the backend observed of a node (a Kubernetes Node's status and labels), beside the ranks' own.
-OBSERVED_KEYS: tuple[str, ...] = (
-    "kubelet",
-    "container_runtime",
-    "os_image",
-    "kernel_version",
-    "image",
-    "node_group",
-    "instance_type",
-    "expected_gpus",
-    "expected_neuron_devices",
-    "advertised_gpus",
-    "advertised_neuron_devices",
-    "advertised_neuroncores",
-    "advertised_efa",
-    "type_gpus",
-    "type_neuron_devices",
-    "type_neuroncores",
-    "type_efa",
-    "hardware_ready",
-    "hardware_ready_reason",
-    "allocatable_gpus",
-    "capacity_gpus",
-    "allocatable_efa",
-    "capacity_efa",
-)
-#: The fact naming a Neuron device of ``neuron_hw_counters`` (its index), beside its counters.
-NEURON_DEVICE = "neuron_device"
-#: neuron-monitor's hardware error counters (``neuron_hw_counters``), uncorrected and corrected.
-NEURON_UNCORRECTED: tuple[str, ...] = ("mem_ecc_uncorrected", "sram_ecc_uncorrected")
-NEURON_CORRECTED: tuple[str, ...] = ("mem_ecc_corrected", "sram_ecc_corrected")
-#: Facts of one device (NVML), one per rank.
-DEVICE_KEYS: tuple[str, ...] = (
-    "device_index",
-    "gpu_name",
-    "gpu_uuid",
-    "gpu_serial",
-    "memory_mib",
-    "pcie_gen",
-    "pcie_gen_max",
-    "pcie_width",
-    "pcie_width_max",
-    "ecc_volatile_uncorrected",
-    "ecc_aggregate_uncorrected",
-    "remapped_pending",
-    "remapped_failure",
-    "retired_pending",
-    "clock_events",
-    "sm_clock_mhz",
-    "sm_clock_max_mhz",
-    "power_limit_w",
-    "power_default_w",
-    "temperature_c",
-    "memory_used_mib",
-    "gpu_processes",
-)
-#: Device facts a rank says in ``start``, read before its CUDA context (what other processes held).
-START_KEYS: tuple[str, ...] = ("memory_used_mib", "gpu_processes")
-#: The versions that must agree between the nodes of one run (``config_drift``).
-DRIFT_KEYS: tuple[str, ...] = (
-    "driver",
-    "cuda_driver",
-    "nccl",
-    "kernel",
-    "os",
-    "python",
-    "torch",
-    "transformers",
-    "neuron_driver",
-    "neuron_runtime",
-    "neuron_compiler",
-    "libfabric",
-    "aws_ofi_nccl",
-    "kubelet",
-    "container_runtime",
-    "os_image",
-)
-#: What ``--expect KEY=GLOB`` may name: a node's fact, an observed one, or a device's (every device matches).
-EXPECT_KEYS: tuple[str, ...] = (*NODE_KEYS, *OBSERVED_KEYS, *DEVICE_KEYS)
-
-
-@dataclass(frozen=True)
-class Device:
-    """One rank's device and what it read of it (``facts`` without the node-wide keys).
-
-    ``whole_node`` marks the node itself standing as the device of a node-wide rule (``device_count``,
-    ``advertised_devices``):
-    ``rank`` is then the node's first rank, ``facts`` the node's.
-    """
-
-    node: int
-    rank: int
-    name: str
-    facts: Mapping[str, Any] = field(default_factory=dict)
-    unknown: Mapping[str, str] = field(default_factory=dict)
-    whole_node: bool = False
-    #: False for a GPU of the node that no rank used (named by a GPU event): ``rank`` is then -1.
-    on_rank: bool = True
-
-    @property
-    def index(self) -> Any:
-        """The device's index (NVML's), None when unknown."""
-        return self.facts.get("device_index")
-
-    @property
-    def label(self) -> str:
-        """``node 1 (gpu-a) GPU 3, UUID GPU-..., serial 1650...``: everything that names the device.
-
-        A Neuron device (:data:`NEURON_DEVICE`): ``node 1 (trn-a) Neuron device 5``.
-        """
-        if self.whole_node:
-            return f"node {self.node} ({self.name})"
-        if NEURON_DEVICE in self.facts:
-            return f"node {self.node} ({self.name}) Neuron device {self.facts[NEURON_DEVICE]}"
-        index = self.index if self.index is not None else "?"
-        uuid = self.facts.get("gpu_uuid", "unknown")
-        serial = self.facts.get("gpu_serial", "unknown")
-        rank = f" rank {self.rank}" if self.on_rank else ""
-        return f"node {self.node} ({self.name}){rank} GPU {index}, UUID {uuid}, serial {serial}"
-
-    def as_dict(self) -> dict[str, Any]:
-        """The device, JSON-ready."""
-        return {"rank": self.rank, **self.facts, "unknown": dict(self.unknown)}
-
-
-@dataclass(frozen=True)
-class NodeFacts:
-    """One node: its name, its node-wide facts, the ones unknown and why, its devices and its ranks.
-
-    ``devices`` are its ranks' own (one per rank, NVML's); ``neuron_devices`` every Neuron device of the
-    instance with its hardware error counters, as the rank that read them (local rank 0) reported them.
-    """
-
-    node: int
-    name: str
-    facts: Mapping[str, Any] = field(default_factory=dict)
-    unknown: Mapping[str, str] = field(default_factory=dict)
-    devices: tuple[Device, ...] = ()
-    ranks: tuple[int, ...] = ()
-    neuron_devices: tuple[Device, ...] = ()
-
-    def values(self, key: str) -> list[Any]:
-        """The node's value of ``key`` (a device key: each device's that knows it)."""
-        if key in DEVICE_KEYS:
-            return [d.facts[key] for d in self.devices if key in d.facts]
-        return [self.facts[key]] if key in self.facts else []
-
-    def why_unknown(self, key: str) -> str | None:
-        """Why the node (or one of its devices) could not read ``key``; None when all did."""
-        if key in DEVICE_KEYS:
-            if not self.devices:
-                return self.unknown.get("nvml", "no device reported it")
-            return next(
-                (
-                    d.unknown.get(key, d.unknown.get("nvml", "not reported"))
-                    for d in self.devices
-                    if key not in d.facts
-                ),
-                None,
-            )
-        if key in self.facts:
-            return None
-        return self.unknown.get(key, "not reported")
-
-    def as_dict(self) -> dict[str, Any]:
-        """The node, JSON-ready."""
-        return {
-            "node": self.node,
-            "name": self.name,
-            "facts": dict(self.facts),
-            "unknown": dict(self.unknown),
-            "devices": [d.as_dict() for d in self.devices],
-            "neuron_devices": [d.as_dict() for d in self.neuron_devices],
-        }
-
-
-def node_facts(
-    reports: Mapping[int, RankReport],
-    node_of: Callable[[int], int],
-    observed: Mapping[str, Mapping[str, str]] | None = None,
-) -> tuple[NodeFacts, ...]:
-    """Every node whose ranks reported facts, with what the backend ``observed`` of it (by node name).
-
-    A node is named by its ranks' ``start`` ``node`` (the Kubernetes node), else the host they reported.
-    A node-wide fact the ranks of a node disagree on holds every value, ``" | "``-joined.
-    """
-    by_node: dict[int, list[RankReport]] = defaultdict(list)
-    for rank, report in sorted(reports.items()):
-        if report.facts is not None or _started(report):
-            by_node[node_of(rank)].append(report)
-    nodes = []
-    for node, reps in sorted(by_node.items()):
-        name = _node_name(reps)
-        facts: dict[str, Any] = {}
-        unknown: dict[str, str] = {}
-        for key in NODE_KEYS:
-            seen = sorted({str(v) for r in reps if (v := (r.facts or {}).get(key)) is not None})
-            if seen:
-                facts[key] = seen[0] if len(seen) == 1 else " | ".join(seen)
-            elif reasons := [r.unknown[key] for r in reps if key in r.unknown]:
-                unknown[key] = reasons[0]
-        for key, reason in ((k, v) for r in reps for k, v in r.unknown.items()):
-            if key not in NODE_KEYS and key not in DEVICE_KEYS:
-                unknown.setdefault(key, reason)  # e.g. "nvml": "no NVML: device is cpu"
-        for key, value in ((observed or {}).get(name) or {}).items():
-            facts.setdefault(key, value)
-        devices = tuple(
-            Device(node, r.rank, name, read, {k: v for k, v in r.unknown.items() if k in DEVICE_KEYS})
-            for r in reps
-            if (read := {**_started(r), **{k: v for k, v in (r.facts or {}).items() if k in DEVICE_KEYS}})
-        )
-        ranks = tuple(r.rank for r in reps)
-        nodes.append(NodeFacts(node, name, facts, unknown, devices, ranks, _neuron_devices(node, name, reps)))
-    return tuple(nodes)
-
-
-def _neuron_devices(node: int, name: str, reports: list[RankReport]) -> tuple[Device, ...]:
-    """Each Neuron device of ``neuron_hw_counters`` (the first rank of the node that read them), by index."""
-    for r in reports:
-        counters = (r.facts or {}).get("neuron_hw_counters")
-        if isinstance(counters, dict) and counters:
-            found = [
-                Device(node, r.rank, name, {NEURON_DEVICE: int(index), **values})
-                for index, values in counters.items()
-                if str(index).isdigit() and isinstance(values, dict)
-            ]
-            return tuple(sorted(found, key=lambda d: d.facts[NEURON_DEVICE]))
-    return ()
-
-
-def _started(report: RankReport) -> dict[str, Any]:
-    """The device facts a rank said in ``start`` (:data:`START_KEYS`): it may fail before ``facts``."""
-    return {k: v for k, v in (report.start or {}).items() if k in START_KEYS}
-
-
-def _node_name(reports: list[RankReport]) -> str:
-    for key in ("node", "host"):
-        for r in reports:
-            named = (r.start or {}).get(key)
-            if isinstance(named, str) and named:
-                return named
-    hosts = sorted({h for r in reports if isinstance(h := (r.facts or {}).get("host"), str)})
-    return hosts[0] if hosts else "unknown"
-
-
-# ---------------------------------------------------------------- unfit devices
 
 
 @dataclass(frozen=True)
@@ -655,114 +372,6 @@ def device_summary(device: Device) -> str:
     return f"GPU {index} (UUID {f.get('gpu_uuid', 'unknown')}): {said}"
 
 
-# ---------------------------------------------------------------- drift and the golden configuration
-
-
-@dataclass(frozen=True)
-class Drift:
-    """A key whose value differs between nodes: each value with the nodes that have it."""
-
-    key: str
-    values: Mapping[str, tuple[int, ...]]
-
-    def __str__(self) -> str:
-        shown = "; ".join(
-            f"{value} ({'node' if len(ns) == 1 else 'nodes'} {ranges(ns)})"
-            for value, ns in self.values.items()
-        )
-        return f"{self.key} differs between nodes: {shown}"
-
-
-def drift(nodes: Iterable[NodeFacts], keys: Iterable[str] = DRIFT_KEYS) -> list[Drift]:
-    """Each key of ``keys`` two nodes know with different values (a node not knowing it is left out)."""
-    nodes = list(nodes)
-    found = []
-    for key in keys:
-        holders: dict[str, list[int]] = defaultdict(list)
-        for n in nodes:
-            if key in n.facts:
-                holders[str(n.facts[key])].append(n.node)
-        if len(holders) > 1:
-            found.append(Drift(key, {v: tuple(ns) for v, ns in sorted(holders.items())}))
-    return found
-
-
-@dataclass(frozen=True)
-class Mismatch:
-    """A node whose fact does not match the golden configuration's glob (or is unknown)."""
-
-    node: int
-    name: str
-    key: str
-    glob: str
-    value: str | None
-    reason: str | None = None
-
-    def __str__(self) -> str:
-        found = (
-            f"{self.key} is {self.value}" if self.value is not None else f"{self.key} unknown ({self.reason})"
-        )
-        return f"node {self.node} ({self.name}): {found}, expected {self.key}={self.glob} (--expect)"
-
-
-def mismatches(nodes: Iterable[NodeFacts], expect: Iterable[tuple[str, str]]) -> list[Mismatch]:
-    """Every node's fact that ``expect`` (``(key, glob)`` pairs) does not match; unknown is no match."""
-    found = []
-    for node in nodes:
-        for key, glob in expect:
-            values = node.values(key)
-            for value in values:
-                if not fnmatch.fnmatchcase(str(value), glob):
-                    found.append(Mismatch(node.node, node.name, key, glob, str(value)))
-            reason = node.why_unknown(key)
-            if reason is not None:
-                found.append(Mismatch(node.node, node.name, key, glob, None, reason))
-    return found
-
-
-def parse_expect(pairs: Iterable[str]) -> tuple[tuple[str, str], ...]:
-    """``("torch=2.11.*",)`` as ``(("torch", "2.11.*"),)``; ValueError naming the known keys otherwise."""
-    return tuple(_expect_pair(pair) for pair in pairs)
-
-
-def parse_expect_files(paths: Iterable[str]) -> tuple[tuple[str, str], ...]:
-    """The pairs of each file of ``paths`` in turn (:func:`read_expect_file`): ``--expect-file``."""
-    return tuple(pair for path in paths for pair in read_expect_file(Path(path)))
-
-
-def _expect_pair(pair: str) -> tuple[str, str]:
-    key, eq, glob = pair.partition("=")
-    key, glob = key.strip(), glob.strip()
-    if not eq or not key or not glob:
-        raise ValueError(f"{pair!r} is not KEY=GLOB")
-    if key not in EXPECT_KEYS:
-        raise ValueError(f"unknown key {key!r}; the keys are {', '.join(EXPECT_KEYS)}")
-    return key, glob
-
-
-def read_expect_file(path: Path) -> list[tuple[str, str]]:
-    """The golden configuration in ``path``: one ``KEY=GLOB`` a line; ``#`` comments and blank lines skipped.
-
-    Raises:
-        ValueError: naming the file and the line when the file cannot be read, or a line is no ``KEY=GLOB``
-            or names an unknown key.
-    """
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"cannot read {path}: {exc}") from None
-    found = []
-    for number, line in enumerate(text.splitlines(), 1):
-        body = line.split("#", 1)[0].strip()
-        if not body:
-            continue
-        try:
-            found.append(_expect_pair(body))
-        except ValueError as exc:
-            raise ValueError(f"{path}, line {number}: {exc}") from None
-    return found
-
-
 def parse_rules(words: Iterable[str]) -> frozenset[str]:
     """Rule names, comma-separated (``pcie_width,thermal``); ValueError naming the rules otherwise."""
     names = {n.strip() for w in words for n in w.split(",") if n.strip()}
@@ -776,33 +385,13 @@ __all__ = [
     "ADVERTISED_COUNTS",
     "DEFAULT_SEVERITY",
     "DEVICE_COUNTS",
-    "DEVICE_KEYS",
-    "DRIFT_KEYS",
-    "DRIFT_MODES",
     "EVENT_RULES",
-    "EXPECT_KEYS",
     "LOST_COUNTS",
-    "NEURON_CORRECTED",
-    "NEURON_DEVICE",
-    "NEURON_UNCORRECTED",
-    "NODE_KEYS",
-    "OBSERVED_KEYS",
     "RULES",
     "RULE_NAMES",
-    "START_KEYS",
-    "Device",
-    "Drift",
     "FitnessPolicy",
-    "Mismatch",
-    "NodeFacts",
     "Unfit",
     "device_summary",
-    "drift",
-    "mismatches",
-    "node_facts",
-    "parse_expect",
-    "parse_expect_files",
     "parse_rules",
-    "read_expect_file",
     "unfit_devices",
 ]

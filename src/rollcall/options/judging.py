@@ -5,14 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from rollcall.evidence.fitness import (
-    EXPECT_KEYS,
-    RULE_NAMES,
-    DriftMode,
-    parse_expect,
-    parse_expect_files,
-    parse_rules,
-)
+from rollcall.evidence.drift import EXPECT_KEYS, DriftMode, parse_expect, parse_expect_files
+from rollcall.evidence.fitness import RULE_NAMES, parse_rules
 from rollcall.evidence.xids import XidClass, parse_xid_classes
 from rollcall.options.declare import GroupName, Section, option
 from rollcall.options.values import Choice, fraction, positive_float

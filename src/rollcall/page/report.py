@@ -44,7 +44,8 @@ from rollcall.checks.interrupted import INTERRUPTED
 from rollcall.checks.replica_divergence import REPLICA_DIVERGENCE
 from rollcall.collect import REPORT_FILE, safe_name, write_whole
 from rollcall.evidence.baseline import MEASURES
-from rollcall.evidence.fitness import DEVICE_KEYS, DRIFT_KEYS, Drift
+from rollcall.evidence.drift import DRIFT_KEYS, Drift
+from rollcall.evidence.nodefacts import DEVICE_KEYS
 from rollcall.evidence.perf import median as median_of
 from rollcall.evidence.rootcause import lines
 from rollcall.page import template

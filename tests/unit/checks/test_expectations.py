@@ -2,7 +2,7 @@
 
 from rollcall.checks.expectations import EXPECTATION, expectations
 from rollcall.checks.runview import RunView
-from rollcall.evidence.fitness import parse_expect
+from rollcall.evidence.drift import parse_expect
 from rollcall.verdict import Criteria, Layout, Observed
 from rollcall_workload.rank import facts as workload_facts
 from tests.unit.test_fitness import facts_of, fake_nvml, roll_with, verdict_of

@@ -109,7 +109,7 @@ def expected_devices(name: str | None, requested: Mapping[str, int]) -> dict[str
     """The devices a pod that ``requested`` these resources on a node of type ``name`` must see, as facts.
 
     ``expected_gpus`` and ``expected_neuron_devices`` (the node facts of
-    :data:`rollcall.evidence.fitness.OBSERVED_KEYS`) where the type is in the table and the pod was given
+    :data:`rollcall.evidence.nodefacts.OBSERVED_KEYS`) where the type is in the table and the pod was given
     every GPU, or every NeuronCore or Neuron device, the type has: a pod given fewer (``--procs-per-node``)
     sees only its own share, and nothing is expected of it.
     """

@@ -64,7 +64,7 @@ class NodeHealth:
         """The facts ``hardware_ready``, ``hardware_ready_reason``, ``allocatable_<x>``, ``capacity_<x>``.
 
         Read by the fitness rules ``hardware_ready`` and ``lost_devices``
-        (:data:`rollcall.evidence.fitness.OBSERVED_KEYS`).
+        (:data:`rollcall.evidence.nodefacts.OBSERVED_KEYS`).
         """
         found = {}
         if self.hardware_ready is not None:
@@ -473,7 +473,7 @@ class Node(View):
 
     @property
     def facts(self) -> dict[str, str]:
-        """What the node says of itself, by the keys of :data:`rollcall.evidence.fitness.OBSERVED_KEYS`.
+        """What the node says of itself, by the keys of :data:`rollcall.evidence.nodefacts.OBSERVED_KEYS`.
 
         The kubelet, container-runtime, kernel and OS image versions from ``status.nodeInfo``; its image
         and group from the first of :data:`IMAGE_LABELS` and of :data:`GROUP_LABELS` it carries; its

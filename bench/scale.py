@@ -46,8 +46,8 @@ sys.path.insert(0, str(ROOT))
 
 from kubernetes import client  # noqa: E402
 
-from rollcall.backends.kubernetes.kube import Informer  # noqa: E402
 from rollcall.backends.kubernetes.manifests import JOB_LABEL, MANAGED_BY, MANAGED_BY_LABEL  # noqa: E402
+from rollcall.backends.kubernetes.watch import Informer  # noqa: E402
 from tests.cluster.controlplane import ControlPlane  # noqa: E402
 from tests.k8s.fakekubelet import FakeKubelet  # noqa: E402
 
@@ -80,7 +80,7 @@ PHASES: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
     ("discovery", (("kubernetes/backend.py", "discover"),)),
     ("namespace + default ServiceAccount", (("kubernetes/job.py", "_await_default_service_account"),)),
     ("provision (all: namespace, dry runs, creations, watches)", (("kubernetes/job.py", "provision"),)),
-    ("wait for the job (watches)", (("kubernetes/kube.py", "wait_for"),)),
+    ("wait for the job (watches)", (("kubernetes/watch.py", "wait_for"),)),
     ("drain the logs", (("kubernetes/job.py", "_drain"),)),
     ("judge", (("rollcall/judge.py", "judge"),)),
     ("clean-up asked (the deletion's ask, watches started)", (("kubernetes/job.py", "_ask_deletion"),)),

@@ -33,9 +33,9 @@ from typing import Any
 
 from kubernetes import client
 
-from rollcall.backends.kubernetes.kube import Informer
 from rollcall.backends.kubernetes.manifests import CONTAINER, JOB_LABEL, MONITOR_CONTAINER
 from rollcall.backends.kubernetes.pod_state import index_of
+from rollcall.backends.kubernetes.watch import Informer
 from rollcall.jobspec import EFA_RESOURCE
 from tests.cluster.controlplane import ControlPlane
 from tests.unit.helpers import event, node_log

@@ -13,17 +13,8 @@ from kubernetes.client.exceptions import ApiException
 from tenacity import RetryCallState
 
 from rollcall.backends.kubernetes import kube
-from rollcall.backends.kubernetes.kube import (
-    Informer,
-    WaitTimeout,
-    WatchLost,
-    call,
-    create,
-    is_transient,
-    iter_lines,
-    message_of,
-    wait_for,
-)
+from rollcall.backends.kubernetes.kube import call, create, is_transient, message_of
+from rollcall.backends.kubernetes.watch import Informer, WaitTimeout, WatchLost, iter_lines, wait_for
 
 
 class Body:

@@ -5,7 +5,8 @@ backend (:mod:`rollcall.suite`, :mod:`rollcall.cli`) imports it:
 
 - :mod:`.backend`: :class:`~.backend.KubernetesBackend` (connect, discover, launch; the session's sweep).
 - :mod:`.job`: one launched Job: its wait over informers, fail-fast on broken pods, clean-up.
-- :mod:`.kube`: the API client, :class:`~.kube.Informer` and :func:`~.kube.wait_for`.
+- :mod:`.kube`: the API client, retries, deletions; :mod:`.api`: the API's operations, sent as raw JSON.
+- :mod:`.watch`: :class:`~.watch.Informer` and :func:`~.watch.wait_for`.
 - :mod:`.views`: small read-only views of pods, nodes and Jobs over the API's JSON.
 - :mod:`.kubeconfig`: which cluster configuration is used, and why.
 - :mod:`.access`: the rights the run needs, checked before anything is created.

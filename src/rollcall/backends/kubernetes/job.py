@@ -51,16 +51,12 @@ from rollcall.backends.kubernetes.efa import EfaEvidence
 from rollcall.backends.kubernetes.instances import advertised_counts, count_facts, expected_devices
 from rollcall.backends.kubernetes.kube import (
     CONNECT_TIMEOUT_S,
-    Informer,
     Kube,
-    WaitTimeout,
-    WatchLost,
     call,
     create,
     delete_labelled,
     delete_namespace,
     message_of,
-    wait_for,
 )
 from rollcall.backends.kubernetes.manifests import CONTAINER, Names, Rendered
 from rollcall.backends.kubernetes.pod_state import (
@@ -82,6 +78,7 @@ from rollcall.backends.kubernetes.pod_state import (
 from rollcall.backends.kubernetes.podlogs import LogFollower
 from rollcall.backends.kubernetes.reaper import Claim, Ledger
 from rollcall.backends.kubernetes.views import Event, Job, Node, Pod, items
+from rollcall.backends.kubernetes.watch import Informer, WaitTimeout, WatchLost, wait_for
 from rollcall.collect import Collector
 from rollcall.evidence.endings import Disruption
 from rollcall.jobspec import JobSpec

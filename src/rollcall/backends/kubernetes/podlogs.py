@@ -26,13 +26,8 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from rollcall.backends.kubernetes.kube import (
-    API_RETRY_S,
-    CONNECT_TIMEOUT_S,
-    is_transient,
-    message_of,
-    shutdown,
-)
+from rollcall.backends.kubernetes.kube import API_RETRY_S, CONNECT_TIMEOUT_S, is_transient, message_of
+from rollcall.backends.kubernetes.watch import shutdown
 from rollcall.collect import LogSink
 
 log = logging.getLogger(__name__)

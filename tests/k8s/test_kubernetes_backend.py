@@ -356,7 +356,7 @@ def test_the_status_carries_what_each_node_the_pods_ran_on_says_of_itself(
     make_suite, ensure_nodes, kube, request
 ):
     from rollcall.backends.kubernetes.instances import advertised_counts, count_facts
-    from rollcall.backends.kubernetes.views import Node
+    from rollcall.backends.kubernetes.nodeviews import Node
 
     ensure_nodes(2)
     suite, _ = make_suite(nodes=2)

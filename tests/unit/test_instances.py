@@ -12,7 +12,7 @@ from rollcall.backends.kubernetes.instances import (
     lookup,
     shortfalls,
 )
-from rollcall.backends.kubernetes.views import Node
+from rollcall.backends.kubernetes.nodeviews import Node
 
 PROFILES = sorted((Path(__file__).resolve().parents[2] / "hack" / "profiles").glob("*.yaml"))
 

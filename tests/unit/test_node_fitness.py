@@ -16,7 +16,8 @@ import pytest
 from rollcall import reports
 from rollcall.backends import JobState, JobStatus
 from rollcall.backends.kubernetes.instances import advertised_counts, count_facts, expected_devices
-from rollcall.backends.kubernetes.views import INSTANCE_TYPE_LABEL, Node, Pod
+from rollcall.backends.kubernetes.nodeviews import INSTANCE_TYPE_LABEL, Node
+from rollcall.backends.kubernetes.views import Pod
 from rollcall.checks.compute_stragglers import COMPUTE_STRAGGLER
 from rollcall.checks.expectations import EXPECTATION
 from rollcall.checks.unfit_device import UNFIT_DEVICE

@@ -14,8 +14,8 @@ from rollcall.backends import PlacementRequest
 from rollcall.backends.kubernetes.discovery import Node as DiscoveryNode
 from rollcall.backends.kubernetes.discovery import discover
 from rollcall.backends.kubernetes.manifests import job_tolerations
+from rollcall.backends.kubernetes.nodeviews import Node, NodeHealth
 from rollcall.backends.kubernetes.placement import place
-from rollcall.backends.kubernetes.views import Node, NodeHealth
 from rollcall.checks.unfit_device import UNFIT_DEVICE
 from rollcall.evidence.fitness import FitnessPolicy
 from rollcall.options import resolve

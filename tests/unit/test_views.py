@@ -5,19 +5,8 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from rollcall.backends.kubernetes.backend import _older
-from rollcall.backends.kubernetes.views import (
-    AccessReview,
-    DaemonSet,
-    Event,
-    Job,
-    Node,
-    NodePool,
-    Pod,
-    View,
-    epoch,
-    items,
-    parse_time,
-)
+from rollcall.backends.kubernetes.nodeviews import DaemonSet, Node, NodePool
+from rollcall.backends.kubernetes.views import AccessReview, Event, Job, Pod, View, epoch, items, parse_time
 
 INDEX = "batch.kubernetes.io/job-completion-index"
 

@@ -7,7 +7,8 @@ backend (:mod:`rollcall.suite`, :mod:`rollcall.cli`) imports it:
 - :mod:`.job`: one launched Job: its wait over informers, fail-fast on broken pods, clean-up.
 - :mod:`.kube`: the API client, retries, deletions; :mod:`.api`: the API's operations, sent as raw JSON.
 - :mod:`.watch`: :class:`~.watch.Informer` and :func:`~.watch.wait_for`.
-- :mod:`.views`: small read-only views of pods, nodes and Jobs over the API's JSON.
+- :mod:`.views`: small read-only views of pods, Jobs and events over the API's JSON.
+- :mod:`.nodeviews`: views of nodes and their health, NodePools, device plugins' DaemonSets.
 - :mod:`.kubeconfig`: which cluster configuration is used, and why.
 - :mod:`.access`: the rights the run needs, checked before anything is created.
 - :mod:`.placement`: the placement pipeline: the nodes there, else capacity that can arrive, the plugins.

@@ -30,7 +30,7 @@ from kubernetes.utils import parse_quantity
 
 from rollcall.backends.kubernetes.discovery import requested_resource
 from rollcall.backends.kubernetes.instances import INSTANCE_TYPES, lookup
-from rollcall.backends.kubernetes.views import INSTANCE_TYPE_LABEL, NodePool
+from rollcall.backends.kubernetes.nodeviews import INSTANCE_TYPE_LABEL, NodePool
 from rollcall.jobspec import Accelerator
 
 Obj = dict[str, Any]

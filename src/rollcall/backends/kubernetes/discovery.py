@@ -11,8 +11,8 @@ NeuronCores or EFA interfaces than its type has stays usable, but is named (:att
 :meth:`Discovery.warnings`): the pods' requests follow what the nodes offer, so its ranks see all they are
 given, and the ``advertised_devices`` fitness rule fails the node after the run. Where that lowered the
 request, the placement's description names the nodes. A usable node whose own health says something is wrong
-(:attr:`.views.Node.health`: the EKS node monitoring agent's ``AcceleratedHardwareReady`` condition False, or
-GPUs or EFA interfaces its kubelet holds back from allocatable) stays usable too, and is named
+(:attr:`.nodeviews.Node.health`: the EKS node monitoring agent's ``AcceleratedHardwareReady`` condition False,
+or GPUs or EFA interfaces its kubelet holds back from allocatable) stays usable too, and is named
 (:attr:`Discovery.unhealthy`): the ``hardware_ready`` and ``lost_devices`` rules fail it after the run.
 
 EFA: each pod requests every ``vpc.amazonaws.com/efa`` interface its instance type has
@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rollcall.backends import DiscoveryError, Placement, PlacementRequest, shown_names, unusable_nodes
-from rollcall.backends.kubernetes import views
+from rollcall.backends.kubernetes import nodeviews
 from rollcall.backends.kubernetes.instances import Shortfall, advertised_counts, lookup, shortfalls
 from rollcall.backends.kubernetes.views import count
 from rollcall.jobspec import (
@@ -104,12 +104,12 @@ class Node:
     allocatable: Mapping[str, int]
     labels: Mapping[str, str] = field(default_factory=dict)
     counts: Mapping[str, int] = field(default_factory=dict)
-    health: views.NodeHealth = field(default_factory=views.NodeHealth)
+    health: nodeviews.NodeHealth = field(default_factory=nodeviews.NodeHealth)
 
     @classmethod
     def of(cls, obj: Obj) -> Node:
         """From a Node object as the API returns it (JSON)."""
-        node = views.Node(obj)
+        node = nodeviews.Node(obj)
         ready = node.condition("Ready")
         reason = "no Ready condition"
         if ready is not None:
@@ -157,7 +157,7 @@ class Discovery:
     #: Why each pod requests fewer of its accelerator than the type has (empty where it does not).
     lowered: str = ""
     #: The usable nodes whose own health says something is wrong (:func:`health_warning`), by name.
-    unhealthy: dict[str, views.NodeHealth] = field(default_factory=dict)
+    unhealthy: dict[str, nodeviews.NodeHealth] = field(default_factory=dict)
 
     def warnings(self) -> list[str]:
         """The warnings to show: each node of :attr:`short`, :attr:`lowered`, each node of :attr:`unhealthy`.
@@ -175,7 +175,7 @@ class Discovery:
         )
 
 
-def health_warning(health: views.NodeHealth) -> str | None:
+def health_warning(health: nodeviews.NodeHealth) -> str | None:
     """What a node's own health says is wrong, in words; None when nothing (the condition Unknown or absent).
 
     The node stays usable: rules ``hardware_ready`` and ``lost_devices`` name it after a run on it.
@@ -183,7 +183,7 @@ def health_warning(health: views.NodeHealth) -> str | None:
     said = []
     if health.hardware_ready == "False":
         why = f" ({health.hardware_reason})" if health.hardware_reason else ""
-        said.append(f"is {views.ACCELERATED_HARDWARE_READY}=False{why}: rule hardware_ready")
+        said.append(f"is {nodeviews.ACCELERATED_HARDWARE_READY}=False{why}: rule hardware_ready")
     if health.lost:
         lost = ", ".join(f"{n} {r}" for r, n in health.lost.items())
         said.append(f"holds {lost} back from allocatable (unhealthy): rule lost_devices")
@@ -432,7 +432,7 @@ def check_device_plugins(daemonsets: Iterable[Obj], accelerator: Accelerator, ef
     needed = ([accelerator] if accelerator in ("nvidia", "neuron") else []) + (["efa"] if efa else [])
     found: dict[str, list[Obj]] = defaultdict(list)
     for ds in daemonsets:
-        name = views.DaemonSet(ds).name
+        name = nodeviews.DaemonSet(ds).name
         for plugin in needed:
             if any(part in name for part in DEVICE_PLUGINS[plugin]):
                 found[plugin].append(ds)
@@ -444,7 +444,7 @@ def check_device_plugins(daemonsets: Iterable[Obj], accelerator: Accelerator, ef
                 f"{' or '.join(DEVICE_PLUGINS[plugin])} in every namespace)"
             )
             continue
-        for daemonset in map(views.DaemonSet, found[plugin]):
+        for daemonset in map(nodeviews.DaemonSet, found[plugin]):
             desired, ready = daemonset.desired, daemonset.ready
             if desired == 0 or ready < desired:
                 name = f"{daemonset.namespace or None}/{daemonset.name}"

@@ -164,7 +164,7 @@ def advertised_counts(advertised: Callable[[str], int | None]) -> dict[str, int]
     """What a node advertises of each of :data:`COUNTED`, by its ``fact``; one it lists none of is left out.
 
     ``advertised`` is the node's count of a resource, None when it lists none
-    (:meth:`.views.Node.advertised`).
+    (:meth:`.nodeviews.Node.advertised`).
     """
     found = {}
     for counted in COUNTED:

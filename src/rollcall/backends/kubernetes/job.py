@@ -59,6 +59,7 @@ from rollcall.backends.kubernetes.kube import (
     message_of,
 )
 from rollcall.backends.kubernetes.manifests import CONTAINER, Names, Rendered
+from rollcall.backends.kubernetes.nodeviews import Node
 from rollcall.backends.kubernetes.pod_state import (
     deleted_under_run,
     disruption,
@@ -77,7 +78,7 @@ from rollcall.backends.kubernetes.pod_state import (
 )
 from rollcall.backends.kubernetes.podlogs import LogFollower
 from rollcall.backends.kubernetes.reaper import Claim, Ledger
-from rollcall.backends.kubernetes.views import Event, Job, Node, Pod, items
+from rollcall.backends.kubernetes.views import Event, Job, Pod, items
 from rollcall.backends.kubernetes.watch import Informer, WaitTimeout, WatchLost, wait_for
 from rollcall.collect import Collector
 from rollcall.evidence.endings import Disruption
@@ -284,10 +285,10 @@ class KubernetesJob:
         return status
 
     def _node_info(self) -> dict[str, dict[str, str]]:
-        """What each node the pods ran on says of itself (:attr:`.views.Node.facts`), by node name.
+        """What each node the pods ran on says of itself (:attr:`.nodeviews.Node.facts`), by node name.
 
-        With its own health as the platform reports it (:attr:`.views.Node.health`), and what it advertises
-        of its accelerators and EFA beside what its instance type has
+        With its own health as the platform reports it (:attr:`.nodeviews.Node.health`), and what it
+        advertises of its accelerators and EFA beside what its instance type has
         (:func:`.instances.count_facts`), and the devices its pod must see where the pod was given all its
         instance type has (:func:`.instances.expected_devices`).
         """

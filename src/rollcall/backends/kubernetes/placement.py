@@ -39,7 +39,8 @@ from rollcall.backends.kubernetes.discovery import (
 )
 from rollcall.backends.kubernetes.kube import Kube, call, message_of
 from rollcall.backends.kubernetes.manifests import job_tolerations
-from rollcall.backends.kubernetes.views import INSTANCE_TYPE_LABEL, items
+from rollcall.backends.kubernetes.nodeviews import INSTANCE_TYPE_LABEL
+from rollcall.backends.kubernetes.views import items
 from rollcall.jobspec import EFA_RESOURCE
 
 Obj = dict[str, Any]

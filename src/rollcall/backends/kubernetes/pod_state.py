@@ -41,7 +41,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from rollcall.backends.kubernetes.views import Condition, Job, Node, Obj, Pod, View, epoch
+from rollcall.backends.kubernetes.nodeviews import Node
+from rollcall.backends.kubernetes.views import Condition, Job, Obj, Pod, View, epoch
 from rollcall.evidence.endings import DELETED_UNDER_RUN, Disruption, Termination
 
 #: Waiting reasons from which a container will not recover without someone changing something.

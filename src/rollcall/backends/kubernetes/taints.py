@@ -22,7 +22,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from rollcall.backends.kubernetes.kube import Kube, Obj, call, message_of
-from rollcall.backends.kubernetes.views import Node
+from rollcall.backends.kubernetes.nodeviews import Node
 from rollcall.jobspec import Taint
 
 log = logging.getLogger(__name__)

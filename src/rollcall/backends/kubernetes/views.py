@@ -1,4 +1,4 @@
-"""Small read-only views of the API's objects (pods, nodes, Jobs, ...) over the JSON the API returns.
+"""Small read-only views of the API's objects (pods, Jobs, events, ...) over the JSON the API returns.
 
 The code reads a handful of fields of each object; a view names them once, so that no caller walks
 ``.get("status") or {}`` chains: a field that is absent (or ``null``) reads as empty, never
@@ -6,76 +6,23 @@ raises. A view wraps the object as it is (:attr:`View.obj`), copies nothing and 
 
 :func:`parse_time` is the one reader of the API's timestamps (RFC 3339, ``2026-12-01T10:00:00Z``). The
 log lines' timestamps (``timestamps=true``, nanoseconds) are another format, read by
-:func:`.podlogs.timestamp_key` on its fast bytes path.
+:func:`.podlogs.timestamp_key` on its fast bytes path. :func:`as_obj`, :func:`as_objs` and :func:`as_str`
+read a field as the type it must have, else empty. Nodes and what makes them: :mod:`.nodeviews`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from kubernetes.utils import parse_quantity
 
-from rollcall.jobspec import EFA_RESOURCE, GPU_RESOURCE
-
 Obj = dict[str, Any]
 
 #: The label (and annotation) the Job controller gives each pod of an Indexed Job: its completion index.
 INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
-INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
-#: Labels naming a node's machine image (EKS's AMI, GKE's OS image), and its group; the first present counts.
-IMAGE_LABELS: tuple[str, ...] = ("eks.amazonaws.com/nodegroup-image", "cloud.google.com/gke-os-distribution")
-GROUP_LABELS: tuple[str, ...] = (
-    "eks.amazonaws.com/nodegroup",
-    "karpenter.sh/nodepool",
-    "cloud.google.com/gke-nodepool",
-)
-#: The condition the EKS node monitoring agent sets from the health of a node's GPUs or Neuron devices.
-ACCELERATED_HARDWARE_READY = "AcceleratedHardwareReady"
-#: The devices whose allocatable a node's health holds against its capacity, by the suffix of their facts.
-HELD_BACK: tuple[tuple[str, str], ...] = (("gpus", GPU_RESOURCE), ("efa", EFA_RESOURCE))
-
-
-@dataclass(frozen=True)
-class NodeHealth:
-    """A node's own health as the platform reports it.
-
-    Attributes:
-        hardware_ready: the status of :data:`ACCELERATED_HARDWARE_READY` (``"True"``, ``"False"``,
-            ``"Unknown"``), None when the node has no such condition (no agent).
-        hardware_reason: the condition's reason and message, ``"reason: message"``.
-        counts: each resource of :data:`HELD_BACK` the node lists, as (allocatable, capacity): the kubelet
-            leaves a device its plugin calls unhealthy out of allocatable.
-    """
-
-    hardware_ready: str | None = None
-    hardware_reason: str = ""
-    counts: Mapping[str, tuple[int, int]] = field(default_factory=dict)
-
-    @property
-    def lost(self) -> dict[str, int]:
-        """How many of each resource the node holds back from allocatable (its capacity has them)."""
-        return {r: capacity - alloc for r, (alloc, capacity) in self.counts.items() if alloc < capacity}
-
-    @property
-    def facts(self) -> dict[str, str]:
-        """The facts ``hardware_ready``, ``hardware_ready_reason``, ``allocatable_<x>``, ``capacity_<x>``.
-
-        Read by the fitness rules ``hardware_ready`` and ``lost_devices``
-        (:data:`rollcall.evidence.nodefacts.OBSERVED_KEYS`).
-        """
-        found = {}
-        if self.hardware_ready is not None:
-            found["hardware_ready"] = self.hardware_ready
-            if self.hardware_reason:
-                found["hardware_ready_reason"] = self.hardware_reason
-        for fact, resource in HELD_BACK:
-            if resource in self.counts:
-                alloc, capacity = self.counts[resource]
-                found |= {f"allocatable_{fact}": str(alloc), f"capacity_{fact}": str(capacity)}
-        return found
 
 
 def parse_time(text: object) -> datetime | None:
@@ -103,21 +50,24 @@ def count(quantity: object) -> int:
         return 0
 
 
-def _dict(value: object) -> Obj:
+def as_obj(value: object) -> Obj:
+    """``value`` if it is an object (a ``dict``), else an empty one."""
     return value if isinstance(value, dict) else {}
 
 
-def _list(value: object) -> list[Obj]:
+def as_objs(value: object) -> list[Obj]:
+    """The objects of ``value`` if it is a list (its other items left out), else an empty list."""
     return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
 
-def _str(value: object) -> str:
+def as_str(value: object) -> str:
+    """``value`` if it is a string, else empty."""
     return value if isinstance(value, str) else ""
 
 
 def items(body: object) -> list[Obj]:
     """The objects of a list the API returned (its ``items``); empty when absent."""
-    return _list(_dict(body).get("items"))
+    return as_objs(as_obj(body).get("items"))
 
 
 @dataclass(frozen=True)
@@ -129,12 +79,12 @@ class Condition:
     @property
     def type(self) -> str:
         """The condition's type."""
-        return _str(self.obj.get("type"))
+        return as_str(self.obj.get("type"))
 
     @property
     def status(self) -> str:
         """``True``, ``False`` or ``Unknown`` (empty when absent)."""
-        return _str(self.obj.get("status"))
+        return as_str(self.obj.get("status"))
 
     @property
     def true(self) -> bool:
@@ -144,12 +94,12 @@ class Condition:
     @property
     def reason(self) -> str:
         """The condition's reason, in one word (empty when absent)."""
-        return _str(self.obj.get("reason"))
+        return as_str(self.obj.get("reason"))
 
     @property
     def message(self) -> str:
         """The condition's message (empty when absent)."""
-        return _str(self.obj.get("message"))
+        return as_str(self.obj.get("message"))
 
     @property
     def last_transition(self) -> str | None:
@@ -165,45 +115,45 @@ class View:
 
     @property
     def _meta(self) -> Obj:
-        return _dict(self.obj.get("metadata"))
+        return as_obj(self.obj.get("metadata"))
 
     @property
     def _spec(self) -> Obj:
-        return _dict(self.obj.get("spec"))
+        return as_obj(self.obj.get("spec"))
 
     @property
     def _status(self) -> Obj:
-        return _dict(self.obj.get("status"))
+        return as_obj(self.obj.get("status"))
 
     @property
     def name(self) -> str:
         """The object's name."""
-        return _str(self._meta.get("name"))
+        return as_str(self._meta.get("name"))
 
     @property
     def uid(self) -> str:
         """The object's uid (empty before the API server assigned one, as in a dry run's answer)."""
-        return _str(self._meta.get("uid"))
+        return as_str(self._meta.get("uid"))
 
     @property
     def resource_version(self) -> str:
         """The version of the object (or of a list) the API returned; empty when absent."""
-        return _str(self._meta.get("resourceVersion"))
+        return as_str(self._meta.get("resourceVersion"))
 
     @property
     def namespace(self) -> str:
         """The object's namespace (empty for a cluster-scoped one)."""
-        return _str(self._meta.get("namespace"))
+        return as_str(self._meta.get("namespace"))
 
     @property
     def labels(self) -> Mapping[str, str]:
         """The object's labels."""
-        return _dict(self._meta.get("labels"))
+        return as_obj(self._meta.get("labels"))
 
     @property
     def annotations(self) -> Mapping[str, str]:
         """The object's annotations."""
-        return _dict(self._meta.get("annotations"))
+        return as_obj(self._meta.get("annotations"))
 
     @property
     def created(self) -> datetime | None:
@@ -213,7 +163,7 @@ class View:
     @property
     def creation_timestamp(self) -> str:
         """When the object was created, as the API wrote it (empty when absent); sorts as time does."""
-        return _str(self._meta.get("creationTimestamp"))
+        return as_str(self._meta.get("creationTimestamp"))
 
     @property
     def deleting(self) -> bool:
@@ -223,12 +173,12 @@ class View:
     @property
     def deletion_timestamp(self) -> str:
         """When its deletion was asked for, as the API wrote it (empty when it is not being deleted)."""
-        return _str(self._meta.get("deletionTimestamp"))
+        return as_str(self._meta.get("deletionTimestamp"))
 
     @property
     def conditions(self) -> list[Condition]:
         """The status's conditions, in the API's order."""
-        return [Condition(c) for c in _list(self._status.get("conditions"))]
+        return [Condition(c) for c in as_objs(self._status.get("conditions"))]
 
     def condition(self, kind: str) -> Condition | None:
         """The condition of type ``kind``, if the status has one."""
@@ -249,7 +199,7 @@ class Terminated:
     @property
     def reason(self) -> str:
         """``Completed``, ``Error``, ``OOMKilled``, ... (empty when absent)."""
-        return _str(self.obj.get("reason"))
+        return as_str(self.obj.get("reason"))
 
     @property
     def exit_code(self) -> int | None:
@@ -260,7 +210,7 @@ class Terminated:
     @property
     def message(self) -> str:
         """The termination message (empty when absent)."""
-        return _str(self.obj.get("message"))
+        return as_str(self.obj.get("message"))
 
     @property
     def failed(self) -> bool:
@@ -287,24 +237,24 @@ class ContainerStatus:
     @property
     def name(self) -> str:
         """The container's name."""
-        return _str(self.obj.get("name"))
+        return as_str(self.obj.get("name"))
 
     @property
     def image(self) -> str:
         """The container's image (empty when absent)."""
-        return _str(self.obj.get("image"))
+        return as_str(self.obj.get("image"))
 
     @property
     def _state(self) -> Obj:
-        return _dict(self.obj.get("state"))
+        return as_obj(self.obj.get("state"))
 
     @property
     def waiting(self) -> tuple[str, str] | None:
         """While the container waits: its reason and message; else None."""
         if "waiting" not in self._state:
             return None
-        waiting = _dict(self._state["waiting"])
-        return _str(waiting.get("reason")), _str(waiting.get("message"))
+        waiting = as_obj(self._state["waiting"])
+        return as_str(waiting.get("reason")), as_str(waiting.get("message"))
 
     @property
     def running(self) -> bool:
@@ -314,13 +264,13 @@ class ContainerStatus:
     @property
     def terminated(self) -> Terminated | None:
         """The container's termination, once it has ended."""
-        return Terminated(_dict(self._state["terminated"])) if "terminated" in self._state else None
+        return Terminated(as_obj(self._state["terminated"])) if "terminated" in self._state else None
 
     @property
     def last_terminated(self) -> Terminated | None:
         """How the container's previous run ended (before a restart), if it did."""
-        last = _dict(self.obj.get("lastState"))
-        return Terminated(_dict(last["terminated"])) if last.get("terminated") else None
+        last = as_obj(self.obj.get("lastState"))
+        return Terminated(as_obj(last["terminated"])) if last.get("terminated") else None
 
     @property
     def started(self) -> bool:
@@ -330,7 +280,7 @@ class ContainerStatus:
     @property
     def started_at(self) -> datetime | None:
         """When the container started (running or already ended)."""
-        running = _dict(self._state.get("running"))
+        running = as_obj(self._state.get("running"))
         if running:
             return parse_time(running.get("startedAt"))
         term = self.terminated
@@ -345,8 +295,8 @@ class Pod(View):
     def limits(self) -> dict[str, int]:
         """The whole-number resource limits of its containers, summed (the accelerators it was given)."""
         found: dict[str, int] = {}
-        for container in _list(self._spec.get("containers")):
-            for key, value in _dict(_dict(container.get("resources")).get("limits")).items():
+        for container in as_objs(self._spec.get("containers")):
+            for key, value in as_obj(as_obj(container.get("resources")).get("limits")).items():
                 text = str(value)
                 if text.isdigit():
                     found[key] = found.get(key, 0) + int(text)
@@ -355,17 +305,17 @@ class Pod(View):
     @property
     def tolerations(self) -> list[Obj]:
         """The taints the pod tolerates (``key``, ``operator``, ``value``, ``effect``), a list of its own."""
-        return _list(self._spec.get("tolerations"))
+        return as_objs(self._spec.get("tolerations"))
 
     @property
     def node_name(self) -> str | None:
         """The node the pod is bound to, None before it is scheduled."""
-        return _str(self._spec.get("nodeName")) or None
+        return as_str(self._spec.get("nodeName")) or None
 
     @property
     def phase(self) -> str:
         """``Pending``, ``Running``, ``Succeeded``, ``Failed`` or ``Unknown`` (``Pending`` when absent)."""
-        return _str(self._status.get("phase")) or "Pending"
+        return as_str(self._status.get("phase")) or "Pending"
 
     @property
     def finished(self) -> bool:
@@ -375,12 +325,12 @@ class Pod(View):
     @property
     def reason(self) -> str:
         """The status's reason (``Evicted``, ...; empty when absent)."""
-        return _str(self._status.get("reason"))
+        return as_str(self._status.get("reason"))
 
     @property
     def message(self) -> str:
         """The status's message (empty when absent)."""
-        return _str(self._status.get("message"))
+        return as_str(self._status.get("message"))
 
     @property
     def index(self) -> str:
@@ -395,12 +345,12 @@ class Pod(View):
     @property
     def containers(self) -> list[ContainerStatus]:
         """The statuses of the pod's containers (not its init containers)."""
-        return [ContainerStatus(c) for c in _list(self._status.get("containerStatuses"))]
+        return [ContainerStatus(c) for c in as_objs(self._status.get("containerStatuses"))]
 
     @property
     def all_containers(self) -> Iterator[ContainerStatus]:
         """The statuses of its init containers, then of its containers."""
-        for c in _list(self._status.get("initContainerStatuses")):
+        for c in as_objs(self._status.get("initContainerStatuses")):
             yield ContainerStatus(c)
         yield from self.containers
 
@@ -419,77 +369,6 @@ class Pod(View):
         """When the pod's first container started (running or already ended)."""
         times = [t for t in (c.started_at for c in self.containers) if t is not None]
         return min(times) if times else None
-
-
-@dataclass(frozen=True)
-class Node(View):
-    """A Node."""
-
-    @property
-    def cordoned(self) -> bool:
-        """Whether the node is cordoned (``spec.unschedulable``)."""
-        return bool(self._spec.get("unschedulable"))
-
-    @property
-    def taints(self) -> tuple[Mapping[str, str], ...]:
-        """The node's taints (``key``, ``value``, ``effect``)."""
-        return tuple(_list(self._spec.get("taints")))
-
-    @property
-    def allocatable(self) -> Mapping[str, object]:
-        """What the node can allocate, as the API's quantities (``"8"``, ``"2048Gi"``)."""
-        return _dict(self._status.get("allocatable"))
-
-    @property
-    def capacity(self) -> Mapping[str, object]:
-        """What the node has, as the API's quantities: what its device plugins enumerated."""
-        return _dict(self._status.get("capacity"))
-
-    def advertised(self, resource: str) -> int | None:
-        """How many of ``resource`` the node advertises: the lesser of its capacity and its allocatable.
-
-        The kubelet leaves a device its plugin calls unhealthy out of allocatable, and one the plugin did not
-        enumerate out of both; None when neither lists the resource.
-        """
-        listed = [count(m[resource]) for m in (self.capacity, self.allocatable) if resource in m]
-        return min(listed) if listed else None
-
-    @property
-    def health(self) -> NodeHealth:
-        """Its health as the platform reports it: the EKS agent's condition, devices held back."""
-        cond = self.condition(ACCELERATED_HARDWARE_READY)
-        reason = ": ".join(w for w in (cond.reason, cond.message) if w) if cond is not None else ""
-        counts = {
-            resource: (count(self.allocatable[resource]), count(self.capacity[resource]))
-            for _, resource in HELD_BACK
-            if resource in self.allocatable and resource in self.capacity
-        }
-        return NodeHealth((cond.status or "Unknown") if cond is not None else None, reason, counts)
-
-    @property
-    def instance_type(self) -> str | None:
-        """The node's ``node.kubernetes.io/instance-type`` label."""
-        return self.labels.get(INSTANCE_TYPE_LABEL)
-
-    @property
-    def facts(self) -> dict[str, str]:
-        """What the node says of itself, by the keys of :data:`rollcall.evidence.nodefacts.OBSERVED_KEYS`.
-
-        The kubelet, container-runtime, kernel and OS image versions from ``status.nodeInfo``; its image
-        and group from the first of :data:`IMAGE_LABELS` and of :data:`GROUP_LABELS` it carries; its
-        instance type (``node.kubernetes.io/instance-type``).
-        """
-        info = _dict(self._status.get("nodeInfo"))
-        found = {
-            "kubelet": _str(info.get("kubeletVersion")),
-            "container_runtime": _str(info.get("containerRuntimeVersion")),
-            "kernel_version": _str(info.get("kernelVersion")),
-            "os_image": _str(info.get("osImage")),
-            "image": next((self.labels[k] for k in IMAGE_LABELS if self.labels.get(k)), ""),
-            "node_group": next((self.labels[k] for k in GROUP_LABELS if self.labels.get(k)), ""),
-            "instance_type": self.instance_type or "",
-        }
-        return {k: v for k, v in found.items() if v}
 
 
 @dataclass(frozen=True)
@@ -515,65 +394,7 @@ class Job(View):
     @property
     def template(self) -> Pod:
         """Its pods' template, read as a pod (its metadata and spec)."""
-        return Pod(_dict(self._spec.get("template")))
-
-
-@dataclass(frozen=True)
-class DaemonSet(View):
-    """A DaemonSet (a device plugin's)."""
-
-    @property
-    def desired(self) -> int:
-        """How many of its pods should run (``desiredNumberScheduled``)."""
-        return int(self._status.get("desiredNumberScheduled") or 0)
-
-    @property
-    def ready(self) -> int:
-        """How many of its pods are ready (``numberReady``)."""
-        return int(self._status.get("numberReady") or 0)
-
-
-@dataclass(frozen=True)
-class NodePool(View):
-    """A Karpenter (or EKS Auto Mode) NodePool: the nodes it makes and how many it may."""
-
-    @property
-    def _template(self) -> Obj:
-        return _dict(self._spec.get("template"))
-
-    @property
-    def _template_spec(self) -> Obj:
-        return _dict(self._template.get("spec"))
-
-    @property
-    def template_labels(self) -> Mapping[str, str]:
-        """The labels its template sets on each node."""
-        return _dict(_dict(self._template.get("metadata")).get("labels"))
-
-    @property
-    def requirements(self) -> list[Obj]:
-        """Its node selector requirements (``key``, ``operator``, ``values``)."""
-        return _list(self._template_spec.get("requirements"))
-
-    @property
-    def taints(self) -> list[Obj]:
-        """The taints its nodes get."""
-        return _list(self._template_spec.get("taints"))
-
-    @property
-    def node_class_group(self) -> str:
-        """The API group of its node class (``eks.amazonaws.com`` for EKS Auto Mode)."""
-        return _str(_dict(self._template_spec.get("nodeClassRef")).get("group"))
-
-    @property
-    def limits(self) -> Mapping[str, object]:
-        """The most of each resource its nodes may add up to."""
-        return _dict(self._spec.get("limits"))
-
-    @property
-    def used(self) -> Mapping[str, object]:
-        """What its nodes hold now."""
-        return _dict(self._status.get("resources"))
+        return Pod(as_obj(self._spec.get("template")))
 
 
 @dataclass(frozen=True)
@@ -583,12 +404,12 @@ class Event(View):
     @property
     def reason(self) -> str:
         """Why, in one word (``TriggeredScaleUp``, ``Nominated``, ...; empty when absent)."""
-        return _str(self.obj.get("reason"))
+        return as_str(self.obj.get("reason"))
 
     @property
     def message(self) -> str:
         """What happened, in words (empty when absent)."""
-        return _str(self.obj.get("message"))
+        return as_str(self.obj.get("message"))
 
     @property
     def last_seen(self) -> str:
@@ -596,12 +417,12 @@ class Event(View):
 
         ``lastTimestamp``, else ``eventTime``; empty when neither is there.
         """
-        return _str(self.obj.get("lastTimestamp")) or _str(self.obj.get("eventTime"))
+        return as_str(self.obj.get("lastTimestamp")) or as_str(self.obj.get("eventTime"))
 
     @property
     def involved(self) -> str | None:
         """The name of the object it is about, None when it names none."""
-        return _str(_dict(self.obj.get("involvedObject")).get("name")) or None
+        return as_str(as_obj(self.obj.get("involvedObject")).get("name")) or None
 
 
 @dataclass(frozen=True)

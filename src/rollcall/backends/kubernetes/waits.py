@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
-from rollcall.backends.kubernetes.views import INSTANCE_TYPE_LABEL, Event, Job, Obj, Pod, View
+from rollcall.backends.kubernetes.nodeviews import INSTANCE_TYPE_LABEL
+from rollcall.backends.kubernetes.views import Event, Job, Obj, Pod, View
 
 QUOTA = "quota (Kueue)"
 #: Events that say capacity is on its way: cluster-autoscaler's and Karpenter's.

@@ -8,6 +8,7 @@ real listener, its contract lines and the suite's parser.
 
 from __future__ import annotations
 
+import io
 import json
 from collections import deque
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from rollcall.evidence.gpu_events import events_seen
 from rollcall.ranklog import RollCall
 from rollcall_workload.contract import EVENT_PREFIX, breaches
 from rollcall_workload.node import monitor
@@ -24,6 +26,7 @@ from rollcall_workload.node.gpu_listener import (
     LOST,
     NVML_ERROR_GPU_IS_LOST,
     NVML_ERROR_TIMEOUT,
+    RECOVERY_SAME_S,
     GpuEvents,
 )
 
@@ -120,7 +123,10 @@ def test_the_set_is_registered_on_every_gpu_for_each_kind_it_supports():
     assert events.off is None
     assert nvml.registered == [(0, 0x2), (0, 0x8), (1, 0x2), (1, 0x8)]
     assert events.registered == {0: ["double_bit_ecc", "xid"], 1: ["double_bit_ecc", "xid"]}
-    assert events.describe() == "GPU events of 2 GPUs on gpu-a: double_bit_ecc, xid"
+    assert events.describe() == (
+        "GPU events of 2 GPUs on gpu-a: double_bit_ecc, xid; "
+        "recovery action cannot be read (this pynvml has no nvmlDeviceGetFieldValues)"
+    )
 
 
 def test_an_xid_delivered_becomes_one_line_naming_the_gpu_its_uuid_serial_node_and_time():
@@ -238,6 +244,100 @@ def test_a_gpu_whose_handle_nvml_cannot_give_is_counted_and_named_lost_only_when
     events = GpuEvents.open(lambda: nvml, node="n")
     said = _events(events.poll(1.0))
     assert [(e["kind"], e["gpu"]) for e in said] == ([("lost", 1)] if code == NVML_ERROR_GPU_IS_LOST else [])
+
+
+@dataclass
+class RecoveryNvml(FakeNvml):
+    """NVML that reads each GPU's recovery action (``NVML_FI_DEV_GET_GPU_RECOVERY_ACTION``) as ``action``.
+
+    ``answer`` is NVML's return code for the field (0 success, 3 not supported); ``raises`` an error the call
+    itself raises (an older driver without the function). Like an older ``nvidia-ml-py``, it has no names for
+    the event type or the field: the listener uses nvml.h's numbers.
+    """
+
+    supported: int = 0x8 | 0x8000
+    action: int = 0
+    answer: int = 0
+    raises: int | None = None
+    asked: list[tuple[int, list[int]]] = field(default_factory=list)
+
+    def nvmlDeviceGetFieldValues(self, handle: int, field_ids: list[int]) -> list[Any]:
+        self.asked.append((handle - 100, list(field_ids)))
+        if self.raises is not None:
+            raise NVMLError(self.raises)
+        value = SimpleNamespace(uiVal=self.action, ullVal=self.action)
+        return [
+            SimpleNamespace(fieldId=f, nvmlReturn=self.answer, valueType=1, value=value) for f in field_ids
+        ]
+
+
+def test_a_recovery_action_event_is_written_as_xid_154_with_the_action_nvml_reads_and_the_suite_advises_it():
+    nvml = RecoveryNvml(count=2)
+    events = GpuEvents.open(lambda: nvml, node="gpu-a")
+    assert (0, 0x8000) in nvml.registered and (1, 0x8000) in nvml.registered
+    assert events.describe() == (
+        "GPU events of 2 GPUs on gpu-a: xid; recovery action read on its event and on Xid 154"
+    )
+    nvml.action = 2  # NODE_REBOOT
+    nvml.deliver(1, 0x8000, 0)
+    nvml.deliver(1, 0x8, 154)  # the same change, as the driver's Xid 154: written once
+    (line,) = _events(events.poll(100.0))
+    assert {k: line[k] for k in ("kind", "gpu", "uuid", "xid", "event_type", "data")} == {
+        "kind": "xid",
+        "gpu": 1,
+        "uuid": "GPU-0001",
+        "xid": 154,
+        "event_type": 0x8000,
+        "data": 2,
+    }
+    assert nvml.asked[-1] == (1, [230])
+    nvml.action = 1  # GPU_RESET, later: a change of its own
+    nvml.deliver(1, 0x8, 154)
+    (later,) = _events(events.poll(100.0 + RECOVERY_SAME_S))
+    assert (later["event_type"], later["data"]) == (0x8000, 1)
+
+    roll = RollCall()
+    roll.read_stream(io.BytesIO(events_line(line)), "node-0.log")
+    [seen] = events_seen(roll.gpu_events, roll.ranks, lambda r: r)
+    assert seen.recovery == 2 and seen.advice == "reboot the node (NVML's recovery action NODE_REBOOT)"
+
+
+def events_line(obj: dict[str, Any]) -> bytes:
+    return (EVENT_PREFIX + json.dumps(obj) + "\n").encode()
+
+
+def test_where_the_gpu_has_no_recovery_event_an_xid_154_still_carries_the_action_read():
+    nvml = RecoveryNvml(count=1, supported=0x8, action=4)
+    events = GpuEvents.open(lambda: nvml, node="n")
+    assert all(mask != 0x8000 for _, mask in nvml.registered)
+    assert events.describe().endswith("; recovery action read on Xid 154 (its event not supported)")
+    nvml.deliver(0, 0x8, 154)
+    (line,) = _events(events.poll(5.0))
+    assert (line["xid"], line["event_type"], line["data"]) == (154, 0x8000, 4)
+
+
+@pytest.mark.parametrize(
+    ("nvml", "why"),
+    [
+        (FakeNvml(count=1, supported=0x8), "this pynvml has no nvmlDeviceGetFieldValues"),
+        (RecoveryNvml(count=1, answer=3), "NVML answered not supported for field 230"),
+        (RecoveryNvml(count=1, raises=13), "NVML answered NVMLError: NVML error 13"),
+    ],
+    ids=["old-pynvml", "field-not-supported", "old-driver"],
+)
+def test_where_the_action_cannot_be_read_the_listener_says_why_and_writes_xid_154_as_delivered(nvml, why):
+    events = GpuEvents.open(lambda: nvml, node="n")
+    assert events.off is None
+    assert events.describe() == f"GPU events of 1 GPUs on n: xid; recovery action cannot be read ({why})"
+    nvml.deliver(0, 0x8, 154)
+    nvml.deliver(0, 0x8, 79)  # the other events go on
+    (xid_154, xid_79) = _events(events.poll(5.0))
+    assert (xid_154["xid"], xid_154["event_type"], xid_154["data"]) == (154, 0x8, 154)
+    assert xid_79["xid"] == 79
+    if 0x8000 & nvml.supported:  # the event delivered, its action unread: said without a value
+        nvml.deliver(0, 0x8000, 0)
+        (changed,) = _events(events.poll(6.0))
+        assert (changed["xid"], changed["event_type"]) == (154, 0x8000) and "data" not in changed
 
 
 FAKE_PYNVML = '''

@@ -28,9 +28,9 @@ investigatory action (:data:`ACTIONS` says each in words: ``RESTART_BM``, "reboo
 ``--xid-class XID=CLASS`` moves an Xid into another class (:func:`parse_xid_classes`).
 
 Xid 154's recovery action is NVML's own field and event too (:data:`RECOVERY_ACTIONS`): the node's monitor
-reads ``NVML_FI_DEV_GET_GPU_RECOVERY_ACTION`` when NVML delivers ``nvmlEventTypeGpuRecoveryAction`` and writes
-it as the ``data`` of a ``gpu_event`` of Xid 154 whose ``event_type`` is that event's bit
-(:data:`RECOVERY_ACTION_EVENT`).
+reads ``NVML_FI_DEV_GET_GPU_RECOVERY_ACTION`` when NVML delivers ``nvmlEventTypeGpuRecoveryAction`` or an
+Xid 154 and writes it as the ``data`` of a ``gpu_event`` of Xid 154 whose ``event_type`` is that event's bit
+(:data:`RECOVERY_ACTION_EVENT`; the contract declares both).
 """
 
 from __future__ import annotations
@@ -41,6 +41,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from importlib.resources import files
 from typing import Any
+
+# NVML's field and event type of the recovery action, and Xid 154: declared by the contract's gpu_event
+from rollcall_workload.contract.node import (
+    NVML_FI_DEV_GET_GPU_RECOVERY_ACTION,
+    RECOVERY_ACTION_EVENT,
+    RECOVERY_XID,
+)
 
 #: The catalog's file, package data beside this module.
 CATALOG_FILE = "xid_catalog.csv"
@@ -115,13 +122,6 @@ RECOVERY_ACTIONS: Mapping[int, tuple[str, str]] = {
     6: ("BUS_RESET", "reset the GPU's PCIe bus"),
     7: ("SYSTEM_REBOOT", "reboot the system"),
 }
-#: NVML's field id of the GPU's recovery action (``nvmlDeviceGetFieldValues``).
-NVML_FI_DEV_GET_GPU_RECOVERY_ACTION = 230
-#: NVML's event type bit of a recovery action changed (``nvmlEventTypeGpuRecoveryAction``): a ``gpu_event``
-#: with this ``event_type`` carries the action in its ``data``.
-RECOVERY_ACTION_EVENT = 0x8000
-#: The Xid the driver logs with a changed recovery action.
-RECOVERY_XID = 154
 
 
 def said(bucket: str) -> str:

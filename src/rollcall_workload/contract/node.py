@@ -26,6 +26,15 @@ RANK_PROCESS_STATES: tuple[RankProcessState, ...] = typing.get_args(RankProcessS
 #: What a node's launcher (its torchrun agent) is doing, as its monitor sees it (``launcher``'s ``state``).
 LauncherState = Literal["started", "waiting", "spawned"]
 LAUNCHER_STATES: tuple[LauncherState, ...] = typing.get_args(LauncherState)
+#: NVML's event type bit of a GPU's recovery action changed (nvml.h's ``nvmlEventTypeGpuRecoveryAction``):
+#: a ``gpu_event`` of this ``event_type`` is of Xid :data:`RECOVERY_XID` and carries NVML's recovery action
+#: in its ``data`` (the value of :data:`NVML_FI_DEV_GET_GPU_RECOVERY_ACTION`, an
+#: ``nvmlDeviceGpuRecoveryAction_t``).
+RECOVERY_ACTION_EVENT = 0x8000
+#: The Xid the driver logs when a GPU's recovery action changed ("GPU Recovery Action Changed").
+RECOVERY_XID = 154
+#: NVML's field of a GPU's recovery action (``nvmlDeviceGetFieldValues``; pynvml's name for it).
+NVML_FI_DEV_GET_GPU_RECOVERY_ACTION = 230
 
 
 @event(
@@ -99,7 +108,10 @@ class GpuEvent(Event):
     node: str | None = optional("the node: NODE_NAME, else SLURMD_NODENAME, else the host name")
     xid: int | None = optional("the Xid, for kind xid (NVML's event data)")
     event_type: int | None = optional("NVML's event type bit (nvmlEventType*), e.g. 8 for an Xid")
-    data: int | None = optional("NVML's event data as delivered (the Xid; the clock event reasons' mask)")
+    data: int | None = optional(
+        "NVML's event data as delivered (the Xid; the clock event reasons' mask); for event_type 0x8000 (a "
+        "recovery action, Xid 154), NVML's recovery action (field NVML_FI_DEV_GET_GPU_RECOVERY_ACTION)"
+    )
     reason: str = optional(
         'for lost: how it was seen, e.g. "NVML: GPU is lost", "7 GPUs at the end, 8 at the start"', ""
     )

@@ -8,6 +8,16 @@ it. Each :meth:`GpuEvents.poll` drains the set without waiting (``nvmlEventSetWa
 GPU's index, UUID and serial, the node and the wall clock. An NVML event carries no process: the suite ties
 it to the rank on that GPU by UUID and to the rank's phase by time.
 
+Xid 154 (a GPU's recovery action changed) is written with the action itself: where the GPU supports it, the
+set holds ``nvmlEventTypeGpuRecoveryAction`` (0x8000) too, and on that event, or on an Xid 154, the listener
+reads NVML's field ``NVML_FI_DEV_GET_GPU_RECOVERY_ACTION`` (``nvmlDeviceGetFieldValues``) and writes one
+``gpu_event`` of Xid 154 whose ``event_type`` is 0x8000 and whose ``data`` is the action (0 none, 1 GPU reset,
+2 node reboot, ...; :data:`~rollcall_workload.contract.node.RECOVERY_ACTION_EVENT`); the same action of one
+GPU delivered both ways within :data:`RECOVERY_SAME_S` is written once. Where the field cannot be read (an
+older driver or ``pynvml``, a GPU that does not report it), an Xid 154 is written as NVML delivered it, and
+:meth:`GpuEvents.describe` says why the action cannot be read. pynvml's names are used where it has them,
+nvml.h's numbers where an older ``nvidia-ml-py`` lacks them.
+
 A clock change is written only when the GPU's clock event reasons (throttle reasons) changed since the last
 one written for it, at most once per :data:`CLOCK_EVERY_S` per GPU: clocks change all the time.
 
@@ -30,7 +40,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rollcall_workload.contract import NODE_NAME_ENV, SLURM_NODE_ENV, encode_event
-from rollcall_workload.contract.node import NO_RANK, GpuEventKind
+from rollcall_workload.contract.node import (
+    NO_RANK,
+    NVML_FI_DEV_GET_GPU_RECOVERY_ACTION,
+    RECOVERY_ACTION_EVENT,
+    RECOVERY_XID,
+    GpuEventKind,
+)
 from rollcall_workload.rank.facts import load_nvml
 
 #: NVML's event types this listener registers, by the kind written (nvml.h's nvmlEventType* bits).
@@ -40,7 +56,15 @@ EVENT_TYPES: tuple[tuple[str, int, GpuEventKind], ...] = (
     ("nvmlEventTypeXidCriticalError", 0x8, "xid"),
     ("nvmlEventTypeClock", 0x10, "clock"),
 )
+#: NVML's event type of a GPU's recovery action changed, and its field: pynvml's names, nvml.h's numbers.
+RECOVERY_EVENT = ("nvmlEventTypeGpuRecoveryAction", RECOVERY_ACTION_EVENT)
+RECOVERY_FIELD = ("NVML_FI_DEV_GET_GPU_RECOVERY_ACTION", NVML_FI_DEV_GET_GPU_RECOVERY_ACTION)
+#: A field value's member of ``c_nvmlValue_t`` by its ``valueType`` (nvml.h's ``nvmlValueType_t``).
+VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+#: Seconds within which the same recovery action of one GPU, delivered as its event and as an Xid 154, is one.
+RECOVERY_SAME_S = 5.0
 #: NVML's return codes read here (nvml.h).
+NVML_SUCCESS = 0
 NVML_ERROR_NOT_SUPPORTED = 3
 NVML_ERROR_TIMEOUT = 10
 NVML_ERROR_GPU_IS_LOST = 15
@@ -86,6 +110,9 @@ class Gpu:
     said_lost: bool = False
     reasons: int | None = None  # the clock event reasons last written
     clock_at: float = float("-inf")
+    recovery_event: bool = False  # nvmlEventTypeGpuRecoveryAction registered
+    recovery_off: str | None = None  # why its recovery action cannot be read; None where it can
+    recovery: tuple[int, float] | None = None  # the recovery action last written, and when
 
 
 @dataclass
@@ -154,6 +181,39 @@ class GpuEvents:
                 continue  # not supported here after all, or refused: the other kinds still register
             kinds.append(kind)
         self.registered[gpu.index] = kinds
+        gpu.recovery_event = self._register_recovery(gpu, supported)
+        _, gpu.recovery_off = self._read_recovery(gpu)
+
+    def _register_recovery(self, gpu: Gpu, supported: int) -> bool:
+        """Register the recovery action's event where the GPU supports it."""
+        mask = int(getattr(self.nvml, RECOVERY_EVENT[0], RECOVERY_EVENT[1]))
+        if not supported & mask:
+            return False
+        try:
+            self.nvml.nvmlDeviceRegisterEvents(gpu.handle, mask, self._set)
+        except Exception:
+            return False
+        return True
+
+    def _read_recovery(self, gpu: Gpu) -> tuple[int | None, str | None]:
+        """The GPU's recovery action (NVML's field), or None and why it cannot be read."""
+        read = getattr(self.nvml, "nvmlDeviceGetFieldValues", None)
+        if read is None:
+            return None, "this pynvml has no nvmlDeviceGetFieldValues"
+        field_id = int(getattr(self.nvml, RECOVERY_FIELD[0], RECOVERY_FIELD[1]))
+        try:
+            value = read(gpu.handle, [field_id])[0]
+        except Exception as exc:  # NVMLError_FunctionNotFound (an older driver), ...
+            return None, f"NVML answered {type(exc).__name__}: {exc}"
+        code = int(getattr(value, "nvmlReturn", NVML_SUCCESS))
+        if code != NVML_SUCCESS:
+            said = "not supported" if code == NVML_ERROR_NOT_SUPPORTED else f"error {code}"
+            return None, f"NVML answered {said} for field {field_id}"
+        member = VALUE_MEMBERS.get(int(getattr(value, "valueType", 1)), "uiVal")
+        try:
+            return int(getattr(value.value, member)), None
+        except (AttributeError, TypeError, ValueError) as exc:
+            return None, f"NVML's value of field {field_id} is unreadable: {exc}"
 
     def _rebuild(self) -> None:
         """A new event set over the GPUs not lost: NVML answers GPU_IS_LOST to a set that holds a lost one."""
@@ -196,6 +256,11 @@ class GpuEvents:
     def _event(self, data: Any, now: float) -> list[bytes]:
         gpu = self._by_handle.get(_key(getattr(data, "device", None)))
         event_type, value = int(getattr(data, "eventType", 0)), int(getattr(data, "eventData", 0))
+        if event_type == int(getattr(self.nvml, RECOVERY_EVENT[0], RECOVERY_EVENT[1])):
+            lines = self._recovery_lines(gpu, now)
+            if lines is None:  # the action unread: the event still says it changed
+                lines = [self._line(gpu, "xid", now, event_type=RECOVERY_ACTION_EVENT, xid=RECOVERY_XID)]
+            return lines
         kind = next(
             (k for name, bit, k in EVENT_TYPES if int(getattr(self.nvml, name, bit)) == event_type), None
         )
@@ -209,7 +274,23 @@ class GpuEvents:
                 return []
             gpu.reasons, gpu.clock_at, value = reasons, now, reasons
         xid = value if kind == "xid" else None
+        if xid == RECOVERY_XID and (recovery := self._recovery_lines(gpu, now)) is not None:
+            return recovery  # the action read, in place of the bare Xid 154
         return [self._line(gpu, kind, now, event_type=event_type, data=value, xid=xid)]
+
+    def _recovery_lines(self, gpu: Gpu | None, now: float) -> list[bytes] | None:
+        """Xid 154 with the GPU's recovery action read now: one line, none where just written; None unread."""
+        action, why = self._read_recovery(gpu) if gpu is not None else (None, "NVML named no GPU")
+        if action is None:
+            if gpu is not None:
+                gpu.recovery_off = why
+            return None
+        assert gpu is not None
+        gpu.recovery_off, last = None, gpu.recovery
+        if last is not None and last[0] == action and now - last[1] < RECOVERY_SAME_S:
+            return []  # the same change, delivered as the event and as the Xid
+        gpu.recovery = (action, now)
+        return [self._line(gpu, "xid", now, event_type=RECOVERY_ACTION_EVENT, data=action, xid=RECOVERY_XID)]
 
     def _reasons(self, gpu: Gpu) -> int | None:
         nvml = self.nvml
@@ -267,7 +348,28 @@ class GpuEvents:
         if self.off is not None:
             return f"GPU events off: {self.off}"
         kinds = sorted({k for ks in self.registered.values() for k in ks})
-        return f"GPU events of {len(self.gpus)} GPUs on {self.node}: {', '.join(kinds) or 'none registered'}"
+        said = f"GPU events of {len(self.gpus)} GPUs on {self.node}: {', '.join(kinds) or 'none registered'}"
+        recovery = self._describe_recovery()
+        return f"{said}; {recovery}" if recovery else said
+
+    def _describe_recovery(self) -> str:
+        """How each GPU's recovery action (Xid 154) is read, GPUs that read it alike together; '' for none."""
+        ways: dict[str, list[int]] = {}
+        for gpu in self.gpus:
+            if gpu.handle is None:
+                continue
+            if gpu.recovery_off is not None:
+                way = f"cannot be read ({gpu.recovery_off})"
+            elif gpu.recovery_event:
+                way = "read on its event and on Xid 154"
+            else:
+                way = "read on Xid 154 (its event not supported)"
+            ways.setdefault(way, []).append(gpu.index)
+        if len(ways) <= 1:
+            return "".join(f"recovery action {way}" for way in ways)
+        return "recovery action " + "; ".join(
+            f"{way} on GPU {', '.join(map(str, indexes))}" for way, indexes in ways.items()
+        )
 
     def _line(self, gpu: Gpu | None, kind: GpuEventKind, now: float, **fields: Any) -> bytes:
         return encode_event(
@@ -284,4 +386,14 @@ class GpuEvents:
         )
 
 
-__all__ = ["CLOCK_EVERY_S", "EVENT_TYPES", "LOST", "Gpu", "GpuEvents", "node_name"]
+__all__ = [
+    "CLOCK_EVERY_S",
+    "EVENT_TYPES",
+    "LOST",
+    "RECOVERY_EVENT",
+    "RECOVERY_FIELD",
+    "RECOVERY_SAME_S",
+    "Gpu",
+    "GpuEvents",
+    "node_name",
+]

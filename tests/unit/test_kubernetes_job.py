@@ -135,7 +135,7 @@ def test_a_namespace_service_or_pod_deleted_by_someone_else_is_named_as_that(tmp
     )
     run = make(tmp_path, [pod("bert-0", 0), pod("bert-1", 1)])
     del run.settings.kube.core.owned["bert"]
-    run._owned_checked = -1e9  # the Service is read on its own schedule: now
+    run.under_run.checked = -1e9  # the Service is read on its own schedule: now
     assert run._verdict().disruption.kind == "Service"
     run = make(tmp_path, [pod("bert-0", 0), pod("bert-1", 1)])
     run.pods.items["bert-1"]["metadata"]["deletionTimestamp"] = gone  # kubectl delete pod bert-1
@@ -145,19 +145,19 @@ def test_a_namespace_service_or_pod_deleted_by_someone_else_is_named_as_that(tmp
     failing = {"type": "FailureTarget", "status": "True", "reason": "PodFailurePolicy", "message": "m"}
     run = make(tmp_path, [pod("bert-0", 0), pod("bert-1", 1)], job=job_obj(failing))
     run.pods.items["bert-1"]["metadata"]["deletionTimestamp"] = gone
-    assert run._deleted_under_run(run.jobs.get("bert"), run.pods.objects(), 0.0) is None
+    assert run.under_run.find(run.jobs.get("bert"), run.pods.objects(), 0.0) is None
     # the Jobs' watch lags the pods': a fresh read of the Job shows it failing, so its pods are its own
     run = make(tmp_path, [pod("bert-0", 0), pod("bert-1", 1)])
     run.pods.items["bert-1"]["metadata"]["deletionTimestamp"] = gone
     stale = json.loads(json.dumps(run.jobs.get("bert")))
     run.jobs.get("bert")["status"]["conditions"] = [failing]
-    assert run._deleted_under_run(stale, run.pods.objects(), 0.0) is None
+    assert run.under_run.find(stale, run.pods.objects(), 0.0) is None
     # a Job past its deadline on a cluster that marks it only after deleting its pods
     run = make(tmp_path, [pod("bert-0", 0), pod("bert-1", 1)])
     run.pods.items["bert-1"]["metadata"]["deletionTimestamp"] = gone
     run.jobs.get("bert")["spec"] = {"activeDeadlineSeconds": 3}
     run.jobs.get("bert")["status"]["startTime"] = "2026-01-01T00:00:00Z"
-    assert run._deleted_under_run(run.jobs.get("bert"), run.pods.objects(), 0.0) is None
+    assert run.under_run.find(run.jobs.get("bert"), run.pods.objects(), 0.0) is None
 
 
 def test_unschedulable_fails_only_after_the_grace_period(tmp_path, monkeypatch):

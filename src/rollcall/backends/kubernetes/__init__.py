@@ -4,7 +4,10 @@ Everything only Kubernetes needs lives in this wing, and nothing outside it but 
 backend (:mod:`rollcall.suite`, :mod:`rollcall.cli`) imports it:
 
 - :mod:`.backend`: :class:`~.backend.KubernetesBackend` (connect, discover, launch; the session's sweep).
-- :mod:`.job`: one launched Job: its wait over informers, fail-fast on broken pods, clean-up.
+- :mod:`.job`: one launched Job: its wait over informers, fail-fast on broken pods, its logs.
+- :mod:`.scheduling`: until every pod is scheduled: quota, capacity that arrives, ``--capacity-timeout``.
+- :mod:`.deletion`: the run's objects deleted, by its clean-up or by someone else while it runs.
+- :mod:`.snapshot`: a failed run's pods, Job and events saved as YAML.
 - :mod:`.kube`: the API client, retries, deletions; :mod:`.api`: the API's operations, sent as raw JSON.
 - :mod:`.watch`: :class:`~.watch.Informer` and :func:`~.watch.wait_for`.
 - :mod:`.views`: small read-only views of pods, Jobs and events over the API's JSON.

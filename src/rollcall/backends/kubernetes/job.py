@@ -15,59 +15,44 @@ wait
     Until every pod is scheduled the run is bounded by ``--capacity-timeout`` instead: a Job suspended by
     Kueue waits for quota, pods wait for nodes that a provisioner brings (the Unschedulable grace does not
     apply; NodeClaims or scale-up events are shown), and past the bound the run ends ``NO_CAPACITY``,
-    naming what it waited for. The job timeout counts from when every pod is scheduled; image pulls are
-    shown and timed apart (:class:`~.waits.Waits`).
+    naming what it waited for (:mod:`.scheduling`). The job timeout counts from when every pod is
+    scheduled; image pulls are shown and timed apart (:class:`~rollcall.backends.Waits`).
 collect
     Every container's log is followed from the moment it starts into ``<artifacts>/<pod>.log`` and parsed
     as it arrives (:mod:`.podlogs`). With EFA requested, what each pod's NCCL said of it is reported
     (:mod:`.efa`); the judge, not the job, decides whether that fails the run. On failure the
-    pods, the Job and the namespace's events are saved as YAML next to the logs.
+    pods, the Job and the namespace's events are saved as YAML next to the logs (:mod:`.snapshot`).
 clean up
-    The namespace is deleted with foreground propagation, its Jobs first
-    (:func:`.kube.delete_namespace`), and awaited within a bound (a warning otherwise).
-    In an existing namespace, the run's Job (foreground, so its pods go first), Service and pods (in one
-    request: :func:`.kube.delete_labelled`) are deleted instead, and awaited likewise; the namespace stays.
+    The run's namespace, or its own objects in an existing one, deleted and awaited within a bound
+    (:class:`.deletion.Cleanup`); one someone else deletes while the run waits is a disruption
+    (:class:`.deletion.UnderRun`).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
-import yaml
-from kubernetes.client.exceptions import ApiException
-
-from rollcall.backends import CleanupError, JobState, JobStatus, StopTest, Waits
-from rollcall.backends.kubernetes import efa, waits
+from rollcall.backends import JobState, JobStatus, StopTest, Waits
+from rollcall.backends.kubernetes import efa, snapshot
 from rollcall.backends.kubernetes.capacity import Lookup
+from rollcall.backends.kubernetes.deletion import Cleanup, UnderRun
 from rollcall.backends.kubernetes.efa import EfaEvidence
 from rollcall.backends.kubernetes.instances import advertised_counts, count_facts, expected_devices
-from rollcall.backends.kubernetes.kube import (
-    CONNECT_TIMEOUT_S,
-    Kube,
-    call,
-    create,
-    delete_labelled,
-    delete_namespace,
-    message_of,
-)
+from rollcall.backends.kubernetes.kube import Kube, call, create
 from rollcall.backends.kubernetes.manifests import CONTAINER, Names, Rendered
 from rollcall.backends.kubernetes.nodeviews import Node
 from rollcall.backends.kubernetes.pod_state import (
-    deleted_under_run,
     disruption,
     duplicate_indexes,
     index_of,
     job_disruption,
     job_result,
-    node_lost,
     phases,
     pod_fault,
     started,
@@ -78,7 +63,8 @@ from rollcall.backends.kubernetes.pod_state import (
 )
 from rollcall.backends.kubernetes.podlogs import LogFollower
 from rollcall.backends.kubernetes.reaper import Claim, Ledger
-from rollcall.backends.kubernetes.views import Event, Job, Pod, items
+from rollcall.backends.kubernetes.scheduling import Scheduling
+from rollcall.backends.kubernetes.views import Job, Pod
 from rollcall.backends.kubernetes.watch import Informer, WaitTimeout, WatchLost, wait_for
 from rollcall.collect import Collector
 from rollcall.evidence.endings import Disruption
@@ -95,8 +81,6 @@ DEADLINE_SLACK_S = 10.0
 #: How long clean-up waits for a namespace to be gone, and how long logs are read after the job has ended.
 CLEANUP_TIMEOUT_S = 120.0
 DRAIN_S = 60.0
-#: How often NodeClaims and scale-up events are read while the pods wait for capacity.
-CAPACITY_POLL_S = 5.0
 _PHASES = ("Pending", "Running", "Succeeded", "Failed")
 #: One pod's :func:`.pod_state.disruption`, :func:`.pod_state.pod_fault` and :func:`.pod_state.unschedulable`.
 Assessment = tuple[Disruption | None, str | None, str | None]
@@ -148,19 +132,23 @@ class KubernetesJob:
     evidence: dict[str, EfaEvidence] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
     _unschedulable_since: dict[str, float] = field(default_factory=dict)
-    _owned_checked: float = 0.0
-    _created_at: datetime | None = None
-    _scheduled_at: float | None = None
-    _scheduled_s: float | None = None
-    _waited_for: str = ""
+    #: What of the run's objects someone else deletes while it runs.
+    under_run: UnderRun = field(init=False)
+    #: The wait for every pod to be scheduled, and what the pods wait for.
+    scheduling: Scheduling = field(init=False)
     _timeout_s: float = 0.0
     _stop_test: StopTest | None = None
-    _waiting: str = ""
-    _waiting_read_at: float = -CAPACITY_POLL_S
     _shown: tuple[tuple[tuple[str, int], ...], str] = ((), "")
     _shown_at: float = 0.0
     _confirming: Future[None] | None = None
     _assessed: dict[str, tuple[tuple[str, str, bool], Assessment]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        settings = self.settings
+        self.under_run = UnderRun(settings.kube, self.names, DEADLINE_SLACK_S)
+        self.scheduling = Scheduling(
+            settings.kube, self.namespace, self.spec.nodes, settings.capacity_timeout_s, settings.arriving
+        )
 
     @property
     def namespace(self) -> str:
@@ -170,14 +158,12 @@ class KubernetesJob:
     @property
     def claim(self) -> Claim:
         """What clean-up deletes: the run's namespace, or its own objects in one it does not own."""
-        return Claim(self.namespace) if self.names.own_namespace else Claim(self.namespace, self.names.run_id)
+        return self._cleanup.claim
 
     @property
-    def _owned(self) -> str:
-        """What clean-up deletes, for messages."""
-        if self.names.own_namespace:
-            return f"namespace {self.namespace}"
-        return f"the Job and Service of run {self.names.run_id} in namespace {self.namespace}"
+    def _cleanup(self) -> Cleanup:
+        settings = self.settings
+        return Cleanup(settings.kube, self.names, settings.cleanup_timeout_s, settings.ledger)
 
     # -- provision ----------------------------------------------------------------------------------------
 
@@ -196,7 +182,7 @@ class KubernetesJob:
         if not Job(job).uid:
             job = call(kube.batch.read_namespaced_job, self.names.job, ns)
         self.uid = Job(job).uid
-        self._created_at = Job(job).created
+        self.scheduling.created_at = Job(job).created
         self.jobs = Informer(
             kube.batch.list_namespaced_job,
             f"job {ns}/{self.names.job}",
@@ -281,7 +267,8 @@ class KubernetesJob:
         if status.waits.scheduled_s is not None and (status.waits.waited_for or status.waits.image_pull_s):
             self._say(status.waits.line())
         if status.state is not JobState.SUCCEEDED:
-            self._save_state()
+            job = self.jobs.get(self.names.job)
+            snapshot.save(self.settings.kube, self.names, self.pods.objects(), job, self.collector.directory)
         return status
 
     def _node_info(self) -> dict[str, dict[str, str]]:
@@ -317,7 +304,7 @@ class KubernetesJob:
         if ended is not None:
             return ended
         pods = self.pods.objects()
-        found = self._disruption(pods) or self._deleted_under_run(job, pods, now)
+        found = self._disruption(pods) or self.under_run.find(job, pods, now)
         if found is not None:  # before any fault: ranks dying because a peer was taken away are consequences
             return JobStatus.disrupted(found)
         for pod in pods:
@@ -340,10 +327,8 @@ class KubernetesJob:
         if reason:
             return JobStatus(JobState.STOPPED, f"{reason}; job {self.namespace}/{self.names.job} is deleted")
         if result is None:
-            if (
-                self._scheduled_at is not None
-                and now - self._scheduled_at >= self._timeout_s + DEADLINE_SLACK_S
-            ):
+            scheduled = self.scheduling.at
+            if scheduled is not None and now - scheduled >= self._timeout_s + DEADLINE_SLACK_S:
                 return JobStatus(
                     JobState.TIMED_OUT,
                     f"job {self.namespace}/{self.names.job} did not finish within {self._timeout_s:g}s "
@@ -387,111 +372,33 @@ class KubernetesJob:
         self._assessed[view.name] = (key, found)
         return found
 
-    def _deleted_under_run(
-        self, job: dict[str, Any] | None, pods: list[dict[str, Any]], now: float
-    ) -> Disruption | None:
-        """The run's object someone else deletes (:func:`.pod_state.deleted_under_run`), if any.
-
-        The Job and pods come from their informers; the namespace and the Service are read every
-        :data:`OWNED_CHECK_S` seconds, and at once when the Job or a pod is seen going away.
-        """
-        seen = job is None or Job(job).deleting or any(Pod(p).deleting for p in pods)
-        if not seen and now - self._owned_checked < OWNED_CHECK_S:
-            return None
-        self._owned_checked = now
-        core = self.settings.kube.core
-        namespace = _read_or_none(core.read_namespace, self.namespace)
-        service = _read_or_none(core.read_namespaced_service, self.names.service, self.namespace)
-        if job is not None and any(Pod(p).deleting for p in pods) and not _ended(job):
-            # The Job controller deletes its own pods once the Job has failed (deadline, pod failure policy)
-            # and marks the Job first; the pods' watch can show that before the Jobs' watch does.
-            job = _read_or_none(self.settings.kube.batch.read_namespaced_job, self.names.job, self.namespace)
-        ended = job is not None and _ended(job)
-        return deleted_under_run(
-            namespace,
-            job,
-            service,
-            pods,
-            names=(self.namespace, self.names.job, self.names.service),
-            job_ended=ended,
-        )
-
     def _scheduling(self, job: dict[str, Any] | None, now: float) -> JobStatus | None:
         """Until every pod is scheduled: note what they wait for; past ``--capacity-timeout``, the verdict."""
-        if self._scheduled_at is not None or job is None:
+        scheduling = self.scheduling
+        if scheduling.at is not None or job is None:
             return None
         assert self.pods is not None
         pods = self.pods.objects()
-        if waits.suspended(job):
-            self._waited_for = waits.QUOTA
-        elif self.settings.arriving is not None:
-            self._waited_for = self.settings.arriving.describe()
-        if not waits.suspended(job) and waits.all_scheduled(pods, self.spec.nodes):
-            self._scheduled_at = now
-            self._scheduled_s = now - self.started
-            self._waiting = ""
-            if self._waited_for:
+        if scheduling.update(job, pods, now, self.started):
+            if scheduling.waited_for:
+                after, waited = scheduling.after_s, scheduling.waited_for
                 self._say(
-                    f"every pod scheduled after {self._scheduled_s:.0f}s (waited for {self._waited_for}); "
+                    f"every pod scheduled after {after:.0f}s (waited for {waited}); "
                     f"--job-timeout {self._timeout_s:g}s counts from now"
                 )
             return None
-        bound = self.settings.capacity_timeout_s
-        if now - self.started < bound:
-            return None
-        what = self._waited_for or "nodes to schedule them on"
-        seen = f"; last seen: {self._waiting}" if self._waiting else ""
-        unscheduled = [p for p in pods if not Pod(p).node_name]
-        message = next((m for m in map(unschedulable, unscheduled) if m), None)
-        scheduler = f"; the scheduler says: {message}" if message else ""
-        return JobStatus(
-            JobState.NO_CAPACITY,
-            f"{what} did not arrive within {bound:g}s (--capacity-timeout): "
-            f"{self._describe()}{seen}{scheduler}",
-        )
+        missing = scheduling.past_bound(pods, now - self.started, self._describe)
+        return JobStatus(JobState.NO_CAPACITY, missing) if missing else None
 
     def _waiting_note(self) -> str:
-        """What the pods wait for now, for progress: quota, NodeClaims or scale-up events, image pulls."""
+        """What the pods wait for now, for progress (:meth:`.scheduling.Scheduling.note`)."""
         if self.pods is None or self.jobs is None:
             return ""
-        pods = self.pods.objects()
-        if self._scheduled_at is not None:
-            pulling = waits.pulling(pods)
-            return f"pulling images: {len(pulling)} pod(s)" if pulling else ""
-        if waits.suspended(self.jobs.get(self.names.job)):
-            return f"waiting for {waits.QUOTA}: the Job is suspended"
-        if self.settings.arriving is None:
-            return ""
-        now = time.monotonic()
-        if now - self._waiting_read_at >= CAPACITY_POLL_S:
-            self._waiting_read_at = now
-            self._waiting = f"waiting for capacity from {self.settings.arriving.describe()}"
-            seen = self._capacity_seen()
-            if seen:
-                self._waiting += ": " + "; ".join(seen)
-        return self._waiting
-
-    def _capacity_seen(self) -> list[str]:
-        """The run's NodeClaims (Karpenter) and scale-up events, best effort."""
-        kube, seen = self.settings.kube, []
-        try:
-            if self.settings.arriving is not None and self.settings.arriving.karpenter:
-                claims = call(
-                    kube.custom.list_cluster_custom_object, "karpenter.sh", "v1", "nodeclaims", retry_s=5
-                )
-                lines = waits.claims_since(items(claims), self._created_at)
-                if lines:
-                    seen.append("NodeClaims " + ", ".join(lines))
-            events = items(call(kube.core.list_namespaced_event, self.namespace, retry_s=5))
-            seen += waits.scale_up_events(events)
-        except Exception as exc:  # progress only
-            log.debug("could not read the capacity's progress: %s", message_of(exc))
-        return seen
+        return self.scheduling.note(self.jobs.get(self.names.job), self.pods.objects())
 
     def waited(self) -> Waits:
         """What the run waited for, so far."""
-        pods = self.pods.objects() if self.pods else []
-        return Waits(self._waited_for, self._scheduled_s, waits.image_pull_s(pods))
+        return self.scheduling.waited(self.pods.objects() if self.pods else [])
 
     def _observe(self) -> None:
         """Start following the log of every container that has started; show progress."""
@@ -583,46 +490,7 @@ class KubernetesJob:
         if self.settings.progress is not None:
             self.settings.progress(f"[rollcall] {line}")
 
-    def _save_state(self) -> None:
-        """Save the pods, the Job and the namespace's events as YAML next to the logs."""
-        kube, out = self.settings.kube, self.collector.directory
-        try:
-            pods = sorted(self.pods.objects() if self.pods else [], key=index_of)
-            job = self.jobs.get(self.names.job) if self.jobs else None
-            events = items(call(kube.core.list_namespaced_event, self.namespace, retry_s=10))
-            if not self.names.own_namespace:  # only the run's own, of all in a shared namespace
-                own = {self.names.job, self.names.service, *(Pod(p).name for p in pods)}
-                events = [e for e in events if _involved(e) in own]
-            events.sort(key=lambda e: Event(e).last_seen)
-            for name, data in (("pods.yaml", pods), ("job.yaml", job), ("events.yaml", events)):
-                if data is not None:
-                    (out / name).write_text(yaml.safe_dump(_trim(data), sort_keys=False))
-        except Exception as exc:  # evidence is best effort; the verdict stands
-            log.warning("could not save the state of %s: %s", self.namespace, message_of(exc))
-
     # -- clean up -----------------------------------------------------------------------------------------
-
-    def _force_delete_pods_on_lost_nodes(self) -> None:
-        """Delete at once (grace 0) the pods of a lost node, as ``kubectl delete --force`` would.
-
-        No kubelet confirms their deletion, so the namespace would wait for them until the node returns. A
-        kubelet that returns ends their containers itself, since their pods are gone.
-        """
-        if self.pods is None or self.nodes is None or not self.nodes.synced.is_set():
-            return
-        for name in _lost_node_pods(self.pods.objects(), self.nodes):
-            try:
-                call(
-                    self.settings.kube.core.delete_namespaced_pod,
-                    name,
-                    self.namespace,
-                    body={"gracePeriodSeconds": 0},
-                    grace_period_seconds=0,
-                )
-                log.warning("force-deleted pod %s/%s: its node was lost", self.namespace, name)
-            except ApiException as exc:
-                if exc.status != 404:
-                    log.warning("could not force-delete pod %s/%s: %s", self.namespace, name, message_of(exc))
 
     def cleanup(self) -> None:
         """Stop reading, delete the namespace (foreground) and wait until it is gone; safe to call twice.
@@ -644,141 +512,28 @@ class KubernetesJob:
         confirming: Future[None] = Future()
         self._confirming = confirming
         confirming.set_running_or_notify_cancel()
+        cleanup = self._cleanup
         try:
-            watches = self._ask_deletion()
+            watches = self._ask_deletion(cleanup)
         except BaseException as exc:
             confirming.set_exception(exc)
             raise
         threading.Thread(
-            target=self._confirm,
+            target=cleanup.confirm,
             args=(watches, confirming),
             daemon=True,
             name=f"rollcall-cleanup {self.namespace}",
         ).start()
         return confirming
 
-    def _ask_deletion(self) -> list[Informer]:
+    def _ask_deletion(self, cleanup: Cleanup) -> list[Informer]:
         """Stop reading and watching, ask for the run's objects to be deleted; the watches of what must go."""
-        kube, ns = self.settings.kube, self.namespace
         for f in self.followers.values():
             f.close()
         for informer in (self.jobs, self.pods, self.nodes):
             if informer is not None:
                 informer.stop()
-        self._force_delete_pods_on_lost_nodes()
-        try:
-            if self.names.own_namespace:
-                delete_namespace(kube, ns)
-            else:
-                delete_labelled(kube, ns, self.names.selector)
-        except Exception as exc:
-            raise CleanupError(f"could not delete {self._owned}: {message_of(exc)}", [self._owned]) from exc
+        cleanup.delete(self.pods.objects() if self.pods is not None else [], self.nodes)
         for f in self.followers.values():
             f.join(2)
-        return [w.start() for w in self._leftovers()]
-
-    def _confirm(self, watches: list[Informer], confirming: Future[None]) -> None:
-        """Wait until nothing ``watches`` sees is left, within the bound; settle ``confirming``."""
-        try:
-            wait_for(
-                lambda: True if not any(w.objects() for w in watches) else None,
-                *watches,
-                timeout_s=self.settings.cleanup_timeout_s,
-                what=f"deletion of {self._owned}",
-            )
-            if self.settings.ledger is not None:
-                self.settings.ledger.remove(self.claim)
-            confirming.set_result(None)
-        except (WaitTimeout, WatchLost) as exc:
-            message = f"{self._owned} is not gone yet ({exc}); the sweep or the session's reaper will retry"
-            log.warning(message)
-            confirming.set_exception(CleanupError(message, [self._owned]))
-        except BaseException as exc:
-            confirming.set_exception(exc)
-        finally:
-            for w in watches:
-                w.stop()
-
-    def _leftovers(self) -> list[Informer]:
-        """Watches of what clean-up waits to see gone: the namespace, or the run's own objects in it."""
-        kube, ns = self.settings.kube, self.namespace
-        if self.names.own_namespace:
-            return [
-                Informer(
-                    kube.core.list_namespace,
-                    f"namespace {ns}",
-                    field_selector=f"metadata.name={ns}",
-                    retry_s=30,
-                )
-            ]
-        lists = (
-            ("jobs", kube.batch.list_namespaced_job),
-            ("services", kube.core.list_namespaced_service),
-            ("pods", kube.core.list_namespaced_pod),
-        )
-        return [
-            Informer(
-                fn,
-                f"{kind} of run {self.names.run_id}",
-                namespace=ns,
-                label_selector=self.names.selector,
-                retry_s=30,
-            )
-            for kind, fn in lists
-        ]
-
-
-def _lost_node_pods(pods: list[dict[str, Any]], nodes: Informer) -> list[str]:
-    """Pods whose node is gone or not Ready: no kubelet will confirm their deletion."""
-    return [Pod(p).name for p in pods if node_lost(p, nodes.get(Pod(p).node_name or "")) is not None]
-
-
-def _involved(event: dict[str, Any]) -> str | None:
-    """The name of the object an event is about."""
-    return Event(event).involved
-
-
-def _trim(data: Any) -> Any:
-    """Objects without their managedFields (noise in a report)."""
-    if isinstance(data, list):
-        return [_trim(item) for item in data]
-    if isinstance(data, dict):
-        meta = data.get("metadata")
-        if isinstance(meta, dict) and "managedFields" in meta:
-            data = {**data, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
-    return data
-
-
-def _ended(job: dict[str, Any]) -> bool:
-    """The Job has ended, its controller has marked it failing, or its deadline has passed.
-
-    In each case the controller deletes the Job's own pods (clusters before 1.31 mark the Job afterwards).
-    """
-    if job_result(job) is not None or Job(job).holds("FailureTarget"):
-        return True
-    deadline, started = Job(job).active_deadline_s, Job(job).start_time
-    if deadline is None or started is None:
-        return False
-    return (datetime.now(UTC) - started).total_seconds() >= deadline - DEADLINE_SLACK_S
-
-
-#: How often the wait reads the run's namespace and Service to see whether someone else deletes them.
-OWNED_CHECK_S = 5.0
-
-
-def _read_or_none(fn: Callable[..., Any], *args: Any) -> dict[str, Any] | None:
-    """The object ``fn`` reads now, once, without retries (the wait reads it again soon); None when gone.
-
-    A read that fails otherwise gives an object of just its name, so that a flaky read names nothing.
-    """
-    try:
-        resp = fn(*args, _preload_content=False, _request_timeout=(CONNECT_TIMEOUT_S, CONNECT_TIMEOUT_S))
-        body: dict[str, Any] = json.loads(resp.data) if resp.data else {}
-        return body
-    except ApiException as exc:
-        if exc.status == 404:
-            return None
-        log.debug("reading %s failed: %s", args[0], message_of(exc))
-    except Exception as exc:  # a transport error: not evidence of a deletion
-        log.debug("reading %s failed: %s", args[0], exc)
-    return {"metadata": {"name": args[0]}}
+        return cleanup.watches()

@@ -197,6 +197,15 @@ def test_the_package_root_holds_at_most_16_modules():
     }
 
 
+def test_each_module_of_the_suite_holds_one_thing_in_at_most_600_lines():
+    long = {
+        str(p.relative_to(PACKAGE)): n
+        for p in PACKAGE.rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > 600
+    }
+    assert long == {}, f"split these by what they hold: {long}"
+
+
 WORKLOAD = PACKAGE.parent / "rollcall_workload"
 
 

@@ -29,6 +29,7 @@ from rollcall_workload.node.gpu_listener import (
     RECOVERY_SAME_S,
     GpuEvents,
 )
+from tests.unit.monitors import monitor_env
 
 
 class NVMLError(Exception):
@@ -378,18 +379,12 @@ def test_the_monitor_registers_before_the_command_and_counts_again_after_it_ende
     import os
     import subprocess
     import sys
-    from pathlib import Path
 
     (tmp_path / "fake").mkdir()
     (tmp_path / "fake" / "pynvml.py").write_text(FAKE_PYNVML)
     gone = tmp_path / "gone"
-    src = str(Path(__file__).resolve().parents[2] / "src")
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "PYTHONPATH": os.pathsep.join([str(tmp_path / "fake"), src]),
-        "FAKE_NVML_GONE": str(gone),
-        "NODE_NAME": "gpu-a",
-    }
+    path = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    env = monitor_env(path, nvml=tmp_path / "fake", FAKE_NVML_GONE=str(gone), NODE_NAME="gpu-a")
     command = [sys.executable, "-c", f"open({str(gone)!r}, 'w').close()"]
     done = subprocess.run(
         [

@@ -22,6 +22,7 @@ from rollcall_workload.contract.heartbeat import STACKS_HEADER, Heartbeat, heart
 from rollcall_workload.node import monitor
 from rollcall_workload.rank.watchdog import WORKLOAD_DIR
 from tests.unit.helpers import roll_of_lines
+from tests.unit.monitors import monitor_env
 from tests.waiting import wait_until
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
@@ -235,7 +236,7 @@ def test_the_monitor_in_front_of_a_command_ends_as_the_command_did(tmp_path):
     def through_monitor(code: str) -> int:
         cmd = [sys.executable, "-m", "rollcall_workload.node.monitor", "--dir", str(tmp_path), "--poll", "0.1", "--",
                sys.executable, "-c", code]  # fmt: skip
-        return subprocess.run(cmd, env={**os.environ, "PYTHONPATH": SRC}, timeout=120).returncode
+        return subprocess.run(cmd, env=monitor_env(), timeout=120).returncode
 
     assert through_monitor("raise SystemExit(3)") == 3
     assert through_monitor("pass") == 0
@@ -258,7 +259,7 @@ def test_the_monitor_as_a_sidecar_ends_with_0_when_the_kubelet_sends_sigterm(tmp
             "--poll",
             "0.1",
         ]
-        env = {**os.environ, "PYTHONPATH": SRC}
+        env = monitor_env()
         with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE) as sidecar:
             assert sidecar.stdout is not None
             first = sidecar.stdout.readline()  # its first poll: its handlers are in place by then
@@ -338,7 +339,7 @@ def test_a_node_asked_to_start_no_launcher_starts_nothing_and_ends_at_sigterm(tm
     marker = tmp_path / "ran"
     cmd = [sys.executable, "-m", "rollcall_workload.node.monitor", "--dir", str(tmp_path / "m"), "--node-rank", "1",
            "--poll", "0.1", "--", sys.executable, "-c", f"open({str(marker)!r}, 'w')"]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": SRC, faults.NO_LAUNCH_NODE_ENV: "1"}
+    env = monitor_env(**{faults.NO_LAUNCH_NODE_ENV: "1"})
     with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as node:
         assert node.stderr is not None and node.stdout is not None
         said = node.stderr.readline()  # said after its signals are blocked? no: before; SIGTERM then waits
@@ -353,7 +354,7 @@ def test_the_monitor_in_front_of_a_launcher_says_when_it_started_and_spawned(tmp
     code = "import subprocess, sys, time; time.sleep(0.5); subprocess.run([sys.executable, '-c', 'import time; time.sleep(1.5)'])"
     cmd = [sys.executable, "-m", "rollcall_workload.node.monitor", "--dir", str(tmp_path), "--node-rank", "0",
            "--join-hang-after", "0.3", "--poll", "0.1", "--", sys.executable, "-c", code]  # fmt: skip
-    out = subprocess.run(cmd, env={**os.environ, "PYTHONPATH": SRC}, stdout=subprocess.PIPE, timeout=120)
+    out = subprocess.run(cmd, env=monitor_env(), stdout=subprocess.PIPE, timeout=120)
     assert out.returncode == 0
     states = [e["state"] for e in _launcher_lines(out.stdout.splitlines(keepends=True))]
     assert states[0] == "started" and states[-1] == "spawned" and set(states[1:-1]) == {"waiting"}, states

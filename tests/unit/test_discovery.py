@@ -11,6 +11,7 @@ from rollcall.backends.kubernetes.discovery import (
     check_device_plugins,
     count,
     discover,
+    owns_nodes,
     requested_resource,
     tolerates,
 )
@@ -324,3 +325,24 @@ def test_a_trn1_node_advertising_fewer_neuroncores_than_its_type_is_named():
     unknown = node("b", allocatable=short, labels={"node.kubernetes.io/instance-type": "trn9.huge"})
     other = node("a", labels={"node.kubernetes.io/instance-type": "trn9.huge"})
     assert run([other, unknown]).short == {}
+
+
+def _pod(name, node_name, gpus):
+    """A pod of the run placed on ``node_name`` (None: never placed) whose container is given ``gpus``."""
+    limits = {"nvidia.com/gpu": str(gpus)} if gpus else {}
+    return {
+        "metadata": {"name": name},
+        "spec": {"nodeName": node_name, "containers": [{"name": "train", "resources": {"limits": limits}}]},
+    }
+
+
+def test_the_run_owns_its_nodes_only_where_its_pods_requested_every_gpu_each_has_allocatable():
+    nodes = {n["metadata"]["name"]: n for n in (node("a", "p5"), node("b", "p5"))}
+    whole = [_pod("r-0", "a", 8), _pod("r-1", "b", 8)]
+    assert owns_nodes(whole, nodes.get) is True
+    assert owns_nodes([_pod("r-0", "a", 8), _pod("r-1", "b", 4)], nodes.get) is False  # b keeps 4 GPUs
+    assert owns_nodes([_pod("r-0", "a", 4), _pod("r-1", "a", 4)], nodes.get) is True  # two pods, all of a
+    assert owns_nodes([*whole, _pod("r-2", None, 8)], nodes.get) is True  # a pod never placed ran nothing
+    assert owns_nodes([_pod("r-0", "gone", 8)], nodes.get) is None  # its node is not known
+    assert owns_nodes([_pod("r-0", "gone", 8), _pod("r-1", "b", 1)], nodes.get) is False
+    assert owns_nodes([_pod("r-0", None, 8)], nodes.get) is None

@@ -473,3 +473,24 @@ def test_the_monitor_sidecars_log_is_followed_into_its_pods_node(tmp_path):
     assert report.silent is not None and report.silent.state == "T"
     assert report.sources == {"bert-0-x"}  # one node, one log name: the pod's
     assert (tmp_path / "bert-0-x.monitor.log").read_text() == f"{silent}\n"
+
+
+@pytest.mark.parametrize(("gpus", "owns"), [(8, True), (4, False)])
+def test_the_jobs_end_says_whether_its_pods_had_every_gpu_of_their_nodes(tmp_path, gpus, owns):
+    """Each pod given every GPU its node has allocatable: the run owns its nodes, and an Xid on any GPU of
+    them is its own; given fewer, a GPU no rank used may be another tenant's."""
+
+    def placed(name, index, node):
+        p = pod(name, index, "Succeeded")
+        limits = {"nvidia.com/gpu": str(gpus)}
+        p["spec"] = {"nodeName": node, "containers": [{"name": "bert", "resources": {"limits": limits}}]}
+        return p
+
+    complete = job_obj({"type": "Complete", "status": "True"})
+    run = make(tmp_path, [placed("a", 0, "node-0"), placed("b", 1, "node-1")], complete)
+    nodes = [node_obj(f"node-{i}") for i in (0, 1)]
+    for n in nodes:
+        n["status"]["allocatable"] = {"nvidia.com/gpu": "8"}
+    run.nodes = FakeInformer(*nodes)
+    status = run._wait(30)
+    assert status.state is JobState.SUCCEEDED and status.owns_nodes is owns

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rollcall.backends import DiscoveryError, JobState
-from rollcall.backends.slurm.script import Settings, render, time_limit
+from rollcall.backends.slurm.script import Settings, asks_exclusive, render, time_limit
 from rollcall.backends.slurm.state import (
     STUCK_REASONS,
     JobInfo,
@@ -63,6 +63,7 @@ def test_cpu_script_asks_for_one_task_per_node_and_exports_nothing_of_the_caller
     d = directives(script)
     assert "--nodes=2" in d and "--ntasks-per-node=1" in d and "--export=NONE" in d
     assert "--exclusive" in d and "--mem=0" in d
+    assert asks_exclusive(script)  # the job has its nodes, every GPU of them, to itself
     assert "--no-requeue" in d  # a node failure fails the roll call; it is not silently run again
     assert f"--output={OUT}/batch.out" in d
     assert not any(x.startswith(("--gpus", "--partition", "--account")) for x in d)
@@ -382,6 +383,20 @@ RUNNING = ("RUNNING", "None", "rc[1-2]")
 
 
 @pytest.mark.parametrize(
+    ("script", "exclusive"),
+    [
+        ("#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --exclusive\nsrun x\n", True),
+        ("#!/bin/bash\n#SBATCH --nodes=2\nsrun x\n", False),
+        ("#!/bin/bash\n#SBATCH --exclusive=user\nsrun x\n", False),  # shared with the user's other jobs
+        ("#!/bin/bash\n#SBATCH --nodes=2\nsrun x\n#SBATCH --exclusive\n", False),  # past the first command
+        ("#!/bin/bash\n# SBATCH --exclusive\nsrun x\n", False),  # a comment, no directive
+    ],
+)
+def test_the_job_owns_its_nodes_where_its_script_asks_exclusive_among_its_directives(script, exclusive):
+    assert asks_exclusive(script) is exclusive
+
+
+@pytest.mark.parametrize(
     ("end", "state", "words"),
     [
         ("NODE_FAIL", JobState.FAILED, "ended NODE_FAIL"),
@@ -399,6 +414,7 @@ def test_an_end_state_ends_the_wait_naming_srun_s_node_and_the_node_indexes(tmp_
     job.cleanup()
     collector.close()
     assert status.state is state and words in status.reason
+    assert status.owns_nodes is True  # the script asked --exclusive
     assert "srun: node rc2 (task 1): Killed" in status.reason
     assert status.details[:2] == [
         "node 0 ran on slurm node rc1 (log rc1.log)",

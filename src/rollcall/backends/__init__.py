@@ -144,6 +144,11 @@ class JobStatus:
     training (quota, nodes, image pulls), where known. ``node_info`` is what the backend observed of each node
     the job ran on, by node name (a Kubernetes Node's kubelet, container-runtime, kernel and OS image
     versions and its image labels: :data:`rollcall.evidence.nodefacts.OBSERVED_KEYS`), where it can read that.
+    ``owns_nodes`` is whether the run had every GPU of each node it ran on: True where the backend asked for
+    whole nodes (Slurm's ``--exclusive``; on Kubernetes, each node's pods of the run requested every
+    ``nvidia.com/gpu`` it has allocatable), False where it shares them (the local backend's machine; a GPU
+    no rank used may be another's), None where the backend cannot tell (then a GPU event counts as the run's
+    wherever it happened: :mod:`rollcall.checks.gpu_events`).
     """
 
     state: JobState
@@ -154,6 +159,7 @@ class JobStatus:
     disruption: Disruption | None = None
     waits: Waits | None = None
     node_info: dict[str, dict[str, str]] = field(default_factory=dict)
+    owns_nodes: bool | None = None
 
     @classmethod
     def disrupted(cls, disruption: Disruption) -> JobStatus:

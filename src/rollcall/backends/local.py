@@ -203,8 +203,14 @@ class LocalJob:
     def wait(self, timeout_s: float, stop: StopTest | None = None) -> JobStatus:
         """Wait for every agent; the first that exits non-zero fails the job and ends the others.
 
-        ``stop`` is re-tested every :data:`STOP_POLL_S`; a reason it gives ends every process of the run.
+        ``stop`` is re-tested every :data:`STOP_POLL_S`; a reason it gives ends every process of the run. The
+        run never owns its node: this machine's GPUs are anyone's (:attr:`JobStatus.owns_nodes`).
         """
+        status = self._wait(timeout_s, stop)
+        status.owns_nodes = False
+        return status
+
+    def _wait(self, timeout_s: float, stop: StopTest | None) -> JobStatus:
         deadline = time.monotonic() + timeout_s
         pending = {n.index for n in self.nodes}
         while pending:

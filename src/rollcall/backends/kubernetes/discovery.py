@@ -33,14 +33,14 @@ rests on the allocatable resources read above.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from rollcall.backends import DiscoveryError, Placement, PlacementRequest, shown_names, unusable_nodes
 from rollcall.backends.kubernetes import nodeviews
 from rollcall.backends.kubernetes.instances import Shortfall, advertised_counts, lookup, shortfalls
-from rollcall.backends.kubernetes.views import count
+from rollcall.backends.kubernetes.views import Pod, count
 from rollcall.jobspec import (
     EFA_RESOURCE,
     GPU_RESOURCE,
@@ -425,6 +425,28 @@ def _procs(
         return resource, procs_per_node
     offers = sorted((n.offers(resource) for n in candidates), reverse=True)
     return resource, offers[min(nodes, len(offers)) - 1] if offers else 1
+
+
+def owns_nodes(pods: Iterable[Obj], node: Callable[[str], Obj | None]) -> bool | None:
+    """Whether the run's pods had every GPU of each node they ran on (``JobStatus.owns_nodes``).
+
+    The pods placed on a node (one, mostly) requested together at least the ``nvidia.com/gpu`` the node has
+    allocatable: True where that holds of every node, False where a node kept a GPU none of them requested (a
+    GPU no rank used may be another tenant's), None where a node is not known or no pod was placed. ``node``
+    gives a node's object by name (the informer's copy).
+    """
+    requested: dict[str, int] = defaultdict(int)
+    for pod in map(Pod, pods):
+        if pod.node_name is not None:  # a pod never placed ran nothing and heard no GPU
+            requested[pod.node_name] += pod.limits.get(GPU_RESOURCE, 0)
+    unknown = not requested
+    for name, gpus in requested.items():
+        obj = node(name)
+        if obj is None:
+            unknown = True
+        elif gpus < Node.of(obj).offers(GPU_RESOURCE):
+            return False
+    return None if unknown else True
 
 
 def check_device_plugins(daemonsets: Iterable[Obj], accelerator: Accelerator, efa: bool) -> list[str]:

@@ -42,6 +42,7 @@ from rollcall.backends import JobState, JobStatus, StopTest, Waits
 from rollcall.backends.kubernetes import efa, snapshot
 from rollcall.backends.kubernetes.capacity import Lookup
 from rollcall.backends.kubernetes.deletion import Cleanup, UnderRun
+from rollcall.backends.kubernetes.discovery import owns_nodes
 from rollcall.backends.kubernetes.efa import EfaEvidence
 from rollcall.backends.kubernetes.instances import advertised_counts, count_facts, expected_devices
 from rollcall.backends.kubernetes.kube import Kube, call, create
@@ -263,6 +264,7 @@ class KubernetesJob:
             self._report_efa(status)
         status.terminations = terminations(self.pods.objects())
         status.node_info = self._node_info()
+        status.owns_nodes = owns_nodes(self.pods.objects(), self.nodes.get if self.nodes else lambda _: None)
         status.waits = self.waited()
         if status.waits.scheduled_s is not None and (status.waits.waited_for or status.waits.image_pull_s):
             self._say(status.waits.line())

@@ -51,7 +51,7 @@ from rollcall.backends import (
     StopTest,
 )
 from rollcall.backends.slurm.conf import CONF_ENV, find_conf
-from rollcall.backends.slurm.script import Settings, render
+from rollcall.backends.slurm.script import Settings, asks_exclusive, render
 from rollcall.backends.slurm.state import JobInfo, Partition, SlurmError, SlurmNode, discover, srun_errors
 from rollcall.collect import Collector, LogSink
 from rollcall.jobspec import JobSpec
@@ -187,7 +187,7 @@ class SlurmBackend:
         script = render(spec, self.settings, out)
         path = out / "job.sbatch"
         path.write_text(script)
-        job = SlurmJob(self, spec, collector, out)
+        job = SlurmJob(self, spec, collector, out, exclusive=asks_exclusive(script))
         try:
             job.job_id = self.run(["sbatch", "--parsable", str(path)], 60).strip().split(";")[0]
         except BaseException:
@@ -252,6 +252,8 @@ class SlurmJob:
     out_dir: Path
     job_id: str = ""
     hosts: list[str] = field(default_factory=list)
+    #: Its sbatch script asks ``--exclusive``: the job has its nodes, every GPU of them, to itself.
+    exclusive: bool = False
     _followers: list[_Follower] = field(default_factory=list)
     _cleaned: bool = False
 
@@ -338,8 +340,12 @@ class SlurmJob:
         return JobStatus(state, why)
 
     def _status(self, status: JobStatus) -> JobStatus:
-        """``status`` with where each node's log is, and which Slurm node each node index ran on."""
+        """``status`` with where each node's log is, which Slurm node each index ran on, if it owned them.
+
+        The job owns its nodes where its script asked ``--exclusive`` (:attr:`JobStatus.owns_nodes`).
+        """
         self._stop_followers()
+        status.owns_nodes = self.exclusive
         for index, host in enumerate(self.hosts):
             status.details.append(f"node {index} ran on slurm node {host} (log {host}.log)")
         status.details.append(f"sbatch script and Slurm's own output: {self.out_dir}")

@@ -90,6 +90,22 @@ def monitor_dir(root: str) -> tuple[str, str]:
     return path, words
 
 
+def asks_exclusive(script: str) -> bool:
+    """Whether an sbatch script asks for its nodes to itself: ``#SBATCH --exclusive`` among its directives.
+
+    sbatch reads ``#SBATCH`` lines until the first command; ``--exclusive=user`` or ``=mcs`` (nodes shared
+    with the user's or the group's other jobs) do not count.
+    """
+    for line in script.splitlines():
+        text = line.strip()
+        if text.startswith("#SBATCH"):
+            if "--exclusive" in text[len("#SBATCH") :].split("#")[0].split():
+                return True
+        elif text and not text.startswith("#"):
+            return False  # the first command: sbatch reads no directive past it
+    return False
+
+
 def time_limit(seconds: float) -> str:
     """Slurm's ``--time`` as ``D-HH:MM:SS``, rounded up to a whole second."""
     total = max(1, math.ceil(seconds))

@@ -13,6 +13,13 @@ ranks' errors, so a GPU that fell off the bus stands first in the verdict, ahead
 - single-bit ECC errors and clock changes are shown in every report, not judged here (the fitness rules
   judge the counters and the throttle reasons the ranks read).
 
+Whose GPU it is decides whether it fails this run. An event on a GPU no rank of the run named as its own, on
+a node the run shares (the backend says it did not own its nodes: ``JobStatus.owns_nodes`` False), is
+another tenant's (:attr:`~rollcall.evidence.gpu_events.GpuEventSeen.run_gpu` False): it warns, naming the
+GPU, its node and that it is not this run's GPU, and the GPU stays unfit in the verdict's record of its node
+(a warning's :class:`~rollcall.evidence.fitness.Unfit`). Where the run owns its nodes, or the backend does
+not say, or the ranks did not name their GPUs, every GPU of the run's nodes is judged as the run's.
+
 Each finding says what NVIDIA recommends for the event (``: reboot the node (NVIDIA: RESTART_BM)``,
 :attr:`~rollcall.evidence.gpu_events.GpuEventSeen.advice`).
 """
@@ -47,6 +54,8 @@ def gpu_events(run: RunView) -> Iterable[Problem]:
         rule = seen.rule
         if rule is not None:
             severity = policy.severity(rule)
+            if severity == "fail" and not seen.run_gpu:
+                severity = "warn"  # another tenant's GPU: unfit, not this run's failure
             if severity != "off":
                 key = (seen.node, seen.node_name, seen.heard.gpu)
                 unfit[key].append(
@@ -78,7 +87,9 @@ def gpu_events(run: RunView) -> Iterable[Problem]:
 
 
 def _when(seen: GpuEventSeen) -> str:
-    """``during rank 1's run, after epoch 1``, or ``(no rank on that GPU)``."""
+    """``on rank 1, after epoch 1``, ``(no rank on that GPU)``, or that the GPU is not this run's."""
+    if not seen.run_gpu:
+        return "(not this run's GPU: no rank of this run named it, on a node the run shares)"
     if seen.rank is None:
         return "(no rank on that GPU)"
     return f"on rank {seen.rank}, {seen.phase}"
@@ -109,9 +120,13 @@ CHECK = Check(
     detects=(
         "a GPU lost or failing in hardware during the run (an Xid of the catalog's hardware class, a "
         "double-bit ECC error), named first, as an `unfit_device`; the other Xids warn, or stand beside the "
-        "error of the rank on that GPU"
+        "error of the rank on that GPU; on a GPU no rank of the run named, on a node the run shares, a "
+        "warning"
     ),
-    reads="`evidence/gpu_events.py` (the nodes' monitors' `gpu_event` events), `evidence/xids.py`",
+    reads=(
+        "`evidence/gpu_events.py` (the nodes' monitors' `gpu_event` events), `evidence/gpu_owners.py` (the "
+        "GPUs the ranks named), `evidence/xids.py`, the backend's `JobStatus.owns_nodes`"
+    ),
     kinds=(GPU_EVENT,),
 )
 

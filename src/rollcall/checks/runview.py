@@ -16,9 +16,9 @@ from functools import cached_property
 from typing import Any
 
 from rollcall.evidence.baseline import ConfigKey, Figures, Reference
-from rollcall.evidence.clocks import Bounds
 from rollcall.evidence.departures import Departure, departures
 from rollcall.evidence.gpu_events import GpuEventSeen, events_seen
+from rollcall.evidence.gpu_owners import RunGpus
 from rollcall.evidence.nodefacts import NodeFacts, node_facts
 from rollcall.evidence.perf import PerfFigures
 from rollcall.ranges import ranges
@@ -68,11 +68,6 @@ class RunView:
     def log_word(self) -> str:
         """What a rank's log is called in a message: its ``pod``, or the ``log`` of a node's processes."""
         return "pod" if self.observed.unit == "pod" else "log"
-
-    @cached_property
-    def bounds(self) -> Bounds:
-        """The bounds the run's parts are held to, each on its own clock (:mod:`rollcall.evidence.clocks`)."""
-        return Bounds.of(self.observed.spec)
 
     @cached_property
     def reports(self) -> dict[int, RankReport]:
@@ -151,8 +146,18 @@ class RunView:
 
     @cached_property
     def gpu_events(self) -> tuple[GpuEventSeen, ...]:
-        """What the nodes' GPUs said during the run, each tied to its node, rank and phase, and classified."""
-        return events_seen(self.roll.gpu_events, self.reports, self.node, self.criteria.xids)
+        """What the nodes' GPUs said during the run, each tied to its node, rank and phase, and classified.
+
+        Each says whether its GPU is the run's: on a node the run shares, one its ranks named
+        (:mod:`rollcall.evidence.gpu_owners`).
+        """
+        roll, status = self.roll, self.observed.status
+        owns = status.owns_nodes if status is not None else None
+        world = self.layout.world_size
+        owners = RunGpus.of(
+            self.reports, roll.processes, roll.gpu_events, roll.launchers, world_size=world, owns_nodes=owns
+        )
+        return events_seen(roll.gpu_events, self.reports, self.node, self.criteria.xids, owners)
 
     @cached_property
     def baseline(self) -> Figures | None:

@@ -5,7 +5,9 @@ What the nodes' monitors heard from NVML (:attr:`~rollcall.ranklog.RollCall.gpu_
 name the same GPU (its UUID; else its NVML index on the node whose log the event came in; else, for a rank
 that died before its ``facts``, the CUDA index its ``start`` names), to that rank's node,
 and to what the rank was doing then (its last event before, :attr:`GpuEventSeen.phase`). A GPU no rank used
-is named with its node and no rank: no healthy rank is blamed for it.
+is named with its node and no rank: no healthy rank is blamed for it. Whether it is the run's GPU at all
+(:attr:`GpuEventSeen.run_gpu`) is what the run's ranks named as theirs (:mod:`rollcall.evidence.gpu_owners`):
+a GPU of their node that none of them named may be another tenant's.
 
 Each event has a :data:`GpuClass`: an Xid its class in the catalog (:mod:`rollcall.evidence.xids`, with
 ``--xid-class`` over it); a double-bit ECC error and a lost GPU ``hardware``; a single-bit ECC error and a
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from rollcall.evidence.fitness import EVENT_RULES
+from rollcall.evidence.gpu_owners import RunGpus
 from rollcall.evidence.xids import RECOVERY_ACTION_EVENT, Xid, XidClass, XidPolicy, recovery_action
 from rollcall.ranklog import GpuHeard, RankReport
 
@@ -45,6 +48,8 @@ class GpuEventSeen:
     rank: int | None
     phase: str
     xid: Xid | None = None
+    #: The GPU is this run's: a rank of it used it, or named it as its own, or nothing says whose it is.
+    run_gpu: bool = True
 
     @property
     def klass(self) -> GpuClass:
@@ -122,7 +127,8 @@ class GpuEventSeen:
 
     def __str__(self) -> str:
         rank = f" (rank {self.rank}, {self.phase})" if self.rank is not None else ""
-        return f"{self.what} on {self.gpu_label}{rank}"
+        whose = "" if self.run_gpu else " (not this run's GPU)"
+        return f"{self.what} on {self.gpu_label}{rank}{whose}"
 
     def as_dict(self) -> dict[str, Any]:
         """The event, JSON-ready."""
@@ -144,6 +150,7 @@ class GpuEventSeen:
             "gpu_uuid": h.uuid,
             "gpu_serial": h.serial,
             "rank": self.rank,
+            "run_gpu": self.run_gpu,
             "phase": self.phase,
             "time": h.time,
             "event_type": h.event_type,
@@ -172,8 +179,12 @@ def events_seen(
     reports: Mapping[int, RankReport],
     node_of: Callable[[int], int],
     policy: XidPolicy | None = None,
+    owners: RunGpus | None = None,
 ) -> tuple[GpuEventSeen, ...]:
-    """Every event heard, tied and classified (see the module's docstring), in the order heard."""
+    """Every event heard, tied and classified (see the module's docstring), in the order heard.
+
+    ``owners``: the GPUs the run's ranks named as theirs; without it every GPU is the run's.
+    """
     policy = policy or XidPolicy()
     by_uuid: dict[str, list[int]] = {}
     by_index: dict[tuple[str, Any], int] = {}
@@ -202,7 +213,8 @@ def events_seen(
         name = h.node or _named(reports.get(anchor) if anchor is not None else None) or "unknown"
         phase = phase_at(reports[on], h.time) if on is not None and on in reports else ""
         xid = policy.of(h.xid) if h.kind == "xid" and h.xid is not None else None
-        seen.append(GpuEventSeen(h, node, name, on, phase, xid))
+        ours = on is not None or owners is None or owners.owns(h)
+        seen.append(GpuEventSeen(h, node, name, on, phase, xid, ours))
     return tuple(seen)
 
 

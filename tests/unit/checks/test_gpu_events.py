@@ -10,12 +10,19 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from rollcall.backends import JobState, JobStatus
 from rollcall.checks.errors import ROOT_CAUSE
 from rollcall.checks.gpu_events import GPU_EVENT, gpu_events
 from rollcall.checks.runview import RunView
 from rollcall.checks.unfit_device import UNFIT_DEVICE
 from rollcall.evidence.fitness import FitnessPolicy
 from rollcall.evidence.xids import XidClass, XidPolicy
+from rollcall.gate import criteria_of
+from rollcall.jobspec import JobSpec
+from rollcall.judge import judge
+from rollcall.options import DEFAULTS
 from rollcall.ranklog import RollCall
 from rollcall.verdict import Criteria, Layout, Observed, Owner, Verdict
 from rollcall_workload import contract
@@ -210,3 +217,132 @@ def test_an_event_heard_by_two_monitors_of_one_gpu_counts_once_and_a_repeat_by_o
     assert len(roll.gpu_events) == 3
     seen = events_seen(roll.gpu_events, roll.ranks, lambda r: r)
     assert [(s.heard.time, s.heard.source) for s in seen] == [(1005.0, "node-1.log"), (1030.0, "node-1.log")]
+
+
+# ---------------------------------------------------------------- whose GPU it is
+
+
+def owned(roll: RollCall, owns_nodes: bool | None) -> Verdict:
+    """The roll call judged as a backend that says whether the run owned its nodes (None: it does not say)."""
+    spec = JobSpec("job", 2, 1, accelerator="nvidia")
+    status = JobStatus(JobState.SUCCEEDED, owns_nodes=owns_nodes)
+    return judge(Observed(roll, Layout(2, 1), status, spec), criteria_of(DEFAULTS))
+
+
+def process_line(rank: int, visible: str | None, node_rank: int | None = None) -> str:
+    """The ``rank_process`` line the rank's node's monitor writes as it first sees the rank's process."""
+    return _line(
+        "rank_process", rank, state="seen", pid=4000 + rank, node_rank=node_rank, visible_devices=visible
+    )
+
+
+#: Xid 79 on GPU 5 of node 1, a GPU no rank of the run used (ranks 0 and 1 read GPU-0aaa and GPU-1aaa).
+OTHERS_XID = gpu_line(xid=79, gpu=5, uuid="GPU-5bbb", data=79, event_type=8)
+
+
+def test_a_hardware_xid_on_a_gpu_no_rank_used_on_a_shared_node_warns_naming_the_gpu_and_passes():
+    verdict = owned(roll_of([OTHERS_XID]), owns_nodes=False)
+    assert verdict.passed and verdict.findings == ()
+    [warning] = verdict.warnings
+    assert warning.kind is UNFIT_DEVICE and warning.ranks == {}
+    for named in ("unfit device (warning): node 1 (n1) GPU 5, UUID GPU-5bbb", "not this run's GPU", "Xid 79"):
+        assert named in warning.message
+    [seen] = verdict.gpu_events
+    assert seen.run_gpu is False and seen.as_dict()["run_gpu"] is False
+    assert "(not this run's GPU)" in str(seen)
+    # the GPU itself stays unfit in its node's record, a warning of no rank, not a node to taint
+    [unfit] = verdict.unfit
+    assert (unfit.severity, unfit.device.on_rank, unfit.device.node, unfit.rule) == (
+        "warn",
+        False,
+        1,
+        "hardware_event",
+    )
+    assert verdict.unfit_nodes == []
+    [node_1] = [n for n in verdict.node_verdicts() if n["node"] == 1]
+    assert node_1["reasons"] and "not this run's GPU" in node_1["reasons"][0]
+
+
+def test_the_same_xid_fails_where_the_run_owns_the_node_or_the_backend_does_not_say():
+    for owns in (True, None):
+        verdict = owned(roll_of([OTHERS_XID]), owns_nodes=owns)
+        assert not verdict.passed, owns
+        [problem] = verdict.of_kind(UNFIT_DEVICE)
+        assert not problem.warning and "(no rank on that GPU)" in problem.message
+        assert "not this run's" not in problem.message
+        assert verdict.unfit_nodes == ["n1"]
+
+
+def test_a_hardware_xid_on_a_gpu_a_rank_used_fails_on_a_shared_node_too():
+    verdict = owned(roll_of([gpu_line(xid=79, data=79, event_type=8)]), owns_nodes=False)
+    assert not verdict.passed
+    [problem] = verdict.of_kind(UNFIT_DEVICE)
+    assert not problem.warning and set(problem.ranks) == {1}
+    assert "node 1 (n1) rank 1 GPU 1, UUID GPU-1aaa" in problem.message
+
+
+def test_where_a_rank_named_no_gpu_of_its_own_every_gpu_is_the_runs_and_the_xid_fails(monkeypatch):
+    """Rank 0 read no UUID nor index, and its monitor reported no devices: which GPUs the run uses is
+    unknown, so GPU 5 may be rank 0's."""
+    monkeypatch.setitem(GPUS, 0, {"gpu_serial": "165000"})
+    verdict = owned(roll_of([OTHERS_XID]), owns_nodes=False)
+    assert not verdict.passed and verdict.of_kind(UNFIT_DEVICE)[0].warning is False
+    [seen] = verdict.gpu_events
+    assert seen.run_gpu is True
+
+
+def test_the_devices_a_ranks_monitor_reports_name_its_gpus_before_its_facts(monkeypatch):
+    """Neither rank said its facts (each died, or is still importing): the devices their environments give
+    them, as their monitors report, name their GPUs, by UUID (or a prefix of one) and by index on the node."""
+    for r in (0, 1):
+        monkeypatch.setitem(GPUS, r, {})
+    seen_0 = process_line(0, "GPU-0a")  # a prefix, as CUDA takes one
+    seen_1 = process_line(1, "1,2")
+
+    def judged(event: str) -> Verdict:
+        roll = roll_of([event, seen_1])
+        parser = roll.parser("node-0.log")
+        parser.feed((seen_0 + "\n").encode())
+        parser.close()
+        return owned(roll, owns_nodes=False)
+
+    assert judged(OTHERS_XID).passed  # GPU 5: neither rank's
+    on_2 = judged(gpu_line(xid=79, gpu=2, uuid="GPU-2ccc", data=79))  # GPU 2 of node 1: rank 1's to use
+    assert not on_2.passed and not on_2.of_kind(UNFIT_DEVICE)[0].warning
+    assert not judged(gpu_line(xid=79, gpu=7, uuid="GPU-0aaa", data=79)).passed  # rank 0's, by its UUID
+
+
+@pytest.mark.parametrize("visible", ["all", "MIG-4f6c8f3e-8b1d-5a1c-9e3a-2f0b7d3c1a55"])
+def test_a_rank_that_may_use_every_gpu_or_one_no_event_can_be_matched_to_makes_every_gpu_of_its_node_the_runs(
+    visible,
+):
+    verdict = owned(roll_of([OTHERS_XID, process_line(1, visible)]), owns_nodes=False)
+    assert not verdict.passed
+
+
+def test_simulated_nodes_sharing_a_machine_are_one_machine_for_the_gpus_their_ranks_named(monkeypatch):
+    """The local backend's nodes share the host's GPUs and each monitor hears every one of them: rank 1's
+    GPU 1, heard first by node 0's monitor, is still the run's, by the machine both monitors name."""
+    for r in (0, 1):
+        monkeypatch.setitem(GPUS, r, {})
+    xid = dict(xid=79, gpu=1, uuid="GPU-1zzz", data=79)
+    roll = roll_of([process_line(1, "1"), gpu_line(at=1005.4, **xid)])
+    parser = roll.parser("node-0.log")
+    parser.feed(("\n".join([process_line(0, "0"), gpu_line(at=1005.0, **xid)]) + "\n").encode())
+    parser.close()
+    roll.gpu_events.sort(key=lambda h: h.time or 0.0)
+    assert [h.node for h in roll.gpu_events] == ["n1", "n1"]
+    verdict = owned(roll, owns_nodes=False)
+    [seen] = verdict.gpu_events
+    assert seen.heard.source == "node-0.log" and seen.run_gpu
+    assert not verdict.passed
+
+
+@pytest.mark.parametrize("visible", ["none", "void", ""])
+def test_a_rank_given_no_device_names_its_gpus_as_none(monkeypatch, visible):
+    monkeypatch.setitem(GPUS, 0, {})
+    roll = roll_of([OTHERS_XID])
+    parser = roll.parser("node-0.log")
+    parser.feed((process_line(0, visible) + "\n").encode())
+    parser.close()
+    assert owned(roll, owns_nodes=False).passed

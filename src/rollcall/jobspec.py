@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import math
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -29,6 +30,9 @@ AcceleratorChoice = Literal["auto", Accelerator]
 EfaChoice = Literal["auto", "on", "off"]
 #: The effects a taint (and so a toleration) may have.
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+#: torchrun's rendezvous waits this much past the latest a node may take to join it
+#: (:attr:`JobSpec.rendezvous_timeout_s`).
+RENDEZVOUS_MARGIN_S = 60.0
 #: How long a job may run unless told otherwise (``--job-timeout``).
 DEFAULT_JOB_TIMEOUT_S = 1800.0
 
@@ -262,18 +266,44 @@ class HangBounds:
         first_step_hang_after_s: ``--first-step-hang-after``: the same until the first step (which compiles)
             completes.
         join_hang_after_s: ``--join-hang-after``: the same until the rank has joined the process group.
+        pg_timeout_s: ``--pg-timeout``: how long ``init_process_group`` waits for every rank to join (and
+            each collective may take); None: PyTorch's, by backend.
+        start_skew_s: ``--start-skew``, the suite's alone: how long after the first part of the run is heard
+            a node or rank may still be heard for the first time (None: twice the join bound).
     """
 
     hang_after_s: float | None = None
     first_step_hang_after_s: float | None = None
     join_hang_after_s: float | None = None
+    pg_timeout_s: float | None = None
+    start_skew_s: float | None = None
 
-    #: Each bound's flag, the workload's and the suite's alike, by field.
+    #: Each bound's flag, the workload's and the suite's alike, by field (``start_skew_s`` is the suite's).
     FLAGS: ClassVar[Mapping[str, str]] = {
         "hang_after_s": "--hang-after",
         "first_step_hang_after_s": "--first-step-hang-after",
         "join_hang_after_s": "--join-hang-after",
+        "pg_timeout_s": "--pg-timeout",
     }
+
+    def join_bound(self, workload_args: Sequence[str] = ()) -> float:
+        """J, the join bound the ranks and the nodes' monitors use: this one's, else the workload's args'."""
+        return self.join_hang_after_s or cli.join_bound(workload_args)
+
+    def start_skew(self, workload_args: Sequence[str] = ()) -> float:
+        """S, the start skew: this one's, else twice the join bound (a node unheard is named then)."""
+        return self.start_skew_s or 2 * self.join_bound(workload_args)
+
+    def pg_timeout(self, backend: str, workload_args: Sequence[str] = ()) -> float:
+        """The process group's timeout with ``backend`` (nccl, gloo): set, given, or PyTorch's."""
+        if self.pg_timeout_s:
+            return self.pg_timeout_s
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                given = cli.parse_args(list(workload_args)).pg_timeout
+        except (cli.CommandLineError, SystemExit):
+            given = None
+        return float(given) if given else cli.PG_TIMEOUT_S.get(backend, max(cli.PG_TIMEOUT_S.values()))
 
     def set(self) -> dict[str, float]:
         """Each bound set, by its flag."""
@@ -355,7 +385,7 @@ class JobSpec:
     limits: Mapping[str, str] = field(default_factory=dict)
     scheduling: Scheduling = field(default_factory=Scheduling)
     master_port: int = 29500
-    rdzv_timeout_s: int = 300
+    rdzv_timeout_s: int | None = None
     job_timeout_s: float = DEFAULT_JOB_TIMEOUT_S
     node_ids: tuple[int, ...] = ()
     machines: tuple[str, ...] = ()
@@ -377,6 +407,35 @@ class JobSpec:
     def world_size(self) -> int:
         """Ranks in all."""
         return self.nodes * self.procs_per_node
+
+    @property
+    def join_bound_s(self) -> float:
+        """J: the join bound of the ranks and the nodes' monitors (``--join-hang-after``)."""
+        return self.hang_bounds.join_bound(self.workload_args)
+
+    @property
+    def start_skew_s(self) -> float:
+        """S: how long after the run's first part was heard another may be heard first (``--start-skew``)."""
+        return self.hang_bounds.start_skew(self.workload_args)
+
+    @property
+    def pg_timeout_s(self) -> float:
+        """How long ``init_process_group`` waits for every rank (``--pg-timeout``; PyTorch's by backend)."""
+        args = self.workload_args
+        backend = "gloo" if "gloo" in args or self.accelerator != "nvidia" else "nccl"
+        return self.hang_bounds.pg_timeout(backend, args)
+
+    @property
+    def rendezvous_timeout_s(self) -> int:
+        """Torchrun's rendezvous timeout: set, else past every bound the suite allows a late node.
+
+        A node heard last at the start skew S has twice the join bound J to get its launcher through the
+        rendezvous (:mod:`rollcall.evidence.launchers`): torchrun must not end a run before the suite would,
+        so its timeout is S + 2 J and a minute more.
+        """
+        if self.rdzv_timeout_s is not None:
+            return self.rdzv_timeout_s
+        return math.ceil(self.start_skew_s + 2 * self.join_bound_s + RENDEZVOUS_MARGIN_S)
 
     def workload_argv(self, compile_cache_dir: str | None = None) -> list[str]:
         """train.py's arguments: the device, the compile cache, the hang bounds, then the user's own.
@@ -422,7 +481,7 @@ class JobSpec:
             f"--node-rank={node_rank}",
             f"--master-addr={master_addr}",
             f"--master-port={master_port or self.master_port}",
-            f"--rdzv-conf=timeout={self.rdzv_timeout_s}",
+            f"--rdzv-conf=timeout={self.rendezvous_timeout_s}",
             "--max-restarts=0",
             f"--log-dir={log_dir}",
             "--redirects=3",

@@ -48,6 +48,7 @@ from rollcall.checks.unfit_device import UNFIT_DEVICE
 from rollcall.checks.workload_version import WORKLOAD_VERSION
 from rollcall.collect import Collector
 from rollcall.evidence import launchers, versions
+from rollcall.evidence.clocks import Bounds
 from rollcall.evidence.endings import Disruption
 from rollcall.evidence.hangs import stop_reason
 from rollcall.jobspec import JobSpec
@@ -185,7 +186,7 @@ def run_once(
     """
     started, started_at = time.monotonic(), time.time()
     collector = Collector(artifacts)
-    watch = _Watch(spec.world_size, spec.nodes, started, collector, live)
+    watch = _Watch(spec, started, collector, live)
     job = None
     left: CleanupError | None = None
     confirming: Future[None] | None = None
@@ -202,6 +203,7 @@ def run_once(
                 first = launching.signals[0]
                 raise KeyboardInterrupt(f"signal {first.name}" if first is not signal.SIGINT else "")
             status = job.wait(spec.job_timeout_s, stop=watch.poll)
+            collector.view(_ended)
             waited = True
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM as the plugin turns it: judged as far as it got
             interrupted, caught = str(exc) or "signal SIGINT (Ctrl-C)", exc
@@ -237,6 +239,12 @@ def run_once(
     if interrupted is not None:
         raise Interrupted(interrupted, attempt, caught)
     return attempt
+
+
+def _ended(roll: RollCall) -> None:
+    """Note on the roll call's clock when its job ended, unless the suite ended it earlier."""
+    if roll.ended is None:
+        roll.ended = roll.clock()
 
 
 def _clean_up(
@@ -318,11 +326,10 @@ class _Watch:
     collector's lock.
     """
 
-    def __init__(
-        self, world_size: int, nodes: int, started: float, collector: Collector, live: LiveView | None
-    ) -> None:
-        self.world_size = world_size
-        self.nodes = nodes
+    def __init__(self, spec: JobSpec, started: float, collector: Collector, live: LiveView | None) -> None:
+        self.world_size = spec.world_size
+        self.nodes = spec.nodes
+        self.bounds = Bounds.of(spec)
         self.started = started
         self.collector = collector
         self.live = live
@@ -344,11 +351,14 @@ class _Watch:
         if self.first_rank_s is None and any(r.start is not None for r in roll.ranks.values()):
             self.first_rank_s = time.monotonic() - self.started
         now = LiveRollCall.of(roll, self.world_size) if self.live is not None else None
+        moment = roll.clock()  # every part's bound is read on the clock the roll call heard them on
         reason = (
-            launchers.stop_reason(roll, self.nodes, self.world_size)
-            or stop_reason(roll.ranks, self.world_size)
+            launchers.stop_reason(roll, self.nodes, self.world_size, self.bounds, moment)
+            or stop_reason(roll, self.world_size, self.bounds, moment)
             or versions.stop_reason(roll.ranks)
         )
+        if reason is not None and roll.ended is None:
+            roll.ended = moment  # the judge reads the roll call as it stood when the suite ended the job
         return reason, now
 
 

@@ -103,3 +103,29 @@ class LineLog:
 
 def two_by_two(**kw):
     return roll_of(node_log(0, 2, 2, **kw), node_log(1, 2, 2, **kw))
+
+
+class Clock:
+    """A clock a test sets by hand (the suite's monotonic clock, a monitor's)."""
+
+    def __init__(self, t=0.0):
+        self.t = t
+
+    def __call__(self):
+        return self.t
+
+
+def roll_heard(timed, ended=None, source="node-0"):
+    """A roll call that read each ``(t, line)`` of ``timed`` at ``t`` on its own clock; ``ended``: the job's end.
+
+    Each part is heard on that clock when its first line is read (:mod:`rollcall.evidence.clocks`).
+    """
+    clock = Clock()
+    roll = RollCall(clock=clock)
+    parser = roll.parser(source)
+    for t, line in timed:
+        clock.t = t
+        parser.feed(line)
+    parser.close()
+    roll.ended = ended if ended is not None else clock.t
+    return roll

@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 
 from rollcall.evidence.hangs import stall_of
-from rollcall_workload import faults
+from rollcall_workload import faults, procfs
+from rollcall_workload.contract import MONITOR_DIR_ENV
 from rollcall_workload.contract.heartbeat import STACKS_HEADER, Heartbeat, heartbeat_path, stacks_path
 from rollcall_workload.node import monitor
 from rollcall_workload.rank.watchdog import WORKLOAD_DIR
@@ -27,6 +28,7 @@ from tests.waiting import wait_until
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 FAULTS_PY = os.path.join(WORKLOAD_DIR, "faults.py")
+SLEEPER = [sys.executable, "-c", "import time; time.sleep(600)"]
 
 
 def _line_of(path: str, text: str) -> int:
@@ -189,6 +191,24 @@ def test_the_watchdog_writes_its_heartbeat_at_each_beat_for_the_monitor(tmp_path
         os.close(devnull)
 
 
+class Clock:
+    """A monotonic clock the test moves by hand."""
+
+    def __init__(self, t: float = 1000.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+    def looks(self, files: monitor.RankFiles, until: float, now: float, step: float = 1.0) -> list[bytes]:
+        """What ``files`` says at a look every ``step`` seconds until ``until`` (``now``: the wall clock)."""
+        said: list[bytes] = []
+        while self.t < until:
+            self.t = min(until, self.t + step)
+            said += files.poll(now)
+        return said
+
+
 def test_a_stopped_process_is_named_silent_with_its_state_and_withdrawn_once_its_heartbeat_returns(tmp_path):
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
@@ -200,12 +220,14 @@ def test_a_stopped_process_is_named_silent_with_its_state_and_withdrawn_once_its
             every=0.02,
         )
         assert state == ("T", "stopped")
-        now = time.time()
-        files = monitor.RankFiles(str(tmp_path), margin=5.0)
-        _beat(tmp_path, 1, pid=child.pid, time_=now - 9.0, progress=now - 9.5)
-        assert files.poll(now) == []  # 9 s: within the bound (5) plus the margin (5)
-        _beat(tmp_path, 1, pid=child.pid, time_=now - 11.0, progress=now - 12.0)
-        (line,) = files.poll(now)
+        now, clock = time.time(), Clock()
+        files = monitor.RankFiles(str(tmp_path), margin=5.0, mono=clock)
+        _beat(tmp_path, 1, pid=child.pid, time_=now - 1.0, progress=now - 2.0)
+        assert files.poll(now) == []
+        assert (
+            clock.looks(files, 1010.0, now + 10) == []
+        )  # unchanged for 10 s: the bound (5) plus the margin (5)
+        (line,) = clock.looks(files, 1010.5, now + 10.5)
         silent = roll_of_lines([line]).ranks[1].silent
         assert silent is not None and (silent.state, silent.state_name, silent.pid) == (
             "T",
@@ -213,23 +235,37 @@ def test_a_stopped_process_is_named_silent_with_its_state_and_withdrawn_once_its
             child.pid,
         )
         assert (silent.stalled_s, silent.heartbeat_s, silent.hang_after, silent.margin_s) == (
-            12.0,
-            11.0,
+            12.5,
+            11.5,
             5.0,
             5.0,
         )
-        assert files.poll(now + 1) == []  # said once
-        _beat(tmp_path, 1, pid=child.pid, time_=now, progress=now - 12.0)
-        (back,) = files.poll(now)
+        assert clock.looks(files, 1015.0, now + 15) == []  # said once
+        _beat(tmp_path, 1, pid=child.pid, time_=now + 15, progress=now - 2.0)
+        (back,) = clock.looks(files, 1016.0, now + 16)
         assert roll_of_lines([line, back]).ranks[1].silent is None
-        _beat(tmp_path, 1, pid=child.pid, time_=now - 11.0, progress=now - 12.0)
-        assert len(files.poll(now)) == 1  # silent again
+        assert len(clock.looks(files, 1026.5, now + 26.5)) == 1  # silent again
     finally:
         child.kill()
         child.wait()
-    files = monitor.RankFiles(str(tmp_path), margin=5.0)
-    assert files.poll(time.time()) == []  # the process is gone: its launcher sees that
+    clock = Clock()
+    files = monitor.RankFiles(str(tmp_path), margin=5.0, mono=clock)
+    assert clock.looks(files, 1020.0, time.time()) == []  # the process is gone: its launcher sees that
     assert monitor.process_state(os.getpid()) in (("R", "running"), ("S", "sleeping"))
+
+
+def test_a_heartbeat_is_stale_only_by_the_monitors_own_looks_not_its_stamp_nor_a_pause(tmp_path):
+    """A clock step (an old stamp) or a pause of the monitor itself names no rank silent."""
+    me = os.getpid()
+    clock = Clock()
+    files = monitor.RankFiles(str(tmp_path), margin=5.0, mono=clock)
+    _beat(tmp_path, 1, pid=me, time_=time.time() - 3600.0, progress=time.time() - 3600.0)  # a clock step
+    assert files.poll(time.time()) == []  # an hour-old stamp counts for nothing at the first look
+    assert clock.looks(files, 1009.0, time.time()) == []
+    clock.t = 1030.0  # the monitor itself did not run for 21 s: its looks start again
+    assert files.poll(time.time()) == []
+    assert clock.looks(files, 1040.0, time.time()) == []  # 10 s since the pause: not past the bound yet
+    assert len(clock.looks(files, 1041.0, time.time())) == 1  # held at every look past it: silent
 
 
 def test_the_monitor_in_front_of_a_command_ends_as_the_command_did(tmp_path):
@@ -249,7 +285,7 @@ def test_the_monitor_as_a_sidecar_ends_with_0_when_the_kubelet_sends_sigterm(tmp
     rank = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     try:
         now = time.time()
-        _beat(tmp_path, 1, pid=rank.pid, time_=now - 60.0, progress=now - 60.0)
+        _beat(tmp_path, 1, pid=rank.pid, time_=now - 60.0, progress=now - 60.0, bound=0.2)
         cmd = [
             sys.executable,
             "-m",
@@ -258,11 +294,13 @@ def test_the_monitor_as_a_sidecar_ends_with_0_when_the_kubelet_sends_sigterm(tmp
             str(tmp_path),
             "--poll",
             "0.1",
+            "--margin",
+            "0",
         ]
         env = monitor_env()
         with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE) as sidecar:
             assert sidecar.stdout is not None
-            first = sidecar.stdout.readline()  # its first poll: its handlers are in place by then
+            first = sidecar.stdout.readline()  # a few looks in: its handlers are in place by then
             assert b'"event":"silent"' in first.replace(b" ", b""), first
             sidecar.send_signal(signal.SIGTERM)
             assert sidecar.wait(timeout=60) == 0
@@ -300,6 +338,7 @@ def _launcher_lines(lines: list[bytes]) -> list[dict]:
 
 def test_the_launcher_is_said_started_then_waiting_at_each_bound_then_spawned_once(tmp_path):
     kids: list[int] = []
+    clock = Clock()
     watch = monitor.LauncherWatch(
         pid=4242,
         node_rank=1,
@@ -309,30 +348,54 @@ def test_the_launcher_is_said_started_then_waiting_at_each_bound_then_spawned_on
         children_of=lambda pid: kids,
         state_of=lambda pid: ("S", "sleeping"),
         node="n1",
+        mono=clock,
     )
+
+    def at(t: float) -> list[bytes]:
+        clock.t = t
+        return watch.poll(0.0)  # the wall clock is not read: a step of it ends no wait
+
     (first,) = _launcher_lines([watch.first()])
     assert (first["state"], first["node_rank"], first["node"], first["pid"]) == ("started", 1, "n1", 4242)
-    assert watch.poll(1009.0) == []
-    (wait,) = _launcher_lines(watch.poll(1010.5))
+    assert at(1009.0) == []
+    (wait,) = _launcher_lines(at(1010.5))
     assert (wait["state"], wait["waited_s"], wait["bound_s"], wait["process_state"]) == (
         "waiting",
         10.5,
         10.0,
         "S",
     )
-    assert watch.poll(1015.0) == []  # one line per bound
-    assert [e["waited_s"] for e in _launcher_lines(watch.poll(1020.0))] == [20.0]
+    assert at(1015.0) == []  # one line per bound
+    assert [e["waited_s"] for e in _launcher_lines(at(1020.0))] == [20.0]
     kids.append(4300)
-    (spawned,) = _launcher_lines(watch.poll(1021.0))
+    (spawned,) = _launcher_lines(at(1021.0))
     assert spawned["state"] == "spawned" and spawned["waited_s"] == 21.0
-    assert watch.poll(1050.0) == []
+    assert at(1050.0) == []
+
+
+def test_the_launchers_state_is_said_with_how_long_it_held_at_every_look(tmp_path):
+    """One read of D (a page fault, an NFS read) holds 0 s; a state counts once it has held."""
+    states = iter("SDDSDDDDDDDDDDDDDDDDDDDD")
+    clock = Clock()
+    watch = monitor.LauncherWatch(
+        4242, 0, 1000.0, 10.0, None, lambda pid: [], lambda pid: (s := next(states), s), node="n0", mono=clock
+    )
+    held = []
+    for t in range(1001, 1024):
+        clock.t = float(t)
+        held += [(e["process_state"], e["state_held_s"]) for e in _launcher_lines(watch.poll(0.0))]
+    assert held == [("D", 5.0), ("D", 15.0)]  # D since 1005 (1002-1003 were two reads): 5 s, then 15 s
 
 
 def test_a_heartbeat_says_the_launcher_spawned_its_ranks_where_children_cannot_be_read(tmp_path):
-    watch = monitor.LauncherWatch(4242, 0, 1000.0, 10.0, monitor.RankFiles(str(tmp_path)), lambda pid: [])
-    assert _launcher_lines(watch.poll(1011.0))[0]["state"] == "waiting"
+    clock = Clock(1011.0)
+    watch = monitor.LauncherWatch(
+        4242, 0, 1000.0, 10.0, monitor.RankFiles(str(tmp_path)), lambda pid: [], mono=clock
+    )
+    assert _launcher_lines(watch.poll(0.0))[0]["state"] == "waiting"
     _beat(tmp_path, 0, pid=4300, time_=1011.0, progress=1011.0)
-    assert _launcher_lines(watch.poll(1012.0))[0]["state"] == "spawned"
+    clock.t = 1012.0
+    assert _launcher_lines(watch.poll(0.0))[0]["state"] == "spawned"
 
 
 def test_a_node_asked_to_start_no_launcher_starts_nothing_and_ends_at_sigterm(tmp_path):
@@ -358,3 +421,68 @@ def test_the_monitor_in_front_of_a_launcher_says_when_it_started_and_spawned(tmp
     assert out.returncode == 0
     states = [e["state"] for e in _launcher_lines(out.stdout.splitlines(keepends=True))]
     assert states[0] == "started" and states[-1] == "spawned" and set(states[1:-1]) == {"waiting"}, states
+
+
+def _process_lines(lines: list[bytes]) -> list[dict]:
+    events = [json.loads(line.split(b" ", 1)[1]) for line in lines]
+    assert all(e["event"] == "rank_process" for e in events), events
+    return events
+
+
+def test_a_ranks_process_is_said_seen_then_gone_with_the_interval_it_left_in(tmp_path):
+    """Whoever started it and however it leaves; its own children (compile workers) are not ranks."""
+    mine = {**os.environ, MONITOR_DIR_ENV: str(tmp_path), "RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4",
+            "CUDA_VISIBLE_DEVICES": "2"}  # fmt: skip
+    spawn_child = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']); print('up', flush=True); time.sleep(600)"
+    rank = subprocess.Popen([sys.executable, "-c", spawn_child], env=mine, stdout=subprocess.PIPE)
+    other_dir = subprocess.Popen(SLEEPER, env={**mine, MONITOR_DIR_ENV: str(tmp_path / "other"), "RANK": "5"})
+    no_rank = subprocess.Popen(SLEEPER, env={k: v for k, v in mine.items() if k != "RANK"})
+    try:
+        assert rank.stdout is not None and rank.stdout.readline() == b"up\n"
+        watch = monitor.RankProcesses(str(tmp_path), node_rank=1)
+        (seen,) = _process_lines(watch.poll(1000.0))
+        assert (seen["state"], seen["rank"], seen["world_size"], seen["pid"], seen["node_rank"]) == (
+            "seen",
+            3,
+            4,
+            rank.pid,
+            1,
+        )
+        assert (seen["local_rank"], seen["visible_devices"]) == (1, "2")
+        assert watch.poll(1001.0) == []  # said once
+        os.kill(rank.pid, signal.SIGKILL)
+        rank.wait()
+        (gone,) = _process_lines(watch.poll(1002.5))
+        assert (gone["state"], gone["rank"], gone["pid"], gone["alive_at"], gone["gone_at"]) == (
+            "gone",
+            3,
+            rank.pid,
+            1001.0,
+            1002.5,
+        )
+        assert watch.poll(1003.0) == []
+    finally:
+        for p in (rank, other_dir, no_rank):
+            p.kill()
+            p.wait()
+    assert rank.pid not in procfs.children(os.getpid())
+
+
+def test_a_process_caught_before_it_executes_its_rank_is_seen_once_it_has(tmp_path):
+    """A young process is read again at each look: its environment is its parent's until it executes."""
+    env = {**os.environ, MONITOR_DIR_ENV: str(tmp_path)}
+    later = "import os, sys; os.execve(sys.executable, [sys.executable, '-c', 'import time; time.sleep(600)'], {**os.environ, 'RANK': '0'})"
+    gate = subprocess.Popen([sys.executable, "-c", f"input(); {later}"], env=env, stdin=subprocess.PIPE)
+    try:
+        watch = monitor.RankProcesses(str(tmp_path))
+        assert watch.poll(1000.0) == []  # not a rank yet
+        assert gate.stdin is not None
+        gate.stdin.write(b"\n")
+        gate.stdin.flush()
+        (seen,) = wait_until(
+            "the rank to be seen", lambda: _process_lines(watch.poll(1001.0)) or None, timeout=60, every=0.05
+        )
+        assert (seen["rank"], seen["pid"]) == (0, gate.pid)
+    finally:
+        gate.kill()
+        gate.wait()

@@ -21,7 +21,7 @@ NEVER_JOINED = Kind(
 
 def never_joined(run: RunView) -> Iterable[Problem]:
     """Every rank must join the process group: the ones that never did, and who waited how long for them."""
-    found = find_never_joined(run.reports, run.layout.world_size)
+    found = find_never_joined(run.roll, run.layout.world_size, run.bounds)
     if found is None:
         return
     yield Problem(

@@ -32,7 +32,7 @@ NEVER_STARTED = Kind(
 def never_started(run: RunView) -> Iterable[Problem]:
     """Every node's launcher must start and get past the launchers' rendezvous."""
     layout = run.layout
-    found = find_never_started(run.roll, layout.nodes, layout.world_size)
+    found = find_never_started(run.roll, layout.nodes, layout.world_size, run.bounds)
     if found is None:
         return
     named = set(found.named)

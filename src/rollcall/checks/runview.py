@@ -16,6 +16,7 @@ from functools import cached_property
 from typing import Any
 
 from rollcall.evidence.baseline import ConfigKey, Figures, Reference
+from rollcall.evidence.clocks import Bounds
 from rollcall.evidence.departures import Departure, departures
 from rollcall.evidence.gpu_events import GpuEventSeen, events_seen
 from rollcall.evidence.gpu_owners import RunGpus
@@ -68,6 +69,11 @@ class RunView:
     def log_word(self) -> str:
         """What a rank's log is called in a message: its ``pod``, or the ``log`` of a node's processes."""
         return "pod" if self.observed.unit == "pod" else "log"
+
+    @cached_property
+    def bounds(self) -> Bounds:
+        """The bounds the run's parts are held to, each on its own clock (:mod:`rollcall.evidence.clocks`)."""
+        return Bounds.of(self.observed.spec)
 
     @cached_property
     def reports(self) -> dict[int, RankReport]:

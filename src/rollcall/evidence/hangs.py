@@ -20,8 +20,10 @@ A dump may come from faulthandler's C-level timer (``source`` ``faulthandler``, 
 node's monitor) when no Python thread of the rank could run: it is read like the watchdog's.
 
 Before the process group: the ranks that wait in ``init_process_group`` past their join bound
-(``--join-hang-after``) while every other rank is stalled or silent elsewhere wait for ranks that never
-joined (:func:`never_joined`): those are named, and the job ends then.
+(``--join-hang-after``) while every other rank is stalled or silent elsewhere, or past its own start skew
+without a word, wait for ranks that never joined (:func:`never_joined`): those are named, and the job ends
+then. Every rank inside ``init_process_group``, none missing, is joining, not hanging (:func:`joining`): held
+to the process group's timeout (``--pg-timeout``), never to the hang bound.
 
 A limit of reading Python stacks: DDP waits for its gradient all-reduce inside ``backward()`` (C++, no
 Python frame of ``torch.distributed``), so a rank stalled in ``backward()`` may be computing or waiting. Such
@@ -36,9 +38,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from rollcall.evidence.clocks import Bounds, heard, now_of, t0
 from rollcall.evidence.silence import silences
 from rollcall.ranges import ranges
-from rollcall.ranklog import Frame, RankReport, StackDump
+from rollcall.ranklog import Frame, RankReport, RollCall, StackDump
 from rollcall_workload.contract import JOIN_PHASE, PRE_JOIN_PHASES
 
 #: Path pieces of the libraries whose frames mean "waiting for the other ranks".
@@ -65,6 +68,8 @@ _IO_MODULES = (
 DDP_WAIT = "DDP's gradient all-reduce in backward"
 #: What a dump taken by faulthandler's timer (read by the node's monitor) says of the rank.
 FAULTHANDLER_NOTE = "stack taken by faulthandler: no Python thread of the rank could run"
+#: How much past the process group's timeout the suite waits for PyTorch's own error before it ends the run.
+PG_TIMEOUT_MARGIN_S = 60.0
 #: Innermost own frames a hung rank's line shows.
 SHOWN_FRAMES = 3
 
@@ -199,18 +204,21 @@ class NeverJoined:
         return f"{who} never joined{note}; {waiters} waited{waited} in {JOIN_PHASE}"
 
 
-def never_joined(reports: Mapping[int, RankReport], world_size: int) -> NeverJoined | None:
+def never_joined(
+    roll: RollCall, world_size: int, bounds: Bounds | None = None, now: float | None = None
+) -> NeverJoined | None:
     """The ranks that never joined the process group, once it is certain; else None.
 
     Certain when no rank has said ``start`` (the group never formed), some ranks are stalled waiting in
-    ``init_process_group`` past their join bound, and every other rank heard from is stalled or silent
-    elsewhere. A rank never heard from at all is missing too: a rank waits in ``init_process_group`` only once
-    every node's launcher has joined the launchers' rendezvous, and torchrun spawns no rank before that, so
-    by then every rank has been running about as long as the waiting ones. So that a rank whose own first
-    dump merely comes later (a loaded node) is not taken for one that never spoke, the unheard ones are
-    counted once a waiting rank has waited twice its bound (its second dump): a rank still unheard then is
-    stuck before its watchdog started (a node frozen or cut off as it began, ``ROLLCALL_HANG_NODE``).
+    ``init_process_group`` past their join bound, every other rank that said a word is stalled or silent
+    elsewhere, and each rank still without a word is past its own deadline (:mod:`rollcall.evidence.clocks`):
+    one whose process its node's monitor saw, S after it was seen (it may be importing from a cold
+    filesystem); one never heard from at all, S after T0 (a node frozen or cut off as it began,
+    ``ROLLCALL_HANG_NODE``). With none missing, every rank is inside ``init_process_group``: joining, not
+    hung (:func:`joining`).
     """
+    bounds = bounds or Bounds()
+    reports = roll.ranks
     if any(rep.start is not None or rep.complete for rep in reports.values()):
         return None
     found, quiet = stalls(reports), silences(reports)
@@ -220,34 +228,58 @@ def never_joined(reports: Mapping[int, RankReport], world_size: int) -> NeverJoi
     missing = [r for r in range(world_size) if r not in waiting]
     if not waiting or not missing:
         return None
-    waited = [s for r in waiting if (s := found[r].dump.stalled_s) is not None]
     unheard = tuple(r for r in missing if r not in found and r not in quiet)
-    if unheard and not any(_second_dump(found[r].dump) for r in waiting):
-        return None  # a rank whose first dump is merely later than the others' (a loaded node) gets a bound
+    moment, first = now_of(roll, now), t0(roll)
+    for r in unheard:
+        seen = heard(roll, ("rank", r))
+        since = seen if seen is not None else first
+        if since is None or moment < since + bounds.start_skew_s:
+            return None  # it may yet say its first word: within its own start skew
+    waited = [s for r in waiting if (s := found[r].dump.stalled_s) is not None]
     return NeverJoined(tuple(missing), tuple(waiting), max(waited) if waited else None, unheard)
 
 
-def _second_dump(dump: StackDump) -> bool:
-    """Whether the rank has waited at least twice its bound (its watchdog dumps again each bound)."""
-    if dump.stalled_s is None or dump.hang_after is None:
-        return dump.dump >= 2
-    return dump.stalled_s >= 2 * dump.hang_after - 1.0
+def joining(roll: RollCall, world_size: int) -> bool:
+    """Whether every rank of the world is stalled waiting inside ``init_process_group``: the group is forming.
+
+    Slow NCCL initialisation, or a TCPStore answering thousands of ranks, is no hang: such ranks are held
+    to the process group's own timeout, after which PyTorch raises in every rank (its own error ends the run).
+    """
+    found = stalls(roll.ranks)
+    return all(
+        r in found and found[r].waiting and found[r].dump.phase == JOIN_PHASE for r in range(world_size)
+    )
 
 
-def stop_reason(reports: Mapping[int, RankReport], world_size: int) -> str | None:
+def stop_reason(
+    roll: RollCall, world_size: int, bounds: Bounds | None = None, now: float | None = None
+) -> str | None:
     """Why to end the job now, or None: every rank of the world that has not completed is stalled or silent.
 
-    A rank not heard from at all is not stalled (it may not have started yet).
+    A rank not heard from at all is not stalled (it may not have started yet). Every rank inside
+    ``init_process_group`` is joining (:func:`joining`): held to the process group's timeout, counted from
+    when the first rank was heard, and a minute more (PyTorch raises at it first).
     """
+    bounds = bounds or Bounds()
+    reports = roll.ranks
     open_ranks = [r for r in range(world_size) if not (r in reports and reports[r].complete)]
     if not open_ranks:
         return None
-    joined = never_joined(reports, world_size)  # it counts the ranks never heard from (see there)
+    joined = never_joined(roll, world_size, bounds, now)  # it counts the ranks never heard from (see there)
     if joined is not None:
         return f"{joined.line()}: ended at the join bound (--join-hang-after)"
     found, quiet = stalls(reports), silences(reports)
     if any(r not in found and r not in quiet for r in open_ranks):
         return None
+    if joining(roll, world_size):
+        first = t0(roll, [("rank", r) for r in range(world_size)])
+        limit = bounds.pg_timeout_s + PG_TIMEOUT_MARGIN_S
+        if first is None or now_of(roll, now) < first + limit:
+            return None
+        return (
+            f"every rank waited in {JOIN_PHASE} past the process group's timeout (--pg-timeout "
+            f"{bounds.pg_timeout_s:g}s) and a minute more: the group never formed"
+        )
     hung = [s.rank for s in resolve({r: found[r] for r in open_ranks if r in found})[0]]
     silent = [r for r in open_ranks if r in quiet and r not in hung]
     stuck = [f"rank(s) {ranges(hung)} hung"] if hung else []
@@ -317,6 +349,7 @@ __all__ = [
     "classify",
     "gpu_line",
     "in_backward",
+    "joining",
     "never_joined",
     "resolve",
     "stall_of",

@@ -140,6 +140,40 @@ class JobOptions(Section):
             "each node's monitor) as `--join-hang-after`; `auto`: the workload's own"
         ),
     )
+    pg_timeout: float | None = option(
+        "--pg-timeout",
+        duration_or_auto,
+        None,
+        "how long every rank may take to join the process group, and each collective to complete (the "
+        f"workload's --pg-timeout, init_process_group's timeout; {_AUTO_BOUND}: PyTorch's, 10m on NCCL, "
+        "30m on gloo)",
+        DURATION,
+        shown="auto",
+        doc=(
+            "how long every rank may take to join the process group (and each collective to complete): "
+            "passed to the workload as its `--pg-timeout`, `init_process_group`'s timeout. While every rank "
+            "is inside `init_process_group` and none is missing, the ranks are joining, not hung: the run "
+            "waits this long, not `--join-hang-after` ([hangs.md](hangs.md)); `auto`: PyTorch's own, 10m on "
+            "NCCL, 30m on gloo"
+        ),
+    )
+    start_skew: float | None = option(
+        "--start-skew",
+        duration_or_auto,
+        None,
+        "how long after the first part of the run (a node, a launcher, a rank) is heard from another may "
+        f"be heard for the first time before it is named as never started ({_AUTO_BOUND}: twice the join "
+        "bound)",
+        DURATION,
+        shown="auto",
+        doc=(
+            "how long after the first part of the run is heard from (a node's monitor, its launcher, a "
+            "rank's process) another may still be heard for the first time: a node never heard from is "
+            "named at it, and each part heard later gets its own bound from when it was heard "
+            "([hangs.md](hangs.md)); torchrun's rendezvous timeout follows it; `auto`: twice "
+            "`--join-hang-after`"
+        ),
+    )
     compile_cache: CacheVolume | None = option(
         "--compile-cache",
         parse_compile_cache,
@@ -206,7 +240,13 @@ class JobOptions(Section):
     @property
     def hang_bounds(self) -> HangBounds:
         """The hang and join bounds the workload is given (None of each: its own)."""
-        return HangBounds(self.hang_after, self.first_step_hang_after, self.join_hang_after)
+        return HangBounds(
+            self.hang_after,
+            self.first_step_hang_after,
+            self.join_hang_after,
+            self.pg_timeout,
+            self.start_skew,
+        )
 
 
 def check_bounds(

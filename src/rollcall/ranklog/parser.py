@@ -72,6 +72,9 @@ class RollCall:
     #: being parsed arrived.
     clock: Callable[[], float] = field(default=time.monotonic, repr=False, compare=False)
     now: float = 0.0
+    #: When the suite ended the job, or saw it end, on the same clock (None: it has not): what the judge
+    #: reads the roll call at.
+    ended: float | None = None
 
     def note(self, part: Part) -> None:
         """That a line of ``part`` was read now."""

@@ -180,6 +180,11 @@ def _scopes(text: str) -> tuple[str, ...]:
     return words
 
 
+#: PyTorch's default process-group timeout by backend (``torch.distributed.constants``), seconds: what
+#: ``init_process_group`` waits for every rank to join, unless ``--pg-timeout`` says otherwise.
+PG_TIMEOUT_S: dict[str, float] = {"nccl": 600.0, "gloo": 1800.0}
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line; sizes left unset get their device's defaults in :func:`apply_defaults`.
 
@@ -367,6 +372,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="SECONDS",
         help="the same until the rank has joined the process group (init_process_group), so that a rank "
         f"that never joins is named within it (default: {JOIN_HANG_S:g})",
+    )
+    p.add_argument(
+        "--pg-timeout",
+        type=_number(0, low_open=True),
+        metavar="SECONDS",
+        help="init_process_group's timeout, within which every rank must join the group and each collective "
+        "complete (default: PyTorch's, " + ", ".join(f"{v:g} on {k}" for k, v in PG_TIMEOUT_S.items()) + ")",
     )
     p.add_argument(
         "--dist-backend",

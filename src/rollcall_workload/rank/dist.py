@@ -105,9 +105,17 @@ class Accelerator:
             self.name = "cpu"
             self.bf16 = False
 
-    def init_process_group(self, env: DistEnv) -> None:
-        """Join the default process group (torchrun's env:// rendezvous, or xla://)."""
+    def init_process_group(self, env: DistEnv, timeout_s: float | None = None) -> None:
+        """Join the default process group (torchrun's env:// rendezvous, or xla://).
+
+        ``timeout_s``: how long every rank may take to join, and each collective to complete (None:
+        PyTorch's own, by backend).
+        """
+        import datetime
+
         import torch.distributed as dist
+
+        timeout = datetime.timedelta(seconds=timeout_s) if timeout_s else None
 
         if self.kind == "xla" and not self.host_collectives:
             dist.init_process_group("xla", init_method="xla://")
@@ -116,7 +124,7 @@ class Accelerator:
                 for name, value in FLIGHT_RECORDER_ENV.items():
                     os.environ.setdefault(name, value)
             device_id = self.device if self.backend == "nccl" else None
-            dist.init_process_group(self.backend, device_id=device_id)
+            dist.init_process_group(self.backend, device_id=device_id, timeout=timeout)
         else:  # plain `python train.py`: a one-rank group needing no rendezvous
             dist.init_process_group(
                 self.backend,

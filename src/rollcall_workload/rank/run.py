@@ -108,7 +108,9 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
     acc = Accelerator(device, env.local_rank, args.dist_backend)
     faults.never_join(env.rank)
     watchdog.beat(JOIN_PHASE)
-    acc.init_process_group(env)
+    joining = time.monotonic()
+    acc.init_process_group(env, args.pg_timeout)
+    join_s = time.monotonic() - joining
     watchdog.joined()
     stamps["device and process group"] = time.monotonic()
     log.emit(
@@ -130,6 +132,7 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
         kernels=kernels,
         workload_version=WORKLOAD_VERSION,
         contract_version=CONTRACT_VERSION,
+        join_s=round(join_s, 3),
         **(held[0] if held else {}),  # what others held on the GPU, said before anything runs out of memory
     )
     # The kernels' checks come after start: their agreement is the first collective that moves data.

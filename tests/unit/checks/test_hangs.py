@@ -310,15 +310,15 @@ def test_the_verdict_names_the_hung_rank_where_it_sleeps_and_folds_the_waiting_o
 
 def test_the_job_is_ended_once_every_open_rank_is_stalled():
     roll = _stalled_world(1)
-    reason = stop_reason(roll.ranks, 4)
+    reason = stop_reason(roll, 4)
     assert reason is not None and reason.startswith("rank(s) 1 hung")
-    assert stop_reason(roll.ranks, 5) is None  # rank 4 not heard from: it may not have started
+    assert stop_reason(roll, 5) is None  # rank 4 not heard from: it may not have started
     roll.ranks[3].stall = None  # rank 3 made progress
-    assert stop_reason(roll.ranks, 4) is None
+    assert stop_reason(roll, 4) is None
     roll.ranks[3].complete = True  # ... and completed: the others still hold up the job
-    assert stop_reason(roll.ranks, 4) is not None
+    assert stop_reason(roll, 4) is not None
     waiting_only = _stalled_world(-1)
-    assert "no rank made progress" in (stop_reason(waiting_only.ranks, 4) or "")
+    assert "no rank made progress" in (stop_reason(waiting_only, 4) or "")
 
 
 def test_the_watchdog_dumps_at_the_bound_again_each_bound_and_says_when_the_rank_resumes():

@@ -1,21 +1,28 @@
-"""The never_started check: a node whose launcher never started, named from the launchers that waited for it."""
+"""The never_started check: a node whose launcher never started, each node on its own clock.
+
+Every time here is the suite's clock when it read the line (:mod:`rollcall.evidence.clocks`): T0 is when the
+first part of the run was heard, S the start skew, J the join bound.
+"""
 
 from __future__ import annotations
 
 from rollcall.checks.blame import blame
 from rollcall.checks.never_started import NEVER_STARTED, never_started
 from rollcall.checks.runview import RunView
+from rollcall.evidence.clocks import Bounds
 from rollcall.evidence.launchers import never_started as find
 from rollcall.evidence.launchers import stop_reason
+from rollcall.jobspec import HangBounds, JobSpec
 from rollcall.judge import judge
 from rollcall.verdict import Criteria, Layout, Observed, Owner
 from rollcall_workload import contract
-from tests.unit.helpers import roll_of_lines
+from tests.unit.helpers import roll_heard
 
-BOUND = 10.0
+J = 10.0  # the join bound of these runs: S, the start skew, is twice it
+BOUNDS = Bounds(join_s=J, start_skew_s=2 * J)
 
 
-def _launcher(node: int, state: str, waited: float, process: str = "S") -> bytes:
+def _launcher(node: int, state: str, waited: float, process: str = "S", held: float = 0.0) -> bytes:
     return contract.encode_event(
         "launcher",
         -1,
@@ -25,68 +32,98 @@ def _launcher(node: int, state: str, waited: float, process: str = "S") -> bytes
         node=f"n{node}",
         pid=100 + node,
         waited_s=waited,
-        bound_s=BOUND,
+        bound_s=J,
         process_state=process,
-        process_state_name={"S": "sleeping", "T": "stopped"}[process],
+        process_state_name={"S": "sleeping", "T": "stopped", "D": "uninterruptible sleep"}[process],
+        state_held_s=held,
     )
 
 
-def _problems(lines: list[bytes], layout: Layout | None = None):
-    observed = Observed(roll_of_lines(lines), layout or Layout(2, 2))
-    return list(never_started(RunView(observed, Criteria())))
+def _observed(timed, ended, layout: Layout | None = None) -> Observed:
+    layout = layout or Layout(2, 2)
+    spec = JobSpec("run", layout.nodes, layout.procs_per_node, hang_bounds=HangBounds(join_hang_after_s=J))
+    return Observed(roll_heard(timed, ended), layout, spec=spec)
 
 
-def test_a_node_never_heard_from_is_named_with_its_ranks_once_another_launcher_waited_twice_its_bound():
-    lines = [_launcher(0, "started", 0.0), _launcher(0, "waiting", 10.2), _launcher(0, "waiting", 20.1)]
-    (problem,) = _problems(lines)
+def _problems(timed, ended, layout: Layout | None = None):
+    return list(never_started(RunView(_observed(timed, ended, layout), Criteria())))
+
+
+#: Node 0's launcher heard at T0 = 100, waiting at each bound; node 1 never heard from.
+ALONE = [(100.0, _launcher(0, "started", 0.0)), (110.2, _launcher(0, "waiting", 10.2))]
+
+
+def test_a_node_never_heard_from_is_named_with_its_ranks_at_the_start_skew_after_t0():
+    (problem,) = _problems(ALONE, ended=120.0)  # T0 + S
     assert problem.kind is NEVER_STARTED
     assert problem.ranks == {2: "its node's launcher never started", 3: "its node's launcher never started"}
     assert problem.message == (
         "node 1 never started its launcher (nothing heard from it: no monitor line, no rank); node 0's "
-        "launcher waited 20s at the launchers' rendezvous, no rank spawned anywhere"
+        "launcher waited 10s at the launchers' rendezvous, no rank spawned anywhere"
     )
-    verdict = judge(Observed(roll_of_lines(lines), Layout(2, 2)))
+    verdict = judge(_observed(ALONE, 120.0))
     assert verdict.findings[0].kind is NEVER_STARTED and not verdict.passed
-    assert stop_reason(roll_of_lines(lines), 2, 4) == (
-        f"{problem.message}: ended at twice the join bound (--join-hang-after)"
+    assert stop_reason(roll_heard(ALONE), 2, 4, BOUNDS, now=120.0) == (
+        f"{problem.message}: ended at the start skew (--start-skew 20s after T0)"
     )
 
 
-def test_one_wait_is_not_enough_a_node_whose_monitor_starts_later_gets_a_bound():
-    lines = [_launcher(0, "started", 0.0), _launcher(0, "waiting", 10.2)]
-    assert _problems(lines) == [] and stop_reason(roll_of_lines(lines), 2, 4) is None
+def test_within_the_start_skew_a_node_not_yet_heard_from_is_not_named():
+    assert _problems(ALONE, ended=119.9) == []
+    assert stop_reason(roll_heard(ALONE), 2, 4, BOUNDS, now=119.9) is None
 
 
-def test_nothing_is_named_once_a_launcher_spawned_its_ranks_or_a_rank_spoke():
-    waited = [_launcher(0, "waiting", 20.1)]
-    assert _problems([*waited, _launcher(1, "spawned", 21.0)]) == []
-    start = contract.encode_event("stack", 0, 4, dump=1, thread="MainThread", main=True, frames=[])
-    assert _problems([*waited, start]) == []
-    assert _problems([]) == []  # no monitor in front of a launcher (Kubernetes): nothing to read
+def test_a_node_heard_late_gets_its_own_bound_counted_from_when_it_was_heard():
+    """Node 1 starts 19 s after node 0 (within S) and its launcher is slow: every launcher waits for it."""
+    late = [*ALONE, (119.0, _launcher(1, "started", 0.0)), (120.2, _launcher(0, "waiting", 20.2))]
+    for now in (120.0, 130.0, 138.9):  # node 0 is past twice J from its own start, node 1 is not
+        assert find(roll_heard(late), 2, 4, BOUNDS, now=now) is None
+        assert stop_reason(roll_heard(late), 2, 4, BOUNDS, now=now) is None
+    found = find(roll_heard(late), 2, 4, BOUNDS, now=139.0)  # 2 J after the last launcher was heard
+    assert found is not None and found.named == () and found.missing == ()
+    assert stop_reason(roll_heard(late), 2, 4, BOUNDS, now=139.0).endswith(
+        "ended at twice the join bound (--join-hang-after 10s) after the last launcher was heard"
+    )
+
+
+def test_nothing_is_named_once_a_launcher_spawned_its_ranks_or_a_rank_was_heard():
+    waited = [(100.0, _launcher(0, "waiting", 20.1))]
+    assert _problems([*waited, (101.0, _launcher(1, "spawned", 21.0))], ended=500.0) == []
+    stack = contract.encode_event("stack", 0, 4, dump=1, thread="MainThread", main=True, frames=[])
+    assert _problems([*waited, (101.0, stack)], ended=500.0) == []
+    seen = contract.encode_event("rank_process", 2, 4, state="seen", pid=7, node_rank=1)
+    assert _problems([*waited, (101.0, seen)], ended=500.0) == []  # its process exists: it was spawned
+    assert _problems([], ended=500.0) == []  # no monitor in front of a launcher (Kubernetes): nothing to read
 
 
 def test_nodes_are_named_in_the_jobs_range_and_several_missing_ones_together():
-    lines = [_launcher(1, "waiting", 25.0), _launcher(7, "waiting", 30.0)]  # node 7 is outside the job
-    found = find(roll_of_lines(lines), 4, 4)
+    timed = [
+        (100.0, _launcher(1, "waiting", 25.0)),
+        (100.0, _launcher(7, "waiting", 30.0)),
+    ]  # 7: not the job's
+    found = find(roll_heard(timed), 4, 4, BOUNDS, now=120.0)
     assert found is not None and found.missing == (0, 2, 3) and found.waiting == (1,)
     assert found.line().startswith(
         "nodes 0, 2-3 never started their launchers (nothing heard from them: no monitor line, no rank); "
         "node 1's launcher waited 25s"
     )
-    (problem,) = _problems(lines, Layout(4, 1))
+    (problem,) = _problems(timed, 120.0, Layout(4, 1))
     assert sorted(problem.ranks) == [0, 2, 3]
 
 
-def test_a_stopped_launcher_is_named_and_launchers_that_never_met_name_every_rank_and_no_node():
-    stopped = [_launcher(0, "waiting", 20.0), _launcher(1, "waiting", 20.0, "T")]
-    (problem,) = _problems(stopped)
+def test_a_launcher_is_stuck_only_in_a_state_held_at_every_look_for_the_join_bound():
+    one_read = [(100.0, _launcher(0, "waiting", 20.0)), (100.0, _launcher(1, "waiting", 20.0, "D", held=0.0))]
+    (problem,) = _problems(one_read, ended=120.0)
+    assert problem.ranks == dict.fromkeys(range(4), "never spawned: the launchers never met")  # no node named
+    stopped = [(100.0, _launcher(0, "waiting", 20.0)), (100.0, _launcher(1, "waiting", 20.0, "T", held=J))]
+    (problem,) = _problems(stopped, ended=120.0)
     assert sorted(problem.ranks) == [2, 3]
     assert problem.ranks[2] == "its node's launcher is stuck at the launchers' rendezvous"
     assert problem.message.startswith(
         "node 1's launcher (pid 101) is stopped (T) at the launchers' rendezvous; nodes 0-1's launchers waited"
     )
-    both = [_launcher(0, "waiting", 20.0), _launcher(1, "waiting", 21.0)]
-    (problem,) = _problems(both)
+    both = [(100.0, _launcher(0, "waiting", 20.0)), (100.0, _launcher(1, "waiting", 21.0))]
+    (problem,) = _problems(both, ended=120.0)
     assert problem.ranks == dict.fromkeys(range(4), "never spawned: the launchers never met")
     assert problem.message.startswith(
         "no node's launcher got past the launchers' rendezvous: every node's is up, nodes 0-1 waited 21s"
@@ -94,6 +131,6 @@ def test_a_stopped_launcher_is_named_and_launchers_that_never_met_name_every_ran
 
 
 def test_whose_it_is_says_the_launcher_not_the_join():
-    (problem,) = _problems([_launcher(0, "waiting", 20.1)])
+    (problem,) = _problems(ALONE, ended=120.0)
     whose = blame(problem)
     assert whose.owner is Owner.UNDETERMINED and whose.why.startswith("a node's launcher never started")

@@ -100,9 +100,9 @@ def test_a_silent_rank_whose_stack_faulthandler_took_is_left_to_the_hangs_check(
 
 def test_the_job_ends_once_the_silent_rank_and_the_waiting_ones_account_for_every_open_rank():
     roll = roll_of_lines([_silent_line(1), _waiting(0), _waiting(2)])
-    assert stop_reason(roll.ranks, 4) is None  # rank 3 has not waited its bound yet
+    assert stop_reason(roll, 4) is None  # rank 3 has not waited its bound yet
     roll = roll_of_lines([_silent_line(1), _waiting(0), _waiting(2), _waiting(3)])
-    assert stop_reason(roll.ranks, 4) == (
+    assert stop_reason(roll, 4) == (
         "rank(s) 1 silent (process stopped), every other rank waited past its --hang-after: ended at the hang"
     )
     verdict = judge(Observed(roll, Layout(2, 2)))

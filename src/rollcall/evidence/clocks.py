@@ -1,0 +1,78 @@
+"""Each part of a run on its own clock: when the suite first heard it, and the bounds it is held to.
+
+Slow is not broken: on a fleet, nodes start minutes apart, images pull at different speeds, imports read
+cold filesystems. So no part of a run is held to another's clock. Every bound counts from when that part
+(a node, its launcher, a rank) was first heard, and all of them are read on one clock, the suite's own
+(monotonic, :attr:`rollcall.ranklog.RollCall.clock`): when the suite read a part's first line. No node's wall
+clock is compared with another's, or with the suite's: a part heard late because its log arrived late is
+only given more time, never less.
+
+- **T0**: when any part of the run was first heard (:func:`t0`).
+- **S**, the start skew (``--start-skew``, by default twice the join bound): a part never heard from by
+  ``T0 + S`` never started.
+- **J**, the join bound (``--join-hang-after``): a node's launcher first heard at ``h`` must have got past
+  the launchers' rendezvous by ``h + 2 J``, counted from the *last* launcher heard (the rendezvous completes
+  only once every node's launcher has joined it).
+- **the process group's timeout** (``--pg-timeout``, PyTorch's by default): while every rank is inside
+  ``init_process_group`` and none is missing, the ranks are joining, not hung: they are held to it.
+
+:class:`Bounds` holds those of a run (``docs/hangs.md`` states each as a formula).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from rollcall.jobspec import JobSpec
+from rollcall.ranklog import Part, RollCall
+from rollcall_workload.rank.cli import PG_TIMEOUT_S
+from rollcall_workload.rank.watchdog import JOIN_HANG_S
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """The bounds a run's parts are held to, in seconds.
+
+    Attributes:
+        join_s: J, the join bound (``--join-hang-after``).
+        start_skew_s: S, how long after T0 a part may be heard first (``--start-skew``).
+        pg_timeout_s: how long the ranks may take to join the process group (``--pg-timeout``).
+    """
+
+    join_s: float = JOIN_HANG_S
+    start_skew_s: float = 2 * JOIN_HANG_S
+    pg_timeout_s: float = max(PG_TIMEOUT_S.values())
+
+    @classmethod
+    def of(cls, spec: JobSpec | None) -> Bounds:
+        """A run's bounds, from its spec (the defaults without one: saved logs judged alone)."""
+        if spec is None:
+            return cls()
+        return cls(spec.join_bound_s, spec.start_skew_s, spec.pg_timeout_s)
+
+
+def heard(roll: RollCall, part: Part) -> float | None:
+    """When the suite first read a line of ``part`` (its clock), None when it never did."""
+    receipt = roll.heard.get(part)
+    return receipt.first if receipt is not None else None
+
+
+def t0(roll: RollCall, parts: Iterable[Part] | None = None) -> float | None:
+    """T0: when the suite first heard any part of the run (of ``parts``, where given); None: nothing yet."""
+    firsts = [r.first for p, r in roll.heard.items() if parts is None or p in parts]
+    return min(firsts) if firsts else None
+
+
+def now_of(roll: RollCall, now: float | None = None) -> float:
+    """The moment a judgement is made at: ``now`` while the run goes on, else when its job ended.
+
+    After the job, the judge reads the roll call as it stood when the job ended (:attr:`RollCall.ended`),
+    or at the last piece of log read.
+    """
+    if now is not None:
+        return now
+    return roll.ended if roll.ended is not None else roll.now
+
+
+__all__ = ["Bounds", "heard", "now_of", "t0"]

@@ -1,0 +1,253 @@
+"""The node's ranks as its monitor sees them: their files (heartbeats, faulthandler's dumps) and processes.
+
+:class:`RankFiles` turns each rank's faulthandler dumps into ``stack`` events, once a dump has been read whole
+(unchanged across a look), and names a rank ``silent`` once its heartbeat has not changed at any look for
+its bound plus :data:`SILENT_MARGIN_S` (:class:`~rollcall_workload.node.states.Held`), with its process's
+state; ``resumed`` (dump 0) when the heartbeat comes back. :class:`RankProcesses` says when it first sees each
+rank's process (``rank_process`` ``seen``: the rank is heard from before it can say a word) and when it first
+sees it gone (``gone``, with the last look that saw it alive: however it left).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from rollcall_workload import procfs
+from rollcall_workload.contract import MONITOR_DIR_ENV, encode_event
+from rollcall_workload.contract.heartbeat import Heartbeat, heartbeat_path, read_heartbeat, stacks_path
+from rollcall_workload.node.stacks import parse_stacks, stack_lines
+from rollcall_workload.node.states import MAX_GAP_POLLS, Held, process_state
+
+#: Seconds between two looks at the ranks' files.
+POLL_S = 1.0
+#: A rank is silent once its heartbeat has not changed, at any look, for its bound plus this margin: the
+#: watchdog thread writes the heartbeat at least once a second, so a live rank is never this late.
+SILENT_MARGIN_S = 5.0
+_HEARTBEAT = re.compile(r"^rank-(\d+)\.heartbeat$")
+
+
+@dataclass
+class RankFiles:
+    """The ranks' files in one monitor directory: faulthandler's dumps turned into events, silence named."""
+
+    directory: str
+    margin: float = SILENT_MARGIN_S
+    state_of: Callable[[int], tuple[str, str] | None] = process_state
+    #: The monitor's own clock, and the most seconds between two of its looks (more: it was paused).
+    mono: Callable[[], float] = time.monotonic
+    max_gap: float = MAX_GAP_POLLS * POLL_S
+    _said: dict[tuple[int, int], int] = field(default_factory=dict)  # (rank, dump): its dumps written
+    _silent: dict[int, float] = field(default_factory=dict)  # rank: the progress it went silent at
+    _held: dict[int, Held] = field(default_factory=dict)  # rank: how long its heartbeat has not changed
+    _text: dict[int, str] = field(default_factory=dict)  # rank: its stacks file at the last look
+
+    def heartbeats(self) -> dict[int, Heartbeat]:
+        """Each rank's last heartbeat in the directory, by rank."""
+        found = {}
+        with contextlib.suppress(OSError):
+            for name in os.listdir(self.directory):
+                m = _HEARTBEAT.match(name)
+                if m is None:
+                    continue
+                rank = int(m.group(1))
+                for _ in range(2):  # a write caught half-way is read again
+                    try:
+                        with open(heartbeat_path(self.directory, rank), "rb") as f:
+                            beat = read_heartbeat(f.read())
+                    except OSError:
+                        beat = None
+                    if beat is not None:
+                        found[rank] = beat
+                        break
+        return found
+
+    def poll(self, now: float) -> list[bytes]:
+        """The new stack dumps, and each rank gone silent or back, as lines."""
+        lines: list[bytes] = []
+        mono = self.mono()
+        for rank, beat in sorted(self.heartbeats().items()):
+            lines += self._stacks(rank, beat)
+            lines += self._silence(rank, beat, now, mono)
+        return lines
+
+    def _stacks(self, rank: int, beat: Heartbeat) -> list[bytes]:
+        """The dumps of the rank's stacks file, once it reads the same at two looks in a row (written whole).
+
+        faulthandler writes a dump thread by thread, the main thread last: a file read while it writes holds
+        half a dump, so one read is taken only when the next look finds it unchanged.
+        """
+        try:
+            with open(stacks_path(self.directory, rank), encoding="utf-8", errors="replace") as f:
+                text = f.read()
+        except OSError:
+            return []
+        if self._text.get(rank) != text:
+            self._text[rank] = text
+            return []
+        sections = parse_stacks(text)
+        lines = []
+        for section in sections:
+            key = (rank, int(section.header.get("dump", 1)))
+            if section.dumps and self._said.get(key) != len(section.dumps):
+                self._said[key] = len(section.dumps)
+                lines += stack_lines(section, rank, beat.world_size)
+        return lines
+
+    def _silence(self, rank: int, beat: Heartbeat, now: float, mono: float) -> list[bytes]:
+        """``silent`` once the heartbeat has not changed at any look for the bound plus the margin.
+
+        Measured on the monitor's own clock (:class:`Held`), not from the heartbeat's stamp: a clock step
+        or a pause of the monitor never makes a rank silent.
+        """
+        limit = beat.hang_after + self.margin
+        held = self._held.setdefault(rank, Held(self.max_gap)).see((beat.time, beat.steps), mono)
+        quiet, stalled = now - (beat.time or 0.0), now - beat.progress
+        if held <= limit:
+            if rank not in self._silent or not self._held[rank].changed:
+                return []  # back only once the heartbeat has changed: a new beat
+            del self._silent[rank]
+            return [encode_event("resumed", rank, beat.world_size or -1, dump=0, phase=beat.phase)]
+        if self._silent.get(rank) == beat.progress:
+            return []
+        state = self.state_of(beat.pid)
+        if state is None:  # the process is gone: its launcher sees that
+            return []
+        self._silent[rank] = beat.progress
+        return [
+            encode_event(
+                "silent",
+                rank,
+                beat.world_size or -1,
+                phase=beat.phase,
+                steps=beat.steps,
+                stalled_s=round(stalled, 3),
+                heartbeat_s=round(quiet, 3),
+                hang_after=beat.hang_after,
+                margin_s=self.margin,
+                pid=beat.pid,
+                state=state[0],
+                state_name=state[1],
+                held_s=round(held, 3),
+            )
+        ]
+
+
+#: A process younger than this is read again at each look: it may still be between fork and exec, its
+#: environment its parent's (a rank's is only there once torchrun has executed it).
+YOUNG_S = 10.0
+#: The variables a rank's environment carries, torchrun's: the global and the node's rank.
+RANK_ENV, LOCAL_RANK_ENV = "RANK", "LOCAL_RANK"
+#: Where a rank's devices are named, first found first.
+DEVICES_ENV = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
+
+
+@dataclass(frozen=True)
+class _Tracked:
+    rank: int
+    world_size: int
+    start_ticks: int
+    alive_at: float
+
+
+@dataclass
+class RankProcesses:
+    """The node's rank processes: ``seen`` when first seen, ``gone`` when the monitor first sees one gone.
+
+    A rank's process is one whose environment names this monitor's directory (``ROLLCALL_MONITOR_DIR``) and a
+    rank (torchrun's ``RANK``), and whose parent names no rank (a rank's own children, its compile workers,
+    carry its variables too). The monitor finds them in ``/proc`` whoever started them: its own launcher's
+    workers on local and Slurm, the training container's in a pod that shares its process namespace.
+    ``gone`` carries the interval the rank left in: the last look that saw it alive, and this one.
+    """
+
+    directory: str
+    node_rank: int | None = None
+    proc: str = procfs.PROC
+    clock: Callable[[], float] = time.time
+    _ranks: dict[int, _Tracked] = field(default_factory=dict)  # pid: the rank it runs
+    _others: dict[int, int] = field(default_factory=dict)  # pid: start ticks, of a process that is no rank
+
+    def poll(self, now: float) -> list[bytes]:
+        """``rank_process`` lines for each rank process first seen, and each first seen gone."""
+        stats = procfs.stats(self.proc)
+        lines = self._gone(stats, now)
+        me = os.getpid()
+        uptime = _uptime(self.proc)
+        fresh = [
+            pid
+            for pid, s in stats.items()
+            if pid != me
+            and pid not in self._ranks
+            and self._others.get(pid) != s.start_ticks
+            and not s.kernel_thread
+            and not s.gone
+        ]
+        envs = procfs.environs(fresh, self.proc)
+        for pid in sorted(fresh, key=lambda p: stats[p].start_ticks):  # a parent before its children
+            s, env = stats[pid], envs.get(pid) or {}
+            if env.get(MONITOR_DIR_ENV) != self.directory or not env.get(RANK_ENV, "").isdigit():
+                if uptime is None or uptime - s.start_ticks / _TICKS > YOUNG_S:
+                    self._others[pid] = s.start_ticks  # settled: never read again
+                continue
+            if s.ppid in self._ranks or any(t.rank == int(env[RANK_ENV]) for t in self._ranks.values()):
+                self._others[pid] = s.start_ticks  # a rank's own child, or a second of its rank: no rank
+                continue
+            rank, world = int(env[RANK_ENV]), env.get("WORLD_SIZE", "")
+            tracked = _Tracked(rank, int(world) if world.isdigit() else -1, s.start_ticks, now)
+            self._ranks[pid] = tracked
+            local = env.get(LOCAL_RANK_ENV, "")
+            lines.append(
+                encode_event(
+                    "rank_process",
+                    rank,
+                    tracked.world_size,
+                    state="seen",
+                    pid=pid,
+                    node_rank=self.node_rank,
+                    local_rank=int(local) if local.isdigit() else None,
+                    visible_devices=next((env[v] for v in DEVICES_ENV if env.get(v)), None),
+                )
+            )
+        for pid in list(self._others):
+            if pid not in stats:
+                del self._others[pid]
+        return lines
+
+    def _gone(self, stats: dict[int, procfs.Stat], now: float) -> list[bytes]:
+        lines = []
+        for pid, t in list(self._ranks.items()):
+            s = stats.get(pid)
+            if s is not None and not s.gone and s.start_ticks == t.start_ticks:
+                self._ranks[pid] = _Tracked(t.rank, t.world_size, t.start_ticks, now)
+                continue
+            del self._ranks[pid]
+            lines.append(
+                encode_event(
+                    "rank_process",
+                    t.rank,
+                    t.world_size,
+                    state="gone",
+                    pid=pid,
+                    node_rank=self.node_rank,
+                    alive_at=round(t.alive_at, 6),
+                    gone_at=round(now, 6),
+                )
+            )
+        return lines
+
+
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _uptime(proc: str) -> float | None:
+    """Seconds since boot (``/proc/uptime``), the clock processes' start ticks count on."""
+    try:
+        with open(os.path.join(proc, "uptime"), encoding="ascii") as f:
+            return float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None

@@ -8,6 +8,7 @@ the monitor started so loads that one and says its GPU events are off, with that
 from __future__ import annotations
 
 import ast
+import runpy
 import subprocess
 import sys
 from pathlib import Path
@@ -33,8 +34,8 @@ def _is_monitor_env(node: ast.AST | None) -> bool:
 
 
 def monitor_runs(source: str) -> list[tuple[int, bool]]:
-    """Each ``subprocess`` call of ``source`` that starts the monitor: its line, and whether its environment is
-    :func:`~tests.unit.monitors.monitor_env`'s (given there, or a name a test function assigned it to)."""
+    """Each ``subprocess`` call of ``source`` that starts the monitor: its line, and whether its environment
+    is :func:`~tests.unit.monitors.monitor_env`'s (given there, or a name a test function assigned it to)."""
     found = []
     for function in ast.parse(source).body:
         if not isinstance(function, ast.FunctionDef):
@@ -98,6 +99,11 @@ def test_two():
     assert monitor_runs(source) == [(4, False), (7, True), (11, True), (12, False)]
 
 
+def pynvml_said() -> str:
+    """What the tests' ``pynvml`` says of NVML (its ``SAID``), read from its file: we import no pynvml."""
+    return str(runpy.run_path(str(NO_NVML / "pynvml.py"))["SAID"])
+
+
 def test_a_monitor_given_monitor_env_loads_the_tests_pynvml_and_says_its_gpu_events_are_off(tmp_path):
     loaded = subprocess.run(
         [sys.executable, "-c", "import pynvml; print(pynvml.__file__)"],
@@ -121,5 +127,5 @@ def test_a_monitor_given_monitor_env_loads_the_tests_pynvml_and_says_its_gpu_eve
     ]
     done = subprocess.run(cmd, env=monitor_env(), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    said = "rollcall monitor: GPU events off: no NVML: NVMLError_DriverNotLoaded: Driver Not Loaded (the unit tests'"
+    said = f"rollcall monitor: GPU events off: no NVML: NVMLError_DriverNotLoaded: {pynvml_said()}"
     assert said in done.stderr, done.stderr

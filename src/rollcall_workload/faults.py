@@ -27,6 +27,9 @@ barrier after it, the process group left) and then exit with status <code> (1-25
 ``<rank>:<SIGNAL>`` (a signal's name, e.g. ``SIGKILL``) it kills itself with that signal instead.
 ``ROLLCALL_LEAVE_RANK=<rank>[,<rank>...]`` makes each rank listed end with status 0 right after its first
 ``epoch_time``, without ``complete`` or ``error`` (it says ``exit``), as a workload that returns early would.
+``ROLLCALL_VANISH_RANK=<rank>[,<rank>...]`` makes each rank listed end with status 0 at that point without a
+word (``os._exit(0)``: no ``exit``, no Python exit path), as a library that ends the process would: only its
+node's monitor, which sees its process gone, can tell.
 ``ROLLCALL_KERNEL_MISMATCH=<rank>[,<rank>...][:<kernel>,...]`` makes those ranks' checks of those kernels
 (every kernel without a list) read a wrong result, so that every rank drops them (``kernels``);
 ``ROLLCALL_ASSUME_ARCH=sm_86`` makes the rank take its GPU for that architecture when the gate chooses its
@@ -100,6 +103,7 @@ SLOW_RANK_ENV = "ROLLCALL_SLOW_RANK"
 SLOW_LINK_ENV = "ROLLCALL_SLOW_LINK"
 EXIT_RANK_ENV = "ROLLCALL_EXIT_RANK"
 LEAVE_RANK_ENV = "ROLLCALL_LEAVE_RANK"
+VANISH_RANK_ENV = "ROLLCALL_VANISH_RANK"
 GIL_RANK_ENV = "ROLLCALL_GIL_RANK"
 STOP_RANK_ENV = "ROLLCALL_STOP_RANK"
 NO_JOIN_RANK_ENV = "ROLLCALL_NO_JOIN_RANK"
@@ -114,6 +118,7 @@ RANK_FAULTS: tuple[tuple[str, str], ...] = (
     (GPU_HANG_RANK_ENV, "gpu_hang"),
     (BAD_ADDRESS_RANK_ENV, "bad_address"),
     (LEAVE_RANK_ENV, "leave"),
+    (VANISH_RANK_ENV, "vanish"),
 )
 
 
@@ -407,6 +412,9 @@ def inject_fault(rank: int) -> None:
         print(f"rollcall: rank {rank} hangs as asked by {HANG_RANK_ENV}", flush=True)
         while True:
             time.sleep(3600)
+    if fault == "vanish":
+        print(f"rollcall: rank {rank} ends with os._exit(0) as asked by {VANISH_RANK_ENV}", flush=True)
+        os._exit(0)
     if fault == "leave":
         print(f"rollcall: rank {rank} leaves with status 0 as asked by {LEAVE_RANK_ENV}", flush=True)
         sys.exit(0)

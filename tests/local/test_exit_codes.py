@@ -109,3 +109,25 @@ def test_a_rank_that_leaves_with_0_after_its_first_epoch_is_the_root_cause_ahead
     page = Cells()
     page.feed((artifacts / "report.html").read_text())
     assert page.cells[3]["data-role"] == "root"
+
+
+def test_a_rank_that_vanishes_with_0_and_says_nothing_is_named_first_from_its_nodes_monitor(tmp_path):
+    """``os._exit(0)`` after the first epoch: no ``exit`` line, no launcher record of a failure; the node's
+    monitor saw its process gone, and that interval is the first failure, the others' errors its echoes."""
+    spec = JobSpec(
+        name="vanish",
+        nodes=2,
+        procs_per_node=2,
+        accelerator="cpu",
+        workload_args=tuple(SHORT.replace("--epochs 1", "--epochs 2").split()),
+        env={"ROLLCALL_VANISH_RANK": "3"},
+        job_timeout_s=600,
+    )
+    attempt = run_once(LocalBackend(), spec, tmp_path)
+    verdict = attempt.verdict
+    assert not attempt.passed, verdict.message()
+    first = verdict.problems[0]
+    assert first.startswith("first failure: rank 3 (node 1) left after epoch_time of epoch 1, before complete "
+                            "(its process gone between "), verdict.message()  # fmt: skip
+    assert "seen by its node's monitor" in first and "first failure unknown" not in verdict.message()
+    assert verdict.ranks[3].state is RankState.MISSING

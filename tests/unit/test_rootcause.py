@@ -219,3 +219,53 @@ def test_a_departure_leads_only_when_it_came_before_every_own_failure():
     assert first_kill.departure is None and first_kill.termination == killed
     alone = analyse([], departures=[left])
     assert alone.departure == left and summary(alone)[0] == f"first failure: {left.describe()}"
+
+
+def test_a_departure_its_nodes_monitor_saw_leads_and_an_own_error_inside_its_interval_is_undecided():
+    """A rank whose process went away (os._exit(0) in a library after the first epoch: no word of its own)."""
+    from rollcall.evidence.departures import Departure
+
+    t0 = 1_764_576_000.0
+    gone = Departure(
+        3, 1, None, t0 + 10, "epoch_time of epoch 1", "", "node-1", False, "node", gone_at=t0 + 11
+    )
+    echo = Failure(0, 0, "node-0", "Connection closed by peer [127.0.0.1]:1", t0 + 12)
+    led = analyse([echo], departures=[gone])
+    assert led.departure == gone and led.undecided is None
+    assert summary(led)[0] == (
+        "first failure: rank 3 (node 1) left after epoch_time of epoch 1, before complete (its process gone "
+        "between 08:00:10.000 UTC and 08:00:11.000 UTC, seen by its node's monitor) [log node-1]; the others' "
+        "errors followed"
+    )
+    inside = analyse([echo, Failure(1, 0, "node-0", "RuntimeError: x", t0 + 10.5)], departures=[gone])
+    assert inside.departure == gone and inside.roots[0].rank == 1  # both named
+    assert inside.undecided is not None and "cannot be decided, both are named" in inside.undecided
+    # an own error well before the process went away: the departure is the launcher stopping it, an echo
+    earlier = analyse([echo, Failure(1, 0, "node-0", "RuntimeError: x", t0 + 5)], departures=[gone])
+    assert earlier.departure is None and earlier.first.rank == 1 and earlier.departures == ()
+
+
+def test_the_monitors_gone_lines_are_departures_only_before_the_suite_asked_the_job_to_end():
+    from rollcall.evidence.departures import departures
+    from rollcall_workload import contract
+    from tests.unit.helpers import event, roll_heard
+
+    def gone(rank: int, alive: float) -> bytes:
+        return contract.encode_event(
+            "rank_process",
+            rank,
+            2,
+            state="gone",
+            pid=10 + rank,
+            node_rank=rank,
+            alive_at=alive,
+            gone_at=alive + 1,
+        )
+
+    done = event("complete", 1, 2).encode() + b"\n"
+    timed = [(5.0, done), (6.0, gone(0, 1000.0)), (7.0, gone(1, 1001.0)), (9.0, gone(2, 1002.0))]
+    roll = roll_heard(timed, ended=8.0)
+    found = departures(roll.ranks, (), lambda r: r, "node", processes=roll.processes, asked_to_end=roll.ended)
+    assert [(d.rank, d.time, d.gone_at, d.exit_code, d.said) for d in found] == [
+        (0, 1000.0, 1001.0, None, False)
+    ]

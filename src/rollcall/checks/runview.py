@@ -84,12 +84,19 @@ class RunView:
     def departures(self) -> list[Departure]:
         """The ranks that left before ``complete`` without an error (any status, 0 included), earliest first.
 
-        From each rank's ``exit`` event and the launcher's records of its workers
-        (:mod:`rollcall.evidence.departures`).
+        From each rank's ``exit`` event, the launcher's records of its workers and the nodes' monitors' lines
+        of the ranks' processes (:mod:`rollcall.evidence.departures`).
         """
-        status = self.observed.status
+        status, roll = self.observed.status, self.roll
         ended = status.terminations if status is not None else ()
-        return departures(self.reports, ended, self.node, self.observed.unit)
+        return departures(
+            self.reports,
+            ended,
+            self.node,
+            self.observed.unit,
+            processes=roll.processes,
+            asked_to_end=roll.ended,
+        )
 
     @cached_property
     def invalid(self) -> dict[int, list[str]]:

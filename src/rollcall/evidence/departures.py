@@ -14,6 +14,15 @@ it is part of: the others then fail with connection errors, echoes of its leavin
   the agent stopped, and is no departure here. This covers a process that ended without running Python's
   exit path (``os._exit`` in a library), or a workload that does not say ``exit``.
 
+- **its node's monitor** (``rank_process`` ``gone``, :class:`~rollcall.ranklog.RankProcessHeard`): the
+  monitor saw the rank's process alive at one look and gone at the next, however it left (``os._exit(0)``
+  in a library after the first epoch included, which says nothing and leaves no record of its own). It knows
+  no status, only the interval the process left in; it counts while the rank had not completed and before
+  the suite asked the job to end (its line read before then, on the suite's clock), and only as a
+  candidate for the first failure (it left before every error of the run's own, or while one came: the
+  order is then undecided, and both are named). The ranks the launcher stopped after another failed leave
+  later than that error and are its echoes, not departures.
+
 A signal is not a departure: a process killed from outside is a
 :class:`~rollcall.evidence.endings.Termination`, and the launcher's SIGTERM to the others an echo. A
 status above 128 is a signal's, by the shell's convention, and stays a termination too.
@@ -29,7 +38,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from rollcall.ranklog import RankReport
+from rollcall.ranklog import RankProcessHeard, RankReport
 
 #: The highest status that is a process's own: above it, a shell or runtime reports a signal (128 + n).
 MAX_OWN_STATUS = 128
@@ -80,9 +89,16 @@ class Departure:
     pod: str | None = None
     said: bool = True
     unit: str = "pod"
+    #: Seen by its node's monitor only: the first look that saw it gone (``time``: the last that saw it
+    #: alive, the earliest it may have left), on its node's wall clock. None for the other records.
+    gone_at: float | None = None
 
     def how(self) -> str:
         """``left with exit code 0 after epoch_time of epoch 1 (in epoch 1 end), before complete``."""
+        if self.gone_at is not None and self.time is not None:
+            span = f"between {_clock(self.time)} and {_clock(self.gone_at)}"
+            after = f"after {self.last_event}" if self.last_event else "before its first event"
+            return f"left {after}, before complete (its process gone {span}, seen by its node's monitor)"
         code = f"exit code {self.exit_code}" if self.exit_code is not None else "an unrecorded status"
         after = f"after {self.last_event}" if self.last_event else "before its first event"
         phase = f" (in {self.phase})" if self.phase else ""
@@ -91,11 +107,7 @@ class Departure:
     def describe(self) -> str:
         """``rank 3 (node 1) left with exit code 0 after epoch_time of epoch 1, before complete [...]``."""
         log = f"{'pod' if self.unit == 'pod' else 'log'} {self.pod}" if self.pod else ""
-        when = (
-            datetime.fromtimestamp(self.time, UTC).strftime("%H:%M:%S.%f")[:-3] + " UTC"
-            if self.time is not None
-            else ""
-        )
+        when = _clock(self.time) if self.time is not None and self.gone_at is None else ""
         where = ", ".join(w for w in (log, when) if w)
         return f"rank {self.rank} (node {self.node}) {self.how()}" + (f" [{where}]" if where else "")
 
@@ -110,7 +122,12 @@ class Departure:
             "phase": self.phase,
             "pod": self.pod,
             "said": self.said,
+            "gone_at": self.gone_at,
         }
+
+
+def _clock(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%H:%M:%S.%f")[:-3] + " UTC"
 
 
 def last_event(report: RankReport) -> str | None:
@@ -131,11 +148,16 @@ def departures(
     terminations: Iterable[WorkerEnd],
     node: Callable[[int], int],
     unit: str = "pod",
+    *,
+    processes: Iterable[RankProcessHeard] = (),
+    asked_to_end: float | None = None,
 ) -> list[Departure]:
     """Every rank that left before ``complete`` without an error, earliest first (see the module docstring).
 
     ``terminations`` are the launcher's records of its workers (a record without a rank is a pod's or a
-    node's, and names no rank); ``node`` places a rank on its node.
+    node's, and names no rank); ``node`` places a rank on its node; ``processes`` the nodes' monitors' lines
+    of the ranks' processes, ``asked_to_end`` when the suite asked the job to end, on the clock it read them
+    on (None: it did not).
     """
     found: dict[int, Departure] = {}
     for rank, report in reports.items():
@@ -155,4 +177,22 @@ def departures(
         pod = min(said.sources) if said is not None and said.sources else t.pod
         last = last_event(said) if said is not None else None
         found[worker] = Departure(worker, node(worker), code, t.time, last, "", pod, False, unit)
+    recorded = {t.rank for t in terminations if t.rank is not None}
+    for p in processes:
+        said = reports.get(p.rank)
+        if (
+            p.state != "gone"
+            or p.rank in found
+            or p.rank in recorded
+            or p.alive_at is None
+            or p.gone_at is None
+            or (said is not None and (said.complete or said.errors or said.exited is not None))
+            or (asked_to_end is not None and (p.received is None or p.received >= asked_to_end))
+        ):
+            continue
+        last = last_event(said) if said is not None else None
+        pod = min(said.sources) if said is not None and said.sources else p.source
+        found[p.rank] = Departure(
+            p.rank, node(p.rank), None, p.alive_at, last, "", pod, False, unit, p.gone_at
+        )
     return sorted(found.values(), key=lambda d: (d.time is None, d.time or 0.0, d.rank))

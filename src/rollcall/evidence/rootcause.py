@@ -296,12 +296,12 @@ def analyse(
     departure (a rank that left before ``complete``) leads when it came before every own error.
     """
     ordered = tuple(sorted(failures, key=_when))
-    left = tuple(sorted(departures, key=_when))
+    own = [f for f in ordered if not f.echo]
+    left = tuple(d for d in sorted(departures, key=_when) if _may_lead(d, own))
     if disruption is not None:
         return Analysis(disruption=disruption, groups=fold(ordered), failures=ordered, departures=left)
     if not ordered and not left:
         return Analysis()
-    own = [f for f in ordered if not f.echo]
     leader = _leader(left, own, terminations)
     if leader is not None:
         independent = _shapes(own)
@@ -357,7 +357,28 @@ def _shapes(own: Sequence[Failure]) -> list[Failure]:
     return [own[0], *_independent(own)] if own else []
 
 
+def _may_lead(departure: Departure, own: Sequence[Failure]) -> bool:
+    """A departure its node's monitor saw (no status of its own) counts only before the run's first own error.
+
+    One that left after it (within the clocks' tolerance) is the launcher stopping its ranks: an echo.
+    """
+    if departure.gone_at is None or not own or own[0].time is None or departure.time is None:
+        return True
+    return departure.time < own[0].time + CLOCK_TOLERANCE_S
+
+
 def _undecided_departure(leader: Departure, own: Sequence[Failure]) -> str | None:
+    if leader.gone_at is not None and leader.time is not None:
+        low, high = leader.time - CLOCK_TOLERANCE_S, leader.gone_at + CLOCK_TOLERANCE_S
+        inside = next((f for f in own if f.time is not None and low <= f.time <= high), None)
+        if inside is not None:
+            return (
+                f"rank {inside.rank} failed while rank {leader.rank}'s process was leaving (between two "
+                f"looks of its node's monitor, {leader.gone_at - leader.time:.1f} s apart, and within "
+                f"{CLOCK_TOLERANCE_S:g} s by their clocks): which came first cannot be decided, both are "
+                "named"
+            )
+        return None
     if leader.time is not None:
         other = next((f for f in own if f.time is not None), None)
         gap = other.time - leader.time if other is not None and other.time is not None else None

@@ -140,6 +140,7 @@ def _rank_process(heard: Heard, rec: RankProcess, said: Said) -> None:
             _stamp(rec.time),
             said.source,
             heard.now,
+            rec.node,
         )
     )
     heard.records += 1

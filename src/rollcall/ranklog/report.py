@@ -313,6 +313,8 @@ class RankProcessHeard:
     time: float | None
     source: str
     received: float | None = None
+    #: The node its monitor named (NODE_NAME, else SLURMD_NODENAME, else the host name), where it did.
+    node: str | None = None
 
 
 #: A part of the run the suite hears from: ``("node", node rank)`` or ``("rank", global rank)``.

@@ -130,10 +130,12 @@ class RankProcess(Event):
     state: RankProcessState = required("seen or gone")
     pid: int = required("the rank's process (in the monitor's pid namespace)")
     node_rank: int | None = optional("the node's rank in the job, where the monitor knows it")
+    node: str | None = optional("the node: NODE_NAME, else SLURMD_NODENAME, else the host name")
     local_rank: int | None = optional("the rank on its node (LOCAL_RANK)")
     visible_devices: str | None = optional(
-        "the devices the rank may use, as its environment names them (CUDA_VISIBLE_DEVICES, else "
-        "NVIDIA_VISIBLE_DEVICES: indexes or UUIDs); null where it names none"
+        "the devices the rank may use, as its environment names them: NVIDIA_VISIBLE_DEVICES where it names "
+        "UUIDs (the node's own names, whatever the container counts from), else CUDA_VISIBLE_DEVICES, else "
+        "NVIDIA_VISIBLE_DEVICES (indexes); null where it names none"
     )
     alive_at: float | None = optional(
         "gone: the wall clock of the monitor's last look that saw the process alive (epoch seconds)"

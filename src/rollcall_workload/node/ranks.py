@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from rollcall_workload import procfs
 from rollcall_workload.contract import MONITOR_DIR_ENV, encode_event
 from rollcall_workload.contract.heartbeat import Heartbeat, heartbeat_path, read_heartbeat, stacks_path
+from rollcall_workload.node.gpu_listener import node_name
 from rollcall_workload.node.stacks import parse_stacks, stack_lines
 from rollcall_workload.node.states import MAX_GAP_POLLS, Held, process_state
 
@@ -142,8 +143,20 @@ class RankFiles:
 YOUNG_S = 10.0
 #: The variables a rank's environment carries, torchrun's: the global and the node's rank.
 RANK_ENV, LOCAL_RANK_ENV = "RANK", "LOCAL_RANK"
-#: Where a rank's devices are named, first found first.
-DEVICES_ENV = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
+#: Where a rank's devices are named: the runtime's (the node's UUIDs, in a container), then CUDA's.
+NVIDIA_DEVICES_ENV, CUDA_DEVICES_ENV = "NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"
+
+
+def visible_devices(env: dict[str, str]) -> str | None:
+    """The devices a rank may use, as the node names them where its environment says so (see the contract).
+
+    Inside a container CUDA counts from the container's own devices, so ``NVIDIA_VISIBLE_DEVICES`` wins where
+    it names UUIDs; else ``CUDA_VISIBLE_DEVICES`` (a process on the node itself), else the runtime's indexes.
+    """
+    runtime, cuda = env.get(NVIDIA_DEVICES_ENV), env.get(CUDA_DEVICES_ENV)
+    if runtime and "GPU-" in runtime:
+        return runtime
+    return cuda or runtime or None
 
 
 @dataclass(frozen=True)
@@ -167,6 +180,7 @@ class RankProcesses:
 
     directory: str
     node_rank: int | None = None
+    node: str = field(default_factory=node_name)
     proc: str = procfs.PROC
     clock: Callable[[], float] = time.time
     _ranks: dict[int, _Tracked] = field(default_factory=dict)  # pid: the rank it runs
@@ -210,7 +224,8 @@ class RankProcesses:
                     pid=pid,
                     node_rank=self.node_rank,
                     local_rank=int(local) if local.isdigit() else None,
-                    visible_devices=next((env[v] for v in DEVICES_ENV if env.get(v)), None),
+                    node=self.node,
+                    visible_devices=visible_devices(env),
                 )
             )
         for pid in list(self._others):

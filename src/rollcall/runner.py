@@ -203,10 +203,11 @@ def run_once(
                 first = launching.signals[0]
                 raise KeyboardInterrupt(f"signal {first.name}" if first is not signal.SIGINT else "")
             status = job.wait(spec.job_timeout_s, stop=watch.poll)
-            collector.view(_ended)
+            collector.view(lambda roll: _ended(roll, status.state))
             waited = True
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM as the plugin turns it: judged as far as it got
             interrupted, caught = str(exc) or "signal SIGINT (Ctrl-C)", exc
+            collector.view(lambda roll: _ended(roll, JobState.STOPPED))
             when = f"{time.monotonic() - started:.0f}s after the launch" if job else "while launching the job"
             status = JobStatus(
                 JobState.INTERRUPTED, f"interrupted by {interrupted} {when}, before the job ended"
@@ -241,10 +242,15 @@ def run_once(
     return attempt
 
 
-def _ended(roll: RollCall) -> None:
-    """Note on the roll call's clock when its job ended, unless the suite ended it earlier."""
+def _ended(roll: RollCall, state: JobState) -> None:
+    """Note on the roll call's clock when its job ended, unless the suite ended it earlier.
+
+    A job the suite ended (its timeout) ended when the suite asked it to.
+    """
     if roll.ended is None:
         roll.ended = roll.clock()
+    if roll.stopped is None and state in (JobState.TIMED_OUT, JobState.STOPPED):
+        roll.stopped = roll.ended
 
 
 def _clean_up(
@@ -358,7 +364,7 @@ class _Watch:
             or versions.stop_reason(roll.ranks)
         )
         if reason is not None and roll.ended is None:
-            roll.ended = moment  # the judge reads the roll call as it stood when the suite ended the job
+            roll.ended = roll.stopped = moment  # the judge reads the roll call as it stood then
         return reason, now
 
 

@@ -265,7 +265,7 @@ def test_the_monitors_gone_lines_are_departures_only_before_the_suite_asked_the_
     done = event("complete", 1, 2).encode() + b"\n"
     timed = [(5.0, done), (6.0, gone(0, 1000.0)), (7.0, gone(1, 1001.0)), (9.0, gone(2, 1002.0))]
     roll = roll_heard(timed, ended=8.0)
-    found = departures(roll.ranks, (), lambda r: r, "node", processes=roll.processes, asked_to_end=roll.ended)
+    found = departures(roll.ranks, (), lambda r: r, "node", processes=roll.processes, asked_to_end=8.0)
     assert [(d.rank, d.time, d.gone_at, d.exit_code, d.said) for d in found] == [
         (0, 1000.0, 1001.0, None, False)
     ]

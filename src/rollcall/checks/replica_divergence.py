@@ -26,13 +26,18 @@ def replica_divergence(run: RunView) -> Iterable[Problem]:
         return
     named = "; ".join(f"rank {d.rank} (node {d.node}) {d.when}" for d in found)
     ref = found[0]
-    yield Problem(
-        REPLICA_DIVERGENCE,
-        f"replica divergence (silent data corruption): {named}: parameters unlike the replicas' "
-        f"(param_digest {ref.digest} where {ref.agreeing} rank(s) hold {ref.reference})",
-        {d.rank: d.note() for d in found},
-        detail=tuple(found),
-    )
+    if ref.tied:
+        digests = ", ".join(sorted({d.digest for d in found}))
+        message = (
+            f"replica divergence (silent data corruption): {named}: the replicas disagree and no digest is "
+            f"held by more ranks than another (param_digest {digests}): which replica is wrong cannot be told"
+        )
+    else:
+        message = (
+            f"replica divergence (silent data corruption): {named}: parameters unlike the replicas' "
+            f"(param_digest {ref.digest} where {ref.agreeing} rank(s) hold {ref.reference})"
+        )
+    yield Problem(REPLICA_DIVERGENCE, message, {d.rank: d.note() for d in found}, detail=tuple(found))
 
 
 CHECK = Check(

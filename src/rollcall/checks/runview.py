@@ -95,7 +95,7 @@ class RunView:
             self.node,
             self.observed.unit,
             processes=roll.processes,
-            asked_to_end=roll.ended,
+            asked_to_end=roll.stopped,
         )
 
     @cached_property

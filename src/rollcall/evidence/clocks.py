@@ -60,7 +60,11 @@ def heard(roll: RollCall, part: Part) -> float | None:
 
 def t0(roll: RollCall, parts: Iterable[Part] | None = None) -> float | None:
     """T0: when the suite first heard any part of the run (of ``parts``, where given); None: nothing yet."""
-    firsts = [r.first for p, r in roll.heard.items() if parts is None or p in parts]
+    heard_ = roll.heard
+    if parts is None:
+        firsts = [r.first for r in heard_.values()]
+    else:
+        firsts = [r.first for p in parts if (r := heard_.get(p)) is not None]
     return min(firsts) if firsts else None
 
 

@@ -182,12 +182,14 @@ class NeverJoined:
         waiting: the ranks stalled waiting in init_process_group.
         waited_s: the longest any of those had waited at its dump.
         unheard: those of ``missing`` that said nothing at all (no event, no heartbeat the monitor saw).
+        seen: those of ``unheard`` whose process their node's monitor saw: stuck before their watchdog.
     """
 
     missing: tuple[int, ...]
     waiting: tuple[int, ...]
     waited_s: float | None
     unheard: tuple[int, ...] = ()
+    seen: tuple[int, ...] = ()
 
     def line(self, node: Callable[[int], int] | None = None) -> str:
         """``rank 1 (node 0) never joined; ranks 0, 2-3 waited 60s in init_process_group``."""
@@ -195,12 +197,13 @@ class NeverJoined:
         who = f"rank {named[0]}" if len(named) == 1 else f"ranks {', '.join(named)}"
         waiters = f"rank {self.waiting[0]}" if len(self.waiting) == 1 else f"ranks {ranges(self.waiting)}"
         waited = f" {self.waited_s:.0f}s" if self.waited_s is not None else ""
-        if not self.unheard:
-            note = ""
-        elif set(self.unheard) == set(self.missing):
-            note = " (never heard from: stuck before the watchdog started)"
-        else:
-            note = f" ({ranges(self.unheard)} never heard from: stuck before the watchdog started)"
+        notes = []
+        quiet = [r for r in self.unheard if r not in self.seen]
+        for group, what in ((self.seen, "its process seen, never a word"), (quiet, "never heard from")):
+            if group:
+                which = "" if set(group) == set(self.missing) else f"{ranges(group)} "
+                notes.append(f"{which}{what}")
+        note = f" ({'; '.join(notes)}: stuck before the watchdog started)" if notes else ""
         return f"{who} never joined{note}; {waiters} waited{waited} in {JOIN_PHASE}"
 
 
@@ -212,10 +215,10 @@ def never_joined(
     Certain when no rank has said ``start`` (the group never formed), some ranks are stalled waiting in
     ``init_process_group`` past their join bound, every other rank that said a word is stalled or silent
     elsewhere, and each rank still without a word is past its own deadline (:mod:`rollcall.evidence.clocks`):
-    one whose process its node's monitor saw, S after it was seen (it may be importing from a cold
-    filesystem); one never heard from at all, S after T0 (a node frozen or cut off as it began,
-    ``ROLLCALL_HANG_NODE``). With none missing, every rank is inside ``init_process_group``: joining, not
-    hung (:func:`joining`).
+    one whose process its node's monitor saw, S + J after it was seen (it may be importing from a cold
+    filesystem for up to S, then wait at the join for its bound J before its first dump); one never heard
+    from at all, S after T0 (a node frozen or cut off as it began, ``ROLLCALL_HANG_NODE``). With none
+    missing, every rank is inside ``init_process_group``: joining, not hung (:func:`joining`).
     """
     bounds = bounds or Bounds()
     reports = roll.ranks
@@ -232,11 +235,18 @@ def never_joined(
     moment, first = now_of(roll, now), t0(roll)
     for r in unheard:
         seen = heard(roll, ("rank", r))
-        since = seen if seen is not None else first
-        if since is None or moment < since + bounds.start_skew_s:
-            return None  # it may yet say its first word: within its own start skew
+        # its process seen, never a word: it may be importing (the start skew), then waiting at the join
+        # (its bound) before its first dump; never heard at all: the start skew from the run's first part
+        due = (
+            seen + bounds.start_skew_s + bounds.join_s
+            if seen is not None
+            else (first or 0.0) + bounds.start_skew_s
+        )
+        if first is None or moment < due:
+            return None  # it may yet say its first word
     waited = [s for r in waiting if (s := found[r].dump.stalled_s) is not None]
-    return NeverJoined(tuple(missing), tuple(waiting), max(waited) if waited else None, unheard)
+    spoke = tuple(r for r in unheard if heard(roll, ("rank", r)) is not None)  # its process seen
+    return NeverJoined(tuple(missing), tuple(waiting), max(waited) if waited else None, unheard, spoke)
 
 
 def joining(roll: RollCall, world_size: int) -> bool:

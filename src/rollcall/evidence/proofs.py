@@ -53,6 +53,9 @@ class Divergence:
     digest: str
     reference: str
     agreeing: int
+    #: No digest is held by more ranks than every other (two replicas, or a split): which replica is wrong
+    #: cannot be told, and every rank of the tie is named.
+    tied: bool = False
 
     @property
     def when(self) -> str:
@@ -61,6 +64,8 @@ class Divergence:
 
     def note(self) -> str:
         """What the rank's own junit case says."""
+        if self.tied:
+            return f"replicas disagree {self.when} with no majority (its param_digest {self.digest})"
         return f"replica diverged {self.when} (param_digest {self.digest}, the replicas' {self.reference})"
 
 
@@ -79,7 +84,11 @@ def digests_by_stage(reports: Mapping[int, RankReport]) -> dict[str, tuple[str, 
 
 
 def find_divergence(reports: Mapping[int, RankReport], node_of: NodeOf) -> list[Divergence]:
-    """The ranks whose ``param_digest`` differs from the replicas', each at the first point it did."""
+    """The ranks whose ``param_digest`` differs from the replicas', each at the first point it did.
+
+    The replicas' digest is the one most ranks hold; where no digest is held by more ranks than every other
+    (two replicas that differ, an even split), every rank is named, as a tie: which is wrong cannot be told.
+    """
     stages: list[tuple[int | None, dict[int, str]]] = [
         (e, {r: rep.digests[e] for r, rep in reports.items() if e in rep.digests})
         for e in sorted({e for rep in reports.values() for e in rep.digests})
@@ -92,9 +101,11 @@ def find_divergence(reports: Mapping[int, RankReport], node_of: NodeOf) -> list[
             continue
         counts = Counter(digests.values())
         reference = min(counts, key=lambda d: (-counts[d], min(r for r, v in digests.items() if v == d)))
+        tied = sum(1 for c in counts.values() if c == counts[reference]) > 1
         for rank, digest in sorted(digests.items()):
-            if digest != reference and rank not in found:
-                found[rank] = Divergence(rank, node_of(rank), epoch, digest, reference, counts[reference])
+            if (tied or digest != reference) and rank not in found:
+                agreeing = 0 if tied else counts[reference]
+                found[rank] = Divergence(rank, node_of(rank), epoch, digest, reference, agreeing, tied)
     return [found[r] for r in sorted(found)]
 
 

@@ -11,6 +11,7 @@ versions; the judge names it first. It is the platform's fault (the image), neve
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -46,6 +47,7 @@ class VersionMismatch:
         )
 
 
+@functools.lru_cache(maxsize=64)
 def _release(text: str) -> tuple[int, int, int] | None:
     """``(major, minor, patch)`` of ``0.2.0`` (``0.2`` is ``0.2.0``); None when not a dotted number."""
     parts = text.split(".")
@@ -63,11 +65,17 @@ def refused(start: Mapping[str, object]) -> tuple[str | None, int] | None:
     contract = start.get("contract_version", UNSTATED_CONTRACT)
     workload = start.get("workload_version")
     contract = contract if isinstance(contract, int) and not isinstance(contract, bool) else UNSTATED_CONTRACT
-    theirs = _release(workload) if isinstance(workload, str) else None
+    return _refused(workload if isinstance(workload, str) else None, contract)
+
+
+@functools.lru_cache(maxsize=64)
+def _refused(workload: str | None, contract: int) -> tuple[str | None, int] | None:
+    """:func:`refused` of one pair of versions, worked out once (every rank of a run says the same)."""
+    theirs = _release(workload) if workload is not None else None
     ours = _release(WORKLOAD_VERSION)
     if contract == CONTRACT_VERSION and theirs is not None and ours is not None and theirs >= ours:
         return None
-    return (workload if isinstance(workload, str) else None), contract
+    return workload, contract
 
 
 def version_mismatch(reports: Mapping[int, RankReport]) -> VersionMismatch | None:

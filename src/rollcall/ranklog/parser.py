@@ -73,8 +73,10 @@ class RollCall:
     clock: Callable[[], float] = field(default=time.monotonic, repr=False, compare=False)
     now: float = 0.0
     #: When the suite ended the job, or saw it end, on the same clock (None: it has not): what the judge
-    #: reads the roll call at.
+    #: reads the roll call at; and when the suite asked it to end (at a hang, its timeout, a signal), where
+    #: it did: what the ranks did after that is the suite's doing.
     ended: float | None = None
+    stopped: float | None = None
 
     def note(self, part: Part) -> None:
         """That a line of ``part`` was read now."""

@@ -73,7 +73,7 @@ class RankFiles:
         mono = self.mono()
         for rank, beat in sorted(self.heartbeats().items()):
             lines += self._stacks(rank, beat)
-            lines += self._silence(rank, beat, now, mono)
+            lines += self.silence(rank, beat, now, mono)
         return lines
 
     def _stacks(self, rank: int, beat: Heartbeat) -> list[bytes]:
@@ -99,7 +99,7 @@ class RankFiles:
                 lines += stack_lines(section, rank, beat.world_size)
         return lines
 
-    def _silence(self, rank: int, beat: Heartbeat, now: float, mono: float) -> list[bytes]:
+    def silence(self, rank: int, beat: Heartbeat, now: float, mono: float) -> list[bytes]:
         """``silent`` once the heartbeat has not changed at any look for the bound plus the margin.
 
         Measured on the monitor's own clock (:class:`Held`), not from the heartbeat's stamp: a clock step

@@ -132,8 +132,10 @@ class Watchdog:
         monitor_dir: str | None = None,
         fh_margin: float = FAULTHANDLER_MARGIN_S,
         gpu: GpuProgress | None = None,
+        stacks: Callable[[], list[tuple[str, bool, list[list[Any]]]]] | None = None,
     ) -> None:
         self.log = log
+        self._stacks = stacks or thread_stacks  # what a dump holds: this process's threads (a test's own)
         self.gpu = gpu
         self.hang_after = hang_after
         self.floor = floor
@@ -235,7 +237,7 @@ class Watchdog:
         self._arm()  # its own dump taken: faulthandler's waits another bound
         probe = self.gpu.probe() if self.gpu is not None else None
         gpu = {"gpu": probe.gpu, "gpu_pending_s": probe.pending_s} if probe is not None else {}
-        stacks = [s for s in thread_stacks() if s[0] != "rollcall-watchdog"]
+        stacks = [s for s in self._stacks() if s[0] != "rollcall-watchdog"]
         for name, main, frames in stacks:
             line = encode_stack(
                 self.log.rank,

@@ -101,18 +101,21 @@ def test_ranks_never_heard_from_while_the_others_wait_at_the_join_never_joined_a
     )
 
 
-def test_a_rank_whose_process_was_seen_gets_its_own_start_skew_from_when_it_was_seen():
-    """A rank importing from a cold filesystem says nothing, but its node's monitor saw its process."""
+def test_a_rank_whose_process_was_seen_gets_its_own_start_skew_and_join_bound_from_when_it_was_seen():
+    """A rank importing from a cold filesystem says nothing, but its node's monitor saw its process: it may
+    import for up to S, then wait at the join for J before its first dump."""
     seen = contract.encode_event("rank_process", 3, 4, state="seen", pid=7, node_rank=1)
     timed = [
         (100.0, _dump(2, SLEEPING, contract.START_PHASE, 10.0)),
         *[(100.0, line) for line in _waited(0, 1)],
         (115.0, seen),
     ]
-    assert stop_reason(roll_heard(timed, 120.0), 4, BOUNDS) is None  # heard at 115: its bound runs to 135
-    assert stop_reason(roll_heard(timed, 134.9), 4, BOUNDS) is None
-    reason = stop_reason(roll_heard(timed, 135.0), 4, BOUNDS)
-    assert reason is not None and reason.startswith("ranks 2, 3 never joined")
+    assert stop_reason(roll_heard(timed, 120.0), 4, BOUNDS) is None  # seen at 115: its bound runs to 145
+    assert stop_reason(roll_heard(timed, 144.9), 4, BOUNDS) is None
+    reason = stop_reason(roll_heard(timed, 145.0), 4, BOUNDS)
+    assert reason is not None and reason.startswith(
+        "ranks 2, 3 never joined (3 its process seen, never a word: stuck before the watchdog started)"
+    )
 
 
 def test_every_rank_inside_init_process_group_is_joining_not_hung_until_the_groups_timeout():

@@ -43,9 +43,19 @@ def test_a_divergence_comes_before_an_error_in_the_listing():
     ]  # only the image, and a GPU's own word that it failed (an Xid, a lost GPU), before it
 
 
-def test_on_a_tie_rank_0s_digest_is_the_replicas():
+def test_on_a_tie_no_replica_is_taken_for_the_right_one_and_every_rank_of_it_is_named():
+    """Two replicas that differ: either may be the corrupt one; blaming rank 1 could blame a healthy GPU."""
     found = find_divergence(run_log(world=2, procs=1, final={1: BAD}).ranks, lambda r: r)
-    assert [(d.rank, d.epoch, d.digest, d.reference) for d in found] == [(1, None, BAD, GOOD)]
+    assert [(d.rank, d.epoch, d.digest, d.tied, d.agreeing) for d in found] == [
+        (0, None, GOOD, True, 0),
+        (1, None, BAD, True, 0),
+    ]
+    tie = RunView(Observed(run_log(world=2, procs=1, final={1: BAD}), Layout(2, 1)), Criteria())
+    [problem] = list(replica_divergence(tie))
+    assert set(problem.ranks) == {0, 1} and "which replica is wrong cannot be told" in problem.message
+    # three replicas, one off: the two that agree are the replicas', the third is named alone
+    found = find_divergence(run_log(world=3, procs=1, final={2: BAD}).ranks, lambda r: r)
+    assert [(d.rank, d.tied) for d in found] == [(2, False)]
 
 
 def test_one_rank_has_no_replica_to_disagree_with():

@@ -1,0 +1,88 @@
+"""Never fail a healthy cluster: simulated fleets through the suite's real decisions, and what it got wrong.
+
+Usage: python bench/blame.py [--runs 10000] [--seed 1] [--jobs 2] [--bug NAME]
+
+Each run is a :class:`tests.sim.fleet.Plan` (2 to 2,048 ranks, nodes heard up to the start skew apart, slow
+launchers and imports, long first steps, pauses in Python and in C, brief ``D`` states, events on GPUs no rank
+uses, node clocks apart and logs late), half of them with one fault of every class in turn; each goes through
+the real watchdogs, launcher watches, monitor, parser, runner's decisions and judge (``tests/sim/fleet.py``).
+It prints the matrix: per class, runs, false failures, false names, faults missed, verdicts late, and the time
+from the fault to the verdict (median, p99); then how many runs drew a value within 5% of each bound. It
+exits 1 when any run went wrong.
+
+``--bug NAME`` puts a known bug back into the suite's code for the run (each a change of the predicate's own
+source, undone when the bench ends) and must then exit 1: ``one-bound`` (the launchers' wait counted from the
+first launcher heard, not the last), ``first-dump`` (a rank never heard from counted as never joined at the
+waiting ranks' first dump, as before 25de2c8), ``any-for-all`` (a GPU unfit only when every event on it fails,
+turned into when any does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import multiprocessing
+import statistics
+import sys
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.sim import fleet
+from tests.sim.bugs import BUGS, bug
+
+
+def one(args: tuple[int, int, str | None]) -> tuple[str, list[str], float | None, dict[str, int], float]:
+    seed, index, bug_name = args
+    plan = next(fleet.plans(seed * 1_000_003 + index, 1, faulty=0.5, start=index))
+    with bug(bug_name):
+        started = time.perf_counter()
+        outcome = fleet.simulate(plan)
+        spent = time.perf_counter() - started
+    return plan.fault or "healthy", fleet.wrongs(outcome), outcome.to_verdict, fleet.edges(plan), spent
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=10_000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--bug", choices=sorted(BUGS))
+    opts = parser.parse_args()
+    started = time.time()
+    work = [(opts.seed, i, opts.bug) for i in range(opts.runs)]
+    with multiprocessing.get_context("fork").Pool(opts.jobs) as pool:
+        results = pool.map(one, work, chunksize=max(1, opts.runs // (opts.jobs * 20)))
+    by_class: dict[str, list[tuple[list[str], float | None]]] = defaultdict(list)
+    edges: Counter[str] = Counter()
+    for klass, wrong, to_verdict, near, _ in results:
+        by_class[klass].append((wrong, to_verdict))
+        edges.update(near)
+    print(f"{opts.runs} runs, seed {opts.seed}{f', bug {opts.bug}' if opts.bug else ''}: "
+          f"{time.time() - started:.0f} s on {opts.jobs} processes")  # fmt: skip
+    print(f"{'class':<14} {'runs':>6} {'false fail':>10} {'false name':>10} {'missed':>7} {'late':>5} "
+          f"{'verdict s (median, p99)':>24}")  # fmt: skip
+    bad = 0
+    for klass in ("healthy", *fleet.FAULTS):
+        rows = by_class.get(klass, [])
+        count = Counter(w for wrong, _ in rows for w in set(wrong))
+        times = sorted(t for _, t in rows if t is not None and math.isfinite(t))
+        median = statistics.median(times) if times else math.nan
+        p99 = times[min(len(times) - 1, int(0.99 * len(times)))] if times else math.nan
+        missed = count["missed"] + count["missed culprit"] + count["GPU not named unfit"]
+        print(f"{klass:<14} {len(rows):>6} {count['false failure']:>10} {count['false name']:>10} {missed:>7} "
+              f"{count['late']:>5} {median:>11.1f} {p99:>11.1f}")  # fmt: skip
+        bad += sum(1 for wrong, _ in rows if wrong)
+    print(
+        "runs within 5% of a bound: "
+        + ", ".join(f"{k} {v} ({v / opts.runs:.0%})" for k, v in sorted(edges.items()))
+    )
+    if bad:
+        print(f"{bad} run(s) went wrong")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,64 @@
+"""Known bugs the simulated fleets must catch, put back into the suite's code for a while.
+
+Each is a change of one predicate's own source (:data:`BUGS`): :func:`bug` compiles the changed function into
+its module's namespace, swaps it in wherever it was imported by name, and puts the real one back after.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import inspect
+import textwrap
+from collections.abc import Iterator
+
+#: Each known bug: the module, the function, and the text of its source it changes.
+BUGS: dict[str, tuple[str, str, str, str]] = {
+    "one-bound": (
+        "rollcall.evidence.launchers",
+        "never_started",
+        'latest = max(h for n in range(nodes) if (h := heard(roll, ("node", n))) is not None)',
+        "latest = first",
+    ),
+    "first-dump": (
+        "rollcall.evidence.hangs",
+        "never_joined",
+        "if first is None or moment < due:",
+        "if False:",
+    ),
+    "any-for-all": (
+        "rollcall.checks.gpu_events",
+        "gpu_events",
+        'warn = all(u.severity == "warn"',
+        'warn = any(u.severity == "warn"',
+    ),
+}
+
+
+@contextlib.contextmanager
+def bug(name: str | None) -> Iterator[None]:
+    """The suite with the known bug ``name`` put back into one function (none: as it is).
+
+    The function's code is swapped in place, so every reference to it (a check's declaration, a name imported
+    elsewhere) runs the bug; its own code is back after.
+    """
+    if name is None:
+        yield
+        return
+    module_name, function, old, new = BUGS[name]
+    module = importlib.import_module(module_name)
+    real = getattr(module, function)
+    source = textwrap.dedent(inspect.getsource(real))
+    if old not in source:
+        raise SystemExit(f"bug {name}: {module_name}.{function} no longer holds {old!r}: update BUGS")
+    namespace = dict(vars(module))
+    exec(compile(source.replace(old, new), inspect.getsourcefile(real) or name, "exec"), namespace)
+    code = real.__code__
+    real.__code__ = namespace[function].__code__
+    try:
+        yield
+    finally:
+        real.__code__ = code
+
+
+__all__ = ["BUGS", "bug"]

@@ -1,0 +1,772 @@
+"""Simulated fleets: a run's physical inputs driven through the suite's real decisions, on one clock.
+
+A :class:`Plan` says only what a fleet does physically: when each node's command starts (or never), how long
+each launcher and each rank take to import, how long the first step compiles, each step's time, pauses in
+Python and in C, brief uninterruptible sleeps of a launcher, each node's clock offset and log latency, GPU
+events on GPUs no rank of the run uses, and at most one fault. :func:`simulate` turns it into what the real
+code sees and decides, with every clock injected (one simulated clock, ``t``, the suite's; each node's wall
+clock is ``t`` plus its offset):
+
+- each rank's real :class:`~rollcall_workload.rank.watchdog.Watchdog` is told each phase and step as the
+  workload tells it, and asked to :meth:`check` where its bound could run out (its dumps are its own);
+- each node's real :class:`~rollcall_workload.node.launcher.LauncherWatch` is polled every second until its
+  ranks are spawned, with the launcher's process state (``D`` now and then);
+- each rank whose heartbeat stops (a pause in C, a stopped process) is looked at every second by the real
+  :meth:`RankFiles.silence <rollcall_workload.node.ranks.RankFiles.silence>`;
+- every line goes to the real parser at the time the suite would read it (its node's latency later), and
+  every second the runner's real decisions to end the job are asked (``launchers``, ``hangs``,
+  ``versions``' ``stop_reason``); once the job ends, the real judge gives the verdict.
+
+What is written directly, as the process would: the rank's own events (``start``, ``epoch_time``, ...), a
+crash's error and its peers' echoes, the monitor's ``rank_process`` lines, faulthandler's dumps as the
+monitor turns them into events, and ``gpu_event`` lines (as the listener writes NVML's events).
+
+:class:`Outcome` says what the verdict named and when; :func:`expected` what the bounds say it must name.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import math
+import random
+import typing
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from rollcall.backends import JobState, JobStatus
+from rollcall.evidence import hangs, launchers, versions
+from rollcall.evidence.clocks import Bounds
+from rollcall.evidence.fitness import FitnessPolicy
+from rollcall.jobspec import JobSpec
+from rollcall.judge import judge
+from rollcall.ranklog import RollCall
+from rollcall.verdict import Criteria, Layout, Observed, Verdict
+from rollcall_workload.contract import (
+    CONTRACT_VERSION,
+    EVENT_PREFIX,
+    JOIN_PHASE,
+    WORKLOAD_VERSION,
+    RollcallLog,
+)
+from rollcall_workload.contract.heartbeat import Heartbeat
+from rollcall_workload.node.launcher import LauncherWatch
+from rollcall_workload.node.ranks import SILENT_MARGIN_S, RankFiles
+from rollcall_workload.rank.watchdog import (
+    FAULTHANDLER_MARGIN_S,
+    HANG_FLOOR_S,
+    JOIN_HANG_S,
+    Watchdog,
+    encode_stack,
+)
+
+#: The default bounds of a cpu run (what the suite and the workload use when nothing is set).
+J = JOIN_HANG_S
+S = 2 * JOIN_HANG_S
+HANG = HANG_FLOOR_S
+FIRST_STEP = 120.0
+POLL = 1.0
+#: How long after a crash or a departure torchrun ends the job (it sees a worker fail).
+LAUNCHER_REACTS_S = 1.0
+
+Fault = Literal[
+    "crash",
+    "vanish",
+    "hung",
+    "gil",
+    "stopped",
+    "never_joined",
+    "never_started",
+    "gpu_hang",
+    "xid",
+    "corrupt",
+    "stuck_launcher",
+    "silent_rank",
+    "first_step",
+]
+#: crash: an error; vanish: os._exit(0), no word; hung: a sleep; gil: blocked in C holding the GIL; stopped:
+#: SIGSTOP; never_joined: asleep before init_process_group; never_started: a node's command never runs (or
+#: runs past the start skew); gpu_hang: the host waits on a GPU kernel that never ends; xid: the GPU falls off
+#: the bus; corrupt: a replica's parameters differ; stuck_launcher: a launcher in uninterruptible sleep for
+#: good; silent_rank: a rank's process stuck before it says a word (an import on a dead filesystem);
+#: first_step: a rank's first step (the compile) never ends.
+FAULTS: tuple[Fault, ...] = typing.get_args(Fault)
+
+#: Frames a dump holds, by what the rank does (as the workload's own would name them).
+SLEEP = [["rank/run.py", 270, "run", "faults.inject_fault(env.rank)", True],
+         ["faults.py", 412, "inject_fault", "time.sleep(3600)", True]]  # fmt: skip
+GIL = [["rank/run.py", 270, "run", "faults.inject_fault(env.rank)", True],
+       ["faults.py", 440, "hold_the_gil", "libc.sleep(seconds)", True]]  # fmt: skip
+BARRIER = [["rank/run.py", 225, "run", 'acc.barrier(f"rollcall-epoch-{epoch}")', True],
+           ["/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", 4600, "barrier",
+            "work.wait()", False]]  # fmt: skip
+JOINING = [["rank/run.py", 112, "run", "acc.init_process_group(env, args.pg_timeout)", True],
+           ["/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", 1520,
+            "init_process_group", "store, rank, world_size = next(rendezvous_iterator)", False]]  # fmt: skip
+NOT_JOINING = [["rank/run.py", 108, "run", "faults.never_join(env.rank)", True],
+               ["faults.py", 452, "never_join", "time.sleep(3600)", True]]  # fmt: skip
+SYNCHRONIZE = [["rank/run.py", 200, "train_steps", "acc.synchronize()", True],
+               ["/venv/lib/python3.11/site-packages/torch/cuda/__init__.py", 985, "synchronize",
+                "return torch._C._cuda_synchronize()", False]]  # fmt: skip
+ECHO = "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:547] Connection closed by peer [10.0.0.{n}]:{p}"
+
+
+@dataclass(frozen=True)
+class Pause:
+    """A rank that stops for ``seconds`` at step ``step``: in Python (its watchdog runs) or in C (it cannot)."""
+
+    rank: int
+    step: int
+    seconds: float
+    where: Literal["python", "c"] = "python"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a fleet does physically, in seconds (see the module docstring).
+
+    ``node_start`` counts from the first node's start; ``math.inf`` never starts.
+    """
+
+    nodes: int
+    procs: int
+    node_start: tuple[float, ...]
+    launcher_import: tuple[float, ...]
+    rank_import: tuple[float, ...]
+    first_step: float
+    step_s: float
+    offsets: tuple[float, ...]
+    latency: tuple[float, ...]
+    pauses: tuple[Pause, ...] = ()
+    #: (node, from, seconds): the node's launcher is in uninterruptible sleep then (a page fault, NFS).
+    d_states: tuple[tuple[int, float, float], ...] = ()
+    #: (node, at): a hardware Xid on a GPU of the node no rank of the run uses.
+    foreign_xids: tuple[tuple[int, float], ...] = ()
+    fault: Fault | None = None
+    culprit: int = 0  # the faulty rank (never_started: the node)
+    #: The bounds some value was drawn within 5% of, and on which side (``start skew, inside``).
+    near: tuple[str, ...] = ()
+    #: The fleet's policy makes a hardware Xid a warning (``--fitness warn=hardware_event``): a GPU lost still
+    #: fails (``gpu_lost``).
+    xid_warns: bool = False
+    warmup_steps: int = 2
+    epochs: int = 2
+    steps_per_epoch: int = 3
+
+    @property
+    def world(self) -> int:
+        return self.nodes * self.procs
+
+    @property
+    def steps(self) -> int:
+        return self.warmup_steps + self.epochs * self.steps_per_epoch
+
+
+@dataclass
+class Outcome:
+    """What the suite decided of a simulated run."""
+
+    plan: Plan
+    verdict: Verdict
+    state: JobState
+    reason: str
+    #: When the job ended (the suite's clock), and when the fault happened (None: a healthy run).
+    ended: float
+    fault_at: float | None
+    named_ranks: frozenset[int]
+    named_nodes: frozenset[int]
+    #: The nodes a finding names with an unfit GPU that fails the run (not a warning).
+    unfit_nodes: frozenset[int] = frozenset()
+
+    @property
+    def passed(self) -> bool:
+        return self.state is JobState.SUCCEEDED and self.verdict.passed
+
+    @property
+    def to_verdict(self) -> float | None:
+        return None if self.fault_at is None else self.ended - self.fault_at
+
+
+#: The kinds whose ranks a verdict names as at fault (not the waiting, not the echoes).
+BLAMING = frozenset(
+    {"root_cause", "hung", "silent", "never_joined", "never_started", "unfit_device", "replica_divergence",
+     "exited_nonzero", "left_early"}
+)  # fmt: skip
+
+
+class _Log(RollcallLog):
+    """A rank's log in the simulation: each line restamped with its node's clock and queued for the suite."""
+
+    def __init__(self, sim: _Sim, rank: int, node: int, clock: _At) -> None:
+        self.sim, self.node, self.clock = sim, node, clock
+        self.rank, self.world_size = rank, sim.plan.world
+        self.said, self.phase = set(), ""
+
+    def write(self, data: bytes) -> None:
+        self.sim.send(self.node, data, self.clock.t)
+
+
+class _Sim:
+    def __init__(self, plan: Plan, owns_nodes: bool = False) -> None:
+        self.plan = plan
+        self.t = 0.0
+        self.owns = owns_nodes
+        self._queue: list[tuple[float, int, bytes]] = []
+        self._seq = 0
+        self.roll = RollCall(clock=lambda: self.t)
+        self._parsers = [self.roll.parser(f"node-{n}") for n in range(plan.nodes)]
+        self._feed_order: list[tuple[float, int, int, bytes]] = []
+        self.fault_at: float | None = None
+        self.job_end = math.inf
+        self.job_state = JobState.TIMED_OUT
+
+    # -- lines ---------------------------------------------------------------------------------------------
+
+    def send(self, node: int, data: bytes, at: float | None = None) -> None:
+        """A line the real code wrote, by node ``node`` at ``at`` (now): stamped by that node's clock."""
+        obj = json.loads(data[len(EVENT_PREFIX) :])
+        self._queue_line(node, obj, self.t if at is None else at)
+
+    def event(self, writer: int, name: str, rank: int, at: float, **fields: Any) -> None:
+        """An event ``name`` of ``rank`` (-1: the node's monitor's) that node ``writer`` writes at ``at``."""
+        world = self.plan.world if rank >= 0 else -1
+        self._queue_line(writer, {"event": name, "rank": rank, "world_size": world, **fields}, at)
+
+    def _queue_line(self, node: int, obj: dict[str, Any], at: float) -> None:
+        """Read by the suite its node's latency after ``at``."""
+        obj["time"] = round(at + self.plan.offsets[node], 6)
+        line = f"{EVENT_PREFIX}{json.dumps(obj, separators=(',', ':'))}\n".encode()
+        heapq.heappush(self._feed_order, (at + self.plan.latency[node], self._seq, node, line))
+        self._seq += 1
+
+    def read_until(self, t: float) -> None:
+        """Feed the suite every line it has read by ``t``, each at the time it read it."""
+        while self._feed_order and self._feed_order[0][0] <= t:
+            at, _, node, line = heapq.heappop(self._feed_order)
+            self.t = at
+            self._parsers[node].feed(line)
+        self.t = t
+
+
+def _node(plan: Plan, rank: int) -> int:
+    return rank // plan.procs
+
+
+def simulate(plan: Plan, owns_nodes: bool = False) -> Outcome:
+    """Run ``plan`` through the real decisions (see the module docstring)."""
+    sim = _Sim(plan, owns_nodes)
+    world, nodes = plan.world, plan.nodes
+    spec = JobSpec("sim", nodes, plan.procs)
+    bounds = Bounds.of(spec)
+    started = list(plan.node_start)
+    fault_at: float | None = None
+
+    # -- the launchers, until the rendezvous -----------------------------------------------------------------
+    imports = list(plan.launcher_import)
+    d_states = list(plan.d_states)
+    if plan.fault == "stuck_launcher":  # its import in uninterruptible sleep, never done
+        imports[plan.culprit] = math.inf
+        d_states.append((plan.culprit, started[plan.culprit], math.inf))
+        fault_at = started[plan.culprit]
+    joined = [s + imports[n] for n, s in enumerate(started)]
+    rendezvous = max(joined)
+    spawn = rendezvous + 0.2 if math.isfinite(rendezvous) else math.inf
+    if plan.fault == "never_started":  # T0: when the first node was heard
+        fault_at = min(s + plan.latency[n] for n, s in enumerate(started) if math.isfinite(s))
+    for n, s in enumerate(started):
+        if not math.isfinite(s):
+            continue
+        d_windows = [(a, a + d) for node, a, d in d_states if node == n]
+        clock = _At(sim)
+        kids: list[int] = []
+
+        def state_of(pid: int, windows=d_windows, clock=clock) -> tuple[str, str]:
+            return (
+                ("D", "uninterruptible sleep")
+                if any(a <= clock() < b for a, b in windows)
+                else ("S", "sleeping")
+            )
+
+        watch = LauncherWatch(1000 + n, n, s, J, None, lambda pid, kids=kids: kids, state_of, node=f"n{n}",
+                              mono=clock)  # fmt: skip
+        clock.t = s
+        sim.send(n, watch.first(), s)
+        t = s + POLL
+        while t <= min(spawn + POLL, s + 3 * S + 4 * J):
+            clock.t = t
+            if t >= spawn:
+                kids.append(1)
+            for line in watch.poll(0.0):
+                sim.send(n, line, t)
+            if kids:
+                break
+            t += POLL
+
+    # -- the ranks ---------------------------------------------------------------------------------------------
+    if math.isfinite(spawn):
+        _ranks(sim, plan, spawn, bounds)
+        fault_at = fault_at if sim.fault_at is None else sim.fault_at
+    end = sim.job_end if math.isfinite(spawn) else math.inf
+    state = sim.job_state if math.isfinite(spawn) else JobState.FAILED
+
+    for n, at in plan.foreign_xids:  # a GPU of the node the run does not use: past the run's
+        sim.event(n, "gpu_event", -1, at, kind="xid", gpu=plan.procs, uuid=f"GPU-foreign-{n}", node=f"n{n}",
+                  xid=79, event_type=8, data=79)  # fmt: skip
+
+    # -- the runner: every second, its decisions to end the job ----------------------------------------------
+    reason = ""
+    horizon = min(end, 3600.0)
+    t = 0.0
+    while t < horizon:
+        sim.read_until(t)
+        r = (
+            launchers.stop_reason(sim.roll, nodes, world, bounds, t)
+            or hangs.stop_reason(sim.roll, world, bounds, t)
+            or versions.stop_reason(sim.roll.ranks)
+        )
+        if r is not None:
+            reason, state, end = r, JobState.STOPPED, t
+            sim.roll.ended = sim.roll.stopped = t
+            break
+        t += POLL
+    else:
+        if not math.isfinite(end):
+            end, state, reason = horizon, JobState.TIMED_OUT, "the job timeout"
+            sim.roll.stopped = end
+        sim.read_until(end + 5.0)  # what the logs still carried when the job ended
+        sim.roll.ended = end
+    status = JobStatus(state, reason, owns_nodes=owns_nodes)
+    policy = FitnessPolicy(warn=frozenset({"hardware_event"})) if plan.xid_warns else FitnessPolicy()
+    verdict = judge(
+        Observed(sim.roll, Layout(nodes, plan.procs), status, spec, "node"), Criteria(fitness=policy)
+    )
+    ranks, named_nodes = _named(verdict, plan)
+    unfit = frozenset(
+        d.device.node for p in verdict.findings if p.kind.value == "unfit_device" for d in p.detail
+        if d.device.node is not None
+    )  # fmt: skip
+    return Outcome(plan, verdict, state, reason, end, fault_at, ranks, named_nodes, unfit)
+
+
+class _At:
+    """A clock one component reads, set by the simulation."""
+
+    def __init__(self, sim: _Sim | None = None) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _named(verdict: Verdict, plan: Plan) -> tuple[frozenset[int], frozenset[int]]:
+    """The ranks and nodes the verdict names at fault."""
+    ranks: set[int] = set()
+    for p in verdict.findings:
+        if p.kind.value not in BLAMING:
+            continue
+        if p.kind.value == "root_cause":
+            analysis = verdict.root_cause
+            first = []
+            if analysis is not None:
+                if analysis.departure is not None:
+                    first = [analysis.departure.rank]
+                elif analysis.first is not None:
+                    first = [analysis.first.rank]
+            ranks.update(r for r in first if r is not None)
+            continue
+        ranks.update(p.ranks)
+    return frozenset(ranks), frozenset(_node(plan, r) for r in ranks)
+
+
+def _ranks(sim: _Sim, plan: Plan, spawn: float, bounds: Bounds) -> None:
+    """Every rank from its spawn to the job's end: its watchdog, its events, the fault."""
+    world = plan.world
+    fault, culprit = plan.fault, plan.culprit
+    seen = [spawn + POLL * (1 + (n % 3) / 3) for n in range(plan.nodes)]  # each node's next look after it
+    for r in range(world):
+        n = _node(plan, r)
+        sim.event(n, "rank_process", r, seen[n], state="seen", pid=2000 + r, node_rank=n, local_rank=r % plan.procs,
+                  node=f"n{n}", visible_devices=f"GPU-run-{r}")  # fmt: skip
+    ready = [spawn + plan.rank_import[r] for r in range(world)]
+    asleep = fault in ("never_joined", "silent_rank")  # the culprit never enters init_process_group
+    entering = [t for r, t in enumerate(ready) if not (asleep and r == culprit)]
+    group = (max(entering) + 0.05) if len(entering) == world else math.inf
+    sim.fault_at = None
+    clock = _At(sim)
+    dogs = [
+        Watchdog(
+            _Log(sim, r, _node(plan, r), clock),
+            None,
+            FIRST_STEP,
+            clock=clock,
+            join=J,
+            stacks=_Frames(plan, r, group),
+        )
+        for r in range(world)
+    ]
+    for r, dog in enumerate(dogs):
+        clock.t = ready[r]
+        dog._last = ready[r]
+        if not (asleep and r == culprit):
+            dog.beat(JOIN_PHASE)
+    if fault == "never_joined":
+        sim.fault_at = ready[culprit]
+    if fault == "silent_rank":
+        sim.fault_at = spawn
+    if not math.isfinite(group):  # the group never forms: every rank dumps at its bound, once or twice
+        for r, dog in enumerate(dogs):
+            if not (fault == "silent_rank" and r == culprit):  # its watchdog never started
+                _checks(dog, clock, ready[r], ready[r] + 3 * S + J)
+        sim.job_end, sim.job_state = math.inf, JobState.TIMED_OUT
+        return
+    # the group forms; each step ends at once on every rank (DDP), a pause delaying them all
+    ends = [group + plan.first_step]
+    delay = {p.step: p for p in plan.pauses}
+    for k in range(1, plan.steps):
+        ends.append(ends[-1] + plan.step_s + (delay[k].seconds if k in delay else 0.0))
+    stop_at = plan.warmup_steps + plan.steps_per_epoch  # faults strike after the first epoch
+    faulted = fault in ("crash", "vanish", "hung", "gil", "stopped", "gpu_hang", "xid")
+    last = stop_at if faulted else plan.steps
+    if fault == "first_step":  # the culprit's first step never ends; the others finish theirs and wait
+        for r, dog in enumerate(dogs):
+            clock.t = group
+            _checks(dog, clock, ready[r], group)
+            dog.joined()
+            n = _node(plan, r)
+            sim.event(
+                n,
+                "start",
+                r,
+                group,
+                local_rank=r % plan.procs,
+                node_rank=n,
+                host=f"n{n}",
+                node=f"n{n}",
+                device="cpu",
+                workload_version=WORKLOAD_VERSION,
+                contract_version=CONTRACT_VERSION,
+            )
+            dog.beat("warm-up step 1")
+            if r != culprit:
+                clock.t = ends[0]
+                dog.first_step_done()
+                dog.beat("warm-up step 2", step=True)
+            _checks(dog, clock, clock.t, clock.t + FIRST_STEP + 3 * HANG)
+        sim.fault_at = group
+        sim.job_end, sim.job_state = math.inf, JobState.TIMED_OUT
+        return
+    for r, dog in enumerate(dogs):
+        n = _node(plan, r)
+        clock.t = group
+        _checks(dog, clock, ready[r], group)
+        dog.joined()
+        sim.event(n, "start", r, group, local_rank=r % plan.procs, node_rank=n, host=f"n{n}", node=f"n{n}",
+                  device="cpu", workload_version=WORKLOAD_VERSION, contract_version=CONTRACT_VERSION,
+                  join_s=round(group - ready[r], 3))  # fmt: skip
+        dog.beat("warm-up step 1")
+        prev = group
+        for k in range(last):
+            _checks(dog, clock, prev, ends[k])
+            clock.t = ends[k]
+            if k == 0:
+                dog.first_step_done()
+            else:
+                dog.step_time(plan.step_s)
+            dog.beat(f"step {k + 2}", step=True)
+            prev = ends[k]
+            epoch, within = divmod(k + 1 - plan.warmup_steps, plan.steps_per_epoch)
+            if k + 1 > plan.warmup_steps and within == 0:
+                digest = "bad0" * 4 if fault == "corrupt" and r == culprit else "600d" * 4
+                sim.event(n, "epoch_time", r, ends[k], epoch=epoch, seconds=plan.steps_per_epoch * plan.step_s,
+                          steps=plan.steps_per_epoch, loss=9.0 - epoch, param_digest=digest)  # fmt: skip
+        pause_c = [p for p in plan.pauses if p.rank == r and p.where == "c"]
+        for p in pause_c:
+            _silence_window(sim, plan, r, ends[p.step - 1], p.seconds, ("S", "sleeping"))
+        if not faulted:
+            sim.event(n, "throughput", r, ends[-1] + 0.1, samples_per_sec=40.0)
+            sim.event(n, "complete", r, ends[-1] + 0.2, param_digest="bad0" * 4 if fault == "corrupt" and r == culprit
+                      else "600d" * 4)  # fmt: skip
+    if not faulted:
+        if fault == "corrupt":
+            sim.fault_at = group
+        sim.job_end, sim.job_state = ends[-1] + 1.0, JobState.SUCCEEDED
+        return
+    # the fault, at the end of the first epoch
+    t_f = ends[stop_at - 1] + 0.01
+    sim.fault_at = t_f
+    culprit_node = _node(plan, culprit)
+    if fault in ("crash", "vanish", "xid"):
+        if fault == "crash":
+            sim.event(culprit_node, "error", culprit, t_f, message="RuntimeError: injected failure on rank")
+        if fault == "xid":  # the GPU falls off the bus: an Xid 79, then NVML finds it lost
+            gpu = {"gpu": culprit % plan.procs, "uuid": f"GPU-run-{culprit}", "node": f"n{culprit_node}"}
+            sim.event(culprit_node, "gpu_event", -1, t_f, kind="xid", xid=79, event_type=8, data=79, **gpu)
+            sim.event(
+                culprit_node, "gpu_event", -1, t_f + 0.2, kind="lost", reason="NVML: GPU is lost", **gpu
+            )
+            sim.event(
+                culprit_node,
+                "error",
+                culprit,
+                t_f + 0.3,
+                message="RuntimeError: CUDA error: unspecified launch failure",
+            )
+        if fault == "vanish":
+            look = t_f + POLL * 0.5
+            sim.event(culprit_node, "rank_process", culprit, look, state="gone", pid=2000 + culprit,
+                      node_rank=culprit_node, node=f"n{culprit_node}", alive_at=round(look - POLL, 6),
+                      gone_at=round(look, 6))  # fmt: skip
+        for r in range(world):
+            if r != culprit:
+                sim.event(_node(plan, r), "error", r, t_f + 0.05 + 0.001 * (r % 97),
+                          message=ECHO.format(n=culprit_node, p=20000 + r))  # fmt: skip
+        sim.job_end, sim.job_state = t_f + LAUNCHER_REACTS_S, JobState.FAILED
+        return
+    # hangs: the culprit stops at t_f, every other rank waits in the next collective
+    for r, dog in enumerate(dogs):
+        clock.t = t_f
+        if fault == "gil" and r == culprit:
+            fired = t_f + HANG + FAULTHANDLER_MARGIN_S
+            for dump, at in enumerate((fired, fired + HANG + FAULTHANDLER_MARGIN_S), start=1):
+                read = math.floor(at) + 2 * POLL  # the monitor reads a dump once it is whole: a look later
+                line = encode_stack(culprit, world, GIL, dump=dump, thread="MainThread", main=True, threads=1,
+                                    phase=f"step {stop_at + 1}", stalled_s=round(at - t_f, 3), hang_after=HANG,
+                                    source="faulthandler")  # fmt: skip
+                sim.send(culprit_node, line, read)
+            _silence_window(sim, plan, r, t_f, 3 * HANG, ("S", "sleeping"))
+            continue
+        if fault == "stopped" and r == culprit:
+            _silence_window(sim, plan, r, t_f, 3 * HANG, ("T", "stopped"))
+            continue
+        _checks(dog, clock, t_f, t_f + 3 * HANG)
+    sim.job_end, sim.job_state = math.inf, JobState.TIMED_OUT
+
+
+def _checks(dog: Watchdog, clock: _At, since: float, until: float) -> None:
+    """Ask the watchdog wherever its bound could run out between ``since`` and ``until`` (no beat between)."""
+    t = since + dog.bound()
+    while t < until:
+        clock.t = t
+        dog.check()
+        t += dog.bound()
+
+
+def _silence_window(
+    sim: _Sim, plan: Plan, rank: int, since: float, seconds: float, state: tuple[str, str]
+) -> None:
+    """The node's monitor looking, every second, at a rank whose heartbeat stopped at ``since`` for ``seconds``."""
+    n = _node(plan, rank)
+    mono = _At(sim)
+    files = RankFiles("", SILENT_MARGIN_S, state_of=lambda pid: state, mono=mono)
+    beat = Heartbeat(event="heartbeat", rank=rank, world_size=plan.world, time=since + plan.offsets[n],
+                     pid=2000 + rank, phase="step", steps=10, progress=since + plan.offsets[n], hang_after=HANG,
+                     dumps=0, joined=True)  # fmt: skip
+    t = math.floor(since) + 0.5
+    while t < since + seconds:
+        mono.t = t
+        for line in files.silence(rank, beat, t + plan.offsets[n], t):
+            sim.send(n, line, t)
+        t += POLL
+
+
+class _Frames:
+    """What a rank's dump holds: where it waits or hangs, given the run's state when it dumps."""
+
+    def __init__(self, plan: Plan, rank: int, group: float) -> None:
+        self.plan, self.rank, self.group = plan, rank, group
+
+    def __call__(self) -> list[tuple[str, bool, list[list[Any]]]]:
+        plan, r = self.plan, self.rank
+        if plan.fault == "never_joined" and r == plan.culprit:
+            frames = NOT_JOINING
+        elif not math.isfinite(self.group):
+            frames = JOINING
+        elif plan.fault == "hung" and r == plan.culprit:
+            frames = SLEEP
+        elif plan.fault in ("gpu_hang", "first_step") and r == plan.culprit:
+            frames = SYNCHRONIZE
+        else:
+            frames = BARRIER
+        return [("MainThread", True, frames)]
+
+
+# -- the bounds' deadlines, and what each fault must name ------------------------------------------------
+
+
+def expected(plan: Plan) -> tuple[frozenset[int], frozenset[int]]:
+    """The ranks and nodes a verdict must name at fault (none: a healthy run)."""
+    if plan.fault is None:
+        return frozenset(), frozenset()
+    if plan.fault in ("never_started", "stuck_launcher"):
+        node = plan.culprit
+        return frozenset(range(node * plan.procs, (node + 1) * plan.procs)), frozenset({node})
+    if plan.fault == "corrupt" and plan.world == 2:  # one replica against one: which is wrong cannot be told
+        return frozenset({0, 1}), frozenset({_node(plan, 0), _node(plan, 1)})
+    return frozenset({plan.culprit}), frozenset({_node(plan, plan.culprit)})
+
+
+def deadline(plan: Plan) -> float:
+    """The most seconds from the fault to the verdict the stated bounds allow (one poll and a look spare)."""
+    spare = 3 * POLL + max(plan.latency)
+    return {
+        None: 0.0,
+        "crash": LAUNCHER_REACTS_S,
+        "vanish": LAUNCHER_REACTS_S,
+        "xid": LAUNCHER_REACTS_S,
+        "hung": HANG,
+        "gpu_hang": HANG,
+        "gil": HANG + SILENT_MARGIN_S,
+        "stopped": HANG + SILENT_MARGIN_S,
+        "never_joined": S + J,
+        "never_started": S,
+        "corrupt": math.inf,
+        "stuck_launcher": S + 2 * J,
+        "silent_rank": S + J + POLL,
+        "first_step": FIRST_STEP + HANG,
+    }[plan.fault] + spare
+
+
+def wrongs(outcome: Outcome) -> list[str]:
+    """What the suite got wrong of a simulated run (empty: nothing), each a short phrase.
+
+    A healthy run must pass naming nobody (a ``false failure``, a ``false name``); a faulty one must fail
+    naming its culprit's ranks and node and no other (``missed``, ``false name``), a GPU that fell off the bus
+    unfit, within the deadline its bounds state (``late``).
+    """
+    plan = outcome.plan
+    ranks, nodes = expected(plan)
+    found = []
+    if plan.fault is None:
+        if not outcome.passed:
+            found.append("false failure")
+        if outcome.named_ranks:
+            found.append("false name")
+        return found
+    if outcome.passed:
+        found.append("missed")
+    if not ranks <= outcome.named_ranks:
+        found.append("missed culprit")
+    if outcome.named_ranks - ranks:
+        found.append("false name")
+    if plan.fault == "xid" and not nodes <= outcome.unfit_nodes:
+        found.append("GPU not named unfit")
+    late = outcome.to_verdict
+    if late is not None and late > deadline(plan):
+        found.append("late")
+    return found
+
+
+# -- plans ---------------------------------------------------------------------------------------------------
+
+
+def near(rng: random.Random, bound: float, inside: bool) -> float:
+    """A value within 5% of ``bound``: below it (``inside``) or above it."""
+    return bound * (1 - rng.uniform(0.0, 0.05)) if inside else bound * (1 + rng.uniform(0.001, 0.05))
+
+
+#: Beyond a bound, a fault lasts at least this much longer: the suite decides at its polls, a second apart.
+BEYOND_S = 2 * POLL
+
+
+def plan_of(
+    rng: random.Random, fault: Fault | None = None, world: int | None = None, edge: float = 0.2
+) -> Plan:
+    """A random plan: healthy but uneven within every stated bound (``fault`` None) or with one fault.
+
+    Every bound is on the suite's clock, when it reads a part's lines: a value drawn within a bound leaves
+    room for the monitor's look and the node's log latency. ``edge``: the share of the values drawn within 5%
+    of their bound (healthy side); a fault near a bound lasts 5% past it at most, two polls at least.
+    """
+    if world is None:
+        world = max(2, round(2 ** rng.uniform(1, 11)))
+    # a node holds 8 accelerators mostly (p4d, p5, p6; a trn1's 16 NeuronCores count as 8 here), fewer on small
+    # ones (g5, g6) and in small runs
+    procs = rng.choice((8, 8, 8, 4, 2)) if world >= 64 else rng.choice((1, 2, 4, 8))
+    procs = min(procs, world)
+    nodes = max(1, world // procs)
+    if nodes * procs < 2:
+        nodes, procs = 2, 1
+    world = nodes * procs
+    latency = [rng.uniform(0.0, 1.5) for _ in range(nodes)]
+    slack = 0.2 + 2 * POLL + max(latency)
+
+    edges: set[str] = set()
+
+    def within(bound: float, name: str = "") -> float:
+        if rng.random() < edge:
+            if name:
+                edges.add(f"{name}, inside")
+            return near(rng, bound, True)
+        return rng.uniform(0.0, 0.9 * bound)
+
+    first = rng.randrange(nodes)
+    latency[first] = min(latency)  # the node heard first (T0): its log is the quickest
+    heard = [0.0 if n == first else within(S - POLL, "start skew") for n in range(nodes)]
+    starts = [h + latency[first] - latency[n] for n, h in enumerate(heard)]
+    launcher_import = [within(2 * J - slack, "launcher") for _ in range(nodes)]
+    rank_import = [within(S - slack, "rank import") for _ in range(world)]
+    steps = 2 + 2 * 3
+    pauses = []
+    for _ in range(rng.randint(0, 2)):
+        where = rng.choice(("python", "c"))
+        pauses.append(
+            Pause(rng.randrange(world), rng.randrange(2, steps), within(HANG - 2, f"pause in {where}"), where)
+        )
+    d_states = tuple(
+        (rng.randrange(nodes), rng.uniform(0, S), within(J - POLL)) for _ in range(rng.randint(0, 2))
+    )
+    foreign = tuple((rng.randrange(nodes), rng.uniform(0, S)) for _ in range(rng.randint(0, 1)))
+    culprit = rng.randrange(nodes if fault in ("never_started", "stuck_launcher") else world)
+    if fault == "stuck_launcher" and nodes == 1:
+        return plan_of(rng, fault, 2 * procs, edge)
+    if fault == "never_started":
+        if nodes == 1:
+            nodes, procs = 2, max(1, world // 2)
+            return plan_of(rng, fault, nodes * procs, edge)
+        culprit = rng.choice([n for n in range(nodes) if n != first])
+        if rng.random() < 0.6:
+            edges.add("start skew, outside")
+            late = near(rng, S, False) + BEYOND_S
+        else:
+            late = S + rng.uniform(BEYOND_S, 3 * S)
+        starts[culprit] = math.inf if rng.random() < 0.3 else late + latency[first] - latency[culprit]
+    if fault is not None and fault != "never_started":
+        pauses = [p for p in pauses if p.rank != culprit]
+    return Plan(
+        nodes=nodes,
+        procs=procs,
+        node_start=tuple(starts),
+        launcher_import=tuple(launcher_import),
+        rank_import=tuple(rank_import),
+        first_step=within(FIRST_STEP - 2, "first step"),
+        step_s=rng.uniform(0.05, 1.0),
+        offsets=tuple(rng.uniform(-0.2, 0.2) for _ in range(nodes)),
+        latency=tuple(latency),
+        pauses=tuple(pauses),
+        d_states=d_states,
+        foreign_xids=foreign,
+        fault=fault,
+        culprit=culprit,
+        xid_warns=rng.random() < 0.3,
+        near=tuple(sorted(edges)),
+    )
+
+
+def plans(seed: int, count: int, faulty: float = 0.5, start: int = 0) -> Iterator[Plan]:
+    """``count`` plans from ``seed``: about ``faulty`` of them with one fault, of every class in turn."""
+    rng = random.Random(seed)
+    for i in range(start, start + count):
+        fault = FAULTS[i % len(FAULTS)] if rng.random() < faulty else None
+        yield plan_of(rng, fault)
+
+
+def edges(plan: Plan) -> dict[str, int]:
+    """The bounds ``plan`` drew a value within 5% of, each once (for a tally over many plans)."""
+    return dict.fromkeys(plan.near, 1)
+
+
+__all__ = [
+    "FAULTS", "Fault", "Outcome", "Pause", "Plan", "deadline", "edges", "expected", "plan_of", "plans", "simulate",
+    "wrongs",
+]  # fmt: skip

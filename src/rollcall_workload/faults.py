@@ -65,6 +65,15 @@ group holding the node measures a low bandwidth. The node is named as in the wor
 ``ROLLCALL_NODE_IDS`` maps this job's node ranks to nodes of a larger world (the suite's bisection re-runs a
 subset of the nodes), ``ROLLCALL_SLOW_LINK`` names a node of that larger world.
 
+Slow but healthy (a fleet's unevenness, which must fail nothing within the stated bounds), each
+``<index>:<seconds>[,<index>:<seconds>...]``: ``ROLLCALL_LATE_NODE`` makes each node listed start that much
+later (its monitor says nothing, its launcher does not start until then: a node that boots or pulls its image
+late); ``ROLLCALL_SLOW_LAUNCHER_NODE`` makes each node's launcher take that much longer before it starts
+torchrun (a slow import of the launcher); ``ROLLCALL_SLOW_IMPORT_RANK`` makes each rank listed take that
+much longer before it imports torch (a cold filesystem: its process exists, it says nothing);
+``ROLLCALL_PAUSE_RANK`` makes each rank listed pause that long after its first ``epoch_time`` in Python
+(its watchdog runs), and ``ROLLCALL_C_PAUSE_RANK`` in C, holding the GIL (its heartbeat stops too).
+
 ``ROLLCALL_CORRUPT_RANK=<rank>`` flips the highest mantissa bit of the first element of that rank's first
 parameter (and of its fp32 master copy under ``--precision bf16``) right after its first timed step, as a
 silent data corruption would: its replica differs from the others' from then on, and its ``param_digest``
@@ -104,6 +113,19 @@ SLOW_LINK_ENV = "ROLLCALL_SLOW_LINK"
 EXIT_RANK_ENV = "ROLLCALL_EXIT_RANK"
 LEAVE_RANK_ENV = "ROLLCALL_LEAVE_RANK"
 VANISH_RANK_ENV = "ROLLCALL_VANISH_RANK"
+LATE_NODE_ENV = "ROLLCALL_LATE_NODE"
+SLOW_LAUNCHER_NODE_ENV = "ROLLCALL_SLOW_LAUNCHER_NODE"
+SLOW_IMPORT_RANK_ENV = "ROLLCALL_SLOW_IMPORT_RANK"
+PAUSE_RANK_ENV = "ROLLCALL_PAUSE_RANK"
+C_PAUSE_RANK_ENV = "ROLLCALL_C_PAUSE_RANK"
+#: The slow-but-healthy variables, each ``<index>:<seconds>[,...]``: of a node (``node``) or a rank.
+DELAYS: tuple[tuple[str, str], ...] = (
+    (LATE_NODE_ENV, "node"),
+    (SLOW_LAUNCHER_NODE_ENV, "node"),
+    (SLOW_IMPORT_RANK_ENV, "rank"),
+    (PAUSE_RANK_ENV, "rank"),
+    (C_PAUSE_RANK_ENV, "rank"),
+)
 GIL_RANK_ENV = "ROLLCALL_GIL_RANK"
 STOP_RANK_ENV = "ROLLCALL_STOP_RANK"
 NO_JOIN_RANK_ENV = "ROLLCALL_NO_JOIN_RANK"
@@ -222,6 +244,8 @@ def check_fault_injection(environ: Mapping[str, str]) -> None:
     for name in (HANG_NODE_ENV, NO_LAUNCH_NODE_ENV):
         rank_list(name, environ, "node")
     chatty(environ)
+    for name, _ in DELAYS:
+        delays(name, environ)
     slow_ranks(environ)
     slow_link(environ)
     exit_rank(environ)
@@ -311,6 +335,23 @@ def slow_ranks(environ: Mapping[str, str]) -> dict[int, float]:
             raise ValueError(f"{SLOW_RANK_ENV}: rank {one.rank} is named twice; name each rank once")
         factors[one.rank] = one.factor
     return factors
+
+
+def delays(name: str, environ: Mapping[str, str]) -> dict[int, float]:
+    """Each index ``<name>=<index>:<seconds>[,...]`` names (a node or a rank), with its seconds (>= 0)."""
+    value = environ.get(name, "").strip()
+    found: dict[int, float] = {}
+    for part in value.split(",") if value else ():
+        pair = _pair(name, {name: part.strip()}, "index>:<seconds >= 0>[,<index>:<seconds>...]")
+        if pair is None or pair[1] < 0 or pair[0] in found:
+            raise ValueError(f"{name}={value!r} is not valid; write {name}=<index>:<seconds >= 0>[,...]")
+        found[pair[0]] = pair[1]
+    return found
+
+
+def delay(name: str, index: int, environ: Mapping[str, str] | None = None) -> float:
+    """The seconds ``name`` delays node or rank ``index`` by (0: none)."""
+    return delays(name, os.environ if environ is None else environ).get(index, 0.0)
 
 
 def slow_link(environ: Mapping[str, str]) -> SlowLink | None:
@@ -486,3 +527,34 @@ def no_launch(node_rank: int) -> None:
     )
     received = signal.sigwait(ends)
     raise SystemExit(128 + received)
+
+
+def late_start(node_rank: int) -> None:
+    """``ROLLCALL_LATE_NODE``: the node's command starts that much later (nothing of it seen until then)."""
+    if seconds := delay(LATE_NODE_ENV, node_rank):
+        time.sleep(seconds)
+
+
+def slow_launcher(command: list[str], node_rank: int) -> list[str]:
+    """``ROLLCALL_SLOW_LAUNCHER_NODE``: the launcher's ``command`` made to take that much longer to start."""
+    seconds = delay(SLOW_LAUNCHER_NODE_ENV, node_rank)
+    if not seconds:
+        return command
+    wait = "import os, sys, time; time.sleep(float(sys.argv[1])); os.execvp(sys.argv[2], sys.argv[2:])"
+    return [sys.executable, "-c", wait, str(seconds), *command]
+
+
+def slow_import(rank: int) -> None:
+    """``ROLLCALL_SLOW_IMPORT_RANK``: the rank takes that much longer before it imports torch."""
+    if seconds := delay(SLOW_IMPORT_RANK_ENV, rank):
+        time.sleep(seconds)
+
+
+def pause(rank: int) -> None:
+    """``ROLLCALL_PAUSE_RANK`` (in Python) and ``ROLLCALL_C_PAUSE_RANK`` (in C, the GIL held): a pause."""
+    if seconds := delay(PAUSE_RANK_ENV, rank):
+        print(f"rollcall: rank {rank} pauses {seconds:g}s in Python as asked by {PAUSE_RANK_ENV}", flush=True)
+        time.sleep(seconds)
+    if seconds := delay(C_PAUSE_RANK_ENV, rank):
+        print(f"rollcall: rank {rank} pauses {seconds:g}s in C as asked by {C_PAUSE_RANK_ENV}", flush=True)
+        ctypes.PyDLL(None).usleep(int(seconds * 1_000_000))

@@ -152,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     opts = parser.parse_args(own)
     if command and opts.node_rank is not None:
         faults.no_launch(opts.node_rank)
+        faults.late_start(opts.node_rank)
+        command = faults.slow_launcher(command, opts.node_rank)
     os.makedirs(opts.dir, exist_ok=True)
     files = RankFiles(opts.dir, opts.margin)
     sources: list[Source] = [RankProcesses(opts.dir, opts.node_rank), files]

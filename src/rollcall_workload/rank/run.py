@@ -60,6 +60,7 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
     """Join the group, train, time and report; raises on any failure."""
     check_fault_injection(os.environ)  # a malformed variable fails every rank at once, before torch loads
     faults.hang_node(env.rank, env.node_rank)
+    faults.slow_import(env.rank)
     import torch
     import torch.distributed as dist
 
@@ -271,6 +272,7 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
             raise RuntimeError(f"loss is not finite in epoch {epoch}: {loss_value}")
         if epoch == 1:
             faults.chatter(env.rank, os.environ)
+            faults.pause(env.rank)
             faults.inject_fault(env.rank)
 
     timed_s = time.perf_counter() - timed_started - digest_s

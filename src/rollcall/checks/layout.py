@@ -42,7 +42,7 @@ def layout(run: RunView) -> Iterable[Problem]:
 CHECK = Check(
     layout,
     detects="a node with the wrong number of ranks; another world size",
-    reads="`ranklog.py`",
+    reads="`ranklog/`",
     kinds=(LAYOUT,),
 )
 

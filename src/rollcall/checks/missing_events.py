@@ -31,7 +31,7 @@ def missing_events(run: RunView) -> Iterable[Problem]:
 CHECK = Check(
     missing_events,
     detects="a missing rank: a required event never said",
-    reads="`ranklog.py` (`RollCall.missing`)",
+    reads="`ranklog/` (`RollCall.missing`)",
     kinds=(MISSING_EVENT,),
     logs_only=True,
 )

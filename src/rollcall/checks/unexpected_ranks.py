@@ -25,7 +25,7 @@ def unexpected_ranks(run: RunView) -> Iterable[Problem]:
 CHECK = Check(
     unexpected_ranks,
     detects="a rank outside the world",
-    reads="`ranklog.py`",
+    reads="`ranklog/`",
     kinds=(UNEXPECTED_RANK,),
     logs_only=True,
 )

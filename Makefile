@@ -21,6 +21,7 @@ REAL ?= 0
 help:
 	@echo "make test       lint + all tests that need no cluster or GPU"
 	@echo "make test-k8s-oldest  the kubernetes backend's tests against the oldest Kubernetes EKS supports"
+	@echo "make mutants    mutation testing of the predicates that decide whom a verdict names (about 15 min)"
 	@echo "make test-fast  between edits: the unit tests not marked slow (none trains), 2 workers, under 3 min"
 	@echo "make e2e-local  the roll call on this machine (local backend, $(NODES) nodes, cpu unless GPUs)"
 	@echo "make e2e        the roll call against the current kube context (NODES=$(NODES))"
@@ -97,6 +98,43 @@ test-unit: setup
 # a file's tests on one of two xdist workers as in `make test`; under 3 minutes on 2 shared cores.
 test-fast: setup
 	$(PY) -m pytest -n 2 --dist loadfile tests/unit -m "not slow" $(PYTEST_ARGS)
+
+# Mutation testing of the predicates that decide whom a verdict names: whose GPU an event is on and the rank it
+# is tied to, the severity rule, each part of a run on its own clock, states that hold, the first to leave.
+# mutmut ([tool.mutmut] in pyproject.toml: the files, and the unit tests that reach them) mutates these
+# functions, runs the tests that reach each mutant, and prints every mutant no test killed; the target fails
+# if one survives. Not part of `make test`: about 15 minutes on 2 shared cores (bench/NOTES.md).
+MUTANTS ?= rollcall.evidence.gpu_events.x_phase_at__* rollcall.evidence.gpu_events.x_events_seen__* \
+  rollcall.evidence.gpu_events.x__one_of__* rollcall.evidence.gpu_events.x__once__* \
+  rollcall.evidence.gpu_events.x__named__* rollcall.evidence.gpu_events.x_beside_error__* \
+  rollcall.evidence.gpu_events.x_program_evidence__* rollcall.evidence.gpu_owners.* rollcall.checks.gpu_events.* \
+  rollcall.evidence.launchers.x_never_started__* rollcall.evidence.launchers.x__any_rank__* \
+  rollcall.evidence.launchers.x__stuck__* rollcall.evidence.launchers.x_stop_reason__* rollcall.evidence.clocks.* \
+  rollcall.evidence.hangs.x_never_joined__* rollcall.evidence.hangs.x_joining__* \
+  rollcall.evidence.hangs.x_stop_reason__* rollcall.evidence.hangs.x_classify__* rollcall.evidence.hangs.x_resolve__* \
+  rollcall.evidence.departures.x_departures__* rollcall.evidence.rootcause.x__leader__* \
+  rollcall.evidence.rootcause.x__may_lead__* rollcall.evidence.rootcause.x__undecided_departure__* \
+  rollcall_workload.node.states.x*Held*see__* rollcall_workload.node.ranks.x*RankFiles*silence__* \
+  rollcall_workload.node.ranks.x*RankFiles*_stacks__* rollcall_workload.node.ranks.x*RankProcesses*poll__* \
+  rollcall_workload.node.ranks.x*RankProcesses*_gone__* rollcall_workload.node.launcher.x*LauncherWatch*poll__*
+.PHONY: mutants
+mutants: setup
+	rm -rf mutants && mkdir mutants
+	$(VENV)/bin/mutmut run --max-children 2 $(foreach m,$(MUTANTS),'$(m)') > mutants/run.log 2>&1 \
+	  || { tail -c 3000 mutants/run.log; exit 1; }
+	@echo "mutants: $$(tr '\r' '\n' < mutants/run.log | grep -a -E '[0-9]+/[0-9]+ +🎉' | tail -1)"
+	@# A mutant whose first changed line follows a comment saying "equivalent mutant" is shown equivalent
+	@# there; a timeout is a test the mutant kept from finishing: killed.
+	@$(VENV)/bin/mutmut results | sed -n 's/^ *\(.*\): \(survived\|no tests\|suspicious\)$$/\1/p' \
+	  > mutants/unkilled.txt; : > mutants/equivalent.txt; : > mutants/survivors.txt; \
+	for m in $$(cat mutants/unkilled.txt); do \
+	  if $(VENV)/bin/mutmut show "$$m" | awk '/^-/ && !/^--- / && !n++ { eq = prev ~ /# equivalent mutant/ } { prev = $$0 } END { exit !eq }'; \
+	  then echo "$$m" >> mutants/equivalent.txt; else echo "$$m" >> mutants/survivors.txt; fi; \
+	done; \
+	echo "equivalent (each at a comment in the source): $$(wc -l < mutants/equivalent.txt)"; \
+	if [ -s mutants/survivors.txt ]; then echo "survivors:"; cat mutants/survivors.txt; \
+	  echo "(mutmut show NAME for each)"; exit 1; fi
+	@echo "no other mutant survived"
 
 # Unit tests, the local backend (real torchrun), the report in headless Chromium, and the kubernetes backend
 # against a real local control plane (hack/cluster.sh builds it once per machine, then reuses the cache).

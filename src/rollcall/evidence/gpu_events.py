@@ -194,6 +194,7 @@ def events_seen(
         facts = report.facts or {}
         if isinstance(uuid := facts.get("gpu_uuid"), str):
             by_uuid.setdefault(uuid, []).append(rank)
+        # equivalent mutant: any other default than "" (no device) starts with "cuda:" no more than "" does
         device = str((report.start or {}).get("device") or "")
         for source in sorted(report.sources):
             by_source.setdefault(source, rank)
@@ -203,6 +204,7 @@ def events_seen(
                 by_cuda.setdefault((source, int(device[5:])), rank)
     seen = []
     for h in _once(heard):
+        # equivalent mutant: get's default None, or none, for [] (both are false below)
         sharing = by_uuid.get(h.uuid, []) if h.uuid else []
         if sharing:
             on = _one_of(sharing, h, reports)
@@ -210,8 +212,12 @@ def events_seen(
             on = by_index.get((h.source, h.gpu), by_cuda.get((h.source, h.gpu)))
         anchor = on if on is not None else by_source.get(h.source)
         node = node_of(anchor) if anchor is not None else None
+        # equivalent mutant: reports.get(None) for None (reports are keyed by rank)
         name = h.node or _named(reports.get(anchor) if anchor is not None else None) or "unknown"
+        # equivalent mutant: "on is not None or on in reports" (a rank tied to an event is one of reports)
         phase = phase_at(reports[on], h.time) if on is not None and on in reports else ""
+        # equivalent mutant: "or" for the last "and" (the node's monitor writes a gpu_event of kind xid only
+        # with NVML's Xid number, and no other kind with one)
         xid = policy.of(h.xid) if h.kind == "xid" and h.xid is not None else None
         ours = on is not None or owners is None or owners.owns(h)
         seen.append(GpuEventSeen(h, node, name, on, phase, xid, ours))
@@ -283,6 +289,7 @@ def beside_error(seen: Iterable[GpuEventSeen], rank: int, when: float | None) ->
 
     def gap(s: GpuEventSeen) -> float:
         t = s.heard.time
+        # equivalent mutant: float("INF") is float("inf")
         return abs(t - when) if t is not None and when is not None else float("inf")
 
     found = [

@@ -14,16 +14,25 @@ import pytest
 
 from rollcall.backends import JobState, JobStatus
 from rollcall.checks.errors import ROOT_CAUSE
-from rollcall.checks.gpu_events import GPU_EVENT, gpu_events
+from rollcall.checks.gpu_events import GPU_EVENT, _device, _when, gpu_events
 from rollcall.checks.runview import RunView
 from rollcall.checks.unfit_device import UNFIT_DEVICE
 from rollcall.evidence.fitness import FitnessPolicy
+from rollcall.evidence.gpu_events import (
+    SAME_EVENT_S,
+    GpuEventSeen,
+    beside_error,
+    events_seen,
+    phase_at,
+    program_evidence,
+)
+from rollcall.evidence.nodefacts import Device
 from rollcall.evidence.xids import XidClass, XidPolicy
 from rollcall.gate import criteria_of
 from rollcall.jobspec import JobSpec
 from rollcall.judge import judge
 from rollcall.options import DEFAULTS
-from rollcall.ranklog import RollCall
+from rollcall.ranklog import GpuHeard, Mark, RankError, RankReport, RollCall
 from rollcall.verdict import Criteria, Layout, Observed, Owner, Verdict
 from rollcall_workload import contract
 from tests.unit.helpers import rank_lines
@@ -346,3 +355,226 @@ def test_a_rank_given_no_device_names_its_gpus_as_none(monkeypatch, visible):
     parser.feed((process_line(0, visible) + "\n").encode())
     parser.close()
     assert owned(roll, owns_nodes=False).passed
+
+
+# ---------------------------------------------------------------- each rule at its edge (`make mutants`)
+
+
+def heard(
+    xid: int | None = 31,
+    *,
+    kind: str = "xid",
+    gpu: int = 1,
+    uuid: str | None = "GPU-1aaa",
+    at: float | None = 1005.0,
+    source: str = "node-1.log",
+    node: str | None = "n1",
+) -> GpuHeard:
+    """One event as a node's monitor reported it (``source``: the log it came in)."""
+    return GpuHeard(kind, gpu, uuid, None, node, xid, 8 if kind == "xid" else None, xid, "", at, source)
+
+
+def report(rank: int, *, source: str = "", errors: tuple[float | None, ...] = (), **facts: Any) -> RankReport:
+    """A rank that said its ``facts`` (``facts``), in the log ``source``, and failed at each of ``errors``."""
+    return RankReport(
+        rank,
+        facts=facts or None,
+        errors=[RankError("RuntimeError: boom", t) for t in errors],
+        sources={source or f"node-{rank}.log"},
+    )
+
+
+def test_of_ranks_sharing_a_gpu_an_event_goes_to_the_first_error_from_two_seconds_before_it_on():
+    """The window is :data:`SAME_EVENT_S` wide, both ends in: an error 2.0 s before the event still counts
+    (the monitor stamps the event at its next poll), one 2.1 s before does not; an unstamped error never."""
+    shared = {"gpu_uuid": "GPU-shared", "device_index": 0}
+
+    def tied(first: float, second: float) -> int | None:
+        reports = {
+            0: report(0, errors=(None, first), **shared),
+            1: report(1, errors=(second,), **shared),
+        }
+        [seen] = events_seen([heard(uuid="GPU-shared", at=1005.0)], reports, lambda r: r)
+        return seen.rank
+
+    assert SAME_EVENT_S == 2.0
+    assert tied(1005.0 - SAME_EVENT_S, 1004.5) == 0  # at the window's edge: the first error of the two
+    assert tied(1002.9, 1004.5) == 1  # before the window: rank 0's error was not caused by it
+    assert tied(1002.9, 1002.95) is None  # no error after it: no rank that merely shares the GPU is blamed
+
+
+def test_two_monitors_reports_of_one_event_count_once_and_everything_else_is_an_event_of_its_own():
+    """One GPU's same event heard by two monitors, up to SAME_EVENT_S apart (both ends in) or either
+    unstamped, is one event; a repeat by one monitor, another Xid, another GPU or two reports further apart
+    are events of their own. A GPU is named by its UUID where NVML gave one, else by its node and index."""
+
+    def kept(*events: GpuHeard) -> list[tuple[int | None, int, float | None, str]]:
+        return [
+            (s.heard.xid, s.heard.gpu, s.heard.time, s.heard.source) for s in events_seen(events, {}, int)
+        ]
+
+    other = "node-0.log"
+    assert kept(heard(), heard(at=1007.0, source=other), heard(79, at=1007.5, source=other)) == [
+        (31, 1, 1005.0, "node-1.log"),
+        (79, 1, 1007.5, other),
+    ]
+    assert len(kept(heard(), heard(at=1007.1, source=other))) == 2
+    assert len(kept(heard(), heard(at=1030.0, source=other))) == 2
+    assert len(kept(heard(), heard(at=1005.5))) == 2  # one monitor said it twice
+    assert len(kept(heard(at=None), heard(source=other))) == 1
+    assert len(kept(heard(), heard(at=None, source=other))) == 1
+    # in containers each monitor numbers its GPUs from 0: one UUID is one GPU, whatever its index
+    assert len(kept(heard(gpu=1), heard(gpu=3, source=other))) == 1
+    # no UUID: the node and the index tell two GPUs apart
+    assert len(kept(heard(gpu=0, uuid=None), heard(gpu=1, uuid=None, source=other))) == 2
+
+
+def test_an_event_is_tied_by_the_index_a_rank_read_where_no_rank_read_its_uuid_and_named_by_its_node():
+    """Ranks 2 and 3 on node 1 (ranks 2 per node), rank 3 on GPU 1 by its facts' index (no UUID read):
+    an event on GPU 1 without a UUID is rank 3's, on node 1; its node's name is the event's own, else the
+    rank's ``start`` (``node``, then ``host``), else ``unknown``."""
+    reports = {
+        2: report(2, source="node-1.log", device_index=0),
+        3: report(3, source="node-1.log", device_index=1),
+    }
+    node_of = lambda r: r // 2  # noqa: E731
+    [seen] = events_seen([heard(uuid=None, node=None)], reports, node_of)
+    assert (seen.rank, seen.node, seen.node_name, seen.phase) == (3, 1, "unknown", "before start")
+    reports[3].start = {"host": "h1"}
+    assert events_seen([heard(uuid=None, node=None)], reports, node_of)[0].node_name == "h1"
+    reports[3].start = {"node": "n1", "host": "h1"}
+    assert events_seen([heard(uuid=None, node=None)], reports, node_of)[0].node_name == "n1"
+    reports[3].start = {"node": "", "host": "h1"}
+    assert events_seen([heard(uuid=None, node=None)], reports, node_of)[0].node_name == "h1"
+    assert events_seen([heard(uuid=None, node="own")], reports, node_of)[0].node_name == "own"
+    reports[3].start = None
+    # a GPU no rank named: the node whose log heard it, its first rank's name, no rank and no phase
+    reports[2].start = {"node": "n1"}
+    [other] = events_seen([heard(gpu=7, uuid=None, node=None)], reports, node_of)
+    assert (other.rank, other.node, other.node_name, other.phase) == (None, 1, "n1", "")
+    # heard in a log no rank wrote to: no node, no name
+    [alone] = events_seen([heard(gpu=7, uuid=None, node=None, source="monitor.log")], reports, node_of)
+    assert (alone.rank, alone.node, alone.node_name) == (None, None, "unknown")
+
+
+def test_an_empty_uuid_names_no_gpu_and_a_device_that_is_not_cuda_names_no_cuda_index():
+    """Two ranks that read an empty UUID do not share a GPU by it: the index tells; a rank whose ``start``
+    names a device that is not ``cuda:N`` (``xla:12``) is tied by no CUDA index."""
+    on_0 = {"source": "node-0.log", "gpu_uuid": ""}
+    reports = {0: report(0, device_index=0, **on_0), 1: report(1, device_index=1, **on_0)}
+    [seen] = events_seen([heard(uuid="", source="node-0.log")], reports, lambda r: r)
+    assert seen.rank == 1
+    xla = {0: RankReport(0, start={"device": "xla:12"}, sources={"node-0.log"})}
+    [seen] = events_seen([heard(gpu=2, uuid=None, source="node-0.log")], xla, lambda r: r)
+    assert seen.rank is None and seen.node == 0
+
+
+def test_an_event_heard_by_another_nodes_monitor_is_tied_to_the_rank_and_node_whose_gpu_it_is():
+    """The local backend's simulated nodes share the host's GPUs: node 0's monitor hears rank 1's GPU."""
+    reports = {0: report(0, gpu_uuid="GPU-0aaa"), 1: report(1, gpu_uuid="GPU-1aaa")}
+    [seen] = events_seen([heard(source="node-0.log")], reports, lambda r: r)
+    assert (seen.rank, seen.node) == (1, 1)
+
+
+def test_what_a_rank_was_doing_when_its_gpu_said_something_counts_an_event_at_that_very_time():
+    rank = RankReport(1, marks={"epoch 1": Mark("epoch_time", "epoch 1", 1000.0)})
+    assert phase_at(rank, None) == "at an unknown time"
+    assert phase_at(rank, 999.0) == "before start"
+    assert phase_at(rank, 1000.0) == "after epoch 1"
+    rank.errors.append(RankError("boom", 1001.0))
+    rank.errors.append(RankError("unstamped"))
+    assert phase_at(rank, 1000.5) == "after epoch 1"
+    assert phase_at(rank, 1001.0) == "after its error"
+
+
+def seen_on(
+    rank: int | None, *, kind: str = "xid", xid: int | None = 31, at: float | None = 1005.0
+) -> GpuEventSeen:
+    h = heard(xid, kind=kind, at=at)
+    return GpuEventSeen(h, 1, "n1", rank, "", XidPolicy().of(xid) if kind == "xid" and xid else None)
+
+
+def test_the_event_told_beside_an_error_is_a_hardware_one_first_then_the_nearest_in_time():
+    far, near = seen_on(1, at=990.0), seen_on(1, at=1004.5)
+    assert beside_error([far, near], 1, 1005.0) is near
+    assert beside_error([far, near, seen_on(1, xid=79, at=980.0)], 1, 1005.0).heard.xid == 79
+    assert beside_error([seen_on(1, at=1007.0)], 1, 1005.0) is not None  # up to 2 s after, both ends in
+    assert beside_error([seen_on(1, at=1007.1)], 1, 1005.0) is None
+    assert beside_error([seen_on(1, kind="single_bit_ecc", xid=None)], 1, 1005.0) is None  # info: no
+    assert beside_error([far, near], 2, 1005.0) is None  # another rank's GPU
+    # an unstamped event, or an error without a time, counts, as furthest in time: of several, the first
+    unstamped = seen_on(1, at=None)
+    assert beside_error([unstamped], 1, 1005.0) is unstamped
+    assert beside_error([unstamped, near], 1, 1005.0) is near
+    assert beside_error([far, near], 1, None) is far
+
+
+def test_program_evidence_is_the_program_class_events_of_a_rank():
+    program, hardware, nobodys = seen_on(1), seen_on(1, xid=79), seen_on(None)
+    assert program_evidence([hardware, program, nobodys]) == {1: [program]}
+
+
+def test_an_unfit_gpu_is_one_problem_per_gpu_naming_each_of_its_events_and_warns_only_when_all_warn():
+    """The severity rule: the problem of a GPU warns only where *every* event of it warns (another tenant's
+    GPU, or a rule the fitness options made a warning); one event that fails makes the GPU's problem fail."""
+    events = [
+        gpu_line(xid=79, data=79, at=1005.0),
+        gpu_line("double_bit_ecc", event_type=2, data=0, at=1006.0),
+        gpu_line(xid=79, gpu=5, uuid="GPU-5bbb", data=79, at=1007.0),
+    ]
+    verdict = verdict_of(roll_of(events))
+    first, second = verdict.of_kind(UNFIT_DEVICE)
+    assert "rank 1 GPU 1" in first.message and "GPU 5" in second.message
+    assert (
+        "Xid 79 (GPU has fallen off the bus, hardware) on rank 1, before start (rule hardware_event): reboot "
+        "the node (NVIDIA: RESTART_BM); double-bit ECC error on rank 1, before start (rule hardware_event)"
+    ) in first.message
+    assert [(u.rule, u.fact, u.value) for u in first.detail] == [
+        ("hardware_event", "gpu_event", "Xid 79 (GPU has fallen off the bus, hardware)"),
+        ("hardware_event", "gpu_event", "double-bit ECC error"),
+    ]
+    assert [u.device for u in first.detail] == [Device(1, 1, "n1", GPUS[1])] * 2
+    assert second.ranks == {} and second.detail[0].device == Device(
+        1, -1, "n1", {"device_index": 5, "gpu_uuid": "GPU-5bbb", "gpu_serial": "165005"}, on_rank=False
+    )
+    # the double-bit ECC error warns by the fitness options, Xid 79 still fails: GPU 1 fails
+    ecc_warns = verdict_of(roll_of(events[:2]), fitness=FitnessPolicy(warn=frozenset({"hardware_event"})))
+    assert ecc_warns.passed
+    mixed = [gpu_line("lost", reason="NVML: GPU is lost", at=1004.0), events[1]]
+    judged = verdict_of(roll_of(mixed), fitness=FitnessPolicy(warn=frozenset({"hardware_event"})))
+    [problem] = judged.of_kind(UNFIT_DEVICE)
+    assert not problem.warning and not judged.passed
+    assert [u.severity for u in problem.detail] == ["fail", "warn"]
+    assert problem.message.startswith("unfit device: ")
+
+
+def test_an_event_beside_a_ranks_error_does_not_hide_the_events_after_it():
+    verdict = verdict_of(roll_of([gpu_line(xid=31, data=31), gpu_line(xid=63, data=63)], fails=ILLEGAL))
+    [warning] = verdict.warnings
+    assert warning.kind is GPU_EVENT and "Xid 63" in warning.message
+
+
+def test_a_warning_for_a_gpu_no_rank_used_names_no_rank_and_says_so():
+    verdict = verdict_of(roll_of([gpu_line(xid=63, gpu=5, uuid="GPU-5bbb", data=63)]))
+    [warning] = verdict.warnings
+    assert warning.ranks == {}
+    assert f"GPU 5, UUID GPU-5bbb, serial 165005 {NO_RANK}: no action needed" in warning.message
+
+
+#: What a finding says of a GPU no rank used, and of one that is not this run's.
+NO_RANK = "(no rank on that GPU)"
+NOT_OURS = "(not this run's GPU: no rank of this run named it, on a node the run shares)"
+
+
+def test_the_device_of_an_event_is_the_ranks_as_its_facts_read_it_else_the_gpu_as_the_event_names_it():
+    roll = roll_of([])
+    run = RunView(Observed(roll, Layout(2, 1)), Criteria())
+    facts_device = _device(run, seen_on(1))
+    assert facts_device.facts == GPUS[1] and (facts_device.node, facts_device.rank) == (1, 1)
+    no_facts = RunView(Observed(RollCall(), Layout(2, 1)), Criteria())
+    event = {"device_index": 1, "gpu_uuid": "GPU-1aaa"}
+    assert _device(no_facts, seen_on(1)) == Device(1, 1, "n1", event)
+    nowhere = GpuEventSeen(heard(), None, "n1", None, "")
+    assert _device(no_facts, nowhere) == Device(-1, -1, "n1", event, on_rank=False)
+    assert _when(nowhere) == NO_RANK
+    assert _when(GpuEventSeen(heard(), None, "n1", None, "", run_gpu=False)) == NOT_OURS

@@ -46,7 +46,7 @@ from rollcall_workload.node.gpu_listener import GpuEvents
 from rollcall_workload.node.launcher import LauncherWatch
 from rollcall_workload.node.ranks import POLL_S, SILENT_MARGIN_S, RankFiles, RankProcesses
 from rollcall_workload.node.stacks import FaultDumps, ThreadText, frames_of, parse_stacks, stack_lines
-from rollcall_workload.node.states import STATES, process_state
+from rollcall_workload.node.states import MAX_GAP_POLLS, STATES, process_state
 from rollcall_workload.rank.watchdog import JOIN_HANG_S
 
 
@@ -155,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
         faults.late_start(opts.node_rank)
         command = faults.slow_launcher(command, opts.node_rank)
     os.makedirs(opts.dir, exist_ok=True)
-    files = RankFiles(opts.dir, opts.margin)
+    gap = MAX_GAP_POLLS * opts.poll  # a longer gap between two looks: the monitor itself was paused
+    files = RankFiles(opts.dir, opts.margin, max_gap=gap)
     sources: list[Source] = [RankProcesses(opts.dir, opts.node_rank), files]
     gpus = GpuEvents.open()  # before the command starts: the set holds every event from the first step on
     print(f"rollcall monitor: {gpus.describe()}", file=sys.stderr, flush=True)
@@ -169,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         node_rank, bound = opts.node_rank, opts.join_hang_after
 
         def launcher(pid: int, started: float) -> LauncherWatch:
-            return LauncherWatch(pid, node_rank, started, bound, files)
+            return LauncherWatch(pid, node_rank, started, bound, files, max_gap=gap)
 
     code = run(sources, command, opts.poll, launcher)
     if code < 0:  # end as the command did: by its signal

@@ -83,6 +83,8 @@ class RankFiles:
         half a dump, so one read is taken only when the next look finds it unchanged.
         """
         try:
+            # equivalent mutant: any other UTF-8 spelling, no encoding or no error handler: the file is ASCII
+            # (faulthandler escapes every other character, the header is JSON's ASCII)
             with open(stacks_path(self.directory, rank), encoding="utf-8", errors="replace") as f:
                 text = f.read()
         except OSError:
@@ -107,11 +109,13 @@ class RankFiles:
         """
         limit = beat.hang_after + self.margin
         held = self._held.setdefault(rank, Held(self.max_gap)).see((beat.time, beat.steps), mono)
+        # equivalent mutant: another default time: the watchdog stamps every heartbeat
         quiet, stalled = now - (beat.time or 0.0), now - beat.progress
         if held <= limit:
             if rank not in self._silent or not self._held[rank].changed:
                 return []  # back only once the heartbeat has changed: a new beat
             del self._silent[rank]
+            # equivalent mutant: another default world size: every heartbeat carries the rank's
             return [encode_event("resumed", rank, beat.world_size or -1, dump=0, phase=beat.phase)]
         if self._silent.get(rank) == beat.progress:
             return []
@@ -123,6 +127,7 @@ class RankFiles:
             encode_event(
                 "silent",
                 rank,
+                # equivalent mutant: another default world size: every heartbeat carries the rank's
                 beat.world_size or -1,
                 phase=beat.phase,
                 steps=beat.steps,
@@ -204,6 +209,7 @@ class RankProcesses:
         envs = procfs.environs(fresh, self.proc)
         for pid in sorted(fresh, key=lambda p: stats[p].start_ticks):  # a parent before its children
             s, env = stats[pid], envs.get(pid) or {}
+            # equivalent mutant: another default RANK that is no number either
             if env.get(MONITOR_DIR_ENV) != self.directory or not env.get(RANK_ENV, "").isdigit():
                 if uptime is None or uptime - s.start_ticks / _TICKS > YOUNG_S:
                     self._others[pid] = s.start_ticks  # settled: never read again
@@ -211,9 +217,11 @@ class RankProcesses:
             if s.ppid in self._ranks or any(t.rank == int(env[RANK_ENV]) for t in self._ranks.values()):
                 self._others[pid] = s.start_ticks  # a rank's own child, or a second of its rank: no rank
                 continue
+            # equivalent mutant: another default WORLD_SIZE that is no number either
             rank, world = int(env[RANK_ENV]), env.get("WORLD_SIZE", "")
             tracked = _Tracked(rank, int(world) if world.isdigit() else -1, s.start_ticks, now)
             self._ranks[pid] = tracked
+            # equivalent mutant: another default LOCAL_RANK that is no number either
             local = env.get(LOCAL_RANK_ENV, "")
             lines.append(
                 encode_event(
@@ -249,6 +257,7 @@ class RankProcesses:
                     state="gone",
                     pid=pid,
                     node_rank=self.node_rank,
+                    node=self.node,
                     alive_at=round(t.alive_at, 6),
                     gone_at=round(now, 6),
                 )

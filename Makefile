@@ -15,7 +15,7 @@ PYTEST_ARGS ?=
 
 PROFILE ?= trn1.32xlarge
 REAL ?= 0
-.PHONY: help setup lock lock-image lint test test-fast test-unit test-k8s-oldest contract-docs checks-docs e2e e2e-local e2e-real xla-smoke bench bench-scale clean
+.PHONY: help setup lock lock-image lint test test-fast test-unit test-k8s-oldest contract-docs checks-docs e2e e2e-local e2e-real xla-smoke bench bench-scale bench-store clean
 .PHONY: cluster-build cluster-up cluster-down cluster-status e2e-slurm slurm-up slurm-down slurm-status
 
 help:
@@ -210,6 +210,10 @@ bench: setup
 
 bench-scale: setup cluster-build
 	$(PY) bench/scale.py
+
+# The TCPStore fan-in of init_process_group at 256, 1024 and 2048 clients, 3 runs each (a few minutes).
+bench-store: setup
+	$(PY) bench/store_fanin.py
 
 clean:
 	rm -rf $(VENV) artifacts .pytest_cache .mypy_cache .ruff_cache

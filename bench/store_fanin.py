@@ -1,6 +1,6 @@
 """The TCPStore fan-in of init_process_group: N ranks joining one store at once, as torchrun's do.
 
-Usage: python bench/store_fanin.py [--clients 256 1024 2048] [--runs 3] [--procs 8] [--names hosts|system]
+Usage: python bench/store_fanin.py [--clients 256 1024 2048] [--runs 3] [--procs 8]
                                    [--timeout 600]
 
 What a rank does in ``init_process_group`` with torchrun's env:// rendezvous (torch 2.11): node 0's agent hosts
@@ -32,10 +32,10 @@ store's before it connects, the server each accepted client's in its one event-l
 other client until the answer comes; torch stops looking up for the rest of a process once a lookup fails
 (pytorch#159007), not when one is merely slow. The address a client sees here is ``::ffff:127.0.0.1``, which
 this machine's ``/etc/hosts`` does not name, so each lookup is a DNS query; one the resolver drops is asked
-again after glibc's 5 s and fails after 10 s. ``--names hosts`` (the default) runs the benchmark in a private
-mount namespace (``unshare --user --map-root-user --mount``) whose ``/etc/hosts`` names the loopback
-addresses, so no lookup leaves the machine: the store's own cost. ``--names system`` resolves as this machine
-does: the resolver's cost, which is what a fleet whose DNS drops some of a burst of PTR queries pays.
+again after glibc's 5 s and fails after 10 s. The benchmark runs in a private mount namespace (``unshare --user
+--map-root-user --mount``) whose ``/etc/hosts`` names the loopback addresses, so no lookup leaves the machine:
+the store's own cost. (What a fleet whose DNS drops some of a burst of PTR queries pays instead was measured
+once against this machine's resolver, bench/NOTES.md; the project's tools no longer query it.)
 
 Printed per run: the fan-in (first client's start to the last client past the barrier), each client's time to
 connect (the constructor) and then to pass the barrier (median, p99, max), how many clients took over 1 s to
@@ -200,7 +200,7 @@ def in_namespace(argv: list[str]) -> None:
     """Run this script again in a private mount namespace whose /etc/hosts names the loopback addresses."""
     unshare = shutil.which("unshare")
     if unshare is None:
-        sys.exit("--names hosts needs util-linux's unshare")
+        sys.exit("store_fanin needs util-linux's unshare")
     with tempfile.NamedTemporaryFile("w", suffix=".hosts", delete=False) as f:
         f.write(HOSTS_FILE)
     script = 'mount --bind "$0" /etc/hosts && exec "$@"'
@@ -212,8 +212,8 @@ def in_namespace(argv: list[str]) -> None:
         os.unlink(f.name)
     if rc:
         print(
-            f"store_fanin: exit {rc}; --names hosts needs a user and mount namespace (unshare); where they are "
-            "refused, --names system resolves as the machine does",
+            f"store_fanin: exit {rc}; it needs a user and mount namespace (unshare) so that no name lookup "
+            "reaches the machine's resolver: allow them (see tests/unit/test_full_disk.py's message for how)",
             file=sys.stderr,
         )
     sys.exit(rc)
@@ -225,17 +225,16 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--procs", type=int, default=8, help="client processes (ranks are threads in them)")
     ap.add_argument("--timeout", type=float, default=600.0, help="each rank's store timeout (NCCL's default)")
-    ap.add_argument("--names", choices=("hosts", "system"), default="hosts")
     ap.add_argument(NAMESPACE_FLAG, action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.names == "hosts" and not args.in_namespace:
+    if not args.in_namespace:
         in_namespace(sys.argv[1:])
     import torch
 
     load = os.getloadavg()
     print(
         f"torch {torch.__version__}, {os.cpu_count()} cores, load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, "
-        f"names: {args.names}, {args.procs} client processes, timeout {args.timeout:.0f}s"
+        f"names: a private /etc/hosts, {args.procs} client processes, timeout {args.timeout:.0f}s"
     )
     head = (
         f"{'clients':>7} {'run':>3} {'fan-in s':>8} {'conn med':>8} {'p99':>6} {'max':>6} {'>1s':>4} "

@@ -20,7 +20,8 @@ from rollcall.evidence.hangs import stall_of
 from rollcall_workload import faults, procfs
 from rollcall_workload.contract import MONITOR_DIR_ENV
 from rollcall_workload.contract.heartbeat import STACKS_HEADER, Heartbeat, heartbeat_path, stacks_path
-from rollcall_workload.node import monitor
+from rollcall_workload.node import monitor, ranks
+from rollcall_workload.node.states import Held
 from rollcall_workload.rank.watchdog import WORKLOAD_DIR
 from tests.unit.helpers import roll_of_lines
 from tests.unit.monitors import monitor_env
@@ -486,3 +487,205 @@ def test_a_process_caught_before_it_executes_its_rank_is_seen_once_it_has(tmp_pa
     finally:
         gate.kill()
         gate.wait()
+
+
+# ---------------------------------------------------------------- each rule at its edge (`make mutants`)
+
+
+def _events(lines: list[bytes]) -> list[dict]:
+    return [json.loads(line.split(b" ", 1)[1]) for line in lines]
+
+
+def test_a_reading_holds_across_a_gap_of_max_gap_between_looks_and_starts_again_past_it():
+    held = Held(max_gap=3.0)
+    assert held.see("D", 100.0) == 0.0
+    assert held.see("D", 103.0) == 3.0  # a gap of exactly max_gap: the monitor was running
+    assert held.see("D", 106.5) == 0.0  # longer: it was paused, the count starts again
+    assert held.see("S", 107.0) == 0.0 and held.changed
+
+
+def test_the_launchers_own_children_say_it_spawned_and_its_waits_follow_any_bound():
+    clock = Clock()
+    kids = {4242: [4300]}
+    spawned = monitor.LauncherWatch(4242, 0, 1000.0, 10.0, None, lambda pid: kids.get(pid, []), mono=clock)
+    assert _events(spawned.poll(0.0))[0]["state"] == "spawned"
+    others = monitor.LauncherWatch(4243, 0, 1000.0, 10.0, None, lambda pid: kids.get(pid, []), mono=clock)
+    assert others.poll(0.0) == []  # another process's children are not the launcher's
+    half = monitor.LauncherWatch(4243, 0, 1000.0, 0.5, None, lambda pid: [], mono=clock)
+    clock.t = 1000.5
+    assert [e["state"] for e in _events(half.poll(0.0))] == ["waiting"]  # a bound below a second waits too
+    unbounded = monitor.LauncherWatch(4243, 0, 1000.0, 0.0, None, lambda pid: kids.get(pid, []), mono=clock)
+    clock.t = 1100.0
+    assert unbounded.poll(0.0) == []  # no bound: it never says waiting
+    kids[4243] = [4301]
+    assert _events(unbounded.poll(0.0))[0]["state"] == "spawned"
+
+
+def _stacks_text(dump: int | None, dumps: int, frame: str = "/opt/x/train.py") -> str:
+    header = {"phase": "epoch 1 end", "since": 100.0, "armed": 100.0, "timeout": 10.0, "hang_after": 5.0,
+              "main": 0x7F00} | ({"dump": dump} if dump is not None else {})  # fmt: skip
+    one = f'Timeout (0:00:10)!\nThread 0x00007f00 (most recent call first):\n  File "{frame}", line 7 in f\n'
+    return f"{STACKS_HEADER}{json.dumps(header)}\n" + one * dumps
+
+
+def test_a_dump_is_read_once_it_reads_the_same_at_two_looks_and_each_sections_dumps_are_said_once(tmp_path):
+    """faulthandler writes a dump thread by thread: a file is taken only once unchanged across a look. Each
+    section (an arming of the timer, by its dump number, 1 where its header says none) is said once per
+    dump written into it, as events of its rank and world."""
+    clock = Clock()
+    files = monitor.RankFiles(str(tmp_path), margin=600.0, mono=clock)
+    _beat(tmp_path, 2, pid=os.getpid(), time_=time.time(), progress=time.time())
+    stacks = Path(stacks_path(str(tmp_path), 2))
+
+    def look(text: str | None = None) -> list[dict]:
+        if text is not None:
+            stacks.write_text(text)
+        clock.t += 1.0
+        return [e for e in _events(files.poll(time.time())) if e["event"] == "stack"]
+
+    assert look(_stacks_text(None, 1)) == []  # read once: it may be half-written
+    (first,) = look()
+    assert (first["rank"], first["world_size"], first["dump"], first["stalled_s"]) == (2, 4, 1, 10.0)
+    assert first["frames"][0][:3] == ["/opt/x/train.py", 7, "f"]
+    assert look() == []  # said once
+    assert look(_stacks_text(None, 2)) == []  # a second dump: read again before it is said
+    assert [e["stalled_s"] for e in look()] == [20.0]
+    two_sections = _stacks_text(None, 2) + _stacks_text(2, 1) + _stacks_text(3, 1)
+    assert look(two_sections) == []
+    assert sorted(e["dump"] for e in look()) == [2, 3]  # both new sections, at one look
+    assert look() == [] and look() == []
+    assert Path(stacks_path(str(tmp_path), 3)).exists() is False  # no other rank's file was read
+
+
+def test_a_rank_whose_heartbeat_changes_is_never_silent_and_its_lines_say_its_rank_world_and_times(tmp_path):
+    clock = Clock()
+    files = monitor.RankFiles(str(tmp_path), margin=5.0, mono=clock)
+    now = 1_700_000_000.123456
+    for t in range(20):  # a live rank: a new heartbeat at each look
+        _beat(tmp_path, 1, pid=os.getpid(), time_=now + t, progress=now + t)
+        assert clock.looks(files, 1000.0 + t + 1, now + t) == []
+    # stale from now on: silent past the bound (5) plus the margin (5), on the monitor's own clock
+    said = _events(clock.looks(files, 1031.25, now + 19.75, step=0.25))
+    (silent,) = said
+    assert (silent["event"], silent["rank"], silent["world_size"], silent["phase"], silent["steps"]) == (
+        "silent",
+        1,
+        4,
+        "epoch 1 end",
+        7,
+    )
+    assert (silent["held_s"], silent["stalled_s"], silent["heartbeat_s"], silent["pid"]) == (
+        10.25,
+        0.75,
+        0.75,
+        os.getpid(),
+    )
+    _beat(tmp_path, 1, pid=os.getpid(), time_=now + 40, progress=now + 40)
+    (back,) = _events(clock.looks(files, 1032.0, now + 40))
+    assert (back["event"], back["rank"], back["world_size"], back["dump"], back["phase"]) == (
+        "resumed",
+        1,
+        4,
+        0,
+        "epoch 1 end",
+    )
+
+
+def _fake_proc(root: Path, uptime: float = 1000.0) -> Path:
+    root.mkdir()
+    (root / "uptime").write_text(f"{uptime} 10.0\n")
+    return root
+
+
+def _process(proc: Path, pid: int, ppid: int, ticks: int, env: dict[str, str]) -> None:
+    """A process in a ``/proc`` of the test's own: its ``stat`` and its ``environ``."""
+    (proc / str(pid)).mkdir(exist_ok=True)
+    zeros = " ".join(["0"] * 12)
+    (proc / str(pid) / "stat").write_text(f"{pid} (python) S {ppid} 1 1 0 0 0 {zeros} {ticks} 0 0\n")
+    (proc / str(pid) / "environ").write_bytes(b"".join(f"{k}={v}".encode() + b"\0" for k, v in env.items()))
+
+
+def test_each_rank_process_is_seen_once_the_first_of_its_rank_and_no_child_of_one(tmp_path):
+    """Ranks 0 and 1 of this node, a child of rank 0 (compile workers carry its variables; one with its own
+    RANK too), a second process of rank 1 that is no child of it, and the monitor itself; a parent whose
+    pid is above its child's (pids wrap) is still seen before it."""
+    proc, d = _fake_proc(tmp_path / "proc"), str(tmp_path / "m")
+    env = {MONITOR_DIR_ENV: d, "WORLD_SIZE": "4"}
+    _process(proc, 900, 1, 1000, {**env, "RANK": "0", "LOCAL_RANK": "0", "CUDA_VISIBLE_DEVICES": "0"})
+    _process(proc, 800, 900, 2000, {**env, "RANK": "0"})  # rank 0's child, a lower pid
+    _process(proc, 801, 900, 2001, {**env, "RANK": "5"})  # a child given its own RANK
+    _process(proc, 950, 1, 3000, {**env, "RANK": "1", "LOCAL_RANK": "1"})
+    _process(proc, 960, 1, 4000, {**env, "RANK": "1"})  # a second of rank 1
+    _process(proc, 970, 1, 5000, {MONITOR_DIR_ENV: d, "RANK": "2"})  # no world size, no local rank
+    _process(proc, os.getpid(), 1, 500, {**env, "RANK": "3"})  # the monitor's own environment says so
+    watch = monitor.RankProcesses(d, node_rank=1, node="n1", proc=str(proc))
+    seen = _events(watch.poll(1000.0))
+    assert [(e["pid"], e["rank"], e["world_size"], e["local_rank"]) for e in seen] == [
+        (900, 0, 4, 0),
+        (950, 1, 4, 1),
+        (970, 2, -1, None),
+    ]
+    assert {(e["state"], e["node_rank"], e["node"]) for e in seen} == {("seen", 1, "n1")}
+    assert seen[0]["visible_devices"] == "0"
+
+
+def test_a_rank_process_gone_is_said_once_with_the_interval_it_left_in_and_one_alive_never(tmp_path):
+    proc, d = _fake_proc(tmp_path / "proc"), str(tmp_path / "m")
+    env = {MONITOR_DIR_ENV: d, "WORLD_SIZE": "4"}
+    for pid, rank in ((900, 0), (950, 1), (960, 2)):
+        _process(proc, pid, 1, 1000 + pid, {**env, "RANK": str(rank)})
+    watch = monitor.RankProcesses(d, node_rank=1, node="n1", proc=str(proc))
+    assert len(watch.poll(1000.0)) == 3
+    assert watch.poll(1001.1234567) == [] and watch.poll(1002.0) == []  # alive at every look
+    for pid in (950, 960):
+        (proc / str(pid) / "stat").unlink()
+    gone = _events(watch.poll(1003.7654321))
+    assert [(e["state"], e["rank"], e["world_size"], e["node_rank"], e["node"]) for e in gone] == [
+        ("gone", 1, 4, 1, "n1"),
+        ("gone", 2, 4, 1, "n1"),
+    ]
+    assert (gone[0]["alive_at"], gone[0]["gone_at"]) == (1002.0, 1003.765432)
+    # seen, then gone at the next look: alive when it was first seen
+    _process(proc, 990, 1, 5000, {**env, "RANK": "3"})
+    assert len(watch.poll(1004.1234567)) == 1
+    (proc / "990" / "stat").unlink()
+    (left,) = _events(watch.poll(1005.0))
+    assert (left["rank"], left["alive_at"]) == (3, 1004.123457)
+    # the pid taken by another process (another start): the rank's is gone
+    _process(proc, 900, 1, 99999, {"OTHER": "1"})
+    assert [e["rank"] for e in _events(watch.poll(1006.0))] == [0]
+
+
+def test_an_old_process_of_no_rank_is_settled_and_a_young_one_read_again_at_each_look(tmp_path):
+    """A process younger than YOUNG_S may still be between fork and exec (its environment its parent's):
+    it is read again; one older is settled as no rank and never read again."""
+    proc, d = _fake_proc(tmp_path / "proc", uptime=1000.0), str(tmp_path / "m")
+    old, young = int((1000.0 - 30.0) * ranks._TICKS), int((1000.0 - ranks.YOUNG_S) * ranks._TICKS)
+    _process(proc, 700, 1, old, {"PATH": "/bin"})
+    _process(proc, 710, 1, young, {"PATH": "/bin"})  # exactly YOUNG_S old: still young
+    watch = monitor.RankProcesses(d, proc=str(proc))
+    assert watch.poll(1000.0) == []
+    for pid in (700, 710):
+        _process(proc, pid, 1, old if pid == 700 else young, {MONITOR_DIR_ENV: d, "RANK": str(pid - 700)})
+    assert [e["pid"] for e in _events(watch.poll(1001.0))] == [710]
+
+
+def test_a_wait_is_said_no_sooner_than_its_multiple_of_the_bound_to_the_last_bit():
+    """0.5 s is below five bounds of 0.1 s in floating point (0.1 is 0.1000000000000000055...): the waiting
+    line at 0.5 s is the fourth, and the fifth comes at the next look past it."""
+    clock = Clock(0.0)
+    watch = monitor.LauncherWatch(4242, 0, 0.0, 0.1, None, lambda pid: [], mono=clock)
+    said = []
+    for t in (0.5, 0.55):
+        clock.t = t
+        said += [e["waited_s"] for e in _events(watch.poll(0.0))]
+    assert said == [0.5, 0.55]
+
+
+def test_a_silent_line_says_its_times_to_the_millisecond(tmp_path):
+    clock = Clock(1000.0)
+    files = monitor.RankFiles(str(tmp_path), margin=5.0, mono=clock)
+    wall = 2000.0
+    _beat(tmp_path, 1, pid=os.getpid(), time_=wall - 1.23456, progress=wall - 2.34567)  # its bound: 5 s
+    (silent,) = _events(clock.looks(files, 1000.0 + 84 * 0.12345, wall, step=0.12345))
+    assert (silent["held_s"], silent["stalled_s"], silent["heartbeat_s"]) == (10.123, 2.346, 1.235)

@@ -269,3 +269,161 @@ def test_the_monitors_gone_lines_are_departures_only_before_the_suite_asked_the_
     assert [(d.rank, d.time, d.gone_at, d.exit_code, d.said) for d in found] == [
         (0, 1000.0, 1001.0, None, False)
     ]
+
+
+# ---------------------------------------------------------------- each rule at its edge (`make mutants`)
+
+
+def _report(rank: int, *, exited: int | None = None, errors: int = 0, complete: bool = False, sources=()):
+    from rollcall.ranklog import Exited, Mark, RankError, RankReport
+
+    report = RankReport(rank, complete=complete, start={"node_rank": rank // 2}, sources=set(sources))
+    report.marks["epoch 1"] = Mark("epoch_time", "epoch 1", T0 + 1)
+    report.errors = [RankError("RuntimeError: x", T0 + 2)] * errors
+    report.exited = Exited(exited, "epoch 1 end", T0 + 3, "node-9") if exited is not None else None
+    return report
+
+
+def _gone(
+    rank: int, alive: float | None = T0 + 4, gone: float | None = T0 + 5, *, state="gone", received=None
+):
+    from rollcall.ranklog import RankProcessHeard
+
+    return RankProcessHeard(
+        state, rank, 10 + rank, rank // 2, None, None, alive, gone, None, f"log-{rank}", received
+    )
+
+
+def test_a_rank_that_said_exit_departs_unless_it_completed_or_failed_of_its_own():
+    from rollcall.evidence.departures import Departure, departures
+
+    reports = {
+        0: _report(0, exited=0),
+        1: _report(1, exited=0, errors=1),
+        2: _report(2, exited=0, complete=True),
+    }
+    found = departures(reports, (), lambda r: r // 2)
+    assert found == [
+        Departure(0, 0, 0, T0 + 3, "epoch_time of epoch 1", "epoch 1 end", "node-9", True, "pod")
+    ]
+    assert departures(reports, (), lambda r: r // 2, "node")[0].unit == "node"
+
+
+def test_the_launchers_record_of_a_worker_that_ended_by_its_own_status_is_a_departure():
+    from rollcall.evidence.departures import Departure, departures
+
+    reports = {
+        0: _report(0, exited=0),
+        1: _report(1, errors=1),
+        2: _report(2, sources=("node-1", "a-log")),
+        3: _report(3),
+    }
+    ends = [
+        Termination("pod-x", 0, None, "Error", 1, T0 + 9),  # the pod's own record: no rank
+        Termination("pod-1", 0, None, "Error", 1, T0 + 9, rank=1),  # failed of its own: its error says
+        Termination("pod-0", 0, None, "Error", 1, T0 + 9, rank=0),  # it said exit itself
+        Termination("pod-2", 1, None, "Error", 128, T0 + 8, rank=2),  # 128: still its own status
+        Termination("pod-3", 1, None, "Error", 129, T0 + 8, rank=3),  # above: a signal's
+        Termination("pod-5", 2, None, "Error", None, T0 + 8, rank=5),  # no status recorded
+        Termination("pod-4", 2, None, "Error", 0, None, rank=4),  # a rank that said nothing at all
+    ]
+    found = departures(reports, ends, lambda r: r // 2, "node")
+    assert found == [
+        Departure(0, 0, 0, T0 + 3, "epoch_time of epoch 1", "epoch 1 end", "node-9", True, "node"),
+        Departure(2, 1, 128, T0 + 8, "epoch_time of epoch 1", "", "a-log", False, "node"),
+        Departure(4, 2, 0, None, None, "", "pod-4", False, "node"),
+    ]
+    reports[2].sources.clear()
+    assert departures(reports, ends, lambda r: r // 2)[1].pod == "pod-2"  # a rank without a log: the pod's
+
+
+def test_a_rank_process_its_node_saw_gone_departs_only_where_nothing_else_says_how_it_ended():
+    from rollcall.evidence.departures import Departure, departures
+
+    reports = {0: _report(0, exited=0), 1: _report(1, errors=1), 3: _report(3, sources=("node-1", "b"))}
+    processes = [
+        _gone(5, state="seen"),  # a process seen, not gone
+        _gone(0),  # it said exit: that says more
+        _gone(1),  # it failed of its own
+        _gone(2),  # the launcher recorded it killed by a signal
+        _gone(6, alive=None),  # an interval without its start
+        _gone(7, gone=None),  # or without its end
+        _gone(3, alive=T0 + 6, gone=T0 + 7),
+        _gone(4, alive=T0 + 5, gone=T0 + 6),  # no word of its own at all
+    ]
+    killed = [Termination("pod-2", 1, None, "SIGKILL", -9, T0 + 4, rank=2)]
+    found = departures(reports, killed, lambda r: r // 2, "node", processes=processes)
+    assert found == [
+        Departure(0, 0, 0, T0 + 3, "epoch_time of epoch 1", "epoch 1 end", "node-9", True, "node"),
+        Departure(4, 2, None, T0 + 5, None, "", "log-4", False, "node", T0 + 6),
+        Departure(3, 1, None, T0 + 6, "epoch_time of epoch 1", "", "b", False, "node", T0 + 7),
+    ]
+
+
+def test_a_gone_line_read_once_the_suite_asked_the_job_to_end_or_unread_is_no_departure():
+    from rollcall.evidence.departures import departures
+
+    processes = [_gone(0, received=None), _gone(1, received=8.0), _gone(2, received=7.9)]
+    assert [d.rank for d in departures({}, (), int, processes=processes, asked_to_end=8.0)] == [2]
+    assert [d.rank for d in departures({}, (), int, processes=processes)] == [0, 1, 2]
+
+
+def test_departures_are_ordered_by_time_then_rank_the_unstamped_last():
+    from rollcall.evidence.departures import departures
+
+    ends = [
+        Termination(f"pod-{r}", 0, None, "Error", 0, t, rank=r)
+        for r, t in ((0, None), (1, T0 + 5), (2, T0 + 5), (3, 0.5), (4, 0.0), (5, T0 + 3))
+    ]
+    assert [d.rank for d in departures({}, ends, int)] == [4, 3, 5, 1, 2, 0]
+
+
+def test_a_departure_leads_the_first_own_error_only_strictly_before_it_and_a_kill_only_strictly_before_it():
+    from rollcall.evidence.departures import Departure
+
+    left = Departure(3, 1, 0, T0 + 1, "epoch_time of epoch 1", "epoch 1 end", "node-1")
+    echo = Failure(0, 0, "node-0", "Connection closed by peer [127.0.0.1]:1", T0 + 2)
+    same = analyse([echo, Failure(1, 0, None, "RuntimeError: x", T0 + 1)], departures=[left])
+    assert same.departure is None and same.first.rank == 1
+    later, sooner = (
+        Termination(f"node-{i}", i, None, "SIGKILL", -9, T0 + t, rank=4 + i) for i, t in ((2, 3), (3, 0))
+    )
+    assert analyse([echo], [later, sooner], departures=[left]).termination == sooner  # the earliest kill
+    assert analyse([echo], [later], departures=[left]).departure == left  # killed after it left
+    at_once = Termination("node-2", 2, None, "SIGKILL", -9, T0 + 1, rank=5)
+    assert analyse([echo], [at_once], departures=[left]).departure == left
+    said = analyse([echo, Failure(1, 0, None, "RuntimeError: x", T0 + 5)], departures=[left])
+    assert said.departure == left and said.undecided is None  # 4 s apart: the order is certain
+    edge = analyse(
+        [echo, Failure(1, 0, None, "RuntimeError: x", T0 + 1 + CLOCK_TOLERANCE_S)], departures=[left]
+    )
+    assert edge.departure == left and edge.undecided is None  # exactly the tolerance apart: certain
+    close = analyse([echo, Failure(1, 0, None, "RuntimeError: x", T0 + 1.5)], departures=[left])
+    assert close.undecided == (
+        f"rank 3 left and rank 1 failed within {CLOCK_TOLERANCE_S:g} s of each other by their clocks; either "
+        "may have come first"
+    )
+
+
+def test_a_departure_its_monitor_saw_is_undecided_only_with_an_own_error_inside_its_interval_both_ends_in():
+    from rollcall.evidence.departures import Departure
+
+    gone = Departure(3, 1, None, T0 + 10, None, "", "node-1", False, "node", gone_at=T0 + 11)
+    echo = Failure(0, 0, "node-0", "Connection closed by peer [127.0.0.1]:1", T0 + 30)
+
+    def undecided(at: float | None) -> str | None:
+        analysis = analyse([echo, Failure(1, 0, "node-0", "RuntimeError: x", at)], departures=[gone])
+        assert analysis.departure == gone
+        return analysis.undecided
+
+    assert undecided(T0 + 11 + CLOCK_TOLERANCE_S) == (
+        "rank 1 failed while rank 3's process was leaving (between two looks of its node's monitor, 1.0 s "
+        f"apart, and within {CLOCK_TOLERANCE_S:g} s by their clocks): which came first cannot be decided, both "
+        "are named"
+    )
+    assert undecided(T0 + 12.5) is None  # after it: its echo
+    # an own error without a time: nothing orders the two, the departure is told beside it
+    unstamped = analyse([echo, Failure(1, 0, "node-0", "RuntimeError: x")], departures=[gone])
+    assert unstamped.departure is None and unstamped.departures == (gone,)
+    # only the last, at the edge of the tolerance, is an echo of the launcher stopping it
+    assert analyse([echo, Failure(1, 0, None, "RuntimeError: x", T0 + 9)], departures=[gone]).departures == ()

@@ -216,8 +216,8 @@ def events_seen(
         name = h.node or _named(reports.get(anchor) if anchor is not None else None) or "unknown"
         # equivalent mutant: "on is not None or on in reports" (a rank tied to an event is one of reports)
         phase = phase_at(reports[on], h.time) if on is not None and on in reports else ""
-        # equivalent mutant: "or" for the last "and" (the node's monitor writes a gpu_event of kind xid only
-        # with NVML's Xid number, and no other kind with one)
+        # the node's monitor writes a gpu_event of kind xid only with its Xid number, no other kind with one:
+        # equivalent mutant: "or" for the last "and"
         xid = policy.of(h.xid) if h.kind == "xid" and h.xid is not None else None
         ours = on is not None or owners is None or owners.owns(h)
         seen.append(GpuEventSeen(h, node, name, on, phase, xid, ours))

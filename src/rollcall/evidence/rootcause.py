@@ -370,6 +370,7 @@ def _may_lead(departure: Departure, own: Sequence[Failure]) -> bool:
 def _undecided_departure(leader: Departure, own: Sequence[Failure]) -> str | None:
     if leader.gone_at is not None and leader.time is not None:
         low, high = leader.time - CLOCK_TOLERANCE_S, leader.gone_at + CLOCK_TOLERANCE_S
+        # equivalent mutant: "low < f.time": a leader came before every own error (_leader), so none is at low
         inside = next((f for f in own if f.time is not None and low <= f.time <= high), None)
         if inside is not None:
             return (

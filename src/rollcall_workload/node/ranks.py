@@ -83,8 +83,8 @@ class RankFiles:
         half a dump, so one read is taken only when the next look finds it unchanged.
         """
         try:
-            # equivalent mutant: any other UTF-8 spelling, no encoding or no error handler: the file is ASCII
-            # (faulthandler escapes every other character, the header is JSON's ASCII)
+            # the file is ASCII (faulthandler escapes every other character, the header is JSON's ASCII), so
+            # equivalent mutant: any other spelling of UTF-8, no encoding, no error handler or an unknown one
             with open(stacks_path(self.directory, rank), encoding="utf-8", errors="replace") as f:
                 text = f.read()
         except OSError:

@@ -26,13 +26,14 @@ from rollcall.evidence.gpu_events import (
     phase_at,
     program_evidence,
 )
+from rollcall.evidence.gpu_owners import RunGpus
 from rollcall.evidence.nodefacts import Device
 from rollcall.evidence.xids import XidClass, XidPolicy
 from rollcall.gate import criteria_of
 from rollcall.jobspec import JobSpec
 from rollcall.judge import judge
 from rollcall.options import DEFAULTS
-from rollcall.ranklog import GpuHeard, Mark, RankError, RankReport, RollCall
+from rollcall.ranklog import GpuHeard, Mark, RankError, RankProcessHeard, RankReport, RollCall
 from rollcall.verdict import Criteria, Layout, Observed, Owner, Verdict
 from rollcall_workload import contract
 from tests.unit.helpers import rank_lines
@@ -578,3 +579,67 @@ def test_the_device_of_an_event_is_the_ranks_as_its_facts_read_it_else_the_gpu_a
     assert _device(no_facts, nowhere) == Device(-1, -1, "n1", event, on_rank=False)
     assert _when(nowhere) == NO_RANK
     assert _when(GpuEventSeen(heard(), None, "n1", None, "", run_gpu=False)) == NOT_OURS
+
+
+def process(
+    rank: int, visible: str | None, source: str = "node-1.log", state: str = "seen"
+) -> RankProcessHeard:
+    """A ``rank_process`` line of rank ``rank`` whose environment gives it ``visible`` (None: a ``gone``)."""
+    return RankProcessHeard(state, rank, 4000 + rank, None, None, visible, None, None, None, source)
+
+
+def gpus(reports: dict[int, RankReport], processes: list[RankProcessHeard], world: int = 2) -> RunGpus:
+    return RunGpus.of(reports, processes, [], [], world_size=world, owns_nodes=False)
+
+
+def on(gpu: int, uuid: str = "GPU-9zzz", node: str | None = "n1", source: str = "node-1.log") -> GpuHeard:
+    return heard(79, gpu=gpu, uuid=uuid, node=node, source=source)
+
+
+def test_each_log_goes_by_the_name_its_monitor_said_else_by_its_ranks_start():
+    reports = {r: RankReport(r, start={"node": f"r{r}"}, sources={f"node-{r}.log"}) for r in (0, 1)}
+    reports[2] = RankReport(2, start={"node": 7}, sources={"node-2.log"})  # not a name
+    monitors = [heard(source="node-1.log", node="n1")]
+    named = RunGpus.of(reports, [], monitors, [], world_size=3)
+    assert named.names == {"node-0.log": "r0", "node-1.log": "n1"}
+
+
+def test_the_gpus_the_ranks_named_by_uuid_and_by_index_on_their_node_are_the_runs_and_no_other():
+    reports = {
+        0: report(0, source="node-0.log", gpu_uuid="GPU-0aaa"),
+        1: report(1, source="node-1.log", device_index=1),
+        2: report(2, source="node-1.log", gpu_uuid="", device_index=2),  # an empty UUID names nothing
+    }
+    run = gpus(reports, [], world=3)
+    assert run.known and run.uuids == {"GPU-0aaa"} and run.indexes >= {("node-1.log", 1), ("node-1.log", 2)}
+    assert run.owns(on(5, uuid="GPU-0aaa")) and run.owns(on(1)) and run.owns(on(2))
+    assert not run.owns(on(5)) and not run.owns(on(1, source="node-0.log", node="n0"))
+    # a rank that named nothing: which GPUs the run uses is unknown, every GPU is the run's
+    assert gpus({0: reports[0], 1: report(1)}, []).owns(on(5)) is True
+
+
+def test_the_devices_each_ranks_monitor_reported_name_the_runs_gpus_each_process_line_on_its_own():
+    processes = [
+        process(0, None, state="gone"),  # a process gone says no devices
+        process(0, "None, 3", source="node-0.log"),  # no device is said in any case; the rest stands
+        process(1, "1,,2"),
+        process(2, "5"),  # no rank of a world of 2
+    ]
+    run = gpus({}, processes)
+    assert run.known
+    assert run.indexes == {("node-0.log", 3), ("node-1.log", 1), ("node-1.log", 2)}
+    assert not run.owns(on(5)) and run.owns(on(2)) and not run.owns(on(0, source="node-0.log", node=None))
+    assert gpus({}, processes[:3]).every == frozenset()
+    every = gpus({}, [process(0, "all", source="node-0.log"), process(1, "all")])
+    assert every.every == {"node-0.log", "node-1.log"}
+
+
+def test_whether_every_rank_named_its_gpus_is_known_only_for_a_world_of_ranks():
+    assert gpus({0: report(0, gpu_uuid="GPU-0aaa")}, [], world=1).known
+    assert not gpus({}, [], world=0).known
+
+
+def test_an_event_without_a_node_name_is_on_the_node_its_log_goes_by():
+    run = RunGpus(every=frozenset({"n1"}), names={"node-1.log": "n1"}, known=True, shared=True)
+    assert run.owns(on(5, node=None))
+    assert not run.owns(on(5, node=None, source="node-0.log"))

@@ -374,3 +374,47 @@ def test_the_predicate_names_the_hung_rank_then_the_waiting_ones_and_nothing_of_
     assert "time.sleep(3600)" in found[0].ranks[2]
     assert set(found[1].ranks) == {0, 1, 3} and "waiting in a collective (barrier)" in found[1].message
     assert list(hangs(RunView(Observed(two_by_two(), Layout(2, 2)), Criteria()))) == []
+
+
+# ---------------------------------------------------------------- each rule at its edge (`make mutants`)
+
+
+def test_a_stack_is_read_alike_with_windows_separators_and_an_empty_one_is_its_own_compute():
+    c10d = Frame(
+        "C:\\py\\Lib\\site-packages\\torch\\distributed\\distributed_c10d.py", 9, "barrier", "", False
+    )
+    assert classify((Frame("train.py", 1, "run", "dist.barrier()", True), c10d)) == (True, "barrier")
+    loader = Frame(
+        "C:\\py\\Lib\\site-packages\\torch\\utils\\data\\dataloader.py", 9, "__next__", "x()", False
+    )
+    assert classify((loader,)) == (False, "the data loader")
+    sock = Frame("C:\\py\\Lib\\socket.py", 9, "accept", "fd, addr = self._accept()", False)
+    assert classify((sock,)) == (False, "I/O")
+    assert classify(()) == (False, "its own compute")
+
+
+def test_only_torch_xlas_own_collectives_wait():
+    xla = "/venv/lib/python3.11/site-packages/torch_xla/core/xla_model.py"
+    assert classify((Frame(xla, 9, "all_reduce", "", False),)) == (True, "all_reduce")
+    assert classify((Frame(xla, 9, "mark_step", "", False),)) == (False, "its own compute")
+    assert classify((Frame("train.py", 9, "all_reduce", "total = x + y", True),)) == (
+        False,
+        "its own compute",
+    )
+    assert classify((Frame("/venv/torch_xla/distributed/xla_backend.py", 9, "rendezvous", "", False),)) == (
+        True,
+        "rendezvous",
+    )
+
+
+def test_a_rank_stalled_in_backward_beside_a_hung_rank_waits_in_ddps_all_reduce():
+    backward = [
+        ["train.py", 1, "step", "loss.backward()", True],
+        ["/venv/torch/_tensor.py", 2, "backward", "torch.autograd.backward(", False],
+        ["/venv/torch/autograd/__init__.py", 3, "backward", "_engine_run_backward(", False],
+    ]
+    sleeping = [["train.py", 1585, "_maybe_inject_fault", "time.sleep(3600)", True]]
+    roll = roll_of_lines([_stack_line(0, backward), _stack_line(1, sleeping)])
+    hung, waiting = resolve(stalls(roll.ranks))
+    assert [(s.rank, s.waiting) for s in hung] == [(1, False)]
+    assert [(s.rank, s.waiting, s.where, s.ambiguous) for s in waiting] == [(0, True, DDP_WAIT, True)]

@@ -146,3 +146,63 @@ def test_nothing_is_said_while_a_rank_heard_from_still_moves_or_once_the_group_f
     assert list(never_joined(RunView(Observed(two_by_two(), Layout(2, 2)), Criteria()))) == []
     every = roll_of_lines(_waited(0, 1, 2, 3))  # all four wait: none is missing (the store host is elsewhere)
     assert list(never_joined(RunView(Observed(every, Layout(2, 2)), Criteria()))) == []
+
+
+# ---------------------------------------------------------------- each rule at its edge (`make mutants`)
+
+
+def test_a_rank_that_said_start_formed_the_group_and_only_the_worlds_ranks_wait_at_the_join():
+    start = contract.encode_event("start", 1, 4, node_rank=0, host="n0")
+    assert stop_reason(roll_of_lines([*_waited(0, 2, 3), start]), 4, BOUNDS) is None
+    stray = _dump(4, JOINING, contract.JOIN_PHASE, 10.4)  # no rank of a world of 4
+    sleeping = [_dump(r, SLEEPING, contract.START_PHASE, 10.0) for r in range(4)]
+    from rollcall.evidence.hangs import never_joined as find
+
+    assert find(roll_of_lines([stray, *sleeping]), 4, BOUNDS) is None
+
+
+def test_never_joined_is_judged_at_the_moment_given_and_the_suites_clock_may_start_at_zero():
+    """The runner asks while the run goes on (``now``), the judge after it (when it ended); the suite's clock
+    is any monotonic clock: a first line read at 0.0 is T0 = 0.0."""
+    from rollcall.evidence.hangs import never_joined as find
+
+    timed = [(0.0, line) for line in _waited(0, 1)]
+    roll = roll_heard(timed, ended=500.0)
+    assert find(roll, 4, BOUNDS, now=19.9) is None and stop_reason(roll, 4, BOUNDS, now=19.9) is None
+    found = find(roll, 4, BOUNDS, now=20.0)
+    assert found is not None and found.missing == (2, 3) and found.waited_s == 10.5
+    unstamped = [encode_stack(r, 4, JOINING, dump=1, thread="MainThread", main=True, phase=contract.JOIN_PHASE)
+                 for r in (0, 1)]  # fmt: skip
+    found = find(roll_heard([(0.0, line) for line in unstamped], ended=500.0), 4, BOUNDS)
+    assert found is not None and found.waited_s is None
+
+
+def test_the_groups_timeout_counts_from_the_first_rank_heard_not_the_first_launcher():
+    launcher = contract.encode_event("launcher", -1, -1, state="started", node_rank=0, node="n0", pid=9)
+    timed = [(0.0, launcher), *[(100.0, line) for line in _waited(0, 1, 2, 3)]]
+    limit = 100.0 + BOUNDS.pg_timeout_s + PG_TIMEOUT_MARGIN_S
+    assert stop_reason(roll_heard(timed), 4, BOUNDS, now=limit - 0.1) is None
+    assert stop_reason(roll_heard(timed, ended=limit - 0.1), 4, BOUNDS) is None
+    assert stop_reason(roll_heard(timed, ended=limit), 4, BOUNDS) is not None
+
+
+def test_a_hung_rank_and_a_silent_one_are_both_named_in_the_reason_to_end():
+    hung = _dump(0, SLEEPING, "epoch 1 end", 61.0)
+    waiting = [_dump(r, [[C10D, 9, "barrier", "work.wait()", False]], "epoch 1 end", 61.0) for r in (1, 2)]
+    silent = contract.encode_event(
+        "silent", 3, 4, phase="epoch 1 end", stalled_s=70.0, heartbeat_s=66.0, hang_after=60.0, state="T",
+        state_name="stopped",
+    )  # fmt: skip
+    start = [contract.encode_event("start", r, 4, node_rank=r // 2, host="n") for r in range(4)]
+    assert stop_reason(roll_of_lines([*start, hung, *waiting, silent]), 4, BOUNDS) == (
+        "rank(s) 0 hung, rank(s) 3 silent (process stopped), every other rank waited past its --hang-after: "
+        "ended at the hang"
+    )
+
+
+def test_a_rank_that_said_start_and_stalled_after_it_formed_the_group_whatever_the_others_last_dumps_say():
+    from rollcall.evidence.hangs import never_joined as find
+
+    start = contract.encode_event("start", 1, 4, node_rank=0, host="n0")
+    stalled = _dump(1, SLEEPING, "epoch 1 end", 61.0)
+    assert find(roll_of_lines([*_waited(0, 2, 3), start, stalled]), 4, BOUNDS) is None

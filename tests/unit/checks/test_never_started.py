@@ -9,7 +9,7 @@ from __future__ import annotations
 from rollcall.checks.blame import blame
 from rollcall.checks.never_started import NEVER_STARTED, never_started
 from rollcall.checks.runview import RunView
-from rollcall.evidence.clocks import Bounds
+from rollcall.evidence.clocks import Bounds, now_of
 from rollcall.evidence.launchers import never_started as find
 from rollcall.evidence.launchers import stop_reason
 from rollcall.jobspec import HangBounds, JobSpec
@@ -134,3 +134,66 @@ def test_whose_it_is_says_the_launcher_not_the_join():
     (problem,) = _problems(ALONE, ended=120.0)
     whose = blame(problem)
     assert whose.owner is Owner.UNDETERMINED and whose.why.startswith("a node's launcher never started")
+
+
+# ---------------------------------------------------------------- each rule at its edge (`make mutants`)
+
+
+def test_a_launcher_held_stopped_traced_or_in_uninterruptible_sleep_for_the_join_bound_is_stuck():
+    for state, name in (("T", "stopped"), ("t", "stopped by a tracer"), ("D", "uninterruptible sleep")):
+        line = contract.encode_event(
+            "launcher", -1, -1, state="waiting", node_rank=1, node="n1", pid=101, waited_s=20.0, bound_s=J,
+            process_state=state, process_state_name=name, state_held_s=J,
+        )  # fmt: skip
+        found = find(
+            roll_heard([(100.0, _launcher(0, "waiting", 20.0)), (100.0, line)]), 2, 4, BOUNDS, now=120.0
+        )
+        assert found is not None and found.named == (1,), state
+        assert f"node 1's launcher (pid 101) is {name} ({state}) at the launchers' rendezvous" in found.line()
+    asleep = [(100.0, _launcher(0, "waiting", 20.0)), (100.0, _launcher(1, "waiting", 20.0, "S", held=J))]
+    assert find(roll_heard(asleep), 2, 4, BOUNDS, now=120.0).named == ()  # waiting, as launchers do
+
+
+def test_a_launcher_that_only_said_it_started_is_one_that_waits_and_a_line_without_its_wait_says_none():
+    started = [(100.0, _launcher(0, "started", 0.0)), (100.0, _launcher(1, "started", 0.0))]
+    found = find(roll_heard(started), 2, 4, BOUNDS, now=120.0)
+    assert found is not None and found.waiting == (0, 1) and found.waited_s == 0.0
+    unsaid = contract.encode_event("launcher", -1, -1, state="waiting", node_rank=1, node="n1", bound_s=J)
+    found = find(roll_heard([(100.0, unsaid)]), 2, 4, BOUNDS, now=120.0)
+    assert found is not None and found.waiting == (1,) and found.waited_s is None
+
+
+def test_only_the_jobs_nodes_and_ranks_count_t0_and_a_launcher_past_the_rendezvous():
+    """A line of node 2 or rank 4 is no part of a run of 2 nodes and 4 ranks: it sets no T0, and its
+    ``spawned`` or its words do not say the run's launchers got past the rendezvous; rank 0's do."""
+    stray_node = _launcher(2, "spawned", 0.0)
+    stray_rank = contract.encode_event("stack", 4, 8, dump=1, thread="MainThread", main=True, frames=[])
+    stray_seen = contract.encode_event("rank_process", 4, 8, state="seen", pid=9, node_rank=5)
+    timed = [(0.0, stray_node), (0.0, stray_rank), (0.0, stray_seen), *ALONE]
+    assert find(roll_heard(timed), 2, 4, BOUNDS, now=119.9) is None  # T0 is node 0's, at 100
+    found = find(roll_heard(timed), 2, 4, BOUNDS, now=120.0)
+    assert found is not None and found.missing == (1,)
+    rank_0 = contract.encode_event("stack", 0, 4, dump=1, thread="MainThread", main=True, frames=[])
+    seen_0 = contract.encode_event("rank_process", 0, 4, state="seen", pid=7, node_rank=0)
+    for said in (rank_0, seen_0):
+        assert find(roll_heard([*ALONE, (101.0, said)]), 2, 4, BOUNDS, now=500.0) is None
+        assert stop_reason(roll_heard([*ALONE, (101.0, said)]), 2, 4, BOUNDS, now=500.0) is None
+
+
+def test_a_runs_bounds_are_its_specs_and_it_is_judged_at_its_end_or_at_the_last_log_read():
+    spec = JobSpec("run", 2, 2, hang_bounds=HangBounds(join_hang_after_s=7, pg_timeout_s=90, start_skew_s=30))
+    assert Bounds.of(spec) == Bounds(join_s=7.0, start_skew_s=30.0, pg_timeout_s=90.0)
+    assert Bounds.of(None) == Bounds()
+    roll = roll_heard(ALONE)
+    roll.ended = None
+    assert now_of(roll) == roll.now and now_of(roll, 5.0) == 5.0
+    roll.ended = 150.0
+    assert now_of(roll) == 150.0
+
+
+def test_a_rank_in_the_roll_call_counts_as_heard_whether_or_not_its_receipt_was_noted():
+    from rollcall.ranklog import RankReport, Receipt, RollCall
+
+    nodes = {("node", n): Receipt(100.0, 100.0) for n in (0, 1)}
+    assert find(RollCall(ranks={0: RankReport(0)}, heard=dict(nodes)), 2, 4, BOUNDS, now=500.0) is None
+    assert find(RollCall(ranks={4: RankReport(4)}, heard=dict(nodes)), 2, 4, BOUNDS, now=500.0) is not None

@@ -643,3 +643,9 @@ def test_an_event_without_a_node_name_is_on_the_node_its_log_goes_by():
     run = RunGpus(every=frozenset({"n1"}), names={"node-1.log": "n1"}, known=True, shared=True)
     assert run.owns(on(5, node=None))
     assert not run.owns(on(5, node=None, source="node-0.log"))
+
+
+def test_a_gpu_lost_is_hardware_and_a_ranks_error_is_told_beside_it_ahead_of_a_nearer_program_xid():
+    lost = seen_on(1, kind="lost", xid=None, at=990.0)
+    assert lost.klass == "hardware" and lost.rule == "gpu_lost" and lost.as_dict()["class"] == "hardware"
+    assert beside_error([seen_on(1, at=1004.9), lost], 1, 1005.0) is lost

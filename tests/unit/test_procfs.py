@@ -31,8 +31,17 @@ def test_stat_reads_the_fields_the_project_uses_even_from_an_odd_command_name(tm
 def test_this_process_reads_as_itself():
     me = procfs.stat(os.getpid())
     assert me is not None and me.ppid == os.getppid() and me.state in "RS" and not me.kernel_thread
-    env = procfs.environ(os.getpid())
-    assert env is not None and env.get("PATH") == os.environ.get("PATH")
+
+
+def test_a_process_environment_is_read_as_it_was_given_at_exec():
+    """/proc/PID/environ is what execve laid out, not what the process set since (pytest's own, xdist's)."""
+    given = {"ROLLCALL_RUN_MARK": "a b=c", "PATH": os.environ.get("PATH", "/usr/bin")}
+    child = subprocess.Popen(SLEEPER, env=given)
+    try:
+        assert procfs.environ(child.pid) == given  # read again by procfs while the child is inside execve
+    finally:
+        child.kill()
+        child.wait()
 
 
 def test_children_are_read_from_proc(tmp_path):

@@ -15,7 +15,7 @@ PYTEST_ARGS ?=
 
 PROFILE ?= trn1.32xlarge
 REAL ?= 0
-.PHONY: help setup lock lock-image lint test test-fast test-unit test-k8s-oldest contract-docs checks-docs e2e e2e-local e2e-real xla-smoke bench bench-scale bench-store clean
+.PHONY: help setup lock lock-image lint test test-fast test-unit test-integration test-k8s-oldest contract-docs checks-docs e2e e2e-local e2e-real xla-smoke bench bench-scale bench-store clean
 .PHONY: cluster-build cluster-up cluster-down cluster-status e2e-slurm slurm-up slurm-down slurm-status
 
 help:
@@ -139,10 +139,19 @@ mutants: setup
 # Unit tests, the local backend (real torchrun), the report in headless Chromium, and the kubernetes backend
 # against a real local control plane (hack/cluster.sh builds it once per machine, then reuses the cache).
 # The unit tests share nothing machine-wide, so two xdist workers run them, a file's tests on one worker (a
-# module's fixture, such as test_workload's two torchrun runs, then runs once); the rest runs in one session.
+# module's fixture, such as test_workload's two torchrun runs, then runs once). The integration tests run on
+# INTEGRATION_WORKERS workers (--dist loadgroup, `make test-integration` alone): a test goes to any free
+# worker, but the tests that share something fixed on the machine are a group, one worker's (tests/groups.py):
+# the real nodes (their bridge and namespaces), the test Slurm (its ports), the control plane (one cluster).
+# More workers than cores: much of these tests' time is spent waiting on bounds, pods and API servers.
+INTEGRATION_TESTS ?= tests/local tests/browser tests/cluster tests/k8s tests/real tests/slurm
+INTEGRATION_WORKERS ?= 4
 test: lint cluster-build
 	$(PY) -m pytest -n 2 --dist loadfile tests/unit $(PYTEST_ARGS)
-	$(PY) -m pytest tests/local tests/browser tests/cluster tests/k8s tests/real tests/slurm $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(INTEGRATION_WORKERS) --dist loadgroup $(INTEGRATION_TESTS) $(PYTEST_ARGS)
+
+test-integration: setup cluster-build
+	$(PY) -m pytest -n $(INTEGRATION_WORKERS) --dist loadgroup $(INTEGRATION_TESTS) $(PYTEST_ARGS)
 
 # The kubernetes backend's tests again, against a control plane of the oldest Kubernetes minor EKS still supports
 # (K8S_OLDEST in hack/cluster.sh; `make test` runs them against the newest), all of them: about 6 minutes warm on

@@ -447,9 +447,19 @@ cmd_down() {
     rm -f "$(cat "$STATE/kubeconfig-path")"
   fi
   rm -rf "$STATE" "$CLUSTER_DIR"
-  # The shared parts go with the last cluster.
-  if rmdir "$KWOK_WORKDIR/clusters" 2>/dev/null; then
-    rm -rf "$KWOK_WORKDIR" "$STATE_ROOT/.create.lock"
+  # The shared parts go with the last cluster, under the lock that creates hold: test sessions (pytest-xdist
+  # workers) start and remove clusters at the same time. A start makes its state directory before it waits
+  # for the lock, so the lock file goes only while no other cluster's directory is there.
+  if [[ -d $STATE_ROOT ]]; then
+    {
+      flock 9
+      if rmdir "$KWOK_WORKDIR/clusters" 2>/dev/null; then
+        rm -rf "$KWOK_WORKDIR"
+      fi
+      if [[ -z $(find "$STATE_ROOT" -mindepth 1 -maxdepth 1 ! -name .create.lock -print -quit) ]]; then
+        rm -f "$STATE_ROOT/.create.lock"
+      fi
+    } 9>>"$STATE_ROOT/.create.lock"
   fi
   rmdir "$STATE_ROOT" 2>/dev/null || true
   log "cluster '$NAME' removed"

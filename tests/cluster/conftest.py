@@ -6,6 +6,9 @@ when tests fail. ``ROLLCALL_TEST_KUBECONFIG=<path>`` reuses a running cluster in
 ``ROLLCALL_TEST_CLUSTER_NAME`` names it for :meth:`ControlPlane.restart_apiserver`);
 ``ROLLCALL_TEST_K8S_VERSION=oldest`` starts it at the oldest Kubernetes the suite supports. When it
 cannot be built or started, its tests fail under ``CI=true`` and are skipped elsewhere.
+
+Under pytest-xdist the tests of tests/cluster and tests/k8s run on one worker, on its one cluster
+(:mod:`tests.groups`).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any, NoReturn
 import pytest
 
 from tests.ci import ci
+from tests.groups import pytest_xdist_make_scheduler  # noqa: F401 (the groups, tests/groups.py)
 
 from .controlplane import ControlPlane, ControlPlaneError, cluster_sh
 

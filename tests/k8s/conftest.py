@@ -22,6 +22,7 @@ from rollcall.options import resolve
 from rollcall.suite import Suite, backend_settings
 from tests.cluster import conftest as cluster
 from tests.cluster.controlplane import INSTANCE_TYPE_LABEL, ControlPlane
+from tests.groups import pytest_xdist_make_scheduler  # noqa: F401 (the groups, tests/groups.py)
 from tests.waiting import wait_until
 
 from .fakekubelet import FakeKubelet
@@ -30,6 +31,7 @@ from .fakekubelet import FakeKubelet
 control_plane = cluster.control_plane
 _control_plane_marker = cluster._control_plane_marker
 pytest_configure = cluster.pytest_configure
+
 
 TRN1 = "trn1.32xlarge"
 P5 = "p5.48xlarge"

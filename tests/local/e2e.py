@@ -9,6 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+#: The workload's own compact BERT (``--impl compact``): the same model as Hugging Face's BertForPreTraining,
+#: in the workload's own code, so that no rank imports transformers. That import is about 2.5 s of CPU a
+#: rank, a third of what a rank of the tests' short runs costs; the tests judge the roll call, not the
+#: model's code. The default model (hf) is the compile cache's tests' (here and on real nodes), the real
+#: nodes' roll call's (tests/real) and ``make e2e-slurm``'s.
+COMPACT = ("--impl", "compact")
 
 
 @dataclass(frozen=True)
@@ -30,10 +36,12 @@ def roll_call(
     job_timeout: int = 600,
     artifacts: Path | None = None,
     timeout: float = 900,
+    model: tuple[str, ...] = COMPACT,
 ) -> RollCall:
     """Run the roll call on ``nodes`` local nodes x ``procs_per_node`` ranks with ``workload_args`` and the
     suite's own ``args``, its reports in ``artifacts`` (``tmp_path/artifacts``), the whole run bounded by
-    ``timeout`` seconds.
+    ``timeout`` seconds. ``model``: the workload arguments that choose the model's code (:data:`COMPACT`;
+    ``()``: the workload's default).
 
     The run's environment keeps none of the caller's ``ROLLCALL_*`` variables; ``workload_env`` pairs
     (``NAME=VALUE``) go to the ranks through ``--workload-env``. The relative-speed checks are off unless
@@ -57,7 +65,7 @@ def roll_call(
         "--artifacts-dir",
         str(artifacts),
         "--workload-args",
-        workload_args,
+        " ".join((workload_args, *model)),
         *("--straggler-ratio", "0", "--busbw-ratio", "0"),
         *args,
         "-p",

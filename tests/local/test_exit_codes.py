@@ -68,7 +68,7 @@ def test_a_rank_killed_by_sigkill_after_its_roll_call_is_named_with_the_signal(t
         nodes=2,
         procs_per_node=2,
         accelerator="cpu",
-        workload_args=tuple(SHORT.split()),
+        workload_args=(*SHORT.split(), *e2e.COMPACT),
         env={"ROLLCALL_EXIT_RANK": "3:SIGKILL"},
         job_timeout_s=600,
         rdzv_timeout_s=60,
@@ -119,7 +119,7 @@ def test_a_rank_that_vanishes_with_0_and_says_nothing_is_named_first_from_its_no
         nodes=2,
         procs_per_node=2,
         accelerator="cpu",
-        workload_args=tuple(SHORT.replace("--epochs 1", "--epochs 2").split()),
+        workload_args=(*SHORT.replace("--epochs 1", "--epochs 2").split(), *e2e.COMPACT),
         env={"ROLLCALL_VANISH_RANK": "3"},
         job_timeout_s=600,
     )

@@ -18,12 +18,23 @@ from rollcall.backends.local import LocalBackend
 from rollcall.checks.hangs import HUNG, WAITING
 from rollcall.jobspec import JobSpec
 from rollcall.runner import Attempt, run_once
+from tests.local.e2e import COMPACT
 from tests.waiting import wait_until
 
 HANG_AFTER_S = 5
 #: Seconds the suite may take past twice --hang-after to end the job: its poll, SIGTERM's grace, the logs.
 CLEAN_UP_S = 20
-FAST = ("--warmup-steps", "1", "--epochs", "2", "--steps-per-epoch", "2", "--hang-after", str(HANG_AFTER_S))
+FAST = (
+    "--warmup-steps",
+    "1",
+    "--epochs",
+    "2",
+    "--steps-per-epoch",
+    "2",
+    "--hang-after",
+    str(HANG_AFTER_S),
+    *COMPACT,
+)
 
 
 def test_a_hung_rank_is_named_where_it_sleeps_and_the_job_ends_at_the_hang(tmp_path):

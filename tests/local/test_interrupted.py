@@ -2,10 +2,11 @@
 
 ``pytest tests/e2e --backend local --nodes 2 --procs-per-node 2`` in a process of its own, with node 1 stuck
 before rendezvous (``ROLLCALL_HANG_NODE=1``) and node 0's ranks waiting for it in ``init_process_group``,
-their watchdogs' stacks dumped once (``--join-hang-after 30``): the stall the issue found left both agents and
+their watchdogs' stacks dumped once (``--join-hang-after 15``): the stall the issue found left both agents and
 all four ranks running when SIGTERM reached the suite through ``timeout`` (which sends it on to its child and
 to its process group again), the second signal cutting the clean-up short. The suite names that stall itself
-at the waiting ranks' second dump (``tests/local/test_silence.py``), another 30 s on: the signal comes first.
+at the waiting ranks' second dump (``tests/local/test_silence.py``), another 15 s on: the signal comes first.
+The workload is the compact model (``tests.local.e2e.COMPACT``): what is tested is the suite's end.
 """
 
 from __future__ import annotations
@@ -23,16 +24,19 @@ from pathlib import Path
 import pytest
 
 from rollcall import procs
-from tests.local.e2e import ROOT
+from tests.local.e2e import COMPACT, ROOT
 from tests.unit.test_reports_agree import Cells
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
 TEST = "test_every_rank_answers_the_roll_call"
-WORKLOAD = (
-    "--warmup-steps 1 --epochs 2 --steps-per-epoch 2 --hang-after 5 --first-step-hang-after 5 "
-    "--join-hang-after 30"
+WORKLOAD = " ".join(
+    (
+        "--warmup-steps 1 --epochs 2 --steps-per-epoch 2 --hang-after 5 --first-step-hang-after 5",
+        "--join-hang-after 15",
+        *COMPACT,
+    )
 )
 
 

@@ -14,13 +14,14 @@ from rollcall.backends.local import LocalBackend
 from rollcall.jobspec import JobSpec
 from rollcall.ranges import ranges
 from rollcall.runner import run_once
+from tests.local.e2e import COMPACT
 from tests.waiting import wait_until
 
 #: Every test here trains: real torchrun runs of the workload on this machine's CPU.
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-FAST = ("--warmup-steps", "1", "--epochs", "2", "--steps-per-epoch", "2")
+FAST = ("--warmup-steps", "1", "--epochs", "2", "--steps-per-epoch", "2", *COMPACT)
 
 
 def spec(name, nodes=2, procs_per_node=1, env=None, timeout=300.0):
@@ -38,9 +39,23 @@ def spec(name, nodes=2, procs_per_node=1, env=None, timeout=300.0):
 
 @pytest.fixture
 def leftovers():
-    """Processes of rollcall runs started during this test that are still alive."""
+    """``leftovers(*suites)``: processes of rollcall runs started during this test that are still alive, the runs
+    of this process (``run_once`` here) or of the suite processes ``suites`` (a ``pytest`` it started).
+
+    A local run's id holds the pid of the suite process that started it: the runs of other sessions on this
+    machine, such as another xdist worker's tests, are not this test's.
+    """
     before = set(procs.marked())
-    return lambda: {pid: rid for pid, rid in procs.marked().items() if pid not in before}
+
+    def left(*suites: int) -> dict[int, str]:
+        owners = {str(pid) for pid in (os.getpid(), *suites)}
+        return {
+            pid: rid
+            for pid, rid in procs.marked().items()
+            if pid not in before and rid.rsplit("-", 2)[1:2] in ([o] for o in owners)
+        }
+
+    return left
 
 
 def test_two_nodes_answer_and_leave_nothing_behind(tmp_path, leftovers):
@@ -161,7 +176,7 @@ def test_ctrl_c_and_sigterm_leave_no_process_behind(tmp_path, leftovers, sig):
             lambda: log.is_file() and '"epoch_time"' in log.read_text(),
             timeout=120,
         )
-        assert len(leftovers()) >= 4  # two agents, two workers
+        assert len(leftovers(proc.pid)) >= 4  # two agents, two workers
         proc.send_signal(sig)
         proc.wait(timeout=120)
     finally:
@@ -169,4 +184,4 @@ def test_ctrl_c_and_sigterm_leave_no_process_behind(tmp_path, leftovers, sig):
             proc.kill()
             proc.wait()
     assert proc.returncode != 0, output.read_text()
-    assert leftovers() == {}, output.read_text()
+    assert leftovers(proc.pid) == {}, output.read_text()

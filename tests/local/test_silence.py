@@ -39,6 +39,7 @@ from rollcall.ranklog import Silence
 from rollcall.runner import Attempt, run_once
 from rollcall_workload.node.monitor import POLL_S, SILENT_MARGIN_S
 from rollcall_workload.rank.watchdog import FAULTHANDLER_MARGIN_S
+from tests.local.e2e import COMPACT
 
 pytestmark = pytest.mark.slow
 
@@ -50,6 +51,7 @@ SLACK_S = 3 * POLL_S + 2
 FAST = (
     *("--warmup-steps", "1", "--epochs", "2", "--steps-per-epoch", "2"),
     *("--hang-after", str(HANG_AFTER_S), "--join-hang-after", str(JOIN_AFTER_S)),
+    *COMPACT,
 )
 
 

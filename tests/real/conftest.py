@@ -1,12 +1,15 @@
 """Fixtures for the roll call on real nodes: kubelets, containerd, the CNI bridge and CoreDNS on this machine.
 
-``real_cluster`` starts one cluster per session (``hack/cluster.sh up --real-nodes 2``, one kwok node beside
-them) and tears it down at the end, also after failures; ``ROLLCALL_TEST_REAL_KUBECONFIG`` (with
+``real_cluster`` starts one cluster for the package (``hack/cluster.sh up --real-nodes 2``, one kwok node
+beside them) and tears it down after its last test, also after failures; ``ROLLCALL_TEST_REAL_KUBECONFIG`` (with
 ``ROLLCALL_TEST_REAL_CLUSTER_NAME``) reuses a running one. The pods run the workload's own CPU image
 (``hack/image.sh bert``). After each test no namespace of the suite may be left, and neither runtime may
 run a container of one; after the package's last test neither may hold one at all. A stopped container
 outlives its pod until the kubelet's garbage collection, which runs once a minute (a period the kubelet
 does not let one set): waiting for it after every test cost about 45 s a test.
+
+The real nodes' bridge, network namespaces, addresses and cgroups exist once per machine
+(``hack/realnodes.sh``): under pytest-xdist every test here runs on one worker (:mod:`tests.groups`).
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ from rollcall.suite import Suite, backend_settings
 from tests.ci import ci
 from tests.cluster.conftest import start_owned
 from tests.cluster.controlplane import ControlPlane, ControlPlaneError, cluster_sh
+from tests.groups import pytest_xdist_make_scheduler  # noqa: F401 (the groups, tests/groups.py)
 from tests.k8s.conftest import suite_namespaces
+from tests.local.e2e import COMPACT
 from tests.waiting import wait_until
 
 REAL_NODES = 2
@@ -34,18 +39,25 @@ PROFILE = "trn1.32xlarge"
 IMAGE = "rollcall.local/rollcall-bert:cpu"
 #: The label hack/realnodes.sh gives real nodes (kwok nodes have the same instance type).
 REAL = "rollcall.test/node=real"
-#: BERT tiny, a few steps: every rank still builds, joins, trains and reports for real.
-WORKLOAD_ARGS = "--seq-len 32 --batch-size 4 --warmup-steps 1 --epochs 2 --steps-per-epoch 2"
+#: BERT tiny, a few steps: every rank still builds, joins, trains and reports for real. The image's default
+#: model (hf) is the roll call's in test_every_rank_answers_from_two_real_nodes and the compile cache's.
+SHORT = "--seq-len 32 --batch-size 4 --warmup-steps 1 --epochs 2 --steps-per-epoch 2"
+#: The other tests' workload: the compact model, whose ranks import no transformers (:data:`COMPACT`).
+WORKLOAD_ARGS = " ".join((SHORT, *COMPACT))
 NAMESPACE_LABEL = "io.kubernetes.pod.namespace"
 POD_LABEL = "io.kubernetes.pod.name"
 
 
-@pytest.fixture(scope="session")
-def real_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> ControlPlane:
+@pytest.fixture(scope="package")
+def real_cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ControlPlane]:
+    """The package's cluster: down after its last test (its kubelets idle no longer while the worker runs on)."""
     reuse = os.environ.get("ROLLCALL_TEST_REAL_KUBECONFIG")
     if reuse:
         name = os.environ.get("ROLLCALL_TEST_REAL_CLUSTER_NAME", "rollcall")
-        return ControlPlane.attach(Path(reuse), name, tmp_path_factory.mktemp("pod-logs"))
+        yield ControlPlane.attach(Path(reuse), name, tmp_path_factory.mktemp("pod-logs"))
+        return
     try:
         cp = start_owned(
             request.config,
@@ -60,15 +72,16 @@ def real_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
         if ci():
             pytest.fail(message, pytrace=False)
         pytest.skip(message)
-    return cp
+    yield cp
+    cp.stop()  # the session's end would too (start_owned): a cluster already down is a no-op
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def kube(real_cluster: ControlPlane) -> Kube:
     return connect(str(real_cluster.kubeconfig))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def real_nodes(real_cluster: ControlPlane) -> list[str]:
     """The real nodes' names, index order."""
     items = real_cluster.get("nodes", "-l", REAL)["items"]

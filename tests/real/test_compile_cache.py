@@ -15,12 +15,12 @@ import pytest
 
 from rollcall.ranklog import CompileCache
 
-from .conftest import WORKLOAD_ARGS
+from .conftest import SHORT
 
 # Two compiled runs, a cold one of minutes on 2 shared cores, each under a job timeout of 600 s.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
-COMPILED = f"{WORKLOAD_ARGS} --model tiny --compile --epochs 1"
+COMPILED = f"{SHORT} --model tiny --compile --epochs 1"
 
 
 def test_the_second_run_on_real_nodes_compiles_from_the_first_runs_cache(

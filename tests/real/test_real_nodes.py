@@ -36,7 +36,7 @@ from tests.cluster.controlplane import REPO_ROOT, cluster_sh
 from tests.k8s.conftest import suite_namespaces
 from tests.waiting import wait_until
 
-from .conftest import IMAGE, NAMESPACE_LABEL, REAL, REAL_NODES, WORKLOAD_ARGS, containers, live_tasks
+from .conftest import IMAGE, NAMESPACE_LABEL, REAL, REAL_NODES, SHORT, WORKLOAD_ARGS, containers, live_tasks
 
 # Each run may take its job timeout (300 s, real_options) plus start-up and the 90 s clean-up.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -107,7 +107,7 @@ def message(attempt) -> str:
 
 
 def test_every_rank_answers_from_two_real_nodes(make_suite, real_nodes, request):
-    suite, _ = make_suite()
+    suite, _ = make_suite(workload_args=SHORT)  # the image's default model
     attempt, _ = run(suite, request)
 
     assert attempt.passed, message(attempt)

@@ -1,8 +1,10 @@
-"""The ``slurm`` session fixture: a real Slurm on this machine (``hack/slurm.sh``), up once, down at the end.
+"""The ``slurm`` fixture: a real Slurm on this machine (``hack/slurm.sh``), up once for the package, down after
+its last test.
 
 The cluster gets a state directory and ports of its own (not the ``.slurm/`` a developer may have up), and
-``SLURM_CONF`` points this process and its children at it. When Slurm's packages are missing its tests
-fail under ``CI=true`` and are skipped elsewhere.
+``SLURM_CONF`` points this process and its children at it while it is up. When Slurm's packages are missing
+its tests fail under ``CI=true`` and are skipped elsewhere. Its ports are fixed (:data:`PORT`): under
+pytest-xdist every test here runs on one worker (:mod:`tests.groups`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import pytest
 
 from tests import children
 from tests.ci import ci
+from tests.groups import pytest_xdist_make_scheduler  # noqa: F401 (the groups, tests/groups.py)
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "hack" / "slurm.sh"
@@ -47,7 +50,7 @@ def _script(action: str, env: dict[str, str]) -> subprocess.CompletedProcess[str
     return children.run([str(SCRIPT), action], env=env, timeout=180)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Slurm]:
     missing = [
         b

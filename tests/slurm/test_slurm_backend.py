@@ -29,13 +29,15 @@ from rollcall.evidence.hangs import FAULTHANDLER_NOTE, Stall
 from rollcall.jobspec import DEFAULT_JOB_TIMEOUT_S, JobSpec
 from rollcall.runner import run_once
 from rollcall_workload.rank.watchdog import FAULTHANDLER_MARGIN_S
+from tests.local.e2e import COMPACT
 from tests.waiting import wait_until
 
 #: Every test here runs real Slurm jobs, and most of them train.
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-FAST = ("--warmup-steps", "1", "--epochs", "2", "--steps-per-epoch", "2")
+#: A few steps of the compact model (``tests.local.e2e.COMPACT``); ``make e2e-slurm`` runs the default one.
+FAST = ("--warmup-steps", "1", "--epochs", "2", "--steps-per-epoch", "2", *COMPACT)
 
 
 def spec(name, env=None, timeout=300.0):

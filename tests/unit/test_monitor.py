@@ -22,7 +22,7 @@ from rollcall_workload.contract import MONITOR_DIR_ENV
 from rollcall_workload.contract.heartbeat import STACKS_HEADER, Heartbeat, heartbeat_path, stacks_path
 from rollcall_workload.node import monitor, ranks
 from rollcall_workload.node.states import Held
-from rollcall_workload.rank.watchdog import WORKLOAD_DIR
+from rollcall_workload.rank.watchdog import FAULTHANDLER_MARGIN_S, WORKLOAD_DIR
 from tests.unit.helpers import roll_of_lines
 from tests.unit.monitors import monitor_env
 from tests.waiting import wait_until
@@ -689,3 +689,38 @@ def test_a_silent_line_says_its_times_to_the_millisecond(tmp_path):
     _beat(tmp_path, 1, pid=os.getpid(), time_=wall - 1.23456, progress=wall - 2.34567)  # its bound: 5 s
     (silent,) = _events(clock.looks(files, 1000.0 + 84 * 0.12345, wall, step=0.12345))
     assert (silent["held_s"], silent["stalled_s"], silent["heartbeat_s"]) == (10.123, 2.346, 1.235)
+
+
+def test_a_rank_held_in_c_is_dumped_and_its_dump_said_before_it_could_be_silent(tmp_path):
+    """A rank whose interpreter is held in C (its process sleeping, no Python running) stops its heartbeat
+    and, ``--hang-after`` plus faulthandler's margin later, faulthandler dumps its stacks: the monitor says
+    that dump, read whole, before the rank could be silent (the node's fault), at every order of looks."""
+    assert monitor.SILENT_MARGIN_S >= FAULTHANDLER_MARGIN_S + 3 * monitor.POLL_S
+    me = os.getpid()
+    for phase in (0.0, 0.3, 0.7):  # where the monitor's looks fall against the rank's last beat
+        directory = tmp_path / f"at-{phase}"
+        directory.mkdir()
+        clock = Clock(1000.0 + phase)
+        files = monitor.RankFiles(str(directory), mono=clock)
+        _beat(directory, 1, pid=me, time_=time.time(), progress=time.time())
+        looks = [[e["event"] for e in _events(files.poll(time.time()))]]
+        dumped = False
+        while clock.t < 1000.0 + 5.0 + monitor.SILENT_MARGIN_S + 5.0:
+            clock.t += monitor.POLL_S
+            if not dumped and clock.t >= 1000.0 + 5.0 + FAULTHANDLER_MARGIN_S:  # faulthandler's timer fired
+                Path(stacks_path(str(directory), 1)).write_text(_stacks_text(None, 1))
+                dumped = True
+            looks.append([e["event"] for e in _events(files.poll(time.time()))])
+        at = {event: n for n, said in reversed(list(enumerate(looks))) for event in said}
+        assert at["stack"] < at["silent"], (phase, looks)  # said at an earlier look, not beside it
+    # a dump being written at every look (a file that changed since the last) holds the silence back
+    clock = Clock()
+    files = monitor.RankFiles(str(tmp_path), margin=1.0, mono=clock)
+    _beat(tmp_path, 1, pid=me, time_=time.time(), progress=time.time())
+    stacks = Path(stacks_path(str(tmp_path), 1))
+    for n in range(1, 12):
+        stacks.write_text(_stacks_text(None, n))
+        clock.t += 1.0
+        assert files.poll(time.time()) == []
+    clock.t += 1.0
+    assert sorted(e["event"] for e in _events(files.poll(time.time()))) == ["silent", "stack"]

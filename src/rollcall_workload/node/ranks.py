@@ -23,12 +23,16 @@ from rollcall_workload.contract.heartbeat import Heartbeat, heartbeat_path, read
 from rollcall_workload.node.gpu_listener import node_name
 from rollcall_workload.node.stacks import parse_stacks, stack_lines
 from rollcall_workload.node.states import MAX_GAP_POLLS, Held, process_state
+from rollcall_workload.rank.watchdog import FAULTHANDLER_MARGIN_S
 
 #: Seconds between two looks at the ranks' files.
 POLL_S = 1.0
 #: A rank is silent once its heartbeat has not changed, at any look, for its bound plus this margin: the
-#: watchdog thread writes the heartbeat at least once a second, so a live rank is never this late.
-SILENT_MARGIN_S = 5.0
+#: watchdog thread writes the heartbeat at least once a second, so a live rank is never this late. It is
+#: faulthandler's margin and three looks more: a rank whose interpreter is held in C (its process alive, no
+#: Python running) has its stack dumped by faulthandler's timer first, and that dump read whole (two looks),
+#: so that it is named hung where it stands, never silent first (the node's fault) by a look's race.
+SILENT_MARGIN_S = FAULTHANDLER_MARGIN_S + 3 * POLL_S
 _HEARTBEAT = re.compile(r"^rank-(\d+)\.heartbeat$")
 
 
@@ -46,6 +50,7 @@ class RankFiles:
     _silent: dict[int, float] = field(default_factory=dict)  # rank: the progress it went silent at
     _held: dict[int, Held] = field(default_factory=dict)  # rank: how long its heartbeat has not changed
     _text: dict[int, str] = field(default_factory=dict)  # rank: its stacks file at the last look
+    _unread: set[int] = field(default_factory=set)  # ranks whose stacks file changed at the last look
 
     def heartbeats(self) -> dict[int, Heartbeat]:
         """Each rank's last heartbeat in the directory, by rank."""
@@ -73,7 +78,7 @@ class RankFiles:
         mono = self.mono()
         for rank, beat in sorted(self.heartbeats().items()):
             lines += self._stacks(rank, beat)
-            lines += self.silence(rank, beat, now, mono)
+            lines += self.silence(rank, beat, now, mono, dumping=rank in self._unread)
         return lines
 
     def _stacks(self, rank: int, beat: Heartbeat) -> list[bytes]:
@@ -91,7 +96,9 @@ class RankFiles:
             return []
         if self._text.get(rank) != text:
             self._text[rank] = text
+            self._unread.add(rank)
             return []
+        self._unread.discard(rank)
         sections = parse_stacks(text)
         lines = []
         for section in sections:
@@ -101,11 +108,14 @@ class RankFiles:
                 lines += stack_lines(section, rank, beat.world_size)
         return lines
 
-    def silence(self, rank: int, beat: Heartbeat, now: float, mono: float) -> list[bytes]:
+    def silence(
+        self, rank: int, beat: Heartbeat, now: float, mono: float, dumping: bool = False
+    ) -> list[bytes]:
         """``silent`` once the heartbeat has not changed at any look for the bound plus the margin.
 
         Measured on the monitor's own clock (:class:`Held`), not from the heartbeat's stamp: a clock step
-        or a pause of the monitor never makes a rank silent.
+        or a pause of the monitor never makes a rank silent. Not while the rank's stacks file is being
+        written (``dumping``: it changed since the last look): its dump, read whole, says more.
         """
         limit = beat.hang_after + self.margin
         held = self._held.setdefault(rank, Held(self.max_gap)).see((beat.time, beat.steps), mono)
@@ -117,7 +127,7 @@ class RankFiles:
             del self._silent[rank]
             # equivalent mutant: another default world size: every heartbeat carries the rank's
             return [encode_event("resumed", rank, beat.world_size or -1, dump=0, phase=beat.phase)]
-        if self._silent.get(rank) == beat.progress:
+        if self._silent.get(rank) == beat.progress or dumping:
             return []
         state = self.state_of(beat.pid)
         if state is None:  # the process is gone: its launcher sees that

@@ -125,6 +125,10 @@ def test_ranks_waiting_for_a_silent_node_name_no_node():
     hung = Problem(HUNG, "rank 2 hung in a sleep", {2: "hung in a sleep"})
     named = replace(verdict, findings=(*verdict.findings, waiting, hung))
     assert reason_to_skip(named) == "the verdict already names node(s) 2"
+    # problems that between them name every node (node 2 never heard from, the others only late by the job's
+    # timeout) name none apart: the search runs
+    late = Problem(HUNG, "ranks 0-1, 3 hung in import", {r: "hung in import" for r in (0, 1, 3)})
+    assert reason_to_skip(replace(verdict, findings=(*verdict.findings, hung, late))) is None
 
 
 def test_a_trial_runs_the_bandwidth_phase_on_the_nodes_naming_their_places_in_the_world():

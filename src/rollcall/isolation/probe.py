@@ -88,7 +88,11 @@ VICTIMS = frozenset({WAITING})
 
 
 def named_nodes(verdict: Verdict) -> set[int]:
-    """The nodes that some problem of ``verdict`` names apart from the others (its victims aside)."""
+    """The nodes that some problem of ``verdict`` names apart from the others (its victims aside).
+
+    Problems that between them name every node name none apart (ranks of some nodes never heard from by the
+    job's timeout, the others' only missing their events): the search tells them apart.
+    """
     every = {result.node for result in verdict.ranks.values()}
     named: set[int] = set()
     for p in verdict.findings:
@@ -99,7 +103,7 @@ def named_nodes(verdict: Verdict) -> set[int]:
         nodes = {verdict.ranks[r].node for r in p.ranks if r in verdict.ranks}
         if nodes and nodes != every:
             named |= nodes
-    return named
+    return set() if named == every else named
 
 
 def reason_to_skip(verdict: Verdict) -> str | None:

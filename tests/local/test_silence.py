@@ -130,13 +130,16 @@ def test_a_node_whose_ranks_never_say_a_word_is_named_within_the_join_bound(tmp_
     first = verdict.findings[0]
     assert first.kind is NEVER_JOINED and set(first.ranks) == {2, 3}, verdict.message()
     found = first.detail
-    assert isinstance(found, NeverJoined) and found.waiting == (0, 1) and found.unheard == (2, 3)
+    # their processes live from the start, sleeping: node 1's monitor sees them (rank_process), never a word
+    assert (
+        isinstance(found, NeverJoined) and found.waiting == (0, 1) and found.unheard == found.seen == (2, 3)
+    )
     assert found.waited_s is not None and 2 * JOIN_AFTER_S - 1 <= found.waited_s <= 2 * JOIN_AFTER_S + SLACK_S
     assert first.message == (
-        "ranks 2 (node 1), 3 (node 1) never joined (never heard from: stuck before the watchdog started); "
-        f"ranks 0-1 waited {found.waited_s:.0f}s in init_process_group"
+        "ranks 2 (node 1), 3 (node 1) never joined (its process seen, never a word: stuck before the watchdog "
+        f"started); ranks 0-1 waited {found.waited_s:.0f}s in init_process_group"
     )
-    assert attempt.status.reason.startswith("ranks 2, 3 never joined (never heard from"), (
+    assert attempt.status.reason.startswith("ranks 2, 3 never joined (its process seen, never a word"), (
         attempt.status.reason
     )
     assert attempt.duration_s < 2 * JOIN_AFTER_S + 60 < JOB_TIMEOUT_S, attempt.duration_s

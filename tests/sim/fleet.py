@@ -145,6 +145,10 @@ class Plan:
     foreign_xids: tuple[tuple[int, float], ...] = ()
     fault: Fault | None = None
     culprit: int = 0  # the faulty rank (never_started: the node)
+    #: A fault that ends by itself after this many seconds (``hung``: its pause, in ``pauses``, just past the
+    #: hang bound; ``stuck_launcher``: its uninterruptible sleep, past twice the join bound), or never
+    #: (``math.inf``).
+    lasting: float = math.inf
     #: The bounds some value was drawn within 5% of, and on which side (``start skew, inside``).
     near: tuple[str, ...] = ()
     #: The fleet's policy makes a hardware Xid a warning (``--fitness warn=hardware_event``): a GPU lost still
@@ -265,9 +269,11 @@ def simulate(plan: Plan, owns_nodes: bool = False) -> Outcome:
     # -- the launchers, until the rendezvous -----------------------------------------------------------------
     imports = list(plan.launcher_import)
     d_states = list(plan.d_states)
-    if plan.fault == "stuck_launcher":  # its import in uninterruptible sleep, never done
-        imports[plan.culprit] = math.inf
-        d_states.append((plan.culprit, started[plan.culprit], math.inf))
+    if (
+        plan.fault == "stuck_launcher"
+    ):  # its import in uninterruptible sleep, never done (or done just too late)
+        imports[plan.culprit] = plan.lasting + 0.5
+        d_states.append((plan.culprit, started[plan.culprit], plan.lasting))
         fault_at = started[plan.culprit]
     joined = [s + imports[n] for n, s in enumerate(started)]
     rendezvous = max(joined)
@@ -417,7 +423,7 @@ def _ranks(sim: _Sim, plan: Plan, spawn: float, bounds: Bounds) -> None:
     if not math.isfinite(group):  # the group never forms: every rank dumps at its bound, once or twice
         for r, dog in enumerate(dogs):
             if not (fault == "silent_rank" and r == culprit):  # its watchdog never started
-                _checks(dog, clock, ready[r], ready[r] + 3 * S + J)
+                _checks(dog, clock, ready[r], ready[r] + 3 * S + J, ready[r])
         sim.job_end, sim.job_state = math.inf, JobState.TIMED_OUT
         return
     # the group forms; each step ends at once on every rank (DDP), a pause delaying them all
@@ -426,12 +432,13 @@ def _ranks(sim: _Sim, plan: Plan, spawn: float, bounds: Bounds) -> None:
     for k in range(1, plan.steps):
         ends.append(ends[-1] + plan.step_s + (delay[k].seconds if k in delay else 0.0))
     stop_at = plan.warmup_steps + plan.steps_per_epoch  # faults strike after the first epoch
-    faulted = fault in ("crash", "vanish", "hung", "gil", "stopped", "gpu_hang", "xid")
+    lasting = fault == "hung" and math.isfinite(plan.lasting)  # a hang that ends: the ranks go on after it
+    faulted = fault in ("crash", "vanish", "hung", "gil", "stopped", "gpu_hang", "xid") and not lasting
     last = stop_at if faulted else plan.steps
     if fault == "first_step":  # the culprit's first step never ends; the others finish theirs and wait
         for r, dog in enumerate(dogs):
             clock.t = group
-            _checks(dog, clock, ready[r], group)
+            _checks(dog, clock, ready[r], group, ready[r])
             dog.joined()
             n = _node(plan, r)
             sim.event(
@@ -452,14 +459,14 @@ def _ranks(sim: _Sim, plan: Plan, spawn: float, bounds: Bounds) -> None:
                 clock.t = ends[0]
                 dog.first_step_done()
                 dog.beat("warm-up step 2", step=True)
-            _checks(dog, clock, clock.t, clock.t + FIRST_STEP + 3 * HANG)
+            _checks(dog, clock, clock.t, clock.t + FIRST_STEP + 3 * HANG, ready[r])
         sim.fault_at = group
         sim.job_end, sim.job_state = math.inf, JobState.TIMED_OUT
         return
     for r, dog in enumerate(dogs):
         n = _node(plan, r)
         clock.t = group
-        _checks(dog, clock, ready[r], group)
+        _checks(dog, clock, ready[r], group, ready[r])
         dog.joined()
         sim.event(n, "start", r, group, local_rank=r % plan.procs, node_rank=n, host=f"n{n}", node=f"n{n}",
                   device="cpu", workload_version=WORKLOAD_VERSION, contract_version=CONTRACT_VERSION,
@@ -467,7 +474,7 @@ def _ranks(sim: _Sim, plan: Plan, spawn: float, bounds: Bounds) -> None:
         dog.beat("warm-up step 1")
         prev = group
         for k in range(last):
-            _checks(dog, clock, prev, ends[k])
+            _checks(dog, clock, prev, ends[k], ready[r])
             clock.t = ends[k]
             if k == 0:
                 dog.first_step_done()
@@ -490,6 +497,8 @@ def _ranks(sim: _Sim, plan: Plan, spawn: float, bounds: Bounds) -> None:
     if not faulted:
         if fault == "corrupt":
             sim.fault_at = group
+        if lasting:  # the culprit's last beat before its pause
+            sim.fault_at = ends[stop_at - 1]
         sim.job_end, sim.job_state = ends[-1] + 1.0, JobState.SUCCEEDED
         return
     # the fault, at the end of the first epoch
@@ -539,17 +548,24 @@ def _ranks(sim: _Sim, plan: Plan, spawn: float, bounds: Bounds) -> None:
         if fault == "stopped" and r == culprit:
             _silence_window(sim, plan, r, t_f, 3 * HANG, ("T", "stopped"))
             continue
-        _checks(dog, clock, t_f, t_f + 3 * HANG)
+        _checks(dog, clock, t_f, t_f + 3 * HANG, ready[r])
     sim.job_end, sim.job_state = math.inf, JobState.TIMED_OUT
 
 
-def _checks(dog: Watchdog, clock: _At, since: float, until: float) -> None:
-    """Ask the watchdog wherever its bound could run out between ``since`` and ``until`` (no beat between)."""
+def _checks(dog: Watchdog, clock: _At, since: float, until: float, start: float) -> None:
+    """The watchdog's looks between ``since`` and ``until`` (no beat between) from its bound's first run-out.
+
+    Its thread looks every ``min(1, bound / 10)`` seconds from its start (``start``), as the real one does
+    (``Watchdog._watch``): a bound runs out at its next look, never between two.
+    """
     t = since + dog.bound()
-    while t < until:
+    while True:
+        tick = min(1.0, dog.bound() / 10)
+        t = start + math.ceil((t - start) / tick) * tick  # the look at or after t
+        if t >= until:
+            return
         clock.t = t
-        dog.check()
-        t += dog.bound()
+        t += dog.bound() if dog.check() else tick
 
 
 def _silence_window(
@@ -670,13 +686,19 @@ BEYOND_S = 2 * POLL
 
 
 def plan_of(
-    rng: random.Random, fault: Fault | None = None, world: int | None = None, edge: float = 0.2
+    rng: random.Random,
+    fault: Fault | None = None,
+    world: int | None = None,
+    edge: float = 0.2,
+    outside: bool | None = None,
 ) -> Plan:
     """A random plan: healthy but uneven within every stated bound (``fault`` None) or with one fault.
 
     Every bound is on the suite's clock, when it reads a part's lines: a value drawn within a bound leaves
     room for the monitor's look and the node's log latency. ``edge``: the share of the values drawn within 5%
-    of their bound (healthy side); a fault near a bound lasts 5% past it at most, two polls at least.
+    of their bound (healthy side); a fault near a bound lasts 5% past it at most, two polls at least (and
+    long enough for the suite to read it). ``outside``: whether a fault of :data:`EDGED` is drawn just past
+    its bound (None: at random).
     """
     if world is None:
         world = max(2, round(2 ** rng.uniform(1, 11)))
@@ -714,18 +736,19 @@ def plan_of(
             Pause(rng.randrange(world), rng.randrange(2, steps), within(HANG - 2, f"pause in {where}"), where)
         )
     d_states = tuple(
-        (rng.randrange(nodes), rng.uniform(0, S), within(J - POLL)) for _ in range(rng.randint(0, 2))
+        (rng.randrange(nodes), rng.uniform(0, S), within(J - POLL, "D state"))
+        for _ in range(rng.randint(0, 2))
     )
     foreign = tuple((rng.randrange(nodes), rng.uniform(0, S)) for _ in range(rng.randint(0, 1)))
     culprit = rng.randrange(nodes if fault in ("never_started", "stuck_launcher") else world)
     if fault == "stuck_launcher" and nodes == 1:
-        return plan_of(rng, fault, 2 * procs, edge)
+        return plan_of(rng, fault, 2 * procs, edge, outside)
     if fault == "never_started":
         if nodes == 1:
             nodes, procs = 2, max(1, world // 2)
-            return plan_of(rng, fault, nodes * procs, edge)
+            return plan_of(rng, fault, nodes * procs, edge, outside)
         culprit = rng.choice([n for n in range(nodes) if n != first])
-        if rng.random() < 0.6:
+        if outside if outside is not None else rng.random() < 0.6:
             edges.add("start skew, outside")
             late = near(rng, S, False) + BEYOND_S
         else:
@@ -733,6 +756,19 @@ def plan_of(
         starts[culprit] = math.inf if rng.random() < 0.3 else late + latency[first] - latency[culprit]
     if fault is not None and fault != "never_started":
         pauses = [p for p in pauses if p.rank != culprit]
+    lasting = math.inf
+    if fault == "hung" and (outside if outside is not None else rng.random() < 0.5):
+        # hung just past the bound, then going on: named, as long as it lasted past the bound for the suite
+        # to read it (its node's log latency, the monitor's look and the runner's poll: deadline's spare)
+        edges.add("hang bound, outside")
+        lasting = near(rng, HANG, False) + 3 * POLL + max(latency)
+        strike = 2 + 3  # the first step after the first epoch (warm-up steps, steps per epoch)
+        pauses = [p for p in pauses if p.step != strike] + [Pause(culprit, strike, lasting, "python")]
+    if fault == "stuck_launcher" and (outside if outside is not None else rng.random() < 0.5):
+        # in uninterruptible sleep just past the launchers' deadline, then through: twice the join bound after
+        # the last node was heard (a node heard late gives every other launcher time, this one too)
+        edges.add("launcher, outside")
+        lasting = max(heard) - starts[culprit] + near(rng, 2 * J, False) + 3 * POLL + max(latency)
     return Plan(
         nodes=nodes,
         procs=procs,
@@ -748,17 +784,31 @@ def plan_of(
         foreign_xids=foreign,
         fault=fault,
         culprit=culprit,
+        lasting=lasting,
         xid_warns=rng.random() < 0.3,
         near=tuple(sorted(edges)),
     )
 
 
+#: The faults that can last just past their bound and then end (:attr:`Plan.lasting`; a node never started
+#: is heard just past the start skew).
+EDGED: tuple[Fault, ...] = ("never_started", "hung", "stuck_launcher")
+#: The share of faulty plans that are one of :data:`EDGED` just past its bound, so that each bound's outside
+#: is drawn in more than 5% of all plans (the rest are of every class in turn).
+EDGED_SHARE = 0.3
+
+
 def plans(seed: int, count: int, faulty: float = 0.5, start: int = 0) -> Iterator[Plan]:
-    """``count`` plans from ``seed``: about ``faulty`` of them with one fault, of every class in turn."""
+    """``count`` plans from ``seed``: about ``faulty`` of them with one fault, of every class in turn (some
+    of :data:`EDGED` just past their bound)."""
     rng = random.Random(seed)
     for i in range(start, start + count):
-        fault = FAULTS[i % len(FAULTS)] if rng.random() < faulty else None
-        yield plan_of(rng, fault)
+        if rng.random() >= faulty:
+            yield plan_of(rng)
+        elif rng.random() < EDGED_SHARE:
+            yield plan_of(rng, EDGED[i % len(EDGED)], outside=True)
+        else:
+            yield plan_of(rng, FAULTS[i % len(FAULTS)])
 
 
 def edges(plan: Plan) -> dict[str, int]:

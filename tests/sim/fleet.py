@@ -735,10 +735,16 @@ def plan_of(
         pauses.append(
             Pause(rng.randrange(world), rng.randrange(2, steps), within(HANG - 2, f"pause in {where}"), where)
         )
-    d_states = tuple(
+    # brief D states, each below the join bound; two on one node apart by two looks at least (one look sees
+    # the launcher out of D between them: else they would be one longer D, a stuck launcher)
+    d_states: tuple[tuple[int, float, float], ...] = ()
+    drawn = [
         (rng.randrange(nodes), rng.uniform(0, S), within(J - POLL, "D state"))
         for _ in range(rng.randint(0, 2))
-    )
+    ]
+    for node, at, held in sorted(drawn):
+        if all(n != node or at >= a + d + 2 * POLL for n, a, d in d_states):
+            d_states += ((node, at, held),)
     foreign = tuple((rng.randrange(nodes), rng.uniform(0, S)) for _ in range(rng.randint(0, 1)))
     culprit = rng.randrange(nodes if fault in ("never_started", "stuck_launcher") else world)
     if fault == "stuck_launcher" and nodes == 1:

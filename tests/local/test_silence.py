@@ -134,7 +134,9 @@ def test_a_node_whose_ranks_never_say_a_word_is_named_within_the_join_bound(tmp_
     assert (
         isinstance(found, NeverJoined) and found.waiting == (0, 1) and found.unheard == found.seen == (2, 3)
     )
-    assert found.waited_s is not None and 2 * JOIN_AFTER_S - 1 <= found.waited_s <= 2 * JOIN_AFTER_S + SLACK_S
+    # named once S + J passed after node 1's monitor saw them (S = 2 J by default): the others waited from one
+    # join bound (their imports took the rest, slow under load) to two
+    assert found.waited_s is not None and JOIN_AFTER_S - 1 <= found.waited_s <= 2 * JOIN_AFTER_S + SLACK_S
     assert first.message == (
         "ranks 2 (node 1), 3 (node 1) never joined (its process seen, never a word: stuck before the watchdog "
         f"started); ranks 0-1 waited {found.waited_s:.0f}s in init_process_group"

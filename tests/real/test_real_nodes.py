@@ -8,6 +8,7 @@ clean up); the autouse ``nothing_left_behind`` fixture then proves no namespace 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -31,6 +32,7 @@ from rollcall.checks.replica_divergence import REPLICA_DIVERGENCE
 from rollcall.checks.silent import SILENT
 from rollcall.isolation.probe import ISOLATED
 from rollcall.ranklog import RollCall, Silence
+from rollcall_workload.contract import EVENT_PREFIX
 from rollcall_workload.node.monitor import SILENT_MARGIN_S
 from tests.cluster.controlplane import REPO_ROOT, cluster_sh
 from tests.k8s.conftest import suite_namespaces
@@ -119,7 +121,16 @@ def test_every_rank_answers_from_two_real_nodes(make_suite, real_nodes, request)
     monitors = sorted(attempt.artifacts.glob("*.monitor.log"))  # each pod's monitor sidecar's: all well
     logs = sorted(set(attempt.artifacts.glob("*.log")) - set(monitors))
     assert len(logs) == 2 and all(b"ROLLCALL " in p.read_bytes() for p in logs)
-    assert len(monitors) == 2 and all(b"ROLLCALL " not in p.read_bytes() for p in monitors)
+    # each pod's monitor sidecar saw its ranks' processes (rank_process) and nothing amiss: no stack, no
+    # silence, no GPU event
+    said = [
+        json.loads(line.split(EVENT_PREFIX, 1)[1])
+        for p in monitors
+        for line in p.read_text().splitlines()
+        if EVENT_PREFIX in line
+    ]
+    assert len(monitors) == 2 and {e["event"] for e in said} == {"rank_process"}, said
+    assert sorted(e["rank"] for e in said if e["state"] == "seen") == [0, 1, 2, 3], said
 
 
 def test_each_kubelet_serves_a_certificate_of_its_own_from_its_own_directory(real_cluster, real_nodes):

@@ -26,7 +26,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Container, Iterable, Iterator
 from dataclasses import dataclass, field
 from types import FrameType
 
@@ -197,23 +197,27 @@ class Reaped:
         return head + (f"; still alive: {', '.join(map(str, self.left))}" if self.left else "")
 
 
-def orphans() -> dict[tuple[str, str], list[int]]:
+def orphans(runs: Container[str] | None = None) -> dict[tuple[str, str], list[int]]:
     """The marked processes whose owner (``ROLLCALL_OWNER``) is gone, by (run id, owner).
 
-    A process without an owner mark (started by hand, or by an older suite) is never an orphan here.
+    Of the run ids ``runs`` only, where given. A process without an owner mark (started by hand, or by an
+    older suite) is never an orphan here.
     """
     found: dict[tuple[str, str], list[int]] = {}
     for pid, marks in sorted(_processes().items()):
         owner = marks.get(OWNER_ENV)
-        if owner is not None and not owner_alive(owner):
+        if owner is not None and not owner_alive(owner) and (runs is None or marks[RUN_ID_ENV] in runs):
             found.setdefault((marks[RUN_ID_ENV], owner), []).append(pid)
     return found
 
 
-def reap_orphans(grace_s: float = 5.0) -> list[Reaped]:
-    """End every run whose suite died without ending it (SIGTERM, then SIGKILL after ``grace_s``)."""
+def reap_orphans(grace_s: float = 5.0, runs: Container[str] | None = None) -> list[Reaped]:
+    """End every run whose suite died without ending it (SIGTERM, then SIGKILL after ``grace_s``).
+
+    Of the run ids ``runs`` only, where given: a test ends its own, never another session's on the machine.
+    """
     reaped = []
-    for (run_id, owner), pids in orphans().items():
+    for (run_id, owner), pids in orphans(runs).items():
         left = end_run(run_id, grace_s)
         reaped.append(Reaped(run_id, owner, tuple(pids), tuple(left)))
     return reaped

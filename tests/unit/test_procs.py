@@ -115,7 +115,9 @@ def test_the_reaper_ends_the_runs_whose_suite_is_gone_and_only_those():
     ]
     try:
         assert procs.orphans().get((orphaned, dead_mark)) == sorted(p.pid for p in started[:2])
-        reaped = [r for r in procs.reap_orphans() if r.run_id == orphaned]
+        # the runs of this test only: another session's orphans on this machine are its own to find
+        assert procs.orphans({owned, unowned}) == {}
+        reaped = procs.reap_orphans(runs={orphaned, owned, unowned})
         assert reaped == [procs.Reaped(orphaned, dead_mark, tuple(sorted(p.pid for p in started[:2])))]
         assert reaped[0].line() == (
             f"rollcall: ended 2 process(es) of run {orphaned} left behind by a suite that is gone "

@@ -26,7 +26,7 @@ from rollcall.checks.hangs import HUNG, WAITING
 from rollcall.checks.never_started import NEVER_STARTED
 from rollcall.checks.replica_divergence import REPLICA_DIVERGENCE
 from rollcall.evidence.hangs import FAULTHANDLER_NOTE, Stall
-from rollcall.jobspec import DEFAULT_JOB_TIMEOUT_S, JobSpec
+from rollcall.jobspec import DEFAULT_JOB_TIMEOUT_S, HangBounds, JobSpec
 from rollcall.runner import run_once
 from rollcall_workload.rank.watchdog import FAULTHANDLER_MARGIN_S
 from tests.local.e2e import COMPACT
@@ -355,3 +355,30 @@ def test_ctrl_c_and_sigterm_cancel_the_job_and_leave_squeue_empty(tmp_path, clea
             proc.wait()
     assert proc.returncode != 0, output.read_text()
     assert clean.queue() == [], output.read_text()
+
+
+def test_a_late_node_a_slow_launcher_and_a_slow_import_within_their_bounds_fail_nothing_on_slurm(
+    tmp_path, clean
+):
+    """Slow is not broken, through sbatch and srun (tests/local/test_uneven.py on the local backend): with
+    J = 10 s (S = 20 s), node 1's command starts 14 s late and its launcher 12 s slower on top, and rank 1
+    imports for 24 s; each has its own clock (docs/hangs.md's formulas), torchrun's rendezvous timeout is set
+    past them all (the spec's default, from S and J), and the run passes naming nobody."""
+    uneven = JobSpec(
+        name=f"uneven-{os.getpid()}",
+        nodes=2,
+        procs_per_node=1,
+        accelerator="cpu",
+        workload_args=FAST,
+        env={
+            "ROLLCALL_LATE_NODE": "1:14",
+            "ROLLCALL_SLOW_LAUNCHER_NODE": "1:12",
+            "ROLLCALL_SLOW_IMPORT_RANK": "1:24",
+        },
+        hang_bounds=HangBounds(hang_after_s=10.0, join_hang_after_s=10.0),
+        job_timeout_s=300,
+    )
+    attempt = run_once(SlurmBackend(), uneven, tmp_path)
+    assert attempt.passed, attempt.verdict.message()
+    assert attempt.status.state is JobState.SUCCEEDED and attempt.verdict.findings == ()
+    assert all(r.complete for r in attempt.verdict.ranks.values())

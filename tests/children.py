@@ -11,7 +11,8 @@ from __future__ import annotations
 import contextlib
 import signal
 import subprocess
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Iterator, Mapping, Sequence
 
 #: How long an interrupted child may take to run its own clean-up (a script's EXIT trap).
 INTERRUPTED_CHILD_S = 120
@@ -45,3 +46,36 @@ def run(
             proc.communicate()
         raise
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+#: Execs its arguments with Ctrl-C (SIGINT) and SIGQUIT at their defaults (see :func:`interruptible`).
+_AT_DEFAULT = (
+    "import os, signal, sys\n"
+    "for sig in (signal.SIGINT, signal.SIGQUIT):\n"
+    "    signal.signal(sig, signal.SIG_DFL)\n"
+    "os.execvp(sys.argv[1], sys.argv[1:])\n"
+)
+
+
+def interruptible(args: Sequence[str]) -> list[str]:
+    """``args`` run with Ctrl-C (SIGINT) and SIGQUIT at their defaults, as from a terminal.
+
+    A non-interactive shell starts what it runs in the background (``&``) with both ignored, and an ignored
+    signal stays ignored across exec: a test session started so (``make test`` runs its unit session beside
+    the integration one) would give a child a Ctrl-C that never arrives. The command is executed through a
+    Python that sets both to their defaults first (an exec keeps them); the Python of a pytest session then
+    installs its Ctrl-C handler, as it does when started from a terminal. (Not ``preexec_fn``: it is unsafe
+    in a process with threads.)
+    """
+    return [sys.executable, "-c", _AT_DEFAULT, *args]
+
+
+@contextlib.contextmanager
+def ctrl_c_raises() -> Iterator[None]:
+    """While the block runs, Ctrl-C (SIGINT) raises KeyboardInterrupt in this process's main thread, whether
+    or not this session was started with it ignored (see :func:`interruptible`)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from rollcall import procs
+from tests import children
 from tests.local.e2e import COMPACT, ROOT
 from tests.unit.test_reports_agree import Cells
 from tests.waiting import wait_until
@@ -109,7 +110,7 @@ def test_a_signal_through_timeout_leaves_nothing_and_every_report_says_interrupt
     with open(out, "wb") as sink:
         # timeout leads a process group of its own: a CI runner's cancel, or `kill -- -PGID`, signals both
         child = subprocess.Popen(
-            ["timeout", "900", *suite(artifacts)],
+            children.interruptible(["timeout", "900", *suite(artifacts)]),  # Ctrl-C reaches it
             cwd=tmp_path,
             env=clean_env(),
             stdout=sink,
@@ -165,7 +166,8 @@ def start_and_stall(tmp_path: Path) -> tuple[subprocess.Popen[bytes], str, Path]
     out = tmp_path / "pytest.out"
     with open(out, "wb") as sink:
         child = subprocess.Popen(
-            suite(artifacts), cwd=tmp_path, env=clean_env(), stdout=sink, stderr=subprocess.STDOUT,
+            children.interruptible(suite(artifacts)), cwd=tmp_path, env=clean_env(), stdout=sink,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
         )  # fmt: skip
     return child, stalled(artifacts, out, of_suite(child.pid)), out

@@ -14,6 +14,7 @@ from rollcall.backends.local import LocalBackend
 from rollcall.jobspec import JobSpec
 from rollcall.ranges import ranges
 from rollcall.runner import run_once
+from tests import children
 from tests.local.e2e import COMPACT
 from tests.waiting import wait_until
 
@@ -143,21 +144,23 @@ def test_ctrl_c_and_sigterm_leave_no_process_behind(tmp_path, leftovers, sig):
     output = tmp_path / "pytest.out"
     with open(output, "wb") as out:
         proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "pytest",
-                str(ROOT / "tests" / "e2e"),
-                "--backend",
-                "local",
-                "--nodes",
-                "2",
-                "--artifacts-dir",
-                str(artifacts),
-                "-p",
-                "no:cacheprovider",
-                "-q",
-            ],
+            children.interruptible(  # Ctrl-C reaches it, however this session was started
+                [
+                    sys.executable,
+                    "-m",
+                    "pytest",
+                    str(ROOT / "tests" / "e2e"),
+                    "--backend",
+                    "local",
+                    "--nodes",
+                    "2",
+                    "--artifacts-dir",
+                    str(artifacts),
+                    "-p",
+                    "no:cacheprovider",
+                    "-q",
+                ]
+            ),
             cwd=tmp_path,
             env=env,
             stdout=out,

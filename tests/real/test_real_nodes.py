@@ -34,6 +34,7 @@ from rollcall.isolation.probe import ISOLATED
 from rollcall.ranklog import RollCall, Silence
 from rollcall_workload.contract import EVENT_PREFIX
 from rollcall_workload.node.monitor import SILENT_MARGIN_S
+from tests import children
 from tests.cluster.controlplane import REPO_ROOT, cluster_sh
 from tests.k8s.conftest import suite_namespaces
 from tests.waiting import wait_until
@@ -519,19 +520,21 @@ def test_a_rotated_log_loses_no_roll_call_line(make_suite, real_cluster, kube, r
 def test_an_interrupted_session_leaves_no_namespace_or_container(real_cluster, kube, tmp_path, sig):
     env = {**os.environ, "ROLLCALL_WORKLOAD_ENV": "OMP_NUM_THREADS=1 ROLLCALL_HANG_RANK=0"}
     proc = subprocess.Popen(
-        e2e_command(
-            real_cluster,
-            tmp_path,
-            "--image",
-            IMAGE,
-            "--accelerator",
-            "cpu",
-            "--procs-per-node",
-            "2",
-            "--node-selector",
-            REAL,
-            "--workload-args",
-            WORKLOAD_ARGS,
+        children.interruptible(  # Ctrl-C reaches it, however this session was started
+            e2e_command(
+                real_cluster,
+                tmp_path,
+                "--image",
+                IMAGE,
+                "--accelerator",
+                "cpu",
+                "--procs-per-node",
+                "2",
+                "--node-selector",
+                REAL,
+                "--workload-args",
+                WORKLOAD_ARGS,
+            )
         ),
         cwd=REPO_ROOT,
         env=env,

@@ -29,6 +29,7 @@ from rollcall.evidence.hangs import FAULTHANDLER_NOTE, Stall
 from rollcall.jobspec import DEFAULT_JOB_TIMEOUT_S, HangBounds, JobSpec
 from rollcall.runner import run_once
 from rollcall_workload.rank.watchdog import FAULTHANDLER_MARGIN_S
+from tests import children
 from tests.local.e2e import COMPACT
 from tests.waiting import wait_until
 
@@ -319,7 +320,7 @@ def test_ctrl_c_and_sigterm_cancel_the_job_and_leave_squeue_empty(tmp_path, clea
     argv += ["--accelerator", "cpu", "--nodes", "2", "--artifacts-dir", str(tmp_path / "artifacts")]
     with open(output, "wb") as out:
         proc = subprocess.Popen(
-            [*argv, "-p", "no:cacheprovider", "-q"],
+            children.interruptible([*argv, "-p", "no:cacheprovider", "-q"]),  # Ctrl-C reaches it
             cwd=tmp_path,
             env=env,
             stdout=out,

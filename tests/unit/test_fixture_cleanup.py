@@ -28,7 +28,7 @@ def test_an_interrupted_script_runs_its_own_clean_up_before_the_interrupt_goes_o
         os.kill(os.getpid(), signal.SIGINT)  # as Ctrl-C reaches pytest
 
     threading.Thread(target=interrupt_once_started, daemon=True).start()
-    with pytest.raises(KeyboardInterrupt):
+    with children.ctrl_c_raises(), pytest.raises(KeyboardInterrupt):
         children.run(["bash", "-c", SCRIPT, "script", str(tmp_path)], timeout=120)
     assert (tmp_path / "cleaned").read_text() == "cleaned\n"  # its trap ran: it was not killed outright
 

@@ -27,6 +27,7 @@ from rollcall.jobspec import JobSpec
 from rollcall.page import report as htmlreport
 from rollcall.runner import Interrupted, RunResult, run_once, run_with_retries
 from rollcall.verdict import Owner, RankState
+from tests import children
 from tests.unit.helpers import node_log
 from tests.unit.scripted import SCRIPTED_CONFTEST
 from tests.waiting import wait_until
@@ -256,7 +257,13 @@ def test_the_session_interrupted_twice_cleans_up_writes_every_report_and_exits_2
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--timeout", "0"]
     out = pytester.path / "pytest.out"
     with open(out, "wb") as sink:
-        child = subprocess.Popen(cmd, cwd=pytester.path, env=env, stdout=sink, stderr=subprocess.STDOUT)
+        child = subprocess.Popen(
+            children.interruptible(cmd),  # Ctrl-C reaches it, however this session was started
+            cwd=pytester.path,
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
     try:
         logs = pytester.path / "artifacts" / "test_wedged"
         wait_until(

@@ -148,16 +148,19 @@ mutants: setup
 # nodes' group (one worker, one test after another, about 20 minutes) is the longest path, and starts at once;
 # the unit session's output follows the integration session's. Both ran under that load in CI, and the unit
 # tests share nothing with another session on the machine (a unit test ends only its own runs' processes).
+# Started by `&`, the unit session has Ctrl-C ignored (a non-interactive shell's rule): its tests that need
+# Ctrl-C set it themselves (tests/children.py), and an interrupted `make test` ends it with SIGTERM.
 INTEGRATION_TESTS ?= tests/local tests/browser tests/cluster tests/k8s tests/real tests/slurm
 INTEGRATION_WORKERS ?= 4
 test: lint
 	hack/deps.sh
-	@unit=$$(mktemp); trap 'rm -f $$unit $$unit.rc' EXIT; \
+	@unit=$$(mktemp); \
 	echo "== the unit tests, beside the cluster's build and the integration tests (their output after those)"; \
-	{ $(PY) -m pytest -n 2 --dist loadfile tests/unit $(PYTEST_ARGS) >$$unit 2>&1; echo $$? >$$unit.rc; } & \
+	( exec $(PY) -m pytest -n 2 --dist loadfile tests/unit $(PYTEST_ARGS) >$$unit 2>&1 ) & unit_pid=$$!; \
+	trap 'kill -TERM $$unit_pid 2>/dev/null; wait $$unit_pid 2>/dev/null; rm -f $$unit' EXIT; \
 	rc=0; $(MAKE) --no-print-directory cluster-build && \
 	$(PY) -m pytest -n $(INTEGRATION_WORKERS) --dist loadgroup $(INTEGRATION_TESTS) $(PYTEST_ARGS) || rc=$$?; \
-	wait; echo "== the unit tests"; cat $$unit; unit_rc=$$(cat $$unit.rc 2>/dev/null || echo 1); \
+	unit_rc=0; wait $$unit_pid || unit_rc=$$?; echo "== the unit tests"; cat $$unit; \
 	[ $$rc -eq 0 ] && [ $$unit_rc -eq 0 ]
 
 test-integration: setup cluster-build

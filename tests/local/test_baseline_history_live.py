@@ -2,12 +2,15 @@
 
 Real torchrun, gloo and BERT tiny on the CPU, 2 nodes x 1 rank, kept short. Five sessions make the history
 (each its own artifacts directory and ``results.json``); then two sessions judge against it through the
-options: a healthy one passes, one whose every rank is slowed 3x (``ROLLCALL_SLOW_RANK=0:3,1:3``) fails with
-the reference, the spread and the count in its message. The allowance is 75%, wide on purpose: on 2 shared
-cores a healthy run of this size strays from its history by 10-20% as a rule and by 42% in one CI run
-(15.5 -> 22.0 ms compute per step), and a 1.5x slowdown passed a 25% allowance now and then; 3x slower is
-200% above the history in its times, well clear of the allowance either way (its throughput, a third of
-the history's, is not 75% below it: the times fail it).
+options: a healthy one passes, one whose every rank is slowed 10x (``ROLLCALL_SLOW_RANK=0:10,1:10``) fails
+with the reference, the spread and the count in its message. The allowance is 75%, wide on purpose: on 2
+shared cores a healthy run of this size strays from its history by 10-20% as a rule and by 42% in one CI run
+(15.5 -> 22.0 ms compute per step), and a 1.5x slowdown passed a 25% allowance now and then. The slowdown is
+10x, not 3x, because the load of the machine changes between the history's runs and the slowed one: in one
+CI run (four integration workers on 2 cores) the history was taken while other tests compiled and the
+slowed run ran on a quieter machine, and 3x came out at 46.7 ms compute per step, within 1.75x of its
+history (so above 26.7 ms, against 15.5 on a quiet machine). 10x stays beyond 1.75x the history unless the
+load changes more than 5.7-fold between them.
 """
 
 import json
@@ -34,7 +37,7 @@ def session(tmp_path, name, *extra, history=True):
 
 
 @pytest.mark.timeout(1800)
-def test_a_history_of_five_runs_passes_a_healthy_run_and_fails_one_slowed_3x(tmp_path):
+def test_a_history_of_five_runs_passes_a_healthy_run_and_fails_one_slowed_10x(tmp_path):
     for n in range(5):
         run, test = session(tmp_path, f"history/run-{n}", history=False)
         assert run.returncode == 0 and test["release_gate"]["sound"], run.output[-4000:]
@@ -49,10 +52,10 @@ def test_a_history_of_five_runs_passes_a_healthy_run_and_fails_one_slowed_3x(tmp
         healthy.output
     )
 
-    slowed, test = session(tmp_path, "slowed", "--workload-env", "ROLLCALL_SLOW_RANK=0:3,1:3")
+    slowed, test = session(tmp_path, "slowed", "--workload-env", "ROLLCALL_SLOW_RANK=0:10,1:10")
     assert slowed.returncode == 1, slowed.output[-4000:]
     regressed = {r["measure"]: r for r in test["release_gate"]["regressions"]}
-    # Every measure of a rank slows 3x, but each fails only beyond both 75% and 3 spreads of its own
+    # Every measure of a rank slows 10x, but each fails only beyond both 75% and 3 spreads of its own
     # history, and on 2 shared cores one measure's history can be noisy enough to hold it: at least one of
     # the four must fail, each that does with the reference, the spread and the count.
     slower = {

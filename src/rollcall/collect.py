@@ -12,7 +12,7 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
@@ -141,6 +141,11 @@ class Collector:
         """``look(roll)`` while no sink feeds the roll call: a consistent view of it as the logs arrive."""
         with self._lock:
             return look(self.roll)
+
+    def on_the_way(self, nodes: Iterable[int]) -> None:
+        """That the backend sees ``nodes`` on their way now, and no other (:meth:`RollCall.on_the_way`)."""
+        with self._lock:
+            self.roll.on_the_way(nodes)
 
     def close(self) -> None:
         """Close every sink (idempotent)."""

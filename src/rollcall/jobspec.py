@@ -12,6 +12,7 @@ monitor inside it too.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import math
 import os
@@ -436,6 +437,20 @@ class JobSpec:
         if self.rdzv_timeout_s is not None:
             return self.rdzv_timeout_s
         return math.ceil(self.start_skew_s + 2 * self.join_bound_s + RENDEZVOUS_MARGIN_S)
+
+    def outwaiting(self, arrival_s: float) -> JobSpec:
+        """The spec with torchrun's rendezvous waiting out the job's timeout and ``arrival_s`` more.
+
+        Where a backend holds a node on its way (its pod waiting for capacity, or pulling a large image)
+        by bounds of its own, the nodes already up wait at the rendezvous meanwhile: torchrun's timeout
+        must not end a run that the backend still allows. The suite itself ends a rendezvous that cannot
+        complete, once no node is on its way (:mod:`rollcall.evidence.launchers`). A timeout set on the
+        spec is kept.
+        """
+        if self.rdzv_timeout_s is not None:
+            return self
+        floor = math.ceil(self.job_timeout_s + arrival_s)
+        return dataclasses.replace(self, rdzv_timeout_s=max(self.rendezvous_timeout_s, floor))
 
     def workload_argv(self, compile_cache_dir: str | None = None) -> list[str]:
         """train.py's arguments: the device, the compile cache, the hang bounds, then the user's own.

@@ -39,7 +39,7 @@ from tests.cluster.controlplane import REPO_ROOT, cluster_sh
 from tests.k8s.conftest import suite_namespaces
 from tests.waiting import wait_until
 
-from .conftest import IMAGE, NAMESPACE_LABEL, REAL, REAL_NODES, SHORT, WORKLOAD_ARGS, containers, live_tasks
+from .conftest import IMAGE, NAMESPACE_LABEL, REAL, REAL_NODES, SHORT, WORKLOAD_ARGS, containers
 
 # Each run may take its job timeout (300 s, real_options) plus start-up and the 90 s clean-up.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -75,13 +75,11 @@ def training_containers(cp) -> list[str]:
     the kubelets have not collected yet) in either runtime."""
     found = []
     for node in range(REAL_NODES):
-        live = live_tasks(cp, node)
         found += [
             c["id"]
-            for c in containers(cp, node)
+            for c in containers(cp, node, live=True)
             if c["labels"].get(NAMESPACE_LABEL, "").startswith("rollcall-")
             and c["labels"].get("io.kubernetes.container.name") == "train"
-            and c["id"] in live
         ]
     return found
 
@@ -132,6 +130,91 @@ def test_every_rank_answers_from_two_real_nodes(make_suite, real_nodes, request)
     ]
     assert len(monitors) == 2 and {e["event"] for e in said} == {"rank_process"}, said
     assert sorted(e["rank"] for e in said if e["state"] == "seen") == [0, 1, 2, 3], said
+
+
+def millicores(quantity: str) -> int:
+    return int(quantity[:-1]) if quantity.endswith("m") else int(float(quantity) * 1000)
+
+
+def test_a_node_held_by_another_tenant_past_the_start_skew_is_waited_for_and_names_nobody(
+    make_suite, real_cluster, kube, real_nodes, request
+):
+    """Slow is not broken, on Kubernetes: another tenant's pod holds node 1's CPU, so the run's pod 1 stays
+    Pending (Unschedulable, within --unschedulable-grace) while pod 0 starts and its launcher waits at the
+    rendezvous; the tenant leaves after more than the start skew S (2 J = 20 s) from pod 0's start. Pod 1
+    was on its way all that time (no container started): nothing is named, torchrun's rendezvous outwaits
+    it, and every rank answers."""
+    tenant_ns = f"tenant-{os.getpid()}"
+    cpu = real_cluster.get("node", real_nodes[1])["status"]["allocatable"]["cpu"]
+    on_node = call(kube.core.list_pod_for_all_namespaces, field_selector=f"spec.nodeName={real_nodes[1]}")
+    used = sum(
+        millicores(c.get("resources", {}).get("requests", {}).get("cpu", "0"))
+        for p in on_node["items"]
+        if p["status"].get("phase") in ("Pending", "Running")
+        for c in p["spec"]["containers"]
+    )
+    hold = millicores(cpu) - used - 500  # leaves node 1 half a core: the run's pods ask a whole one
+    assert hold > 0, (cpu, used)
+    real_cluster.kubectl("create", "namespace", tenant_ns)
+    tenant = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "tenant", "namespace": tenant_ns},
+        "spec": {
+            "nodeName": real_nodes[1],
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {
+                    "name": "tenant",
+                    "image": IMAGE,
+                    "command": ["sleep", "3600"],
+                    "resources": {"requests": {"cpu": f"{hold}m"}},
+                }
+            ],
+        },
+    }
+    J = 10
+    suite, _ = make_suite(
+        requests="cpu=1", unschedulable_grace="180", workload_args=f"{WORKLOAD_ARGS} --join-hang-after {J}"
+    )
+    seen: dict[str, float] = {}
+
+    def run_pods(phase: str | None = None) -> list:
+        pods = call(kube.core.list_pod_for_all_namespaces, label_selector=JOB_LABEL)["items"]
+        return [p for p in pods if phase is None or p["status"].get("phase") == phase]
+
+    def release_after_the_skew() -> None:
+        wait_until("the run's pod 0 to run", lambda: bool(run_pods("Running")), timeout=180, every=0.5)
+        seen["first"] = time.monotonic()
+        # held past S from the first pod's start, however long the machine takes: then the tenant leaves
+        wait_until(
+            "the start skew and 10 s more to pass, pod 1 still pending",
+            lambda: time.monotonic() - seen["first"] > 2 * J + 10 and len(run_pods("Pending")) == 1,
+            timeout=120,
+            every=0.5,
+        )
+        seen["released"] = time.monotonic()
+        real_cluster.kubectl("delete", "pod", "-n", tenant_ns, "tenant", "--wait=false")
+
+    try:
+        real_cluster.kubectl("apply", "-f", "-", input=json.dumps(tenant))
+        wait_until(
+            "the tenant's pod to run",
+            lambda: real_cluster.get("pod", "-n", tenant_ns, "tenant")["status"].get("phase") == "Running",
+            timeout=120,
+        )
+        releaser = threading.Thread(target=release_after_the_skew, daemon=True)
+        releaser.start()
+        attempt, took = run(suite, request)
+        releaser.join(10)
+    finally:
+        real_cluster.kubectl("delete", "namespace", tenant_ns, "--wait=false")
+    assert "released" in seen, seen
+    assert attempt.passed and attempt.verdict.findings == (), message(attempt)
+    assert all(r.complete for r in attempt.verdict.ranks.values()) and len(attempt.verdict.ranks) == 4
+    print(
+        f"pod 1 held {seen['released'] - seen['first']:.0f}s past pod 0's start (S = {2 * J}s); run {took:.0f}s"
+    )
 
 
 def test_each_kubelet_serves_a_certificate_of_its_own_from_its_own_directory(real_cluster, real_nodes):

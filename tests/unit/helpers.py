@@ -115,6 +115,14 @@ class Clock:
         return self.t
 
 
+def on_the_way(roll, *looks):
+    """The backend's looks at ``roll``: at each ``(t, nodes)`` it saw ``nodes`` on their way, and no other."""
+    for t, nodes in looks:
+        roll.clock.t = t
+        roll.on_the_way(nodes)
+    return roll
+
+
 def roll_heard(timed, ended=None, source="node-0"):
     """A roll call that read each ``(t, line)`` of ``timed`` at ``t`` on its own clock; ``ended``: the job's end.
 

@@ -384,6 +384,32 @@ def test_details_name_duplicate_indexes_and_pods_without_logs(tmp_path):
     ]
 
 
+def test_each_look_tells_the_roll_call_which_nodes_are_on_their_way(tmp_path):
+    """A node none of whose pods has started a container (not yet created, waiting for capacity, pulling its
+    image, creating its container) is on its way; a started container (the monitor sidecar's first), or a
+    pod that already ended, has arrived. The roll call's start-skew checks read it (evidence/clocks.py)."""
+    started = {
+        "name": "monitor",
+        "started": True,
+        "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}},
+    }
+    waiting = {"name": "bert", "state": {"waiting": {"reason": "ContainerCreating"}}}
+    up = pod("a", 0, "Pending", initContainerStatuses=[started], containerStatuses=[waiting])
+    pulling = pod(
+        "b", 1, "Pending", containerStatuses=[{**waiting, "state": {"waiting": {"reason": "Pulling"}}}]
+    )
+    run = make(tmp_path, [up, pulling])
+    assert run._verdict() is None
+    roll = run.collector.roll
+    assert roll.arriving_now == {1} and set(roll.arriving) == {1}
+    run.pods = FakeInformer(up, pod("b", 1, "Failed"))  # it ended before a look saw it run: it arrived
+    run._verdict()
+    assert roll.arriving_now == frozenset() and roll.arriving[1].last >= roll.arriving[1].first
+    alone = make(tmp_path, [up])  # node 1's pod not created yet
+    alone._verdict()
+    assert alone.collector.roll.arriving_now == {1}
+
+
 def test_a_stop_reason_ends_a_running_job_as_stopped_and_a_finished_one_keeps_its_end(tmp_path):
     run = make(tmp_path, [pod("a", 0), pod("b", 1)])
     run._stop_test = lambda: "rank(s) 1 hung"

@@ -120,6 +120,20 @@ def test_the_container_runs_the_one_torchrun_command_with_static_rendezvous():
     assert r.efa
 
 
+def test_on_kubernetes_torchrun_s_rendezvous_outwaits_a_pod_on_its_way():
+    """The pods start apart (capacity arriving, a cold image pull), each held by the backend's bounds: the
+    pods already up wait at the rendezvous for the job's timeout and the capacity wait, not S + 2 J + 60 s
+    (300 s at the defaults); a timeout given on the spec is kept, and never lowered."""
+    spec = dataclasses.replace(SPEC, job_timeout_s=1800.0)
+    assert spec.rendezvous_timeout_s == 300
+    assert spec.outwaiting(0.0).rendezvous_timeout_s == 1800
+    assert spec.outwaiting(600.0).rendezvous_timeout_s == 2400
+    c = pod_of(render(spec.outwaiting(600.0), NAMES))["containers"][0]
+    assert "--rdzv-conf=timeout=2400" in c["command"]
+    assert dataclasses.replace(SPEC, job_timeout_s=60.0).outwaiting(0.0).rendezvous_timeout_s == 300
+    assert dataclasses.replace(spec, rdzv_timeout_s=90).outwaiting(600.0).rendezvous_timeout_s == 90
+
+
 def test_efa_off_sets_no_nccl_debug_and_the_user_wins():
     spec = JobSpec(
         name="j",

@@ -8,8 +8,13 @@ clock is compared with another's, or with the suite's: a part heard late because
 only given more time, never less.
 
 - **T0**: when any part of the run was first heard (:func:`t0`).
+- **A**: when the backend first saw arrived the last node it had seen on its way (its pod waiting for
+  capacity, pulling its image, creating its container: :attr:`rollcall.ranklog.RollCall.arriving`). While a
+  node is on its way nothing of it can be heard, and the backend's own bounds hold it (the capacity
+  timeout, an image pull's error, the job timeout): no part is named for not being heard, and the start
+  skew counts from ``max(T0, A)`` (:func:`origin`).
 - **S**, the start skew (``--start-skew``, by default twice the join bound): a part never heard from by
-  ``T0 + S`` never started.
+  ``max(T0, A) + S`` never started.
 - **J**, the join bound (``--join-hang-after``): a node's launcher first heard at ``h`` must have got past
   the launchers' rendezvous by ``h + 2 J``, counted from the *last* launcher heard (the rendezvous completes
   only once every node's launcher has joined it).
@@ -68,6 +73,28 @@ def t0(roll: RollCall, parts: Iterable[Part] | None = None) -> float | None:
     return min(firsts) if firsts else None
 
 
+def arrived(roll: RollCall) -> float | None:
+    """A: when the backend first saw arrived the last node it saw on its way; None when it saw none.
+
+    While a node is still on its way, its last look that saw it so.
+    """
+    lasts = [receipt.last for receipt in roll.arriving.values()]
+    return max(lasts) if lasts else None
+
+
+def on_the_way(roll: RollCall) -> bool:
+    """Whether the backend saw a node on its way at its last look: nothing of it can be heard yet."""
+    return bool(roll.arriving_now)
+
+
+def origin(roll: RollCall, parts: Iterable[Part] | None = None) -> float | None:
+    """Where the start skew counts from: T0 (of ``parts``, where given), or A if later; None: none heard."""
+    first, came = t0(roll, parts), arrived(roll)
+    if first is None or came is None:
+        return first
+    return max(first, came)
+
+
 def now_of(roll: RollCall, now: float | None = None) -> float:
     """The moment a judgement is made at: ``now`` while the run goes on, else when its job ended.
 
@@ -79,4 +106,4 @@ def now_of(roll: RollCall, now: float | None = None) -> float:
     return roll.ended if roll.ended is not None else roll.now
 
 
-__all__ = ["Bounds", "heard", "now_of", "t0"]
+__all__ = ["Bounds", "arrived", "heard", "now_of", "on_the_way", "origin", "t0"]

@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from rollcall.evidence.clocks import Bounds, heard, now_of, t0
+from rollcall.evidence.clocks import Bounds, heard, now_of, on_the_way, origin, t0
 from rollcall.evidence.silence import silences
 from rollcall.ranges import ranges
 from rollcall.ranklog import Frame, RankReport, RollCall, StackDump
@@ -232,7 +232,9 @@ def never_joined(
     if not waiting or not missing:
         return None
     unheard = tuple(r for r in missing if r not in found and r not in quiet)
-    moment, first = now_of(roll, now), t0(roll)
+    if unheard and on_the_way(roll):
+        return None  # a node on its way (its pod pulling its image): its ranks cannot be heard yet
+    moment, first = now_of(roll, now), origin(roll)
     for r in unheard:
         seen = heard(roll, ("rank", r))
         # its process seen, never a word: it may be importing (the start skew), then waiting at the join

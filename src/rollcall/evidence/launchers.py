@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rollcall.evidence.clocks import Bounds, heard, now_of, t0
+from rollcall.evidence.clocks import Bounds, heard, now_of, on_the_way, origin
 from rollcall.ranges import ranges
 from rollcall.ranklog import LauncherHeard, RollCall
 
@@ -107,8 +107,10 @@ def never_started(
             last[launcher.node_rank] = launcher
     if any(h.state == "spawned" for h in last.values()):
         return None
+    if on_the_way(roll):
+        return None  # a node on its way (its pod pulling its image): the backend's bounds hold it
     node_parts = [("node", n) for n in range(nodes)]
-    first = t0(roll, node_parts)
+    first = origin(roll, node_parts)
     if first is None:
         return None
     moment = now_of(roll, now)

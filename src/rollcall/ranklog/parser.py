@@ -66,6 +66,12 @@ class RollCall:
     processes: list[RankProcessHeard] = field(default_factory=list)
     #: When the suite first and last read a line of each part, by part: ``("node", n)``, ``("rank", r)``.
     heard: dict[Part, Receipt] = field(default_factory=dict)
+    #: The nodes the backend saw on their way, by node rank (its pod waiting for capacity, pulling its
+    #: image, creating its container): the first look that saw it so, and the last look that did or the
+    #: first that saw it arrived; and those on their way at its last look (:meth:`on_the_way`). Nothing of
+    #: such a node runs yet: the backend's own bounds hold it.
+    arriving: dict[int, Receipt] = field(default_factory=dict)
+    arriving_now: frozenset[int] = frozenset()
     records: int = 0
     bytes_read: int = 0
     #: The suite's clock (monotonic seconds; a test gives its own) and its reading when the piece of log now
@@ -85,6 +91,17 @@ class RollCall:
             self.heard[part] = Receipt(self.now, self.now)
         else:
             receipt.last = self.now
+
+    def on_the_way(self, nodes: Iterable[int]) -> None:
+        """What the backend sees now: ``nodes`` are on their way (and no other), at the suite's clock."""
+        moment, now = self.clock(), frozenset(nodes)
+        for node in now | self.arriving_now:  # on its way still, or seen arrived at this look
+            receipt = self.arriving.get(node)
+            if receipt is None:
+                self.arriving[node] = Receipt(moment, moment)
+            else:
+                receipt.last = moment
+        self.arriving_now = now
 
     def rank(self, rank: int) -> RankReport:
         """The report of ``rank``, created on first use."""

@@ -10,7 +10,7 @@ from rollcall.judge import judge
 from rollcall.verdict import Criteria, Layout, Observed
 from rollcall_workload import contract
 from rollcall_workload.rank.watchdog import encode_stack
-from tests.unit.helpers import roll_heard, roll_of_lines, two_by_two
+from tests.unit.helpers import on_the_way, roll_heard, roll_of_lines, two_by_two
 
 J = 10.0  # the runs' join bound; the start skew S is twice it
 BOUNDS = Bounds(join_s=J, start_skew_s=2 * J, pg_timeout_s=300.0)
@@ -99,6 +99,19 @@ def test_ranks_never_heard_from_while_the_others_wait_at_the_join_never_joined_a
         reason is not None
         and "never joined (3 never heard from: stuck before the watchdog started)" in reason
     )
+
+
+def test_ranks_of_a_node_on_its_way_are_not_named_and_their_skew_counts_from_its_arrival():
+    """Ranks 0-1 wait at the join from T0 = 100; node 1's pod (ranks 2-3) waits for capacity or pulls its
+    image until 400: no verdict while it is on its way, and S from the look that saw it arrived (410)."""
+    roll = roll_heard([(100.0, line) for line in _waited(0, 1)])
+    for t in range(100, 401, 20):
+        on_the_way(roll, (float(t), {1}))
+        assert stop_reason(roll, 4, BOUNDS, now=t + 19.9) is None
+    on_the_way(roll, (410.0, set()))
+    assert stop_reason(roll, 4, BOUNDS, now=429.9) is None  # A + S = 430
+    reason = stop_reason(roll, 4, BOUNDS, now=430.0)
+    assert reason is not None and reason.startswith("ranks 2, 3 never joined (never heard from")
 
 
 def test_a_rank_whose_process_was_seen_gets_its_own_start_skew_and_join_bound_from_when_it_was_seen():

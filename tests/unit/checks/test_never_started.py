@@ -16,7 +16,7 @@ from rollcall.jobspec import HangBounds, JobSpec
 from rollcall.judge import judge
 from rollcall.verdict import Criteria, Layout, Observed, Owner
 from rollcall_workload import contract
-from tests.unit.helpers import roll_heard
+from tests.unit.helpers import on_the_way, roll_heard
 
 J = 10.0  # the join bound of these runs: S, the start skew, is twice it
 BOUNDS = Bounds(join_s=J, start_skew_s=2 * J)
@@ -84,6 +84,27 @@ def test_a_node_heard_late_gets_its_own_bound_counted_from_when_it_was_heard():
     assert stop_reason(roll_heard(late), 2, 4, BOUNDS, now=139.0).endswith(
         "ended at twice the join bound (--join-hang-after 10s) after the last launcher was heard"
     )
+
+
+def test_a_node_on_its_way_is_not_named_however_long_and_its_skew_counts_from_its_arrival():
+    """Node 1's pod pulls a large image from 100 s to 300 s (Kubernetes): nothing of it can be heard meanwhile,
+    and nothing is named at any look, far past T0 + S; its pod's containers started after 300 s, and the
+    backend's look at 310 saw it arrived (A), so it has S from then: named at 330, not before."""
+    roll = roll_heard(ALONE)
+    for t in range(100, 301, 10):
+        on_the_way(roll, (float(t), {1}))
+        assert find(roll, 2, 4, BOUNDS, now=t + 9.9) is None
+        assert stop_reason(roll, 2, 4, BOUNDS, now=t + 9.9) is None
+    on_the_way(roll, (310.0, set()))  # its containers started: it arrived, but says nothing
+    assert find(roll, 2, 4, BOUNDS, now=329.9) is None
+    found = find(roll, 2, 4, BOUNDS, now=330.0)
+    assert found is not None and found.missing == (1,)
+    # a node on its way before any part was heard: T0 is still the first part heard
+    early = on_the_way(roll_heard([]), (50.0, {0, 1}), (60.0, {1}))
+    early.parser("node-0").feed(_launcher(0, "started", 0.0))  # read at 60
+    on_the_way(early, (70.0, set()))
+    assert find(early, 2, 4, BOUNDS, now=89.9) is None  # A = 70 > T0 = 60: S from A
+    assert find(early, 2, 4, BOUNDS, now=90.0) is not None
 
 
 def test_nothing_is_named_once_a_launcher_spawned_its_ranks_or_a_rank_was_heard():

@@ -185,7 +185,7 @@ class KubernetesBackend:
 
         from rollcall.backends.kubernetes import kube as client
 
-        placement = _layout(request)
+        placement, arrival_s = _layout(request), 0.0
         if placement is not None and request.efa == "on":
             raise ValueError(
                 "--efa on: the nodes' EFA devices are counted by discovery; leave --procs-per-node out to "
@@ -197,13 +197,14 @@ class KubernetesBackend:
                 try:
                     backend.check_namespace()
                     placement = backend.discover(request)
+                    arrival_s = backend.arrival_s
                 finally:
                     backend.kube.close()
             except ConfigException as exc:
                 raise ValueError(str(exc)) from None
             except (client.KubeError, ApiException, HTTPError, OSError) as exc:
                 raise BackendError(f"cannot read the cluster's nodes: {message_of(exc)}") from None
-        spec = spec_of(placement)
+        spec = spec_of(placement).outwaiting(arrival_s)  # as launch() renders it
         rendered = render(spec, Names.new(options.namespace_prefix, spec.name, options.namespace))
         return yaml.safe_dump_all(rendered.objects(), sort_keys=False)
 
@@ -256,6 +257,15 @@ class KubernetesBackend:
         self.discovery, self.arriving = planned.discovery, planned.arriving
         return planned.placement
 
+    @property
+    def arrival_s(self) -> float:
+        """How long a node may take to arrive after the run starts: the capacity timeout, or none.
+
+        The capacity timeout where capacity is on its way (the job timeout counts from when every pod is
+        scheduled).
+        """
+        return self.options.capacity_timeout if self.arriving is not None else 0.0
+
     def _say(self, line: str) -> None:
         if self.progress is not None:
             self.progress(f"[rollcall] {line}")
@@ -280,6 +290,9 @@ class KubernetesBackend:
         found = self.discovery
         if found is not None and spec.nodes > len(found.usable) and self.arriving is None:
             raise DiscoveryError("nothing was created: " + _too_few(found, spec.nodes))
+        # The pods start apart (capacity arriving, images pulling), each held by this backend's bounds:
+        # torchrun's rendezvous outwaits them.
+        spec = spec.outwaiting(self.arrival_s)
         names = Names.new(self.options.namespace_prefix, spec.name, self.options.namespace)
         rendered = render(spec, names, extras=self.extras)
         if self.arriving is not None:  # the Job's deadline starts with it, before the nodes arrive

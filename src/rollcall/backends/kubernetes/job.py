@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rollcall.backends import JobState, JobStatus, StopTest, Waits
-from rollcall.backends.kubernetes import efa, snapshot
+from rollcall.backends.kubernetes import efa, snapshot, waits
 from rollcall.backends.kubernetes.capacity import Lookup
 from rollcall.backends.kubernetes.deletion import Cleanup, UnderRun
 from rollcall.backends.kubernetes.discovery import owns_nodes
@@ -306,6 +306,7 @@ class KubernetesJob:
         if ended is not None:
             return ended
         pods = self.pods.objects()
+        self.collector.on_the_way(waits.on_the_way(pods, self.spec.nodes))
         found = self._disruption(pods) or self.under_run.find(job, pods, now)
         if found is not None:  # before any fault: ranks dying because a peer was taken away are consequences
             return JobStatus.disrupted(found)

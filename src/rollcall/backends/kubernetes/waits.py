@@ -38,6 +38,17 @@ def pulling(pods: Iterable[Obj]) -> list[str]:
     )
 
 
+def on_the_way(pods: Iterable[Obj], nodes: int) -> list[int]:
+    """The node ranks ``0..nodes-1`` none of whose pods has started a container yet, in order.
+
+    Such a node is on its way: its pod not yet created, waiting for capacity, pulling its image or creating
+    its container. Nothing of it can be heard until a container starts (the monitor sidecar first); the
+    capacity timeout, an image pull's error and the job timeout bound it meanwhile.
+    """
+    arrived = {p.node_rank for p in map(Pod, pods) if p.finished or any(c.started for c in p.all_containers)}
+    return [n for n in range(nodes) if n not in arrived]
+
+
 def image_pull_s(pods: Iterable[Obj]) -> float | None:
     """The longest scheduled-to-started time over the pods (None when no pod has both)."""
     spans = []

@@ -77,9 +77,85 @@ cmd_build() {
       build_binaries
     fi
   } 9>"$NODE_BIN/.lock"
-  "$HACK/image.sh" pause >/dev/null
-  "$HACK/image.sh" bert >/dev/null
+  mkdir -p "$CACHE/containerd-seed"
+  {
+    flock 9
+    build_seed
+  } 9>"$CACHE/containerd-seed/.lock"
   echo "$NODE_BIN"
+}
+
+# The nodes' containerd root with the pause and bert images imported, built once per containerd version and
+# images, then given to each node of each cluster as hard links (seed_root): importing the 5.7 GB image into
+# every node took 100-200 s of every cluster's start and wrote 23 GB. Its files are the images' blobs and
+# unpacked layers, which containerd does not write again; its bolt databases, which it does, are copied.
+seed_dir() {
+  local pause bert
+  pause=$("$HACK/image.sh" pause)
+  bert=$("$HACK/image.sh" bert)
+  echo "$CACHE/containerd-seed/$(echo "$CONTAINERD_VERSION $(basename "$pause") $(basename "$bert")" |
+    sha256sum | cut -c1-16)"
+}
+
+build_seed() {
+  local seed start=$SECONDS tmp pid image
+  seed=$(seed_dir)
+  [[ -d $seed/root ]] && return
+  log "importing the images into the nodes' containerd seed (about 100 s, once per image)"
+  tmp=$(mktemp -d "$CACHE/containerd-seed/.build.XXXXXX")
+  {
+    echo 'version = 3'
+    echo "root = \"$tmp/root\""
+    echo "state = \"$tmp/state\""
+    echo "temp = \"$tmp/tmp\""
+    echo 'imports = []'
+    echo 'disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime", "io.containerd.nri.v1.nri"]'
+    echo '[grpc]'
+    echo "  address = \"$tmp/containerd.sock\""
+    echo '[ttrpc]'
+    echo "  address = \"$tmp/containerd.sock.ttrpc\""
+    echo '[plugins."io.containerd.internal.v1.opt"]'
+    echo "  path = \"$tmp/opt\""
+  } >"$tmp/containerd.toml"
+  setsid "$NODE_BIN/containerd" --config "$tmp/containerd.toml" </dev/null >"$tmp/containerd.log" 2>&1 &
+  pid=$!
+  local deadline=$((SECONDS + 60))
+  until "$NODE_BIN/ctr" --address "$tmp/containerd.sock" version >/dev/null 2>&1; do
+    if ((SECONDS >= deadline)); then
+      kill "$pid" 2>/dev/null
+      tail -20 "$tmp/containerd.log" >&2
+      die "the seed's containerd did not start"
+    fi
+    sleep 0.2
+  done
+  for image in pause bert; do
+    if ! "$NODE_BIN/ctr" --address "$tmp/containerd.sock" -n k8s.io images import \
+      "$("$HACK/image.sh" "$image")" >>"$tmp/import.log" 2>&1; then
+      kill "$pid" 2>/dev/null
+      tail -5 "$tmp/import.log" >&2
+      die "image import into the containerd seed failed"
+    fi
+  done
+  kill "$pid"
+  wait "$pid" 2>/dev/null || true
+  mkdir -p "$seed"
+  mv "$tmp/root" "$seed/root"
+  rm -rf "$tmp"
+  # one seed at a time: those of images no longer built go
+  find "$CACHE/containerd-seed" -mindepth 1 -maxdepth 1 -type d ! -path "$seed" -exec rm -rf {} +
+  log "containerd seed built in $((SECONDS - start))s"
+}
+
+# seed_root DIR: node DIR's containerd root, hard links to the seed's files but copies of its databases.
+seed_root() {
+  local dir=$1 seed db
+  seed=$(seed_dir)/root
+  [[ -d $seed ]] || die "no containerd seed at $seed: run hack/realnodes.sh build"
+  mkdir -p "$dir/containerd"
+  cp -al "$seed" "$dir/containerd/root"
+  while IFS= read -r -d '' db; do
+    cp --remove-destination "$seed/${db#"$dir/containerd/root/"}" "$db"
+  done < <(find "$dir/containerd/root" -name '*.db' -print0)
 }
 
 build_binaries() {
@@ -123,16 +199,6 @@ cmd_up() {
   coredns_up "$state" "$kubeconfig"
   for ((i = 0; i < count; i++)); do
     node_up "$state" "$kubeconfig" "$i" "$profile"
-  done
-  # The images go into every node's containerd at once: one import (about 5 GB unpacked) took 100 s, and
-  # one after the other the nodes waited for each other.
-  local pids=()
-  for ((i = 0; i < count; i++)); do
-    import_images "$state/node-$i" &
-    pids+=($!)
-  done
-  for i in "${!pids[@]}"; do
-    wait "${pids[$i]}" || die "image import into $(cat "$state/node-$i/name") failed"
   done
   for ((i = 0; i < count; i++)); do
     kubelet_up "$state/node-$i" "$i" "$log_max"
@@ -299,19 +365,9 @@ imports = []
         Root = "$dir/runc"
         SystemdCgroup = false
 EOF
+  seed_root "$dir"  # the images, imported once (build_seed)
   start_containerd "$dir" "$i"
   cp "$kubeconfig" "$dir/kubeconfig"
-}
-
-# import_images DIR: the pause and bert images into node DIR's containerd.
-import_images() {
-  local dir=$1 image name start=$SECONDS
-  name=$(cat "$dir/name")
-  for image in pause bert; do
-    ctr_of "$dir" -n k8s.io images import "$("$HACK/image.sh" "$image")" \
-      >>"$dir/import.log" 2>&1 || { tail -5 "$dir/import.log" >&2; die "image import into $name failed"; }
-  done
-  log "$name: images imported in $((SECONDS - start))s"
 }
 
 # kubelet_up DIR I LOG_MAX_SIZE: node I's cgroup and kubelet configuration; its kubelet, started.

@@ -90,11 +90,21 @@ def real_nodes(real_cluster: ControlPlane) -> list[str]:
     return names
 
 
-def containers(cp: ControlPlane, node: int) -> list[dict[str, Any]]:
-    """The containers (sandboxes too) in real node ``node``'s containerd, with their labels."""
-    out = cluster_sh("ctr", "--name", cp.name, str(node), "-n", "k8s.io", "containers", "ls", "-q")
+#: ctr's filter of the containers of the suite's namespaces: one call lists them, however many others the
+#: runtime holds (the kubelets keep the stopped ones of earlier tests until their garbage collection).
+SUITE_FILTER = f'labels."{NAMESPACE_LABEL}"~="^rollcall-"'
+
+
+def containers(cp: ControlPlane, node: int, *, live: bool = False) -> list[dict[str, Any]]:
+    """The containers (sandboxes too) of the suite's namespaces in real node ``node``'s containerd, with their
+    labels; ``live``: only those whose task is not stopped (a process still there)."""
+    ls = ("containers", "ls", "-q", SUITE_FILTER)
+    ids = cluster_sh("ctr", "--name", cp.name, str(node), "-n", "k8s.io", *ls).split()
+    if live and ids:
+        running = live_tasks(cp, node)
+        ids = [cid for cid in ids if cid in running]
     found = []
-    for cid in out.split():
+    for cid in ids:
         try:
             info = json.loads(
                 cluster_sh("ctr", "--name", cp.name, str(node), "-n", "k8s.io", "containers", "info", cid)
@@ -117,10 +127,9 @@ def suite_containers(cp: ControlPlane, *, running: bool = False) -> list[str]:
     ``node:namespace/pod/id``."""
     found = []
     for node in range(REAL_NODES):
-        live = live_tasks(cp, node) if running else None
-        for c in containers(cp, node):
+        for c in containers(cp, node, live=running):
             labels = c["labels"]
-            if labels.get(NAMESPACE_LABEL, "").startswith("rollcall-") and (live is None or c["id"] in live):
+            if labels.get(NAMESPACE_LABEL, "").startswith("rollcall-"):
                 found.append(f"{node}:{labels[NAMESPACE_LABEL]}/{labels.get(POD_LABEL, '?')}/{c['id'][:12]}")
     return found
 

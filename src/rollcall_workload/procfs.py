@@ -81,6 +81,16 @@ def pids(proc: str = PROC) -> list[int]:
         return []
 
 
+def cmdline(pid: int, proc: str = PROC) -> list[str]:
+    """``pid``'s arguments (empty: a kernel thread, a zombie, or gone)."""
+    try:
+        with open(os.path.join(proc, str(pid), "cmdline"), "rb") as f:
+            raw = f.read()
+    except OSError:
+        return []
+    return [arg.decode(errors="replace") for arg in raw.split(b"\0")[:-1]]
+
+
 def children(pid: int, proc: str = PROC) -> list[int]:
     """The pids of ``pid``'s child processes.
 

@@ -69,9 +69,11 @@ def test_the_nodes_monitor_is_a_native_sidecar_of_the_same_image_sharing_the_ran
         "rollcall_workload.node.monitor",
         "--dir",
         "/rollcall-monitor",
+        "--node-rank=$(JOB_COMPLETION_INDEX)",  # it watches its pod's launcher, in steps of the join bound
+        "--join-hang-after=60",
     ]
     assert sidecar["workingDir"] == "/workspace"  # where the images keep the workload's package
-    assert pod["shareProcessNamespace"] is True  # it reads the ranks' process states
+    assert pod["shareProcessNamespace"] is True  # it reads the ranks' and the launcher's process states
     assert {"name": "monitor", "emptyDir": {}} in pod["volumes"]
     train = pod["containers"][0]
     for c in (sidecar, train):

@@ -21,6 +21,7 @@ from rollcall_workload import faults, procfs
 from rollcall_workload.contract import MONITOR_DIR_ENV
 from rollcall_workload.contract.heartbeat import STACKS_HEADER, Heartbeat, heartbeat_path, stacks_path
 from rollcall_workload.node import monitor, ranks
+from rollcall_workload.node.launcher import LauncherFinder, is_launcher
 from rollcall_workload.node.states import Held
 from rollcall_workload.rank.watchdog import FAULTHANDLER_MARGIN_S, WORKLOAD_DIR
 from tests.unit.helpers import roll_of_lines
@@ -412,6 +413,31 @@ def test_a_node_asked_to_start_no_launcher_starts_nothing_and_ends_at_sigterm(tm
         assert node.wait(timeout=60) == 128 + signal.SIGTERM
         assert node.stdout.read() == b""  # not a single roll-call line: nothing heard from the node
     assert not marker.exists() and not (tmp_path / "m").exists()
+
+
+def test_a_sidecar_finds_its_pods_launcher_among_the_pods_processes_and_watches_it_from_then(tmp_path):
+    """On Kubernetes the monitor is a sidecar: it did not start the launcher, so it looks for torchrun among
+    the processes the pod shares at each look; the look that finds it says ``started`` (the node is heard),
+    the later ones wait and spawn as the launcher's own watch does."""
+    procs: dict[int, list[str]] = {7: ["python3", "-m", "rollcall_workload.node.monitor"], 9: ["/pause"]}
+    clock = Clock(t=500.0)
+    finder = LauncherFinder(
+        node_rank=1, bound=10.0, ranks=monitor.RankFiles(str(tmp_path)), pids=lambda: sorted(procs),
+        cmdline=lambda pid: procs.get(pid, []), mono=clock,
+    )  # fmt: skip
+    assert finder.poll(0.0) == [] and finder.watch is None  # the training container has not started
+    procs[12] = ["/usr/bin/python3", "/usr/local/bin/torchrun", "--nnodes=2", "--node-rank=1"]
+    clock.t = 503.0
+    (started,) = _launcher_lines(finder.poll(0.0))
+    assert (started["state"], started["node_rank"], started["pid"], started["waited_s"]) == ("started", 1, 12, 0)
+    assert finder.watch is not None and finder.watch.started == 503.0
+    clock.t = 513.5
+    (waiting,) = _launcher_lines(finder.poll(0.0))
+    assert waiting["state"] == "waiting" and waiting["waited_s"] == 10.5
+    assert is_launcher(["python", "-m", "torch.distributed.run", "--nnodes=2"])
+    assert is_launcher(["torchrun", "--nnodes=2"])
+    assert not is_launcher(["python", "-u", "/workspace/train.py", "--device", "cpu"])
+    assert not is_launcher(["python3", "-m", "rollcall_workload.node.monitor", "--node-rank=1"])
 
 
 def test_the_monitor_in_front_of_a_launcher_says_when_it_started_and_spawned(tmp_path):

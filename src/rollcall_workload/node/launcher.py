@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -87,3 +88,41 @@ class LauncherWatch:
             return []
         self._waits = waits
         return [self.line("waiting", mono)]
+
+
+def is_launcher(args: list[str]) -> bool:
+    """Whether a process of these arguments is torchrun (its script, or ``-m torch.distributed.run``)."""
+    return "torch.distributed.run" in args or any(arg.rsplit("/", 1)[-1] == "torchrun" for arg in args)
+
+
+@dataclass
+class LauncherFinder:
+    """A sidecar's watch of the node's launcher, which it did not start (on Kubernetes: the other container).
+
+    The pod shares its process namespace: at each look until it is found, the finder looks for torchrun among
+    the pod's processes; from then on it is that launcher's :class:`LauncherWatch`, its ``started`` line said
+    at the look that found it (the launcher's start, to a look), so the node is heard as soon as its launcher
+    runs, as on the backends where the monitor starts it.
+    """
+
+    node_rank: int
+    bound: float = JOIN_HANG_S
+    ranks: RankFiles | None = None
+    max_gap: float = MAX_GAP_POLLS * POLL_S
+    pids: Callable[[], list[int]] = procfs.pids
+    cmdline: Callable[[int], list[str]] = procfs.cmdline
+    mono: Callable[[], float] = time.monotonic
+    watch: LauncherWatch | None = None
+
+    def poll(self, now: float) -> list[bytes]:
+        """``started`` at the look that finds the launcher, then its watch's lines."""
+        if self.watch is not None:
+            return self.watch.poll(now)
+        me = os.getpid()
+        found = next((pid for pid in self.pids() if pid != me and is_launcher(self.cmdline(pid))), None)
+        if found is None:
+            return []
+        self.watch = LauncherWatch(
+            found, self.node_rank, self.mono(), self.bound, self.ranks, mono=self.mono, max_gap=self.max_gap
+        )
+        return [self.watch.first()]

@@ -12,10 +12,12 @@ second (:data:`POLL_S`) and writes, to its own stdout (the node's log, beside th
   (:func:`process_state`: ``T`` stopped, ``D`` uninterruptible sleep); a ``resumed`` (dump 0) once its
   heartbeat comes back.
 
-- ``launcher`` (rank -1) where it starts the node's launcher (:class:`LauncherWatch`): ``started`` as it
-  starts it, ``waiting`` at each multiple of the join bound (``--join-hang-after``) while no rank of the node
-  has been spawned (the launchers' rendezvous has not completed: a node's torchrun spawns its ranks only once
-  every node's has joined it), with the launcher's process state, and ``spawned`` once its ranks run.
+- ``launcher`` (rank -1) where it starts the node's launcher (:class:`LauncherWatch`), or, a sidecar given
+  ``--node-rank``, finds it among the processes its pod shares (:class:`LauncherFinder`): ``started`` as it
+  starts or finds it, ``waiting`` at each multiple of the join bound (``--join-hang-after``) while no rank of
+  the node has been spawned (the launchers' rendezvous has not completed: a node's torchrun spawns its ranks
+  only once every node's has joined it), with the launcher's process state, and ``spawned`` once its ranks
+  run.
 
 What it watches is a list of :class:`Source`; the ranks' files are one (:class:`RankFiles`), the node's
 GPUs' NVML events another (:class:`~rollcall_workload.node.gpu_listener.GpuEvents`, where NVML answers; its
@@ -43,7 +45,7 @@ from typing import Protocol, runtime_checkable
 from rollcall_workload import faults
 from rollcall_workload.contract import MONITOR_DIR_ENV
 from rollcall_workload.node.gpu_listener import GpuEvents
-from rollcall_workload.node.launcher import LauncherWatch
+from rollcall_workload.node.launcher import LauncherFinder, LauncherWatch
 from rollcall_workload.node.ranks import POLL_S, SILENT_MARGIN_S, RankFiles, RankProcesses
 from rollcall_workload.node.stacks import FaultDumps, ThreadText, frames_of, parse_stacks, stack_lines
 from rollcall_workload.node.states import MAX_GAP_POLLS, STATES, process_state
@@ -163,6 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     if gpus.off is None:
         sources.append(gpus)
     if not command:
+        if opts.node_rank is not None:  # the pod's launcher, found among the pod's processes
+            sources.append(LauncherFinder(opts.node_rank, opts.join_hang_after, files, max_gap=gap))
         return sidecar(sources, opts.poll)
     os.environ[MONITOR_DIR_ENV] = opts.dir  # the ranks' heartbeats and dumps go where this monitor reads
     launcher = None

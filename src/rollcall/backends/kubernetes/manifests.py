@@ -31,14 +31,15 @@ from rollcall.jobspec import (
     COMPILE_CACHE_DIR,
     EFA_RESOURCE,
     IMAGE_DIR,
+    IMAGE_PYTHON,
     NEURON_CACHE_DIR,
     POD_MONITOR_DIR,
     CacheVolume,
     JobSpec,
     Scheduling,
     Toleration,
+    launcher_monitor_command,
     manifests_dir,
-    monitor_command,
 )
 from rollcall_workload.contract import MONITOR_DIR_ENV
 
@@ -233,7 +234,7 @@ def render(spec: JobSpec, names: Names, *, extras: PodExtras | None = None) -> R
     )
     env = {**fabric_env(spec), **spec.workload_env(), MONITOR_DIR_ENV: POD_MONITOR_DIR}
     container["env"] += [{"name": k, "value": v} for k, v in env.items()]
-    _monitor(pod, spec.image, spec.accelerator)
+    _monitor(pod, spec)
     for name, volume, directory in (
         (NEURON_CACHE_VOLUME, spec.neuron_cache, NEURON_CACHE_DIR),
         (COMPILE_CACHE_VOLUME, spec.compile_cache, COMPILE_CACHE_DIR),
@@ -267,11 +268,18 @@ def render(spec: JobSpec, names: Names, *, extras: PodExtras | None = None) -> R
 MONITOR_NVIDIA_ENV = {"NVIDIA_VISIBLE_DEVICES": "all", "NVIDIA_DRIVER_CAPABILITIES": "utility"}
 
 
-def _monitor(pod: Obj, image: str, accelerator: str) -> None:
-    """The node's monitor sidecar: the training image, reading the monitor directory both containers mount."""
+def _monitor(pod: Obj, spec: JobSpec) -> None:
+    """The node's monitor sidecar: the training image, reading the monitor directory both containers mount.
+
+    It watches its pod's launcher too (found among the pod's processes, which the pod shares) at the
+    launchers' rendezvous, in steps of the ranks' join bound: the node is heard once its launcher runs.
+    """
     (sidecar,) = (c for c in pod["initContainers"] if c["name"] == MONITOR_CONTAINER)
-    sidecar.update(image=image, command=monitor_command(POD_MONITOR_DIR), workingDir=IMAGE_DIR)
-    if accelerator == "nvidia":
+    command = launcher_monitor_command(
+        POD_MONITOR_DIR, IMAGE_PYTHON, "$(JOB_COMPLETION_INDEX)", spec.workload_args
+    )
+    sidecar.update(image=spec.image, command=command, workingDir=IMAGE_DIR)
+    if spec.accelerator == "nvidia":
         sidecar["env"] = [{"name": k, "value": v} for k, v in MONITOR_NVIDIA_ENV.items()]
     for c in (sidecar, *pod["containers"]):
         for mount in c["volumeMounts"]:

@@ -429,7 +429,12 @@ def test_a_sidecar_finds_its_pods_launcher_among_the_pods_processes_and_watches_
     procs[12] = ["/usr/bin/python3", "/usr/local/bin/torchrun", "--nnodes=2", "--node-rank=1"]
     clock.t = 503.0
     (started,) = _launcher_lines(finder.poll(0.0))
-    assert (started["state"], started["node_rank"], started["pid"], started["waited_s"]) == ("started", 1, 12, 0)
+    assert (started["state"], started["node_rank"], started["pid"], started["waited_s"]) == (
+        "started",
+        1,
+        12,
+        0,
+    )
     assert finder.watch is not None and finder.watch.started == 503.0
     clock.t = 513.5
     (waiting,) = _launcher_lines(finder.poll(0.0))

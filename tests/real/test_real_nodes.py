@@ -120,15 +120,19 @@ def test_every_rank_answers_from_two_real_nodes(make_suite, real_nodes, request)
     monitors = sorted(attempt.artifacts.glob("*.monitor.log"))  # each pod's monitor sidecar's: all well
     logs = sorted(set(attempt.artifacts.glob("*.log")) - set(monitors))
     assert len(logs) == 2 and all(b"ROLLCALL " in p.read_bytes() for p in logs)
-    # each pod's monitor sidecar saw its ranks' processes (rank_process) and nothing amiss: no stack, no
-    # silence, no GPU event
+    # each pod's monitor sidecar saw its pod's launcher start and spawn its ranks (launcher), its ranks'
+    # processes (rank_process), and nothing amiss: no stack, no silence, no GPU event
     said = [
         json.loads(line.split(EVENT_PREFIX, 1)[1])
         for p in monitors
         for line in p.read_text().splitlines()
         if EVENT_PREFIX in line
     ]
-    assert len(monitors) == 2 and {e["event"] for e in said} == {"rank_process"}, said
+    assert len(monitors) == 2 and {e["event"] for e in said} == {"launcher", "rank_process"}, said
+    launchers = [(e["node_rank"], e["state"]) for e in said if e["event"] == "launcher"]
+    for node in (0, 1):
+        states = [state for n, state in launchers if n == node]
+        assert states[0] == "started" and states[-1] == "spawned", launchers
     assert sorted(e["rank"] for e in said if e["state"] == "seen") == [0, 1, 2, 3], said
 
 

@@ -147,12 +147,11 @@ mutants: setup
 # The unit session runs before the other integration tests: run beside the integration session it took 16
 # minutes instead of 3, the integration session 27 instead of 21, and three timing-bound tests failed under
 # that load. The real nodes' group, the longest path (about 20 minutes on a worker of its own), starts at
-# once beside both, in a session of its own (hack/test.sh), the others then on INTEGRATION_WORKERS workers
-# (on three, CI took 25m07s: the unit session 6m33s, the other integration tests 15m52s, the real 20m32s).
+# once beside both, in a session of its own (hack/test.sh), the others then on one worker fewer.
 INTEGRATION_TESTS ?= tests/local tests/browser tests/cluster tests/k8s tests/real tests/slurm
 INTEGRATION_WORKERS ?= 4
 test: lint cluster-build
-	hack/test.sh $(PY) 2 $(INTEGRATION_WORKERS) -- $(filter-out tests/real,$(INTEGRATION_TESTS)) -- $(PYTEST_ARGS)
+	hack/test.sh $(PY) 2 $$(($(INTEGRATION_WORKERS) - 1)) -- $(filter-out tests/real,$(INTEGRATION_TESTS)) -- $(PYTEST_ARGS)
 
 test-integration: setup cluster-build
 	$(PY) -m pytest -n $(INTEGRATION_WORKERS) --dist loadgroup $(INTEGRATION_TESTS) $(PYTEST_ARGS)

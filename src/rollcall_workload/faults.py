@@ -80,6 +80,10 @@ silent data corruption would: its replica differs from the others' from then on,
 with them. ``ROLLCALL_CORRUPT_COLLECTIVE=<rank>`` zeroes 1024 elements (from a third of the buffer on) of
 every result that rank receives from the bandwidth phase's timed all-reduces, as a bad link or GPU would:
 its ``bandwidth`` events carry a ``mismatch``. A value that is not a rank fails the run with an ``error``.
+``ROLLCALL_SKIP_COLLECTIVE=<rank>[:barrier|all_reduce[:world|fault]]`` makes every rank run one more
+collective after its first ``epoch_time`` (a barrier unless named, in the default group unless ``fault``: a
+group of every rank made for it), except the rank named, which skips it and goes on: the others wait in it,
+the flight recorder tells which rank never entered it.
 """
 
 from __future__ import annotations
@@ -92,7 +96,7 @@ import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rollcall_workload.contract import NODE_IDS_ENV
 from rollcall_workload.kernels.gate import ASSUME_ARCH_ENV, KERNEL_NAMES, check_arch
@@ -131,6 +135,8 @@ STOP_RANK_ENV = "ROLLCALL_STOP_RANK"
 NO_JOIN_RANK_ENV = "ROLLCALL_NO_JOIN_RANK"
 GPU_HANG_RANK_ENV = "ROLLCALL_GPU_HANG_RANK"
 BAD_ADDRESS_RANK_ENV = "ROLLCALL_BAD_ADDRESS_RANK"
+SKIP_COLLECTIVE_ENV = "ROLLCALL_SKIP_COLLECTIVE"
+SKIP_OPS, SKIP_GROUPS = ("barrier", "all_reduce"), ("world", "fault")
 #: The faults of a rank after its first epoch, by variable, in the order they win when a rank is named twice.
 RANK_FAULTS: tuple[tuple[str, str], ...] = (
     (FAIL_RANK_ENV, "fail"),
@@ -254,6 +260,40 @@ def check_fault_injection(environ: Mapping[str, str]) -> None:
     node_ids(environ)
     mismatched_kernels(environ, rank=0)
     assumed_arch(environ)
+    skipped_collective(environ)
+
+
+def skipped_collective(environ: Mapping[str, str]) -> tuple[int, str, str] | None:
+    """``ROLLCALL_SKIP_COLLECTIVE``'s rank, op and group (None: unset); ValueError naming the form."""
+    if not (value := environ.get(SKIP_COLLECTIVE_ENV, "").strip()):
+        return None
+    parts = value.split(":")
+    if (
+        not parts[0].isdigit()
+        or len(parts) > 3
+        or not {*parts[1:2]} <= {*SKIP_OPS}
+        or not {*parts[2:]} <= {*SKIP_GROUPS}
+    ):
+        form = f"<rank>[:{'|'.join(SKIP_OPS)}[:{'|'.join(SKIP_GROUPS)}]]"
+        raise ValueError(f"{SKIP_COLLECTIVE_ENV}={value!r} is not valid; write {SKIP_COLLECTIVE_ENV}={form}")
+    return int(parts[0]), (parts[1:2] or ["barrier"])[0], (parts[2:] or ["world"])[0]
+
+
+def skip_collective(rank: int, world_size: int, device: Any) -> None:
+    """``ROLLCALL_SKIP_COLLECTIVE``: each rank runs one more collective (all make its group) but one."""
+    if (skip := skipped_collective(os.environ)) is None:
+        return
+    import torch
+    import torch.distributed as dist
+
+    fault = skip[2] == "fault"
+    group = dist.new_group(list(range(world_size)), group_desc="rollcall_fault") if fault else None
+    if rank == skip[0]:
+        print(f"rollcall: rank {rank} skips one {skip[1]} as asked by {SKIP_COLLECTIVE_ENV}", flush=True)
+    elif skip[1] == "barrier":
+        dist.barrier(group=group)
+    else:
+        dist.all_reduce(torch.ones(1, device=device), group=group)
 
 
 def mismatched_kernels(environ: Mapping[str, str], rank: int) -> frozenset[str]:

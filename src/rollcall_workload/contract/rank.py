@@ -226,6 +226,36 @@ class Stack(Event):
 
 
 @event(
+    "collectives",
+    "once per stall, with the rank's first stack dump after it joined, before its stack lines: what the "
+    "flight recorder holds",
+)
+@dataclass(kw_only=True, slots=True)
+class Collectives(Event):
+    """The rank's last collectives in each process group, from torch.distributed's flight recorder."""
+
+    dump: int = required("the stack dump it goes with")
+    available: bool = optional("whether the recorder held anything (false: see why)", True)
+    why: str = optional("why the recorder held nothing (torch_xla's own group, a torch without one)", "")
+    tails: dict[str, list[tuple[int, str, bool]]] = optional(
+        "each process group by its name (the default group's is 0) to its last collectives, oldest first, "
+        'each [sequence number in the group, op ("all_reduce", "barrier"), finished]',
+        {},
+        partial=True,
+    )
+    labels: dict[str, str] = optional('each group\'s description ("default_pg", or as it was made)', {})
+    members: dict[str, str] = optional(
+        'each group the rank is in, with its members\' global ranks as ranges ("0-7,16"), whether or not it '
+        "ran a collective in it",
+        {},
+        partial=True,
+    )
+    entries: int = optional("entries the recorder held", 0)
+    wrapped: bool = optional("whether its ring buffer had overwritten its oldest entries", False)
+    file: str = optional("the whole dump (PyTorch's JSON) in the node's monitor directory", "")
+
+
+@event(
     "resumed",
     "when the rank makes progress again after a dump; from the node's monitor (dump 0) when the heartbeat "
     "of a rank it named silent comes back",

@@ -13,8 +13,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 if TYPE_CHECKING:
     pass
 
-from rollcall_workload.rank.watchdog import FLIGHT_RECORDER_ENV
-
 
 @dataclass(frozen=True)
 class DistEnv:
@@ -120,9 +118,6 @@ class Accelerator:
         if self.kind == "xla" and not self.host_collectives:
             dist.init_process_group("xla", init_method="xla://")
         elif env.launched:
-            if self.backend == "nccl":  # NCCL's flight recorder, where this torch has it (see the docstring)
-                for name, value in FLIGHT_RECORDER_ENV.items():
-                    os.environ.setdefault(name, value)
             device_id = self.device if self.backend == "nccl" else None
             dist.init_process_group(self.backend, device_id=device_id, timeout=timeout)
         else:  # plain `python train.py`: a one-rank group needing no rendezvous

@@ -36,12 +36,13 @@ from rollcall_workload.faults import (
 )
 from rollcall_workload.kernels.gate import KERNEL_BY_NAME, arch_of, drop, in_use
 from rollcall_workload.model import batch_pool, mlm_predictions, model_shape
-from rollcall_workload.rank import gpu_progress
+from rollcall_workload.rank import flight, gpu_progress
 from rollcall_workload.rank.bandwidth import measure_bandwidth
 from rollcall_workload.rank.cli import apply_defaults
 from rollcall_workload.rank.compile_cache import _inductor_counters, compile_cache_fields
 from rollcall_workload.rank.dist import Accelerator, DistEnv, resolve_device, xla_configured, xla_importable
 from rollcall_workload.rank.facts import cuda_uuid, held_before_context, report_facts
+from rollcall_workload.rank.flight import FlightRecorder
 from rollcall_workload.rank.proofs import parameter_digest
 from rollcall_workload.rank.timing import (
     PROCESS_STARTED,
@@ -61,6 +62,7 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
     check_fault_injection(os.environ)  # a malformed variable fails every rank at once, before torch loads
     faults.hang_node(env.rank, env.node_rank)
     faults.slow_import(env.rank)
+    flight.enable(os.environ)  # before torch loads: it reads the recorder's size then
     import torch
     import torch.distributed as dist
 
@@ -107,6 +109,13 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
         f"pretrained:{os.path.basename(os.path.normpath(args.pretrained))}" if args.pretrained else args.model
     )
     acc = Accelerator(device, env.local_rank, args.dist_backend)
+    own_xla = acc.kind == "xla" and not acc.host_collectives
+    watchdog.recorder = FlightRecorder(
+        log,
+        acc.backend,
+        os.environ.get(MONITOR_DIR_ENV) or None,
+        unavailable="torch_xla's own process group keeps no flight record" if own_xla else "",
+    ).record
     faults.never_join(env.rank)
     watchdog.beat(JOIN_PHASE)
     joining = time.monotonic()
@@ -274,6 +283,7 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
             faults.chatter(env.rank, os.environ)
             faults.pause(env.rank)
             faults.inject_fault(env.rank)
+            faults.skip_collective(env.rank, env.world_size, acc.device)
 
     timed_s = time.perf_counter() - timed_started - digest_s
     compute = (

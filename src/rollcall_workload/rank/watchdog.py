@@ -52,11 +52,6 @@ FAULTHANDLER_MARGIN_S = 5.0
 #: (``rank/run.py``).
 WORKLOAD_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_CODE_CHARS = 160  # a frame's source line is cut to this many characters
-FLIGHT_RECORDER_ENV = {
-    "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000",
-    "TORCH_FR_BUFFER_SIZE": "2000",
-    "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
-}
 
 
 def first_step_bound(device: str, compiled: bool) -> float:
@@ -133,8 +128,10 @@ class Watchdog:
         fh_margin: float = FAULTHANDLER_MARGIN_S,
         gpu: GpuProgress | None = None,
         stacks: Callable[[], list[tuple[str, bool, list[list[Any]]]]] | None = None,
+        recorder: Callable[[int], None] | None = None,
     ) -> None:
         self.log = log
+        self.recorder = recorder  # once joined, a stall's first dump says the rank's last collectives first
         self._stacks = stacks or thread_stacks  # what a dump holds: this process's threads (a test's own)
         self.gpu = gpu
         self.hang_after = hang_after
@@ -233,8 +230,10 @@ class Watchdog:
                 return False
             self._dumps += 1
             self._dumped_at = now
-            dump, phase, stalled = self._dumps, self._phase, now - self._last
+            dump, phase, stalled, joined = self._dumps, self._phase, now - self._last, self._joined
         self._arm()  # its own dump taken: faulthandler's waits another bound
+        if self.recorder is not None and joined:  # the collectives line before the stacks that end the run
+            self.recorder(dump)
         probe = self.gpu.probe() if self.gpu is not None else None
         gpu = {"gpu": probe.gpu, "gpu_pending_s": probe.pending_s} if probe is not None else {}
         stacks = [s for s in self._stacks() if s[0] != "rollcall-watchdog"]

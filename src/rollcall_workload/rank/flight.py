@@ -1,0 +1,142 @@
+"""The flight recorder: torch.distributed's record of each process group's last collectives, read at a stall.
+
+torch.distributed records every collective a process group runs (its sequence number in that group, its op,
+whether it finished) in a ring buffer of ``TORCH_FR_BUFFER_SIZE`` entries, on gloo as on NCCL; the size is
+read when torch loads, so :func:`enable` runs before the rank imports torch. With a stalled rank's first
+stack dump (:meth:`FlightRecorder.record`, called by the watchdog) the rank writes the whole dump into its
+node's monitor directory (``rank-<rank>.flight.json``, PyTorch's own JSON, for
+``torch.distributed.flight_recorder``'s analysis) and one ``collectives`` line: each group's last
+:data:`TAIL` collectives and its members, which the suite aligns across ranks
+(:mod:`rollcall.evidence.flight`). Where the recorder holds nothing (torch_xla's own process group keeps no
+record; a torch without one) the line says so (``available`` false, with why).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping, MutableMapping
+from typing import Any
+
+from rollcall_workload.contract import RollcallLog
+from rollcall_workload.rank.bandwidth import compact_ranges
+
+#: The recorder's settings, set for every backend unless the environment sets them: 2,000 entries, and on
+#: NCCL a dump when its watchdog times out. (torch 2.11 warns that NCCL's older name for the size,
+#: ``TORCH_NCCL_TRACE_BUFFER_SIZE``, is deprecated: an image with a torch that reads only that one sets it.)
+FLIGHT_RECORDER_ENV = {"TORCH_FR_BUFFER_SIZE": "2000", "TORCH_NCCL_DUMP_ON_TIMEOUT": "1"}
+#: Each group's last collectives a ``collectives`` line holds.
+TAIL = 6
+#: The most bytes a line's groups may take (a line holds MAX_LINE_BYTES with its envelope).
+BUDGET = 3000
+#: The whole dump's file in the node's monitor directory.
+FILE = "rank-{rank}.flight.json"
+
+
+def enable(environ: MutableMapping[str, str]) -> None:
+    """Turn the recorder on for every backend (before torch is imported: it reads the size as it loads)."""
+    for name, value in FLIGHT_RECORDER_ENV.items():
+        environ.setdefault(name, value)
+
+
+def summarize(dump: Mapping[str, Any], members: Mapping[str, list[int]]) -> dict[str, Any]:
+    """A ``collectives`` line's fields from one decoded dump: each group's last :data:`TAIL` collectives.
+
+    ``members``: each group's global ranks by its name (the dump does not say them on every backend). The
+    groups most recently used come first; the others are left out past :data:`BUDGET` bytes (one line).
+    """
+    raw = [e for e in dump.get("entries") or () if isinstance(e, Mapping)]
+    tails: dict[str, list[tuple[int, str, bool]]] = {}
+    labels: dict[str, str] = {}
+    last: dict[str, int] = {}  # each group's newest entry, to keep the groups in use first
+    for e in raw:
+        if e.get("is_p2p"):
+            continue
+        group = e.get("process_group") or ("?", "")
+        name, label = str(group[0]), str(group[1]) if len(group) > 1 else ""
+        op = str(e.get("profiling_name") or "?").split(":", 1)[-1]  # "gloo:all_reduce" -> "all_reduce"
+        done = bool(e.get("retired")) or e.get("state") == "completed"
+        tails.setdefault(name, []).append((int(e.get("collective_seq_id") or 0), op, done))
+        labels[name] = label
+        last[name] = max(last.get(name, -1), int(e.get("record_id") or 0))
+    record_ids = [int(e.get("record_id") or 0) for e in raw]
+    fields: dict[str, Any] = {
+        "tails": {},
+        "labels": {},
+        "members": {},
+        "entries": len(record_ids),
+        "wrapped": bool(record_ids) and min(record_ids) > 0,  # the oldest entries were overwritten
+    }
+    used = sorted(tails, key=lambda n: -last[n])
+    for name in [*used, *(n for n in sorted(members) if n not in tails)]:
+        if name in tails:
+            fields["tails"][name] = sorted(tails[name])[-TAIL:]
+            fields["labels"][name] = labels[name]
+        if name in members:
+            fields["members"][name] = compact_ranges(members[name])
+        if len(json.dumps(fields)) > BUDGET:  # one group too many for the line: the rest are left out
+            for key in ("tails", "labels", "members"):
+                fields[key].pop(name, None)
+            break
+    return fields
+
+
+def group_members() -> dict[str, list[int]]:
+    """Each process group this rank knows, by name, with its global ranks (torch's own table)."""
+    from torch.distributed import distributed_c10d as c10d
+
+    world = c10d._world
+    return {str(world.pg_names[pg]): sorted(ranks) for pg, ranks in world.pg_group_ranks.items()}
+
+
+def read_dump(backend: str) -> bytes:
+    """The recorder's dump as PyTorch writes it (JSON), of NCCL's recorder or of the others'."""
+    import torch
+
+    c10d: Any = torch._C._distributed_c10d
+    dump: Callable[..., Any] = c10d._dump_nccl_trace_json if backend == "nccl" else c10d._dump_fr_trace_json
+    return bytes(dump(includeCollectives=True, onlyActive=False))
+
+
+class FlightRecorder:
+    """Writes a stalled rank's flight record once: the whole dump for the node, a summary in its log."""
+
+    def __init__(
+        self,
+        log: RollcallLog,
+        backend: str,
+        monitor_dir: str | None,
+        *,
+        unavailable: str = "",
+        read: Callable[[str], bytes] = read_dump,
+        members: Callable[[], dict[str, list[int]]] = group_members,
+    ) -> None:
+        self.log, self.backend, self.monitor_dir = log, backend, monitor_dir
+        self.unavailable = unavailable  # why this rank's groups keep no record ("": they do)
+        self._read, self._members = read, members
+        self.written = False
+
+    def record(self, dump: int) -> None:
+        """Say this rank's last collectives with its ``dump``-th stack dump (once: a stall's first dump)."""
+        if self.written:
+            return
+        self.written = True
+        if self.unavailable:
+            self.log.emit("collectives", dump=dump, available=False, why=self.unavailable)
+            return
+        try:
+            raw = self._read(self.backend)
+            fields = summarize(json.loads(raw), self._members())
+        except Exception as exc:  # a torch without the recorder, or one that changed its dump
+            self.log.emit("collectives", dump=dump, available=False, why=f"{type(exc).__name__}: {exc}")
+            return
+        if not fields["entries"]:
+            why = "the recorder holds no collective (TORCH_FR_BUFFER_SIZE was 0 or unset when torch loaded)"
+            self.log.emit("collectives", dump=dump, available=False, why=why)
+            return
+        path = ""
+        if self.monitor_dir:
+            path = os.path.join(self.monitor_dir, FILE.format(rank=self.log.rank))
+            with open(path, "wb") as f:
+                f.write(raw)
+        self.log.emit("collectives", dump=dump, file=path, **fields)

@@ -9,6 +9,7 @@ clean-up of rank 1 going quiet.
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 
@@ -68,9 +69,16 @@ def test_a_hung_rank_is_named_where_it_sleeps_and_the_job_ends_at_the_hang(tmp_p
     assert first.message.startswith("rank 1 (node 0, log node-0) hung in a sleep, not in a collective")
     assert "in inject_fault: time.sleep(3600)" in first.message, first.message
     (waiting,) = verdict.of_kind(WAITING)
-    assert waiting.message == "ranks 0, 2-3 waiting in a collective (barrier) for the hung rank", (
-        verdict.message()
-    )
+    # the flight records say which collective: rank 1 never entered the barrier the others wait in
+    assert re.search(
+        r"; it never entered barrier #(\d+) of the default group, which ranks 0, 2-3 \(nodes 0-1\) "
+        r"entered and wait in \(flight recorder\)$",
+        first.message,
+    ), first.message
+    assert re.fullmatch(
+        r"ranks 0, 2-3 waiting in barrier #\d+ of the default group for rank 1 \(flight recorder\)",
+        waiting.message,
+    ), verdict.message()
     assert not verdict.ranks[1].answered and "hung in a sleep" in verdict.ranks[1].notes[0]
     mine = f"{spec.name}-{os.getpid()}-"  # the local backend's run id; other runs may share this machine
     assert [pid for pid, rid in procs.marked().items() if rid.startswith(mine)] == []

@@ -123,6 +123,27 @@ def test_a_job_pending_for_a_reason_that_cannot_clear_fails_after_the_grace_peri
     assert took < 30, took  # not the job timeout of 300s
 
 
+def test_a_rank_that_skipped_a_barrier_is_named_from_the_flight_records(tmp_path, clean):
+    """2 nodes x 2 ranks: rank 1 skips one barrier after its first epoch and goes on into DDP's all_reduce;
+    its stack is in backward, the others' in a barrier. The ranks' flight records, said in their logs beside
+    their stacks, name it and the collective."""
+    skipped = spec("skip", env={"ROLLCALL_SKIP_COLLECTIVE": "1"}, timeout=600)
+    skipped = replace(skipped, procs_per_node=2, workload_args=(*FAST, "--hang-after", "5"))
+    attempt = run_once(SlurmBackend(), skipped, tmp_path)
+    assert attempt.status.state is JobState.STOPPED, attempt.verdict.message()
+    (hung,) = attempt.verdict.of_kind(HUNG)
+    pattern = (
+        r"rank 1 \(node 0, [^)]+\) entered all_reduce as #(\d+) of the default group, where ranks 0, 2-3 "
+        r"\(nodes 0-1\) entered barrier and wait in it \(flight recorder\); its stack: backward"
+    )
+    assert (m := re.match(pattern, hung.message)), attempt.verdict.message()
+    (waiting,) = attempt.verdict.of_kind(WAITING)
+    assert (
+        waiting.message
+        == f"ranks 0, 2-3 waiting in barrier #{m[1]} of the default group for rank 1 (flight recorder)"
+    )
+
+
 def test_the_suites_deadline_cancels_a_hanging_job(tmp_path, clean):
     attempt = run_once(SlurmBackend(), spec("hang", env={"ROLLCALL_HANG_RANK": "0"}, timeout=20), tmp_path)
     assert attempt.status.state is JobState.TIMED_OUT

@@ -21,6 +21,7 @@ from rollcall.ranklog.report import (
     CollectiveMismatch,
     CompileCache,
     Exited,
+    FlightRecord,
     Frame,
     GpuHeard,
     LauncherHeard,
@@ -36,6 +37,7 @@ from rollcall.ranklog.report import (
 from rollcall_workload.contract import (
     ABSENT,
     Bandwidth,
+    Collectives,
     Complete,
     EpochTime,
     Error,
@@ -275,6 +277,28 @@ def _resumed(heard: Heard, rec: Resumed, said: Said) -> None:
     report.silent = None
     if report.stall is not None and report.stall.dump <= report.resumed:
         report.stall = None
+    if report.flight is not None and report.flight.dump <= report.resumed:
+        report.flight = None
+
+
+def _collectives(heard: Heard, rec: Collectives, said: Said) -> None:
+    """A stalled rank's flight record: kept until a ``resumed`` past its dump withdraws it."""
+    report = said.rank(heard, rec)
+    if rec.dump <= report.resumed:
+        return
+    members = {name: m for name, text in rec.members.items() if (m := parse_ranges(text)) is not None}
+    report.flight = FlightRecord(
+        rec.dump,
+        {name: tuple(tail) for name, tail in rec.tails.items()},
+        dict(rec.labels),
+        members,
+        rec.available,
+        rec.why,
+        rec.entries,
+        rec.wrapped,
+        rec.file,
+        said.source,
+    )
 
 
 def _silent(heard: Heard, rec: Silent, said: Said) -> None:
@@ -305,6 +329,7 @@ KEEPERS: dict[type[Event], Keeper] = {
     Exit: _exit,
     Stack: _stack,
     Resumed: _resumed,
+    Collectives: _collectives,
     Silent: _silent,
     Launcher: _launcher,
     GpuEvent: _gpu_event,

@@ -165,6 +165,31 @@ class StackDump:
 
 
 @dataclass(frozen=True)
+class FlightRecord:
+    """A stalled rank's last collectives in each process group (a ``collectives`` event), as the suite reads them.
+
+    Attributes:
+        dump: the stack dump it came with (a ``resumed`` past it withdraws it).
+        tails: each group, by name (``"0"`` the default), to its last collectives, oldest first, each
+            ``(sequence number, op, finished)``.
+        labels: each group's description; members: each group's members' global ranks.
+        available: False when the recorder held nothing, with ``why``; wrapped: its ring buffer had wrapped.
+        file: the whole dump in the node's monitor directory; source: the log that said it.
+    """
+
+    dump: int
+    tails: dict[str, tuple[tuple[int, str, bool], ...]] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+    members: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    available: bool = True
+    why: str = ""
+    entries: int = 0
+    wrapped: bool = False
+    file: str = ""
+    source: str = ""
+
+
+@dataclass(frozen=True)
 class Silence:
     """A rank the node's monitor found silent (a ``silent`` event): no heartbeat, no progress, process alive.
 
@@ -213,6 +238,8 @@ class RankReport:
     stall: StackDump | None = None
     #: The highest dump number a ``resumed`` event withdrew.
     resumed: int = 0
+    #: Its flight record, said with a stall's first dump (None: none, or a ``resumed`` withdrew it).
+    flight: FlightRecord | None = None
     #: The node's monitor found the rank silent (and no ``resumed`` came since).
     silent: Silence | None = None
     #: Each timed epoch's loss (NaN when the rank reported it not finite) and steps, by epoch.

@@ -1,0 +1,229 @@
+"""The collective a hang stopped in, from the ranks' flight records: who never entered or finished it.
+
+When a rank stalls, its watchdog says its flight record with its first stack dump (a ``collectives`` event,
+:class:`~rollcall.ranklog.FlightRecord`): each process group's last collectives, by their sequence number in
+that group. Python stacks cannot tell apart the ranks that wait inside NCCL or DDP's ``backward()``; the
+sequence numbers can. :func:`stuck` aligns the stalled ranks' records group by group and finds the first
+sequence number at which they part:
+
+- a rank whose record stops before it while the others entered it **never entered** it;
+- a rank that entered another op at that number **entered another op** (it went on without the others: a
+  skipped collective, or ranks calling collectives in different orders);
+- a rank that entered it but never finished it, while the others finished it, **never finished** it;
+- a rank stalled or silent without a record of its own (its Python could not run: the GIL held, the process
+  stopped), while every record agrees that the others wait in the default group's last collective, is named
+  from theirs (**no record**).
+
+A rank is named only where at least :data:`AGREEING` other ranks' records agree, and they outnumber the ranks
+named; where the records part evenly, or the most of them never reached the collective, nothing is named.
+A record taken while its rank still made progress is withdrawn with its dump (``resumed``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from rollcall.ranges import ranges
+from rollcall.ranklog import FlightRecord, RankReport
+
+#: The fewest other ranks whose records must agree before a rank is named from them.
+AGREEING = 2
+#: The default group's name in a record.
+DEFAULT_GROUP = "0"
+#: A rank's place at a sequence number: absent (its record stops before it), unknown (its record's ring
+#: buffer no longer holds it), or the op it entered there and whether it finished.
+_ABSENT, _UNKNOWN = "absent", "unknown"
+
+How = Literal["never_entered", "other_op", "unfinished", "no_record"]
+
+
+@dataclass(frozen=True)
+class Culprit:
+    """A rank the records name, how it parted from the others, and (``other_op``) the op it entered."""
+
+    rank: int
+    how: How
+    op: str = ""
+
+
+@dataclass(frozen=True)
+class Stuck:
+    """The collective where the records part: ``op`` number ``seq`` of ``group``, who entered it, who did not.
+
+    Attributes:
+        group: the group's name in the records (``"0"`` the default group); label: its description.
+        seq: the collective's sequence number in the group; op: the op the agreeing ranks entered there.
+        entered: the agreeing ranks; finished: whether they finished it (they wait in it when not).
+        culprits: the ranks named, by how they parted.
+        files: each rank's whole dump in its node's monitor directory, where it wrote one.
+    """
+
+    group: str
+    label: str
+    seq: int
+    op: str
+    entered: tuple[int, ...]
+    finished: bool
+    culprits: tuple[Culprit, ...]
+    files: tuple[tuple[int, str], ...] = ()
+
+    def collective(self) -> str:
+        """``barrier #7 of the default group``, ``all_reduce #1 of group 1 (rollcall_fault)``."""
+        label = f" ({self.label})" if self.label and self.label != "undefined" else ""
+        group = "the default group" if self.group == DEFAULT_GROUP else f"group {self.group}{label}"
+        return f"{self.op} #{self.seq} of {group}"
+
+    def says(self, culprit: Culprit) -> str:
+        """What the records say of one culprit: ``never entered barrier #7 of the default group``."""
+        if culprit.how == "never_entered":
+            return f"never entered {self.collective()}"
+        if culprit.how == "other_op":
+            return f"entered {culprit.op} as {self.collective().replace(self.op + ' ', '', 1)}"
+        if culprit.how == "unfinished":
+            return f"entered {self.collective()} but never finished it"
+        return "wrote no flight record (its Python could not run)"
+
+    def line(self, culprit: Culprit, node: Callable[[int], int]) -> str:
+        """``never entered barrier #7 of the default group, which ranks 0, 2-3 (nodes 0-1) entered ...``."""
+        nodes = sorted({node(r) for r in self.entered})
+        who = f"rank{'s' if len(self.entered) > 1 else ''} {ranges(self.entered)}"
+        who += f" (node {nodes[0]})" if len(nodes) == 1 else f" (nodes {ranges(nodes)})"
+        if culprit.how == "other_op":
+            return f"{self.says(culprit)}, where {who} entered {self.op} and wait in it"
+        if culprit.how == "no_record":
+            return f"{self.says(culprit)} while {who} wait in {self.collective()}"
+        return f"{self.says(culprit)}, which {who} {'finished' if self.finished else 'entered and wait in'}"
+
+
+def records(reports: Mapping[int, RankReport], ranks: Iterable[int]) -> dict[int, FlightRecord]:
+    """The available flight records of ``ranks`` (the stalled ones), by rank."""
+    out = {}
+    for r in ranks:
+        report = reports.get(r)
+        if report is not None and report.flight is not None and report.flight.available:
+            out[r] = report.flight
+    return out
+
+
+def stuck(
+    reports: Mapping[int, RankReport],
+    world_size: int,
+    stalled: Iterable[int],
+    quiet: Iterable[int] = (),
+) -> list[Stuck]:
+    """Where the stalled ranks' records part, group by group (see the module); empty when they do not.
+
+    ``stalled``: the ranks whose stack dump stands; ``quiet``: the ranks found silent. Either without a
+    record of its own may be named ``no_record`` from the others'.
+    """
+    stalled = sorted(r for r in stalled if r < world_size)
+    found = records(reports, stalled)
+    if len(found) <= AGREEING:
+        return []
+    out = []
+    for group in _groups(found.values()):
+        members = _members(group, found, world_size)
+        hit = _part(group, {r: found.get(r) for r in members if r in found})
+        if hit is not None:
+            out.append(hit)
+    if out:
+        return out
+    silent = sorted({*stalled, *(r for r in quiet if r < world_size)} - set(found))
+    return [hit] if silent and (hit := _no_record(found, silent, world_size)) is not None else []
+
+
+def _groups(found: Iterable[FlightRecord]) -> list[str]:
+    names = {g for rec in found for g in (*rec.tails, *rec.members)}
+    return sorted(names, key=lambda g: (not g.isdigit(), int(g) if g.isdigit() else 0, g))
+
+
+def _members(group: str, found: Mapping[int, FlightRecord], world_size: int) -> list[int]:
+    """The group's members: as a record says them, else the world (default group) or the ranks that ran it."""
+    for rec in found.values():
+        if group in rec.members:
+            return [r for r in rec.members[group] if r < world_size]
+    if group == DEFAULT_GROUP:
+        return list(range(world_size))
+    return sorted(r for r, rec in found.items() if group in rec.tails)
+
+
+def _status(rec: FlightRecord, group: str, seq: int) -> tuple[str, bool]:
+    tail = {s: (op, done) for s, op, done in rec.tails.get(group, ())}
+    if seq in tail:
+        return tail[seq]
+    if not tail or seq > max(tail):
+        return _ABSENT, False
+    return _UNKNOWN, False
+
+
+def _part(group: str, found: Mapping[int, FlightRecord | None]) -> Stuck | None:
+    """The first sequence number of ``group`` at which the members' records part, with who parted."""
+    present = {r: rec for r, rec in found.items() if rec is not None}
+    seqs = sorted({s for rec in present.values() for s, _, _ in rec.tails.get(group, ())})
+    for seq in seqs:
+        places = {r: _status(rec, group, seq) for r, rec in present.items()}
+        places = {r: p for r, p in places.items() if p[0] != _UNKNOWN}
+        ops = Counter(op for op, _ in places.values())
+        (op, agree), *rest = ops.most_common()
+        if rest and rest[0][1] == agree:
+            return None  # the records part evenly: nothing can be told
+        if op == _ABSENT:
+            return None  # the most of them never got here: nobody waits in it
+        deviants = [r for r, (o, _) in places.items() if o != op]
+        entered = [r for r, (o, _) in places.items() if o == op]
+        done = [r for r in entered if places[r][1]]
+        if not deviants and done and len(done) < len(entered):
+            deviants = [r for r in entered if not places[r][1]]  # entered with the others, never finished
+            entered = done
+        if not deviants:
+            continue
+        if len(entered) < AGREEING or len(entered) <= len(deviants):
+            return None
+        culprits = tuple(
+            Culprit(r, "never_entered")
+            if places[r][0] == _ABSENT
+            else Culprit(r, "other_op", places[r][0])
+            if places[r][0] != op
+            else Culprit(r, "unfinished")
+            for r in sorted(deviants)
+        )
+        rec = present[entered[0]]
+        return Stuck(
+            group,
+            rec.labels.get(group, ""),
+            seq,
+            op,
+            tuple(sorted(entered)),
+            all(places[r][1] for r in entered),
+            culprits,
+            tuple((r, x.file) for r, x in sorted(present.items()) if x.file),
+        )
+    return None
+
+
+def _no_record(found: Mapping[int, FlightRecord], silent: list[int], world_size: int) -> Stuck | None:
+    """Every record waits in the default group's same last collective: the ranks without one are named."""
+    lasts = {r: rec.tails.get(DEFAULT_GROUP, ())[-1:] for r, rec in found.items()}
+    if any(not last for last in lasts.values()):
+        return None
+    places = {last[0][:2] for last in lasts.values()}
+    if len(places) != 1 or any(last[0][2] for last in lasts.values()):
+        return None  # they part, or one finished its last: no common wait
+    ((seq, op),) = places
+    rec = next(iter(found.values()))
+    return Stuck(
+        DEFAULT_GROUP,
+        rec.labels.get(DEFAULT_GROUP, ""),
+        seq,
+        op,
+        tuple(sorted(found)),
+        False,
+        tuple(Culprit(r, "no_record") for r in silent),
+        tuple((r, x.file) for r, x in sorted(found.items()) if x.file),
+    )
+
+
+__all__ = ["AGREEING", "DEFAULT_GROUP", "Culprit", "Stuck", "records", "stuck"]

@@ -66,6 +66,9 @@ NODE_IDS_ENV = "ROLLCALL_NODE_IDS"
 POD_MONITOR_DIR = "/rollcall-monitor"
 #: The module every node's monitor runs (``python -m``), from the workload's own package.
 MONITOR_MODULE = "rollcall_workload.node.monitor"
+#: Where no monitor stands in front of the launcher (Kubernetes), the wrapper that applies the launch faults
+#: and becomes it (:mod:`rollcall_workload.node.launch`).
+LAUNCH_MODULE = "rollcall_workload.node.launch"
 #: The Python the images start the monitor with; the workload's package lies beside train.py, in the images'
 #: working directory (:data:`IMAGE_DIR`), so ``-m`` finds it there.
 IMAGE_PYTHON = ("python3",)

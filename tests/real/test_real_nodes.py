@@ -29,6 +29,7 @@ from rollcall.checks.collective_mismatch import COLLECTIVE_MISMATCH
 from rollcall.checks.errors import DISRUPTION, ROOT_CAUSE
 from rollcall.checks.exited_nonzero import EXITED_NONZERO
 from rollcall.checks.hangs import HUNG, WAITING
+from rollcall.checks.never_started import NEVER_STARTED
 from rollcall.checks.replica_divergence import REPLICA_DIVERGENCE
 from rollcall.checks.silent import SILENT
 from rollcall.isolation.probe import ISOLATED
@@ -416,6 +417,27 @@ def test_a_hung_rank_is_named_from_its_stack_and_the_run_ends_at_the_hang(make_s
         waiting.message,
     ), waiting.message  # the records name rank 1
     assert took < 300, took  # start-up, the first epoch, 2 x --hang-after and clean-up: not the 600 s
+
+
+def test_a_pod_whose_launcher_never_starts_is_named_at_its_deadline_not_torchruns(make_suite, request):
+    """ROLLCALL_NO_LAUNCH_NODE=1: pod 1's training container runs the launch wrapper, which starts no launcher
+    and waits; its sidecar never finds torchrun among the pod's processes, pod 0's sidecar finds its own
+    waiting at the launchers' rendezvous. Node 1 is named by the never-started check at the start skew
+    (S = 2 J) after node 0 was heard, as on local and Slurm, not at torchrun's 300 s rendezvous timeout."""
+    join_after = 10
+    suite, _ = make_suite(
+        workload_env=["ROLLCALL_NO_LAUNCH_NODE=1"],
+        workload_args=f"{WORKLOAD_ARGS} --join-hang-after {join_after}",
+        job_timeout="600",
+    )
+    attempt, took = run(suite, request)
+
+    assert attempt.status.state is JobState.STOPPED, message(attempt)
+    first = attempt.verdict.findings[0]
+    assert first.kind is NEVER_STARTED and set(first.ranks) == {2, 3}, message(attempt)
+    assert first.message.startswith("node 1 never started its launcher"), first.message
+    assert "node 0's launcher waited" in first.message, first.message
+    assert took < 2 * join_after + 120 < 300, took  # start-up, S = 2 J, clean-up: not torchrun's 300 s
 
 
 def test_a_frozen_container_is_named_silent_within_its_bound(

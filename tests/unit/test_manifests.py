@@ -102,7 +102,9 @@ def test_the_container_runs_the_one_torchrun_command_with_static_rendezvous():
     r = render(SPEC, NAMES)
     c = pod_of(r)["containers"][0]
     assert c["image"] == SPEC.image
-    assert c["command"] == SPEC.torchrun_command(
+    wrapper = ["python3", "-m", "rollcall_workload.node.launch", "--node-rank=$(JOB_COMPLETION_INDEX)", "--"]
+    assert c["command"][:5] == wrapper  # the launch faults, then exec torchrun
+    assert c["command"][5:] == SPEC.torchrun_command(
         node_rank="$(JOB_COMPLETION_INDEX)", master_addr="bert-abc123-0.bert-abc123"
     )
     assert "--node-rank=$(JOB_COMPLETION_INDEX)" in c["command"]

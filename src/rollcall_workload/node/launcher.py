@@ -11,6 +11,7 @@ from rollcall_workload import procfs
 from rollcall_workload.contract import encode_event
 from rollcall_workload.contract.node import NO_RANK
 from rollcall_workload.node.gpu_listener import node_name
+from rollcall_workload.node.launch import MODULE as LAUNCH_MODULE
 from rollcall_workload.node.ranks import POLL_S, RankFiles
 from rollcall_workload.node.states import MAX_GAP_POLLS, Held, process_state
 from rollcall_workload.rank.watchdog import JOIN_HANG_S
@@ -92,6 +93,8 @@ class LauncherWatch:
 
 def is_launcher(args: list[str]) -> bool:
     """Whether a process of these arguments is torchrun (its script, or ``-m torch.distributed.run``)."""
+    if LAUNCH_MODULE in args:  # the wrapper that becomes torchrun once its launch faults let it
+        return False
     return "torch.distributed.run" in args or any(arg.rsplit("/", 1)[-1] == "torchrun" for arg in args)
 
 

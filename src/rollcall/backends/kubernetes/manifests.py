@@ -32,6 +32,7 @@ from rollcall.jobspec import (
     EFA_RESOURCE,
     IMAGE_DIR,
     IMAGE_PYTHON,
+    LAUNCH_MODULE,
     NEURON_CACHE_DIR,
     POD_MONITOR_DIR,
     CacheVolume,
@@ -227,8 +228,16 @@ def render(spec: JobSpec, names: Names, *, extras: PodExtras | None = None) -> R
 
     container = pod["containers"][0]
     container["image"] = spec.image
-    container["command"] = spec.torchrun_command(
+    container["command"] = spec.torchrun_command(  # behind the launch faults' wrapper, which becomes it
         node_rank="$(JOB_COMPLETION_INDEX)",
+        launcher=(
+            *IMAGE_PYTHON,
+            "-m",
+            LAUNCH_MODULE,
+            "--node-rank=$(JOB_COMPLETION_INDEX)",
+            "--",
+            "torchrun",
+        ),
         master_addr=f"{names.job}-0.{names.service}",
         compile_cache_dir=COMPILE_CACHE_DIR,
     )

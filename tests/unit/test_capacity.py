@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -207,7 +208,40 @@ def test_waits_over_pods():
         "waited_for": "quota (Kueue)",
         "scheduled_s": None,
         "image_pull_s": None,
+        "pulls": [],
     }
+
+
+def test_each_pods_pull_is_told_and_a_node_still_pulling_is_named_late_not_hung():
+    pods = [
+        _pod("p-0", "n0", "2026-12-01T10:00:00Z", "2026-12-01T10:01:30Z"),
+        _pod("p-1", "n1", "2026-12-01T10:00:10Z", None),
+        _pod("p-2", None, None, None),  # not scheduled yet: waiting for capacity, not for its image
+    ]
+    pods[1]["spec"]["containers"] = [{"name": "train", "image": "registry.example/bert:cuda"}]
+    now = datetime(2026, 12, 1, 10, 5, 50, tzinfo=UTC)
+    (done, late) = waits.pulls(pods, now)
+    assert (done.node, done.seconds, done.done) == (0, 90.0, True)
+    assert (late.node, late.pod, late.machine, late.seconds, late.done) == (1, "p-1", "n1", 340.0, False)
+    assert late.line() == (
+        "node 1 still pulling image registry.example/bert:cuda or creating its containers (pod p-1 on n1) "
+        "after 340s: late, not hung"
+    )
+    waited = Waits("", 10.0, 90.0, (done, late))
+    assert waited.pulling() == [late]
+    assert waited.line() == (
+        f"every pod scheduled after 10s; image pulls took up to 90s (node 0 90s); {late.line()}"
+    )
+    assert waited.as_dict()["pulls"][1] == {
+        "node": 1,
+        "pod": "p-1",
+        "machine": "n1",
+        "image": "registry.example/bert:cuda",
+        "seconds": 340.0,
+        "done": False,
+    }
+    finished = {**pods[1], "status": {**pods[1]["status"], "phase": "Failed"}}
+    assert waits.pulls([finished], now) == ()  # it ended without a container started: not pulling
 
 
 def test_nodeclaims_and_scale_up_events_as_progress():

@@ -1,6 +1,7 @@
 """A run's verdict from what its watches hold: pure decisions of KubernetesJob, without a cluster."""
 
 import json
+import re
 import threading
 from types import SimpleNamespace
 
@@ -229,6 +230,28 @@ def test_the_job_timeout_counts_from_when_every_pod_is_scheduled(tmp_path, monke
         and "600s (--job-timeout) of its pods being scheduled" in status.reason
     )
     assert run.waited().scheduled_s == 500.0
+
+
+def test_a_job_timeout_with_a_pod_still_pulling_names_that_node_late_not_hung(tmp_path, monkeypatch):
+    """Pod b was bound an hour ago and no container of it has started: the timeout names node 1 as still
+    pulling its image (or creating its containers), with the seconds so far, and node 0 started."""
+    scheduled = {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-12-01T10:00:00Z"}
+    started = {"running": {"startedAt": "2026-12-01T10:00:30Z"}}
+    a = pod("a", 0, conditions=[scheduled], containerStatuses=[{"name": "train", "state": started}])
+    b = pod("b", 1, "Pending", conditions=[scheduled])
+    b["spec"]["containers"] = [{"name": "train", "image": "registry.example/bert:cuda"}]
+    run = make(tmp_path, [a, b])
+    clocked(run, monkeypatch, 0.0, 0.0 + 1800 + 10)
+    assert run._verdict() is None
+    status = run._verdict()
+    assert status.state is JobState.TIMED_OUT, status
+    assert re.search(
+        r"; node 1 still pulling image registry.example/bert:cuda or creating its containers \(pod b on "
+        r"node-1\) after \d+s: late, not hung$",
+        status.reason,
+    ), status.reason
+    pulls = run.waited().pulls
+    assert [(p.node, p.done) for p in pulls] == [(0, True), (1, False)] and pulls[0].seconds == 30.0
 
 
 def test_a_suspended_job_waits_for_quota_under_the_capacity_timeout(tmp_path, monkeypatch):

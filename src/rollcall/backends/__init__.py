@@ -93,6 +93,34 @@ class EfaUse:
 
 
 @dataclass(frozen=True)
+class Pull:
+    """One pod's wait from being scheduled to its first container starting: its image pulled, containers made.
+
+    Attributes:
+        node: the node (completion index) the pod runs; pod: its name; machine: the node it was bound to.
+        image: the training container's image; seconds: how long it waited (so far, when not ``done``).
+        done: whether a container of it has started (False: still pulling or creating when last seen).
+    """
+
+    node: int
+    pod: str
+    machine: str
+    image: str
+    seconds: float
+    done: bool
+
+    def line(self) -> str:
+        """``node 1 still pulling image bert:cuda (pod p-1 on ip-10-0-1-7) after 340s: late, not hung``."""
+        if self.done:
+            return f"node {self.node} started {self.seconds:.0f}s after it was scheduled"
+        where = f"pod {self.pod}" + (f" on {self.machine}" if self.machine else "")
+        return (
+            f"node {self.node} still pulling image {self.image or '(unknown)'} or creating its containers "
+            f"({where}) after {self.seconds:.0f}s: late, not hung"
+        )
+
+
+@dataclass(frozen=True)
 class Waits:
     """How long a run waited before its pods trained.
 
@@ -102,11 +130,13 @@ class Waits:
         scheduled_s: from the Job's creation until every pod was scheduled (None: they never were).
         image_pull_s: the longest time a pod took from being scheduled to its container starting (image
             pull and container creation); None when no pod started.
+        pulls: each scheduled pod's own wait for its containers, by node (:class:`Pull`).
     """
 
     waited_for: str = ""
     scheduled_s: float | None = None
     image_pull_s: float | None = None
+    pulls: tuple[Pull, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         """The ``results.json`` form."""
@@ -114,7 +144,22 @@ class Waits:
             "waited_for": self.waited_for,
             "scheduled_s": _round(self.scheduled_s),
             "image_pull_s": _round(self.image_pull_s),
+            "pulls": [
+                {
+                    "node": p.node,
+                    "pod": p.pod,
+                    "machine": p.machine,
+                    "image": p.image,
+                    "seconds": _round(p.seconds),
+                    "done": p.done,
+                }
+                for p in self.pulls
+            ],
         }
+
+    def pulling(self) -> list[Pull]:
+        """The pods still pulling their image (or creating their containers) when last seen."""
+        return [p for p in self.pulls if not p.done]
 
     def line(self) -> str:
         """One line for a report."""
@@ -123,7 +168,9 @@ class Waits:
             waited = f" (waited for {self.waited_for})" if self.waited_for else ""
             parts.append(f"every pod scheduled after {self.scheduled_s:.0f}s{waited}")
         if self.image_pull_s is not None:
-            parts.append(f"image pulls took up to {self.image_pull_s:.0f}s")
+            each = ", ".join(f"node {p.node} {p.seconds:.0f}s" for p in self.pulls if p.done)
+            parts.append(f"image pulls took up to {self.image_pull_s:.0f}s" + (f" ({each})" if each else ""))
+        parts += [p.line() for p in self.pulling()]
         return "; ".join(parts)
 
 

@@ -112,6 +112,8 @@ def _test(record: TestRecord, base: Path) -> dict[str, Any]:
         f"procs = {spec.world_size} ranks; job {spec.name} {attempt.status.state.value}; "
         f"{len(record.result.attempts)} attempt(s), {sum(a.duration_s for a in record.result.attempts):.1f} s"
     )
+    if attempt.status.waits is not None and (waited := attempt.status.waits.line()):
+        meta += f"; {waited}"  # what the run waited for: capacity, each pod's image pull
     counts = {s: sum(1 for v in states.values() if v == s) for s in STATES}
     gate = record.gate
     analysis = verdict.root_cause

@@ -252,7 +252,7 @@ class KubernetesJob:
             status = JobStatus(
                 JobState.TIMED_OUT,
                 f"job {self.namespace}/{self.names.job} did not finish within {timeout_s:g}s "
-                f"(--job-timeout); pods: {self._describe()}",
+                f"(--job-timeout); pods: {self._describe()}{self._still_pulling()}",
             )
         except WatchLost as exc:
             status = JobStatus(JobState.FAILED, f"{exc}; the job's outcome is unknown")
@@ -335,7 +335,8 @@ class KubernetesJob:
                 return JobStatus(
                     JobState.TIMED_OUT,
                     f"job {self.namespace}/{self.names.job} did not finish within {self._timeout_s:g}s "
-                    f"(--job-timeout) of its pods being scheduled; pods: {self._describe()}",
+                    f"(--job-timeout) of its pods being scheduled; pods: {self._describe()}"
+                    f"{self._still_pulling()}",
                 )
             return None
         kind, why = result
@@ -402,6 +403,10 @@ class KubernetesJob:
     def waited(self) -> Waits:
         """What the run waited for, so far."""
         return self.scheduling.waited(self.pods.objects() if self.pods else [])
+
+    def _still_pulling(self) -> str:
+        """``; node 1 still pulling image ... after 340s: late, not hung``: a late node named as such."""
+        return "".join(f"; {p.line()}" for p in self.waited().pulling())
 
     def _observe(self) -> None:
         """Start following the log of every container that has started; show progress."""

@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from rollcall.backends import Waits
 from rollcall.backends.kubernetes import waits
@@ -119,4 +119,5 @@ class Scheduling:
 
     def waited(self, pods: list[Obj]) -> Waits:
         """What the run waited for, so far."""
-        return Waits(self.waited_for, self.after_s, waits.image_pull_s(pods))
+        now = datetime.now(UTC)
+        return Waits(self.waited_for, self.after_s, waits.image_pull_s(pods), waits.pulls(pods, now))

@@ -359,6 +359,12 @@ class Pod(View):
         return next((c for c in self.all_containers if c.name == name), None)
 
     @property
+    def image(self) -> str:
+        """The image of its first (training) container, as its spec names it."""
+        first = next(iter(as_objs(self._spec.get("containers"))), {})
+        return as_str(first.get("image"))
+
+    @property
     def scheduled_at(self) -> datetime | None:
         """When the pod was bound to a node (its ``PodScheduled`` condition turned ``True``)."""
         cond = self.condition("PodScheduled")

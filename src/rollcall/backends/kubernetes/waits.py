@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
+from rollcall.backends import Pull
 from rollcall.backends.kubernetes.nodeviews import INSTANCE_TYPE_LABEL
 from rollcall.backends.kubernetes.views import Event, Job, Obj, Pod, View
 
@@ -57,6 +58,18 @@ def image_pull_s(pods: Iterable[Obj]) -> float | None:
         if scheduled is not None and started is not None:
             spans.append(max(0.0, (started - scheduled).total_seconds()))
     return max(spans) if spans else None
+
+
+def pulls(pods: Iterable[Obj], now: datetime) -> tuple[Pull, ...]:
+    """Each scheduled pod's wait for its first container, by node: done, or still waiting at ``now``."""
+    found = []
+    for pod in map(Pod, pods):
+        scheduled, started, node = pod.scheduled_at, pod.started_at, pod.node_rank
+        if scheduled is None or node is None or (started is None and pod.finished):
+            continue
+        seconds = max(0.0, ((started or now) - scheduled).total_seconds())
+        found.append(Pull(node, pod.name, pod.node_name or "", pod.image, seconds, started is not None))
+    return tuple(sorted(found, key=lambda p: (p.node, p.pod)))
 
 
 def claim_line(claim: Obj) -> str:

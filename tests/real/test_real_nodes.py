@@ -97,6 +97,15 @@ def cleanup_began(kube, *, timeout: float) -> float:
     return time.monotonic()
 
 
+def pod_of_index(kube, index: str) -> dict[str, Any] | None:
+    """The run's pod of completion index ``index`` once it is bound to a node."""
+    for pod in call(kube.core.list_pod_for_all_namespaces, label_selector=JOB_LABEL)["items"]:
+        labels = pod["metadata"].get("labels") or {}
+        if labels.get("batch.kubernetes.io/job-completion-index") == index and pod["spec"].get("nodeName"):
+            return pod
+    return None
+
+
 def roll_of(attempt) -> RollCall:
     """The roll call as the pods' followed logs (the artifacts) tell it."""
     roll = RollCall()
@@ -440,6 +449,66 @@ def test_a_pod_whose_launcher_never_starts_is_named_at_its_deadline_not_torchrun
     assert took < 2 * join_after + 120 < 300, took  # start-up, S = 2 J, clean-up: not torchrun's 300 s
 
 
+def test_a_frozen_launcher_is_named_stuck_at_the_rendezvous_by_its_pods_sidecar(
+    make_suite, real_cluster, kube, real_nodes, request
+):
+    """Pod 1's launcher starts late (``ROLLCALL_SLOW_LAUNCHER_NODE=1:120``: slow, not broken) and its training
+    container is frozen once the pod's sidecar has found the launcher (containerd pauses the task): the
+    sidecar, outside the frozen container, reads the launcher's process state held past the join bound and
+    node 1 is named stuck before the launchers' rendezvous, within about two minutes, not at torchrun's 300 s
+    nor after the late start. The task is thawed once the run's clean-up has begun."""
+    join_after = 10
+    suite, _ = make_suite(
+        workload_env=["ROLLCALL_SLOW_LAUNCHER_NODE=1:120"],
+        workload_args=f"{WORKLOAD_ARGS} --join-hang-after {join_after}",
+        job_timeout="600",
+    )
+    seen: dict[str, Any] = {}
+
+    def found_launcher(pod: dict[str, Any]) -> bool:
+        meta = pod["metadata"]
+        try:
+            log = real_cluster.kubectl("logs", "-n", meta["namespace"], meta["name"], "-c", "monitor")
+        except Exception:  # not started yet
+            return False
+        return '"event":"launcher"' in log and '"state":"started"' in log
+
+    def freeze_the_launcher() -> None:
+        pod = wait_until("pod 1 to be scheduled", lambda: pod_of_index(kube, "1"), timeout=180, every=0.5)
+        wait_until(
+            "pod 1's sidecar to find its launcher", lambda: found_launcher(pod), timeout=240, every=0.5
+        )
+        node = real_nodes.index(pod["spec"]["nodeName"])
+        (cid,) = [
+            c["id"]
+            for c in containers(real_cluster, node)
+            if c["labels"].get("io.kubernetes.pod.name") == pod["metadata"]["name"]
+            and c["labels"].get("io.kubernetes.container.name") == "train"
+        ]
+        ctr = ("ctr", "--name", real_cluster.name, str(node), "-n", "k8s.io", "tasks")
+        cluster_sh(*ctr, "pause", cid)
+        seen["frozen"] = time.monotonic()
+        try:
+            seen["cleanup"] = cleanup_began(kube, timeout=240)
+        finally:
+            cluster_sh(*ctr, "resume", cid)
+
+    watcher = threading.Thread(target=freeze_the_launcher, daemon=True)
+    watcher.start()
+    try:
+        attempt, took = run(suite, request)
+    finally:
+        watcher.join(300)
+    assert "frozen" in seen and "cleanup" in seen, (seen, message(attempt))
+    assert attempt.status.state is JobState.STOPPED, message(attempt)
+    first = attempt.verdict.findings[0]
+    assert first.kind is NEVER_STARTED and set(first.ranks) == {2, 3}, message(attempt)
+    assert re.search(r"node 1's launcher \(pid \d+\) is [^;]* \([DT]\) at ", first.message), first.message
+    assert seen["cleanup"] - seen["frozen"] < 2 * join_after + 60, seen["cleanup"] - seen["frozen"]
+    assert took < 300, took
+    print(f"launcher frozen to clean-up {seen['cleanup'] - seen['frozen']:.1f}s, run {took:.1f}s")
+
+
 def test_a_frozen_container_is_named_silent_within_its_bound(
     make_suite, real_cluster, kube, real_nodes, request
 ):
@@ -452,15 +521,6 @@ def test_a_frozen_container_is_named_silent_within_its_bound(
     suite, _ = make_suite(workload_args=f"{WORKLOAD_ARGS} --hang-after {hang_after}", job_timeout="600")
     seen: dict[str, Any] = {}
 
-    def pod_of_index(index: str) -> dict[str, Any] | None:
-        for pod in call(kube.core.list_pod_for_all_namespaces, label_selector=JOB_LABEL)["items"]:
-            labels = pod["metadata"].get("labels") or {}
-            if labels.get("batch.kubernetes.io/job-completion-index") == index and pod["spec"].get(
-                "nodeName"
-            ):
-                return pod
-        return None
-
     def trained(pod: dict[str, Any]) -> bool:
         meta = pod["metadata"]
         try:
@@ -470,7 +530,7 @@ def test_a_frozen_container_is_named_silent_within_its_bound(
         return '"event":"epoch_time"' in log
 
     def freeze_when_trained() -> None:
-        pod = wait_until("pod 1 to be scheduled", lambda: pod_of_index("1"), timeout=180, every=0.5)
+        pod = wait_until("pod 1 to be scheduled", lambda: pod_of_index(kube, "1"), timeout=180, every=0.5)
         wait_until("pod 1 to train an epoch", lambda: trained(pod), timeout=240, every=0.5)
         node = real_nodes.index(pod["spec"]["nodeName"])
         (cid,) = [

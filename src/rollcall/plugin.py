@@ -426,7 +426,6 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     suite = config.stash.get(_SUITE, None)
     if not suite or not suite.records:
         return
-    from rollcall.checks.replica_divergence import REPLICA_DIVERGENCE
     from rollcall.reports import perf_summary, summary_table
 
     terminalreporter.section("rollcall")
@@ -445,10 +444,12 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             )
         if record.result.passed:
             continue
-        for problem in verdict.of_kind(REPLICA_DIVERGENCE):  # a silent data corruption: the root cause
-            terminalreporter.write_line(f"{record.test_id}: {problem.message}")
-        if verdict.root_cause is not None:
-            terminalreporter.write_line(f"{record.test_id}: {verdict.root_cause.headline()}")
+        first = verdict.first_failure  # whatever its class: a crash, a hang, a corrupt replica, ...
+        if first is not None:
+            terminalreporter.write_line(f"{record.test_id}: {first.summary}")
+        headline = verdict.root_cause.headline() if verdict.root_cause is not None else None
+        if headline and (first is None or headline != first.summary):  # the ranks' errors, behind another
+            terminalreporter.write_line(f"{record.test_id}: the ranks' errors: {headline}")
     for line in config.stash.get(_NOTES, []):
         terminalreporter.write_line(line)
     out = suite.options.reports.artifacts_dir

@@ -98,7 +98,7 @@ class TestRecord:
             "release_gate": self.gate.as_dict() if self.gate else None,
             # What clean-up left behind (the session fails for it, not the test's verdict).
             "cleanup_errors": self.cleanup_errors(),
-            "root_cause": verdict.root_cause.as_dict() if verdict.root_cause else None,
+            "root_cause": verdict.first_failure.as_dict() if verdict.first_failure else None,
             "errors": [g.as_dict() for g in verdict.root_cause.groups] if verdict.root_cause else [],
             # Per-rank compute times, per-group and per-node bus bandwidth, and what the checks found.
             "perf": verdict.perf_report.as_dict(),
@@ -206,6 +206,7 @@ def write_rank_junit(path: Path, records: Sequence[TestRecord]) -> None:
         verdict = last.verdict
         cases = []
         width = len(str(verdict.layout.world_size - 1))
+        first = verdict.first_failure
         on_gpu: dict[int | None, list[GpuEventSeen]] = defaultdict(list)  # by rank; None: no rank's GPU
         for seen in verdict.gpu_events:
             on_gpu[seen.rank].append(seen)
@@ -232,7 +233,10 @@ def write_rank_junit(path: Path, records: Sequence[TestRecord]) -> None:
             case = TestCase(name=f"rank {rank} (unexpected)", classname=record.test_id)
             case.add_failure_info(message=f"rank {rank} is outside 0..{verdict.layout.world_size - 1}")
             cases.append(case)
-        suites.append(TestSuite(record.test_id, cases, properties={"backend": record.result.backend}))
+        properties = {"backend": record.result.backend}
+        if first is not None:
+            properties["first_failure"] = printable(first.summary)
+        suites.append(TestSuite(record.test_id, cases, properties=properties))
     # Not pretty-printed: junit_xml's pretty printer parses the whole document again through minidom, the
     # larger part of this file's cost at thousands of ranks; the content is the same.
     write_whole(path, XML_DECLARATION + to_xml_report_string(suites, prettyprint=False) + "\n")

@@ -171,6 +171,9 @@ class Kind:
     owner: Blame | None
     #: The ranks it names answered, but too slowly (a straggler, below a throughput or bandwidth floor).
     too_slow: bool = False
+    #: A problem of this kind follows from another when one stands (ranks waiting for another, the events a
+    #: rank never said): never the first failure then (:attr:`Verdict.first_failure`).
+    follows: bool = False
 
     def __str__(self) -> str:
         return self.value
@@ -334,6 +337,61 @@ class RankResult:
 
 
 @dataclass(frozen=True)
+class FirstFailure:
+    """The first failure of a failed run, whatever its class: the one finding every report leads with.
+
+    Attributes:
+        summary: ``first failure: ...`` (``first failure undetermined: ...`` with why, where none is told).
+        kind: the kind of the problem it comes from (``undetermined`` where none).
+        ranks: the ranks it names; owner: whose it is (the cluster's, the platform's, rollcall's own,
+            undetermined).
+        analysis: how the ranks' errors came about, where they said why (:class:`Analysis`).
+    """
+
+    summary: str
+    kind: str
+    ranks: tuple[int, ...] = ()
+    owner: str = "undetermined"
+    analysis: Analysis | None = None
+
+    @classmethod
+    def of(cls, findings: Sequence[Problem]) -> FirstFailure | None:
+        """The first failure among ``findings`` (in the checks' order); None when there are none.
+
+        The first problem whose kind does not follow from another's (``Kind.follows``); a rank's errors lead
+        with how they came about (:attr:`Analysis.headline`). Where every problem follows from another (the
+        events missing, nothing said why), the first failure is undetermined, with the first sign of it.
+        """
+        if not findings:
+            return None
+        cause = next((p for p in findings if not p.kind.follows), None)
+        if cause is None:
+            sign = findings[0]
+            return cls(
+                f"first failure undetermined: no rank said why and no check named a cause; the first sign: "
+                f"{sign.message}",
+                "undetermined",
+                tuple(sorted(sign.ranks)),
+            )
+        analysis = cause.detail if isinstance(cause.detail, Analysis) else None
+        headline = analysis.headline() if analysis is not None else None
+        owner = cause.blame.owner.value if cause.blame is not None else "undetermined"
+        summary = headline or f"first failure: {cause.message}"
+        return cls(summary, cause.kind.value, tuple(sorted(cause.ranks)), owner, analysis)
+
+    def as_dict(self) -> dict[str, Any]:
+        """``results.json``'s ``root_cause``: the summary, kind, ranks and owner, and the errors' analysis."""
+        extra = self.analysis.as_dict() if self.analysis is not None else {}
+        return {
+            **extra,
+            "summary": self.summary,
+            "kind": self.kind,
+            "ranks": list(self.ranks),
+            "owner": self.owner,
+        }
+
+
+@dataclass(frozen=True)
 class Verdict:
     """What the roll call showed, rank by rank; built by :func:`rollcall.judge.judge`."""
 
@@ -443,6 +501,11 @@ class Verdict:
             if isinstance(p.detail, Analysis):
                 return p.detail
         return None
+
+    @property
+    def first_failure(self) -> FirstFailure | None:
+        """The first failure, whatever its class (None when the run passed): what every report leads with."""
+        return FirstFailure.of(self.findings)
 
     @property
     def disruption(self) -> Disruption | None:

@@ -1,7 +1,8 @@
 """A scripted backend for driving the plugin end to end through pytester.
 
 ``SCRIPTED_CONFTEST`` is a conftest for pytester projects: each launch pops a step from ``PLAN``
-(``{"skip": {rank: events}, "tp": {rank: samples_per_sec}, "state": JobState, "disruption": Disruption, "wedge": True}``; a wedged job's ``wait`` never returns) and writes that step's
+(``{"skip": {rank: events}, "tp": {rank: samples_per_sec}, "state": JobState, "disruption": Disruption, "wedge": True,
+"extra": {node: lines}}``; a wedged job's ``wait`` never returns) and writes that step's
 rank logs, one per node, as the workload would print them; ``CLEANED`` records the jobs cleaned up.
 """
 
@@ -20,6 +21,7 @@ class ScriptedJob:
         for node in range(spec.nodes):
             sink = collector.sink(f"{spec.name}-{node}")
             text = workload_log(node, spec.nodes, spec.procs_per_node, skip=step.get("skip"), tp=step.get("tp"))
+            text += step.get("extra", {}).get(node, "")
             sink.write(text.encode())
             sink.close()
         self.state = step.get("state", JobState.SUCCEEDED)

@@ -264,7 +264,7 @@ def test_a_diverged_replica_is_wrong_on_the_page_and_its_root_cause(tmp_path):
     assert states == {r: "wrong" if r == 5 else "ok" for r in range(8)}
     root = re.search(r'<p class="root-cause">([^<]*)</p>', path.read_text())
     assert root is not None and root.group(1).startswith(
-        "replica divergence (silent data corruption): rank 5 (node 1) at completion"
+        "first failure: replica divergence (silent data corruption): rank 5 (node 1) at completion"
     )
     assert record.as_dict()["replicas"] == {"complete": ["bad", "good"]}
 

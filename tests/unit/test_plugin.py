@@ -146,6 +146,34 @@ def test_disrupted(rollcall):
     assert test["root_cause"]["disruption"]["reason"] == "DeletionByPodGC"
 
 
+def test_a_hangs_first_failure_leads_the_terminal_and_every_report(project):
+    """No rank said an error: the terminal's first-failure line, results.json's root_cause and the per-rank
+    JUnit's first_failure name the hung rank alike."""
+    project.makepyfile(
+        test_roll="""
+from conftest import PLAN
+from rollcall.backends import JobState
+from tests.unit.test_flight import SLEEPS, WAITS, _stack
+
+def test_hung(rollcall):
+    every = ("epoch_time", "throughput", "complete")
+    lines = {0: (_stack(1, SLEEPS) + _stack(0, WAITS)).decode(), 1: (_stack(2, WAITS) + _stack(3, WAITS)).decode()}
+    PLAN.append({"skip": {r: every for r in range(4)}, "extra": lines, "state": JobState.STOPPED})
+    r = rollcall()
+    assert r.result.passed, r.result.message()
+"""
+    )
+    res = project.runpytest("--nodes", "2", "-p", "no:cacheprovider")
+    res.assert_outcomes(failed=1)
+    (test,) = json.loads((project.path / "artifacts" / "results.json").read_text())["tests"]
+    summary = test["root_cause"]["summary"]
+    assert test["root_cause"]["kind"] == "hung" and test["root_cause"]["ranks"] == [1], summary
+    assert summary.startswith("first failure: rank 1 (node 0, pod ") and " hung in a sleep" in summary
+    assert f"test_roll.py::test_hung: {summary}" in res.stdout.str()
+    junit = ET.parse(project.path / "artifacts" / "ranks.junit.xml")
+    assert {p.get("name"): p.get("value") for p in junit.iter("property")}["first_failure"] == summary
+
+
 def test_bad_option_is_a_usage_error_naming_the_fix(pytester):
     res = pytester.runpytest("--nodes", "0")
     assert res.ret == pytest.ExitCode.USAGE_ERROR

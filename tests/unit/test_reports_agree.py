@@ -5,7 +5,9 @@ Verdicts are generated (random layouts, kinds, ranks and problems) and judged by
 """
 
 import json
+import re
 import xml.etree.ElementTree as ET
+from html import unescape
 from html.parser import HTMLParser
 
 from hypothesis import HealthCheck, given, settings
@@ -107,3 +109,58 @@ def test_no_report_says_ok_of_a_rank_the_verdict_names(tmp_path, verdict):
             assert "named" in cell["class"].split()
         else:
             assert (cell["data-state"], cell["data-kinds"]) == (RankState.OK.value, "")
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(verdict=verdicts())
+def test_every_failed_run_has_one_first_failure_that_every_report_leads_with(tmp_path, verdict):
+    """results.json's ``root_cause``, the page's first box and the per-rank JUnit's ``first_failure`` say the
+    verdict's first failure, whatever its class; the terminal says the same object's summary (the plugin)."""
+    layout = verdict.layout
+    spec = JobSpec("generated", layout.nodes, layout.procs_per_node)
+    attempt = Attempt(spec, JobStatus(JobState.FAILED, "generated"), verdict, tmp_path, 1.0)
+    record = reports.TestRecord("t.py::test_generated", RunResult("local", [attempt]), "cpu")
+    first = verdict.first_failure
+    assert (first is None) == (not verdict.findings)
+    if first is None:
+        return
+    causes = [p for p in verdict.findings if not p.kind.follows]
+    assert first.kind == (causes[0].kind.value if causes else "undetermined")
+    assert first.summary.startswith("first failure: " if causes else "first failure undetermined: ")
+
+    reports.write_results(tmp_path / "results.json", [record], {})
+    test = json.loads((tmp_path / "results.json").read_text())["tests"][0]
+    assert test["root_cause"]["summary"] == first.summary and test["root_cause"]["kind"] == first.kind
+    reports.write_rank_junit(tmp_path / "ranks.junit.xml", [record])
+    suite = ET.parse(tmp_path / "ranks.junit.xml").getroot().find("testsuite")
+    assert suite is not None
+    props = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert props["first_failure"] == first.summary
+    html = htmlreport.render([record], {"backend": "local"}, tmp_path)
+    box = re.search(r'<p class="root-cause">(.*?)</p>', html, re.S)
+    assert box is not None and unescape(box[1]) == first.summary
+
+
+def test_a_hang_has_a_first_failure_naming_the_hung_rank_in_every_report(tmp_path):
+    """Rank 1 sleeps after its first epoch, the others wait in the next barrier: no rank said an error, so no
+    analysis, yet results.json, the page and the per-rank JUnit lead with the hung rank, not the waiting."""
+    from tests.unit.test_flight import SLEEPS, _world
+
+    verdict = _world(SLEEPS, {"0": [[11, "all_reduce", True], [12, "all_reduce", True]]})
+    assert verdict.root_cause is None  # no rank's error to analyse
+    first = verdict.first_failure
+    assert first is not None and first.kind == "hung" and first.ranks == (1,), verdict.message()
+    assert first.summary.startswith("first failure: rank 1 (node 0, pod node-0) hung in a sleep")
+    spec = JobSpec("hang", 2, 2)
+    attempt = Attempt(spec, JobStatus(JobState.STOPPED, "rank(s) 1 hung"), verdict, tmp_path, 1.0)
+    record = reports.TestRecord("t.py::test_hang", RunResult("local", [attempt]), "cpu")
+    reports.write_results(tmp_path / "results.json", [record], {})
+    root = json.loads((tmp_path / "results.json").read_text())["tests"][0]["root_cause"]
+    assert (root["summary"], root["kind"], root["ranks"], root["owner"]) == (
+        first.summary,
+        "hung",
+        [1],
+        "undetermined",
+    )
+    html = htmlreport.render([record], {"backend": "local"}, tmp_path)
+    assert unescape(re.search(r'<p class="root-cause">(.*?)</p>', html, re.S)[1]) == first.summary

@@ -19,7 +19,9 @@ from rollcall.verdict import Blame, Kind, Owner, Problem, RankState
 #: Stalled past its --hang-after outside any collective (its stack says where).
 HUNG = Kind("hung", RankState.HUNG, Blame(Owner.UNDETERMINED, "a rank stopped making progress"))
 #: Stalled past its --hang-after inside a collective or barrier, waiting for others (a victim).
-WAITING = Kind("waiting", RankState.WAITING, Blame(Owner.UNDETERMINED, "ranks waiting for another"))
+WAITING = Kind(
+    "waiting", RankState.WAITING, Blame(Owner.UNDETERMINED, "ranks waiting for another"), follows=True
+)
 
 
 def hangs(run: RunView) -> Iterable[Problem]:

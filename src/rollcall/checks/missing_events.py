@@ -10,7 +10,10 @@ from rollcall_workload.contract import REQUIRED_EVENTS
 
 #: A rank of the world never said a required event.
 MISSING_EVENT = Kind(
-    "missing_event", RankState.MISSING, Blame(Owner.UNDETERMINED, "a rank said less than the roll call asks")
+    "missing_event",
+    RankState.MISSING,
+    Blame(Owner.UNDETERMINED, "a rank said less than the roll call asks"),
+    follows=True,
 )
 
 

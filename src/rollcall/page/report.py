@@ -41,7 +41,6 @@ from urllib.parse import quote
 from markupsafe import Markup, escape
 
 from rollcall.checks.interrupted import INTERRUPTED
-from rollcall.checks.replica_divergence import REPLICA_DIVERGENCE
 from rollcall.collect import REPORT_FILE, safe_name, write_whole
 from rollcall.evidence.baseline import MEASURES
 from rollcall.evidence.drift import DRIFT_KEYS, Drift
@@ -118,8 +117,11 @@ def _test(record: TestRecord, base: Path) -> dict[str, Any]:
     gate = record.gate
     analysis = verdict.root_cause
     error_lines = [line.text for line in lines(analysis)] if analysis else []
-    # A silent data corruption is the root cause even when no rank failed because of it.
-    error_lines = [p.message for p in verdict.of_kind(REPLICA_DIVERGENCE)] + error_lines
+    # The first failure, whatever its class (a silent data corruption even when no rank failed of it), then
+    # how the ranks' errors came about.
+    first = verdict.first_failure
+    head = first.summary if first is not None else ""
+    error_lines = [head, *(line for line in error_lines if line != head)] if head else error_lines
     return {
         "root_cause": error_lines[0] if error_lines else "",
         # Whose the first problem is: the cluster's, the platform's, rollcall's own, undetermined.

@@ -31,6 +31,17 @@ def _runs(ranks: list[int]) -> Iterator[tuple[int, int]]:
     yield first, prev
 
 
+def counted(n: int, word: str) -> str:
+    """``1 node``, ``2 nodes``: a count and its noun, singular or plural."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def named(word: str, items: Iterable[int]) -> str:
+    """``node 0``, ``nodes 0-1, 3``: a noun, singular or plural, and its compact ranges."""
+    listed = sorted(set(items))
+    return f"{word} {ranges(listed)}" if len(listed) == 1 else f"{word}s {ranges(listed)}"
+
+
 _RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
 
 

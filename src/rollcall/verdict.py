@@ -36,6 +36,7 @@ from rollcall.evidence.nodefacts import NodeFacts
 from rollcall.evidence.perf import ComputeStraggler, PerfFigures, PerfReport, SlowGroup
 from rollcall.evidence.rootcause import Analysis
 from rollcall.evidence.xids import XidPolicy
+from rollcall.ranges import counted
 
 if TYPE_CHECKING:
     from rollcall.backends import JobStatus
@@ -536,7 +537,7 @@ class Verdict:
         slow = f", {self.too_slow} of them too slow" if self.too_slow else ""
         head = (
             f"roll call: {self.answered} of {lay.world_size} ranks answered{slow} "
-            f"({lay.nodes} node(s) x {lay.procs_per_node} procs)"
+            f"({counted(lay.nodes, 'node')} x {counted(lay.procs_per_node, 'proc')})"
         )
         lines = [head, *(f"  - {p}" for p in self.problems)]
         if self.findings and self.findings[0].blame is not None:  # whose the first problem is, under it

@@ -85,12 +85,14 @@ def failed_report_states() -> dict[int, str]:
 
 
 def assert_reads_as_the_failed_report(dom: Elements) -> None:
-    """The failure summary first, then one tile per rank, the no-timeline note, and the throughput bars."""
+    """The first failure first, then the failure summary, one tile per rank, the no-timeline note, and the
+    throughput bars. No rank reported an error, and the missing events follow from another problem: the first
+    failure is the first problem that does not (its line begins ``first failure``)."""
     parts = parts_of(dom)
-    assert "root-cause" not in parts  # no rank reported an error: the summary is what comes first
-    assert_top_to_bottom(parts, "failure", "grid", "no-timeline", "throughput")
+    assert parts["root-cause"]["data-first-line"].startswith("first failure"), parts["root-cause"]
+    assert_top_to_bottom(parts, "root-cause", "failure", "grid", "no-timeline", "throughput")
     assert parts["failure"]["data-first-line"] == (
-        "roll call: 11 of 16 ranks answered, 1 of them too slow (2 node(s) x 8 procs)"
+        "roll call: 11 of 16 ranks answered, 1 of them too slow (2 nodes x 8 procs)"
     )
     assert parts["throughput"]["data-labels"] == " ".join(map(str, range(16)))
     assert_tiles(dom, failed_report_states())

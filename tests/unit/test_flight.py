@@ -295,3 +295,13 @@ def test_many_groups_stay_within_one_line():
     fields = flight.summarize({"entries": entries}, {str(g): [g, g + 1] for g in range(300)})
     assert 0 < len(fields["tails"]) < 300 and "299" in fields["tails"]  # the newest groups kept
     assert len(contract.encode_event("collectives", 0, 2, dump=1, **fields)) < contract.MAX_LINE_BYTES
+
+
+def test_a_frames_source_line_loses_its_comment_not_a_hash_in_a_string():
+    """A hang's line never ends with a source comment (``# an exception is also written to ...``)."""
+    strip = workload_watchdog.without_comment
+    assert (
+        strip("record(run)(args, env, log)  # an exception is also written") == "record(run)(args, env, log)"
+    )
+    assert strip('print("a # b")') == 'print("a # b")'
+    assert strip("loss = train_steps(  # cut mid-call") == "loss = train_steps("

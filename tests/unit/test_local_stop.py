@@ -42,7 +42,7 @@ def test_a_stop_reason_ends_the_job_as_stopped_and_leaves_no_process(tmp_path):
     finally:
         job.cleanup()
         collector.close()
-    assert status.state is JobState.STOPPED and status.reason == "rank(s) 1 hung; node(s) [0, 1] were stopped"
+    assert status.state is JobState.STOPPED and status.reason == "rank(s) 1 hung; nodes 0-1 were stopped"
     assert status.owns_nodes is False  # a shared machine: a GPU no rank used may be anyone's
     assert len(asked) == 2
     assert procs.find_run(run_id) == []

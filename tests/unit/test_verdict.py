@@ -94,6 +94,4 @@ def test_a_straggler_answered_too_slowly_and_a_rank_that_missed_an_event_did_not
     assert [r for r, res in v.ranks.items() if res.answered] == [0, 1, 2]
     assert [r for r, res in v.ranks.items() if res.too_slow] == [1]
     assert (v.answered, v.too_slow) == (3, 1)
-    assert v.message().startswith(
-        "roll call: 3 of 4 ranks answered, 1 of them too slow (2 node(s) x 2 procs)"
-    )
+    assert v.message().startswith("roll call: 3 of 4 ranks answered, 1 of them too slow (2 nodes x 2 procs)")

@@ -37,6 +37,7 @@ from rollcall.backends import (
 )
 from rollcall.collect import Collector, LogSink
 from rollcall.jobspec import REPO_SCRIPT, JobSpec
+from rollcall.ranges import named
 
 #: Seconds between two tests of :meth:`LocalJob.wait`'s ``stop``.
 STOP_POLL_S = 1.0
@@ -221,19 +222,19 @@ class LocalJob:
                 reason = stop() if stop is not None else None
                 if reason:
                     self._stop()
-                    return JobStatus(JobState.STOPPED, f"{reason}; node(s) {sorted(pending)} were stopped")
+                    return JobStatus(JobState.STOPPED, f"{reason}; {_stopped(pending)}")
                 if time.monotonic() < deadline:
                     continue
                 self._stop()
                 return JobStatus(
                     JobState.TIMED_OUT,
-                    f"job did not finish within {timeout_s:g}s; node(s) {sorted(pending)} still running "
-                    "were killed",
+                    f"job did not finish within {timeout_s:g}s; {named('node', pending)} still running "
+                    f"{'was' if len(pending) == 1 else 'were'} killed",
                 )
             pending.discard(index)
             if code != 0:
                 self._stop()
-                others = f"; node(s) {sorted(pending)} were stopped" if pending else ""
+                others = f"; {_stopped(pending)}" if pending else ""
                 return JobStatus(
                     JobState.FAILED, f"node {index} (torchrun agent) exited with code {code}{others}"
                 )
@@ -262,3 +263,8 @@ class LocalJob:
         if left:
             named = [f"process {pid}" for pid in left]
             raise CleanupError(f"run {self.run_id} left {', '.join(named)} after SIGKILL", named)
+
+
+def _stopped(nodes: set[int]) -> str:
+    """``node 0 was stopped``, ``nodes 0-1 were stopped``."""
+    return f"{named('node', nodes)} {'was' if len(nodes) == 1 else 'were'} stopped"

@@ -50,7 +50,7 @@ from rollcall.evidence.rootcause import lines
 from rollcall.page import template
 from rollcall.page.plot import Plot, hline
 from rollcall.page.timeline import rank_roles, timeline
-from rollcall.ranges import ranges
+from rollcall.ranges import counted, ranges
 from rollcall.reports import number
 from rollcall.runner import PASSED_AFTER_DISRUPTION
 from rollcall.verdict import RankState
@@ -107,9 +107,10 @@ def _test(record: TestRecord, base: Path) -> dict[str, Any]:
     logs = _log_links(attempt.artifacts, base)
     roles = rank_roles(verdict)
     meta = (
-        f"backend {record.result.backend}; {spec.accelerator}; {spec.nodes} node(s) x {spec.procs_per_node} "
-        f"procs = {spec.world_size} ranks; job {spec.name} {attempt.status.state.value}; "
-        f"{len(record.result.attempts)} attempt(s), {sum(a.duration_s for a in record.result.attempts):.1f} s"
+        f"backend {record.result.backend}; {spec.accelerator}; {counted(spec.nodes, 'node')} x "
+        f"{counted(spec.procs_per_node, 'proc')} = {counted(spec.world_size, 'rank')}; "
+        f"job {spec.name} {attempt.status.state.value}; {counted(len(record.result.attempts), 'attempt')}, "
+        f"{sum(a.duration_s for a in record.result.attempts):.1f} s"
     )
     if attempt.status.waits is not None and (waited := attempt.status.waits.line()):
         meta += f"; {waited}"  # what the run waited for: capacity, each pod's image pull

@@ -5,12 +5,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import faulthandler
+import io
 import json
 import os
 import statistics
 import sys
 import threading
 import time
+import tokenize
 import traceback
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -64,9 +66,20 @@ def frame_entry(frame: traceback.FrameSummary) -> list[Any]:
     path = os.path.abspath(frame.filename) if frame.filename and not frame.filename.startswith("<") else ""
     own = bool(path) and path.startswith(WORKLOAD_DIR + os.sep)
     name = os.path.relpath(path, WORKLOAD_DIR) if own else frame.filename
-    code = (frame.line or "").strip()
+    code = without_comment((frame.line or "").strip())
     code = code if len(code) <= MAX_CODE_CHARS else code[: MAX_CODE_CHARS - 3] + "..."
     return [name, frame.lineno or 0, frame.name, code, own]
+
+
+def without_comment(code: str) -> str:
+    """A source line without its trailing comment: ``f(x)  # why`` gives ``f(x)``; a string's ``#`` stays."""
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(code).readline):
+            if token.type == tokenize.COMMENT:
+                return code[: token.start[1]].rstrip()
+    except (tokenize.TokenError, SyntaxError):  # a line cut mid-expression: what it held so far
+        pass
+    return code
 
 
 def encode_stack(rank: int, world_size: int, frames: Sequence[list[Any]], **fields: Any) -> bytes:

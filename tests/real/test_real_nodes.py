@@ -106,6 +106,57 @@ def pod_of_index(kube, index: str) -> dict[str, Any] | None:
     return None
 
 
+def run_freezing_pod_1(suite, request, real_cluster, kube, real_nodes, ready, what):
+    """Run ``suite``; meanwhile freeze pod 1's training container (containerd pauses its task: runc freezes
+    its cgroup) once ``ready(pod)``, and thaw it once the run's clean-up has begun, so it can end.
+
+    Returns the attempt, the run's seconds, and the seconds from the freeze to the clean-up.
+    """
+    seen: dict[str, float] = {}
+
+    def freeze() -> None:
+        pod = wait_until("pod 1 to be scheduled", lambda: pod_of_index(kube, "1"), timeout=180, every=0.5)
+        wait_until(what, lambda: ready(pod), timeout=240, every=0.5)
+        node = real_nodes.index(pod["spec"]["nodeName"])
+        (cid,) = [
+            c["id"]
+            for c in containers(real_cluster, node)
+            if c["labels"].get("io.kubernetes.pod.name") == pod["metadata"]["name"]
+            and c["labels"].get("io.kubernetes.container.name") == "train"
+        ]
+        ctr = ("ctr", "--name", real_cluster.name, str(node), "-n", "k8s.io", "tasks")
+        cluster_sh(*ctr, "pause", cid)
+        seen["frozen"] = time.monotonic()
+        try:
+            seen["cleanup"] = cleanup_began(kube, timeout=240)
+        finally:
+            cluster_sh(*ctr, "resume", cid)
+
+    watcher = threading.Thread(target=freeze, daemon=True)
+    watcher.start()
+    try:
+        attempt, took = run(suite, request)
+    finally:
+        watcher.join(300)
+    assert "frozen" in seen and "cleanup" in seen, (seen, message(attempt))
+    return attempt, took, seen["cleanup"] - seen["frozen"]
+
+
+def pod_log_says(real_cluster, container: str, *needles: str):
+    """A test of a pod: whether its ``container``'s log holds every one of ``needles`` yet (False before it
+    starts)."""
+
+    def says(pod: dict[str, Any]) -> bool:
+        meta = pod["metadata"]
+        try:
+            log = real_cluster.kubectl("logs", "-n", meta["namespace"], meta["name"], "-c", container)
+        except Exception:  # not started yet
+            return False
+        return all(needle in log for needle in needles)
+
+    return says
+
+
 def roll_of(attempt) -> RollCall:
     """The roll call as the pods' followed logs (the artifacts) tell it."""
     roll = RollCall()
@@ -463,50 +514,17 @@ def test_a_frozen_launcher_is_named_stuck_at_the_rendezvous_by_its_pods_sidecar(
         workload_args=f"{WORKLOAD_ARGS} --join-hang-after {join_after}",
         job_timeout="600",
     )
-    seen: dict[str, Any] = {}
-
-    def found_launcher(pod: dict[str, Any]) -> bool:
-        meta = pod["metadata"]
-        try:
-            log = real_cluster.kubectl("logs", "-n", meta["namespace"], meta["name"], "-c", "monitor")
-        except Exception:  # not started yet
-            return False
-        return '"event":"launcher"' in log and '"state":"started"' in log
-
-    def freeze_the_launcher() -> None:
-        pod = wait_until("pod 1 to be scheduled", lambda: pod_of_index(kube, "1"), timeout=180, every=0.5)
-        wait_until(
-            "pod 1's sidecar to find its launcher", lambda: found_launcher(pod), timeout=240, every=0.5
-        )
-        node = real_nodes.index(pod["spec"]["nodeName"])
-        (cid,) = [
-            c["id"]
-            for c in containers(real_cluster, node)
-            if c["labels"].get("io.kubernetes.pod.name") == pod["metadata"]["name"]
-            and c["labels"].get("io.kubernetes.container.name") == "train"
-        ]
-        ctr = ("ctr", "--name", real_cluster.name, str(node), "-n", "k8s.io", "tasks")
-        cluster_sh(*ctr, "pause", cid)
-        seen["frozen"] = time.monotonic()
-        try:
-            seen["cleanup"] = cleanup_began(kube, timeout=240)
-        finally:
-            cluster_sh(*ctr, "resume", cid)
-
-    watcher = threading.Thread(target=freeze_the_launcher, daemon=True)
-    watcher.start()
-    try:
-        attempt, took = run(suite, request)
-    finally:
-        watcher.join(300)
-    assert "frozen" in seen and "cleanup" in seen, (seen, message(attempt))
+    found = pod_log_says(real_cluster, "monitor", '"event":"launcher"', '"state":"started"')
+    attempt, took, frozen = run_freezing_pod_1(
+        suite, request, real_cluster, kube, real_nodes, found, "pod 1's sidecar to find its launcher"
+    )
     assert attempt.status.state is JobState.STOPPED, message(attempt)
     first = attempt.verdict.findings[0]
     assert first.kind is NEVER_STARTED and set(first.ranks) == {2, 3}, message(attempt)
     assert re.search(r"node 1's launcher \(pid \d+\) is [^;]* \([DT]\) at ", first.message), first.message
-    assert seen["cleanup"] - seen["frozen"] < 2 * join_after + 60, seen["cleanup"] - seen["frozen"]
+    assert frozen < 2 * join_after + 60, frozen
     assert took < 300, took
-    print(f"launcher frozen to clean-up {seen['cleanup'] - seen['frozen']:.1f}s, run {took:.1f}s")
+    print(f"launcher frozen to clean-up {frozen:.1f}s, run {took:.1f}s")
 
 
 def test_a_frozen_container_is_named_silent_within_its_bound(
@@ -519,41 +537,10 @@ def test_a_frozen_container_is_named_silent_within_its_bound(
     container still reads Running). The task is thawed once the run's clean-up has begun, so it can end."""
     hang_after = 10
     suite, _ = make_suite(workload_args=f"{WORKLOAD_ARGS} --hang-after {hang_after}", job_timeout="600")
-    seen: dict[str, Any] = {}
-
-    def trained(pod: dict[str, Any]) -> bool:
-        meta = pod["metadata"]
-        try:
-            log = real_cluster.kubectl("logs", "-n", meta["namespace"], meta["name"], "-c", "train")
-        except Exception:  # not started yet
-            return False
-        return '"event":"epoch_time"' in log
-
-    def freeze_when_trained() -> None:
-        pod = wait_until("pod 1 to be scheduled", lambda: pod_of_index(kube, "1"), timeout=180, every=0.5)
-        wait_until("pod 1 to train an epoch", lambda: trained(pod), timeout=240, every=0.5)
-        node = real_nodes.index(pod["spec"]["nodeName"])
-        (cid,) = [
-            c["id"]
-            for c in containers(real_cluster, node)
-            if c["labels"].get("io.kubernetes.pod.name") == pod["metadata"]["name"]
-            and c["labels"].get("io.kubernetes.container.name") == "train"
-        ]
-        ctr = ("ctr", "--name", real_cluster.name, str(node), "-n", "k8s.io", "tasks")
-        cluster_sh(*ctr, "pause", cid)
-        seen["frozen"] = time.monotonic()
-        try:
-            seen["cleanup"] = cleanup_began(kube, timeout=240)
-        finally:
-            cluster_sh(*ctr, "resume", cid)
-
-    watcher = threading.Thread(target=freeze_when_trained, daemon=True)
-    watcher.start()
-    try:
-        attempt, took = run(suite, request)
-    finally:
-        watcher.join(300)
-    assert "frozen" in seen and "cleanup" in seen, (seen, message(attempt))
+    trained = pod_log_says(real_cluster, "train", '"event":"epoch_time"')
+    attempt, took, frozen = run_freezing_pod_1(
+        suite, request, real_cluster, kube, real_nodes, trained, "pod 1 to train an epoch"
+    )
     assert attempt.status.state is JobState.STOPPED, message(attempt)
     first = attempt.verdict.findings[0]
     silent = attempt.verdict.of_kind(SILENT)
@@ -565,12 +552,10 @@ def test_a_frozen_container_is_named_silent_within_its_bound(
         assert isinstance(problem.detail, Silence) and problem.detail.heartbeat_s is not None
         assert hang_after + SILENT_MARGIN_S < problem.detail.heartbeat_s, problem.detail
     # named within the bound of the freeze, plus the polls and the pods' log reads: not at the 600 s timeout
-    assert seen["cleanup"] - seen["frozen"] < hang_after + SILENT_MARGIN_S + 45, (
-        seen["cleanup"] - seen["frozen"]
-    )
+    assert frozen < hang_after + SILENT_MARGIN_S + 45, frozen
     assert attempt.status.reason.startswith("rank(s) 2-3 silent"), attempt.status.reason
     assert took < 400, took
-    print(f"frozen to clean-up {seen['cleanup'] - seen['frozen']:.1f}s, run {took:.1f}s: {first.message}")
+    print(f"frozen to clean-up {frozen:.1f}s, run {took:.1f}s: {first.message}")
 
 
 def test_a_node_lost_mid_run_fails_the_run_naming_it(make_suite, real_cluster, kube, real_nodes, request):

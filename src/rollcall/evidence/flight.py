@@ -190,17 +190,8 @@ def _part(group: str, found: Mapping[int, FlightRecord | None]) -> Stuck | None:
             else Culprit(r, "unfinished")
             for r in sorted(deviants)
         )
-        rec = present[entered[0]]
-        return Stuck(
-            group,
-            rec.labels.get(group, ""),
-            seq,
-            op,
-            tuple(sorted(entered)),
-            all(places[r][1] for r in entered),
-            culprits,
-            tuple((r, x.file) for r, x in sorted(present.items()) if x.file),
-        )
+        finished = all(places[r][1] for r in entered)
+        return _stuck(present, group, (seq, op), entered, finished=finished, culprits=culprits)
     return None
 
 
@@ -213,17 +204,23 @@ def _no_record(found: Mapping[int, FlightRecord], silent: list[int], world_size:
     if len(places) != 1 or any(last[0][2] for last in lasts.values()):
         return None  # they part, or one finished its last: no common wait
     ((seq, op),) = places
-    rec = next(iter(found.values()))
-    return Stuck(
-        DEFAULT_GROUP,
-        rec.labels.get(DEFAULT_GROUP, ""),
-        seq,
-        op,
-        tuple(sorted(found)),
-        False,
-        tuple(Culprit(r, "no_record") for r in silent),
-        tuple((r, x.file) for r, x in sorted(found.items()) if x.file),
-    )
+    named = tuple(Culprit(r, "no_record") for r in silent)
+    return _stuck(found, DEFAULT_GROUP, (seq, op), found, finished=False, culprits=named)
+
+
+def _stuck(
+    found: Mapping[int, FlightRecord],
+    group: str,
+    at: tuple[int, str],
+    entered: Iterable[int],
+    *,
+    finished: bool,
+    culprits: tuple[Culprit, ...],
+) -> Stuck:
+    """The finding at ``at`` (sequence number, op), with the group's label and every record's whole dump."""
+    label = next((rec.labels[group] for rec in found.values() if group in rec.labels), "")
+    files = tuple((r, rec.file) for r, rec in sorted(found.items()) if rec.file)
+    return Stuck(group, label, *at, tuple(sorted(entered)), finished, culprits, files)
 
 
 __all__ = ["AGREEING", "DEFAULT_GROUP", "Culprit", "Stuck", "records", "stuck"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from rollcall.runner import RunOutcome, RunResult
 if TYPE_CHECKING:
     from rollcall.evidence.gpu_events import GpuEventSeen
     from rollcall.gate import GateReport
-    from rollcall.verdict import RankResult
+    from rollcall.verdict import RankResult, Verdict
 
 #: The version of ``results.json``'s layout: fields are only ever added (a rename would be version 2).
 SCHEMA_VERSION = 2
@@ -199,38 +200,63 @@ XML_DECLARATION = '<?xml version="1.0" encoding="utf-8"?>\n'
 
 
 def write_rank_junit(path: Path, records: Sequence[TestRecord]) -> None:
-    """Write the per-rank junit file: a suite per test, a case per rank."""
+    """Write the per-rank junit file: a suite per test, a case per rank.
+
+    A rank at fault (a problem of it follows from no other: :attr:`RankResult.at_fault`) is a failure, its
+    notes the message and the body; a rank that only waited for another or echoed its error is *skipped*,
+    its notes the reason: Jenkins' and GitLab's JUnit views count and list skipped cases apart from failed
+    ones, so one crash among 2,048 ranks is one failed case, the 2,047 that waited for it skipped beside it.
+    Where no rank is at fault, the ranks the first failure names fail; where it names none (a job-level
+    fault), a ``run`` case fails with it. A case's class is ``rollcall.<test>.<node>`` (the node's name
+    where the nodes' names tell them apart), its time the rank's own wall time.
+    """
     suites = []
     for record in records:
         last = record.result.last
         verdict = last.verdict
+        first = verdict.first_failure
         cases = []
         width = len(str(verdict.layout.world_size - 1))
-        first = verdict.first_failure
         on_gpu: dict[int | None, list[GpuEventSeen]] = defaultdict(list)  # by rank; None: no rank's GPU
         for seen in verdict.gpu_events:
             on_gpu[seen.rank].append(seen)
+        test = _dotted(record.test_id)
+        nodes = _node_names(verdict)
+        faulty = {r for r, result in verdict.ranks.items() if result.at_fault}
+        if not faulty and first is not None:
+            faulty = set(first.ranks)
         for rank, result in sorted(verdict.ranks.items()):
             case = TestCase(
                 name=f"rank {rank:0{width}d} (node {result.node})",
-                classname=record.test_id,
-                elapsed_sec=result.epoch_time or 0.0,
+                classname=f"rollcall.{test}.{nodes.get(result.node, f'node-{result.node}')}",
+                elapsed_sec=result.wall_s or 0.0,
                 stdout=_rank_stdout(result, on_gpu.get(rank, ())),
             )
             if result.problems:
-                notes = (
-                    n + (f" [{p.blame.line}]" if p.blame else "")
-                    for p, n in zip(result.problems, result.notes, strict=True)
+                notes = printable(
+                    "; ".join(
+                        n + (f" [{p.blame.line}]" if p.blame else "")
+                        for p, n in zip(result.problems, result.notes, strict=True)
+                    )
                 )
-                case.add_failure_info(message=printable("; ".join(notes)), output=f"logs: {last.artifacts}")
+                if rank in faulty:
+                    case.add_failure_info(message=notes, output=notes)
+                else:
+                    case.add_skipped_info(message=f"not at fault: {notes}")
+            cases.append(case)
+        if first is not None and not faulty:  # a job-level fault: no rank's
+            case = TestCase(name="run", classname=f"rollcall.{test}.run")
+            case.add_failure_info(message=printable(first.summary), output=printable(first.summary))
             cases.append(case)
         for seen in on_gpu.get(None, ()):
-            case = TestCase(name=f"{seen.gpu_label} (no rank)", classname=record.test_id, stdout=str(seen))
+            case = TestCase(
+                name=f"{seen.gpu_label} (no rank)", classname=f"rollcall.{test}.gpus", stdout=str(seen)
+            )
             if seen.rule is not None:
                 case.add_failure_info(message=printable(f"unfit device: {seen} (rule {seen.rule})"))
             cases.append(case)
         for rank in verdict.unexpected_ranks:
-            case = TestCase(name=f"rank {rank} (unexpected)", classname=record.test_id)
+            case = TestCase(name=f"rank {rank} (unexpected)", classname=f"rollcall.{test}.unexpected")
             case.add_failure_info(message=f"rank {rank} is outside 0..{verdict.layout.world_size - 1}")
             cases.append(case)
         properties = {"backend": record.result.backend}
@@ -242,11 +268,25 @@ def write_rank_junit(path: Path, records: Sequence[TestRecord]) -> None:
     write_whole(path, XML_DECLARATION + to_xml_report_string(suites, prettyprint=False) + "\n")
 
 
+def _dotted(name: str) -> str:
+    """A pytest node id or a node's name as one dotted name's part: ``tests.e2e.test_roll.test_roll_2``."""
+    name = name.replace(".py::", ".").replace("::", ".").replace("/", ".")
+    return re.sub(r"[^A-Za-z0-9_.]+", "_", name).strip("._") or "unnamed"
+
+
+def _node_names(verdict: Verdict) -> dict[int, str]:
+    """Each node's name as a class name's part, where the nodes' names tell them apart (else none)."""
+    names = {n.node: _dotted(n.name).replace(".", "_") for n in verdict.nodes_detail if n.name}
+    return names if len(set(names.values())) == len(names) == verdict.layout.nodes else {}
+
+
 def _rank_stdout(result: RankResult, gpu_events: Iterable[GpuEventSeen] = ()) -> str | None:
     said = [f"gpu event: {s}" for s in gpu_events]
+    figures = [f"throughput={result.throughput} samples/s"] if result.throughput is not None else []
+    figures += [f"epoch_time={result.epoch_time} s"] if result.epoch_time is not None else []
     if not result.pods:
         return "\n".join(said) or None
-    return "\n".join([f"throughput={result.throughput} samples/s epoch_time={result.epoch_time} s", *said])
+    return "\n".join([" ".join(figures), *said]) if figures else "\n".join(said) or None
 
 
 #: The summary table's verdict of each outcome.

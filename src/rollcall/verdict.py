@@ -34,7 +34,7 @@ from rollcall.evidence.fitness import FitnessPolicy, Unfit
 from rollcall.evidence.gpu_events import GpuEventSeen
 from rollcall.evidence.nodefacts import NodeFacts
 from rollcall.evidence.perf import ComputeStraggler, PerfFigures, PerfReport, SlowGroup
-from rollcall.evidence.rootcause import Analysis
+from rollcall.evidence.rootcause import Analysis, Line
 from rollcall.evidence.xids import XidPolicy
 from rollcall.ranges import counted
 
@@ -201,6 +201,23 @@ class Problem:
     #: Whose it is (:mod:`rollcall.checks.blame`), set by the judge.
     blame: Blame | None = None
 
+    @property
+    def follows(self) -> bool:
+        """Whether it follows from another problem (never the first failure, never a rank at fault).
+
+        Its kind does (``Kind.follows``), or it is a line of the ranks' errors that only echo another's (a
+        peer gone, a connection reset).
+        """
+        if self.kind.follows:
+            return True
+        line = self.detail
+        return (
+            isinstance(line, Line)
+            and not line.root
+            and bool(line.failures)
+            and all(f.echo for f in line.failures)
+        )
+
     def as_dict(self) -> dict[str, Any]:
         """The problem, JSON-ready, with whose it is."""
         whose = self.blame.as_dict() if self.blame is not None else {"owner": None, "why": None}
@@ -336,6 +353,17 @@ class RankResult:
         """Answered, but a straggler or below a throughput or bandwidth floor."""
         return any(p.kind.too_slow for p in self.problems)
 
+    @property
+    def at_fault(self) -> bool:
+        """Named by a problem that follows from no other: a cause, not a rank that waited or echoed."""
+        return any(not p.follows for p in self.problems)
+
+    @property
+    def wall_s(self) -> float | None:
+        """Seconds from its first timed event to its last (None: fewer than two carried a time)."""
+        times = [m.time for m in self.marks]
+        return max(times) - min(times) if len(times) > 1 else None
+
 
 @dataclass(frozen=True)
 class FirstFailure:
@@ -365,7 +393,7 @@ class FirstFailure:
         """
         if not findings:
             return None
-        cause = next((p for p in findings if not p.kind.follows), None)
+        cause = next((p for p in findings if not p.follows), None)
         if cause is None:
             sign = findings[0]
             return cls(

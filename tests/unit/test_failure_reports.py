@@ -8,10 +8,14 @@ from rollcall.backends import JobState, JobStatus
 from rollcall.checks.layout import LAYOUT
 from rollcall.checks.stragglers import STRAGGLER
 from rollcall.jobspec import JobSpec
+from rollcall.judge import judge
 from rollcall.page.report import render
+from rollcall.ranklog import RollCall
 from rollcall.runner import Attempt, RunResult
 from rollcall.verdict import Layout, Observed
+from rollcall_workload.contract import encode_event
 from tests.unit.checks.test_errors import GLOO, T0, judged
+from tests.unit.helpers import node_log
 from tests.unit.test_htmlreport import Elements
 
 
@@ -49,11 +53,15 @@ def test_results_json_carries_the_root_cause_and_the_grouped_errors(tmp_path):
 def test_each_ranks_junit_case_carries_its_own_message(tmp_path):
     path = tmp_path / "ranks.junit.xml"
     reports.write_rank_junit(path, [failed_record(tmp_path)])
-    cases = {c.get("name"): c.find("failure") for c in ET.parse(path).iter("testcase")}
-    assert (
-        cases["rank 5 (node 1)"].get("message").startswith("error: RuntimeError: injected failure on rank 5")
-    )
-    assert cases["rank 6 (node 1)"].get("message").startswith("error: " + GLOO.format(port=40006))
+    cases = {c.get("name"): c for c in ET.parse(path).iter("testcase")}
+    crashed = cases["rank 5 (node 1)"].find("failure")  # the rank at fault fails, its message its own
+    assert crashed.get("message").startswith("error: RuntimeError: injected failure on rank 5")
+    assert crashed.text.startswith("error: RuntimeError")  # the body is the message, no runner's path
+    echo = cases["rank 6 (node 1)"]  # it only echoed rank 5's failure: skipped beside it, not a failure
+    assert echo.find("failure") is None
+    assert echo.find("skipped").get("message").startswith("not at fault: error: " + GLOO.format(port=40006))
+    failed = [n for n, c in cases.items() if c.find("failure") is not None]
+    assert failed == ["rank 5 (node 1)"], failed  # one crash: one failed case
 
 
 def test_the_page_puts_the_root_cause_on_top_and_draws_no_chart_when_nothing_was_measured(tmp_path):
@@ -89,3 +97,35 @@ def test_the_page_and_the_junit_read_the_kind_of_a_problem_never_its_text(tmp_pa
     reports.write_rank_junit(path, [record])
     failed = [c.get("name") for c in ET.parse(path).iter("testcase") if c.find("failure") is not None]
     assert failed == ["rank 0 (node 0)", "rank 1 (node 0)"]
+
+
+def test_one_crash_among_2048_ranks_is_one_failed_junit_case(tmp_path):
+    """64 nodes x 32 ranks: rank 1000 reports an error after its first epoch, every other rank then misses
+    its throughput and complete (waiting on it). ranks.junit.xml fails one case, the crashed rank's, and
+    skips the 2,047 beside it, each saying why it is not at fault."""
+    nodes, ppn = 64, 32
+    skip = {r: ("throughput", "complete") for r in range(nodes * ppn)}
+    roll = RollCall()
+    for node in range(nodes):
+        parser = roll.parser(f"pod-{node}")
+        parser.feed(node_log(node, nodes, ppn, skip=skip).encode())
+        if node == 31:
+            failure = "RuntimeError: injected failure on rank 1000"
+            parser.feed(b"[1000]:" + encode_event("error", 1000, nodes * ppn, message=failure))
+        parser.close()
+    status = JobStatus(JobState.FAILED, "pod pod-31 failed")
+    verdict = judge(Observed(roll, Layout(nodes, ppn), status))
+    attempt = Attempt(JobSpec("crash", nodes, ppn), status, verdict, tmp_path, 1.0)
+    record = reports.TestRecord(
+        "tests/e2e/test_rollcall.py::test_roll", RunResult("kubernetes", [attempt]), "cpu"
+    )
+    path = tmp_path / "ranks.junit.xml"
+    reports.write_rank_junit(path, [record])
+    suite = ET.parse(path).getroot().find("testsuite")
+    failed = [c.get("name") for c in suite.iter("testcase") if c.find("failure") is not None]
+    skipped = [c for c in suite.iter("testcase") if c.find("skipped") is not None]
+    assert failed == ["rank 1000 (node 31)"], failed[:5]
+    assert len(skipped) == nodes * ppn - 1 and suite.get("failures") == "1"
+    assert all(c.find("skipped").get("message").startswith("not at fault: ") for c in skipped)
+    classes = {c.get("classname") for c in suite.iter("testcase")}
+    assert "rollcall.tests.e2e.test_rollcall.test_roll.node-31" in classes

@@ -79,11 +79,21 @@ def test_no_report_says_ok_of_a_rank_the_verdict_names(tmp_path, verdict):
     reports.write_rank_junit(tmp_path / "ranks.junit.xml", [record])
     suite = ET.parse(tmp_path / "ranks.junit.xml").getroot().find("testsuite")
     assert suite is not None
+    cases = {c.get("name", ""): c for c in suite.iter("testcase")}
     failing = {
-        int(c.get("name", "").split()[1]) for c in suite.iter("testcase") if c.find("failure") is not None
+        int(n.split()[1]) for n, c in cases.items() if n.startswith("rank ") and c.find("failure") is not None
     }
-    assert failing == set(named)
-    assert suite.get("failures") == str(len(named))
+    skipped = {
+        int(n.split()[1]) for n, c in cases.items() if n.startswith("rank ") and c.find("skipped") is not None
+    }
+    # the ranks at fault fail; the ranks that only waited or echoed are skipped beside them
+    at_fault = {r for r, res in verdict.ranks.items() if res.at_fault}
+    first = verdict.first_failure
+    expected = at_fault or (set(first.ranks) if first is not None else set())
+    assert failing == expected and skipped == set(named) - expected
+    job_case = 1 if first is not None and not expected else 0  # a job-level fault: a "run" case fails
+    assert suite.get("failures") == str(len(expected) + job_case)
+    assert all(c.get("classname", "").startswith("rollcall.t.test_generated.") for c in cases.values())
 
     reports.write_results(tmp_path / "results.json", [record], {})
     test = json.loads((tmp_path / "results.json").read_text())["tests"][0]

@@ -9,7 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from rollcall.backends import JobState, JobStatus
 from rollcall.gate import GateReport
 from rollcall.jobspec import JobSpec
-from rollcall.metrics.prometheus import export, push, write_textfile
+from rollcall.metrics.prometheus import CONFIG, export, push, write_textfile
 from rollcall.options import OptionError, resolve
 from rollcall.ranklog import RollCall
 from rollcall.reports import TestRecord as Record
@@ -110,3 +110,58 @@ def test_a_bad_metrics_option_names_itself_and_the_fix(cli, says):
     with pytest.raises(OptionError) as exc:
         resolve(cli, environ={})
     assert says in str(exc.value) and "use --" in str(exc.value)
+
+
+def _record_of_verdict(verdict, test_id):
+    spec = JobSpec("job", verdict.layout.nodes, verdict.layout.procs_per_node, accelerator="cpu")
+    attempt = judged(RollCall(), spec, JobStatus(JobState.FAILED), "artifacts/x", 3.5)
+    return Record(test_id, RunResult("local", [replace(attempt, verdict=verdict)]), "cpu")
+
+
+def test_a_crash_and_a_hang_differ_in_state_kind_and_owner_and_every_node_series_names_its_node(tmp_path):
+    from tests.unit.checks.test_errors import GLOO, T0
+    from tests.unit.checks.test_errors import judged as crashed_run
+    from tests.unit.test_flight import SLEEPS, _world
+
+    hang = _world(SLEEPS, {"0": [[11, "all_reduce", True], [12, "all_reduce", True]]})
+    errors = {r: (GLOO.format(port=40000 + r), T0 + 2) for r in range(4)}
+    errors[1] = ("RuntimeError: injected failure on rank 1", T0 + 1)
+    crash = crashed_run(2, 2, errors)
+    out = tmp_path / "m.prom"
+    write_textfile(
+        out, [_record_of_verdict(hang, "t.py::hang"), _record_of_verdict(crash, "t.py::crash")], 1.0
+    )
+    text = out.read_text()
+    states = {
+        (s.labels["test"], s.labels["rank"]): (s.labels["state"], s.labels["kind"], s.labels["owner"])
+        for s in samples(text, "rollcall_rank_state")
+    }
+    assert states[("t.py::hang", "1")] == ("hung", "hung", "undetermined")
+    assert states[("t.py::hang", "0")][:2] == ("waiting", "waiting")
+    assert states[("t.py::crash", "1")][1] == "root_cause", states  # the rank whose error is the root cause
+    assert states[("t.py::crash", "1")][0] != states[("t.py::hang", "1")][0]  # failed or missing, not hung
+    nodes = {
+        (s.labels["test"], s.labels["node"]): s.labels["state"] for s in samples(text, "rollcall_node_state")
+    }
+    assert nodes[("t.py::hang", "0")] == "hung"
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            if "node" in s.labels:  # every per-node and per-rank series carries the node's name label
+                assert "Hostname" in s.labels, s
+    info = samples(text, "rollcall_run_config_info")
+    assert len(info) == 2 and all(set(CONFIG) <= set(s.labels) for s in info)
+
+
+def test_each_configuration_dimension_is_a_label_of_its_own(tmp_path):
+    out = tmp_path / "m.prom"
+    write_textfile(out, [record_of()], finished=1.0)
+    (info,) = samples(out.read_text(), "rollcall_run_config_info")
+    dims = {k: info.labels[k] for k in CONFIG}
+    assert dims == {
+        "accelerator": "cpu",
+        "instance_type": "-",
+        "nodes": "2",
+        "procs_per_node": "2",
+        "model": "?",
+        "seq_len": "?",
+    }

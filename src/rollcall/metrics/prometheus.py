@@ -5,16 +5,24 @@ attempts and the deciding :class:`~rollcall.verdict.Verdict`); nothing parses a 
 Prometheus' conventions: base units (seconds, bytes per second), ``_seconds`` and ``_total`` suffixes, one
 metric per measure and labels for what tells samples apart.
 
-Per rank (labels ``test``, ``rank``, ``node``):
+Per rank (labels ``test``, ``rank``, ``node``, and ``Hostname``: the node's name, the Kubernetes node or
+the Slurm host, as dcgm-exporter names it, so that its series join; the node index stays, since the local
+backend's nodes share one host and tonight's node 1 is not tomorrow's):
     ``rollcall_rank_throughput_samples_per_second``, ``rollcall_rank_step_compute_seconds`` (``quantile``
     0.5 and 0.9, compute per step without communication), ``rollcall_rank_epoch_seconds``,
-    ``rollcall_rank_event_reported`` (``event``: 1 when the rank said it) and ``rollcall_rank_answered``.
-Per node (labels ``test``, ``node``):
+    ``rollcall_rank_event_reported`` (``event``: 1 when the rank said it), ``rollcall_rank_answered``, and
+    ``rollcall_rank_state`` (1, with ``state``: ok, hung, waiting, silent, missing, failed, ...; ``kind``:
+    the kind of the problem that puts it there, a cause before one that follows from another, empty when
+    ok; ``owner``: cluster, platform, rollcall, workload or undetermined).
+Per node (labels ``test``, ``node``, ``Hostname``):
+    ``rollcall_node_state`` (1, with ``state``: the worst of its ranks'),
     ``rollcall_node_allreduce_busbw_bytes_per_second``, and ``rollcall_gpu_events_total`` (also ``gpu``, its
-    NVML index; ``kind``: xid, single_bit_ecc, double_bit_ecc, clock or lost; ``xid``, empty for another
-    kind; ``class``: hardware, program, system, unknown or info): the events the node's GPUs said during the
-    run (``node`` ``?`` where no rank's log tied the event to a node).
-Per run (label ``test``):
+    NVML index, ``UUID`` and ``modelName`` as dcgm-exporter names them; ``kind``: xid, single_bit_ecc,
+    double_bit_ecc, clock or lost; ``xid``, empty for another kind; ``class``: hardware, program, system,
+    unknown or info): the events the node's GPUs said during the run (``node`` ``?`` where no rank's log
+    tied the event to a node).
+Per run (label ``test``; ``rollcall_run_config_info`` also one label per configuration dimension:
+``accelerator``, ``instance_type``, ``nodes``, ``procs_per_node``, ``model``, ``seq_len``):
     ``rollcall_run_outcome`` (``outcome``: 1 for the run's, 0 for each other),
     ``rollcall_run_ranks_expected``, ``rollcall_run_ranks_answered``, ``rollcall_run_duration_seconds``,
     ``rollcall_run_time_to_first_rank_seconds`` (launch until the first rank's ``start`` event was read),
@@ -24,14 +32,17 @@ Per run (label ``test``):
 
 The textfile also labels every sample with ``config`` (the configuration key); a push groups by ``job``,
 ``cluster`` and ``config`` instead (the Pushgateway adds the grouping labels to each sample), one push per
-configuration. A push that fails is returned as a warning, never raised: the verdict stands without it.
+configuration, each a PUT that replaces its group's metrics whole: a label added or dropped inside a group
+leaves no stale series behind. A group of a configuration no longer run stays on the Pushgateway until it
+is deleted (``curl -X DELETE <url>/metrics/job/<job>/cluster/<cluster>/config/<config>``). A push that
+fails is returned as a warning, never raised: the verdict stands without it.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import get_args
 
@@ -39,12 +50,16 @@ from prometheus_client import CollectorRegistry, push_to_gateway, write_to_textf
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from rollcall.evidence.baseline import ConfigKey
 from rollcall.reports import TestRecord
 from rollcall.runner import RunOutcome
+from rollcall.verdict import RankState
 from rollcall_workload.contract import REQUIRED_EVENTS
 
 #: Every metric's name starts with this.
 PREFIX = "rollcall"
+#: The configuration's dimensions, each a label of ``rollcall_run_config_info``.
+CONFIG: tuple[str, ...] = tuple(f.name for f in fields(ConfigKey))
 #: Seconds a push may take before it counts as failed.
 PUSH_TIMEOUT_S = 10.0
 _GB = 1e9
@@ -83,7 +98,8 @@ class _Families:
     """The metric families, filled test by test."""
 
     def __init__(self, extra: list[str]) -> None:
-        run, rank, node = ["test", *extra], ["test", *extra, "rank", "node"], ["test", *extra, "node"]
+        run = ["test", *extra]
+        rank, node = [*run, "rank", "node", "Hostname"], [*run, "node", "Hostname"]
 
         def gauge(name: str, doc: str, labels: list[str], unit: str = "") -> GaugeMetricFamily:
             return GaugeMetricFamily(f"{PREFIX}_{name}", doc, labels=labels, unit=unit)
@@ -106,6 +122,17 @@ class _Families:
         self.answered = gauge(
             "rank_answered", "1 when the rank answered the roll call with no problem.", rank
         )
+        self.rank_state = gauge(
+            "rank_state",
+            "1 for the rank's state, with the kind and owner of the problem that puts it there.",
+            [*rank, "state", "kind", "owner"],
+        )
+        self.node_state = gauge(
+            "node_state", "1 for the node's state: the worst of its ranks'.", [*node, "state"]
+        )
+        self.config = gauge(
+            "run_config_info", "1, with one label per dimension of the run's configuration.", [*run, *CONFIG]
+        )
         self.node_busbw = gauge(
             "node_allreduce_busbw_bytes_per_second", "All-reduce bus bandwidth within one node.", node
         )
@@ -126,7 +153,7 @@ class _Families:
         self.gpu_events = CounterMetricFamily(
             f"{PREFIX}_gpu_events",
             "Events a GPU said during the run (NVML: Xid, ECC, clock changes, lost), by class.",
-            labels=[*node, "gpu", "kind", "xid", "class"],
+            labels=[*node, "gpu", "UUID", "modelName", "kind", "xid", "class"],
         )
         self.disruptions = counter("run_disruptions", "Attempts the infrastructure disrupted.")
         self.retries = counter("run_retries", "Attempts after the first.")
@@ -139,8 +166,15 @@ class _Families:
         last = result.last
         verdict = last.verdict
         run = [record.test_id, *extra]
+        names = {n.node: n.name for n in verdict.nodes_detail}
+        models = {
+            (d.node, str(d.facts.get("gpu_uuid", ""))): d.name
+            for n in verdict.nodes_detail
+            for d in n.devices
+        }
+        worst: dict[int, RankState] = {}
         for rank, r in sorted(verdict.ranks.items()):
-            labels = [*run, str(rank), str(r.node)]
+            labels = [*run, str(rank), str(r.node), names.get(r.node, "")]
             if r.throughput is not None:
                 self.throughput.add_metric(labels, r.throughput)
             if r.epoch_time is not None:
@@ -148,25 +182,42 @@ class _Families:
             for event in REQUIRED_EVENTS:
                 self.event.add_metric([*labels, event], float(event in r.reported))
             self.answered.add_metric(labels, float(r.answered))
+            cause = next((p for p in r.problems if not p.follows), r.problems[0] if r.problems else None)
+            owner = cause.blame.owner.value if cause is not None and cause.blame is not None else ""
+            self.rank_state.add_metric(
+                [*labels, r.state.value, cause.kind.value if cause else "", owner], 1.0
+            )
+            if r.node not in worst or r.state.severity > worst[r.node].severity:
+                worst[r.node] = r.state
+        for n, state in sorted(worst.items()):
+            self.node_state.add_metric([*run, str(n), names.get(n, ""), state.value], 1.0)
+        key = record.gate.key if record.gate is not None else None
+        dims = [
+            str(getattr(key, f)) if key is not None and getattr(key, f) is not None else "?" for f in CONFIG
+        ]
+        self.config.add_metric([*run, *dims], 1.0)
         for c in verdict.perf.compute:
-            labels = [*run, str(c.rank), str(c.node)]
+            labels = [*run, str(c.rank), str(c.node), names.get(c.node, "")]
             self.compute.add_metric([*labels, "0.5"], c.compute_ms * _MS)
             if c.compute_ms_p90 is not None:
                 self.compute.add_metric([*labels, "0.9"], c.compute_ms_p90 * _MS)
         for g in verdict.perf.scope("node"):
-            self.node_busbw.add_metric([*run, str(g.nodes[0])], g.busbw_gbps * _GB)
+            self.node_busbw.add_metric([*run, str(g.nodes[0]), names.get(g.nodes[0], "")], g.busbw_gbps * _GB)
         counts: Counter[tuple[str, ...]] = Counter(
             (
                 "?" if s.node is None else str(s.node),
+                s.node_name or ("" if s.node is None else names.get(s.node, "")),
                 str(s.heard.gpu),
+                s.heard.uuid or "",
+                models.get((s.node if s.node is not None else -1, s.heard.uuid or ""), ""),
                 s.heard.kind,
                 "" if s.heard.xid is None else str(s.heard.xid),
                 s.klass,
             )
             for s in verdict.gpu_events
         )
-        for key, count in sorted(counts.items()):
-            self.gpu_events.add_metric([*run, *key], count)
+        for key_, count in sorted(counts.items()):
+            self.gpu_events.add_metric([*run, *key_], count)
         for g in verdict.perf.scope("world"):
             self.world_busbw.add_metric(run, g.busbw_gbps * _GB)
         outcome: RunOutcome = result.outcome

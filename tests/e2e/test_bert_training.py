@@ -15,4 +15,5 @@ import pytest
 def test_every_rank_answers_the_roll_call(rollcall):
     record = rollcall()
     result = record.result
-    assert result.passed, result.message()
+    if not result.passed:  # the verdict's own words, without this test's source or a dump of the result
+        pytest.fail(result.message(), pytrace=False)

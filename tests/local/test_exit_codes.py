@@ -41,6 +41,8 @@ def test_a_rank_that_exits_1_after_its_roll_call_is_named_in_every_report(tmp_pa
     assert proc.returncode == 1, output
     named = "rank 0's process (node 0, log node-0, host localhost) exited with code 1 after answering the roll call"
     assert f"first failure: {named}" in output
+    # after the verdict, its own words: not the test's source, an assert, or a dump of the result
+    assert "RunResult(" not in output and "assert result.passed" not in output, output
 
     test = json.loads((artifacts / "results.json").read_text())["tests"][0]
     assert test["root_cause"]["summary"] == f"first failure: {named}"

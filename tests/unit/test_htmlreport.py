@@ -477,3 +477,17 @@ def test_each_ranks_compile_cache_answer_is_in_results_json_and_on_its_tile(tmp_
     assert record.as_dict()["compile_cache"] == {"0": cache, "1": cache}  # node 1's ranks did not say
     text = render([record], {}, tmp_path)
     assert text.count("; compile cache hit, 2.5 s") == 2
+
+
+def test_the_legend_says_its_counts_in_words_beside_an_empty_swatch(failed_run):
+    """A count in a rank-shaped chip reads as a rank ("0 ok" as rank 0 ok): the chip is a bare swatch."""
+    path, _ = failed_run
+    legend = re.search(r'<p class="legend">(.*?)</p>', path.read_text(), re.S)[1]
+    entry = re.compile(
+        r'<span data-state="(\w+)" data-count="(\d+)"><span class="rank (\w+) swatch" aria-hidden="true">'
+        r"</span> (\w+): (\d+) ranks?</span>"
+    )
+    found = entry.findall(legend)
+    assert found and "".join(m.group(0) for m in entry.finditer(legend)) == legend, legend
+    for state, count, swatch, said, said_count in found:
+        assert state == swatch == said and count == said_count

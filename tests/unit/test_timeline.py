@@ -82,10 +82,8 @@ def test_every_report_shows_the_hung_and_waiting_ranks_as_such(tmp_path):
     cells = {rank: state for rank, _, state, _ in Elements(page).ranks()}
     assert cells == {0: "waiting", 1: "hung"}
     assert 'class="lane hung' in page and 'class="lane waiting' in page and 'class="verdict"' in page
-    assert (
-        '<span class="rank hung">1</span> hung' in page
-        and '<span class="rank waiting">1</span> waiting' in page
-    )
+    assert '<span class="rank hung swatch" aria-hidden="true"></span> hung: 1 rank' in page
+    assert '<span class="rank waiting swatch" aria-hidden="true"></span> waiting: 1 rank' in page
     test = record.as_dict()
     assert test["rank_states"] == {"0": "waiting", "1": "hung"}
     assert test["ranks_stalled"] == {"hung": 1, "waiting": 1} and test["ranks_answered"] == 0

@@ -79,7 +79,7 @@ CHECK = Check(
     detects="a hung rank, and the ranks waiting on it",
     reads=(
         "`evidence/hangs.py` (the watchdog's stack dumps, and faulthandler's that the node's monitor turned "
-        "into events)"
+        "into events), `evidence/flight.py` (the ranks' flight records: the collective they part at)"
     ),
     kinds=(HUNG, WAITING),
 )

@@ -1,7 +1,9 @@
 """The plugin end to end through pytester, with a scripted backend that writes rank logs."""
 
 import json
+import re
 import xml.etree.ElementTree as ET
+from html import unescape
 
 import pytest
 
@@ -172,6 +174,56 @@ def test_hung(rollcall):
     assert f"test_roll.py::test_hung: {summary}" in res.stdout.str()
     junit = ET.parse(project.path / "artifacts" / "ranks.junit.xml")
     assert {p.get("name"): p.get("value") for p in junit.iter("property")}["first_failure"] == summary
+
+
+#: A failed run of each class, as the scripted backend's plan step that makes it (a Python expression).
+FAILURE_CLASSES = {
+    "hung": (
+        '{"skip": {r: EVERY for r in range(4)}, "state": JobState.STOPPED, "extra": {'
+        "0: (_stack(1, SLEEPS) + _stack(0, WAITS)).decode(), 1: (_stack(2, WAITS) + _stack(3, WAITS)).decode()}}"
+    ),
+    "root_cause": (
+        '{"skip": {2: EVERY}, "state": JobState.FAILED, "extra": {1: "[2]:" + encode_event('
+        '"error", 2, 4, message="RuntimeError: injected failure on rank 2").decode()}}'
+    ),
+    "undetermined": '{"skip": {3: ("throughput", "complete")}}',
+    "job": '{"state": JobState.TIMED_OUT}',
+}
+
+
+@pytest.mark.parametrize("kind", sorted(FAILURE_CLASSES))
+def test_each_failure_classs_first_failure_is_said_alike_by_every_report(project, kind):
+    """The terminal's first-failure line, results.json's root_cause, the page's first box and the per-rank
+    JUnit's first_failure say the same first failure, whatever its class (a hang, a crash, events missing
+    with no cause told, a job-level fault)."""
+    project.makepyfile(
+        test_roll=f"""
+from conftest import PLAN
+from rollcall.backends import JobState
+from rollcall_workload.contract import encode_event
+from tests.unit.test_flight import SLEEPS, WAITS, _stack
+
+EVERY = ("epoch_time", "throughput", "complete")
+
+def test_failing(rollcall):
+    PLAN.append({FAILURE_CLASSES[kind]})
+    r = rollcall()
+    assert r.result.passed, r.result.message()
+"""
+    )
+    res = project.runpytest("--nodes", "2", "-p", "no:cacheprovider")
+    res.assert_outcomes(failed=1)
+    artifacts = project.path / "artifacts"
+    (test,) = json.loads((artifacts / "results.json").read_text())["tests"]
+    summary = test["root_cause"]["summary"]
+    assert test["root_cause"]["kind"] == kind, summary
+    assert summary.startswith("first failure undetermined: " if kind == "undetermined" else "first failure: ")
+    assert f"test_roll.py::test_failing: {summary}" in res.stdout.str()
+    junit = ET.parse(artifacts / "ranks.junit.xml")
+    assert {p.get("name"): p.get("value") for p in junit.iter("property")}["first_failure"] == summary
+    page = (artifacts / "report.html").read_text()
+    box = re.search(r'<p class="root-cause">(.*?)</p>', page, re.S)
+    assert box is not None and unescape(box[1]) == summary
 
 
 def test_bad_option_is_a_usage_error_naming_the_fix(pytester):

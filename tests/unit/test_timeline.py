@@ -89,3 +89,23 @@ def test_every_report_shows_the_hung_and_waiting_ranks_as_such(tmp_path):
     assert test["ranks_stalled"] == {"hung": 1, "waiting": 1} and test["ranks_answered"] == 0
     (row,) = reports.summary_table([record])[1:]
     assert "0/2 (1 hung) (1 waiting)" in row
+
+
+def test_an_ending_recorded_to_the_second_is_drawn_after_the_error_that_caused_it():
+    """The API records a container's end to the second: 09:00:01 for a pod whose rank wrote its error at
+    09:00:01.7. The timeline draws the end no earlier than the last thing the pod's ranks said."""
+    from rollcall.evidence.endings import Termination
+    from rollcall.page.timeline import endings
+    from tests.unit.checks.test_errors import T0
+    from tests.unit.checks.test_errors import judged as crashed
+
+    verdict = crashed(2, 2, {1: ("RuntimeError: injected failure on rank 1", T0 + 1.7)})
+    (error,) = [m.time for m in verdict.ranks[1].marks if m.event == "error"]
+    pod = verdict.ranks[1].pods[0]
+    second = float(int(error))  # the container's end as the API says it, cut to the second
+    (by_pod,) = endings(verdict, [Termination(pod, None, None, "Error", 1, time=second)])
+    (by_rank,) = endings(verdict, [Termination(pod, None, None, "Error", 1, time=second, rank=1)])
+    assert by_pod.time >= error and by_rank.time >= error
+    later = error + 5.0  # an end recorded after every event stays where it was recorded
+    (after,) = endings(verdict, [Termination(pod, None, None, "Error", 1, time=later, rank=1)])
+    assert after.time == later

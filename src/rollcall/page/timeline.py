@@ -54,17 +54,29 @@ class Ended:
 
 
 def endings(verdict: Verdict, terminations: Iterable[Termination]) -> list[Ended]:
-    """The terminations that carry a time, each placed on its rank (a worker) or its node (a pod)."""
+    """The terminations that carry a time, each placed on its rank (a worker) or its node (a pod).
+
+    An ending is drawn no earlier than the last event its rank (or any rank of its pod) said: a process
+    ends after what it wrote, and the API records a container's end to the second only, which would draw
+    it before the error that caused it.
+    """
     node_of_log = {pod: r.node for r in verdict.ranks.values() for pod in r.pods}
+    last_of_rank = {r: max((m.time for m in res.marks), default=None) for r, res in verdict.ranks.items()}
+    last_of_node: dict[int, float] = {}
+    for r, res in verdict.ranks.items():
+        if (said := last_of_rank[r]) is not None:
+            last_of_node[res.node] = max(said, last_of_node.get(res.node, said))
     found = []
     for t in terminations:
         if t.time is None:
             continue
         if t.rank is not None and t.rank in verdict.ranks:
-            found.append(Ended(verdict.ranks[t.rank].node, t.rank, t.time, t.describe()))
+            after = last_of_rank[t.rank]
+            at = t.time if after is None else max(t.time, after)
+            found.append(Ended(verdict.ranks[t.rank].node, t.rank, at, t.describe()))
         elif t.node is not None or t.pod in node_of_log:
             node = t.node if t.node is not None else node_of_log[t.pod]
-            found.append(Ended(node, None, t.time, t.describe()))
+            found.append(Ended(node, None, max(t.time, last_of_node.get(node, t.time)), t.describe()))
     return found
 
 

@@ -121,6 +121,7 @@ def test_one_crash_among_2048_ranks_is_one_failed_junit_case(tmp_path):
     )
     path = tmp_path / "ranks.junit.xml"
     reports.write_rank_junit(path, [record])
+    assert junit_shape_errors(ET.parse(path).getroot()) == []
     suite = ET.parse(path).getroot().find("testsuite")
     failed = [c.get("name") for c in suite.iter("testcase") if c.find("failure") is not None]
     skipped = [c for c in suite.iter("testcase") if c.find("skipped") is not None]
@@ -129,3 +130,50 @@ def test_one_crash_among_2048_ranks_is_one_failed_junit_case(tmp_path):
     assert all(c.find("skipped").get("message").startswith("not at fault: ") for c in skipped)
     classes = {c.get("classname") for c in suite.iter("testcase")}
     assert "rollcall.tests.e2e.test_rollcall.test_roll.node-31" in classes
+
+
+def junit_shape_errors(root: ET.Element) -> list[str]:
+    """Where ``ranks.junit.xml`` breaks the shape Jenkins' and GitLab's JUnit readers take (the junit-10
+    schema's elements and attributes): testsuites > testsuite (name, tests, failures, errors, skipped
+    that count its cases) > testcase (name, classname, a non-negative time where it has one) holding at most one of failure,
+    error or skipped, each with a message."""
+    found = []
+    suites = [root] if root.tag == "testsuite" else list(root)
+    if root.tag not in ("testsuites", "testsuite"):
+        found.append(f"root is {root.tag}")
+    for suite in suites:
+        cases = suite.findall("testcase")
+        counts = {
+            "tests": len(cases),
+            "failures": sum(c.find("failure") is not None for c in cases),
+            "errors": sum(c.find("error") is not None for c in cases),
+            "skipped": sum(c.find("skipped") is not None for c in cases),
+        }
+        found += [
+            f"{suite.get('name')}: {k}={suite.get(k)} for {n}"
+            for k, n in counts.items()
+            if suite.get(k) != str(n)
+        ]
+        for case in cases:
+            if not case.get("name") or not case.get("classname"):
+                found.append(f"a case without name or classname: {case.attrib}")
+            if case.get("time") is not None and float(case.get("time", "0")) < 0:  # optional in the schema
+                found.append(f"{case.get('name')}: time {case.get('time')}")
+            outcomes = [e for e in case if e.tag in ("failure", "error", "skipped")]
+            if len(outcomes) > 1 or any(e.get("message") is None for e in outcomes):
+                found.append(f"{case.get('name')}: {[e.tag for e in outcomes]}")
+            if "None" in (case.findtext("system-out") or ""):
+                found.append(f"{case.get('name')}: None in its output")
+    return found
+
+
+def test_the_rank_junit_has_the_shape_ci_dashboards_read(tmp_path):
+    path = tmp_path / "ranks.junit.xml"
+    reports.write_rank_junit(path, [failed_record(tmp_path)])
+    assert junit_shape_errors(ET.parse(path).getroot()) == []
+    broken = ET.fromstring(
+        '<testsuites><testsuite name="t" tests="2" failures="0"><testcase name="a"/></testsuite></testsuites>'
+    )
+    assert (
+        len(junit_shape_errors(broken)) >= 2
+    )  # the checker itself catches a wrong count and a missing class

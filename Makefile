@@ -16,7 +16,7 @@ PYTEST_ARGS ?=
 PROFILE ?= trn1.32xlarge
 REAL ?= 0
 .PHONY: help setup lock lock-image lint test test-fast test-unit test-integration test-k8s-oldest contract-docs checks-docs e2e e2e-local e2e-real xla-smoke bench bench-scale bench-store clean
-.PHONY: cluster-build cluster-up cluster-down cluster-status e2e-slurm slurm-up slurm-down slurm-status
+.PHONY: deps cluster-build cluster-up cluster-down cluster-status e2e-slurm slurm-up slurm-down slurm-status
 
 help:
 	@echo "make test       lint + all tests that need no cluster or GPU"
@@ -150,10 +150,10 @@ mutants: setup
 # once beside both, in a session of its own (hack/test.sh), the others then on one worker fewer.
 INTEGRATION_TESTS ?= tests/local tests/browser tests/cluster tests/k8s tests/real tests/slurm
 INTEGRATION_WORKERS ?= 4
-test: lint cluster-build
+test: deps lint cluster-build
 	hack/test.sh $(PY) 2 $$(($(INTEGRATION_WORKERS) - 1)) -- $(filter-out tests/real,$(INTEGRATION_TESTS)) -- $(PYTEST_ARGS)
 
-test-integration: setup cluster-build
+test-integration: deps setup cluster-build
 	$(PY) -m pytest -n $(INTEGRATION_WORKERS) --dist loadgroup $(INTEGRATION_TESTS) $(PYTEST_ARGS)
 
 # The kubernetes backend's tests again, against a control plane of the oldest Kubernetes minor EKS still supports
@@ -165,13 +165,21 @@ test-k8s-oldest: setup
 	hack/karpenter.sh build
 	ROLLCALL_TEST_K8S_VERSION=oldest $(PY) -m pytest $(K8S_OLDEST_TESTS) $(PYTEST_ARGS)
 
-cluster-build:
+# The Debian packages a target needs (hack/deps.sh: each group's, installed when missing, named when it cannot
+# be): deps-nodes for the real nodes, deps-slurm for Slurm, deps for every group (make test's).
+deps:
 	hack/deps.sh
+
+deps-%:
+	hack/deps.sh $*
+
+cluster-build: deps
 	hack/cluster.sh build
 	hack/karpenter.sh build
 	hack/pushgateway.sh build
 
 cluster-up:
+	@$(if $(filter-out 0,$(REAL)),hack/deps.sh nodes,:)
 	hack/cluster.sh up --nodes $(NODES) --profile $(PROFILE) --real-nodes $(REAL)
 
 cluster-down:
@@ -187,7 +195,7 @@ e2e-local: setup
 # (images/bert-training/Dockerfile.cpu), BERT tiny, 2 ranks per node. Starts the cluster (REAL=2) unless
 # one is up; `make cluster-down` removes it.
 REAL_KUBECONFIG := .cluster/kubeconfig
-e2e-real: setup cluster-build
+e2e-real: deps-nodes setup
 	@[ -f $(REAL_KUBECONFIG) ] || hack/cluster.sh up --nodes 1 --profile $(PROFILE) --real-nodes 2
 	$(PY) -m pytest tests/e2e --backend kubernetes --kubeconfig $(REAL_KUBECONFIG) --nodes 2 \
 	  --image rollcall.local/rollcall-bert:cpu --accelerator cpu --procs-per-node 2 \
@@ -198,7 +206,7 @@ e2e-real: setup cluster-build
 # The roll call through sbatch on a real slurmctld and two slurmd here (hack/slurm.sh); a cluster this target
 # started is stopped again at the end, one that was already up is left up.
 SLURM_STATE := $(CURDIR)/.slurm
-e2e-slurm: setup
+e2e-slurm: deps-slurm setup
 	@was_up=$$(hack/slurm.sh status >/dev/null 2>&1 && echo yes); \
 	trap '[ -n "$$was_up" ] || hack/slurm.sh down' EXIT; trap 'exit 130' INT TERM; \
 	SLURM_NODES=$(NODES) hack/slurm.sh up >/dev/null; \

@@ -145,7 +145,7 @@ cmd_bert() {
 suite_inputs() {
   echo images/suite/Dockerfile images/suite/Dockerfile.dockerignore pyproject.toml README.md requirements.lock \
     tests/__init__.py
-  (cd "$ROOT" && find src tests/e2e manifests -type f -not -path '*/__pycache__/*' -not -path '*.egg-info/*' |
+  (cd "$ROOT" && find src tests/e2e -type f -not -path '*/__pycache__/*' -not -path '*.egg-info/*' |
     LC_ALL=C sort)
 }
 

@@ -1,3 +1,3 @@
 """rollcall: prove a Kubernetes cluster can train, by making every rank answer the roll call."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -10,6 +10,12 @@ artifacts directory or the file itself) and prints throughput over time per conf
 writes the trend page to OUT; exit 0, or 2 when a PATH holds no readable results or OUT cannot be written
 (see :mod:`rollcall.page.history`).
 
+``rollcall run [pytest arguments]`` runs the roll call the package installs: it becomes ``python -m pytest
+--pyargs rollcall.e2e [pytest arguments]``, so every suite option, ``-x``, ``--junitxml`` and any
+plugin apply as they do to pytest, and its exit status is pytest's (0 only on a pass; 4 on a bad option).
+pytest stays the interface (a CI system already reads its exit codes, junit and plugins); ``run`` only spares
+the user the package's path, as one command does for aws-k8s-tester's users.
+
 ``rollcall render [--backend kubernetes|slurm] [suite options]`` prints what a run would submit, from the
 suite's own options (``--nodes``, ``--procs-per-node``, ``--accelerator``, ``--toleration``, ...; each also
 read from ``ROLLCALL_<NAME>``). For kubernetes (the default) that is the run's Namespace (none with
@@ -90,6 +96,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     history.add_argument(
         "paths", nargs="+", metavar="PATH", help="runs' artifacts directories (or their results.json files)"
+    )
+    sub.add_parser(
+        "run",
+        help="run the roll call: pytest --pyargs rollcall.e2e with the arguments given (rollcall run --help: "
+        "every option)",
+        add_help=False,
     )
     render = sub.add_parser(
         "render",
@@ -302,8 +314,28 @@ def _render(options: Options, name: str) -> str:
     )
 
 
+#: The package holding the roll call's test, as ``pytest --pyargs`` names it.
+E2E_PACKAGE = "rollcall.e2e"
+
+
+def run_suite(args: Sequence[str]) -> int:
+    """``rollcall run``: this process becomes pytest on the installed roll call, with ``args``.
+
+    A fresh interpreter, not ``pytest.main`` here: this module has imported the package's modules already,
+    and pytest rewrites a plugin's asserts only in modules it imports itself.
+    """
+    import os
+
+    command = [sys.executable, "-m", "pytest", "--pyargs", E2E_PACKAGE, *args]
+    os.execv(sys.executable, command)
+    return EXIT_USAGE  # pragma: no cover - execv returns only by raising
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script."""
+    given = list(sys.argv[1:] if argv is None else argv)
+    if given[:1] == ["run"]:
+        return run_suite(given[1:])
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra and args.command == "render":

@@ -75,11 +75,15 @@ IMAGE_PYTHON = ("python3",)
 #: The workload's path inside the images.
 IMAGE_SCRIPT = "/workspace/train.py"
 IMAGE_DIR = "/workspace"
-#: The workload in this checkout, for backends that run it from here (local; slurm without a container).
+#: The workload as this Python's installed package runs it (local; slurm without a container image):
+#: torchrun's ``--module`` starts each rank as ``python -m rollcall_workload``, from a checkout or a wheel.
+PACKAGE_ENTRY: tuple[str, ...] = ("--module", "rollcall_workload")
+#: The checkout's entry script, the images' ``train.py``.
 REPO_SCRIPT = Path(__file__).resolve().parents[2] / "images" / "bert-training" / "train.py"
-#: Where the manifests and batch templates are read from: ``$ROLLCALL_MANIFESTS_DIR``, else the checkout's.
+#: Where the manifests and batch templates are read from: ``$ROLLCALL_MANIFESTS_DIR``, else the package's own
+#: (``manifests/`` at the checkout's root is a link to it, for ``kubectl apply -f manifests/rbac/``).
 MANIFESTS_ENV = "ROLLCALL_MANIFESTS_DIR"
-MANIFESTS_DIR = Path(__file__).resolve().parents[2] / "manifests"
+MANIFESTS_DIR = Path(__file__).resolve().parent / "manifests"
 
 
 def monitor_command(monitor_dir: str, python: Sequence[str] = IMAGE_PYTHON) -> list[str]:
@@ -110,8 +114,8 @@ def manifests_dir() -> Path:
     directory = Path(chosen) if chosen else MANIFESTS_DIR
     if not (directory / "job.yaml").is_file():
         raise FileNotFoundError(
-            f"no job.yaml in {directory}: run from a rollcall checkout, or set {MANIFESTS_ENV} to a copy of "
-            "its manifests/ directory"
+            f"no job.yaml in {directory}: unset {MANIFESTS_ENV} (the installed package has its own), or set "
+            "it to a copy of rollcall's manifests/ directory"
         )
     return directory
 
@@ -480,7 +484,7 @@ class JobSpec:
         master_addr: str,
         master_port: int | None = None,
         launcher: Sequence[str] = ("torchrun",),
-        script: str = IMAGE_SCRIPT,
+        entry: Sequence[str] = (IMAGE_SCRIPT,),
         log_dir: str = POD_LOG_DIR,
         compile_cache_dir: str | None = None,
     ) -> list[str]:
@@ -505,7 +509,7 @@ class JobSpec:
             "--redirects=3",
             "--tee=3",
             "--event-log-handler=console",
-            script,
+            *entry,
             *self.workload_argv(compile_cache_dir),
         ]
 
@@ -518,7 +522,7 @@ class JobSpec:
         master_addr: str,
         master_port: int | None = None,
         launcher: Sequence[str] = ("torchrun",),
-        script: str = IMAGE_SCRIPT,
+        entry: Sequence[str] = (IMAGE_SCRIPT,),
         log_dir: str = POD_LOG_DIR,
         compile_cache_dir: str | None = None,
     ) -> list[str]:
@@ -533,7 +537,7 @@ class JobSpec:
             master_addr=master_addr,
             master_port=master_port,
             launcher=launcher,
-            script=script,
+            entry=entry,
             log_dir=log_dir,
             compile_cache_dir=compile_cache_dir,
         )

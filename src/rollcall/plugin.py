@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from rollcall.live.terminal import LiveLine, terminal_writer
-from rollcall.options import GROUPS, OPTIONS, OptionError, resolve
+from rollcall.options import GROUPS, OPTIONS, OptionError, former_flags, resolve
 from rollcall.options.values import format_duration
 
 if TYPE_CHECKING:
@@ -192,6 +192,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             )
         else:
             group.addoption(spec.flag, default=None, dest=dest, metavar=spec.placeholder, help=help_text)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(
+    early_config: pytest.Config, parser: pytest.Parser, args: list[str]
+) -> None:
+    """A former flag is answered with its new spelling: a usage error, a warning where another plugin has it."""
+    for old, spec in former_flags(args):
+        _, unknown = parser.parse_known_and_unknown_args([old, "1"])
+        if old in unknown:
+            raise pytest.UsageError(
+                f"{old} is now {spec.flag} (renamed: pytest-retry's {old} re-runs a failed test in place); "
+                f"{spec.env} and the ini key {spec.ini_name} still set it"
+            )
+        warning = pytest.PytestConfigWarning(f"{old} is another plugin's here; rollcall's is {spec.flag}")
+        early_config.issue_config_time_warning(warning, stacklevel=2)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -18,7 +18,7 @@ go) only asks for the deletion here; the confirmation runs on while the attempt 
 goes on, and :attr:`Attempt.cleanup_error` waits for it (within the backend's clean-up bound) when it is
 first read, as the session's reports read it.
 
-With ``--retries N`` a failed attempt is run again, up to N times, unless only the release gate failed it
+With ``--job-retries N`` a failed attempt is run again, up to N times, unless only the release gate failed it
 (a straggler, a slow link, a regression: running again would hide them). An attempt the infrastructure
 disrupted (a pod evicted, preempted, its node deleted, lost, drained or reclaimed) is *disrupted, retried*:
 a pass after disruptions only is :data:`PASSED_AFTER_DISRUPTION`, not flaky; a pass after a failed rank is

@@ -253,7 +253,7 @@ class Suite:
         return spec
 
     def run(self, test_id: str, test_name: str, **overrides: Any) -> TestRecord:
-        """Run the test's job (with ``--retries``) and record it for the reports.
+        """Run the test's job (with ``--job-retries``) and record it for the reports.
 
         Interrupted (Ctrl-C, SIGTERM: :class:`~rollcall.runner.Interrupted`), the run is recorded as judged so
         far, with why (``interrupted`` in ``results.json``), without isolation, taint or release gate, and

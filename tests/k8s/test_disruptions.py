@@ -4,7 +4,7 @@ A pod evicted through the Eviction API (the API server sets its ``DisruptionTarg
 under a running pod, a ``kubectl drain`` (cordon, then evict), a ``NoExecute`` taint (the taint manager
 evicts), a preemption by the scheduler, and a node reclaimed as Karpenter and the AWS Node Termination Handler
 do it (taint, cordon, evict) each fail the run as an infrastructure disruption naming the pod's node and the
-reason, never as a failed rank; with ``--retries 1`` a disruption then a pass passes, reported as passed after
+reason, never as a failed rank; with ``--job-retries 1`` a disruption then a pass passes, reported as passed after
 a disruption.
 """
 

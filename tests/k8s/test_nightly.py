@@ -28,8 +28,9 @@ from tests.cluster.controlplane import ControlPlane, ControlPlaneError
 
 NIGHTLY_DIR = MANIFESTS_DIR / "nightly"
 RBAC_DIR = MANIFESTS_DIR / "rbac"
-DOCKERFILE = MANIFESTS_DIR.parent / "images" / "suite" / "Dockerfile"
-EXAMPLES_DIR = MANIFESTS_DIR.parent / "examples"
+REPO = Path(__file__).resolve().parents[2]
+DOCKERFILE = REPO / "images" / "suite" / "Dockerfile"
+EXAMPLES_DIR = REPO / "examples"
 NAMESPACE = "rollcall-system"
 SERVICE_ACCOUNT = f"system:serviceaccount:{NAMESPACE}:rollcall"
 

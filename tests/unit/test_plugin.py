@@ -81,11 +81,31 @@ def test_flaky(rollcall):
     assert r.result.passed and r.result.flaky
 """
     )
-    res = project.runpytest("--retries", "1", "-p", "no:cacheprovider")
+    res = project.runpytest("--job-retries", "1", "-p", "no:cacheprovider")
     res.assert_outcomes(passed=1)
     res.stdout.fnmatch_lines(["*PASS (flaky)"])
     doc = json.loads((project.path / "artifacts" / "results.json").read_text())
     assert doc["tests"][0]["attempts"] == 2 and doc["tests"][0]["flaky"]
+
+
+def test_the_former_retries_flag_is_answered_with_its_new_name_and_its_variable_still_sets_it(
+    project, monkeypatch
+):
+    project.makepyfile(
+        test_roll="""
+from conftest import PLAN
+def test_flaky(rollcall):
+    PLAN.append({"skip": {0: ("complete",)}})
+    assert rollcall().result.flaky
+"""
+    )
+    res = project.runpytest("--retries", "1", "-p", "no:cacheprovider")
+    assert res.ret == 4
+    res.stderr.fnmatch_lines(["ERROR: --retries is now --job-retries *ROLLCALL_RETRIES*rollcall_retries*"])
+    assert "Traceback" not in res.stderr.str()
+    monkeypatch.setenv("ROLLCALL_RETRIES", "1")
+    res = project.runpytest("-p", "no:cacheprovider")
+    res.assert_outcomes(passed=1)
 
 
 def test_a_pass_after_a_disruption_is_reported_as_such_not_as_flaky(project):
@@ -103,7 +123,7 @@ def test_disrupted(rollcall):
     assert r.result.attempts[0].verdict.disruption == evicted
 """
     )
-    res = project.runpytest("--retries", "1", "-p", "no:cacheprovider")
+    res = project.runpytest("--job-retries", "1", "-p", "no:cacheprovider")
     res.assert_outcomes(passed=1)
     res.stdout.fnmatch_lines(["*PASS (after disruption)"])
     (test,) = json.loads((project.path / "artifacts" / "results.json").read_text())["tests"]

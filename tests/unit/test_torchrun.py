@@ -158,7 +158,7 @@ def torchrun(tmp_path: Path, end_rank: int, how: str) -> tuple[str, Path]:
         master_addr="127.0.0.1",
         master_port=free_port(),
         launcher=(sys.executable, "-m", "torch.distributed.run"),
-        script=str(script),
+        entry=(str(script),),
         log_dir=str(log_dir),
     )
     env = {**os.environ, **spec.workload_env(str(log_dir)), "END_RANK": str(end_rank), "END_HOW": how}

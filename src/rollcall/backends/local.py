@@ -36,7 +36,7 @@ from rollcall.backends import (
     StopTest,
 )
 from rollcall.collect import Collector, LogSink
-from rollcall.jobspec import REPO_SCRIPT, JobSpec
+from rollcall.jobspec import PACKAGE_ENTRY, JobSpec
 from rollcall.ranges import named
 
 #: Seconds between two tests of :meth:`LocalJob.wait`'s ``stop``.
@@ -83,7 +83,7 @@ class LocalBackend:
     """Runs jobs as local torchrun agents."""
 
     python: str = sys.executable
-    script: Path = REPO_SCRIPT
+    script: Path | None = None
     name: str = "local"
     unit: str = "node"
 
@@ -109,10 +109,8 @@ class LocalBackend:
 
     def launch(self, spec: JobSpec, collector: Collector) -> LocalJob:
         """Start one agent per simulated node."""
-        if not self.script.is_file():
-            raise FileNotFoundError(
-                f"workload script {self.script} not found; run from a rollcall checkout or pass its path"
-            )
+        if self.script is not None and not self.script.is_file():
+            raise FileNotFoundError(f"workload script {self.script} not found")
         port = free_port()
         gpus = visible_gpus() if spec.accelerator == "nvidia" else []
         if spec.accelerator == "nvidia" and len(gpus) < spec.world_size:
@@ -144,7 +142,7 @@ class LocalBackend:
                     master_addr="127.0.0.1",
                     master_port=port,
                     launcher=(self.python, "-m", "torch.distributed.run"),
-                    script=str(self.script),
+                    entry=(str(self.script),) if self.script else PACKAGE_ENTRY,
                     log_dir=str(log_dir),
                 )
                 job.start(node, cmd, env, collector.sink(f"node-{node}"))

@@ -2,8 +2,8 @@
 
 ``--straggler-ratio R`` (0 turns the check off): a rank whose throughput is below R times the median of all
 ranks fails the run, named with its node. A bad GPU, link or NeuronCore shows up this way long before a job
-fails. The check runs on the attempt that decided a test (after ``--retries``: a straggler is never retried
-away).
+fails. The check runs on the attempt that decided a test (after ``--job-retries``: a straggler is never
+retried away).
 """
 
 from __future__ import annotations

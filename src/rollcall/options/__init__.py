@@ -51,6 +51,7 @@ __all__ = [
     "SlurmOptions",
     "Spec",
     "env_name",
+    "former_flags",
     "resolve",
 ]
 
@@ -102,6 +103,12 @@ OPTIONS: tuple[Spec, ...] = tuple(spec for section in SECTIONS.values() for spec
 _GROUP_OF: dict[str, GroupName] = {spec.name: spec.group for spec in OPTIONS}
 #: Every option at its default.
 DEFAULTS = Options()
+
+
+def former_flags(args: Sequence[str]) -> list[tuple[str, Spec]]:
+    """Each former flag given in ``args``, with the option it now is (``--retries``: ``--job-retries``)."""
+    given = {arg.split("=", 1)[0] for arg in args if arg.startswith("--")}
+    return [(spec.formerly, spec) for spec in OPTIONS if spec.formerly and spec.formerly in given]
 
 
 def resolve(

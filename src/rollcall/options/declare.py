@@ -47,6 +47,8 @@ class Spec:
         file: why it cannot live in the ini file; empty: it can, as :attr:`ini_name`.
         doc: the reference's fuller text (``docs/options.md``), where ``help`` is too short for it.
         shown: the default as a user writes it, where the value is none (``auto``); else derived.
+        formerly: the flag's former spelling, given up for a clash with another plugin's; the field, the
+            variable and the ini key keep its name, and the old flag is answered with the new one.
     """
 
     flag: str
@@ -60,16 +62,17 @@ class Spec:
     file: str = ""
     doc: str = ""
     shown: str = ""
+    formerly: str = ""
 
     @property
     def name(self) -> str:
         """The field of its section holding it: ``--job-timeout`` is ``job_timeout``."""
-        return attr_name(self.flag)
+        return attr_name(self.formerly or self.flag)
 
     @property
     def env(self) -> str:
         """The environment variable it also reads."""
-        return env_name(self.flag)
+        return env_name(self.formerly or self.flag)
 
     @property
     def ini_name(self) -> str | None:
@@ -132,9 +135,10 @@ def option(
     file: str = "",
     doc: str = "",
     shown: str = "",
+    formerly: str = "",
 ) -> Any:
     """Declare a field of a :class:`Section` as an option (see the module docstring)."""
-    spec = Spec(flag, parse, default, help, metavar, multiple, switch, "job", file, doc, shown)
+    spec = Spec(flag, parse, default, help, metavar, multiple, switch, "job", file, doc, shown, formerly)
     if isinstance(default, dict):
         return field(default_factory=lambda: dict(default), metadata={"option": spec})
     return field(default=default, metadata={"option": spec})

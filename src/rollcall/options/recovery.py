@@ -18,7 +18,7 @@ class RecoveryOptions(Section):
     GROUP: ClassVar[GroupName] = "recovery"
 
     retries: int = option(
-        "--retries",
+        "--job-retries",
         whole(0),
         0,
         "re-run a failed job this many times (a pass after a retry is flaky; after infrastructure "
@@ -26,8 +26,10 @@ class RecoveryOptions(Section):
         "N",
         doc=(
             "re-run a failed job; a pass after a retry is reported as flaky, a pass after infrastructure "
-            "disruptions only as passed after a disruption"
+            "disruptions only as passed after a disruption; `--retries` until 0.2, renamed for "
+            "pytest-retry's `--retries` (which re-runs a failed test in place)"
         ),
+        formerly="--retries",
     )
     isolate: bool = option(
         "--isolate",

@@ -201,7 +201,7 @@ def render(spec: JobSpec, settings: Settings, out_dir: Path) -> str:
         node_rank="$SLURM_NODEID",
         master_addr="$MASTER_ADDR",
         launcher=launcher,
-        script=script,
+        entry=(script,),
         log_dir=log_dir,
         compile_cache_dir=COMPILE_CACHE_DIR if mounts else None,
     )

@@ -78,8 +78,6 @@ IMAGE_DIR = "/workspace"
 #: The workload as this Python's installed package runs it (local; slurm without a container image):
 #: torchrun's ``--module`` starts each rank as ``python -m rollcall_workload``, from a checkout or a wheel.
 PACKAGE_ENTRY: tuple[str, ...] = ("--module", "rollcall_workload")
-#: The checkout's entry script, the images' ``train.py``.
-REPO_SCRIPT = Path(__file__).resolve().parents[2] / "images" / "bert-training" / "train.py"
 #: Where the manifests and batch templates are read from: ``$ROLLCALL_MANIFESTS_DIR``, else the package's own
 #: (``manifests/`` at the checkout's root is a link to it, for ``kubectl apply -f manifests/rbac/``).
 MANIFESTS_ENV = "ROLLCALL_MANIFESTS_DIR"

@@ -198,7 +198,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_load_initial_conftests(
     early_config: pytest.Config, parser: pytest.Parser, args: list[str]
 ) -> None:
-    """A former flag is answered with its new spelling: a usage error, a warning where another plugin has it."""
+    """A former flag is answered with its new name: a usage error, a warning where another plugin has it."""
     for old, spec in former_flags(args):
         _, unknown = parser.parse_known_and_unknown_args([old, "1"])
         if old in unknown:

@@ -5,6 +5,7 @@ is read as a timeout by the unit tests: slurmctld checks time limits about once 
 for here; the suite's own deadline (``--job-timeout``) comes first anyway.
 """
 
+import getpass
 import os
 import re
 import signal
@@ -17,12 +18,13 @@ from pathlib import Path
 import pytest
 
 from rollcall.backends import DiscoveryError, JobState, PlacementRequest
-from rollcall.backends.slurm.backend import SlurmBackend
-from rollcall.backends.slurm.script import Settings
+from rollcall.backends.slurm.backend import SlurmBackend, SlurmCommands
+from rollcall.backends.slurm.script import UNSHARED_EXIT, Settings, shared_token
 from rollcall.checks.collective_mismatch import COLLECTIVE_MISMATCH
 from rollcall.checks.errors import ROOT_CAUSE
 from rollcall.checks.exited_nonzero import EXITED_NONZERO
 from rollcall.checks.hangs import HUNG, WAITING
+from rollcall.checks.job_state import JOB
 from rollcall.checks.never_started import NEVER_STARTED
 from rollcall.checks.replica_divergence import REPLICA_DIVERGENCE
 from rollcall.evidence.hangs import FAULTHANDLER_NOTE, Stall
@@ -408,3 +410,66 @@ def test_a_late_node_a_slow_launcher_and_a_slow_import_within_their_bounds_fail_
     assert attempt.passed, attempt.verdict.message()
     assert attempt.status.state is JobState.SUCCEEDED and attempt.verdict.findings == ()
     assert all(r.complete for r in attempt.verdict.ranks.values())
+
+
+def job_id(attempt_dir):
+    """The id of the job whose batch log is in ``attempt_dir`` (its first line names it)."""
+    return re.search(r"^rollcall: job (\d+) on ", (attempt_dir / "slurm" / "batch.out").read_text(), re.M)[1]
+
+
+def test_a_reservation_confines_the_run_to_its_node(tmp_path, clean):
+    """A reservation of rc2 for this user: the one-node run, which Slurm would otherwise start on rc1, runs
+    on rc2 only."""
+    name = f"rollcall-{os.getpid()}"
+    clean.run(
+        "scontrol", "create", "reservation", f"ReservationName={name}", f"Users={getpass.getuser()}",
+        "Nodes=rc2", "StartTime=now", "Duration=30", "Flags=IGNORE_JOBS",
+    )  # fmt: skip
+    try:
+        attempt = run_once(
+            SlurmBackend(Settings(reservation=name)), replace(spec("reserved"), nodes=1), tmp_path
+        )
+        record = clean.run("scontrol", "show", "job", "-o", job_id(tmp_path))
+    finally:
+        clean.run("scontrol", "delete", f"ReservationName={name}")
+    assert attempt.passed, attempt.verdict.message()
+    assert f"Reservation={name} " in record and " NodeList=rc2 " in record
+    assert "node 0 ran on slurm node rc2 (log rc2.log)" in attempt.status.details
+    assert sorted(p.name for p in tmp_path.glob("*.log")) == ["rc2.log"]
+
+
+def test_a_node_list_confines_the_run_and_a_slurm_arg_reaches_sbatch_as_it_is(tmp_path, clean):
+    settings = Settings(nodelist="rc2", sbatch_args=("--comment=nodelist|rc2",))
+    attempt = run_once(SlurmBackend(settings), replace(spec("nodelist"), nodes=1), tmp_path)
+    assert attempt.passed, attempt.verdict.message()
+    assert "node 0 ran on slurm node rc2 (log rc2.log)" in attempt.status.details
+    record = clean.run("scontrol", "show", "job", "-o", job_id(tmp_path))
+    assert " NodeList=rc2 " in record and " Comment=nodelist|rc2 " in record  # sbatch read the quoted word
+
+
+def test_nodes_that_do_not_see_the_artifacts_directory_fail_the_job_at_its_first_step(tmp_path, clean):
+    """Every slurmd of the test cluster shares this host's file system, so a node that sees another directory
+    at the artifacts path is made by what it reads there: the token is overwritten between the backend
+    writing it and sbatch, and every node reads one that is not this run's. The real first step, exit code,
+    scontrol record and batch log then tell the suite which nodes did not see it."""
+    job = spec("unshared")
+    commands = SlurmCommands.configured()
+
+    def elsewhere(argv, timeout_s=60.0):
+        if argv[0] == "sbatch":
+            shared_token(job, Path(argv[-1]).parent)[0].write_text("another directory at the same path\n")
+        return commands(argv, timeout_s)
+
+    started = time.monotonic()
+    attempt = run_once(SlurmBackend(run=elsewhere), job, tmp_path)
+    took = time.monotonic() - started
+    assert attempt.status.state is JobState.FAILED
+    host = subprocess.run(["hostname"], capture_output=True, text=True, check=True).stdout.strip()
+    assert attempt.status.reason.startswith(
+        f"the artifacts directory {tmp_path / 'slurm'} is not on storage every node shares: node(s) rc1 (host "
+        f"{host}), rc2 (host {host}) do not see it; point --artifacts-dir at a shared file system (slurm job "
+    ) and attempt.status.reason.endswith(f"ended at its first step, exit code {UNSHARED_EXIT}:0)")
+    first = attempt.verdict.findings[0]
+    assert first.kind is JOB and first.message == f"job failed: {attempt.status.reason}"
+    assert not (tmp_path / "slurm" / "node-0.out").exists()  # the roll call's own step never started
+    assert took < 60, took

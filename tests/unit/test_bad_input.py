@@ -320,13 +320,10 @@ def test_fault_injection_lists_are_accepted():
     assert options.job.workload_args == ("--seq-len", "128")
 
 
-def test_the_workload_input_is_checked_by_the_installed_package_not_a_file_of_the_checkout(
-    monkeypatch, tmp_path
-):
+def test_the_workload_input_is_checked_by_the_installed_package_not_a_file_of_the_checkout():
     """The suite imports the workload's parser as a module: no checkout file is needed to check the input."""
     from rollcall import jobspec
 
-    monkeypatch.setattr(jobspec, "REPO_SCRIPT", tmp_path / "absent" / "train.py")
     with pytest.raises(ValueError, match=r"train\.py refuses it: unrecognized arguments: --no-such-flag"):
         jobspec.check_args(["--no-such-flag"])
     with pytest.raises(ValueError, match="ROLLCALL_FAIL_RANK"):

@@ -8,7 +8,15 @@ from pathlib import Path
 import pytest
 
 from rollcall.backends import DiscoveryError, JobState
-from rollcall.backends.slurm.script import Settings, asks_exclusive, render, time_limit
+from rollcall.backends.slurm.script import (
+    UNSHARED_EXIT,
+    Settings,
+    asks_exclusive,
+    render,
+    shared_token,
+    time_limit,
+    unseen,
+)
 from rollcall.backends.slurm.state import (
     STUCK_REASONS,
     JobInfo,
@@ -22,6 +30,8 @@ from rollcall.backends.slurm.state import (
 )
 from rollcall.cli import main
 from rollcall.jobspec import CacheVolume, JobSpec
+from rollcall.options import OptionError, resolve
+from rollcall.options.slurm import SET_BY_ROLLCALL
 
 OUT = Path("/shared/artifacts/test_x/slurm")
 # Lines as Slurm 22.05's scontrol prints them (one record per line, -o).
@@ -341,25 +351,30 @@ def test_render_usage_errors_exit_4_naming_the_fix(capsys, args, said):
 
 
 class ScriptedSlurm:
-    """Answers the backend's Slurm commands from a list of job states, recording every command."""
+    """Answers the backend's Slurm commands from a list of job states, recording every command.
 
-    def __init__(self, states, batch_log=""):
+    ``batch_log`` None: the job wrote no batch log where the suite reads it.
+    """
+
+    def __init__(self, states, batch_log="", exit_code="1:0"):
         self.states = list(states)
         self.batch_log = batch_log
+        self.exit_code = exit_code
         self.calls = []
         self.cancelled = False
 
     def __call__(self, argv, timeout_s):
         self.calls.append(list(argv))
         if argv[0] == "sbatch":
-            Path(argv[-1]).with_name("batch.out").write_text(self.batch_log)
+            if self.batch_log is not None:
+                Path(argv[-1]).with_name("batch.out").write_text(self.batch_log)
             return "42\n"
         if argv[:3] == ["scontrol", "show", "job"]:
             now = self.states.pop(0) if len(self.states) > 1 else self.states[0]
             if now is None:
                 raise SlurmError("scontrol show job exited 1: Socket timed out on send/recv operation")
             state, reason, nodes = now
-            return JOB.format(state=state, reason=reason, exit="1:0", nodes=nodes) + "\n"
+            return JOB.format(state=state, reason=reason, exit=self.exit_code, nodes=nodes) + "\n"
         if argv[:3] == ["scontrol", "show", "hostnames"]:
             return "rc1\nrc2\n"
         if argv[0] == "scancel":
@@ -486,3 +501,249 @@ def test_a_stop_reason_ends_the_wait_as_stopped_and_clean_up_cancels_the_job(tmp
     collector.close()
     assert status.state is JobState.STOPPED and status.reason.startswith("rank(s) 1 hung; slurm job 42")
     assert len(asked) == 3 and ["scancel", "42"] in slurm.calls
+
+
+# -- placement options, --slurm-arg, the shared-storage step -------------------------------------------------
+
+PLACED = Settings(
+    qos="high",
+    reservation="maint-7",
+    constraint="[rack1|rack2]&ib",
+    nodelist="rc[1-4],gpu7",
+    exclude="rc3",
+    sbatch_args=("--gres=gpu:8", "--comment=nightly|h100"),
+)
+
+
+def test_each_placement_option_and_each_slurm_arg_is_an_sbatch_directive():
+    script = render(spec(), PLACED, OUT)
+    d = directives(script)
+    assert "--qos=high" in d and "--reservation=maint-7" in d
+    assert "--constraint='[rack1|rack2]&ib'" in d  # sbatch reads quotes as the shell does: [rack1|rack2]&ib
+    assert "--nodelist='rc[1-4],gpu7'" in d and "--exclude=rc3" in d
+    assert d[-2:] == ["--gres=gpu:8", "'--comment=nightly|h100'"]  # each word as it is, after rollcall's own
+    assert [shlex.split(x) for x in d[-2:]] == [["--gres=gpu:8"], ["--comment=nightly|h100"]]
+    assert asks_exclusive(script)
+    subprocess.run(["bash", "-n"], input=script, text=True, check=True)
+
+
+def test_no_placement_option_no_directive():
+    d = directives(render(spec(), Settings(), OUT))
+    assert not any(
+        x.startswith(("--qos", "--reservation", "--constraint", "--nodelist", "--exclude")) for x in d
+    )
+
+
+def test_the_options_reach_the_script():
+    options = resolve(
+        {
+            "slurm_qos": "high",
+            "slurm_reservation": "maint-7,maint-8",
+            "slurm_constraint": "h100&ib",
+            "slurm_nodelist": "gpu[01-04,07]",
+            "slurm_exclude": "gpu03",
+            "slurm_arg": ["--switches=1", "--cpus-per-task=8"],
+        },
+        {},
+    )
+    d = directives(render(spec(), Settings.from_options(options.slurm), OUT))
+    assert {"--qos=high", "--reservation=maint-7,maint-8", "--constraint='h100&ib'"} <= set(d)
+    assert {"--nodelist='gpu[01-04,07]'", "--exclude=gpu03"} <= set(d)
+    assert d[-2:] == ["--switches=1", "--cpus-per-task=8"]
+    from_env = resolve({}, {"ROLLCALL_SLURM_ARG": "--gres=gpu:8 '--comment=a|b'"})
+    assert from_env.slurm.slurm_arg == ("--gres=gpu:8", "--comment=a|b")
+
+
+def test_a_re_run_of_some_nodes_is_pinned_to_them_and_keeps_the_users_exclusions():
+    d = directives(render(spec(nodes=1, machines=("rc2",)), PLACED, OUT))
+    assert "--nodelist=rc2" in d and not any("rc[1-4]" in x for x in d)  # the re-run's nodes, not the user's
+    assert {"--exclude=rc3", "--reservation=maint-7", "--qos=high", "--constraint='[rack1|rack2]&ib'"} <= set(
+        d
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "said"),
+    [
+        ("slurm_qos", "a,b", "one Slurm name"),
+        ("slurm_qos", "hi gh", "one Slurm name"),
+        ("slurm_reservation", "maint 7", "Slurm names"),
+        ("slurm_constraint", "h100 & ib", "no spaces"),
+        ("slurm_constraint", "h100;reboot", "Slurm feature expression"),
+        ("slurm_constraint", "h100\n#SBATCH --qos=x", "Slurm feature expression"),
+        ("slurm_constraint", "[rack1|rack2", "unbalanced"),
+        ("slurm_constraint", "(a&b))", "unbalanced"),
+        ("slurm_nodelist", "rc1 rc2", "Slurm hostlist"),
+        ("slurm_nodelist", "rc[1-", "Slurm hostlist"),
+        ("slurm_nodelist", "/etc/nodes", "Slurm hostlist"),
+        ("slurm_exclude", "rc1,,rc2", "Slurm hostlist"),
+        ("slurm_exclude", "$(reboot)", "Slurm hostlist"),
+    ],
+)
+def test_a_bad_placement_value_is_refused_naming_the_option(name, value, said):
+    flag = "--" + name.replace("_", "-")
+    with pytest.raises(OptionError) as exc:
+        resolve({name: value}, {})
+    message = str(exc.value)
+    assert message.startswith(f"invalid {flag} value ") and said in message and f"; use {flag} " in message
+
+
+#: Each option rollcall sets, as --slurm-arg would give it: its long form, and its short one where it has one.
+SET_FORMS = [f"--{name}=1" for name in SET_BY_ROLLCALL] + [
+    f"-{v.short}1" for v in SET_BY_ROLLCALL.values() if v.short
+]
+
+
+@pytest.mark.parametrize("arg", SET_FORMS)
+def test_a_slurm_arg_that_rollcall_sets_is_refused_naming_what_to_use_instead(arg):
+    with pytest.raises(OptionError) as exc:
+        resolve({"slurm_arg": ["--gres=gpu:8", arg]}, {})
+    message = str(exc.value)
+    assert message.startswith("invalid --slurm-arg value ") and f": {arg}: " in message
+    assert "is rollcall's to set; " in message
+
+
+@pytest.mark.parametrize(
+    ("arg", "said"),
+    [
+        ("--qos=high", "--qos=high: --qos is rollcall's to set; use --slurm-qos"),
+        ("-q", "-q: -q (--qos) is rollcall's to set; use --slurm-qos"),
+        ("--reservation=r", "use --slurm-reservation"),
+        ("-Cib", "-C (--constraint) is rollcall's to set; use --slurm-constraint"),
+        ("-wrc1", "use --slurm-nodelist"),
+        ("--exclude=rc1", "use --slurm-exclude"),
+        ("--partition=gpu", "use --slurm-partition"),
+        ("-Aml", "use --slurm-account"),
+        ("-N4", "use --nodes"),
+        ("--time=10", "use --job-timeout"),
+        ("--chdir=/scratch", "use --artifacts-dir"),
+        ("--exclusive=user", "--exclusive is rollcall's to set"),
+        ("--part=gpu", "--part may abbreviate --partition, which rollcall sets; use --slurm-partition"),
+        ("--ex", "--ex may abbreviate --exclusive or --export or --exclude, which rollcall sets"),
+        ("gres=gpu:8", "is not an sbatch option: each starts with '-'"),
+        ("--comment=a b", "cannot be an #SBATCH line"),
+        ("--comment=a#b", "cannot be an #SBATCH line"),
+        ("--comment='a'", "cannot be an #SBATCH line"),
+    ],
+)
+def test_a_refused_slurm_arg_says_why_and_the_fix(arg, said):
+    with pytest.raises(OptionError, match=re.escape(said)):
+        resolve({"slurm_arg": [arg]}, {})
+
+
+@pytest.mark.parametrize(
+    "arg",
+    [
+        "--gres=gpu:8",
+        "--switches=1",
+        "--comment=x",
+        "--licenses=fs:1",
+        "--cpus-per-task=8",
+        "-c8",
+        "--dependency=afterok:41",
+        "--gpus=8",  # sbatch's own option, not an abbreviation of --gpus-per-task
+        "--signal=B:USR1@60",
+    ],
+)
+def test_any_other_slurm_arg_passes_through_to_its_own_directive(arg):
+    options = resolve({"slurm_arg": [arg]}, {})
+    assert directives(render(spec(), Settings.from_options(options.slurm), OUT))[-1] == shlex.quote(arg)
+
+
+def test_render_refuses_a_slurm_arg_rollcall_sets_with_exit_4(capsys):
+    args = ["render", "--backend", "slurm", "--accelerator", "cpu", "--slurm-arg=--partition=gpu"]
+    assert main(args) == 4
+    err = capsys.readouterr().err
+    assert "invalid --slurm-arg" in err and "use --slurm-partition" in err
+
+
+def shared_check(script):
+    """The batch script's first step: the argv of its ``bash -c`` on the node."""
+    joined = script.replace("\\\n", " ")
+    line = next(x for x in joined.splitlines() if x.startswith("srun ") and "shared-storage" in x)
+    words = shlex.split(line)
+    bash = words.index("bash")
+    return words[bash : words.index("||")]
+
+
+def test_the_first_step_has_every_node_read_the_token_the_suite_wrote(tmp_path):
+    script = render(spec(), Settings(), tmp_path)
+    first = script.index("srun --export=ALL --nodes=")
+    assert first < script.index("exec srun")  # before the roll call's own step
+    joined = script.replace("\\\n", " ")
+    step = next(x for x in joined.splitlines() if "shared-storage" in x)
+    assert '--nodes="$SLURM_NNODES" --ntasks-per-node=1 ' in step and step.endswith(" || exit $?")
+    argv = shared_check(script)
+    token_file, token = shared_token(spec(), tmp_path)
+    assert argv[-3:] == [str(token_file), token, str(UNSHARED_EXIT)] and token == "two-nodes"
+    node = {"SLURMD_NODENAME": "rc2", "PATH": "/usr/bin:/bin"}
+
+    def on_node():
+        return subprocess.run(argv, env=node, capture_output=True, text=True, check=False)
+
+    unseen_here = on_node()  # no token written: the node does not see it
+    assert unseen_here.returncode == UNSHARED_EXIT
+    host = subprocess.run(["hostname"], capture_output=True, text=True, check=True).stdout.strip()
+    assert unseen(unseen_here.stdout) == [("rc2", host)]
+    assert unseen_here.stdout == f"rollcall: node rc2 (host {host}) does not see {token_file}\n"
+    token_file.write_text("another-job\n")  # a directory of the same path that is not the suite's
+    assert on_node().returncode == UNSHARED_EXIT
+    token_file.write_text(f"{token}\n")
+    seen = on_node()
+    assert (seen.returncode, seen.stdout) == (0, "")
+
+
+def test_launch_writes_the_token_before_sbatch(tmp_path):
+    seen = []
+
+    def slurm(argv, timeout_s):
+        if argv[0] == "sbatch":
+            token_file, _ = shared_token(spec(), Path(argv[-1]).parent)
+            seen.append(token_file.read_text())
+            return "42\n"
+        return ""
+
+    from rollcall.backends.slurm.backend import SlurmBackend
+    from rollcall.collect import Collector
+
+    SlurmBackend(run=slurm).launch(spec(), Collector(tmp_path))
+    assert seen == ["two-nodes\n"]
+
+
+def test_a_job_ended_by_its_first_step_names_the_nodes_that_do_not_see_the_artifacts_directory(tmp_path):
+    said = (
+        "rollcall: job 42 on rc[1-3], master rc1 (10.0.0.1:20042)\n"
+        f"rollcall: node rc2 (host gpu-b) does not see {tmp_path}/slurm/shared-storage.token\n"
+        f"rollcall: node rc3 (host rc3) does not see {tmp_path}/slurm/shared-storage.token\n"
+        f"srun: error: rc2: task 1: Exited with exit code {UNSHARED_EXIT}\n"
+    )
+    slurm = ScriptedSlurm([RUNNING, ("FAILED", "NonZeroExitCode", "rc[1-2]")], said, f"{UNSHARED_EXIT}:0")
+    job, collector = launch(tmp_path, slurm)
+    status = job.wait(60)
+    job.cleanup()
+    collector.close()
+    assert status.state is JobState.FAILED
+    assert status.reason == (
+        f"the artifacts directory {tmp_path}/slurm is not on storage every node shares: node(s) rc2 (host "
+        "gpu-b), rc3 do not see it; point --artifacts-dir at a shared file system (slurm job 42 ended at its "
+        f"first step, exit code {UNSHARED_EXIT}:0)"
+    )
+
+
+def test_a_batch_host_that_could_not_write_the_batch_log_is_named_as_not_sharing_it(tmp_path):
+    slurm = ScriptedSlurm([("FAILED", "JobLaunchFailure", "rc[1-2]")], batch_log=None, exit_code="0:53")
+    job, collector = launch(tmp_path, slurm)
+    status = job.wait(60)
+    job.cleanup()
+    collector.close()
+    assert status.state is JobState.FAILED
+    assert status.reason == (
+        f"the artifacts directory {tmp_path}/slurm is likely not on storage every node shares: slurm job 42 "
+        "failed to launch on rc1 (JobLaunchFailure), which wrote no batch log there; point --artifacts-dir "
+        "at a shared file system"
+    )
+    other = ScriptedSlurm([("FAILED", "JobLaunchFailure", "rc[1-2]")], exit_code="0:53")  # its log is here
+    job, collector = launch(tmp_path / "b", other)
+    assert "ended FAILED (exit code 0:53, reason JobLaunchFailure)" in job.wait(60).reason
+    job.cleanup()
+    collector.close()

@@ -105,6 +105,8 @@ JOB_RULES: tuple[Rule, ...] = (
          "the job could not be placed or started"),
     Rule(r"Evicted|NodeLost|not ready|node .*(lost|gone|deleted)|preempt|reclaim", Owner.CLUSTER,
          "a node went away under the job"),
+    Rule(r"not on storage every node shares", Owner.PLATFORM,
+         "the artifacts directory is not on storage every node of the job shares"),
 )  # fmt: skip
 
 _COMPILED = tuple((re.compile(r.pattern, re.IGNORECASE), r) for r in ERROR_RULES)

@@ -24,7 +24,7 @@ GroupName = Literal["job", "kubernetes", "slurm", "judging", "baselines", "recov
 GROUPS: tuple[tuple[GroupName, str], ...] = (
     ("job", "the job: where it runs, its size, image, workload, hang bounds and deadlines"),
     ("kubernetes", "Kubernetes: the cluster, the nodes, the pods' scheduling and capacity"),
-    ("slurm", "Slurm: the partition, account and container image"),
+    ("slurm", "Slurm: where sbatch places the job (partition, account, QOS, reservation, nodes), its image"),
     ("judging", "judging: throughput, stragglers, bus bandwidth, node fitness"),
     ("baselines", "baselines: the release gate against past runs"),
     ("recovery", "recovery: retries, isolating a bad node, tainting unfit ones"),

@@ -5,7 +5,8 @@ render (:mod:`rollcall.backends.slurm.script`)
     template environment itself: ``--nodes``, ``--ntasks-per-node=1``, ``--gpus-per-task`` (the ranks per node
     on nvidia), ``--exclusive --mem=0 --no-requeue``, the time limit (``--job-timeout`` plus a margin, so a
     job whose submitter was killed still ends), partition and account, ``--export=NONE`` and only the
-    workload's environment. Every node runs :meth:`JobSpec.torchrun_command` with Slurm's ``$SLURM_NNODES``
+    workload's environment, then QOS, reservation, constraint, node list and exclusions and the user's own
+    ``--slurm-arg`` lines. Every node runs :meth:`JobSpec.torchrun_command` with Slurm's ``$SLURM_NNODES``
     and ``$SLURM_NODEID`` and the address of the allocation's first host; no NCCL or InfiniBand variable is
     set. With ``--container-image`` each node's task runs in that image through pyxis/enroot.
 configuration
@@ -14,7 +15,10 @@ configuration
     ``SLURM_CONF``, so none looks its controller up in DNS.
 submit
     ``sbatch --parsable``. The batch log and one output file per node (``srun --output=node-%n.out``) are
-    written into the run's artifacts directory, which must be visible to the nodes (a shared file system).
+    written into the run's artifacts directory, which must be visible to the nodes (a shared file system):
+    the suite writes a token there first, and the job's first step has every node read it
+    (:func:`~rollcall.backends.slurm.script.shared_token`); a job that ends with
+    :data:`~rollcall.backends.slurm.script.UNSHARED_EXIT` fails naming the nodes that did not see it.
 wait
     ``scontrol show job`` once a second: fails at once on FAILED, NODE_FAIL, OUT_OF_MEMORY, TIMEOUT and the
     other end states (naming the node and task srun reported), on a job PENDING past the grace period for a
@@ -51,7 +55,14 @@ from rollcall.backends import (
     StopTest,
 )
 from rollcall.backends.slurm.conf import CONF_ENV, find_conf
-from rollcall.backends.slurm.script import Settings, asks_exclusive, render
+from rollcall.backends.slurm.script import (
+    UNSHARED_EXIT,
+    Settings,
+    asks_exclusive,
+    render,
+    shared_token,
+    unseen,
+)
 from rollcall.backends.slurm.state import JobInfo, Partition, SlurmError, SlurmNode, discover, srun_errors
 from rollcall.collect import Collector, LogSink
 from rollcall.jobspec import JobSpec
@@ -185,6 +196,8 @@ class SlurmBackend:
         out = collector.directory / "slurm"
         out.mkdir(parents=True, exist_ok=True)
         script = render(spec, self.settings, out)
+        token_file, token = shared_token(spec, out)
+        token_file.write_text(f"{token}\n")
         path = out / "job.sbatch"
         path.write_text(script)
         job = SlurmJob(self, spec, collector, out, exclusive=asks_exclusive(script))
@@ -333,11 +346,43 @@ class SlurmJob:
             return JobStatus(state)
         self._stop_followers()
         batch = self.out_dir / "batch.out"
-        errors = srun_errors(batch.read_text(errors="replace")) if batch.is_file() else []
+        said = batch.read_text(errors="replace") if batch.is_file() else None
+        unshared = self._unshared(info, said)
+        if unshared:
+            return JobStatus(state, unshared)
+        errors = srun_errors(said) if said is not None else []
         why = f"slurm job {self.job_id} ended {info.state} (exit code {info.exit_code}, reason {info.reason})"
         if errors:
             why += "; srun: " + "; ".join(errors)
         return JobStatus(state, why)
+
+    def _unshared(self, info: JobInfo, batch_log: str | None) -> str:
+        """Why the job ended, when the artifacts directory is not on storage every node shares; else empty.
+
+        The script's first step ended it (:data:`UNSHARED_EXIT`), naming the nodes that did not see the token;
+        or the batch host could not open the batch log there (``JobLaunchFailure``, no batch log here).
+        """
+        fix = "point --artifacts-dir at a shared file system"
+        where = f"the artifacts directory {self.out_dir}"
+        if info.exit_code.split(":")[0] == str(UNSHARED_EXIT):
+            nodes = unseen(batch_log or "")
+            named = ", ".join(node if host in (node, "") else f"{node} (host {host})" for node, host in nodes)
+            who = (
+                f"node(s) {named} do not see it"
+                if named
+                else "a node does not see it (the batch log names none)"
+            )
+            return (
+                f"{where} is not on storage every node shares: {who}; {fix} "
+                f"(slurm job {self.job_id} ended at its first step, exit code {info.exit_code})"
+            )
+        if info.reason == "JobLaunchFailure" and batch_log is None:
+            host = info.batch_host or "its batch host"
+            return (
+                f"{where} is likely not on storage every node shares: slurm job {self.job_id} failed to "
+                f"launch on {host} (JobLaunchFailure), which wrote no batch log there; {fix}"
+            )
+        return ""
 
     def _status(self, status: JobStatus) -> JobStatus:
         """``status`` with where each node's log is, which Slurm node each index ran on, if it owned them.

@@ -4,7 +4,9 @@ The template environment quotes every value itself (:func:`shlex.quote`; only :c
 as it is), so nothing the user passes (arguments, environment, image) can change the script's structure.
 Each node runs :meth:`JobSpec.node_command`, its torchrun behind the node's monitor, with Slurm's node count,
 node id and the first host's address and port in place of the spec's (:data:`FROM_SLURM`); the monitor reads a
-directory of the node's own (:func:`monitor_dir`).
+directory of the node's own (:func:`monitor_dir`). Its first step proves the artifacts directory is on storage
+every node shares: each node reads the token the suite wrote there before sbatch (:func:`shared_token`); one
+that does not see it says so (:func:`unseen`) and the job ends with :data:`UNSHARED_EXIT`.
 """
 
 from __future__ import annotations
@@ -25,15 +27,15 @@ from rollcall.jobspec import (
     IMAGE_DIR,
     IMAGE_PYTHON,
     IMAGE_SCRIPT,
+    PACKAGE_ENTRY,
     POD_LOG_DIR,
-    REPO_SCRIPT,
     JobSpec,
     manifests_dir,
 )
 from rollcall.options.slurm import SlurmOptions
 from rollcall_workload import contract
 
-#: The workload script in this repository, for clusters that run it from a shared file system.
+#: The batch script's template, in the manifests' directory.
 TEMPLATE = "slurm/job.sbatch.j2"
 #: Seconds past ``--job-timeout`` that Slurm's own time limit allows (the suite's deadline comes first).
 TIME_LIMIT_MARGIN_S = 60.0
@@ -51,6 +53,14 @@ WORKLOAD_PATH = str(Path(contract.__file__).resolve().parents[1])
 IMAGE_MONITOR_ROOT = "/tmp/rollcall-monitor"
 #: Each job's rendezvous port is ``PORT_BASE + job id % PORT_SPAN`` (unprivileged, below the ephemeral range).
 PORT_BASE, PORT_SPAN = 20000, 12000
+#: The file of the job's directory that every node must read its token from (:func:`shared_token`).
+SHARED_TOKEN_FILE = "shared-storage.token"
+#: The batch script's exit code when some node does not see the artifacts directory (its first step).
+UNSHARED_EXIT = 93
+#: What such a node says in the batch log: its Slurm name, its host name and the token's path.
+UNSEEN = re.compile(
+    r"^rollcall: node (?P<node>\S+) \(host (?P<host>[^)]*)\) does not see (?P<path>\S+)$", re.M
+)
 
 
 class Shell(str):
@@ -106,6 +116,16 @@ def asks_exclusive(script: str) -> bool:
     return False
 
 
+def shared_token(spec: JobSpec, out_dir: Path) -> tuple[Path, str]:
+    """The file every node of ``spec``'s job must read in ``out_dir``, and what it holds: the job's name."""
+    return out_dir.resolve() / SHARED_TOKEN_FILE, spec.name
+
+
+def unseen(batch_log: str) -> list[tuple[str, str]]:
+    """The nodes that said the artifacts directory is not theirs to see: each Slurm name and host name."""
+    return [(m["node"], m["host"]) for m in UNSEEN.finditer(batch_log)]
+
+
 def time_limit(seconds: float) -> str:
     """Slurm's ``--time`` as ``D-HH:MM:SS``, rounded up to a whole second."""
     total = max(1, math.ceil(seconds))
@@ -120,11 +140,20 @@ class Settings:
     Attributes:
         partition: ``--partition`` (one or several, comma-separated); the cluster's default when None.
         account: ``--account``.
+        qos: ``--qos``.
+        reservation: ``--reservation`` (one or several, comma-separated).
+        constraint: ``--constraint``, Slurm's feature expression.
+        nodelist: ``--nodelist``, a hostlist; a job pinned to some nodes (:attr:`JobSpec.machines`) names
+            those instead.
+        exclude: ``--exclude``, a hostlist; pinned jobs keep it.
+        sbatch_args: more sbatch options, one ``#SBATCH`` line each, none that the script sets itself
+            (:data:`rollcall.options.slurm.SET_BY_ROLLCALL`).
         container_image: run each node's task in this image (pyxis/enroot); torchrun and the workload are
             then the image's (``torchrun``, ``/workspace/train.py``).
         launcher: how torchrun is started without a container image (default: this Python's torch).
         python: the Python that starts the node's monitor without a container image (default: this one).
-        script: the workload's path on the nodes without a container image (default: this checkout's).
+        entry: how torchrun starts the workload on the nodes without a container image (default: as the
+            installed package, ``--module rollcall_workload``, from :attr:`pythonpath`).
         pythonpath: where the nodes without a container image import the workload's package from (default:
             where this process imported it).
         margin_s: seconds Slurm's time limit allows past the job timeout.
@@ -132,17 +161,33 @@ class Settings:
 
     partition: str | None = None
     account: str | None = None
+    qos: str | None = None
+    reservation: str | None = None
+    constraint: str | None = None
+    nodelist: str | None = None
+    exclude: str | None = None
+    sbatch_args: tuple[str, ...] = ()
     container_image: str | None = None
     launcher: tuple[str, ...] = (sys.executable, "-m", "torch.distributed.run")
     python: tuple[str, ...] = (sys.executable,)
-    script: str = str(REPO_SCRIPT)
+    entry: tuple[str, ...] = PACKAGE_ENTRY
     pythonpath: str = WORKLOAD_PATH
     margin_s: float = TIME_LIMIT_MARGIN_S
 
     @classmethod
     def from_options(cls, options: SlurmOptions) -> Settings:
-        """From ``--slurm-partition``, ``--slurm-account`` and ``--container-image``."""
-        return cls(options.slurm_partition, options.slurm_account, options.container_image)
+        """From the ``--slurm-*`` options and ``--container-image``."""
+        return cls(
+            partition=options.slurm_partition,
+            account=options.slurm_account,
+            qos=options.slurm_qos,
+            reservation=options.slurm_reservation,
+            constraint=options.slurm_constraint,
+            nodelist=options.slurm_nodelist,
+            exclude=options.slurm_exclude,
+            sbatch_args=options.slurm_arg,
+            container_image=options.container_image,
+        )
 
 
 def _template_source(name: str) -> str:
@@ -167,7 +212,10 @@ _NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 def _nodelist(machines: Sequence[str]) -> str:
-    """``--nodelist`` of a job pinned to ``machines`` (a re-run of some nodes); empty when not pinned."""
+    """``--nodelist`` of a job pinned to ``machines`` (a re-run of some nodes); empty when not pinned.
+
+    The re-run's nodes ran within the user's ``--slurm-nodelist``: they replace it.
+    """
     bad = [m for m in machines if not _NODE_NAME.match(m)]
     if bad:
         raise ValueError(f"node name(s) {', '.join(map(repr, bad))} cannot be passed to --nodelist")
@@ -187,13 +235,15 @@ def render(spec: JobSpec, settings: Settings, out_dir: Path) -> str:
     if settings.container_image:
         launcher: Sequence[str] = ("torchrun",)
         python: Sequence[str] = IMAGE_PYTHON
-        script, log_dir, monitors = IMAGE_SCRIPT, POD_LOG_DIR, f"{IMAGE_MONITOR_ROOT}-$SLURM_JOB_ID"
+        entry: Sequence[str] = (IMAGE_SCRIPT,)
+        log_dir, monitors = POD_LOG_DIR, f"{IMAGE_MONITOR_ROOT}-$SLURM_JOB_ID"
         if spec.compile_cache is not None:  # the node's directory, where the pods would mount it
             mounts.append(f"{spec.compile_cache.path}:{COMPILE_CACHE_DIR}")
     else:
-        launcher, python, script = settings.launcher, settings.python, settings.script
+        launcher, python, entry = settings.launcher, settings.python, settings.entry
         log_dir, monitors = str(out / "ranks"), str(out)
         path = {"PYTHONPATH": settings.pythonpath}
+    token_file, token = shared_token(spec, out)
     node_monitor, node_monitor_words = monitor_dir(monitors)
     argv = spec.node_command(
         monitor_dir=node_monitor,
@@ -201,7 +251,7 @@ def render(spec: JobSpec, settings: Settings, out_dir: Path) -> str:
         node_rank="$SLURM_NODEID",
         master_addr="$MASTER_ADDR",
         launcher=launcher,
-        entry=(script,),
+        entry=entry,
         log_dir=log_dir,
         compile_cache_dir=COMPILE_CACHE_DIR if mounts else None,
     )
@@ -218,6 +268,12 @@ def render(spec: JobSpec, settings: Settings, out_dir: Path) -> str:
         "time_limit": time_limit(spec.job_timeout_s + settings.margin_s),
         "partition": settings.partition,
         "account": settings.account,
+        "qos": settings.qos,
+        "reservation": settings.reservation,
+        "constraint": settings.constraint,
+        "nodelist": _nodelist(spec.machines) or settings.nodelist,
+        "exclude": settings.exclude,
+        "sbatch_args": settings.sbatch_args,
         "batch_log": str(out / "batch.out"),
         "node_log": str(out / "node-%n.out"),
         "env": sorted(env.items()),
@@ -228,6 +284,8 @@ def render(spec: JobSpec, settings: Settings, out_dir: Path) -> str:
         "command": command,
         "port_base": PORT_BASE,
         "port_span": PORT_SPAN,
-        "nodelist": _nodelist(spec.machines),
+        "token_file": str(token_file),
+        "token": token,
+        "unshared_exit": UNSHARED_EXIT,
     }
     return _ENV.get_template(TEMPLATE).render(values)

@@ -21,6 +21,9 @@ OPTIONS_DOC = (DOCS / "options.md").read_text()
 PACKAGE = ROOT / "src" / "rollcall"
 #: The README reads in five minutes: the reference lives in docs/.
 README_MAX_LINES = 300
+#: About 900 words (as ``wc -w`` counts them, code and output included), in sentences a reader takes in at once.
+README_MAX_WORDS = 950
+README_MAX_SENTENCE_WORDS = 35
 
 
 def section(title: str, text: str = README, doc: str = "README.md") -> str:
@@ -80,6 +83,51 @@ def test_the_readme_stays_short() -> None:
     assert lines < README_MAX_LINES, (
         f"README.md has {lines} lines; keep it under {README_MAX_LINES} and move the reference to docs/"
     )
+
+
+def test_the_readme_stays_under_its_words() -> None:
+    words = len(README.split())
+    assert words <= README_MAX_WORDS, (
+        f"README.md has {words} words; keep it under {README_MAX_WORDS} and move the reference to docs/"
+    )
+
+
+def code_blocks(text: str) -> tuple[str, list[str]]:
+    """The text without its fenced code blocks, and the blocks."""
+    prose: list[str] = []
+    blocks: list[list[str]] = []
+    inside = False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            inside = not inside
+            if inside:
+                blocks.append([])
+        elif inside:
+            blocks[-1].append(line)
+        else:
+            prose.append(line)
+    return "\n".join(prose), ["\n".join(b) for b in blocks]
+
+
+def sentences(text: str) -> list[str]:
+    """The prose's sentences: code blocks out; headings, list items, table rows and blank lines end one."""
+    prose, _ = code_blocks(text)
+    parts = re.split(r"\n\s*\n|\n(?=#|[-*] |\|)", prose)
+    found = []
+    for part in parts:
+        found += re.split(r"(?<=[.!?])\s+(?=[A-Z`\[(*])", " ".join(part.split()))
+    return [s for s in found if s]
+
+
+def test_no_sentence_of_the_readme_runs_long() -> None:
+    long = [s for s in sentences(README) if len(s.split()) > README_MAX_SENTENCE_WORDS]
+    assert long == [], f"README.md has sentences over {README_MAX_SENTENCE_WORDS} words: {long}"
+
+
+def test_the_readme_shows_a_crash_and_a_hang_as_the_terminal_does() -> None:
+    output = "\n".join(code_blocks(README)[1])
+    assert re.search(r"^ +- first failure: rank \d+ .*\n +whose: ", output, re.M), "README.md shows no crash"
+    assert re.search(r"^ +- rank \d+ .* hung .*\n +whose: ", output, re.M), "README.md shows no hang"
 
 
 @pytest.mark.parametrize("command", ["make e2e-local", "make test", "make test-fast"])

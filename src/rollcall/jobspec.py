@@ -223,6 +223,17 @@ class Toleration:
         return f"{self.key}{value}:{self.effect}"
 
 
+#: rollcall's own domain of node labels, annotations and taints: ``--label-nodes`` writes these keys, the
+#: taint of ``--taint-unfit`` must be of it, and the policy of ``manifests/rbac/`` lets it change no other.
+NODE_DOMAIN = "rollcall"
+#: ``--label-nodes``: a node's verdict (fit, unfit, undetermined), when it was checked, until when it holds.
+VERDICT_LABEL = f"{NODE_DOMAIN}/verdict"
+CHECKED_LABEL = f"{NODE_DOMAIN}/checked-at"
+EXPIRES_LABEL = f"{NODE_DOMAIN}/valid-until"
+#: Why rollcall tainted a node (``--taint-unfit``): the unfit verdict's reasons.
+REASON_ANNOTATION = f"{NODE_DOMAIN}/unfit-reason"
+
+
 @dataclass(frozen=True)
 class Taint:
     """A node taint, as ``--taint-unfit KEY[=VALUE]:EFFECT`` gives it (kubectl's taint syntax)."""

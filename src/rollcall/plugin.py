@@ -442,7 +442,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     suite = config.stash.get(_SUITE, None)
     if not suite or not suite.records:
         return
-    from rollcall.reports import perf_summary, summary_table
+    from rollcall.reports import interrupted_line, perf_summary, summary_table
 
     terminalreporter.section("rollcall")
     for line in summary_table(suite.records) + perf_summary(suite.records):
@@ -451,13 +451,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         verdict = record.result.last.verdict
         for warning in verdict.warnings:
             terminalreporter.write_line(f"{record.test_id}: warning: {warning.message}")
-        tainted = record.extra.get("taint_unfit")  # --taint-unfit: what it did to the unfit nodes
-        if tainted and (tainted["applied"] or tainted["already"] or tainted["failed"]):
-            held = ", ".join([*tainted["applied"], *tainted["already"]]) or "none"
-            failed = "".join(f"; could not taint {n}: {why}" for n, why in tainted["failed"].items())
-            terminalreporter.write_line(
-                f"{record.test_id}: --taint-unfit {tainted['taint']}: unfit node(s) tainted: {held}{failed}"
-            )
+        marked = record.extra.get("node_marks")  # --label-nodes, --taint-unfit, --drain-unfit: what they did
+        if marked:
+            terminalreporter.write_line(f"{record.test_id}: nodes: {marked['line']}")
         if record.result.passed:
             continue
         first = verdict.first_failure  # whatever its class: a crash, a hang, a corrupt replica, ...
@@ -472,15 +468,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     terminalreporter.write_line(f"reports: {out}/")
     for record in suite.records:
         if why := record.extra.get("interrupted"):
-            terminalreporter.write_line(_interrupted_line(record.test_id, why, out))
-
-
-def _interrupted_line(test_id: str, why: str, out: Path) -> str:
-    """What the terminal says of a run the session was interrupted in, and where its reports are."""
-    from rollcall.collect import RANKS_JUNIT_FILE, REPORT_FILE, RESULTS_FILE
-
-    where = ", ".join(str(out / name) for name in (RESULTS_FILE, RANKS_JUNIT_FILE, REPORT_FILE))
-    return f"rollcall: interrupted by {why} during {test_id}; the verdict so far is in {where}"
+            terminalreporter.write_line(interrupted_line(record.test_id, why, out))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -488,6 +476,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     suite = session.config.stash.get(_SUITE, None)
     if suite and not suite.records and not hasattr(session.config, "workerinput"):
         from rollcall.collect import RESULTS_FILE
+        from rollcall.nodeverdicts import merge_worker_files
         from rollcall.reports import left_behind, merge_worker_results
 
         merging: list[str] = []
@@ -495,11 +484,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             merged = merge_worker_results(suite.options.reports.artifacts_dir, since=suite.started)
             if merged is not None:
                 _fail_for_leftovers(session, left_behind(merged))
+                merge_worker_files(suite.options.reports.artifacts_dir, since=suite.started)
         _fail_for_missing_reports(session, merging)
     if not suite or not suite.records:
         return
 
     from rollcall.collect import RANKS_JUNIT_FILE, REPORT_FILE, RESULTS_FILE, UNFIT_NODES_FILE
+    from rollcall.nodeverdicts import NODES_FILE, write
     from rollcall.page.report import write_report
     from rollcall.reports import write_rank_junit, write_results, write_unfit_nodes
 
@@ -523,6 +514,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         write_results(path, suite.records, meta)
     with _report(missing, out / _tagged(RANKS_JUNIT_FILE, tag)) as path:
         write_rank_junit(path, suite.records)
+    with _report(missing, out / _tagged(NODES_FILE, tag)) as path:
+        write(path, suite.records, suite.verdict_ttl_s)
     with _report(missing, out / _tagged(UNFIT_NODES_FILE, tag)) as path:
         if write_unfit_nodes(path, suite.records):
             notes.append(f"unfit nodes: {out / UNFIT_NODES_FILE}")

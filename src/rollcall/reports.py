@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
-from rollcall.collect import RESULTS_FILE, printable, write_whole
+from rollcall.collect import RANKS_JUNIT_FILE, REPORT_FILE, RESULTS_FILE, printable, write_whole
 from rollcall.evidence.perf import shallow
 from rollcall.runner import RunOutcome, RunResult
 
@@ -349,6 +349,12 @@ def perf_summary(records: Iterable[TestRecord]) -> list[str]:
         name = record.test_id.rsplit("::", 1)[-1]
         lines += [f"{name}: {line}" for line in record.gate.perf.summary()]
     return lines
+
+
+def interrupted_line(test_id: str, why: str, out: Path) -> str:
+    """What the terminal says of a run the session was interrupted in, and where its reports are."""
+    where = ", ".join(str(out / name) for name in (RESULTS_FILE, RANKS_JUNIT_FILE, REPORT_FILE))
+    return f"rollcall: interrupted by {why} during {test_id}; the verdict so far is in {where}"
 
 
 def left_behind(results: Path) -> list[str]:

@@ -14,22 +14,24 @@ import re
 import secrets
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rollcall.backends import (
+    WINGS,
     Backend,
     BackendSettings,
     ChecksAtStart,
+    Marking,
+    MarksNodes,
     MountsSharedCache,
+    NodeMark,
     Placement,
     PlacementRequest,
-    TaintsNodes,
     Wing,
-    able,
     choose,
     wing_named,
 )
@@ -37,7 +39,8 @@ from rollcall.collect import safe_name
 from rollcall.evidence.floors import floors_of, measure_args
 from rollcall.gate import GateReport
 from rollcall.isolation.probe import isolate, with_isolation
-from rollcall.jobspec import JobSpec
+from rollcall.jobspec import JobSpec, Toleration
+from rollcall.nodeverdicts import NodeVerdict, of_verdict
 from rollcall.options import OptionError, Options
 from rollcall.options.job import check_bounds
 from rollcall.options.values import format_duration
@@ -97,6 +100,10 @@ class Deadline:
         )
 
 
+#: The cadence ``--verdict-ttl auto`` assumes: a nightly run's.
+NIGHTLY_S = 24 * 3600.0
+
+
 def deadline_of(options: Options, overrides: Mapping[str, Any] | None = None) -> Deadline:
     """The timeout of one roll-call test: each attempt's capacity and job timeouts, plus a clean-up margin.
 
@@ -135,6 +142,14 @@ def slug(text: str, limit: int = 30) -> str:
     return s if s[0].isalpha() else f"t{s}"[:limit]
 
 
+def tolerated(options: Options) -> tuple[Toleration, ...]:
+    """The taints the pods tolerate: ``--toleration``'s, and rollcall's own with ``--recheck-tainted``."""
+    taint = options.recovery.taint_unfit
+    if not options.recovery.recheck_tainted or taint is None:
+        return options.kubernetes.toleration
+    return (*options.kubernetes.toleration, Toleration(taint.key, taint.effect, taint.value or None))
+
+
 def placement_request(options: Options) -> PlacementRequest:
     """What discovery is asked for, of ``options``: the one place a backend's request is built."""
     job, k = options.job, options.kubernetes
@@ -145,10 +160,11 @@ def placement_request(options: Options) -> PlacementRequest:
         instance_type=k.instance_type,
         efa=k.efa,
         node_selector=dict(k.node_selector),
-        tolerations=k.toleration,
+        tolerations=tolerated(options),
         check_device_plugins=k.check_device_plugins,
         capacity_timeout_s=k.capacity_timeout,
         trust_autoscaler=k.given("capacity_timeout"),
+        recheck=options.recovery.taint_unfit if options.recovery.recheck_tainted else None,
     )
 
 
@@ -158,9 +174,30 @@ def backend_settings(options: Options, progress: Callable[[str], None] | None = 
         image=options.job.image,
         keep=options.job.keep,
         unschedulable_grace_s=options.job.unschedulable_grace,
-        taints=options.recovery.taint_unfit is not None,
+        marks=marking(options),
         progress=progress,
     )
+
+
+def marking(options: Options) -> Marking:
+    """How the session marks nodes after a verdict: --label-nodes, --taint-unfit, --drain-unfit."""
+    r = options.recovery
+    return Marking(label=r.label_nodes, taint=r.taint_unfit, drain=r.drain_unfit)
+
+
+#: Each mark, the option asking for it, and what it does to nodes, in the words of a refusal.
+MARKS: dict[str, tuple[str, str]] = {
+    "label": ("--label-nodes", "labels"),
+    "taint": ("--taint-unfit", "taints"),
+    "drain": ("--drain-unfit", "drains"),
+}
+
+
+def node_marks(verdicts: Sequence[NodeVerdict], checked_at: float, ttl_s: float) -> list[NodeMark]:
+    """What each node's verdict (checked at ``checked_at``, holding ``ttl_s``) asks its backend to mark."""
+    return [
+        NodeMark(v.name, v.verdict, "; ".join(v.reasons), checked_at, checked_at + ttl_s) for v in verdicts
+    ]
 
 
 def job_spec(options: Options, placement: Placement, name: str) -> JobSpec:
@@ -186,8 +223,9 @@ def job_spec(options: Options, placement: Placement, name: str) -> JobSpec:
         compile_cache=o.compile_cache,
         requests=k.requests or {},
         limits=k.limits or {},
-        scheduling=k.scheduling,
+        scheduling=replace(k.scheduling, tolerations=tolerated(options)),
         job_timeout_s=o.job_timeout,
+        machines=p.machines,
     )
 
 
@@ -225,6 +263,12 @@ class Suite:
     def backend(self) -> Backend:
         """The backend, created on first use from its wing, its section and the session's settings."""
         return self.wing.load().from_options(self.section, backend_settings(self.options, self.progress))
+
+    @property
+    def verdict_ttl_s(self) -> float:
+        """How long each node's verdict holds (``--verdict-ttl``; auto: a day plus a test's deadline)."""
+        given = self.options.recovery.verdict_ttl
+        return given if given is not None else NIGHTLY_S + deadline_of(self.options).seconds
 
     @cached_property
     def criteria(self) -> Criteria:
@@ -295,12 +339,23 @@ class Suite:
             if found.isolation is not None:
                 result.last.verdict = with_isolation(result.last.verdict, found.isolation)
             extra["isolation"] = found.as_dict()
-        taint, backend = self.options.recovery.taint_unfit, self.backend
-        if taint is not None and isinstance(backend, TaintsNodes):  # prepare refuses a backend that cannot
-            tainted = backend.taint_unfit(result.last.verdict.unfit_nodes, taint)
-            extra["taint_unfit"] = tainted.as_dict()
-            if self.progress and (tainted.nodes or tainted.failed):
-                self.progress(tainted.line())
+        how, backend = marking(self.options), self.backend
+        if how and isinstance(backend, MarksNodes):  # prepare refuses a backend that cannot
+            last = result.last
+            checked = last.judged_at or time.time()
+            verdicts = of_verdict(
+                last.verdict,
+                test=test_id,
+                backend=backend.name,
+                passed=result.passed,
+                checked_at=checked,
+                ttl_s=self.verdict_ttl_s,
+                given=(*last.status.node_info, *last.spec.machines),
+            )
+            marked = backend.mark_nodes(node_marks(verdicts, checked, self.verdict_ttl_s), how)
+            extra["node_marks"] = marked.as_dict()
+            if self.progress:
+                self.progress(marked.line())
         floors = floors_of(base.instance_type) if self.criteria.busbw_floors else None
         if floors is not None:  # the floors held to, and the sizes measured at
             extra["busbw_floors"] = floors.as_dict(result.last.verdict.perf.groups)
@@ -321,13 +376,18 @@ class Suite:
         configuration at start (:class:`~rollcall.backends.ChecksAtStart`: a cluster's kubeconfig, context,
         server and rights; a scheduler's slurm.conf, before any of its commands runs).
         """
-        taint = self.options.recovery.taint_unfit
-        if taint is not None and not isinstance(self.wing.load(), TaintsNodes):
-            raise OptionError(
-                f"--taint-unfit {taint}: taints a cluster's nodes, but the backend is {self.backend_name} "
-                f"({self.backend_reason}), which taints none; drop --taint-unfit, or run on a backend that "
-                f"does (--backend {'|'.join(able(TaintsNodes))})"
-            )
+        how, cls = marking(self.options), self.wing.load()
+        wanted = {"label": how.label, "taint": how.taint is not None, "drain": how.drain}
+        for kind, (flag, does) in MARKS.items():
+            if wanted[kind] and kind not in (cls.MARKS if isinstance(cls, MarksNodes) else ()):
+                able = [w.name for w in WINGS if kind in getattr(w.load(), "MARKS", ())]
+                given = f"{flag} {how.taint}" if kind == "taint" else flag
+                raise OptionError(
+                    f"{given}: {does} a cluster's nodes, but the backend is {self.backend_name} "
+                    f"({self.backend_reason}), which {does} none; drop {flag}, or run on a backend that "
+                    f"does (--backend {'|'.join(able)})"
+                )
+
         cache = self.options.job.compile_cache
         if cache is not None and cache.kind == "nfs" and not isinstance(self.wing.load(), MountsSharedCache):
             raise OptionError(

@@ -7,6 +7,7 @@ then tries what the suite must not be able to do.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -188,33 +189,56 @@ def test_writes_are_confined_to_the_suites_own_namespaces(as_suite, control_plan
         "spec": {"containers": [{"name": "c", "image": "x"}]},
     }
     denied(as_suite.core.create_namespaced_pod, "default", body=pod)  # pods come from the Job controller
-    # nodes may be patched (--taint-unfit), but only their taints, keeping every taint they hold
+    # nodes may be patched (--label-nodes, --taint-unfit), but only rollcall's own keys
     merge = {"_content_type": "application/merge-patch+json"}
-    relabel = {"metadata": {"labels": {"x": "y"}}}
-    assert "may only change the taints of nodes" in denied(
-        as_suite.core.patch_node, "trn1-32xlarge-0", relabel, **merge
-    )
-    cordon = {"spec": {"unschedulable": True}}
-    assert "may only change the taints of nodes" in denied(
-        as_suite.core.patch_node, "trn1-32xlarge-0", cordon, **merge
-    )
+    for body in (
+        {"metadata": {"labels": {"x": "y"}}},
+        {"metadata": {"annotations": {"example.com/note": "y"}}},
+        {"spec": {"unschedulable": True}},
+    ):
+        assert "may only change its own labels and annotations of nodes" in denied(
+            as_suite.core.patch_node, "trn1-32xlarge-0", body, **merge
+        ), body
 
 
-def test_only_taints_are_added_to_nodes_and_every_held_taint_stays(as_suite, control_plane):
+def test_only_rollcalls_own_taints_labels_and_annotations_change_and_every_other_stays(
+    as_suite, control_plane
+):
     node = "trn1-32xlarge-0"
     merge = {"_content_type": "application/merge-patch+json"}
     held = {"key": "example.com/held", "value": "yes", "effect": "PreferNoSchedule"}
     unfit = {"key": "rollcall/unfit", "value": "true", "effect": "NoSchedule"}
     control_plane.kubectl("taint", "nodes", node, "example.com/held=yes:PreferNoSchedule", "--overwrite")
     try:
-        dropped = {"spec": {"taints": [unfit]}}
-        assert "may only add taints to nodes, keeping every taint they hold" in denied(
-            as_suite.core.patch_node, node, dropped, **merge
+        own_taint = (
+            "may only add or lift its own taints (rollcall/...), keeping every other taint a node holds"
         )
-        call(as_suite.core.patch_node, node, {"spec": {"taints": [held, unfit]}}, **merge)
-        assert unfit in (call(as_suite.core.read_node, node)["spec"].get("taints") or [])
+        for taints in ([unfit], [{**held, "value": "no"}, unfit], [held, unfit, {**held, "key": "x.io/y"}]):
+            assert own_taint in denied(as_suite.core.patch_node, node, {"spec": {"taints": taints}}, **merge)
+        marks = {
+            "metadata": {
+                "labels": {"rollcall/verdict": "unfit", "rollcall/checked-at": "20261206T170000Z"},
+                "annotations": {"rollcall/unfit-reason": "pcie_width 8 of 16"},
+            },
+            "spec": {"taints": [held, unfit]},
+        }
+        call(as_suite.core.patch_node, node, marks, **merge)
+        after = call(as_suite.core.read_node, node)
+        assert unfit in after["spec"]["taints"] and held in after["spec"]["taints"]
+        assert after["metadata"]["labels"]["rollcall/verdict"] == "unfit"
+        lifted = {"metadata": {"annotations": {"rollcall/unfit-reason": None}}, "spec": {"taints": [held]}}
+        call(as_suite.core.patch_node, node, lifted, **merge)  # a node found fit loses rollcall's taint
+        after = call(as_suite.core.read_node, node)
+        assert after["spec"]["taints"] == [held]
+        assert "rollcall/unfit-reason" not in after["metadata"].get("annotations", {})
     finally:
-        control_plane.kubectl("taint", "nodes", node, "example.com/held-", "rollcall/unfit-")
+        left = control_plane.get("node", node)["spec"].get("taints") or []
+        kept = [t for t in left if t["key"] not in ("example.com/held", "rollcall/unfit")]
+        undo = {
+            "metadata": {"labels": {"rollcall/verdict": None, "rollcall/checked-at": None}},
+            "spec": {"taints": kept},
+        }
+        control_plane.kubectl("patch", "node", node, "--type", "merge", "-p", json.dumps(undo))
 
 
 def test_its_own_namespaces_can_be_created_and_deleted(as_suite):

@@ -1,7 +1,9 @@
-"""``--taint-unfit`` against a real API server with kwok nodes: a fitness failure taints exactly the unfit node.
+"""``--taint-unfit``, ``--label-nodes`` and ``--recheck-tainted`` against a real API server with kwok nodes.
 
 The fake kubelet makes node 1's first rank report a PCIe link trained below its width (the ``pcie_width``
-rule); the verdict names that node unfit, and the suite taints it, keeping the taint every node held before.
+rule); the verdict names that node unfit, and the suite taints it, keeping the taint every node held before,
+and labels every node with its verdict. A re-check runs on the tainted node alone (its pods tolerate the taint),
+finds it fit, and lifts the taint.
 """
 
 from __future__ import annotations
@@ -10,8 +12,9 @@ import json
 
 import pytest
 
+from rollcall.backends import DiscoveryError, Marking, NodeMark
 from rollcall.backends.kubernetes.kube import call
-from rollcall.backends.kubernetes.taints import taint_nodes
+from rollcall.backends.kubernetes.taints import mark_nodes
 from rollcall.checks.unfit_device import UNFIT_DEVICE
 from rollcall.jobspec import Taint
 from tests.cluster.controlplane import INSTANCE_TYPE_LABEL
@@ -38,7 +41,7 @@ def taints(kube, name: str) -> list[dict]:
     return found
 
 
-def test_a_fitness_failure_taints_exactly_the_unfit_node(
+def test_a_fitness_failure_taints_and_labels_the_unfit_node_and_a_recheck_lifts_it(
     make_suite, ensure_nodes, kube, control_plane, request
 ):
     ensure_nodes(2)
@@ -50,7 +53,10 @@ def test_a_fitness_failure_taints_exactly_the_unfit_node(
     control_plane.kubectl("taint", "nodes", *names, held, "--overwrite")
     try:
         suite, _ = make_suite(
-            nodes=2, annotations={FACTS: json.dumps({"32": NARROW_LINK})}, taint_unfit=str(UNFIT)
+            nodes=2,
+            annotations={FACTS: json.dumps({"32": NARROW_LINK})},
+            taint_unfit=str(UNFIT),
+            label_nodes=True,
         )
         record = suite.run(request.node.nodeid, request.node.name)
         verdict = record.result.last.verdict
@@ -60,15 +66,7 @@ def test_a_fitness_failure_taints_exactly_the_unfit_node(
         assert len(verdict.unfit_nodes) == 1, verdict.unfit_nodes
         bad = verdict.unfit_nodes[0]
         assert bad in names
-        assert record.extra["taint_unfit"] == {
-            "taint": "rollcall/unfit=true:NoSchedule",
-            "key": "rollcall/unfit",
-            "value": "true",
-            "effect": "NoSchedule",
-            "applied": [bad],
-            "already": [],
-            "failed": {},
-        }
+        assert record.extra["node_marks"]["tainted"] == [bad] and record.extra["node_marks"]["failed"] == {}
         assert any(
             f"tainted unfit node(s) {bad} with {UNFIT}" in line for line in suite.backend.progress_lines
         )
@@ -76,14 +74,48 @@ def test_a_fitness_failure_taints_exactly_the_unfit_node(
         for name in names:
             expected = [HELD, UNFIT.manifest()] if name == bad else [HELD]
             assert taints(kube, name) == expected, name
+        node = call(kube.core.read_node, bad)
+        assert "pcie_width" in node["metadata"]["annotations"]["rollcall/unfit-reason"]
+        assert node["metadata"]["labels"]["rollcall/verdict"] == "unfit"
+        ran = {n.name for n in verdict.nodes_detail}
+        assert {n: call(kube.core.read_node, n)["metadata"]["labels"]["rollcall/verdict"] for n in ran} == {
+            n: "unfit" if n == bad else "fit" for n in ran
+        }
         # tainting again changes nothing
-        again = taint_nodes(suite.backend.kube, [bad], UNFIT)
-        assert (again.applied, again.already) == ((), (bad,)) and taints(kube, bad) == [
+        again = mark_nodes(suite.backend.kube, [NodeMark(bad, "unfit", "x")], Marking(taint=UNFIT))
+        assert (again.tainted, again.already) == ((), (bad,)) and taints(kube, bad) == [
             HELD,
             UNFIT.manifest(),
         ]
+
+        # the re-check: the pods tolerate rollcall's taint and run on the tainted node only; found fit, it is
+        # lifted, and the node is labelled fit
+        healthy = {**NARROW_LINK, "pcie_width": 16}
+        suite, _ = make_suite(
+            nodes=1,
+            annotations={FACTS: json.dumps({"0": healthy})},
+            taint_unfit=str(UNFIT),
+            recheck_tainted=True,
+            label_nodes=True,
+        )
+        record = suite.run(request.node.nodeid + "-recheck", request.node.name + "_recheck")
+        assert record.result.passed, record.result.last.verdict.message()
+        assert record.result.last.spec.machines == (bad,)
+        assert record.extra["node_marks"]["untainted"] == [bad], record.extra
+        assert taints(kube, bad) == [HELD]
+        node = call(kube.core.read_node, bad)
+        assert node["metadata"]["labels"]["rollcall/verdict"] == "fit"
+        assert "rollcall/unfit-reason" not in node["metadata"].get("annotations", {})
+        # nothing left to re-check: no node holds the taint
+        suite, _ = make_suite(nodes=1, taint_unfit=str(UNFIT), recheck_tainted=True)
+        with pytest.raises(DiscoveryError, match="no node holds rollcall/unfit=true:NoSchedule"):
+            suite.placement  # noqa: B018 - discovery
     finally:
         for name in names:
             kept = [t for t in taints(kube, name) if t["key"] not in (UNFIT.key, HELD["key"])]
-            body = {"spec": {"taints": kept}}
+            gone = {k: None for k in ("rollcall/verdict", "rollcall/checked-at", "rollcall/valid-until")}
+            body = {
+                "metadata": {"labels": gone, "annotations": {"rollcall/unfit-reason": None}},
+                "spec": {"taints": kept},
+            }
             call(kube.core.patch_node, name, body, _content_type="application/merge-patch+json")

@@ -169,9 +169,65 @@ def message(attempt) -> str:
     return attempt.status.reason + "\n" + attempt.verdict.message(str(attempt.artifacts))
 
 
-def test_every_rank_answers_from_two_real_nodes(make_suite, real_nodes, request):
-    suite, _ = make_suite(workload_args=SHORT)  # the image's default model
-    attempt, _ = run(suite, request)
+UNFIT_TAINT = "rollcall/unfit=true:NoSchedule"
+
+
+def verdicts_shown(real_cluster, real_nodes) -> dict[str, str]:
+    """What ``kubectl get nodes -L rollcall/verdict`` shows of each real node."""
+    out = real_cluster.kubectl(
+        "get", "nodes", "-L", "rollcall/verdict", "-L", "rollcall/valid-until", "--no-headers"
+    )
+    shown = {line.split()[0]: line.split()[-2] for line in out.splitlines() if line.split()[0] in real_nodes}
+    return shown
+
+
+def test_nodes_no_expectation_can_meet_are_tainted_and_labelled_and_a_recheck_lifts_it_as_every_rank_answers(
+    make_suite, real_cluster, kube, real_nodes, request, tmp_path
+):
+    """--label-nodes --taint-unfit with an expectation no node can meet (--expect-file): both nodes are
+    unfit, tainted with the reason and labelled so. Then --recheck-tainted without it: the pods tolerate the
+    taint and run on those nodes, every rank answers, and the taints are lifted, the labels saying fit."""
+    golden = tmp_path / "golden.expect"
+    golden.write_text("# no node runs this Python\npython=0.0\n")
+    marks = {"taint_unfit": UNFIT_TAINT, "label_nodes": True}
+    try:
+        suite, _ = make_suite(
+            workload_args=SHORT, expect_file=str(golden), artifacts_dir=str(tmp_path / "unfit"), **marks
+        )
+        unfit, _ = run(suite, request)
+        assert not unfit.passed
+        record = suite.records[-1]
+        assert sorted(record.extra["node_marks"]["tainted"]) == sorted(real_nodes), record.extra
+        for name in real_nodes:
+            node = call(kube.core.read_node, name)
+            assert {"key": "rollcall/unfit", "value": "true", "effect": "NoSchedule"} in node["spec"][
+                "taints"
+            ]
+            assert (
+                "expected python=0.0 (--expect)" in node["metadata"]["annotations"]["rollcall/unfit-reason"]
+            )
+        assert verdicts_shown(real_cluster, real_nodes) == dict.fromkeys(real_nodes, "unfit")
+
+        suite, _ = make_suite(workload_args=SHORT, recheck_tainted=True, **marks)  # the image's default model
+        attempt, _ = run(suite, request)
+        assert sorted(attempt.spec.machines) == sorted(real_nodes)
+        assert sorted(suite.records[-1].extra["node_marks"]["untainted"]) == sorted(real_nodes)
+        for name in real_nodes:
+            assert all(
+                t["key"] != "rollcall/unfit"
+                for t in call(kube.core.read_node, name)["spec"].get("taints") or []
+            )
+        assert verdicts_shown(real_cluster, real_nodes) == dict.fromkeys(real_nodes, "fit")
+    finally:  # a failed test leaves no node tainted for the next
+        for name in real_nodes:
+            left = call(kube.core.read_node, name)["spec"].get("taints") or []
+            kept = [t for t in left if t["key"] != "rollcall/unfit"]
+            gone = {k: None for k in ("rollcall/verdict", "rollcall/checked-at", "rollcall/valid-until")}
+            undo = {
+                "metadata": {"labels": gone, "annotations": {"rollcall/unfit-reason": None}},
+                "spec": {"taints": kept},
+            }
+            real_cluster.kubectl("patch", "node", name, "--type", "merge", "-p", json.dumps(undo))
 
     assert attempt.passed, message(attempt)
     assert attempt.verdict.layout.world_size == 4

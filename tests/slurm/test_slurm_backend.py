@@ -29,6 +29,7 @@ from rollcall.checks.never_started import NEVER_STARTED
 from rollcall.checks.replica_divergence import REPLICA_DIVERGENCE
 from rollcall.evidence.hangs import FAULTHANDLER_NOTE, Stall
 from rollcall.jobspec import DEFAULT_JOB_TIMEOUT_S, HangBounds, JobSpec
+from rollcall.nodeverdicts import of_records
 from rollcall.runner import run_once
 from rollcall_workload.rank.watchdog import FAULTHANDLER_MARGIN_S
 from tests import children
@@ -473,3 +474,61 @@ def test_nodes_that_do_not_see_the_artifacts_directory_fail_the_job_at_its_first
     assert first.kind is JOB and first.message == f"job failed: {attempt.status.reason}"
     assert not (tmp_path / "slurm" / "node-0.out").exists()  # the roll call's own step never started
     assert took < 60, took
+
+
+def slurm_suite(tmp_path, **values):
+    """A session's Suite on the test Slurm (the options as a user gives them), its progress lines kept."""
+    from rollcall.options import resolve
+    from rollcall.suite import Suite
+
+    given = {
+        "backend": "slurm", "nodes": "2", "procs_per_node": "1", "accelerator": "cpu", "job_timeout": "300",
+        "workload_args": " ".join(FAST), "artifacts_dir": str(tmp_path), **values,
+    }  # fmt: skip
+    suite = Suite(resolve(given, {}), "slurm", "test")
+    suite.progress = (lines := []).append
+    suite.prepare(connect=True)
+    return suite, lines
+
+
+def state_of(slurm, node):
+    line = slurm.run("scontrol", "-o", "show", "node", node)
+    reason = re.search(r"\bReason=(.*?)(?: \[[^\]]*\])?\s*$", line)
+    return re.search(r"\bState=(\S+)", line)[1], reason[1] if reason else ""
+
+
+def test_unfit_nodes_are_drained_and_a_recheck_in_a_reservation_resumes_those_that_pass(tmp_path, clean):
+    """--drain-unfit: a run whose expectation no node meets (--expect python=0.0) drains both nodes with the
+    reason; a second run in a maintenance reservation holding them, with no such expectation, resumes them
+    for the re-check, passes, and leaves them resumed; nodes.json says each verdict."""
+    try:
+        suite, lines = slurm_suite(tmp_path / "first", drain_unfit=True, expect=["python=0.0"])
+        record = suite.run("t.py::test_unfit", "test_unfit")
+        assert not record.result.passed
+        assert record.extra["node_marks"]["drained"] == ["rc1", "rc2"], record.extra
+        for node in ("rc1", "rc2"):
+            state, reason = state_of(clean, node)
+            assert "DRAIN" in state and reason.startswith("rollcall: ") and "python" in reason, (
+                state,
+                reason,
+            )
+        clean.run(
+            "scontrol", "create", "reservation", "ReservationName=rollcall-maint", f"Users={getpass.getuser()}",
+            "Nodes=rc1,rc2", "StartTime=now", "Duration=30", "Flags=MAINT,IGNORE_JOBS",
+        )  # fmt: skip
+        suite, lines = slurm_suite(tmp_path / "again", drain_unfit=True, slurm_reservation="rollcall-maint")
+        record = suite.run("t.py::test_recheck", "test_recheck")
+        assert record.result.passed, record.result.last.verdict.message()
+        assert any(
+            "resumed rc1, rc2 (rollcall drained them) to re-check in rollcall-maint" in x for x in lines
+        )
+        for node in ("rc1", "rc2"):
+            assert "DRAIN" not in state_of(clean, node)[0]
+        assert {(n.name, n.verdict) for n in of_records(suite.records, 3600)} == {
+            ("rc1", "fit"),
+            ("rc2", "fit"),
+        }
+    finally:
+        subprocess.run(["scontrol", "delete", "ReservationName=rollcall-maint"], env=clean.env, check=False)
+        resume = ["scontrol", "update", "NodeName=rc1,rc2", "State=RESUME"]
+        subprocess.run(resume, env=clean.env, capture_output=True, check=False)  # refused when not drained

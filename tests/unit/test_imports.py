@@ -94,7 +94,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
         "WINGS",
         "judge",
         "runner gate isolation.probe",
-        "reports page.history page.report page.trend metrics",
+        "reports nodeverdicts page.history page.report page.trend metrics",
         "suite",
         "cli plugin e2e",
     )

@@ -206,9 +206,11 @@ def test_a_trial_of_nodes_whose_machines_are_known_is_pinned_to_them():
     assert trial_spec(spec, (1, 3), 1, {1: "ip-10-0-0-2"}).machines == ()  # one unknown: none pinned
     pod = render(trial, Names("ns", "job-1a2b3c-i1", "svc", "r1")).job["spec"]["template"]["spec"]
     terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    # one term per machine, ORed: the API server takes one value only in a node field selector's In
     assert terms == {
         "nodeSelectorTerms": [
-            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": list(trial.machines)}]}
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [m]}]}
+            for m in trial.machines
         ]
     }
     unpinned = render(spec, Names("ns", "job-1a2b3c", "svc", "r1")).job["spec"]["template"]["spec"]

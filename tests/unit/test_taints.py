@@ -1,4 +1,5 @@
-"""``--taint-unfit``: its syntax, its refusal off Kubernetes, the taints a node ends with, and its rights."""
+"""``--taint-unfit`` and ``--label-nodes``: their syntax, their refusal off Kubernetes, the marks a node ends
+with (labels, rollcall's taint added to an unfit node and lifted from a fit one, never another's), their rights."""
 
 import json
 from dataclasses import dataclass, field
@@ -7,8 +8,17 @@ from types import SimpleNamespace
 import pytest
 from kubernetes.client.exceptions import ApiException
 
+from rollcall.backends import Marking, NodeMark
 from rollcall.backends.kubernetes.access import Right, rights
-from rollcall.backends.kubernetes.taints import MERGE_PATCH, Tainted, taint_node, taint_nodes, with_taint
+from rollcall.backends.kubernetes.taints import (
+    MERGE_PATCH,
+    Marked,
+    mark_node,
+    mark_nodes,
+    node_change,
+    with_taint,
+    without_taint,
+)
 from rollcall.jobspec import Taint
 from rollcall.options import OptionError, resolve
 
@@ -19,19 +29,26 @@ UNFIT = Taint("rollcall/unfit", "NoSchedule", "true")
 
 def test_the_taint_takes_kubectls_syntax_from_the_flag_or_the_variable():
     assert resolve({"taint_unfit": "rollcall/unfit=true:NoSchedule"}, {}).recovery.taint_unfit == UNFIT
-    env = resolve({}, {"ROLLCALL_TAINT_UNFIT": "example.com/bad:NoExecute"})
-    assert env.recovery.taint_unfit == Taint("example.com/bad", "NoExecute")
+    env = resolve({}, {"ROLLCALL_TAINT_UNFIT": "rollcall/bad:NoExecute"})
+    assert env.recovery.taint_unfit == Taint("rollcall/bad", "NoExecute")
     assert env.sources["taint_unfit"] == "ROLLCALL_TAINT_UNFIT"
     assert resolve({}, {}).recovery.taint_unfit is None  # never without the option
     assert (
         str(UNFIT) == "rollcall/unfit=true:NoSchedule"
-        and str(env.recovery.taint_unfit) == "example.com/bad:NoExecute"
+        and str(env.recovery.taint_unfit) == "rollcall/bad:NoExecute"
     )
     assert UNFIT.manifest() == {"key": "rollcall/unfit", "value": "true", "effect": "NoSchedule"}
     assert env.recovery.taint_unfit is not None and env.recovery.taint_unfit.manifest() == {
-        "key": "example.com/bad",
+        "key": "rollcall/bad",
         "effect": "NoExecute",
     }
+
+
+def test_a_taint_of_another_domain_is_refused_so_that_lifting_it_never_lifts_anothers():
+    with pytest.raises(OptionError, match=r"the key must be rollcall's own \(rollcall/...\)"):
+        resolve({"taint_unfit": "example.com/bad:NoExecute"}, {})
+    with pytest.raises(OptionError, match="--recheck-tainted runs on the nodes holding rollcall's taint"):
+        resolve({"recheck_tainted": True}, {})
 
 
 @pytest.mark.parametrize(
@@ -90,7 +107,7 @@ def test_a_taint_joins_the_nodes_own_and_tainting_again_changes_nothing():
 
 @dataclass
 class FakeCore:
-    """The two calls of core/v1 that tainting makes, on nodes held here; ``conflicts`` patches are refused."""
+    """The two calls of core/v1 that marking makes, on nodes held here; ``conflicts`` patches are refused."""
 
     nodes: dict[str, dict]
     conflicts: int = 0
@@ -109,51 +126,107 @@ class FakeCore:
             node["metadata"]["resourceVersion"] = str(int(node["metadata"]["resourceVersion"]) + 1)
             node["spec"].setdefault("taints", []).append({"key": "other", "effect": "NoSchedule"})
             raise ApiException(status=409, reason="Conflict")
-        assert body["metadata"]["resourceVersion"] == node["metadata"]["resourceVersion"]
-        node["spec"]["taints"] = body["spec"]["taints"]
+        meta = body["metadata"]
+        assert meta["resourceVersion"] == node["metadata"]["resourceVersion"]
+        for part in ("labels", "annotations"):  # a JSON merge patch: null removes a key
+            held = node["metadata"].setdefault(part, {})
+            for key, value in meta.get(part, {}).items():
+                held.pop(key, None) if value is None else held.__setitem__(key, value)
+        if "taints" in body.get("spec", {}):
+            node["spec"]["taints"] = body["spec"]["taints"]
         node["metadata"]["resourceVersion"] = str(int(node["metadata"]["resourceVersion"]) + 1)
         return SimpleNamespace(data=json.dumps(node).encode())
 
 
-def node(name, *taints):
-    return {"metadata": {"name": name, "resourceVersion": "1"}, "spec": {"taints": list(taints)}}
+def node(name, *taints, labels=None, annotations=None):
+    meta = {"name": name, "resourceVersion": "1", "labels": labels or {}, "annotations": annotations or {}}
+    return {"metadata": meta, "spec": {"taints": list(taints)}}
+
+
+TAINT = Marking(taint=UNFIT)
+BOTH = Marking(label=True, taint=UNFIT)
 
 
 def test_a_node_changed_meanwhile_is_read_again_and_keeps_the_new_taint():
     core = FakeCore({"n1": node("n1")}, conflicts=1)
     kube = SimpleNamespace(core=core)
-    assert taint_node(kube, "n1", UNFIT) is True
+    unfit = NodeMark("n1", "unfit", "pcie_width 8 of 16")
+    assert mark_node(kube, unfit, TAINT).taint == "tainted"
     assert core.nodes["n1"]["spec"]["taints"] == [{"key": "other", "effect": "NoSchedule"}, UNFIT.manifest()]
+    assert core.nodes["n1"]["metadata"]["annotations"] == {"rollcall/unfit-reason": "pcie_width 8 of 16"}
     assert [c for _, _, c in core.patches] == [MERGE_PATCH, MERGE_PATCH]
-    assert taint_node(kube, "n1", UNFIT) is False and len(core.patches) == 2  # held already: no patch
+    assert mark_node(kube, unfit, TAINT).taint == "already" and len(core.patches) == 2  # held: no patch
 
 
-def test_each_unfit_node_is_tainted_once_and_a_refused_one_is_listed():
+def test_a_fit_node_loses_rollcalls_taint_and_its_reason_never_another_taint():
     own = {"key": "nvidia.com/gpu", "effect": "NoSchedule"}
-    core = FakeCore({"n1": node("n1", own), "n2": node("n2", UNFIT.manifest())})
-    done = taint_nodes(SimpleNamespace(core=core), ["n1", "n2", "n1", "gone"], UNFIT)
-    assert (done.applied, done.already, list(done.failed)) == (("n1",), ("n2",), ["gone"])
+    other_value = {"key": "rollcall/unfit", "value": "old", "effect": "NoSchedule"}
+    assert without_taint([own, UNFIT.manifest()], UNFIT) == [own]
+    assert without_taint([own, other_value], UNFIT) == [own]  # rollcall's key and effect, whatever its value
+    assert without_taint([own], UNFIT) is None
+    held = node("n1", own, UNFIT.manifest(), annotations={"rollcall/unfit-reason": "ecc", "x.io/k": "v"})
+    change = node_change(held, NodeMark("n1", "fit"), TAINT)
+    assert change.taint == "untainted"
+    assert change.body == {
+        "metadata": {"annotations": {"rollcall/unfit-reason": None}, "resourceVersion": "1"},
+        "spec": {"taints": [own]},
+    }
+    # an unchecked node is left as it is; an undetermined one is labelled so, its taint left as it is
+    assert node_change(held, NodeMark("n1", "unchecked", "never reached", 0.0, 1.0), BOTH).body is None
+    undetermined = node_change(held, NodeMark("n1", "undetermined", "rank 3 hung", 0.0, 1.0), BOTH)
+    assert undetermined.taint == "" and undetermined.body is not None and "spec" not in undetermined.body
+    assert undetermined.body["metadata"]["labels"]["rollcall/verdict"] == "undetermined"
+
+
+def test_labels_say_the_verdict_the_time_and_the_expiry_and_an_unchecked_node_keeps_its_last():
+    change = node_change(node("n1"), NodeMark("n1", "fit", "", 1_800_000_000.0, 1_800_090_000.0), BOTH)
+    assert change.body is not None and change.body["metadata"]["labels"] == {
+        "rollcall/verdict": "fit",
+        "rollcall/checked-at": "20270115T080000Z",
+        "rollcall/valid-until": "20270116T090000Z",
+    }
+    assert "spec" not in change.body  # fit, and it held no taint of rollcall's
+    labelled = node("n1", labels=change.body["metadata"]["labels"])
+    assert (
+        node_change(labelled, NodeMark("n1", "fit", "", 1_800_000_000.0, 1_800_090_000.0), BOTH).body is None
+    )
+    assert node_change(labelled, NodeMark("n1", "unchecked", "", 1_800_000_000.0, None), BOTH).body is None
+
+
+def test_each_node_is_marked_once_and_a_refused_one_is_listed():
+    own = {"key": "nvidia.com/gpu", "effect": "NoSchedule"}
+    core = FakeCore(
+        {"n1": node("n1", own), "n2": node("n2", UNFIT.manifest()), "n3": node("n3", UNFIT.manifest())}
+    )
+    marks = [
+        NodeMark("n1", "unfit", "ecc", 1.0, 2.0),
+        NodeMark("n2", "unfit", "ecc", 1.0, 2.0),
+        NodeMark("n3", "fit", "", 1.0, 2.0),
+        NodeMark("n1", "unfit", "ecc", 1.0, 2.0),
+        NodeMark("gone", "unfit", "ecc", 1.0, 2.0),
+    ]
+    done = mark_nodes(SimpleNamespace(core=core), marks, BOTH)
+    assert (done.tainted, done.already, done.untainted, list(done.failed)) == (
+        ("n1",),
+        ("n2",),
+        ("n3",),
+        ["gone"],
+    )
     assert done.failed["gone"].startswith("HTTP 404")
     assert core.nodes["n1"]["spec"]["taints"] == [own, UNFIT.manifest()]
-    assert [name for name, _, _ in core.patches] == ["n1"]
-    assert done.nodes == ("n1", "n2")
-    assert done.as_dict() == {
-        "taint": "rollcall/unfit=true:NoSchedule",
-        "key": "rollcall/unfit",
-        "value": "true",
-        "effect": "NoSchedule",
-        "applied": ["n1"],
-        "already": ["n2"],
-        "failed": {"gone": done.failed["gone"]},
-    }
-    assert done.line().startswith("tainted unfit node(s) n1 with rollcall/unfit=true:NoSchedule; node(s) n2 ")
-    assert Tainted(UNFIT).line() == "no unfit node to taint with rollcall/unfit=true:NoSchedule"
+    assert core.nodes["n3"]["spec"]["taints"] == []
+    assert done.labelled == {"n1": "unfit", "n2": "unfit", "n3": "fit"}
+    assert [name for name, _, _ in core.patches] == ["n1", "n2", "n3"]  # n2: its labels only
+    assert done.as_dict()["untainted"] == ["n3"] and done.as_dict()["taint"] == str(UNFIT)
+    assert "tainted unfit node(s) n1 with rollcall/unfit=true:NoSchedule" in done.line()
+    assert "lifted rollcall/unfit=true:NoSchedule from node(s) n3, found fit" in done.line()
+    assert Marked(UNFIT).line() == "no node to mark"
 
 
 def test_patching_nodes_is_a_right_asked_only_with_the_option():
     assert Right("patch", "", "nodes") not in rights()
     assert Right("get", "", "nodes") in rights()
-    assert Right("patch", "", "nodes") in rights(["taint_unfit"])
+    assert Right("patch", "", "nodes") in rights(["mark_nodes"])
     assert not any(r.verb == "patch" for r in rights() if r.resource == "nodes")
 
 

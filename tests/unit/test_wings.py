@@ -15,11 +15,11 @@ from rollcall.backends import (
     WINGS,
     BackendSettings,
     ChecksAtStart,
+    MarksNodes,
     MountsSharedCache,
     Placement,
     RendersManifest,
     SchedulesTheSuite,
-    TaintsNodes,
     Wing,
     able,
     auto_help,
@@ -46,7 +46,7 @@ def test_what_each_backend_can_do_is_a_capability_of_its_class():
     assert able(RendersManifest) == ["kubernetes", "slurm"]
     assert able(SchedulesTheSuite) == ["kubernetes"]
     assert able(MountsSharedCache) == ["kubernetes"]
-    assert able(TaintsNodes) == ["kubernetes"]
+    assert able(MarksNodes) == ["kubernetes", "slurm"]
 
 
 def test_auto_finds_a_wing_by_its_detection_else_the_fallback(tmp_path):
@@ -80,7 +80,9 @@ class Recorder:
     def launch(self, spec, collector):  # pragma: no cover - no job runs here
         raise NotImplementedError
 
-    def taint_unfit(self, nodes, taint):  # pragma: no cover - no job runs here
+    MARKS = ("label", "taint")
+
+    def mark_nodes(self, marks, how):  # pragma: no cover - no job runs here
         raise NotImplementedError
 
 
@@ -94,11 +96,11 @@ def test_a_backend_is_its_wing_and_one_registry_line(monkeypatch, tmp_path):
     suite.prepare(
         connect=True
     )  # it taints nodes: --taint-unfit is no usage error; it checks nothing at start
-    assert isinstance(suite.backend, Recorder) and isinstance(suite.backend, TaintsNodes)
+    assert isinstance(suite.backend, Recorder) and isinstance(suite.backend, MarksNodes)
     section, session = Recorder.made[-1]
     assert section is options.slurm  # given its own section only
-    assert session.taints and session.unschedulable_grace_s == 60.0
-    assert able(TaintsNodes) == ["kubernetes", "recorder"]
+    assert session.marks.taint is not None and session.unschedulable_grace_s == 60.0
+    assert able(MarksNodes) == ["kubernetes", "slurm", "recorder"]
 
 
 def test_a_backend_without_a_capability_is_refused_the_option_that_needs_it_naming_those_with_it():

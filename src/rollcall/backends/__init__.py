@@ -12,7 +12,7 @@ verdict.
 Each wing is declared once, in :data:`WINGS`: its name, its backend class (a module path, loaded on first
 use), the options section it is given, and how ``--backend auto`` finds it. What only some backends can do is
 a capability, a :class:`typing.Protocol` their class meets or not (:class:`ChecksAtStart`,
-:class:`RendersManifest`, :class:`SchedulesTheSuite`, :class:`MountsSharedCache`, :class:`TaintsNodes`, beside
+:class:`RendersManifest`, :class:`SchedulesTheSuite`, :class:`MountsSharedCache`, :class:`MarksNodes`, beside
 :class:`ConfirmsLater` of a job): the session asks for a capability, never for a backend's name or type. A
 backend is its wing and one line of :data:`WINGS`.
 """
@@ -233,6 +233,7 @@ class PlacementRequest:
         capacity_timeout_s: how long pods may wait for nodes that can arrive (``--capacity-timeout``).
         trust_autoscaler: whether a running cluster-autoscaler counts as capacity that can arrive (the user
             gave ``--capacity-timeout``: capacity will come).
+        recheck: run on the nodes holding this taint, rollcall's own (``--recheck-tainted``), tolerating it.
     """
 
     nodes: int = 2
@@ -245,6 +246,7 @@ class PlacementRequest:
     check_device_plugins: bool = False
     capacity_timeout_s: float = 900.0
     trust_autoscaler: bool = False
+    recheck: Taint | None = None
 
 
 @dataclass(frozen=True)
@@ -259,15 +261,15 @@ class BackendSettings:
         keep: leave what runs create in place (``--keep``).
         unschedulable_grace_s: how long a pod (a Slurm job) may wait for a reason that cannot clear
             (``--unschedulable-grace``).
-        taints: the session will taint the nodes a verdict names unfit (``--taint-unfit``): a backend that
-            checks its rights at session start checks that one too.
+        marks: how the session marks each node after a verdict (``--label-nodes``, ``--taint-unfit``,
+            ``--drain-unfit``): a backend that checks its rights at session start checks those too.
         progress: where progress lines go (the terminal, through the plugin); None for silence.
     """
 
     image: str | None = None
     keep: bool = False
     unschedulable_grace_s: float = 60.0
-    taints: bool = False
+    marks: Marking = field(default_factory=lambda: Marking())  # noqa: PLW0108 - defined below
     progress: Callable[[str], None] | None = None
 
 
@@ -280,6 +282,8 @@ class Placement:
     resources: dict[str, int] = field(default_factory=dict)
     instance_type: str | None = None
     description: str = ""
+    #: The nodes the job must run on, by name (``--recheck-tainted``: those holding rollcall's taint).
+    machines: tuple[str, ...] = ()
 
 
 #: A test :meth:`Job.wait` re-runs about every second: a reason ends the job early (``STOPPED``), None not.
@@ -408,19 +412,45 @@ class MountsSharedCache(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Marking:
+    """How the session marks each node after a verdict, so that the next job's scheduler sees it.
+
+    Attributes:
+        label: label each node checked with its verdict, the time and the expiry (``--label-nodes``).
+        taint: taint each unfit node with this taint, and lift it from a node found fit (``--taint-unfit``).
+        drain: drain each unfit node, and resume a node found fit that rollcall drained (``--drain-unfit``).
+    """
+
+    label: bool = False
+    taint: Taint | None = None
+    drain: bool = False
+
+    def __bool__(self) -> bool:
+        return self.label or self.taint is not None or self.drain
+
+
+@dataclass(frozen=True)
+class NodeMark:
+    """What a verdict says of one node (:mod:`rollcall.nodeverdicts`), for the backend to mark it with.
+
+    Attributes:
+        verdict: ``fit``, ``unfit``, ``undetermined`` or ``unchecked``; only an unfit node is tainted or
+            drained, only a fit one has rollcall's own taint or drain lifted, an unchecked one is left as is.
+        reason: why, in one line (an unfit node's taint annotation or drain reason).
+        checked_at, valid_until: when it was checked and until when that holds (epoch seconds).
+    """
+
+    name: str
+    verdict: str
+    reason: str = ""
+    checked_at: float | None = None
+    valid_until: float | None = None
+
+
 @runtime_checkable
-class TaintReport(Protocol):
-    """What tainting the unfit nodes did, for the terminal and ``results.json``."""
-
-    @property
-    def nodes(self) -> Sequence[str]:
-        """The nodes that hold the taint now."""
-        ...
-
-    @property
-    def failed(self) -> Mapping[str, str]:
-        """Each node that could not be tainted, with why."""
-        ...
+class MarkReport(Protocol):
+    """What marking the nodes did, for the terminal and ``results.json`` (a node it could not mark named)."""
 
     def as_dict(self) -> dict[str, Any]:
         """The ``results.json`` form."""
@@ -432,11 +462,14 @@ class TaintReport(Protocol):
 
 
 @runtime_checkable
-class TaintsNodes(Protocol):
-    """A backend that can taint the nodes a verdict names unfit (``--taint-unfit``)."""
+class MarksNodes(Protocol):
+    """A backend that marks nodes with their verdicts (labels, taints, drains) for the next scheduler."""
 
-    def taint_unfit(self, nodes: Sequence[str], taint: Taint) -> TaintReport:
-        """Taint each of ``nodes``, keeping their other taints; what it did (never raises for one node)."""
+    #: The marks it can make (the options naming the others are usage errors on it).
+    MARKS: tuple[str, ...]
+
+    def mark_nodes(self, marks: Sequence[NodeMark], how: Marking) -> MarkReport:
+        """Mark each node of ``marks`` as ``how`` says; what it did (never raises for one node)."""
         ...
 
 

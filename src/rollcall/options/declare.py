@@ -27,7 +27,7 @@ GROUPS: tuple[tuple[GroupName, str], ...] = (
     ("slurm", "Slurm: where sbatch places the job (partition, account, QOS, reservation, nodes), its image"),
     ("judging", "judging: throughput, stragglers, bus bandwidth, node fitness"),
     ("baselines", "baselines: the release gate against past runs"),
-    ("recovery", "recovery: retries, isolating a bad node, tainting unfit ones"),
+    ("recovery", "recovery: retries, isolating a bad node, each node's verdict, tainting unfit ones"),
     ("reports", "reports: artifacts, the live roll call, metrics"),
 )
 #: The metavar of every duration: it takes 90, 90s, 30m, 1h alike.

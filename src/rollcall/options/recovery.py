@@ -1,14 +1,14 @@
-"""The recovery options: retries, isolating a bad node, tainting unfit ones."""
+"""The recovery options: retries, isolating a bad node, each node's verdict, tainting unfit ones."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import ClassVar
 
-from rollcall.jobspec import Taint
+from rollcall.jobspec import NODE_DOMAIN, Taint
 from rollcall.options.declare import DURATION, GroupName, Section, option
 from rollcall.options.kubernetes import taint
-from rollcall.options.values import positive_duration, switch, whole
+from rollcall.options.values import OptionError, duration_or_auto, positive_duration, switch, whole
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,15 +63,94 @@ class RecoveryOptions(Section):
         "--taint-unfit",
         taint,
         None,
-        "kubernetes: after the verdict, taint each node it names unfit with this taint (kubectl's syntax, "
-        "e.g. rollcall/unfit=true:NoSchedule), keeping the node's other taints",
+        "kubernetes: after the verdict, taint each node it names unfit with this taint of rollcall's own "
+        "(kubectl's syntax, e.g. rollcall/unfit=true:NoSchedule), and lift it from each node found fit",
         "KEY=VALUE:EFFECT",
         doc=(
-            "kubernetes only (exit 4 on other backends): after the verdict, taint each node it names "
-            "unfit (`unfit_nodes`, `unfit-nodes.txt`) with this taint, in kubectl's syntax "
-            "(`rollcall/unfit=true:NoSchedule`; `KEY:EFFECT` has no value), keeping the node's other "
-            "taints; tainting again changes nothing; what it did is printed and in `results.json`'s "
-            "`taint_unfit`; needs `patch nodes` (`manifests/rbac/`), asked at session start only with the"
-            " option"
+            "kubernetes only (exit 4 on other backends): after the verdict, taint each node `nodes.json` "
+            "names unfit with this taint, in kubectl's syntax (`rollcall/unfit=true:NoSchedule`; "
+            "`KEY:EFFECT` has no value; the key in rollcall's own domain, `rollcall/`), with the reasons in "
+            "the annotation `rollcall/unfit-reason`, keeping the node's other taints; a node found fit loses "
+            "this taint (never another); an undetermined or unchecked node is left as it is; tainting again "
+            "changes nothing; what it did is printed and in `results.json`'s `node_marks`; needs `patch "
+            "nodes` (`manifests/rbac/`), asked at session start only with the option. Undo: `kubectl taint "
+            "nodes NODE rollcall/unfit-`"
         ),
     )
+    verdict_ttl: float | None = option(
+        "--verdict-ttl",
+        duration_or_auto,
+        None,
+        "how long a node's verdict holds (nodes.json's valid_until, the labels' expiry): auto is 24h + "
+        "the test's deadline, so a nightly run's result holds until the next night's has ended",
+        DURATION,
+        shown="auto",
+        doc=(
+            "how long each node's verdict holds from when it was checked: `valid_until` in `nodes.json`, "
+            "the expiry label of `--label-nodes`. `auto`: 24 h (a nightly cadence) plus the test's own "
+            "deadline (`--capacity-timeout` + the job timeout + clean-up, per attempt), because the next "
+            "night's run starts 24 h after this one and may take up to that deadline to judge the node "
+            "again; 24 h alone would leave each node without a valid result for as long as that run takes. "
+            "Set it to your cadence plus your longest run where you check less often"
+        ),
+    )
+    label_nodes: bool = option(
+        "--label-nodes",
+        switch,
+        False,
+        "kubernetes: label each node checked with its verdict (rollcall/verdict), when (rollcall/checked-at) "
+        "and until when it holds (rollcall/valid-until)",
+        switch=True,
+        doc=(
+            "kubernetes only: after the verdict, label each node checked with `rollcall/verdict` (`fit`, "
+            "`unfit`, `undetermined`), `rollcall/checked-at` and `rollcall/valid-until` (UTC, "
+            "`20261206T170000Z`; `--verdict-ttl`); an unchecked node keeps its last labels; needs `patch "
+            "nodes`. A scheduler or Kueue reads them (`kubectl get nodes -L rollcall/verdict`). Undo: "
+            "`kubectl label nodes --all rollcall/verdict- rollcall/checked-at- rollcall/valid-until-`"
+        ),
+    )
+    recheck_tainted: bool = option(
+        "--recheck-tainted",
+        switch,
+        False,
+        "kubernetes: run on the nodes holding --taint-unfit's taint (the pods tolerate it), so that those "
+        "found fit lose it",
+        switch=True,
+        doc=(
+            "kubernetes only, with `--taint-unfit`: the run's pods tolerate rollcall's taint and are pinned "
+            "to the nodes holding it (the first `--nodes` of them by name; fewer than `--nodes`, or none, is "
+            "a usage error before anything is created); a node found fit loses the taint, one still unfit "
+            "keeps it, one the run never reached is `unchecked`"
+        ),
+    )
+    drain_unfit: bool = option(
+        "--drain-unfit",
+        switch,
+        False,
+        "slurm: drain each unfit node with the reason (scontrol update state=drain), and resume each node "
+        "found fit that rollcall drained",
+        switch=True,
+        doc=(
+            "slurm only: after the verdict, drain each node `nodes.json` names unfit (`scontrol update "
+            'nodename=N state=drain reason="rollcall: ..."`) and resume each node found fit whose drain '
+            "reason is rollcall's (never another's drain). A re-check of drained nodes runs in a maintenance "
+            "reservation holding them (`--slurm-reservation`): the nodes rollcall drained there are resumed "
+            "for the run (the reservation keeps other jobs off them) and drained again if still unfit. Needs "
+            "Slurm's operator rights (root, SlurmUser or AdminLevel Operator), checked before the run. "
+            "Undo: `scontrol update nodename=N state=resume`"
+        ),
+    )
+
+    def __post_init__(self) -> None:
+        taint = self.taint_unfit
+        if taint is not None and not taint.key.startswith(f"{NODE_DOMAIN}/"):
+            raise OptionError(
+                f"--taint-unfit {taint}: the key must be rollcall's own ({NODE_DOMAIN}/...), so that lifting "
+                "it from a node found fit never lifts another's taint; use e.g. "
+                f"{NODE_DOMAIN}/unfit=true:NoSchedule"
+            )
+        if self.recheck_tainted and taint is None:
+            raise OptionError(
+                "--recheck-tainted runs on the nodes holding rollcall's taint: name it with --taint-unfit "
+                "(e.g. --taint-unfit rollcall/unfit=true:NoSchedule)"
+            )

@@ -39,7 +39,7 @@ ALL_NAMESPACES = frozenset({"daemonsets"})
 #: Rights only some options need, by the option's name (``check_device_plugins``: ``--check-device-plugins``).
 ONLY_WITH = {("apps", "daemonsets"): "check_device_plugins"}
 #: Verbs of a resource only some options need (the others' verbs on it every run needs).
-VERBS_ONLY_WITH = {("", "nodes", "patch"): "taint_unfit", ("", "pods", "deletecollection"): "namespace"}
+VERBS_ONLY_WITH = {("", "nodes", "patch"): "mark_nodes", ("", "pods", "deletecollection"): "namespace"}
 
 
 class Unreachable(OptionError):

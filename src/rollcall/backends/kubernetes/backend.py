@@ -37,6 +37,8 @@ from rollcall.backends import (
     BackendError,
     BackendSettings,
     DiscoveryError,
+    Marking,
+    NodeMark,
     Placement,
     PlacementRequest,
     unusable_nodes,
@@ -69,10 +71,10 @@ from rollcall.backends.kubernetes.manifests import (
 )
 from rollcall.backends.kubernetes.placement import ApiCluster, place
 from rollcall.backends.kubernetes.reaper import Claim, Ledger, release
-from rollcall.backends.kubernetes.taints import Tainted, taint_nodes
+from rollcall.backends.kubernetes.taints import Marked, mark_nodes
 from rollcall.backends.kubernetes.views import View, items
 from rollcall.collect import Collector
-from rollcall.jobspec import COMPILE_CACHE_DIR, JobSpec, Taint
+from rollcall.jobspec import COMPILE_CACHE_DIR, JobSpec
 from rollcall.options.kubernetes import KubernetesOptions
 from rollcall.options.values import OptionError
 
@@ -100,6 +102,8 @@ class KubernetesBackend:
     session: BackendSettings = field(default_factory=BackendSettings)
     name: str = "kubernetes"
     unit: str = "pod"
+    #: The marks it makes on nodes (:class:`~rollcall.backends.MarksNodes`): labels and rollcall's taint.
+    MARKS: ClassVar[tuple[str, ...]] = ("label", "taint")
     extras: PodExtras = field(default_factory=PodExtras)
     unschedulable_grace_s: float = BackendSettings.unschedulable_grace_s
     cleanup_timeout_s: float = CLEANUP_TIMEOUT_S
@@ -217,9 +221,9 @@ class KubernetesBackend:
 
         return render_text(Nightly(check_schedule(schedule), suite_image, suite_env(given), results_claim))
 
-    def taint_unfit(self, nodes: Sequence[str], taint: Taint) -> Tainted:
-        """``--taint-unfit``: taint each of ``nodes``, keeping their other taints (:mod:`.taints`)."""
-        return taint_nodes(self.kube, nodes, taint)
+    def mark_nodes(self, marks: Sequence[NodeMark], how: Marking) -> Marked:
+        """``--label-nodes``, ``--taint-unfit``: mark each node, keeping all else (:mod:`.taints`)."""
+        return mark_nodes(self.kube, marks, how)
 
     @property
     def ledger(self) -> Ledger:
@@ -364,7 +368,7 @@ def needs(options: KubernetesOptions, session: BackendSettings) -> list[str]:
     used = {
         "check_device_plugins": options.check_device_plugins,
         "namespace": options.namespace is not None,
-        "taint_unfit": session.taints,
+        "mark_nodes": session.marks.label or session.marks.taint is not None,
     }
     return [name for name, on in used.items() if on]
 

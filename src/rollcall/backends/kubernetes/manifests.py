@@ -219,10 +219,14 @@ def render(spec: JobSpec, names: Names, *, extras: PodExtras | None = None) -> R
         selector["node.kubernetes.io/instance-type"] = spec.instance_type
     if selector:
         pod["nodeSelector"] = selector
-    if spec.machines:  # a re-run of some nodes of an earlier run: on those machines, none other
-        term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": list(spec.machines)}]}
+    if spec.machines:  # a re-run of some nodes, a re-check of tainted ones: on those machines, none other
+        # one term per machine, the terms ORed: a node field selector's In takes one value only
+        terms = [
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [m]}]}
+            for m in spec.machines
+        ]
         pod["affinity"]["nodeAffinity"] = {
-            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}
         }
     _schedule(job, spec.scheduling)
 

@@ -15,6 +15,13 @@ from rollcall.jobspec import EFA_RESOURCE, GPU_RESOURCE
 
 #: The label naming a node's instance type (``p5.48xlarge``), set by its cloud provider.
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+#: The labels naming the capacity reservation a node runs in: Karpenter's (and EKS Auto Mode's), the EKS
+#: managed node groups'.
+RESERVATION_LABELS: tuple[str, ...] = (
+    "karpenter.k8s.aws/capacity-reservation-id",
+    "eks.amazonaws.com/capacity-reservation-id",
+)
 #: Labels naming a node's machine image (EKS's AMI, GKE's OS image), and its group; the first present counts.
 IMAGE_LABELS: tuple[str, ...] = ("eks.amazonaws.com/nodegroup-image", "cloud.google.com/gke-os-distribution")
 GROUP_LABELS: tuple[str, ...] = (
@@ -135,8 +142,19 @@ class Node(View):
             "image": next((self.labels[k] for k in IMAGE_LABELS if self.labels.get(k)), ""),
             "node_group": next((self.labels[k] for k in GROUP_LABELS if self.labels.get(k)), ""),
             "instance_type": self.instance_type or "",
+            "zone": self.labels.get(ZONE_LABEL, ""),
+            "instance_id": self.instance_id,
+            "capacity_reservation": next(
+                (self.labels[k] for k in RESERVATION_LABELS if self.labels.get(k)), ""
+            ),
         }
         return {k: v for k, v in found.items() if v}
+
+    @property
+    def instance_id(self) -> str:
+        """The cloud instance's ID: the last part of ``spec.providerID`` (``aws:///us-west-2a/i-0abc``)."""
+        provider = str(self._spec.get("providerID") or "")
+        return provider.rstrip("/").rsplit("/", 1)[-1] if "://" in provider else ""
 
 
 @dataclass(frozen=True)

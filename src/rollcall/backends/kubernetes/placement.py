@@ -21,7 +21,7 @@ reads those objects through the typed views of :mod:`.views`.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from kubernetes.client.exceptions import ApiException
@@ -39,9 +39,9 @@ from rollcall.backends.kubernetes.discovery import (
 )
 from rollcall.backends.kubernetes.kube import Kube, call, message_of
 from rollcall.backends.kubernetes.manifests import job_tolerations
-from rollcall.backends.kubernetes.nodeviews import INSTANCE_TYPE_LABEL
+from rollcall.backends.kubernetes.nodeviews import INSTANCE_TYPE_LABEL, Node
 from rollcall.backends.kubernetes.views import items
-from rollcall.jobspec import EFA_RESOURCE
+from rollcall.jobspec import EFA_RESOURCE, Taint
 
 Obj = dict[str, Any]
 #: Where the pipeline's progress lines go (the terminal, through the plugin).
@@ -129,9 +129,18 @@ class Planned:
 
 
 def place(request: PlacementRequest, cluster: Cluster, say: Say = lambda line: None) -> Planned:
-    """The whole pipeline (see the module docstring); raises :class:`DiscoveryError` when nothing can run."""
+    """The whole pipeline (see the module docstring); raises :class:`DiscoveryError` when nothing can run.
+
+    With ``request.recheck`` (``--recheck-tainted``) only the nodes holding that taint are considered, and
+    the job is pinned to the first ``request.nodes`` of them by name; no capacity can arrive for them.
+    """
     tolerated = tolerations(request)
     arriving = None
+    if request.recheck is not None:
+        found = choose_nodes(request, tainted(cluster.nodes(), request.recheck, request.nodes), tolerated)
+        chosen = tuple(sorted(found.usable)[: request.nodes])
+        say(f"re-checking node(s) {', '.join(chosen)}, which hold {request.recheck}")
+        return Planned(replace(found, placement=replace(found.placement, machines=chosen)))
     try:
         found = choose_nodes(request, cluster.nodes(), tolerated)
     except TooFewNodes as short:
@@ -140,6 +149,26 @@ def place(request: PlacementRequest, cluster: Cluster, say: Say = lambda line: N
     for line in found.warnings():
         say(f"warning: {line}")
     return Planned(found, arriving)
+
+
+def tainted(nodes: Sequence[Obj], taint: Taint, wanted: int) -> list[Obj]:
+    """The nodes holding ``taint`` (by key and effect); :class:`DiscoveryError` when fewer than ``wanted``."""
+
+    def holds(node: Obj) -> bool:
+        return any(t.get("key") == taint.key and t.get("effect") == taint.effect for t in Node(node).taints)
+
+    holding = [n for n in nodes if holds(n)]
+    if len(holding) < wanted:
+        names = ", ".join(sorted(Node(n).name for n in holding)) or "none"
+        if not holding:
+            raise DiscoveryError(
+                f"--recheck-tainted: no node holds {taint}: nothing to re-check, nothing created"
+            )
+        raise DiscoveryError(
+            f"--recheck-tainted: {len(holding)} node(s) hold {taint} ({names}) but --nodes asks {wanted}; "
+            f"nothing was created: run with --nodes {len(holding)}"
+        )
+    return holding
 
 
 def tolerations(request: PlacementRequest) -> list[Obj]:

@@ -43,6 +43,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from rollcall.backends import (
     BackendSettings,
@@ -50,10 +51,13 @@ from rollcall.backends import (
     DiscoveryError,
     JobState,
     JobStatus,
+    Marking,
+    NodeMark,
     Placement,
     PlacementRequest,
     StopTest,
 )
+from rollcall.backends.slurm import drains
 from rollcall.backends.slurm.conf import CONF_ENV, find_conf
 from rollcall.backends.slurm.script import (
     UNSHARED_EXIT,
@@ -67,6 +71,7 @@ from rollcall.backends.slurm.state import JobInfo, Partition, SlurmError, SlurmN
 from rollcall.collect import Collector, LogSink
 from rollcall.jobspec import JobSpec
 from rollcall.options.slurm import SlurmOptions
+from rollcall.options.values import OptionError
 
 __all__ = ["SlurmBackend", "SlurmCommands", "SlurmError", "SlurmJob"]
 
@@ -136,16 +141,34 @@ class SlurmBackend:
     name: str = "slurm"
     unit: str = "node"
     usable: list[str] | None = None
+    #: ``--drain-unfit``: drain unfit nodes, resume fit ones rollcall drained (:mod:`.drains`).
+    drain: bool = False
+    #: The marks it makes on nodes (:class:`~rollcall.backends.MarksNodes`): drains.
+    MARKS: ClassVar[tuple[str, ...]] = ("drain",)
 
     @classmethod
     def from_options(cls, options: SlurmOptions, session: BackendSettings) -> SlurmBackend:
         """The backend of its section of the options and what every backend is given."""
-        return cls(Settings.from_options(options), session.unschedulable_grace_s, progress=session.progress)
+        return cls(
+            Settings.from_options(options),
+            session.unschedulable_grace_s,
+            progress=session.progress,
+            drain=session.marks.drain,
+        )
 
     @classmethod
     def check_config(cls, options: SlurmOptions, session: BackendSettings) -> None:
-        """The slurm.conf Slurm's commands read names a controller (:func:`.conf.find_conf`)."""
-        SlurmCommands.configured()
+        """The slurm.conf Slurm's commands read names a controller (:func:`.conf.find_conf`).
+
+        With ``--drain-unfit``, this user may drain and resume nodes (:func:`.drains.missing_rights`).
+        """
+        run = SlurmCommands.configured()
+        if session.marks.drain and (why := drains.missing_rights(run)) is not None:
+            raise OptionError(why)
+
+    def mark_nodes(self, marks: Sequence[NodeMark], how: Marking) -> drains.Drained:
+        """``--drain-unfit``: drain each unfit node, resume each fit one rollcall drained (:mod:`.drains`)."""
+        return drains.mark_nodes(self.run, marks, how, SlurmError)
 
     @classmethod
     def render_run(
@@ -169,7 +192,17 @@ class SlurmBackend:
         return render(spec_of(placement), Settings.from_options(options), workdir / "slurm")
 
     def discover(self, request: PlacementRequest) -> Placement:
-        """Read the nodes and partitions once and choose; :class:`DiscoveryError` when too few are usable."""
+        """Read the nodes and partitions once and choose; :class:`DiscoveryError` when too few are usable.
+
+        With ``--drain-unfit`` and ``--slurm-reservation``, the reservation's nodes that rollcall drained are
+        resumed first, for a re-check there (:func:`.drains.resume_for_recheck`).
+        """
+        if self.drain and self.settings.reservation:
+            for reservation in self.settings.reservation.split(","):
+                resumed = drains.resume_for_recheck(self.run, reservation)
+                if resumed:
+                    names = ", ".join(resumed)
+                    self._say(f"slurm: resumed {names} (rollcall drained them) to re-check in {reservation}")
         nodes = [
             SlurmNode.parse(x) for x in self.run(["scontrol", "show", "nodes", "-o"], 60).splitlines() if x
         ]

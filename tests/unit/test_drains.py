@@ -117,3 +117,16 @@ def test_drain_unfit_off_slurm_and_taints_off_kubernetes_are_usage_errors():
         OptionError, match=r"--label-nodes: labels a cluster's nodes, .* \(--backend kubernetes\)"
     ):
         Suite(options, *choose_backend(options, {})).prepare(connect=False)
+
+
+def test_a_session_without_the_rights_stops_before_any_run(monkeypatch):
+    from rollcall.backends import BackendSettings
+    from rollcall.backends.slurm.backend import SlurmBackend, SlurmCommands
+    from rollcall.options import DEFAULTS
+
+    monkeypatch.setattr(SlurmCommands, "configured", classmethod(lambda cls, environ=None: Scontrol()))
+    monkeypatch.setattr(drains.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(drains.getpass, "getuser", lambda: "ana")
+    with pytest.raises(OptionError, match="--drain-unfit drains and resumes Slurm nodes"):
+        SlurmBackend.from_options(DEFAULTS.slurm, BackendSettings(marks=Marking(drain=True)))
+    assert SlurmBackend.from_options(DEFAULTS.slurm, BackendSettings()).drain is False  # no check without it

@@ -148,13 +148,20 @@ class SlurmBackend:
 
     @classmethod
     def from_options(cls, options: SlurmOptions, session: BackendSettings) -> SlurmBackend:
-        """The backend of its section of the options and what every backend is given."""
-        return cls(
+        """The backend of its section of the options and what every backend is given.
+
+        With ``--drain-unfit``, an :class:`OptionError` where this user may not drain nodes, before any run.
+        """
+        backend = cls(
             Settings.from_options(options),
             session.unschedulable_grace_s,
             progress=session.progress,
+            run=SlurmCommands.configured(),
             drain=session.marks.drain,
         )
+        if backend.drain and (why := drains.missing_rights(backend.run)) is not None:
+            raise OptionError(why)
+        return backend
 
     @classmethod
     def check_config(cls, options: SlurmOptions, session: BackendSettings) -> None:

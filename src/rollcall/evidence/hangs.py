@@ -292,7 +292,10 @@ def stop_reason(
             f"every rank waited in {JOIN_PHASE} past the process group's timeout (--pg-timeout "
             f"{bounds.pg_timeout_s:g}s) and a minute more: the group never formed"
         )
-    hung = [s.rank for s in resolve({r: found[r] for r in open_ranks if r in found})[0]]
+    certain = resolve({r: found[r] for r in open_ranks if r in found})[0]
+    # a silent rank is a culprit as a rank hung for certain is: those stalled in backward wait for it
+    culprit = any(r in quiet and r not in found for r in open_ranks)
+    hung = [s.rank for s in certain if not (culprit and s.ambiguous)]
     silent = [r for r in open_ranks if r in quiet and r not in hung]
     stuck = [f"rank(s) {ranges(hung)} hung"] if hung else []
     stuck += (

@@ -109,3 +109,40 @@ def test_the_job_ends_once_the_silent_rank_and_the_waiting_ones_account_for_ever
     assert [p.kind for p in verdict.findings[:2]] == [SILENT, WAITING]
     assert verdict.findings[0].blame is not None and verdict.findings[0].blame.owner is Owner.CLUSTER
     assert verdict.findings[1].message == "ranks 0, 2-3 waiting in a collective (barrier) for the silent rank"
+
+
+BACKWARD = [
+    ["run.py", 300, "step", "loss.backward()", True],
+    [
+        "/venv/lib/python3.11/site-packages/torch/_tensor.py",
+        625,
+        "backward",
+        "torch.autograd.backward(",
+        False,
+    ],
+    [
+        "/venv/lib/python3.11/site-packages/torch/autograd/__init__.py",
+        354,
+        "backward",
+        "_engine_run_backward(",
+        False,
+    ],
+]
+
+
+def _in_backward(rank: int) -> bytes:
+    return encode_stack(
+        rank, 4, BACKWARD, dump=1, thread="MainThread", main=True, phase="epoch 2 step 3", stalled_s=11.0,
+        hang_after=10.0,
+    )  # fmt: skip
+
+
+def test_ranks_stalled_in_backward_beside_silent_ones_are_not_named_hung_when_the_job_is_ended():
+    """A frozen container (ranks 2-3 silent): ranks 0-1 stall in backward, where DDP's all-reduce waits for
+    them. The stop reason names the silent ranks only, as the verdict does (tests/real's frozen container)."""
+    roll = roll_of_lines([_in_backward(0), _in_backward(1), _silent_line(2), _silent_line(3)])
+    assert stop_reason(roll, 4) == (
+        "rank(s) 2-3 silent (process stopped), every other rank waited past its --hang-after: ended at the hang"
+    )
+    alone = roll_of_lines([_in_backward(0), _in_backward(1), _in_backward(2), _in_backward(3)])
+    assert (stop_reason(alone, 4) or "").startswith("rank(s) 0-3 hung")  # no other culprit: they hang

@@ -163,6 +163,7 @@ K8S_OLDEST_TESTS ?= tests/cluster tests/k8s
 test-k8s-oldest: setup
 	K8S_VERSION=oldest hack/cluster.sh build
 	hack/karpenter.sh build
+	hack/jobset.sh build
 	ROLLCALL_TEST_K8S_VERSION=oldest $(PY) -m pytest $(K8S_OLDEST_TESTS) $(PYTEST_ARGS)
 
 # The Debian packages a target needs (hack/deps.sh: each group's, installed when missing, named when it cannot
@@ -176,6 +177,7 @@ deps-%:
 cluster-build: deps
 	hack/cluster.sh build
 	hack/karpenter.sh build
+	hack/jobset.sh build
 	hack/pushgateway.sh build
 
 cluster-up:

@@ -430,6 +430,8 @@ cmd_down() {
   fi
   # Karpenter (hack/karpenter.sh) first, while the API still answers: it deletes the nodes it made.
   [[ ! -d $STATE/karpenter ]] || "$HACK/karpenter.sh" down --name "$NAME" || true
+  # The JobSet controller (hack/jobset.sh) likewise: its webhooks go before the controller does.
+  [[ ! -d $STATE/jobset ]] || "$HACK/jobset.sh" down --name "$NAME" || true
   # Real nodes first: their kubelets and containers, mounts, namespaces, bridge, routes, sysctls.
   [[ ! -d $STATE/real ]] || "$HACK/realnodes.sh" down "$STATE/real"
   if cluster_exists && [[ -x $CACHE_DIR/kwokctl ]]; then

@@ -28,6 +28,7 @@ from tests.waiting import wait_until
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CLUSTER_SH = REPO_ROOT / "hack" / "cluster.sh"
 KARPENTER_SH = REPO_ROOT / "hack" / "karpenter.sh"
+JOBSET_SH = REPO_ROOT / "hack" / "jobset.sh"
 PROFILES_DIR = REPO_ROOT / "hack" / "profiles"
 
 FAIL_LABEL = "rollcall.test/fail"
@@ -157,6 +158,14 @@ class ControlPlane:
     def stop_karpenter(self) -> None:
         """Delete Karpenter's NodePools and NodeClaims (so its nodes) and stop it."""
         _run([str(KARPENTER_SH), "down", "--name", self.name], timeout=300)
+
+    def start_jobset(self) -> None:
+        """Run the JobSet controller and its webhooks against this cluster (hack/jobset.sh; builds it once)."""
+        _run([str(JOBSET_SH), "up", "--name", self.name], timeout=1800)
+
+    def stop_jobset(self) -> None:
+        """Delete every JobSet, the webhooks and the CRD, and stop the controller."""
+        _run([str(JOBSET_SH), "down", "--name", self.name], timeout=300)
 
     # -- API access ------------------------------------------------------------------------
 

@@ -236,9 +236,9 @@ def test_a_node_whose_launcher_never_starts_is_named_at_twice_the_join_bound(tmp
     first = attempt.verdict.findings[0]
     assert first.kind is NEVER_STARTED and set(first.ranks) == {1}, attempt.verdict.message()
     said = "node 1 never started its launcher (nothing heard from it: no monitor line, no rank); node 0's "
-    assert any(first.message.startswith(f"{said}launcher waited {n * join_after}s") for n in (1, 2)), (
-        first.message
-    )
+    waited = re.match(rf"{re.escape(said)}launcher waited (\d+)s", first.message)
+    # a line at each J it waits; a loaded machine writes the second one a second or two late
+    assert waited and join_after <= int(waited[1]) <= 2 * join_after + 5, first.message
     assert attempt.duration_s < 2 * join_after + 60 < 300, attempt.duration_s
     print(f"launcher never started: {attempt.duration_s:.1f}s")
 

@@ -122,8 +122,11 @@ def shared_token(spec: JobSpec, out_dir: Path) -> tuple[Path, str]:
 
 
 def unseen(batch_log: str) -> list[tuple[str, str]]:
-    """The nodes that said the artifacts directory is not theirs to see: each Slurm name and host name."""
-    return [(m["node"], m["host"]) for m in UNSEEN.finditer(batch_log)]
+    """The nodes that said the artifacts directory is not theirs to see: Slurm name and host name, by name.
+
+    Their tasks print at once, in either order.
+    """
+    return sorted({(m["node"], m["host"]) for m in UNSEEN.finditer(batch_log)})
 
 
 def time_limit(seconds: float) -> str:

@@ -242,7 +242,7 @@ def merged(verdicts: Iterable[NodeVerdict]) -> list[NodeVerdict]:
         later = max(old, v, key=lambda n: n.checked_at or "")
         by_name[v.name] = replace(
             worst,
-            reasons=tuple(dict.fromkeys((*worst.reasons, *(r for r in (old.reasons + v.reasons))))),
+            reasons=tuple(dict.fromkeys((*worst.reasons, *old.reasons, *v.reasons))),
             ran=(*old.ran, *v.ran),
             checked_at=later.checked_at,
             valid_until=later.valid_until,

@@ -157,14 +157,18 @@ test-integration: deps setup cluster-build
 	$(PY) -m pytest -n $(INTEGRATION_WORKERS) --dist loadgroup $(INTEGRATION_TESTS) $(PYTEST_ARGS)
 
 # The kubernetes backend's tests again, against a control plane of the oldest Kubernetes minor EKS still supports
-# (K8S_OLDEST in hack/cluster.sh; `make test` runs them against the newest), all of them: about 6 minutes warm on
-# 2 cores. Its binaries are built once (about 10 minutes), then cached; Karpenter is the capacity tests'.
+# (K8S_OLDEST in hack/cluster.sh; `make test` runs them against the newest), all of them: about 7 minutes warm on
+# 2 cores. Its binaries are built once (about 10 minutes), then cached; Karpenter is the capacity tests'. They
+# run the roll call as a JobSet (--job-kind jobset, the JobSet controller running: hack/jobset.sh), make test's
+# as an Indexed Job: each kind through every test of tests/k8s.
 K8S_OLDEST_TESTS ?= tests/cluster tests/k8s
+K8S_OLDEST_JOB_KIND ?= jobset
 test-k8s-oldest: setup
 	K8S_VERSION=oldest hack/cluster.sh build
 	hack/karpenter.sh build
 	hack/jobset.sh build
-	ROLLCALL_TEST_K8S_VERSION=oldest $(PY) -m pytest $(K8S_OLDEST_TESTS) $(PYTEST_ARGS)
+	ROLLCALL_TEST_K8S_VERSION=oldest ROLLCALL_TEST_JOB_KIND=$(K8S_OLDEST_JOB_KIND) \
+	  $(PY) -m pytest $(K8S_OLDEST_TESTS) $(PYTEST_ARGS)
 
 # The Debian packages a target needs (hack/deps.sh: each group's, installed when missing, named when it cannot
 # be): deps-nodes for the real nodes, deps-slurm for Slurm, deps for every group (make test's).

@@ -3,10 +3,15 @@
 The cluster comes from tests/cluster (``control_plane``: started once per session, or reused through
 ``ROLLCALL_TEST_KUBECONFIG``). :class:`~tests.k8s.fakekubelet.FakeKubelet` serves every rollcall pod's log.
 After each test, no namespace of the suite may be left.
+
+The tests run the roll call as the session's job kind (``--job-kind``): ``ROLLCALL_TEST_JOB_KIND``, else
+``job``, the Indexed Job. With ``jobset`` the JobSet controller runs against the cluster for the package
+(hack/jobset.sh); ``make test-k8s-oldest`` runs the package so, ``make test`` with the Indexed Job.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -17,7 +22,7 @@ import pytest
 
 from rollcall.backends.kubernetes.backend import KubernetesBackend
 from rollcall.backends.kubernetes.kube import Kube, call, connect
-from rollcall.backends.kubernetes.manifests import MANAGED_BY, MANAGED_BY_LABEL, PodExtras
+from rollcall.backends.kubernetes.manifests import MANAGED_BY, MANAGED_BY_LABEL, Names, PodExtras
 from rollcall.options import resolve
 from rollcall.suite import Suite, backend_settings
 from tests.cluster import conftest as cluster
@@ -31,6 +36,33 @@ from .fakekubelet import FakeKubelet
 control_plane = cluster.control_plane
 _control_plane_marker = cluster._control_plane_marker
 pytest_configure = cluster.pytest_configure
+
+
+#: The session's ``--job-kind`` for the kubernetes backend's tests (a test setting, as the Kubernetes version is).
+JOB_KIND_ENV = "ROLLCALL_TEST_JOB_KIND"
+JOB_KINDS = ("job", "jobset")
+
+
+def job_kind() -> str:
+    """The session's job kind: ``ROLLCALL_TEST_JOB_KIND``, else ``job``."""
+    kind = os.environ.get(JOB_KIND_ENV, "job")
+    if kind not in JOB_KINDS:
+        raise pytest.UsageError(f"{JOB_KIND_ENV}={kind}: one of {', '.join(JOB_KINDS)}")
+    return kind
+
+
+@pytest.fixture(scope="package")
+def jobset_controller(control_plane: ControlPlane) -> Iterator[str]:
+    """The session's job kind; with ``jobset``, the JobSet controller runs for the package."""
+    kind = job_kind()
+    if kind != "jobset":
+        yield kind
+        return
+    control_plane.start_jobset()
+    try:
+        yield kind
+    finally:
+        control_plane.stop_jobset()
 
 
 TRN1 = "trn1.32xlarge"
@@ -58,18 +90,36 @@ def suite_namespaces(kube: Kube) -> list[dict[str, Any]]:
 
 
 def suite_objects(kube: Kube, namespace: str) -> dict[str, dict[str, Any]]:
-    """The suite's Jobs, Services and pods in ``namespace``, by ``kind/name``."""
-    kinds = (
+    """The suite's JobSets (where the cluster serves them), Jobs, Services and pods in ``namespace``, by
+    ``kind/name``."""
+    kinds = [
         ("job", kube.batch.list_namespaced_job),
         ("service", kube.core.list_namespaced_service),
         ("pod", kube.core.list_namespaced_pod),
-    )
+    ]
+    if job_kind() == "jobset":
+        kinds.insert(0, ("jobset", kube.jobset.list_namespaced_job_set))
     selector = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
     return {
         f"{kind}/{obj['metadata']['name']}": obj
         for kind, list_fn in kinds
         for obj in call(list_fn, namespace, label_selector=selector)["items"]
     }
+
+
+def job_name(run: str) -> str:
+    """The Job of a run named ``run`` (its JobSpec's name), of the session's job kind."""
+    return Names.new("rollcall", run, kind=job_kind()).job
+
+
+def run_objects(run: str) -> set[str]:
+    """What a run named ``run`` creates with the suite's label, as ``kind/name``, of the session's job kind.
+
+    A JobSet's Service is its controller's, without the suite's labels (it goes with the JobSet).
+    """
+    if job_kind() == "jobset":
+        return {f"jobset/{run}", f"job/{job_name(run)}"}
+    return {f"job/{run}", f"service/{run}"}
 
 
 def active_suite_namespaces(kube: Kube) -> list[dict[str, Any]]:
@@ -167,6 +217,7 @@ def options(control_plane: ControlPlane, artifacts: Path, **values: Any) -> Any:
         "instance_type": TRN1,
         "artifacts_dir": str(artifacts),
         "unschedulable_grace": "2",
+        "job_kind": job_kind(),
         **{k: v if isinstance(v, bool) else str(v) for k, v in values.items()},
     }
     return resolve(cli, environ={})
@@ -174,7 +225,7 @@ def options(control_plane: ControlPlane, artifacts: Path, **values: Any) -> Any:
 
 @pytest.fixture
 def make_suite(
-    control_plane: ControlPlane, kubelet: FakeKubelet, tmp_path: Path
+    control_plane: ControlPlane, kubelet: FakeKubelet, jobset_controller: str, tmp_path: Path
 ) -> Callable[..., tuple[Suite, KubernetesBackend]]:
     """``make_suite(nodes=2, labels=..., annotations=..., **options)``: a session's Suite on this cluster."""
 

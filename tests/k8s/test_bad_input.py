@@ -15,9 +15,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from rollcall.backends.kubernetes.backend import KubernetesBackend
 from rollcall.jobspec import MANIFESTS_DIR
+from rollcall.options.values import OptionError
+from rollcall.suite import backend_settings
 
-from .conftest import IMAGE, TRN1, suite_namespaces
+from .conftest import IMAGE, TRN1, options, suite_namespaces
 
 pytestmark = pytest.mark.control_plane
 pytest_plugins = ["pytester"]
@@ -115,3 +118,31 @@ def test_one_missing_verb_is_named_alone(pytester, kube, control_plane, service_
     err = forbidden(pytester, kube, path)
     only = r"does not let this user create jobs\.batch in namespace rollcall-[0-9a-f]+ \(a run's own\)\. The suite's"
     assert re.search(only, err), err
+
+
+def test_the_jobset_kind_on_a_cluster_without_jobsets_names_what_to_install(
+    kube, control_plane, jobset_controller, tmp_path
+):
+    """``--job-kind jobset`` where the API server serves no JobSets: a usage error (exit 4) at the session's
+    start, before anything is created, naming the JobSet controller's install and the other kind. (A session
+    of JobSets takes its controller and CRD away for the test, and back.)"""
+    opts = options(control_plane, tmp_path / "artifacts", nodes=2, job_kind="jobset")
+    before = {n["metadata"]["name"] for n in suite_namespaces(kube)}
+    if jobset_controller == "jobset":
+        control_plane.stop_jobset()
+    try:
+        crds = {c["metadata"]["name"] for c in control_plane.get("crd")["items"]}
+        assert "jobsets.jobset.x-k8s.io" not in crds, crds
+        with pytest.raises(OptionError) as refused:
+            KubernetesBackend.check(opts.kubernetes, backend_settings(opts, lambda _: None))
+    finally:
+        if jobset_controller == "jobset":
+            control_plane.start_jobset()
+    err = str(refused.value)
+    assert {n["metadata"]["name"] for n in suite_namespaces(kube)} <= before, "nothing was created"
+    assert err.startswith(f"--job-kind jobset: the cluster (--kubeconfig {control_plane.kubeconfig}"), err
+    assert "does not serve JobSets (jobset.x-k8s.io/v1alpha2: no jobsets.jobset.x-k8s.io CRD)" in err
+    assert (
+        "install the JobSet controller (`kubectl apply --server-side -f https://github.com/kubernetes-sigs/"
+        "jobset/releases/download/v0.12.0/manifests.yaml`), or leave --job-kind out" in err
+    )

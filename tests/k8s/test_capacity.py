@@ -21,11 +21,12 @@ import pytest
 
 from rollcall.backends import DiscoveryError, JobState
 from rollcall.backends.kubernetes.kube import call
+from rollcall.backends.kubernetes.manifests import QUEUE_LABEL
 from tests.cluster.conftest import _unavailable
 from tests.cluster.controlplane import INSTANCE_TYPE_LABEL, ControlPlane, ControlPlaneError
 from tests.waiting import wait_until
 
-from .conftest import TRN1, active_suite_namespaces, suite_namespaces
+from .conftest import TRN1, active_suite_namespaces, job_kind, suite_namespaces
 
 pytestmark = pytest.mark.control_plane
 
@@ -184,12 +185,19 @@ def _unsuspend_when_waiting(kube: Any, lines: list[str], done: threading.Event) 
         return None
 
     job = wait_until("the suspended Job waiting for quota", suspended_job, timeout=120)
-    call(
-        kube.batch.patch_namespaced_job,
-        job["metadata"]["name"],
-        job["metadata"]["namespace"],
-        body={"spec": {"suspend": False}},
-    )
+    ns = job["metadata"]["namespace"]
+    if job_kind() == "jobset":  # Kueue admits the JobSet, whose controller resumes its Job
+        (jobset,) = call(kube.jobset.list_namespaced_job_set, ns)["items"]
+        assert jobset["metadata"]["labels"][QUEUE_LABEL] == "team-a"
+        call(
+            kube.jobset.patch_namespaced_job_set,
+            jobset["metadata"]["name"],
+            ns,
+            body={"spec": {"suspend": False}},
+            _content_type="application/merge-patch+json",
+        )
+    else:
+        call(kube.batch.patch_namespaced_job, job["metadata"]["name"], ns, body={"spec": {"suspend": False}})
     done.set()
 
 

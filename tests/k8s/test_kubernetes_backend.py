@@ -27,7 +27,7 @@ from tests.cluster.controlplane import (
 )
 from tests.waiting import wait_until
 
-from .conftest import P5, TRN1, suite_namespaces
+from .conftest import P5, TRN1, job_name, suite_namespaces
 from .fakekubelet import LEAVE, LOG_SKIP, MONITOR_LINE, NCCL_NET
 
 pytestmark = pytest.mark.control_plane
@@ -84,7 +84,7 @@ def test_a_rank_that_exits_0_early_is_named_first_from_its_own_exit_event(make_s
     assert first.kind is ROOT_CAUSE and set(first.ranks) == {33}, attempt.verdict.message()
     assert first.message.startswith(
         "first failure: rank 33 (node 1) left with exit code 0 after epoch_time of epoch 1 (in epoch 1 end), "
-        f"before complete [pod {attempt.spec.name}-1-"
+        f"before complete [pod {job_name(attempt.spec.name)}-1-"
     ), first.message
     assert attempt.verdict.missing["complete"] == [33]
 
@@ -146,8 +146,8 @@ def test_an_unschedulable_request_fails_fast_with_the_schedulers_reason(make_sui
     assert len(pods) == 2 and all(p["status"]["phase"] == "Pending" for p in pods)
     events = yaml.safe_load((attempt.artifacts / "events.yaml").read_text())
     assert any(e.get("reason") == "FailedScheduling" for e in events)
-    assert (
-        yaml.safe_load((attempt.artifacts / "job.yaml").read_text())["metadata"]["name"] == attempt.spec.name
+    assert yaml.safe_load((attempt.artifacts / "job.yaml").read_text())["metadata"]["name"] == job_name(
+        attempt.spec.name
     )
 
 

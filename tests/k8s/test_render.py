@@ -72,10 +72,12 @@ def test_every_field_render_sets_with_every_option_is_one_this_api_server_knows(
     capsys: pytest.CaptureFixture[str],
     instance_type: str,
     cache: tuple[str, str],
+    jobset_controller: str,
 ) -> None:
-    """The Service and Job rendered with every option that shapes them pass the server's dry run with its
-    strict field validation: no field is one this Kubernetes does not know (the oldest tested included,
-    ``make test-k8s-oldest``), as a run's own creates are strict."""
+    """The Service and Job (or the JobSet, of the session's job kind) rendered with every option that shapes
+    them pass the server's dry run with its strict field validation: no field is one this Kubernetes (or the
+    JobSet CRD) does not know (the oldest tested included, ``make test-k8s-oldest``), as a run's own creates
+    are strict."""
     ensure_nodes(2, instance_type)
     namespace = f"render-{uuid.uuid4().hex[:8]}"
     args = [
@@ -85,14 +87,17 @@ def test_every_field_render_sets_with_every_option_is_one_this_api_server_knows(
         *("--toleration", "dedicated=ml:NoSchedule", "--toleration", "spot:NoExecute"),
         *("--priority-class", "training-high", "--queue", "team-ml", "--image-pull-secret", "regcred"),
         *("--requests", "cpu=4,memory=8Gi", "--limits", "cpu=8,memory=16Gi", "--efa", "on", *cache),
-        *("--workload-env", "NCCL_DEBUG=WARN", "--job-timeout", "600"),
+        *("--workload-env", "NCCL_DEBUG=WARN", "--job-timeout", "600", "--job-kind", jobset_controller),
     ]
+    jobset = jobset_controller == "jobset"
     control_plane.create_namespace(namespace)
     try:
         control_plane.kubectl("create", "serviceaccount", "trainer", "-n", namespace)
         assert main(["render", *args]) == 0, capsys.readouterr().err
         rendered = capsys.readouterr().out
-        assert [d["kind"] for d in yaml.safe_load_all(rendered)] == ["Service", "Job"]
+        assert [d["kind"] for d in yaml.safe_load_all(rendered)] == (
+            ["JobSet"] if jobset else ["Service", "Job"]
+        )
         dry_run = (
             "create",
             "--dry-run=server",
@@ -105,6 +110,10 @@ def test_every_field_render_sets_with_every_option_is_one_this_api_server_knows(
             "-",
         )
         created = control_plane.kubectl(*dry_run, input=rendered)
-        assert created.split() == ["service/bert-every-option", "job.batch/bert-every-option"]
+        assert created.split() == (
+            ["jobset.jobset.x-k8s.io/bert-every-option"]
+            if jobset
+            else ["service/bert-every-option", "job.batch/bert-every-option"]
+        )
     finally:
         control_plane.kubectl("delete", "namespace", namespace, "--wait=false")

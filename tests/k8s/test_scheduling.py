@@ -22,7 +22,7 @@ from rollcall.options import OptionError
 from tests.cluster.controlplane import INSTANCE_TYPE_LABEL, ControlPlane
 from tests.waiting import wait_until
 
-from .conftest import IMAGE, TRN1, suite_namespaces, suite_objects
+from .conftest import IMAGE, TRN1, run_objects, suite_namespaces, suite_objects
 
 pytestmark = pytest.mark.control_plane
 
@@ -63,10 +63,11 @@ def render(capsys: pytest.CaptureFixture[str], *args: str) -> str:
 
 
 def test_render_output_is_accepted_by_a_server_side_dry_run(
-    control_plane, capsys, team_namespace, priority_class
+    control_plane, capsys, team_namespace, priority_class, jobset_controller
 ):
     text = render(
         capsys,
+        *("--job-kind", jobset_controller),
         *("--accelerator", "neuron", "--procs-per-node", "32", "--instance-type", TRN1, "--nodes", "2"),
         *("--image", IMAGE, "--namespace", team_namespace, "--name", "bert-dry-run"),
         *("--toleration", "dedicated=ml:NoSchedule", "--toleration", "spot:NoExecute"),
@@ -78,11 +79,17 @@ def test_render_output_is_accepted_by_a_server_side_dry_run(
             "apply", "--dry-run=server", "--validate=strict", "-o", "json", "-f", "-", input=text
         )
     )
-    service, job = applied["items"]
-    assert (service["kind"], job["kind"]) == ("Service", "Job")
-    assert job["metadata"]["namespace"] == team_namespace
-    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-ml"
-    assert job["spec"]["suspend"] is True
+    if jobset_controller == "jobset":  # one JobSet, Kueue's label and suspend its own; its Job the template
+        queued = applied  # kubectl prints one object as itself, not as a List
+        assert queued["kind"] == "JobSet" and "suspend" not in queued["spec"]["replicatedJobs"][0]["template"]
+        job = queued["spec"]["replicatedJobs"][0]["template"]
+    else:
+        service, job = applied["items"]
+        assert (service["kind"], job["kind"]) == ("Service", "Job")
+        queued = job
+    assert queued["metadata"]["namespace"] == team_namespace
+    assert queued["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-ml"
+    assert queued["spec"]["suspend"] is True
     pod = job["spec"]["template"]["spec"]
     assert {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"} in pod[
         "tolerations"
@@ -95,7 +102,10 @@ def test_render_output_is_accepted_by_a_server_side_dry_run(
 
     # Admission resolves the PriorityClass and the ServiceAccount only for pods: dry-run one of the template.
     template = yaml.safe_load_all(text)
-    job_doc = next(d for d in template if d["kind"] == "Job")["spec"]["template"]
+    workload = next(d for d in template if d["kind"] in ("Job", "JobSet"))
+    if workload["kind"] == "JobSet":
+        workload = workload["spec"]["replicatedJobs"][0]["template"]
+    job_doc = workload["spec"]["template"]
     as_pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bert-dry-run-0"}, **job_doc}
     as_pod["metadata"] = {**job_doc["metadata"], "name": "bert-dry-run-0", "namespace": team_namespace}
     created = json.loads(
@@ -157,10 +167,9 @@ def test_the_sweep_clears_old_runs_from_an_existing_namespace_but_never_the_name
     record = suite.run(request.node.nodeid, request.node.name)
     assert record.result.passed
     kept = suite_objects(kube, team_namespace)
-    assert {k for k in kept if not k.startswith("pod/")} == {
-        f"job/{record.result.last.spec.name}",
-        f"service/{record.result.last.spec.name}",
-    }, "--keep leaves the run's objects"
+    assert {k for k in kept if not k.startswith("pod/")} == run_objects(record.result.last.spec.name), (
+        "--keep leaves the run's objects"
+    )
     (run_id,) = {
         o["metadata"]["labels"][RUN_ID_LABEL]
         for o in call(kube.batch.list_namespaced_job, team_namespace)["items"]

@@ -185,11 +185,24 @@ def real_options(cp: ControlPlane, artifacts: Path, **values: Any) -> Any:
     return resolve({**cli, "workload_env": env}, environ={})
 
 
+@pytest.fixture(scope="package")
+def jobset_controller(real_cluster: ControlPlane) -> Iterator[None]:
+    """The JobSet controller against the real nodes' cluster, from the first test of ``--job-kind jobset``."""
+    real_cluster.start_jobset()
+    yield
+    real_cluster.stop_jobset()
+
+
 @pytest.fixture
-def make_suite(real_cluster: ControlPlane, tmp_path: Path) -> Callable[..., tuple[Suite, KubernetesBackend]]:
-    """``make_suite(**options)``: a session's Suite on the real nodes, its progress lines kept."""
+def make_suite(
+    real_cluster: ControlPlane, tmp_path: Path, request: pytest.FixtureRequest
+) -> Callable[..., tuple[Suite, KubernetesBackend]]:
+    """``make_suite(**options)``: a session's Suite on the real nodes, its progress lines kept; with
+    ``job_kind="jobset"`` the JobSet controller runs (:func:`jobset_controller`)."""
 
     def make(**values: Any) -> tuple[Suite, KubernetesBackend]:
+        if values.get("job_kind") == "jobset":
+            request.getfixturevalue("jobset_controller")
         opts = real_options(real_cluster, tmp_path / "artifacts", **values)
         suite = Suite(opts, "kubernetes", "test")
         lines: list[str] = []

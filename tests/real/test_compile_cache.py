@@ -36,6 +36,7 @@ def test_the_second_run_on_real_nodes_compiles_from_the_first_runs_cache(
             job_timeout="600",
             straggler_ratio="0",  # two compiling pods share 2 cores: their speed is not the question
             busbw_ratio="0",
+            job_kind="jobset",  # the JobSet's passing runs on real nodes (the others are mostly Jobs)
         )
         name = f"{request.node.name}-{run}"
         attempt = suite.run(f"{request.node.nodeid}[{run}]", name).result.last

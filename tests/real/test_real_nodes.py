@@ -24,7 +24,7 @@ import pytest
 
 from rollcall.backends import JobState
 from rollcall.backends.kubernetes.kube import call
-from rollcall.backends.kubernetes.manifests import JOB_LABEL, MANAGED_BY, MANAGED_BY_LABEL
+from rollcall.backends.kubernetes.manifests import JOB_LABEL, MANAGED_BY, MANAGED_BY_LABEL, Names
 from rollcall.checks.collective_mismatch import COLLECTIVE_MISMATCH
 from rollcall.checks.errors import DISRUPTION, ROOT_CAUSE
 from rollcall.checks.exited_nonzero import EXITED_NONZERO
@@ -421,21 +421,23 @@ def test_a_container_over_its_memory_limit_is_named_oomkilled(make_suite, real_n
     assert "(index " in reason and any(f"on node {n}" in reason for n in real_nodes), reason
 
 
-def test_a_crashing_rank_is_named_with_its_pod_index_and_node(make_suite, real_nodes, request):
-    suite, _ = make_suite(workload_env=["ROLLCALL_FAIL_RANK=3"])
+@pytest.mark.parametrize(("kind", "rank"), [("job", 3), ("jobset", 1)])
+def test_a_crashing_rank_is_named_with_its_pod_index_and_node(make_suite, real_nodes, request, kind, rank):
+    suite, _ = make_suite(workload_env=[f"ROLLCALL_FAIL_RANK={rank}"], job_kind=kind)
     attempt, _ = run(suite, request)
 
     assert attempt.status.state is JobState.FAILED
     reason = attempt.status.reason
-    # Which pod's exit the API shows first is a race: rank 3's own pod, or pod 0 whose ranks lost rank 3.
-    assert f"pod {attempt.spec.name}-" in reason and "(index " in reason, reason
+    job, node = Names.new("rollcall", attempt.spec.name, kind=kind).job, rank // 2
+    # Which pod's exit the API shows first is a race: the rank's own pod, or the other whose ranks lost it.
+    assert f"pod {job}-" in reason and "(index " in reason, reason
     assert any(f"on node {n}" in reason for n in real_nodes) and "exited with code" in reason, reason
     roll = roll_of(attempt)
-    assert any("injected failure on rank 3" in e.message for e in roll.ranks[3].errors), roll.ranks[3]
+    assert any(f"injected failure on rank {rank}" in e.message for e in roll.ranks[rank].errors), roll.ranks
     cause = attempt.verdict.root_cause
     assert cause is not None and cause.first is not None, message(attempt)
-    assert (cause.first.rank, cause.first.node) == (3, 1) and "injected failure" in cause.first.message
-    assert cause.first.pod and cause.first.pod.startswith(f"{attempt.spec.name}-1")
+    assert (cause.first.rank, cause.first.node) == (rank, node) and "injected failure" in cause.first.message
+    assert cause.first.pod and cause.first.pod.startswith(f"{job}-{node}-")
 
 
 def test_a_rank_that_exits_non_zero_after_its_roll_call_is_named_with_its_code(make_suite, request):
@@ -667,10 +669,14 @@ def test_a_node_lost_mid_run_fails_the_run_naming_it(make_suite, real_cluster, k
     )
 
 
-def test_a_namespace_deleted_under_the_run_is_named_as_deleted(make_suite, kube, request):
-    """Someone deletes the run's namespace while its ranks train: the run fails as exactly that, first in
-    the root cause, naming the namespace, never as a rank's exit code (its containers then exit non-zero)."""
-    suite, _ = make_suite(workload_env=["ROLLCALL_HANG_RANK=1"], job_timeout="240")
+@pytest.mark.parametrize(("kind", "deleting"), [("job", "namespace"), ("jobset", "JobSet")])
+def test_a_namespace_or_jobset_deleted_under_the_run_is_named_as_deleted(
+    make_suite, kube, request, kind, deleting
+):
+    """Someone deletes the run's namespace (or its JobSet, which takes its Job and pods) while its ranks
+    train: the run fails as exactly that, first in the root cause, naming what was deleted, never as a rank's
+    exit code (its containers then exit non-zero)."""
+    suite, _ = make_suite(workload_env=["ROLLCALL_HANG_RANK=1"], job_timeout="240", job_kind=kind)
     deleted: dict[str, str] = {}
 
     def delete_when_training() -> None:
@@ -683,8 +689,13 @@ def test_a_namespace_deleted_under_the_run_is_named_as_deleted(make_suite, kube,
 
         wait_until("a pod of the run to be running", training, timeout=180, every=0.5)
         namespace = training()[0]["metadata"]["namespace"]
-        call(kube.core.delete_namespace, namespace)
-        deleted["namespace"] = namespace
+        if deleting == "JobSet":
+            (jobset,) = call(kube.jobset.list_namespaced_job_set, namespace)["items"]
+            call(kube.jobset.delete_namespaced_job_set, jobset["metadata"]["name"], namespace)
+            deleted[deleting] = jobset["metadata"]["name"]
+        else:
+            call(kube.core.delete_namespace, namespace)
+            deleted[deleting] = namespace
 
     deleter = threading.Thread(target=delete_when_training, daemon=True)
     deleter.start()
@@ -692,13 +703,13 @@ def test_a_namespace_deleted_under_the_run_is_named_as_deleted(make_suite, kube,
         attempt, took = run(suite, request)
     finally:
         deleter.join(200)
-    assert "namespace" in deleted, deleted
+    assert deleting in deleted, deleted
     found = attempt.status.disruption
-    assert found is not None and found.deleted_under_run and found.kind == "namespace", message(attempt)
-    assert found.pod == deleted["namespace"]
+    assert found is not None and found.deleted_under_run and found.kind == deleting, message(attempt)
+    assert found.pod == deleted[deleting]
     first = attempt.verdict.findings[0]
     assert first.kind is DISRUPTION, message(attempt)
-    assert f"namespace {deleted['namespace']} was deleted under the run (DeletedUnderRun)" in first.message
+    assert f"{deleting} {deleted[deleting]} was deleted under the run (DeletedUnderRun)" in first.message
     assert "exit code" not in first.message
     assert took < 240, took  # named at the deletion, not at the job timeout
 

@@ -214,6 +214,14 @@ def test_the_rights_checked_are_the_cluster_roles():
     assert Right("list", "apps", "daemonsets") in rights(["check_device_plugins"])
     assert Right("deletecollection", "", "pods") not in needed, "only a run in an existing namespace asks it"
     assert Right("deletecollection", "", "pods") in rights(["namespace"])
+    assert not any(r.resource == "jobsets" for r in needed), "only --job-kind jobset makes them"
+    assert {r.verb for r in rights(["jobset"]) if r.resource == "jobsets"} == {
+        "get",
+        "list",
+        "watch",
+        "create",
+        "delete",
+    }
     assert Right("create", "", "namespaces").where("rollcall-x") == "at the cluster scope"
     assert Right("create", "batch", "jobs").where("rollcall-x") == "in namespace rollcall-x (a run's own)"
     assert str(Right("get", "", "pods", "log")) == "get pods/log"

@@ -212,7 +212,7 @@ def test_the_workload_summarizes_torchs_own_dump_of_a_gloo_group(tmp_path):
     writes is summarized as the suite reads it, and the recorder writes it whole beside its line."""
     script = textwrap.dedent(
         """
-        import sys
+        import json, sys, time
         from rollcall_workload.rank import flight
         import torch, torch.distributed as dist
         dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
@@ -220,7 +220,15 @@ def test_the_workload_summarizes_torchs_own_dump_of_a_gloo_group(tmp_path):
         dist.all_reduce(t)
         dist.barrier()
         dist.all_reduce(t, group=dist.new_group([0], group_desc="second"))
-        sys.stdout.buffer.write(flight.read_dump("gloo"))
+        # torch marks an entry completed (or retired) from its own thread: under load the last can lag its return
+        deadline = time.monotonic() + 60
+        while True:
+            raw = flight.read_dump("gloo")
+            entries = json.loads(raw)["entries"]
+            if all(e.get("retired") or e.get("state") == "completed" for e in entries) or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        sys.stdout.buffer.write(raw)
         print()
         print(flight.group_members())
         """

@@ -11,7 +11,7 @@ from kubernetes.client.exceptions import ApiException
 from rollcall.backends import JobState, JobStatus, Waits
 from rollcall.backends.kubernetes.capacity import Lookup, Provisioner
 from rollcall.backends.kubernetes.efa import EfaEvidence
-from rollcall.backends.kubernetes.job import JobSettings, KubernetesJob
+from rollcall.backends.kubernetes.job import JOB_MADE_S, JobSettings, KubernetesJob
 from rollcall.backends.kubernetes.manifests import Names, render
 from rollcall.collect import Collector
 from rollcall.jobspec import JobSpec
@@ -543,3 +543,111 @@ def test_the_jobs_end_says_whether_its_pods_had_every_gpu_of_their_nodes(tmp_pat
     run.nodes = FakeInformer(*nodes)
     status = run._wait(30)
     assert status.state is JobState.SUCCEEDED and status.owns_nodes is owns
+
+
+# -- --job-kind jobset: the JobSet's controller makes the Job after the JobSet ----------------------------
+
+
+class JobSetCore(NoLogs):
+    """The core API of a JobSet's run: its Service ``bert`` (the JobSet's), and the namespace's events."""
+
+    def __init__(self, events=()):
+        super().__init__()
+        self.events = list(events)
+        self.asked = []
+
+    def list_namespaced_event(self, namespace, field_selector=None, **kwargs):
+        self.asked.append(field_selector)
+        return SimpleNamespace(data=json.dumps({"items": self.events}).encode())
+
+
+def make_jobset(tmp_path, jobset=None, events=()):
+    spec = JobSpec("bert", 2, 8, accelerator="nvidia", image="i", resources={"nvidia.com/gpu": 8})
+    names = Names.new("rollcall", "bert", "ns-1", kind="jobset")
+    names = Names("ns-1", names.job, names.service, "1", own_namespace=False, jobset=names.jobset)
+    config = JobSettings(
+        kube=SimpleNamespace(core=JobSetCore(events)), unschedulable_grace_s=60.0, drain_s=1.0
+    )
+    run = KubernetesJob(config, spec, names, render(spec, names), Collector(tmp_path))
+    run.jobs = FakeInformer()
+    run.pods = FakeInformer()
+    run.jobsets = FakeInformer(jobset or {"metadata": {"name": "bert"}, "status": {}})
+
+    def read_job(name, namespace, **kwargs):
+        return SimpleNamespace(data=json.dumps(run.jobs.get(name)).encode())
+
+    config.kube.batch = SimpleNamespace(read_namespaced_job=read_job)
+    return run
+
+
+def test_a_jobset_renders_its_job_as_its_one_replicated_job_and_makes_its_own_service(tmp_path):
+    run = make_jobset(tmp_path)
+    assert run.names.job == "bert-node-0" and run.names.workload == "JobSet ns-1/bert"
+    assert [o["kind"] for o in run.rendered.objects()] == ["JobSet"] and run.rendered.service is None
+    (replicated,) = run.rendered.jobset["spec"]["replicatedJobs"]
+    assert (
+        replicated["template"]["spec"] is run.rendered.job["spec"]
+    )  # one spec: its deadline is the JobSet's
+    run.rendered.extend_deadline(60)
+    assert (
+        replicated["template"]["spec"]["activeDeadlineSeconds"]
+        == run.rendered.job["spec"]["activeDeadlineSeconds"]
+    )
+    command = " ".join(run.rendered.job["spec"]["template"]["spec"]["containers"][0]["command"])
+    assert "--master-addr=bert-node-0-0.bert" in command or "--master_addr=bert-node-0-0.bert" in command, (
+        command
+    )
+
+
+def test_before_the_jobsets_controller_makes_the_job_the_run_waits_naming_nothing(tmp_path):
+    run = make_jobset(tmp_path)
+    assert run._verdict() is None  # no Job yet is not a Job deleted
+    assert not run.job_seen
+
+
+def test_a_jobset_deleted_before_or_after_making_its_job_is_named_as_deleted_under_the_run(tmp_path):
+    run = make_jobset(tmp_path)
+    run.jobsets.items.clear()
+    status = run._verdict()
+    assert status.disruption.deleted_under_run and status.disruption.kind == "JobSet"
+    assert status.reason.startswith("deleted under the run: JobSet bert was deleted under the run")
+
+    run = make_jobset(tmp_path)
+    run.jobs = FakeInformer(job_obj() | {"metadata": {"name": "bert-node-0"}})
+    run.pods = FakeInformer(pod("bert-node-0-0-x", 0), pod("bert-node-0-1-y", 1))
+    assert run._verdict() is None and run.job_seen
+    gone = "2026-12-06T20:00:00Z"
+    run.jobsets.items["bert"]["metadata"]["deletionTimestamp"] = gone
+    status = run._verdict()
+    assert status.disruption.kind == "JobSet" and status.disruption.pod == "bert", status.reason
+    assert f"its deletion was asked for at {gone}" in status.reason
+
+
+def test_a_jobset_that_failed_or_made_no_job_in_time_fails_naming_why(tmp_path):
+    failed = {"type": "Failed", "status": "True", "reason": "FailedJobs", "message": "no Job could be made"}
+    run = make_jobset(tmp_path, {"metadata": {"name": "bert"}, "status": {"conditions": [failed]}})
+    status = run._verdict()
+    assert status.state is JobState.FAILED
+    assert status.reason == "JobSet ns-1/bert failed before making its Job: FailedJobs: no Job could be made"
+
+    warning = {
+        "metadata": {"name": "bert.1"},
+        "type": "Warning",
+        "reason": "JobCreationFailed",
+        "message": 'admission webhook "x" denied the request',
+        "involvedObject": {"kind": "JobSet", "name": "bert"},
+        "lastTimestamp": "2026-12-06T20:00:00Z",
+    }
+    run = make_jobset(tmp_path, events=[warning])
+    run.started -= JOB_MADE_S - 1
+    assert run._verdict() is None  # the controller may yet
+    run.started -= 2
+    status = run._verdict()
+    assert status.state is JobState.FAILED and status.reason.startswith(
+        f"JobSet ns-1/bert made no Job within {JOB_MADE_S:g}s of its creation: the JobSet controller "
+        "(sigs.k8s.io/jobset) is not running or cannot create Jobs here; its events: JobCreationFailed: "
+        'admission webhook "x" denied the request'
+    ), status.reason
+    assert run.settings.kube.core.asked == [
+        "involvedObject.kind=JobSet,involvedObject.name=bert,type=Warning"
+    ]

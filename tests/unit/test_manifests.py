@@ -8,6 +8,7 @@ import yaml
 from kubernetes import client
 
 from rollcall.backends import DiscoveryError
+from rollcall.backends.kubernetes.api import JOBSET_API_VERSION
 from rollcall.backends.kubernetes.discovery import discover
 from rollcall.backends.kubernetes.manifests import (
     CONTAINER,
@@ -200,10 +201,18 @@ def test_render_refuses_a_missing_image_and_bad_names():
 
 
 def test_every_shipped_manifest_matches_the_schema():
+    """The JobSet's schema is its CRD's, not the client's: the server's strict dry run checks it
+    (tests/k8s/test_render.py, in a session of JobSets)."""
     kinds = {"Namespace": client.V1Namespace, "Service": client.V1Service, "Job": client.V1Job}
+    shipped = set()
     for path in sorted(MANIFESTS_DIR.glob("*.yaml")):
         doc = yaml.safe_load(path.read_text())
+        shipped.add(doc["kind"])
+        if doc["kind"] == "JobSet":
+            assert doc["apiVersion"] == JOBSET_API_VERSION, path
+            continue
         assert validate(doc, kinds[doc["kind"]]) == [], path
+    assert shipped == {*kinds, "JobSet"}
 
 
 def test_validate_names_unknown_fields_wrong_types_and_missing_required():
@@ -452,6 +461,28 @@ def test_the_scheduling_a_user_shapes_reaches_the_job_and_its_pods():
     assert pod["automountServiceAccountToken"] is False, "the workload never calls the API"
     assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-ml"
     assert job["spec"]["suspend"] is True, "Kueue admits a Job created suspended"
+
+
+def test_a_jobset_carries_the_queue_and_suspend_itself_and_its_job_the_rest():
+    names = Names.new("rollcall", "bert-abc123", kind="jobset")
+    rendered = render(dataclasses.replace(SPEC, scheduling=SCHEDULING), names)
+    jobset, job = rendered.jobset, rendered.job
+    assert jobset["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-ml"
+    assert jobset["spec"]["suspend"] is True, "Kueue admits the JobSet whole"
+    assert "suspend" not in job["spec"] and "kueue.x-k8s.io/queue-name" not in job["metadata"]["labels"]
+    template = jobset["spec"]["replicatedJobs"][0]["template"]
+    assert template["metadata"]["labels"] == job["metadata"]["labels"]
+    assert template["metadata"]["labels"]["rollcall/run-id"] == names.run_id  # the sweep finds its Job
+    assert jobset["spec"]["network"] == {
+        "enableDNSHostnames": True,
+        "subdomain": "bert-abc123",
+        "publishNotReadyAddresses": True,
+    }
+    assert jobset["spec"]["failurePolicy"] == {"maxRestarts": 0}, "one failed pod fails the JobSet at once"
+    assert pod_of(rendered)["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        0
+    ]["labelSelector"]["matchLabels"] == {"rollcall/job": "bert-abc123-node-0"}
+    assert validate(job, client.V1Job) == []
 
 
 def test_without_scheduling_options_the_pods_are_as_the_manifest_says():

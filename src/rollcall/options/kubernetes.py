@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import ClassVar, cast, get_args
+from typing import ClassVar, Literal, cast, get_args
 
 from rollcall.jobspec import (
     CacheVolume,
@@ -29,6 +29,10 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _LABEL_KEY = re.compile(r"^([a-z0-9.-]+/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 _RESOURCE_NAME = re.compile(r"^(?:[a-z0-9.-]+/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+#: What runs the roll call: an Indexed Job with a headless Service of rollcall's, or one JobSet
+#: (sigs.k8s.io/jobset) that makes its own.
+JobKind = Literal["job", "jobset"]
 
 
 def quantity(text: str) -> Decimal:
@@ -201,6 +205,19 @@ class KubernetesOptions(Section):
         "prefix of each run's namespace",
         "PREFIX",
         doc="each run gets its own namespace `<prefix>-<random>` (unless `--namespace`)",
+    )
+    job_kind: JobKind = option(
+        "--job-kind",
+        Choice(JobKind),
+        "job",
+        "what runs the roll call: job (an Indexed Job and a headless Service) or jobset (one JobSet of "
+        "sigs.k8s.io/jobset, with its own headless Service; needs its controller in the cluster)",
+        doc=(
+            "what runs the roll call: `job`, an Indexed Job and a headless Service, or `jobset`, one JobSet "
+            "(sigs.k8s.io/jobset, API `jobset.x-k8s.io/v1alpha2`, tested with v0.12.0) of one replicated "
+            "job of N pods, with the JobSet's own headless Service; the same pods, ranks, verdict and "
+            "clean-up. A cluster without the JobSet API is refused before anything is created (exit 4)"
+        ),
     )
     instance_type: str | None = option(
         "--instance-type",

@@ -22,6 +22,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from rollcall.backends.kubernetes.api import JOBSET_API_VERSION
 from rollcall.backends.kubernetes.kube import Kube, call, message_of
 from rollcall.backends.kubernetes.manifests import load
 from rollcall.backends.kubernetes.views import AccessReview
@@ -37,7 +38,7 @@ CLUSTER_ROLE = "rbac/clusterrole.yaml"
 CLUSTER_SCOPED = frozenset({"nodes", "namespaces"})
 ALL_NAMESPACES = frozenset({"daemonsets"})
 #: Rights only some options need, by the option's name (``check_device_plugins``: ``--check-device-plugins``).
-ONLY_WITH = {("apps", "daemonsets"): "check_device_plugins"}
+ONLY_WITH = {("apps", "daemonsets"): "check_device_plugins", ("jobset.x-k8s.io", "jobsets"): "jobset"}
 #: Verbs of a resource only some options need (the others' verbs on it every run needs).
 VERBS_ONLY_WITH = {("", "nodes", "patch"): "mark_nodes", ("", "pods", "deletecollection"): "namespace"}
 
@@ -198,3 +199,35 @@ def _forbidden(kube: Kube, run: str, refused: list[Right]) -> str:
         "The suite's RBAC must grant it: `kubectl apply -f manifests/rbac/` (ClusterRole rollcall), bound "
         "to this user or service account; or pass --kubeconfig/--context of one that has it"
     )
+
+
+#: Where the JobSet controller comes from, for the message of a cluster without it.
+JOBSET_INSTALL = (
+    "kubectl apply --server-side -f "
+    "https://github.com/kubernetes-sigs/jobset/releases/download/v0.12.0/manifests.yaml"
+)
+
+
+class NoJobSetApi(OptionError):
+    """``--job-kind jobset`` on a cluster that does not serve JobSet's API."""
+
+
+def check_jobset_api(kube: Kube) -> None:
+    """The server serves JobSets (``jobset.x-k8s.io/v1alpha2``): :class:`NoJobSetApi` when it does not.
+
+    Asked before anything is created, with ``--job-kind jobset``; the CRD alone is not enough to run, but
+    without it nothing could be created. A controller that is not running shows as a JobSet that makes no
+    Job, which the run's own capacity bound names.
+    """
+    try:
+        found = call(kube.jobset.get_api_resources, retry_s=10)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+        found = {}
+    if not any(r.get("name") == "jobsets" for r in found.get("resources", [])):
+        raise NoJobSetApi(
+            f"--job-kind jobset: the cluster ({kube.source}) does not serve JobSets "
+            f"({JOBSET_API_VERSION}: no jobsets.jobset.x-k8s.io CRD); install the JobSet controller "
+            f"(`{JOBSET_INSTALL}`), or leave --job-kind out to run the roll call as an Indexed Job"
+        )

@@ -62,7 +62,7 @@ def _endpoints(prefix: str, namespaced: Mapping[str, str], cluster: Mapping[str,
 
 _POD = "/api/v1/namespaces/{namespace}/pods/{name}"
 #: The methods of the generated CoreV1Api, BatchV1Api, AppsV1Api, CustomObjectsApi, VersionApi and
-#: AuthorizationV1Api that the suite and its tests call.
+#: AuthorizationV1Api that the suite and its tests call, and JobSet's as its own client names them.
 CORE = _endpoints(
     "/api/v1",
     {
@@ -81,6 +81,12 @@ CORE = _endpoints(
 }
 BATCH = _endpoints("/apis/batch/v1", {"job": "jobs"}, {})
 APPS = _endpoints("/apis/apps/v1", {"daemon_set": "daemonsets"}, {})
+#: sigs.k8s.io/jobset's API (``--job-kind jobset``): its group and version, as a JobSet's apiVersion.
+JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
+JOBSET = _endpoints(f"/apis/{JOBSET_API_VERSION}", {"job_set": "jobsets"}, {}) | {
+    # the group version's resources: a 404 where the JobSet CRD is not installed
+    "get_api_resources": Endpoint("GET", f"/apis/{JOBSET_API_VERSION}", ()),
+}
 _CUSTOM = "/apis/{group}/{version}"
 CUSTOM = {
     "list_cluster_custom_object": Endpoint("GET", f"{_CUSTOM}/{{plural}}", ("group", "version", "plural")),

@@ -44,6 +44,7 @@ from rollcall.backends import (
     unusable_nodes,
 )
 from rollcall.backends.kubernetes.access import check as check_access
+from rollcall.backends.kubernetes.access import check_jobset_api
 from rollcall.backends.kubernetes.capacity import Lookup
 from rollcall.backends.kubernetes.discovery import Discovery, requested_resource
 from rollcall.backends.kubernetes.job import (
@@ -136,6 +137,8 @@ class KubernetesBackend:
             options.namespace or Names.new(options.namespace_prefix, "check").namespace,
             needs(options, session),
         )
+        if options.job_kind == "jobset":
+            check_jobset_api(kube)
         return kube
 
     @classmethod
@@ -209,7 +212,8 @@ class KubernetesBackend:
             except (client.KubeError, ApiException, HTTPError, OSError) as exc:
                 raise BackendError(f"cannot read the cluster's nodes: {message_of(exc)}") from None
         spec = spec_of(placement).outwaiting(arrival_s)  # as launch() renders it
-        rendered = render(spec, Names.new(options.namespace_prefix, spec.name, options.namespace))
+        names = Names.new(options.namespace_prefix, spec.name, options.namespace, kind=options.job_kind)
+        rendered = render(spec, names)
         return yaml.safe_dump_all(rendered.objects(), sort_keys=False)
 
     @classmethod
@@ -297,7 +301,8 @@ class KubernetesBackend:
         # The pods start apart (capacity arriving, images pulling), each held by this backend's bounds:
         # torchrun's rendezvous outwaits them.
         spec = spec.outwaiting(self.arrival_s)
-        names = Names.new(self.options.namespace_prefix, spec.name, self.options.namespace)
+        options = self.options
+        names = Names.new(options.namespace_prefix, spec.name, options.namespace, kind=options.job_kind)
         rendered = render(spec, names, extras=self.extras)
         if self.arriving is not None:  # the Job's deadline starts with it, before the nodes arrive
             rendered.extend_deadline(self.options.capacity_timeout)
@@ -369,6 +374,7 @@ def needs(options: KubernetesOptions, session: BackendSettings) -> list[str]:
         "check_device_plugins": options.check_device_plugins,
         "namespace": options.namespace is not None,
         "mark_nodes": session.marks.label or session.marks.taint is not None,
+        "jobset": options.job_kind == "jobset",
     }
     return [name for name, on in used.items() if on]
 

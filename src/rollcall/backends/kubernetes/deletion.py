@@ -37,7 +37,7 @@ from rollcall.backends.kubernetes.kube import (
 from rollcall.backends.kubernetes.manifests import Names
 from rollcall.backends.kubernetes.pod_state import deleted_under_run, job_result, node_lost
 from rollcall.backends.kubernetes.reaper import Claim, Ledger
-from rollcall.backends.kubernetes.views import Job, Obj, Pod
+from rollcall.backends.kubernetes.views import Job, Obj, Pod, View
 from rollcall.backends.kubernetes.watch import Informer, WaitTimeout, WatchLost, wait_for
 from rollcall.evidence.endings import Disruption
 
@@ -74,7 +74,8 @@ class Cleanup:
         """What clean-up deletes, for messages."""
         if self.names.own_namespace:
             return f"namespace {self.names.namespace}"
-        return f"the Job and Service of run {self.names.run_id} in namespace {self.names.namespace}"
+        what = "JobSet, Job and Service" if self.names.jobset else "Job and Service"
+        return f"the {what} of run {self.names.run_id} in namespace {self.names.namespace}"
 
     def delete(self, pods: list[Obj], nodes: Informer | None) -> None:
         """Ask for the run's objects to be deleted, the ``pods`` of a lost node (``nodes`` says) at once.
@@ -126,11 +127,13 @@ class Cleanup:
                     retry_s=30,
                 ).start()
             ]
-        lists = (
+        lists = [
             ("jobs", kube.batch.list_namespaced_job),
             ("services", kube.core.list_namespaced_service),
             ("pods", kube.core.list_namespaced_pod),
-        )
+        ]
+        if names.jobset is not None:
+            lists.append(("jobsets", kube.jobset.list_namespaced_job_set))
         return [
             Informer(
                 fn,
@@ -182,12 +185,23 @@ class UnderRun:
     #: When the namespace and the Service were last read (``time.monotonic``).
     checked: float = 0.0
 
-    def find(self, job: Obj | None, pods: list[Obj], now: float) -> Disruption | None:
+    def find(
+        self,
+        job: Obj | None,
+        pods: list[Obj],
+        now: float,
+        jobset: tuple[str, Obj | None] | None = None,
+        *,
+        job_made: bool = True,
+    ) -> Disruption | None:
         """The run's object someone else deletes (:func:`.pod_state.deleted_under_run`), if any.
 
-        ``job`` and ``pods`` are the wait's copies; ``now`` is ``time.monotonic()``.
+        ``job``, ``pods`` and ``jobset`` (its name and copy, None: gone; None where the run is a Job) are the
+        wait's copies; ``now`` is ``time.monotonic()``. Until ``job_made`` (a JobSet's controller makes the
+        Job) neither the Job nor the Service is missed.
         """
-        seen = job is None or Job(job).deleting or any(Pod(p).deleting for p in pods)
+        gone = jobset is not None and (jobset[1] is None or View(jobset[1]).deleting)
+        seen = gone or job is None or Job(job).deleting or any(Pod(p).deleting for p in pods)
         if not seen and now - self.checked < OWNED_CHECK_S:
             return None
         self.checked = now
@@ -205,6 +219,8 @@ class UnderRun:
             pods,
             names=(names.namespace, names.job, names.service),
             job_ended=job is not None and ended(job, self.slack_s),
+            jobset=jobset,
+            job_made=job_made,
         )
 
 

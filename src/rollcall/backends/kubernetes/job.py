@@ -4,7 +4,11 @@ provision
     Creates the namespace (written to the session's :class:`~.reaper.Ledger` first), then, after a
     server-side dry run, the headless Service and the Indexed Job, and starts watching the Job and its pods
     (selected by the Job's controller uid). In an existing namespace (``--namespace``) no namespace is
-    created: the ledger holds the run's claim on its own objects there (by run-id label).
+    created: the ledger holds the run's claim on its own objects there (by run-id label). With
+    ``--job-kind jobset`` the JobSet is created instead, and watched too: its controller makes the Job and
+    the Service, and the pods are selected by the run's labels. Until the Job is made the wait reads the
+    JobSet: gone is a disruption, Failed is its message, and no Job within :data:`JOB_MADE_S` names the
+    JobSet controller, with the JobSet's warning events.
 wait
     Fails at once, naming the pod, its index and its node, on a Failed Job, a pod Unschedulable past the
     grace period (with the scheduler's message), an image that cannot be pulled, an OOMKilled or non-zero
@@ -46,7 +50,7 @@ from rollcall.backends.kubernetes.discovery import owns_nodes
 from rollcall.backends.kubernetes.efa import EfaEvidence
 from rollcall.backends.kubernetes.instances import advertised_counts, count_facts, expected_devices
 from rollcall.backends.kubernetes.kube import Kube, call, create
-from rollcall.backends.kubernetes.manifests import CONTAINER, Names, Rendered
+from rollcall.backends.kubernetes.manifests import CONTAINER, JOB_LABEL, Names, Rendered
 from rollcall.backends.kubernetes.nodeviews import Node
 from rollcall.backends.kubernetes.pod_state import (
     disruption,
@@ -64,8 +68,8 @@ from rollcall.backends.kubernetes.pod_state import (
 )
 from rollcall.backends.kubernetes.podlogs import LogFollower
 from rollcall.backends.kubernetes.reaper import Claim, Ledger
-from rollcall.backends.kubernetes.scheduling import Scheduling
-from rollcall.backends.kubernetes.views import Job, Pod
+from rollcall.backends.kubernetes.scheduling import Scheduling, warning_events
+from rollcall.backends.kubernetes.views import Job, Obj, Pod, View
 from rollcall.backends.kubernetes.watch import Informer, WaitTimeout, WatchLost, wait_for
 from rollcall.collect import Collector
 from rollcall.evidence.endings import Disruption
@@ -83,6 +87,9 @@ DEADLINE_SLACK_S = 10.0
 CLEANUP_TIMEOUT_S = 120.0
 DRAIN_S = 60.0
 _PHASES = ("Pending", "Running", "Succeeded", "Failed")
+#: How long a JobSet's controller may take to make its Job (it takes well under a second) before the run
+#: fails naming the controller: a bound of the platform's, not of the nodes' or the run's.
+JOB_MADE_S = 120.0
 #: One pod's :func:`.pod_state.disruption`, :func:`.pod_state.pod_fault` and :func:`.pod_state.unschedulable`.
 Assessment = tuple[Disruption | None, str | None, str | None]
 
@@ -128,6 +135,10 @@ class KubernetesJob:
     uid: str = ""
     jobs: Informer | None = None
     pods: Informer | None = None
+    #: The run's JobSet (``--job-kind jobset``), else None.
+    jobsets: Informer | None = None
+    #: Whether the run's Job has been seen (a JobSet's controller makes it after the JobSet).
+    job_seen: bool = False
     nodes: Informer | None = None
     followers: dict[tuple[str, str], LogFollower] = field(default_factory=dict)
     evidence: dict[str, EfaEvidence] = field(default_factory=dict)
@@ -176,14 +187,7 @@ class KubernetesJob:
         if self.rendered.namespace is not None:
             create(kube.core.create_namespace, body=self.rendered.namespace)
             self._await_default_service_account()
-        create(kube.core.create_namespaced_service, ns, body=self.rendered.service, dry_run="All")
-        create(kube.batch.create_namespaced_job, ns, body=self.rendered.job, dry_run="All")
-        create(kube.core.create_namespaced_service, ns, body=self.rendered.service)
-        job = create(kube.batch.create_namespaced_job, ns, body=self.rendered.job)
-        if not Job(job).uid:
-            job = call(kube.batch.read_namespaced_job, self.names.job, ns)
-        self.uid = Job(job).uid
-        self.scheduling.created_at = Job(job).created
+        selector = self._create_jobset() if self.rendered.jobset is not None else self._create_job()
         self.jobs = Informer(
             kube.batch.list_namespaced_job,
             f"job {ns}/{self.names.job}",
@@ -194,14 +198,47 @@ class KubernetesJob:
             kube.core.list_namespaced_pod,
             f"pods of job {ns}/{self.names.job}",
             namespace=ns,
-            label_selector=f"batch.kubernetes.io/controller-uid={self.uid}",
+            label_selector=selector,
         ).start()
         # The nodes' Ready conditions: a node lost mid-run fails the run at once, naming it.
         self.nodes = Informer(kube.core.list_node, "nodes").start()
         self.started = time.monotonic()
         self._say(
-            f"created {ns}/{self.names.job}: {self.spec.nodes} pod(s) x {self.spec.procs_per_node} ranks"
+            f"created {ns}/{self.names.run}{' (a JobSet)' if self.names.jobset else ''}: "
+            f"{self.spec.nodes} pod(s) x {self.spec.procs_per_node} ranks"
         )
+
+    def _create_job(self) -> str:
+        """Create the Service and the Job (after a dry run of each); the label selector of its pods."""
+        kube, ns = self.settings.kube, self.namespace
+        assert self.rendered.service is not None
+        create(kube.core.create_namespaced_service, ns, body=self.rendered.service, dry_run="All")
+        create(kube.batch.create_namespaced_job, ns, body=self.rendered.job, dry_run="All")
+        create(kube.core.create_namespaced_service, ns, body=self.rendered.service)
+        job = create(kube.batch.create_namespaced_job, ns, body=self.rendered.job)
+        if not Job(job).uid:
+            job = call(kube.batch.read_namespaced_job, self.names.job, ns)
+        self.uid = Job(job).uid
+        self.scheduling.created_at = Job(job).created
+        return f"batch.kubernetes.io/controller-uid={self.uid}"
+
+    def _create_jobset(self) -> str:
+        """Create the JobSet (after a dry run) and watch it; the label selector of its pods.
+
+        Its controller makes the Job and the Service; the pods carry the run's labels from the template.
+        """
+        kube, ns, names = self.settings.kube, self.namespace, self.names
+        assert self.rendered.jobset is not None and names.jobset is not None
+        create(kube.jobset.create_namespaced_job_set, ns, body=self.rendered.jobset, dry_run="All")
+        jobset = create(kube.jobset.create_namespaced_job_set, ns, body=self.rendered.jobset)
+        self.scheduling.created_at = View(jobset).created
+        self.jobsets = Informer(
+            kube.jobset.list_namespaced_job_set,
+            f"jobset {ns}/{names.jobset}",
+            namespace=ns,
+            field_selector=f"metadata.name={names.jobset}",
+        ).start()
+        return f"{names.selector},{JOB_LABEL}={names.job}"
 
     def _await_default_service_account(self) -> None:
         """Pods cannot be created before the namespace's ``default`` ServiceAccount exists (usually <1 s)."""
@@ -231,7 +268,7 @@ class KubernetesJob:
         try:
             return self._wait(timeout_s)
         finally:
-            for informer in (self.jobs, self.pods, self.nodes):
+            for informer in (self.jobs, self.pods, self.nodes, self.jobsets):
                 if informer is not None:
                     informer.stop()
 
@@ -244,6 +281,7 @@ class KubernetesJob:
                 self._verdict,
                 self.jobs,
                 self.pods,
+                *([self.jobsets] if self.jobsets is not None else []),
                 timeout_s=self.settings.capacity_timeout_s + timeout_s + 2 * DEADLINE_SLACK_S,
                 what=f"job {self.namespace}/{self.names.job}",
                 describe=self._describe,
@@ -270,7 +308,15 @@ class KubernetesJob:
             self._say(status.waits.line())
         if status.state is not JobState.SUCCEEDED:
             job = self.jobs.get(self.names.job)
-            snapshot.save(self.settings.kube, self.names, self.pods.objects(), job, self.collector.directory)
+            jobset = self._jobset()
+            snapshot.save(
+                self.settings.kube,
+                self.names,
+                self.pods.objects(),
+                job,
+                self.collector.directory,
+                jobset=jobset[1] if jobset is not None else None,
+            )
         return status
 
     def _node_info(self) -> dict[str, dict[str, str]]:
@@ -302,12 +348,15 @@ class KubernetesJob:
         self._observe()
         now = time.monotonic()
         job = self.jobs.get(self.names.job)
+        self.job_seen = self.job_seen or job is not None
+        if not self.job_seen and self.jobsets is not None:
+            return self._before_the_job(now)
         ended = self._scheduling(job, now)
         if ended is not None:
             return ended
         pods = self.pods.objects()
         self.collector.on_the_way(waits.on_the_way(pods, self.spec.nodes))
-        found = self._disruption(pods) or self.under_run.find(job, pods, now)
+        found = self._disruption(pods) or self.under_run.find(job, pods, now, self._jobset())
         if found is not None:  # before any fault: ranks dying because a peer was taken away are consequences
             return JobStatus.disrupted(found)
         for pod in pods:
@@ -328,7 +377,9 @@ class KubernetesJob:
         result = job_result(job)
         reason = self._stop_test() if self._stop_test is not None and result is None else None
         if reason:
-            return JobStatus(JobState.STOPPED, f"{reason}; job {self.namespace}/{self.names.job} is deleted")
+            kind = "jobset" if self.names.jobset else "job"
+            deleted = f"{kind} {self.namespace}/{self.names.run} is deleted"
+            return JobStatus(JobState.STOPPED, f"{reason}; {deleted}")
         if result is None:
             scheduled = self.scheduling.at
             if scheduled is not None and now - scheduled >= self._timeout_s + DEADLINE_SLACK_S:
@@ -346,6 +397,44 @@ class KubernetesJob:
         if found is not None:
             return JobStatus.disrupted(found)
         return JobStatus(JobState.TIMED_OUT if kind == "timed_out" else JobState.FAILED, why)
+
+    def _jobset(self) -> tuple[str, Obj | None] | None:
+        """The run's JobSet's name and its copy (None: gone), or None where the run is a Job."""
+        if self.jobsets is None or self.names.jobset is None:
+            return None
+        if not self.jobsets.synced.is_set():
+            return self.names.jobset, {"metadata": {"name": self.names.jobset}}  # not listed yet: not gone
+        return self.names.jobset, self.jobsets.get(self.names.jobset)
+
+    def _before_the_job(self, now: float) -> JobStatus | None:
+        """Until a JobSet's controller has made its Job: what the JobSet says, or None while it may yet.
+
+        A JobSet deleted is a disruption; a Failed one fails the run with its condition's message; no Job
+        within :data:`JOB_MADE_S` of the JobSet's creation names the JobSet controller (the platform's),
+        with the JobSet's warning events.
+        """
+        found = self._jobset()
+        assert found is not None
+        name, jobset = found
+        pods = self.pods.objects() if self.pods is not None else []
+        gone = self.under_run.find(None, pods, now, found, job_made=False)
+        if gone is not None:
+            return JobStatus.disrupted(gone)
+        failed = View(jobset).condition("Failed") if jobset is not None else None
+        if failed is not None and failed.true:
+            return JobStatus(
+                JobState.FAILED,
+                f"{self.names.workload} failed before making its Job: {failed.reason}: {failed.message}",
+            )
+        if now - self.started < JOB_MADE_S:
+            return None
+        events = warning_events(self.settings.kube, self.namespace, "JobSet", name)
+        said = f"; its events: {'; '.join(events)}" if events else "; it has no warning event"
+        return JobStatus(
+            JobState.FAILED,
+            f"{self.names.workload} made no Job within {JOB_MADE_S:g}s of its creation: the JobSet "
+            f"controller (sigs.k8s.io/jobset) is not running or cannot create Jobs here{said}",
+        )
 
     def _disruption(self, pods: list[dict[str, Any]]) -> Disruption | None:
         """The first pod the infrastructure took away (:func:`.pod_state.disruption`), if any.
@@ -538,7 +627,7 @@ class KubernetesJob:
         """Stop reading and watching, ask for the run's objects to be deleted; the watches of what must go."""
         for f in self.followers.values():
             f.close()
-        for informer in (self.jobs, self.pods, self.nodes):
+        for informer in (self.jobs, self.pods, self.nodes, self.jobsets):
             if informer is not None:
                 informer.stop()
         cleanup.delete(self.pods.objects() if self.pods is not None else [], self.nodes)

@@ -31,7 +31,7 @@ from tenacity import (
     wait_random,
 )
 
-from rollcall.backends.kubernetes.api import APPS, AUTHORIZATION, BATCH, CORE, CUSTOM, VERSION, Api
+from rollcall.backends.kubernetes.api import APPS, AUTHORIZATION, BATCH, CORE, CUSTOM, JOBSET, VERSION, Api
 from rollcall.backends.kubernetes.kubeconfig import KubeconfigError, check, cluster_config, given
 from rollcall.backends.kubernetes.views import View, items
 
@@ -77,6 +77,11 @@ class Kube:
     def apps(self) -> Api:
         """The apps/v1 API."""
         return Api(self.api, APPS)
+
+    @property
+    def jobset(self) -> Api:
+        """sigs.k8s.io/jobset's API (jobset.x-k8s.io/v1alpha2)."""
+        return Api(self.api, JOBSET)
 
     @property
     def custom(self) -> Api:
@@ -143,7 +148,8 @@ def delete_namespace(kube: Kube, name: str) -> bool:
     Its Jobs are deleted first, their pods in the background, so that the pods lose the Jobs' tracking
     finalizer at once. A Job with a ``podFailurePolicy`` keeps that finalizer on a pod being deleted until the
     pod reaches a terminal phase, which no kubelet reports for a pod of a lost node; and the namespace's own
-    deletion removes pods before the Jobs that hold them.
+    deletion removes pods before the Jobs that hold them. Its JobSets go before their Jobs, whose
+    controller would make them again.
     """
     try:
         jobs = items(call(kube.batch.list_namespaced_job, name, retry_s=10))
@@ -151,6 +157,7 @@ def delete_namespace(kube: Kube, name: str) -> bool:
         if exc.status == 404:
             return False
         raise
+    delete_jobsets(kube, name)
     for job in jobs:
         try:
             call(
@@ -179,13 +186,14 @@ def delete_labelled(kube: Kube, namespace: str, selector: str) -> list[str]:
     with its own grace period: left to the garbage collector, a Job's pods go one at a time, each a few
     requests at kube-controller-manager's client rate (20 per second by default): about 4 s for 64 pods. A
     server that refuses that request (a ClusterRole from before it) leaves them to the collector, as before.
-    Returns the Jobs and Services asked, as ``job/<name>`` and ``service/<name>``.
+    Returns the JobSets, Jobs and Services asked, as ``jobset/<name>``, ``job/<name>`` and ``service/<name>``
+    (JobSets first: their controller would make their Jobs again).
     """
+    asked = [f"jobset/{name}" for name in delete_jobsets(kube, namespace, selector)]
     kinds = (
         ("job", kube.batch.list_namespaced_job, kube.batch.delete_namespaced_job),
         ("service", kube.core.list_namespaced_service, kube.core.delete_namespaced_service),
     )
-    asked = []
     for kind, list_fn, delete_fn in kinds:
         for obj in items(call(list_fn, namespace, label_selector=selector)):
             name = View(obj).name
@@ -202,6 +210,32 @@ def delete_labelled(kube: Kube, namespace: str, selector: str) -> list[str]:
         if exc.status not in (403, 404):
             raise
         log.info("pods of %s in %s left to the garbage collector: %s", selector, namespace, message_of(exc))
+    return asked
+
+
+def delete_jobsets(kube: Kube, namespace: str, selector: str | None = None) -> list[str]:
+    """Ask for the JobSets in ``namespace`` (matching ``selector``) to be deleted; returns those asked.
+
+    In the background: their Jobs and Services go with them. None where the cluster serves no JobSets, or the
+    user may not list them (only ``--job-kind jobset`` is granted that).
+    """
+    api = kube.jobset
+    try:
+        found = items(call(api.list_namespaced_job_set, namespace, label_selector=selector, retry_s=10))
+    except ApiException as exc:
+        if exc.status in (403, 404):
+            return []
+        raise
+    asked = []
+    for jobset in found:
+        name = View(jobset).name
+        try:
+            call(api.delete_namespaced_job_set, name, namespace, body={"propagationPolicy": "Background"})
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            continue
+        asked.append(name)
     return asked
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 from kubernetes import client
 
+from rollcall.backends.kubernetes.api import JOBSET_API_VERSION
 from rollcall.backends.kubernetes.instances import lookup
 from rollcall.backends.kubernetes.views import Job
 from rollcall.jobspec import (
@@ -73,6 +74,8 @@ NEURON_CACHE_VOLUME = "neuron-cache"
 COMPILE_CACHE_VOLUME = "compile-cache"
 #: The label that submits a Job to a Kueue LocalQueue (``--queue``).
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+#: The JobSet's one replicated job (``manifests/jobset.yaml``): its Job is ``<jobset>-node-0``.
+REPLICATED_JOB = "node"
 
 Obj = dict[str, Any]
 _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -89,6 +92,8 @@ class Names:
 
     With ``own_namespace`` False the run lives in an existing namespace (``--namespace``), which it neither
     creates nor deletes; its Job and Service are told apart from others' by their names and run-id label.
+    With ``jobset`` the run is that JobSet (``--job-kind jobset``), whose controller makes the Job ``job``
+    (``<jobset>-node-0``) and the headless Service ``service``.
     """
 
     namespace: str
@@ -96,14 +101,36 @@ class Names:
     service: str
     run_id: str
     own_namespace: bool = True
+    jobset: str | None = None
 
     @classmethod
-    def new(cls, prefix: str, job: str, namespace: str | None = None) -> Names:
-        """Fresh names for a run of ``job``, in ``namespace`` when given, else in one of its own."""
+    def new(cls, prefix: str, job: str, namespace: str | None = None, *, kind: str = "job") -> Names:
+        """Fresh names for a run of ``job``, in ``namespace`` when given, else in one of its own.
+
+        ``kind`` is ``--job-kind``'s: ``jobset`` names the JobSet ``job``, its Job ``<job>-node-0``.
+        """
         run_id = secrets.token_hex(4)
-        if namespace is not None:
-            return cls(namespace=namespace, job=job, service=job, run_id=run_id, own_namespace=False)
-        return cls(namespace=f"{prefix}-{run_id}", job=job, service=job, run_id=run_id)
+        own = namespace is None
+        jobset = job if kind == "jobset" else None
+        return cls(
+            namespace=f"{prefix}-{run_id}" if namespace is None else namespace,
+            job=f"{job}-{REPLICATED_JOB}-0" if jobset else job,
+            service=job,
+            run_id=run_id,
+            own_namespace=own,
+            jobset=jobset,
+        )
+
+    @property
+    def run(self) -> str:
+        """The run's name: its JobSet's, else its Job's."""
+        return self.jobset or self.job
+
+    @property
+    def workload(self) -> str:
+        """What runs the roll call, for messages: ``JobSet ns/x`` or ``Job ns/x``."""
+        kind = "JobSet" if self.jobset else "Job"
+        return f"{kind} {self.namespace}/{self.run}"
 
     @property
     def selector(self) -> str:
@@ -113,15 +140,21 @@ class Names:
 
 @dataclass(frozen=True)
 class Rendered:
-    """A run's namespace (None in an existing one), headless Service and Indexed Job."""
+    """A run's namespace (None in an existing one), headless Service and Indexed Job.
+
+    With ``jobset``: the JobSet whose one replicated job is that Job (its spec the same dict), which makes
+    its own Service (``service`` None).
+    """
 
     namespace: Obj | None
-    service: Obj
+    service: Obj | None
     job: Obj
+    jobset: Obj | None = None
 
     def objects(self) -> list[Obj]:
         """The objects to create, in order."""
-        return [o for o in (self.namespace, self.service, self.job) if o is not None]
+        workload = self.jobset if self.jobset is not None else self.job
+        return [o for o in (self.namespace, self.service, workload) if o is not None]
 
     @property
     def efa(self) -> bool:
@@ -186,13 +219,15 @@ def render(spec: JobSpec, names: Names, *, extras: PodExtras | None = None) -> R
         namespace = load("namespace.yaml")
         namespace["metadata"]["name"] = names.namespace
         namespace["metadata"]["labels"].update(labels)
-        namespace["metadata"]["annotations"] = {JOB_LABEL: names.job}
+        namespace["metadata"]["annotations"] = {JOB_LABEL: names.run}
 
-    service = load("service.yaml")
-    service["metadata"].update(name=names.service, namespace=names.namespace)
-    service["metadata"]["labels"].update(labels)
-    service["spec"]["selector"] = {JOB_LABEL: names.job}
-    service["spec"]["ports"][0].update(port=spec.master_port, targetPort=spec.master_port)
+    service = None
+    if names.jobset is None:  # a JobSet makes its own
+        service = load("service.yaml")
+        service["metadata"].update(name=names.service, namespace=names.namespace)
+        service["metadata"]["labels"].update(labels)
+        service["spec"]["selector"] = {JOB_LABEL: names.job}
+        service["spec"]["ports"][0].update(port=spec.master_port, targetPort=spec.master_port)
 
     job = load("job.yaml")
     job["metadata"].update(name=names.job, namespace=names.namespace)
@@ -261,7 +296,6 @@ def render(spec: JobSpec, names: Names, *, extras: PodExtras | None = None) -> R
     limits = {**spec.limits, **devices}
     container["resources"] = {k: v for k, v in (("requests", requests), ("limits", limits)) if v}
 
-    rendered = Rendered(namespace, service, job)
     for obj, model in ((namespace, client.V1Namespace), (service, client.V1Service), (job, client.V1Job)):
         if obj is None:
             continue
@@ -271,7 +305,31 @@ def render(spec: JobSpec, names: Names, *, extras: PodExtras | None = None) -> R
                 f"{obj['kind']} {obj['metadata']['name']} does not match the Kubernetes schema:\n  "
                 + "\n  ".join(problems)
             )
-    return rendered
+    if names.jobset is not None:
+        return Rendered(namespace, None, job, _jobset(job, names, labels))
+    return Rendered(namespace, service, job)
+
+
+def _jobset(job: Obj, names: Names, labels: Mapping[str, str]) -> Obj:
+    """The JobSet of ``manifests/jobset.yaml`` around the rendered ``job`` (its spec the same dict).
+
+    The JobSet controller names the Job ``<jobset>-node-0`` and gives it the template's labels; Kueue's
+    label and ``suspend`` move to the JobSet, which Kueue admits whole.
+    """
+    assert names.jobset is not None
+    jobset = load("jobset.yaml")
+    assert jobset["apiVersion"] == JOBSET_API_VERSION, jobset["apiVersion"]
+    jobset["metadata"].update(name=names.jobset, namespace=names.namespace)
+    jobset["metadata"]["labels"].update(labels)
+    jobset["spec"]["network"]["subdomain"] = names.service
+    (replicated,) = jobset["spec"]["replicatedJobs"]
+    assert names.job == f"{names.jobset}-{replicated['name']}-0", (names, replicated["name"])
+    queue = job["metadata"]["labels"].pop(QUEUE_LABEL, None)
+    if queue is not None:
+        jobset["metadata"]["labels"][QUEUE_LABEL] = queue
+        jobset["spec"]["suspend"] = job["spec"].pop("suspend")
+    replicated["template"] = {"metadata": {"labels": dict(job["metadata"]["labels"])}, "spec": job["spec"]}
+    return jobset
 
 
 #: What the monitor sidecar of an NVIDIA pod is given to hear its node's GPUs through NVML without holding

@@ -305,17 +305,24 @@ def deleted_under_run(
     *,
     names: tuple[str, str, str],
     job_ended: bool,
+    jobset: tuple[str, Obj | None] | None = None,
+    job_made: bool = True,
 ) -> Disruption | None:
     """The run's object that someone else is deleting while it runs (the suite deletes only after the wait).
 
     ``namespace``, ``job`` and ``service`` are the run's objects as last read (None: gone); ``names`` their
-    names (namespace, Job, Service). A namespace going away is named first (it takes everything with it),
-    then the Job, the Service, and a pod being deleted while the Job still runs (a Job that has ended
-    deletes its own pods). Disruptions (evictions, drains) are judged before this, by :func:`disruption`.
+    names (namespace, Job, Service); ``jobset`` the run's JobSet's name and copy (``--job-kind jobset``). A
+    namespace going away is named first (it takes everything with it), then the JobSet (it takes its Job and
+    Service), the Job, the Service, and a pod being deleted while the Job still runs (a Job that has ended
+    deletes its own pods). Until ``job_made`` (a JobSet's controller makes them) a missing Job or Service is
+    not missed. Disruptions (evictions, drains) are judged before this, by :func:`disruption`.
     """
     ns_name, job_name, service_name = names
-    found: list[tuple[str, str, Obj | None]] = [("namespace", ns_name, namespace), ("Job", job_name, job)]
-    found.append(("Service", service_name, service))
+    found: list[tuple[str, str, Obj | None]] = [("namespace", ns_name, namespace)]
+    if jobset is not None:
+        found.append(("JobSet", *jobset))
+    if job_made:
+        found += [("Job", job_name, job), ("Service", service_name, service)]
     for kind, name, obj in found:
         if obj is None or View(obj).deleting:
             when = View(obj).deletion_timestamp if obj is not None else ""

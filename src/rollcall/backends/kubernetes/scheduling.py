@@ -22,7 +22,7 @@ from rollcall.backends.kubernetes import waits
 from rollcall.backends.kubernetes.capacity import Lookup
 from rollcall.backends.kubernetes.kube import Kube, call, message_of
 from rollcall.backends.kubernetes.pod_state import unschedulable
-from rollcall.backends.kubernetes.views import Obj, Pod, items
+from rollcall.backends.kubernetes.views import Event, Obj, Pod, items
 
 log = logging.getLogger(__name__)
 
@@ -121,3 +121,19 @@ class Scheduling:
         """What the run waited for, so far."""
         now = datetime.now(UTC)
         return Waits(self.waited_for, self.after_s, waits.image_pull_s(pods), waits.pulls(pods, now))
+
+
+def warning_events(kube: Kube, namespace: str, kind: str, name: str) -> list[str]:
+    """The newest message of each reason among the warning events of ``kind`` ``name``, best effort."""
+    selector = f"involvedObject.kind={kind},involvedObject.name={name},type=Warning"
+    try:
+        events = items(call(kube.core.list_namespaced_event, namespace, field_selector=selector, retry_s=5))
+    except Exception as exc:  # a message's detail only
+        log.debug("could not read the events of %s %s: %s", kind, name, message_of(exc))
+        return []
+    newest: dict[str, tuple[str, str]] = {}
+    for event in map(Event, events):
+        when = event.last_seen
+        if event.reason not in newest or when >= newest[event.reason][0]:
+            newest[event.reason] = (when, event.message)
+    return [f"{reason}: {message}" for reason, (_, message) in sorted(newest.items())]

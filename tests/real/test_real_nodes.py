@@ -716,8 +716,9 @@ def test_a_namespace_or_jobset_deleted_under_the_run_is_named_as_deleted(
 
 def test_a_rotated_log_loses_no_roll_call_line(make_suite, real_cluster, kube, request):
     """The kubelets rotate at 1Mi: rank 1 prints 3 MB after its first epoch line; the followed log keeps
-    every event while the kubelet, asked afterwards, has lost that rank's first epoch line."""
-    suite, backend = make_suite(workload_env=["ROLLCALL_CHATTY=1:3000000"], keep=True)
+    every event while the kubelet, asked afterwards, has lost that rank's first epoch line. The run is a
+    JobSet of 2 pods x 2 ranks that passes, kept (``--keep``), then swept with its Job and pods."""
+    suite, backend = make_suite(workload_env=["ROLLCALL_CHATTY=1:3000000"], keep=True, job_kind="jobset")
     attempt, _ = run(suite, request)
     try:
         assert attempt.passed, message(attempt)
@@ -726,7 +727,10 @@ def test_a_rotated_log_loses_no_roll_call_line(make_suite, real_cluster, kube, r
             for n in suite_namespaces(kube)
             if n["metadata"]["annotations"].get(JOB_LABEL) == attempt.spec.name
         ]
-        pod0 = f"{attempt.spec.name}-0"
+        assert {
+            j["metadata"]["name"] for j in call(kube.jobset.list_namespaced_job_set, namespace)["items"]
+        } == {attempt.spec.name}
+        pod0 = f"{Names.new('rollcall', attempt.spec.name, kind='jobset').job}-0"
         (followed,) = [
             p
             for p in attempt.artifacts.glob("*.log")
@@ -741,8 +745,14 @@ def test_a_rotated_log_loses_no_roll_call_line(make_suite, real_cluster, kube, r
         backend.sweep(0)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_an_interrupted_session_leaves_no_namespace_or_container(real_cluster, kube, tmp_path, sig):
+@pytest.mark.parametrize(
+    ("sig", "kind"), [(signal.SIGINT, "job"), (signal.SIGTERM, "jobset")], ids=["ctrl-c", "sigterm-jobset"]
+)
+def test_an_interrupted_session_leaves_no_namespace_or_container(
+    real_cluster, kube, tmp_path, sig, kind, request
+):
+    if kind == "jobset":
+        request.getfixturevalue("jobset_controller")
     env = {**os.environ, "ROLLCALL_WORKLOAD_ENV": "OMP_NUM_THREADS=1 ROLLCALL_HANG_RANK=0"}
     proc = subprocess.Popen(
         children.interruptible(  # Ctrl-C reaches it, however this session was started
@@ -759,6 +769,8 @@ def test_an_interrupted_session_leaves_no_namespace_or_container(real_cluster, k
                 REAL,
                 "--workload-args",
                 WORKLOAD_ARGS,
+                "--job-kind",
+                kind,
             )
         ),
         cwd=REPO_ROOT,

@@ -252,18 +252,22 @@ class Recorder:
         return method
 
 
-def test_delete_labelled_deletes_the_jobs_and_services_foreground_then_the_pods_in_one_request():
+def test_delete_labelled_deletes_the_jobsets_then_the_jobs_and_services_foreground_then_the_pods_at_once():
     rec = Recorder(
+        list_namespaced_job_set={"items": [obj("run", 0)]},
         list_namespaced_job={"items": [obj("run-job", 1)]},
         list_namespaced_service={"items": [obj("run-job", 2)]},
     )
     kb = kube.Kube(api=None, source="test")  # type: ignore[arg-type]
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(kube.Kube, "core", property(lambda self: rec))
-        mp.setattr(kube.Kube, "batch", property(lambda self: rec))
+        for api in ("core", "batch", "jobset"):
+            mp.setattr(kube.Kube, api, property(lambda self: rec))
         asked = kube.delete_labelled(kb, "team", "rollcall/run-id=abc")
-    assert asked == ["job/run-job", "service/run-job"]
+    assert asked == ["jobset/run", "job/run-job", "service/run-job"]
     assert rec.calls == [
+        # a JobSet first: its controller would make its Job again; its Job and Service go with it
+        ("list_namespaced_job_set", ("team",), "rollcall/run-id=abc", None),
+        ("delete_namespaced_job_set", ("run", "team"), None, "Background"),
         ("list_namespaced_job", ("team",), "rollcall/run-id=abc", None),
         ("delete_namespaced_job", ("run-job", "team"), None, "Foreground"),
         ("list_namespaced_service", ("team",), "rollcall/run-id=abc", None),
@@ -280,8 +284,10 @@ def test_delete_labelled_leaves_the_pods_to_the_collector_when_their_request_is_
     )
     kb = kube.Kube(api=None, source="test")  # type: ignore[arg-type]
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(kube.Kube, "core", property(lambda self: rec))
-        mp.setattr(kube.Kube, "batch", property(lambda self: rec))
+        for api in ("core", "batch", "jobset"):
+            mp.setattr(kube.Kube, api, property(lambda self: rec))
+        # a cluster without JobSets (404), or a user not granted them (403): none to delete
+        rec.answers["list_namespaced_job_set"] = api_error(status, "jobsets")
         assert kube.delete_labelled(kb, "team", "rollcall/run-id=abc") == ["job/run-job"]
         rec.answers["delete_collection_namespaced_pod"] = api_error(422, "invalid selector")
         with pytest.raises(ApiException):

@@ -11,7 +11,8 @@ from kubernetes.client.exceptions import ApiException
 from rollcall.backends import JobState, JobStatus, Waits
 from rollcall.backends.kubernetes.capacity import Lookup, Provisioner
 from rollcall.backends.kubernetes.efa import EfaEvidence
-from rollcall.backends.kubernetes.job import JOB_MADE_S, JobSettings, KubernetesJob
+from rollcall.backends.kubernetes.job import JobSettings, KubernetesJob
+from rollcall.backends.kubernetes.jobsets import JOB_MADE_S
 from rollcall.backends.kubernetes.manifests import Names, render
 from rollcall.collect import Collector
 from rollcall.jobspec import JobSpec

@@ -5,10 +5,7 @@ provision
     server-side dry run, the headless Service and the Indexed Job, and starts watching the Job and its pods
     (selected by the Job's controller uid). In an existing namespace (``--namespace``) no namespace is
     created: the ledger holds the run's claim on its own objects there (by run-id label). With
-    ``--job-kind jobset`` the JobSet is created instead, and watched too: its controller makes the Job and
-    the Service, and the pods are selected by the run's labels. Until the Job is made the wait reads the
-    JobSet: gone is a disruption, Failed is its message, and no Job within :data:`JOB_MADE_S` names the
-    JobSet controller, with the JobSet's warning events.
+    ``--job-kind jobset`` the JobSet is created instead, and watched too (:mod:`.jobsets`).
 wait
     Fails at once, naming the pod, its index and its node, on a Failed Job, a pod Unschedulable past the
     grace period (with the scheduler's message), an image that cannot be pulled, an OOMKilled or non-zero
@@ -43,14 +40,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rollcall.backends import JobState, JobStatus, StopTest, Waits
-from rollcall.backends.kubernetes import efa, snapshot, waits
+from rollcall.backends.kubernetes import efa, jobsets, snapshot, waits
 from rollcall.backends.kubernetes.capacity import Lookup
 from rollcall.backends.kubernetes.deletion import Cleanup, UnderRun
 from rollcall.backends.kubernetes.discovery import owns_nodes
 from rollcall.backends.kubernetes.efa import EfaEvidence
 from rollcall.backends.kubernetes.instances import advertised_counts, count_facts, expected_devices
 from rollcall.backends.kubernetes.kube import Kube, call, create
-from rollcall.backends.kubernetes.manifests import CONTAINER, JOB_LABEL, Names, Rendered
+from rollcall.backends.kubernetes.manifests import CONTAINER, Names, Rendered
 from rollcall.backends.kubernetes.nodeviews import Node
 from rollcall.backends.kubernetes.pod_state import (
     disruption,
@@ -68,8 +65,8 @@ from rollcall.backends.kubernetes.pod_state import (
 )
 from rollcall.backends.kubernetes.podlogs import LogFollower
 from rollcall.backends.kubernetes.reaper import Claim, Ledger
-from rollcall.backends.kubernetes.scheduling import Scheduling, warning_events
-from rollcall.backends.kubernetes.views import Job, Obj, Pod, View
+from rollcall.backends.kubernetes.scheduling import Scheduling
+from rollcall.backends.kubernetes.views import Job, Obj, Pod
 from rollcall.backends.kubernetes.watch import Informer, WaitTimeout, WatchLost, wait_for
 from rollcall.collect import Collector
 from rollcall.evidence.endings import Disruption
@@ -87,9 +84,6 @@ DEADLINE_SLACK_S = 10.0
 CLEANUP_TIMEOUT_S = 120.0
 DRAIN_S = 60.0
 _PHASES = ("Pending", "Running", "Succeeded", "Failed")
-#: How long a JobSet's controller may take to make its Job (it takes well under a second) before the run
-#: fails naming the controller: a bound of the platform's, not of the nodes' or the run's.
-JOB_MADE_S = 120.0
 #: One pod's :func:`.pod_state.disruption`, :func:`.pod_state.pod_fault` and :func:`.pod_state.unschedulable`.
 Assessment = tuple[Disruption | None, str | None, str | None]
 
@@ -223,22 +217,12 @@ class KubernetesJob:
         return f"batch.kubernetes.io/controller-uid={self.uid}"
 
     def _create_jobset(self) -> str:
-        """Create the JobSet (after a dry run) and watch it; the label selector of its pods.
-
-        Its controller makes the Job and the Service; the pods carry the run's labels from the template.
-        """
-        kube, ns, names = self.settings.kube, self.namespace, self.names
-        assert self.rendered.jobset is not None and names.jobset is not None
-        create(kube.jobset.create_namespaced_job_set, ns, body=self.rendered.jobset, dry_run="All")
-        jobset = create(kube.jobset.create_namespaced_job_set, ns, body=self.rendered.jobset)
-        self.scheduling.created_at = View(jobset).created
-        self.jobsets = Informer(
-            kube.jobset.list_namespaced_job_set,
-            f"jobset {ns}/{names.jobset}",
-            namespace=ns,
-            field_selector=f"metadata.name={names.jobset}",
-        ).start()
-        return f"{names.selector},{JOB_LABEL}={names.job}"
+        """Create the JobSet and watch it (:func:`.jobsets.start`); the label selector of its pods."""
+        assert self.rendered.jobset is not None
+        self.jobsets, self.scheduling.created_at = jobsets.start(
+            self.settings.kube, self.names, self.rendered.jobset
+        )
+        return jobsets.pod_selector(self.names)
 
     def _await_default_service_account(self) -> None:
         """Pods cannot be created before the namespace's ``default`` ServiceAccount exists (usually <1 s)."""
@@ -400,41 +384,17 @@ class KubernetesJob:
 
     def _jobset(self) -> tuple[str, Obj | None] | None:
         """The run's JobSet's name and its copy (None: gone), or None where the run is a Job."""
-        if self.jobsets is None or self.names.jobset is None:
-            return None
-        if not self.jobsets.synced.is_set():
-            return self.names.jobset, {"metadata": {"name": self.names.jobset}}  # not listed yet: not gone
-        return self.names.jobset, self.jobsets.get(self.names.jobset)
+        return jobsets.copy_of(self.jobsets, self.names) if self.jobsets is not None else None
 
     def _before_the_job(self, now: float) -> JobStatus | None:
-        """Until a JobSet's controller has made its Job: what the JobSet says, or None while it may yet.
-
-        A JobSet deleted is a disruption; a Failed one fails the run with its condition's message; no Job
-        within :data:`JOB_MADE_S` of the JobSet's creation names the JobSet controller (the platform's),
-        with the JobSet's warning events.
-        """
+        """Before the Job is made: a JobSet deleted is a disruption, else :func:`.jobsets.before_the_job`."""
         found = self._jobset()
         assert found is not None
-        name, jobset = found
         pods = self.pods.objects() if self.pods is not None else []
         gone = self.under_run.find(None, pods, now, found, job_made=False)
         if gone is not None:
             return JobStatus.disrupted(gone)
-        failed = View(jobset).condition("Failed") if jobset is not None else None
-        if failed is not None and failed.true:
-            return JobStatus(
-                JobState.FAILED,
-                f"{self.names.workload} failed before making its Job: {failed.reason}: {failed.message}",
-            )
-        if now - self.started < JOB_MADE_S:
-            return None
-        events = warning_events(self.settings.kube, self.namespace, "JobSet", name)
-        said = f"; its events: {'; '.join(events)}" if events else "; it has no warning event"
-        return JobStatus(
-            JobState.FAILED,
-            f"{self.names.workload} made no Job within {JOB_MADE_S:g}s of its creation: the JobSet "
-            f"controller (sigs.k8s.io/jobset) is not running or cannot create Jobs here{said}",
-        )
+        return jobsets.before_the_job(self.settings.kube, self.names, found[1], now - self.started)
 
     def _disruption(self, pods: list[dict[str, Any]]) -> Disruption | None:
         """The first pod the infrastructure took away (:func:`.pod_state.disruption`), if any.

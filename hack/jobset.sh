@@ -30,18 +30,7 @@ die() {
 # shellcheck source=hack/lib.sh
 . "$HACK/lib.sh"
 
-parse_opts() {
-  while (($#)); do
-    case $1 in
-    --name) NAME=${2:?}; shift ;;
-    *) die "unknown argument $1 (see the header of $0)" ;;
-    esac
-    shift
-  done
-  STATE=$ROOT/.cluster/$NAME/jobset
-  KUBECONFIG_FILE=$ROOT/.cluster/$NAME/kubeconfig
-}
-
+parse_opts() { controller_opts jobset "$@"; }
 kubectl() { "$("$HACK/cluster.sh" bin-dir)/kubectl" --kubeconfig "$KUBECONFIG_FILE" "$@"; }
 
 # ---------------------------------------------------------------- build
@@ -78,9 +67,6 @@ cmd_build() {
 
 # ---------------------------------------------------------------- run
 
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-
-running() { [[ -f $STATE/pid ]] && kill -0 "$(cat "$STATE/pid")" 2>/dev/null; }
 
 make_certs() { # DIR: a CA, and a serving certificate for 127.0.0.1 it signed (tls.crt, tls.key)
   local dir=$1

@@ -29,18 +29,7 @@ die() {
 # shellcheck source=hack/lib.sh
 . "$HACK/lib.sh"
 
-parse_opts() {
-  while (($#)); do
-    case $1 in
-    --name) NAME=${2:?}; shift ;;
-    *) die "unknown argument $1 (see the header of $0)" ;;
-    esac
-    shift
-  done
-  STATE=$ROOT/.cluster/$NAME/karpenter
-  KUBECONFIG_FILE=$ROOT/.cluster/$NAME/kubeconfig
-}
-
+parse_opts() { controller_opts karpenter "$@"; }
 kubectl() { "$("$HACK/cluster.sh" bin-dir)/kubectl" --kubeconfig "$KUBECONFIG_FILE" "$@"; }
 
 # ---------------------------------------------------------------- build
@@ -72,9 +61,6 @@ cmd_build() {
 
 # ---------------------------------------------------------------- run
 
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-
-running() { [[ -f $STATE/pid ]] && kill -0 "$(cat "$STATE/pid")" 2>/dev/null; }
 
 cmd_up() {
   parse_opts "$@"

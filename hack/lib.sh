@@ -36,3 +36,26 @@ stop_pidfile() { # FILE: TERM, then KILL after 10 s, the process the file names;
   kill -9 "$pid" 2>/dev/null || true
   rm -f "$file"
 }
+
+# A controller that runs against a cluster of hack/cluster.sh (karpenter.sh, jobset.sh): each script sets
+# ROOT and NAME, then defines its parse_opts as `controller_opts COMPONENT "$@"`; running reads STATE.
+
+# controller_opts COMPONENT [--name NAME]: NAME (default $NAME), and its cluster's STATE
+# (.cluster/NAME/COMPONENT) and KUBECONFIG_FILE
+controller_opts() {
+  local component=$1
+  shift
+  while (($#)); do
+    case $1 in
+    --name) NAME=${2:?}; shift ;;
+    *) die "unknown argument $1 (see the header of $0)" ;;
+    esac
+    shift
+  done
+  STATE=$ROOT/.cluster/$NAME/$component
+  KUBECONFIG_FILE=$ROOT/.cluster/$NAME/kubeconfig
+}
+
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+running() { [[ -f $STATE/pid ]] && kill -0 "$(cat "$STATE/pid")" 2>/dev/null; }

@@ -4,9 +4,11 @@
 beside them) and tears it down after its last test, also after failures; ``ROLLCALL_TEST_REAL_KUBECONFIG`` (with
 ``ROLLCALL_TEST_REAL_CLUSTER_NAME``) reuses a running one. The pods run the workload's own CPU image
 (``hack/image.sh bert``). After each test no namespace of the suite may be left, and neither runtime may
-run a container of one; after the package's last test neither may hold one at all. A stopped container
+run a container of one (a task still there), nor may they after the package's last test. A stopped container
 outlives its pod until the kubelet's garbage collection, which runs once a minute (a period the kubelet
-does not let one set): waiting for it after every test cost about 45 s a test.
+does not let one set): that is the kubelet's work, not the suite's, and waiting for it cost about 45 s a
+test, then up to two minutes at the package's end, the longest path of CI; the cluster's teardown removes
+them.
 
 The real nodes' bridge, network namespaces, addresses and cgroups exist once per machine
 (``hack/realnodes.sh``): under pytest-xdist every test here runs on one worker (:mod:`tests.groups`).
@@ -136,15 +138,11 @@ def suite_containers(cp: ControlPlane, *, running: bool = False) -> list[str]:
 
 @pytest.fixture(scope="package", autouse=True)
 def no_container_left(real_cluster: ControlPlane) -> Iterator[None]:
-    """After the package's last test, neither runtime holds a container of the suite (the kubelets' garbage
-    collection, once a minute, gets a bound of two of its periods)."""
+    """After the package's last test, neither runtime runs a container of the suite, sandboxes included
+    (stopped ones are the kubelets' to collect, once a minute)."""
     yield
-    assert wait_until(
-        lambda: f"the runtimes to hold no container of the suite; left: {suite_containers(real_cluster)}",
-        lambda: not suite_containers(real_cluster) or None,
-        timeout=150,
-        every=2,
-    )
+    running = suite_containers(real_cluster, running=True)
+    assert not running, f"containers of the suite still running after the package: {running}"
 
 
 @pytest.fixture(autouse=True)

@@ -1,7 +1,7 @@
 """``--compile-cache``: a second compiled run compiles from the first one's cache, and each rank says so.
 
-The suite runs the roll call twice on the local backend (1 node x 1 rank, BERT tiny compiled by inductor on
-the CPU) with the same ``--compile-cache`` directory, empty at first. Each rank's ``throughput`` says what its
+The suite runs the roll call twice on the local backend (1 node x 1 rank, BERT tiny of the compact model's
+code compiled by inductor on the CPU) with the same ``--compile-cache`` directory, empty at first. Each rank's ``throughput`` says what its
 first step found in the cache: the first run compiles every graph afresh (``miss``), the second finds every
 one (``hit``), and results.json reports it per rank beside the first step's seconds. A cold CPU compile on
 shared cores takes minutes, so the test is slow.
@@ -34,7 +34,8 @@ def compile_cache_of(tmp_path, cache, run):
         nodes=1,
         procs_per_node=1,
         artifacts=tmp_path / f"artifacts-{run}",
-        model=(),  # the default model's graphs (hf), as a user's first compiled run has them
+        # the compact model's compiled regions (one graph for every layer): the real nodes' test compiles
+        # the default model's (hf) through its pods; both here took CI's longest integration test to 275 s
     )
     assert ran.returncode == 0, ran.output
     test = json.loads((ran.artifacts / "results.json").read_text())["tests"][0]

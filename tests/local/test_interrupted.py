@@ -175,6 +175,18 @@ def start_and_stall(tmp_path: Path) -> tuple[subprocess.Popen[bytes], str, Path]
     return child, stalled(artifacts, out, of_suite(child.pid)), out
 
 
+def next_session(tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """The next session's start (``--collect-only``): it ends what a suite that is gone left running."""
+    return subprocess.run(
+        [*suite(tmp_path / "again"), "--collect-only"],
+        cwd=tmp_path,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
 def described(pids: list[int]) -> str:
     """Each pid with its parent, state and command line, as ``ps`` shows them (what a failure leaves)."""
     if not pids:
@@ -203,14 +215,7 @@ def test_the_suite_killed_with_sigkill_takes_its_agents_and_ranks_with_it(tmp_pa
         except AssertionError:
             left = procs.find_run(run_id)
             warnings.warn(f"outlived SIGKILL of the suite by 180 s: {described(left)}", stacklevel=1)
-        again = subprocess.run(
-            [*suite(tmp_path / "again"), "--collect-only"],
-            cwd=tmp_path,
-            env=clean_env(),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        again = next_session(tmp_path)
         said = again.stdout + again.stderr
         assert again.returncode == 0, said
         assert f"process(es) of run {run_id} left behind by a suite that is gone (pid {child.pid})" in said, (
@@ -232,14 +237,7 @@ def test_what_a_killed_suite_left_is_ended_at_the_next_sessions_start_which_says
         child.kill()
         child.wait()
         assert len(procs.find_run(run_id)) == 8  # the parent-death signal waits on the frozen agents
-        again = subprocess.run(
-            [*suite(tmp_path / "again"), "--collect-only"],
-            cwd=tmp_path,
-            env=clean_env(),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        again = next_session(tmp_path)
     finally:
         procs.end_run(run_id)
     said = again.stdout + again.stderr

@@ -439,6 +439,8 @@ class NodeMark:
             drained, only a fit one has rollcall's own taint or drain lifted, an unchecked one is left as is.
         reason: why, in one line (an unfit node's taint annotation or drain reason).
         checked_at, valid_until: when it was checked and until when that holds (epoch seconds).
+        whole: the check covered every GPU of the node. A fit verdict lifts rollcall's taint or resumes its
+            drain only then; a fit verdict of part of a node leaves its marks as they are.
     """
 
     name: str
@@ -446,6 +448,7 @@ class NodeMark:
     reason: str = ""
     checked_at: float | None = None
     valid_until: float | None = None
+    whole: bool = True
 
 
 @runtime_checkable

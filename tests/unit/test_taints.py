@@ -7,15 +7,21 @@ from types import SimpleNamespace
 
 import pytest
 from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import ProtocolError
 
 from rollcall.backends import Marking, NodeMark
+from rollcall.backends.kubernetes import taints
 from rollcall.backends.kubernetes.access import Right, rights
+from rollcall.backends.kubernetes.kube import call
 from rollcall.backends.kubernetes.taints import (
     MERGE_PATCH,
     Marked,
+    has_expired,
+    label_time,
     mark_node,
     mark_nodes,
     node_change,
+    read_label_time,
     with_taint,
     without_taint,
 )
@@ -107,18 +113,41 @@ def test_a_taint_joins_the_nodes_own_and_tainting_again_changes_nothing():
 
 @dataclass
 class FakeCore:
-    """The two calls of core/v1 that marking makes, on nodes held here; ``conflicts`` patches are refused."""
+    """The calls of core/v1 that marking makes, on nodes held here; ``conflicts`` patches are refused.
+
+    ``refuse``: a node's reads (``"read"``) or patches (``"patch"``) answered with an error, or ``"lost"``: the
+    server gone from the read of that node on (every later call fails to connect).
+    """
 
     nodes: dict[str, dict]
     conflicts: int = 0
     patches: list[tuple[str, dict, str]] = field(default_factory=list)
+    refuse: dict[str, str] = field(default_factory=dict)
+    lists: list[str] = field(default_factory=list)
+    gone: bool = False
+
+    def _answer(self, name, what):
+        if self.gone or self.refuse.get(name) == "lost":
+            self.gone = True
+            raise ProtocolError("Connection aborted.", ConnectionResetError(104, "Connection reset by peer"))
+        if self.refuse.get(name) == what:
+            raise ApiException(status=403, reason="Forbidden")
+
+    def list_node(self, label_selector="", **_):
+        if self.gone:
+            raise ProtocolError("Connection aborted.", ConnectionResetError(104, "Connection reset by peer"))
+        self.lists.append(label_selector)
+        found = [n for n in self.nodes.values() if label_selector in n["metadata"]["labels"]]
+        return SimpleNamespace(data=json.dumps({"items": found}).encode())
 
     def read_node(self, name, **_):
+        self._answer(name, "read")
         if name not in self.nodes:
             raise ApiException(status=404, reason="Not Found")
         return SimpleNamespace(data=json.dumps(self.nodes[name]).encode())
 
     def patch_node(self, name, body, _content_type=None, field_manager=None, **_):
+        self._answer(name, "patch")
         self.patches.append((name, body, _content_type))
         node = self.nodes[name]
         if self.conflicts:  # another writer changed the node between its read and this patch
@@ -182,8 +211,8 @@ def test_labels_say_the_verdict_the_time_and_the_expiry_and_an_unchecked_node_ke
     change = node_change(node("n1"), NodeMark("n1", "fit", "", 1_800_000_000.0, 1_800_090_000.0), BOTH)
     assert change.body is not None and change.body["metadata"]["labels"] == {
         "rollcall/verdict": "fit",
-        "rollcall/checked-at": "20270115T080000Z",
-        "rollcall/valid-until": "20270116T090000Z",
+        "rollcall/checked-at": "1800000000",
+        "rollcall/valid-until": "1800090000",
     }
     assert "spec" not in change.body  # fit, and it held no taint of rollcall's
     labelled = node("n1", labels=change.body["metadata"]["labels"])
@@ -227,6 +256,7 @@ def test_patching_nodes_is_a_right_asked_only_with_the_option():
     assert Right("patch", "", "nodes") not in rights()
     assert Right("get", "", "nodes") in rights()
     assert Right("patch", "", "nodes") in rights(["mark_nodes"])
+    assert Right("list", "", "nodes") in rights(["mark_nodes"])  # the expired verdicts are looked for
     assert not any(r.verb == "patch" for r in rights() if r.resource == "nodes")
 
 
@@ -239,3 +269,134 @@ def test_a_malformed_taint_is_a_usage_error_naming_the_option(pytester):
     assert res.ret == pytest.ExitCode.USAGE_ERROR, res.stdout.str() + err
     assert "invalid --taint-unfit value 'unfit=yes' (from --taint-unfit): 'unfit=yes' has no :EFFECT" in err
     assert "use --taint-unfit KEY=VALUE:EFFECT" in err and "Traceback" not in err
+
+
+# -- the labels' times: integers a nodeAffinity Gt/Lt compares; expired verdicts cleared ------------------------
+
+NOW = 1_800_000_000.0
+
+
+def verdict_labels(verdict, checked, until):
+    return {"rollcall/verdict": verdict, "rollcall/checked-at": checked, "rollcall/valid-until": until}
+
+
+def test_the_times_are_integer_epoch_seconds_and_the_old_form_is_still_read():
+    assert label_time(1_800_090_000.9) == "1800090000"
+    assert label_time(0) == "0"
+    assert read_label_time("1800090000") == 1_800_090_000.0
+    assert read_label_time("20270116T090000Z") == 1_800_090_000.0  # the form of older versions
+    assert [read_label_time(v) for v in ("", "soon", "-5", "1.5", "20271316T090000Z")] == [None] * 5
+    expired = node("n1", labels=verdict_labels("fit", "1799990000", "1799999999"))
+    assert has_expired(expired, NOW)
+    assert not has_expired(node("n1", labels=verdict_labels("fit", "1799990000", "1800000000")), NOW)
+    assert has_expired(node("n1", labels=verdict_labels("fit", "20270115T070000Z", "20270115T075959Z")), NOW)
+    assert not has_expired(node("n1", labels=verdict_labels("fit", "x", "someday")), NOW)  # not rollcall's
+    assert not has_expired(node("n1"), NOW)
+
+
+def test_expired_verdicts_are_cleared_in_either_form_and_a_taint_is_never_lifted_by_expiry():
+    own = {"key": "nvidia.com/gpu", "effect": "NoSchedule"}
+    reason = {"rollcall/unfit-reason": "ecc"}
+    stale_unfit = verdict_labels("unfit", "1799900000", "1799990000")
+    core = FakeCore(
+        {
+            "new": node("new", labels={**verdict_labels("fit", "1799900000", "1799990000"), "x.io/k": "v"}),
+            "old": node("old", labels=verdict_labels("fit", "20270114T080000Z", "20270115T075959Z")),
+            "tainted": node("tainted", own, UNFIT.manifest(), labels=stale_unfit, annotations=reason),
+            "fresh": node("fresh", labels=verdict_labels("fit", "1799990000", "1800090000")),
+            "plain": node("plain", own, labels={"x.io/k": "v"}),
+            "rechecked": node("rechecked", labels=verdict_labels("unfit", "1799900000", "1799990000")),
+        }
+    )
+    marks = [NodeMark("rechecked", "fit", "", NOW, NOW + 3600)]
+    done = mark_nodes(SimpleNamespace(core=core), marks, BOTH, now=NOW)
+    assert core.lists == ["rollcall/valid-until"]
+    assert done.expired == ("new", "old", "tainted") and done.failed == {} and done.unlisted == ""
+    assert core.nodes["new"]["metadata"]["labels"] == {"x.io/k": "v"}  # every other label kept
+    assert core.nodes["old"]["metadata"]["labels"] == {}
+    # expiry clears the labels only: the taint and its reason stay, lifted by a fit verdict alone
+    assert core.nodes["tainted"]["metadata"]["labels"] == {}
+    assert core.nodes["tainted"]["spec"]["taints"] == [own, UNFIT.manifest()]
+    assert core.nodes["tainted"]["metadata"]["annotations"] == reason
+    assert core.nodes["fresh"]["metadata"]["labels"] == verdict_labels("fit", "1799990000", "1800090000")
+    assert core.nodes["plain"]["metadata"] == node("plain", own, labels={"x.io/k": "v"})["metadata"]
+    # the node marked now is relabelled in its own patch, not cleared first
+    assert core.nodes["rechecked"]["metadata"]["labels"] == verdict_labels("fit", "1800000000", "1800003600")
+    assert [name for name, _, _ in core.patches] == ["new", "old", "tainted", "rechecked"]
+    gone = {"rollcall/verdict": None, "rollcall/checked-at": None, "rollcall/valid-until": None}
+    assert core.patches[0][1] == {"metadata": {"labels": gone, "resourceVersion": "1"}}
+    assert done.labelled == {"rechecked": "fit"}
+    assert "cleared the expired verdict labels of node(s) new, old, tainted" in done.line()
+    assert done.as_dict()["expired"] == ["new", "old", "tainted"]
+    # without --label-nodes no label is looked for
+    assert mark_nodes(SimpleNamespace(core=core), [], TAINT, now=NOW + 10**6).expired == ()
+    assert core.lists == ["rollcall/valid-until"]
+
+
+def test_a_verdict_written_between_the_list_and_the_clearing_is_kept():
+    core = FakeCore({"n1": node("n1", labels=verdict_labels("fit", "1799900000", "1799990000"))})
+    listed = core.list_node
+
+    def list_then_relabel(**kw):
+        found = listed(**kw)  # another session labels the node anew once it was listed
+        core.nodes["n1"]["metadata"]["labels"]["rollcall/valid-until"] = "1800090000"
+        core.nodes["n1"]["metadata"]["resourceVersion"] = "2"
+        return found
+
+    core.list_node = list_then_relabel
+    done = mark_nodes(SimpleNamespace(core=core), [], BOTH, now=NOW)
+    assert done.expired == () and core.patches == []
+    assert core.nodes["n1"]["metadata"]["labels"]["rollcall/valid-until"] == "1800090000"
+
+
+def test_a_fit_verdict_lifts_the_taint_only_when_the_check_covered_every_gpu():
+    held = node("n1", UNFIT.manifest(), annotations={"rollcall/unfit-reason": "ecc"})
+    part = node_change(held, NodeMark("n1", "fit", "", NOW, NOW + 60, whole=False), BOTH)
+    assert part.taint == "kept"
+    assert part.body is not None and "spec" not in part.body and "annotations" not in part.body["metadata"]
+    assert node_change(held, NodeMark("n1", "fit", "", whole=False), TAINT).body is None
+    assert node_change(node("n1"), NodeMark("n1", "fit", "", whole=False), TAINT).taint == ""  # none held
+    whole = node_change(held, NodeMark("n1", "fit", "", NOW, NOW + 60, whole=True), BOTH)
+    assert whole.taint == "untainted" and whole.body is not None and whole.body["spec"]["taints"] == []
+
+    core = FakeCore({"n1": held, "n2": node("n2", UNFIT.manifest())})
+    marks = [NodeMark("n1", "fit", "", NOW, NOW + 60, whole=False), NodeMark("n2", "fit", "", NOW, NOW + 60)]
+    done = mark_nodes(SimpleNamespace(core=core), marks, BOTH, now=NOW)
+    assert done.kept == {"n1": "not re-checked whole"} and done.untainted == ("n2",)
+    assert core.nodes["n1"]["spec"]["taints"] == [UNFIT.manifest()]
+    assert core.nodes["n1"]["metadata"]["annotations"] == {"rollcall/unfit-reason": "ecc"}
+    assert core.nodes["n2"]["spec"]["taints"] == []
+    assert "node n1 found fit keeps rollcall/unfit=true:NoSchedule: not re-checked whole" in done.line()
+    assert done.as_dict()["kept"] == {"n1": "not re-checked whole"}
+
+
+def test_labels_and_taint_go_in_one_patch_and_a_refused_node_keeps_both_as_they_were():
+    core = FakeCore({n: node(n) for n in ("n1", "n2", "n3")}, refuse={"n2": "patch"})
+    marks = [NodeMark(n, "unfit", "ecc", NOW, NOW + 60) for n in ("n1", "n2", "n3")]
+    done = mark_nodes(SimpleNamespace(core=core), marks, BOTH, now=NOW)
+    assert [name for name, _, _ in core.patches] == ["n1", "n3"]
+    body = core.patches[0][1]
+    assert body["metadata"]["labels"]["rollcall/verdict"] == "unfit" and body["spec"]["taints"]
+    assert core.nodes["n2"] == node("n2")  # neither label nor taint
+    assert (done.tainted, list(done.failed), done.labelled) == (
+        ("n1", "n3"),
+        ["n2"],
+        {"n1": "unfit", "n3": "unfit"},
+    )
+    assert done.failed["n2"].startswith("HTTP 403")
+
+
+def test_a_lost_api_server_leaves_the_nodes_left_untried_and_lists_exactly_those_changed(monkeypatch):
+    monkeypatch.setattr(taints, "call", lambda *a, **kw: call(*a, **{**kw, "retry_s": 0}))
+    core = FakeCore({n: node(n) for n in ("n1", "n2", "n3")}, refuse={"n2": "lost"})
+    marks = [NodeMark(n, "unfit", "ecc", NOW, NOW + 60) for n in ("n1", "n2", "n3")]
+    done = mark_nodes(SimpleNamespace(core=core), marks, BOTH, now=NOW)
+    assert (done.tainted, done.labelled) == (("n1",), {"n1": "unfit"})
+    assert list(done.failed) == ["n2", "n3"] and "ProtocolError" in done.failed["n2"]
+    assert done.failed["n3"].startswith("not tried: the API server was lost (ProtocolError")
+    assert core.nodes["n2"] == node("n2") and core.nodes["n3"] == node("n3")
+    # lost before the expired labels could be looked for: said, and nothing more is asked of it
+    done = mark_nodes(SimpleNamespace(core=core), marks, BOTH, now=NOW)
+    assert "ProtocolError" in done.unlisted and list(done.failed) == ["n1", "n2", "n3"]
+    assert all(why.startswith("not tried") for why in done.failed.values())
+    assert "could not look for expired verdict labels: ProtocolError" in done.line()

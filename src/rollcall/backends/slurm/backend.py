@@ -174,8 +174,12 @@ class SlurmBackend:
             raise OptionError(why)
 
     def mark_nodes(self, marks: Sequence[NodeMark], how: Marking) -> drains.Drained:
-        """``--drain-unfit``: drain each unfit node, resume each fit one rollcall drained (:mod:`.drains`)."""
-        return drains.mark_nodes(self.run, marks, how, SlurmError)
+        """``--drain-unfit``: drain each unfit node, resume each fit one rollcall drained (:mod:`.drains`).
+
+        A maintenance hold of the run's own ``--slurm-reservation`` is no one else's: its nodes are marked.
+        """
+        reservations = self.settings.reservation.split(",") if self.settings.reservation else ()
+        return drains.mark_nodes(self.run, marks, how, SlurmError, reservations)
 
     @classmethod
     def render_run(

@@ -6,34 +6,88 @@ own, what ran on it, when it was checked and until when the result holds (``--ve
 are declared as the rank-log contract's are, each field with its description, and ``docs/nodes.md`` is
 generated from them (``python -m rollcall.nodeverdicts --markdown``; a unit test holds it).
 
-A node's verdict (:data:`NodeState`):
+A node's verdict (:data:`NodeState`) follows one predicate, the one the run's own ``unfit_nodes`` follows
+(:meth:`Verdict.out_of_service <rollcall.verdict.Verdict.out_of_service>`):
 
-- ``unfit``: a device of it broke a fitness rule that fails the run (:attr:`Verdict.unfit_nodes`), or one of
-  its GPUs raised a hardware-class event (an Xid of the catalog's hardware class, a double-bit ECC error, a
-  GPU lost), whether a rank of the run used that GPU or not (the cluster's); or a fact it reported is not as
-  the golden configuration says (``--expect``: the platform's). Only an unfit node is tainted or drained.
-- ``undetermined``: the run failed and a problem names a rank of it (its own or an echo of another's): not
-  cleared, not blamed.
-- ``fit``: every rank of it answered without a problem, and no device of it broke a rule.
+- ``unfit``: a fault of the node's own (the cluster's) under the rules the user set: a fitness rule that is on
+  and fails on a device of it (``--fitness-warn`` and ``--fitness-off`` govern it as they govern the run); a
+  GPU event whose immediate action in NVIDIA's catalog takes the node out (a node reboot, ``RESTART_BM``, or a
+  GPU lost: whoever used the GPU, the run that did not passing with a warning) or takes out a GPU a rank of
+  the run used (a GPU reset, ``RESET_GPU``, the double-bit ECC and NVLink workflows); or a fact of the node's
+  own that ``--expect`` does not match (its driver, kernel, GPUs, instance type: docs/fitness.md lists whose
+  each key is). Only an unfit node is marked (tainted, drained, listed in ``unfit-nodes.txt``).
+- ``undetermined``: the run failed and a problem names a rank of it, or a fact the run brought (its image,
+  torch...) is not as ``--expect`` says, or the breaker tripped: not cleared, not blamed, the owner said.
+- ``fit``: every rank of it answered without a problem, and nothing of it is unfit. A GPU-scoped event on a
+  GPU no rank of the run used makes that GPU ``unfit`` on its line, and leaves the node fit. An event that
+  takes nothing out (an Xid NVIDIA ignores or answers by restarting the application: 92, 94) stays on the
+  GPU's line as a fact. ``whole`` says whether the run checked every GPU of the node: a fit verdict of part
+  of a node lifts no taint and resumes no drain ("not re-checked whole").
 - ``unchecked``: the run was given the node and no rank of it reported its facts (a pod never started there).
 
 A node several tests checked in one session takes the worst of their verdicts (unfit, undetermined, fit,
-unchecked), every reason, and the latest time.
+unchecked), every reason, and the latest time; the marks are decided once, at the session's end, from those.
+
+**The breaker**: when the session finds more nodes unfit than ``--max-unfit`` (auto: 10% of the nodes checked,
+rounded up, at least 1), the cause looks shared, not each node's own: every one of them is ``undetermined``
+instead, keeping its reasons, the file's ``breaker`` names the reason most of them share, and no node is
+marked. The run still fails.
+
+Times are epoch seconds (``checked_at``, ``valid_until``, ``written_at``), as ``results.json``'s, and as the
+integer labels a scheduler compares.
+
+## The marks, and how to undo each
+
+Each mark is made once per session, at its end, from this file's verdicts (the breaker's over them); a node
+``undetermined`` or ``unchecked`` is never tainted or drained, nor freed of a taint or drain.
+
+- ``--label-nodes`` (Kubernetes): ``rollcall/verdict`` (``fit``, ``unfit``, ``undetermined``),
+  ``rollcall/checked-at`` and ``rollcall/valid-until`` as integer epoch seconds. nodeAffinity has no notion
+  of now, so the submitter writes the current epoch into a ``Gt`` term at submit time:
+
+      - key: rollcall/verdict
+        operator: In
+        values: [fit]
+      - key: rollcall/valid-until
+        operator: Gt
+        values: ["$(date +%s)"]
+
+  Each marking pass removes expired verdict labels from every node it can see (``list`` and ``patch``
+  nodes). Undo: ``kubectl label nodes --all rollcall/verdict- rollcall/checked-at- rollcall/valid-until-``.
+- ``--taint-unfit`` (Kubernetes): an unfit node gets rollcall's taint and the reasons in the annotation
+  ``rollcall/unfit-reason``; a node found fit on a check of every GPU (``whole``) loses them; a fit check
+  of part of it keeps them ("not re-checked whole"). Never another's taint. Undo: ``kubectl taint nodes
+  NODE rollcall/unfit-`` and ``kubectl annotate nodes NODE rollcall/unfit-reason-``.
+- ``--drain-unfit`` (Slurm): each node's state is read just before it is drained or resumed, and a node
+  someone else holds is left as it is, listed under ``left``: drained with a reason not rollcall's, down or
+  failing, waiting for a reboot an administrator asked for, or in a maintenance reservation other than the
+  run's own ``--slurm-reservation``. An unfit node is drained with the reason ``rollcall: ...`` (one rollcall
+  drained already keeps its first reason: ``already``); a fit node checked whole whose drain reason is
+  rollcall's is resumed; one checked in part stays drained (``kept``). Slurm has no conditional update: an
+  administrator acting between the read and the update can still be overwritten; the window is one
+  command. Undo: ``scontrol update nodename=N state=resume``.
+- ``unfit-nodes.txt``: the unfit nodes, one a line, for a script of your own.
+
+A node that could not be marked (a 403, the API server or slurmctld lost midway) is listed under ``failed``
+with the server's answer; every other node's mark stands, and each report says which nodes changed.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast, get_args
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, get_args, get_origin
 
 from rollcall.collect import write_whole
 from rollcall.evidence.drift import Mismatch
+from rollcall.evidence.fitness import EVENT_RULES
 from rollcall_workload.contract.schema import (
     Event,
     FieldSpec,
@@ -53,14 +107,17 @@ if TYPE_CHECKING:
 
 #: The file, beside ``results.json``.
 NODES_FILE = "nodes.json"
-#: Its schema's version: a reader refuses another.
-SCHEMA = 1
+#: Its schema's version: a reader refuses another. 2: ``schema_version``, epoch times, ``whole``, ``events``,
+#: ``breaker`` and ``marks``.
+SCHEMA = 2
 NodeState = Literal["fit", "unfit", "undetermined", "unchecked"]
 GpuState = Literal["fit", "unfit", "unchecked"]
 #: The worst first: a node checked by several tests takes the first of its verdicts in this order.
 SEVERITY: tuple[NodeState, ...] = ("unfit", "undetermined", "fit", "unchecked")
 #: The node facts (:data:`rollcall.evidence.nodefacts.OBSERVED_KEYS`) that say where a node is.
 WHERE_KEYS = ("instance_type", "zone", "instance_id", "capacity_reservation")
+#: ``--max-unfit auto``: this share of the nodes checked, rounded up, at least 1.
+BREAKER_SHARE = 0.10
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,10 +130,15 @@ class GpuVerdict:
     model: str | None = optional("its model, as NVML names it")
     rank: int | None = optional("the rank that used it; null for a GPU no rank of the run used")
     verdict: GpuState = required(
-        "`unfit`: it broke a fitness rule, or raised a hardware-class event (used or not); `fit`: its rank "
-        "read it and it broke none; `unchecked`: no rank used it and nothing of it was unfit"
+        "`unfit`: a finding takes it out of service (a fitness rule on, an event whose NVIDIA action resets "
+        "it or reboots its node), used or not; `fit`: its rank read it and nothing takes it out; "
+        "`unchecked`: no rank used it and nothing takes it out"
     )
-    reasons: tuple[str, ...] = optional("why, a line each", ())
+    reasons: tuple[str, ...] = optional("why it is unfit, a line each", ())
+    events: tuple[str, ...] = optional(
+        "what else it said or broke that takes nothing out (an Xid NVIDIA ignores, a rule that warns): facts",
+        (),
+    )
     action: str | None = optional("NVIDIA's recommended action for its event, where one applies")
 
 
@@ -96,41 +158,66 @@ class NodeVerdict:
 
     name: str = required("the node's name (the Kubernetes node, the Slurm node's host, the local node)")
     verdict: NodeState = required("`fit`, `unfit`, `undetermined` or `unchecked` (docs/nodes.md says each)")
-    reasons: tuple[str, ...] = optional("why, a line each (none for a fit node)", ())
+    reasons: tuple[str, ...] = optional("why, a line each (none for a fit node checked whole)", ())
     owner: str | None = optional(
         "whose the verdict's cause is where it is not fit: `cluster`, `platform`, `workload`, `undetermined`"
     )
     action: str | None = optional("NVIDIA's recommended action for an unfit GPU's event, where one applies")
+    whole: bool = optional(
+        "the run checked every GPU of the node (true for a node of no GPU): only then does a fit verdict "
+        "lift rollcall's taint or resume its drain",
+        True,
+    )
     instance_type: str | None = optional("its instance type, where the node says it")
     zone: str | None = optional("its zone (`topology.kubernetes.io/zone`), where the node says it")
     instance_id: str | None = optional("its cloud instance's ID (from `spec.providerID`), where known")
     capacity_reservation: str | None = optional("the capacity reservation it runs in, where its labels say")
     gpus: tuple[GpuVerdict, ...] = optional("each GPU the run used or heard of, with its own verdict", ())
     ran: tuple[Ran, ...] = optional("what ran on it: each test's deciding attempt", ())
-    checked_at: str | None = optional("when it was checked (the verdict's time, UTC, ISO 8601)")
-    valid_until: str | None = optional("until when the result holds: `checked_at` + `--verdict-ttl`")
+    checked_at: float | None = optional("when it was checked (the verdict's time, epoch seconds)")
+    valid_until: float | None = optional("until when the result holds: `checked_at` + `--verdict-ttl`")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Breaker:
+    """The breaker: more nodes unfit in a session than ``--max-unfit`` mark none (the cause looks shared)."""
+
+    bound: int = required("the most nodes one session may mark unfit (`--max-unfit`, or auto's figure)")
+    unfit: tuple[str, ...] = optional("the nodes the predicate found unfit, by name", ())
+    tripped: bool = required("more nodes than `bound` were unfit: none is marked, each is `undetermined`")
+    common: str | None = optional("the reason most of them share (a rule, a fact), where it tripped")
+
+    def line(self) -> str:
+        """The terminal's line of a tripped breaker."""
+        return (
+            f"breaker: {len(self.unfit)} nodes found unfit ({', '.join(self.unfit)}), more than --max-unfit "
+            f"{self.bound}: the cause looks shared ({self.common}); no node marked (nodes.json)"
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
 class NodesFile:
     """``nodes.json``: every node of the session's runs."""
 
-    schema: int = required("the schema's version (1)")
-    written_at: str = required("when the file was written (UTC, ISO 8601)")
+    schema_version: int = required("the schema's version (2)")
+    written_at: float = required("when the file was written (epoch seconds)")
     verdict_ttl_s: float = required("`--verdict-ttl` in seconds")
+    breaker: Breaker | None = optional("the breaker over the session's unfit nodes")
+    marks: dict[str, Any] | None = optional(
+        "what the session's marks did (`--label-nodes`, `--taint-unfit`, `--drain-unfit`), as the backend "
+        "says it"
+    )
     nodes: tuple[NodeVerdict, ...] = optional("each node, by name", ())
 
 
-_RECORDS: tuple[type, ...] = (NodesFile, NodeVerdict, GpuVerdict, Ran)
-
-
-def iso(epoch: float) -> str:
-    """``2026-12-06T17:00:00Z``."""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+_RECORDS: tuple[type, ...] = (NodesFile, NodeVerdict, GpuVerdict, Ran, Breaker)
 
 
 def _gpus(facts: NodeFacts, unfit: Sequence[Unfit], events: Sequence[GpuEventSeen]) -> tuple[GpuVerdict, ...]:
-    """The node's GPUs: its ranks' own, then any other an event named; each with its verdict."""
+    """The node's GPUs: its ranks' own, then any other an event named; each with its verdict.
+
+    ``unfit``: the node's findings, failing and warning (:attr:`Unfit.out` says what each takes out).
+    """
     named: dict[Any, dict[str, Any]] = {}
     for d in facts.devices:
         if d.index is None and "gpu_uuid" not in d.facts:
@@ -143,13 +230,39 @@ def _gpus(facts: NodeFacts, unfit: Sequence[Unfit], events: Sequence[GpuEventSee
         named.setdefault(h.gpu, {"uuid": h.uuid, "serial": h.serial, "rank": None})
     out = []
     for index, about in named.items():
-        reasons = [str(u) for u in unfit if not u.device.whole_node and u.device.index == index]
-        bad = [ev for ev in events if ev.heard.gpu == index and ev.klass == "hardware"]
-        reasons += [] if reasons else [str(ev) for ev in bad]  # a rule's line names the event already
+        on = [u for u in unfit if not u.device.whole_node and u.device.index == index]
+        reasons = [str(u) for u in on if u.out is not None]
+        mine = [ev for ev in events if ev.heard.gpu == index]
+        said = [str(u) for u in on if u.out is None and u.rule not in _EVENT_RULES]
+        said += [str(ev) for ev in mine if ev.klass != "info" and (ev.takes_out is None or not reasons)]
         state: GpuState = "unfit" if reasons else ("fit" if about.get("rank") is not None else "unchecked")
-        action = next((ev.advice for ev in bad if ev.advice), None)
-        out.append(GpuVerdict(index=index, verdict=state, reasons=tuple(reasons), action=action, **about))
+        taking = [ev for ev in mine if ev.takes_out is not None] if reasons else []
+        action = next((ev.advice for ev in taking if ev.advice), None)
+        events_said = tuple(dict.fromkeys(line for line in said if line not in reasons))
+        out.append(
+            GpuVerdict(
+                index=index, verdict=state, reasons=tuple(reasons), events=events_said, action=action, **about
+            )
+        )
     return tuple(sorted(out, key=lambda g: (g.index is None, g.index)))
+
+
+def _whole(facts: NodeFacts, gpus: Sequence[GpuVerdict]) -> tuple[bool, str]:
+    """Whether the run checked every GPU of the node, and if not, why (``2 of 8 GPUs checked``)."""
+    used = sum(1 for g in gpus if g.rank is not None)
+    count = _count(facts.facts.get("gpus"))
+    if count is None:
+        return (True, "") if not used else (False, f"{used} GPU(s) checked, the node's count unread")
+    return (True, "") if used >= count else (False, f"{used} of {count} GPUs checked")
+
+
+def _count(value: object) -> int | None:
+    """A node's GPU count as its ranks said it (``8``, or ``"7 | 8"`` where they disagree: the most)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    words = str(value).split(" | ") if isinstance(value, str) else []
+    counts = [int(w) for w in words if w.strip().isdigit()]
+    return max(counts) if counts and len(counts) == len(words) else None
 
 
 def of_verdict(
@@ -166,40 +279,42 @@ def of_verdict(
 
     A node given whose ranks never reported is ``unchecked``.
     """
-    failing = [u for u in verdict.unfit if u.severity == "fail"]
-    unfit_names = set(verdict.unfit_nodes)
-    at, until = iso(checked_at), iso(checked_at + ttl_s)
+    out_of_service = verdict.out_of_service()
+    until = checked_at + ttl_s
     out: list[NodeVerdict] = []
     names = [f.name for f in verdict.nodes_detail]
     for facts in verdict.nodes_detail:
         # nodes of one host (the local backend's simulated nodes) are told apart by their index
         name = facts.name if names.count(facts.name) == 1 else f"{facts.name} node {facts.node}"
-        mine = [u for u in failing if u.device.node == facts.node]
+        mine = [u for u in verdict.unfit if u.device.node == facts.node]
         events = [ev for ev in verdict.gpu_events if ev.node == facts.node]
         gpus = _gpus(facts, mine, events)
         ranks = tuple(r for r, res in sorted(verdict.ranks.items()) if res.node == facts.node)
         troubled = [(r, verdict.ranks[r]) for r in ranks if verdict.ranks[r].problems]
-        reasons: list[str] = [str(u) for u in mine if u.device.whole_node]
-        reasons += [line for g in gpus if g.verdict == "unfit" for line in g.reasons]
-        unmet = [
-            p for p in verdict.findings if isinstance(p.detail, Mismatch) and p.detail.node == facts.node
+        theirs = [
+            p.detail
+            for p in verdict.findings
+            if isinstance(p.detail, Mismatch) and p.detail.node == facts.node and p.detail.out is None
         ]
+        whole, partly = _whole(facts, gpus)
+        reasons: list[str] = list(out_of_service.get(facts.node, ()))
         owner: str | None = None
         state: NodeState
-        if facts.name in unfit_names or reasons:  # (unfit_nodes names nodes by their own name)
+        if reasons:
             state, owner = "unfit", "cluster"
-        elif known := [p for p in unmet if p.detail.value is not None]:
-            state, reasons = "unfit", [str(p.detail) for p in known]
-            owner = known[0].blame.owner.value if known[0].blame is not None else "platform"
-        elif troubled or (not passed and not ranks):
+        elif theirs or troubled or (not passed and not ranks):
             state = "undetermined"
-            reasons = [f"rank {r}: {'; '.join(res.notes)}" for r, res in troubled[:3]]
+            reasons = [str(m) for m in theirs]
+            reasons += [f"rank {r}: {'; '.join(res.notes)}" for r, res in troubled[:3]]
             first = next((p for _, res in troubled for p in res.problems if p.blame is not None), None)
-            owner = first.blame.owner.value if first is not None and first.blame is not None else None
+            owner = "platform" if theirs else None
+            if owner is None and first is not None and first.blame is not None:
+                owner = first.blame.owner.value
             if owner is None and verdict.first_failure is not None:
                 owner = verdict.first_failure.owner
         else:
             state = "fit"
+            reasons = [] if whole else [f"not re-checked whole: {partly}"]
         where = {k: str(facts.facts[k]) for k in WHERE_KEYS if facts.facts.get(k)}
         out.append(
             NodeVerdict(
@@ -208,9 +323,10 @@ def of_verdict(
                 reasons=tuple(reasons),
                 owner=owner,
                 action=next((g.action for g in gpus if g.verdict == "unfit" and g.action), None),
+                whole=whole,
                 gpus=gpus,
                 ran=(Ran(test=test, backend=backend, ranks=ranks, passed=passed),),
-                checked_at=at,
+                checked_at=checked_at,
                 valid_until=until,
                 **where,
             )
@@ -223,15 +339,19 @@ def of_verdict(
                     name=name,
                     verdict="unchecked",
                     reasons=("no rank of the run reported its facts from it",),
+                    whole=False,
                     ran=(Ran(test=test, backend=backend, passed=passed),),
-                    checked_at=at,
+                    checked_at=checked_at,
                 )
             )
     return out
 
 
 def merged(verdicts: Iterable[NodeVerdict]) -> list[NodeVerdict]:
-    """One verdict per node name: the worst state, every reason and run, the latest check; by name."""
+    """One verdict per node name: the worst state, every reason and run, the latest check; by name.
+
+    A fit node is whole where any of its checks was (one of them covered every GPU).
+    """
     by_name: dict[str, NodeVerdict] = {}
     for v in verdicts:
         old = by_name.get(v.name)
@@ -239,11 +359,16 @@ def merged(verdicts: Iterable[NodeVerdict]) -> list[NodeVerdict]:
             by_name[v.name] = v
             continue
         worst = min(old, v, key=lambda n: SEVERITY.index(n.verdict))
-        later = max(old, v, key=lambda n: n.checked_at or "")
+        later = max(old, v, key=lambda n: n.checked_at or 0.0)
+        whole = worst.whole or (worst.verdict == old.verdict == v.verdict and (old.whole or v.whole))
+        reasons = (*worst.reasons, *old.reasons, *v.reasons)
+        if whole and worst.verdict == "fit":
+            reasons = tuple(r for r in reasons if not r.startswith("not re-checked whole"))
         by_name[v.name] = replace(
             worst,
-            reasons=tuple(dict.fromkeys((*worst.reasons, *old.reasons, *v.reasons))),
+            reasons=tuple(dict.fromkeys(reasons)),
             ran=(*old.ran, *v.ran),
+            whole=whole,
             checked_at=later.checked_at,
             valid_until=later.valid_until,
             gpus=worst.gpus or later.gpus,
@@ -251,8 +376,55 @@ def merged(verdicts: Iterable[NodeVerdict]) -> list[NodeVerdict]:
     return [by_name[name] for name in sorted(by_name)]
 
 
-def of_records(records: Sequence[TestRecord], ttl_s: float) -> list[NodeVerdict]:
-    """Every node of the session's tests, each test's deciding attempt judged, merged by node name."""
+def bound_of(max_unfit: int | None, checked: int) -> int:
+    """The breaker's bound: ``--max-unfit``, or :data:`BREAKER_SHARE` of ``checked`` nodes (at least 1)."""
+    return max_unfit if max_unfit is not None else max(1, math.ceil(BREAKER_SHARE * checked))
+
+
+def _causes(node: NodeVerdict) -> set[str]:
+    """What a node's reasons name, shared between nodes: ``rule pcie_gen``, ``--expect driver``."""
+    found = set()
+    for reason in node.reasons:
+        found |= {f"rule {m}" for m in re.findall(r"\(rule (\w+)\)", reason)}
+        found |= {f"--expect {m}" for m in re.findall(r"expected (\w+)=", reason)}
+    return found or {"; ".join(node.reasons)[:200]}
+
+
+def with_breaker(nodes: Sequence[NodeVerdict], max_unfit: int | None) -> tuple[list[NodeVerdict], Breaker]:
+    """The session's nodes with the breaker over them (:class:`Breaker`), and the breaker.
+
+    Tripped, each unfit node is ``undetermined`` instead (owner undetermined), its reasons kept after the
+    breaker's own line, so that no mark follows; the common reason is the cause most of them share.
+    """
+    unfit = [n for n in nodes if n.verdict == "unfit"]
+    checked = sum(1 for n in nodes if n.verdict != "unchecked")
+    bound = bound_of(max_unfit, checked)
+    names = tuple(n.name for n in unfit)
+    if len(unfit) <= bound:
+        return list(nodes), Breaker(bound=bound, unfit=names, tripped=False)
+    counts = Counter(c for n in unfit for c in _causes(n))
+    cause, held = max(sorted(counts.items()), key=lambda kv: kv[1])
+    common = f"{cause}, on {held} of the {len(unfit)}"
+    line = (
+        f"breaker: {len(unfit)} of {checked} nodes found unfit, more than --max-unfit {bound}: the cause "
+        f"looks shared, not each node's own ({common}); no node is marked"
+    )
+    tripped = [
+        replace(n, verdict="undetermined", owner="undetermined", reasons=(line, *n.reasons))
+        if n.verdict == "unfit"
+        else n
+        for n in nodes
+    ]
+    return tripped, Breaker(bound=bound, unfit=names, tripped=True, common=common)
+
+
+def of_records(
+    records: Sequence[TestRecord], ttl_s: float, max_unfit: int | None = None
+) -> tuple[list[NodeVerdict], Breaker]:
+    """Every node of the session's tests, merged by node name, and the breaker over them.
+
+    Each test's deciding attempt is judged; the breaker counts the session's unfit nodes.
+    """
     found: list[NodeVerdict] = []
     for record in records:
         last = record.result.last
@@ -267,43 +439,107 @@ def of_records(records: Sequence[TestRecord], ttl_s: float) -> list[NodeVerdict]
             ttl_s=ttl_s,
             given=(*last.status.node_info, *given),
         )
-    return merged(found)
+    return with_breaker(merged(found), max_unfit)
 
 
-def document(nodes: Sequence[NodeVerdict], ttl_s: float, written_at: float) -> dict[str, Any]:
+def document(
+    nodes: Sequence[NodeVerdict],
+    ttl_s: float,
+    written_at: float,
+    breaker: Breaker | None = None,
+    marks: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """``nodes.json``'s object."""
-    doc = NodesFile(schema=SCHEMA, written_at=iso(written_at), verdict_ttl_s=ttl_s, nodes=tuple(nodes))
+    doc = NodesFile(
+        schema_version=SCHEMA,
+        written_at=written_at,
+        verdict_ttl_s=ttl_s,
+        breaker=breaker,
+        marks=marks,
+        nodes=tuple(nodes),
+    )
     return cast(dict[str, Any], json_ready(_plain(doc)))
 
 
-def write(path: Path, records: Sequence[TestRecord], ttl_s: float) -> None:
-    """Write ``nodes.json`` of the session's ``records`` to ``path``, whole."""
-    doc = document(of_records(records, ttl_s), ttl_s, time.time())
+def write_nodes(
+    path: Path,
+    nodes: Sequence[NodeVerdict],
+    ttl_s: float,
+    breaker: Breaker | None = None,
+    marks: dict[str, Any] | None = None,
+) -> None:
+    """Write ``nodes.json`` of the session's ``nodes`` to ``path``, whole."""
+    doc = document(nodes, ttl_s, time.time(), breaker, marks)
     write_whole(path, json.dumps(doc, indent=2) + "\n")
 
 
-def merge_worker_files(directory: Path, since: float) -> None:
-    """Merge the ``nodes.<worker>.json`` files xdist workers wrote since ``since`` into ``nodes.json``."""
+def read_nodes(path: Path) -> tuple[list[NodeVerdict], float]:
+    """The nodes of a ``nodes.json`` and its ``verdict_ttl_s``; ValueError for another schema."""
+    doc = json.loads(path.read_text())
+    if doc.get("schema_version") != SCHEMA:
+        raise ValueError(f"{path}: schema_version {doc.get('schema_version')!r}, not {SCHEMA}")
+    return [_load(NodeVerdict, n) for n in doc.get("nodes", [])], float(doc["verdict_ttl_s"])
+
+
+def _load(record: type[_R], data: dict[str, Any]) -> _R:
+    """A record of ``data`` (its fields, nested records of :data:`_NESTED`, lists as tuples)."""
+    kwargs: dict[str, Any] = {}
+    for spec in _specs(record):
+        if spec.name not in data:
+            continue
+        value = data[spec.name]
+        inner = _NESTED.get((record, spec.name))
+        if inner is not None:
+            value = tuple(_load(inner, v) for v in value)
+        elif isinstance(value, list):
+            value = tuple(value)
+        kwargs[spec.name] = value
+    return record(**kwargs)
+
+
+_R = TypeVar("_R")
+_NESTED: dict[tuple[type, str], type] = {(NodeVerdict, "gpus"): GpuVerdict, (NodeVerdict, "ran"): Ran}
+_EVENT_RULES = frozenset(name for name, _ in EVENT_RULES)
+
+
+def merge_worker_files(
+    directory: Path, since: float, max_unfit: int | None = None
+) -> tuple[list[NodeVerdict], Breaker, float] | None:
+    """The session's nodes of the ``nodes.<worker>.json`` files xdist workers wrote since ``since``.
+
+    Merged by name, the breaker over the whole session (each worker's saw part of it), with the files'
+    ``verdict_ttl_s``: for the controller to mark and write ``nodes.json``; None where no worker wrote one.
+    """
     parts = sorted(p for p in directory.glob("nodes.gw*.json") if p.stat().st_mtime >= since)
     if not parts:
-        return
-    docs = [json.loads(p.read_text()) for p in parts]
-    by_name: dict[str, dict[str, Any]] = {}
-    for node in (n for d in docs for n in d.get("nodes", [])):
-        old = by_name.setdefault(node["name"], node)
-        if old is node:
-            continue
-        worst = min(old, node, key=lambda n: SEVERITY.index(n["verdict"]))
-        later = max(old, node, key=lambda n: n.get("checked_at") or "")
-        by_name[node["name"]] = {
-            **worst,
-            "reasons": list(dict.fromkeys([*worst["reasons"], *old["reasons"], *node["reasons"]])),
-            "ran": [*old["ran"], *node["ran"]],
-            "checked_at": later.get("checked_at"),
-            "valid_until": later.get("valid_until"),
-        }
-    merged_doc = {**docs[-1], "nodes": [by_name[n] for n in sorted(by_name)]}
-    write_whole(directory / NODES_FILE, json.dumps(merged_doc, indent=2) + "\n")
+        return None
+    found: list[NodeVerdict] = []
+    ttl = 0.0
+    for part in parts:
+        nodes, ttl = read_nodes(part)
+        found += nodes
+    # each worker's breaker had made its unfit nodes undetermined: judge the session's whole again
+    nodes, breaker = with_breaker(merged(_unbroken(n) for n in found), max_unfit)
+    return nodes, breaker, ttl
+
+
+def write_unfit_nodes(path: Path, nodes: Sequence[NodeVerdict]) -> bool:
+    """Write the session's unfit nodes (the breaker's over them) to ``path``, one a line, when there are any.
+
+    For a script to cordon: the same nodes every mark takes. Returns whether the file was written.
+    """
+    names = [n.name for n in nodes if n.verdict == "unfit"]
+    if not names:
+        return False
+    write_whole(path, "".join(f"{n}\n" for n in names))
+    return True
+
+
+def _unbroken(node: NodeVerdict) -> NodeVerdict:
+    """A node as it was before a worker's breaker made it undetermined (its reasons after the breaker's)."""
+    if node.verdict == "undetermined" and node.reasons and node.reasons[0].startswith("breaker: "):
+        return replace(node, verdict="unfit", owner="cluster", reasons=node.reasons[1:])
+    return node
 
 
 def _plain(value: Any) -> Any:
@@ -326,6 +562,10 @@ def _type(hint: Any) -> str:
     args = get_args(hint)
     if args and args[-1] is Ellipsis and args[0] in _RECORDS:
         return f"array of `{args[0].__name__}`"
+    if get_origin(hint) is dict:
+        return "object"
+    if args and type(None) in args:  # optional: a record or an object, or null
+        return " \\| ".join([*(_type(a) for a in args if a is not type(None)), "null"])
     return type_name(hint)
 
 

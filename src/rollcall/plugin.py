@@ -451,9 +451,6 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         verdict = record.result.last.verdict
         for warning in verdict.warnings:
             terminalreporter.write_line(f"{record.test_id}: warning: {warning.message}")
-        marked = record.extra.get("node_marks")  # --label-nodes, --taint-unfit, --drain-unfit: what they did
-        if marked:
-            terminalreporter.write_line(f"{record.test_id}: nodes: {marked['line']}")
         if record.result.passed:
             continue
         first = verdict.first_failure  # whatever its class: a crash, a hang, a corrupt replica, ...
@@ -476,37 +473,43 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     suite = session.config.stash.get(_SUITE, None)
     if suite and not suite.records and not hasattr(session.config, "workerinput"):
         from rollcall.collect import RESULTS_FILE
-        from rollcall.nodeverdicts import merge_worker_files
         from rollcall.reports import left_behind, merge_worker_results
 
         merging: list[str] = []
-        with _report(merging, suite.options.reports.artifacts_dir / RESULTS_FILE):
-            merged = merge_worker_results(suite.options.reports.artifacts_dir, since=suite.started)
+        out = suite.options.reports.artifacts_dir
+        with _report(merging, out / RESULTS_FILE):
+            merged = merge_worker_results(out, since=suite.started)
             if merged is not None:
                 _fail_for_leftovers(session, left_behind(merged))
-                merge_worker_files(suite.options.reports.artifacts_dir, since=suite.started)
+                # the session's nodes of every worker's, marked once, written
+                session.config.stash.setdefault(_NOTES, []).extend(suite.conclude_workers())
         _fail_for_missing_reports(session, merging)
     if not suite or not suite.records:
         return
 
     from rollcall.collect import RANKS_JUNIT_FILE, REPORT_FILE, RESULTS_FILE, UNFIT_NODES_FILE
-    from rollcall.nodeverdicts import NODES_FILE, write
+    from rollcall.nodeverdicts import NODES_FILE, of_records, write_nodes, write_unfit_nodes
     from rollcall.page.report import write_report
-    from rollcall.reports import write_rank_junit, write_results, write_unfit_nodes
+    from rollcall.reports import write_rank_junit, write_results
 
     out = suite.options.reports.artifacts_dir
     finished = time.time()
+    # Under pytest-xdist each worker writes files of its own; the controller merges the results and marks.
+    worker = getattr(session.config, "workerinput", {}).get("workerid")
+    tag = f".{worker}" if worker else ""
+    notes = session.config.stash.setdefault(_NOTES, [])
+    # The session's node verdicts and the breaker over them; marked once, here (by the controller under xdist)
+    nodes, breaker = of_records(suite.records, suite.verdict_ttl_s, suite.options.recovery.max_unfit)
+    marked, lines = (None, []) if worker else suite.conclude(nodes, breaker)
+    notes.extend(lines)
     meta = {
         "backend": suite.backend_name,
         "backend_reason": suite.backend_reason,
         "started": suite.started,
         "finished": finished,
         "argv": sys.argv,
+        "node_marks": marked.as_dict() if marked is not None else None,
     }
-    # Under pytest-xdist each worker writes files of its own; the controller merges the results.
-    worker = getattr(session.config, "workerinput", {}).get("workerid")
-    tag = f".{worker}" if worker else ""
-    notes = session.config.stash.setdefault(_NOTES, [])
     # Each report is written whole or not at all, each whatever became of the others (a full disk may still
     # take the small junit file): one that could not be written is named, and fails the session.
     missing: list[str] = []
@@ -515,9 +518,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     with _report(missing, out / _tagged(RANKS_JUNIT_FILE, tag)) as path:
         write_rank_junit(path, suite.records)
     with _report(missing, out / _tagged(NODES_FILE, tag)) as path:
-        write(path, suite.records, suite.verdict_ttl_s)
+        write_nodes(path, nodes, suite.verdict_ttl_s, breaker, marked.as_dict() if marked else None)
     with _report(missing, out / _tagged(UNFIT_NODES_FILE, tag)) as path:
-        if write_unfit_nodes(path, suite.records):
+        if write_unfit_nodes(path, nodes):
             notes.append(f"unfit nodes: {out / UNFIT_NODES_FILE}")
     with _report(missing, out / _tagged(REPORT_FILE, tag)) as path:
         write_report(path, suite.records, meta)

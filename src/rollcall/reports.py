@@ -184,18 +184,6 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def write_unfit_nodes(path: Path, records: Sequence[TestRecord]) -> bool:
-    """Write the unfit nodes of every test's deciding run to ``path``, one a line, when there are any.
-
-    Returns whether the file was written.
-    """
-    names = dict.fromkeys(n for r in records for n in r.result.last.verdict.unfit_nodes)
-    if not names:
-        return False
-    write_whole(path, "".join(f"{n}\n" for n in names))
-    return True
-
-
 XML_DECLARATION = '<?xml version="1.0" encoding="utf-8"?>\n'
 
 

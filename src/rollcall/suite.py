@@ -26,6 +26,7 @@ from rollcall.backends import (
     BackendSettings,
     ChecksAtStart,
     Marking,
+    MarkReport,
     MarksNodes,
     MountsSharedCache,
     NodeMark,
@@ -35,12 +36,19 @@ from rollcall.backends import (
     choose,
     wing_named,
 )
-from rollcall.collect import safe_name
+from rollcall.collect import UNFIT_NODES_FILE, safe_name
 from rollcall.evidence.floors import floors_of, measure_args
 from rollcall.gate import GateReport
 from rollcall.isolation.probe import isolate, with_isolation
 from rollcall.jobspec import JobSpec, Toleration
-from rollcall.nodeverdicts import NodeVerdict, of_verdict
+from rollcall.nodeverdicts import (
+    NODES_FILE,
+    Breaker,
+    NodeVerdict,
+    merge_worker_files,
+    write_nodes,
+    write_unfit_nodes,
+)
 from rollcall.options import OptionError, Options
 from rollcall.options.job import check_bounds
 from rollcall.options.values import format_duration
@@ -193,10 +201,11 @@ MARKS: dict[str, tuple[str, str]] = {
 }
 
 
-def node_marks(verdicts: Sequence[NodeVerdict], checked_at: float, ttl_s: float) -> list[NodeMark]:
-    """What each node's verdict (checked at ``checked_at``, holding ``ttl_s``) asks its backend to mark."""
+def node_marks(verdicts: Sequence[NodeVerdict]) -> list[NodeMark]:
+    """What each node's session verdict (``nodes.json``'s, the breaker's over it) asks its backend to mark."""
     return [
-        NodeMark(v.name, v.verdict, "; ".join(v.reasons), checked_at, checked_at + ttl_s) for v in verdicts
+        NodeMark(v.name, v.verdict, "; ".join(v.reasons), v.checked_at, v.valid_until, v.whole)
+        for v in verdicts
     ]
 
 
@@ -339,23 +348,7 @@ class Suite:
             if found.isolation is not None:
                 result.last.verdict = with_isolation(result.last.verdict, found.isolation)
             extra["isolation"] = found.as_dict()
-        how, backend = marking(self.options), self.backend
-        if how and isinstance(backend, MarksNodes):  # prepare refuses a backend that cannot
-            last = result.last
-            checked = last.judged_at or time.time()
-            verdicts = of_verdict(
-                last.verdict,
-                test=test_id,
-                backend=backend.name,
-                passed=result.passed,
-                checked_at=checked,
-                ttl_s=self.verdict_ttl_s,
-                given=(*last.status.node_info, *last.spec.machines),
-            )
-            marked = backend.mark_nodes(node_marks(verdicts, checked, self.verdict_ttl_s), how)
-            extra["node_marks"] = marked.as_dict()
-            if self.progress:
-                self.progress(marked.line())
+        extra["nodes_given"] = [*result.last.spec.machines]
         floors = floors_of(base.instance_type) if self.criteria.busbw_floors else None
         if floors is not None:  # the floors held to, and the sizes measured at
             extra["busbw_floors"] = floors.as_dict(result.last.verdict.perf.groups)
@@ -366,6 +359,42 @@ class Suite:
             self.progress(note)
         self.records.append(record)
         return record
+
+    def mark(self, nodes: Sequence[NodeVerdict]) -> MarkReport | None:
+        """Mark the session's ``nodes`` (``nodes.json``'s, the breaker's over them), once; what it did.
+
+        None without a mark asked for, on a backend that makes none, or after an interrupted test (its
+        verdict is not whole).
+        """
+        how = marking(self.options)
+        if not how or not isinstance(self.wing.load(), MarksNodes):  # prepare refuses a backend that cannot
+            return None
+        if any("interrupted" in r.extra for r in self.records):
+            return None
+        backend = self.backend
+        assert isinstance(backend, MarksNodes)
+        marked = backend.mark_nodes(node_marks(nodes), how)
+        if self.progress:
+            self.progress(marked.line())
+        return marked
+
+    def conclude(self, nodes: Sequence[NodeVerdict], breaker: Breaker) -> tuple[MarkReport | None, list[str]]:
+        """Mark the session's ``nodes`` once (:meth:`mark`); what it did, and the terminal's lines of it."""
+        marked = self.mark(nodes)
+        lines = [f"rollcall: {breaker.line()}"] if breaker.tripped else []
+        return marked, [*lines, *([f"nodes: {marked.line()}"] if marked is not None else [])]
+
+    def conclude_workers(self) -> list[str]:
+        """The xdist controller's: the nodes of every worker's file, marked once, written as nodes.json."""
+        out = self.options.reports.artifacts_dir
+        found = merge_worker_files(out, self.started, self.options.recovery.max_unfit)
+        if found is None:
+            return []
+        nodes, breaker, ttl = found
+        marked, lines = self.conclude(nodes, breaker)
+        write_nodes(out / NODES_FILE, nodes, ttl, breaker, marked.as_dict() if marked else None)
+        write_unfit_nodes(out / UNFIT_NODES_FILE, nodes)
+        return lines
 
     def prepare(self, *, connect: bool) -> None:
         """Everything that can refute the options before a job runs; OptionError or BaselineError if so.

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from rollcall.collect import RANKS_JUNIT_FILE, REPORT_FILE, RESULTS_FILE
 from rollcall.evidence.baseline import Baselines, ConfigKey, Figures
-from rollcall.evidence.drift import DriftMode
+from rollcall.evidence.drift import DriftMode, Mismatch
 from rollcall.evidence.endings import Disruption
 from rollcall.evidence.fitness import FitnessPolicy, Unfit
 from rollcall.evidence.gpu_events import GpuEventSeen
@@ -458,24 +458,35 @@ class Verdict:
         """Every fitness rule a device broke, failures and warnings alike."""
         return [u for u in _unfit(*self.findings, *self.warnings) if u.severity != "off"]
 
+    def out_of_service(self) -> dict[int, list[str]]:
+        """The one predicate of "unfit" (docs/nodes.md): each node a finding takes out, with why, by index.
+
+        A finding taking its node out (``Unfit.out``, a warning's too); a node's own fact ``--expect`` misses.
+        """
+        found: dict[int, list[str]] = {}
+        for u in (u for u in self.unfit if u.out == "node"):
+            found.setdefault(u.device.node, []).append(str(u))
+        for m in (p.detail for p in self.findings if isinstance(p.detail, Mismatch) and p.detail.out):
+            found.setdefault(m.node, []).append(str(m))
+        return found
+
     @property
     def unfit_nodes(self) -> list[str]:
-        """The names of the nodes with a device that failed a fitness rule (not a warning), in node order."""
-        failed = {u.device.node: u.device.name for u in _unfit(*self.findings)}
-        return [name for _, name in sorted(failed.items())]
+        """The names of the nodes :meth:`out_of_service` takes out, in node order."""
+        names = {u.device.node: u.device.name for u in self.unfit} | {
+            n.node: n.name for n in self.nodes_detail
+        }
+        return [names.get(node, str(node)) for node in sorted(self.out_of_service())]
 
     def node_verdicts(self) -> list[dict[str, Any]]:
         """Each node's facts with its verdict (``unfit`` or ``fit``) and the reasons, JSON-ready."""
         reasons: dict[int, list[str]] = {}
         for u in self.unfit:
             reasons.setdefault(u.device.node, []).append(f"{u.severity}: {u}")
-        failed = {u.device.node for u in _unfit(*self.findings)}
+        failed = self.out_of_service()
+        verdict = {True: "unfit", False: "fit"}
         return [
-            {
-                **n.as_dict(),
-                "verdict": "unfit" if n.node in failed else "fit",
-                "reasons": reasons.get(n.node, []),
-            }
+            {**n.as_dict(), "verdict": verdict[n.node in failed], "reasons": reasons.get(n.node, [])}
             for n in self.nodes_detail
         ]
 

@@ -114,7 +114,7 @@ def fake_nvml(**over: Any) -> SimpleNamespace:
         nvmlDeviceGetCurrentClocksEventReasons=answer("events"),
         nvmlDeviceGetClockInfo=lambda h, clock: answer("sm")(),
         nvmlDeviceGetMaxClockInfo=lambda h, clock: answer("sm_max")(),
-        nvmlDeviceGetPowerManagementLimit=answer("power"),
+        nvmlDeviceGetEnforcedPowerLimit=answer("power"),
         nvmlDeviceGetPowerManagementDefaultLimit=answer("power_default"),
         nvmlDeviceGetTemperature=lambda h, sensor: answer("temperature")(),
     )

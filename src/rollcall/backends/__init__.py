@@ -435,12 +435,10 @@ class NodeMark:
     """What a verdict says of one node (:mod:`rollcall.nodeverdicts`), for the backend to mark it with.
 
     Attributes:
-        verdict: ``fit``, ``unfit``, ``undetermined`` or ``unchecked``; only an unfit node is tainted or
-            drained, only a fit one has rollcall's own taint or drain lifted, an unchecked one is left as is.
+        verdict: ``fit``, ``unfit``, ``undetermined`` or ``unchecked``: only an unfit node is marked.
         reason: why, in one line (an unfit node's taint annotation or drain reason).
         checked_at, valid_until: when it was checked and until when that holds (epoch seconds).
-        whole: the check covered every GPU of the node. A fit verdict lifts rollcall's taint or resumes its
-            drain only then; a fit verdict of part of a node leaves its marks as they are.
+        whole: the check covered every GPU of the node: only then does a fit verdict lift a mark.
     """
 
     name: str

@@ -33,6 +33,7 @@ import re
 from dataclasses import dataclass
 
 from rollcall.checks.errors import DISRUPTION
+from rollcall.checks.expectations import EXPECTATION, expectation_blame
 from rollcall.checks.job_state import JOB
 from rollcall.evidence.departures import Departure
 from rollcall.evidence.endings import Termination
@@ -165,6 +166,8 @@ def blame(problem: Problem) -> Blame:
     """Whose ``problem`` is: its kind's owner, else placed by what it says or holds."""
     if problem.kind.owner is not None:
         return problem.kind.owner
+    if problem.kind is EXPECTATION:
+        return expectation_blame(problem.detail)
     if problem.kind is JOB:
         return _first_match(_JOB, problem.message, "the job failed: its cause is the problem named before it")
     detail = problem.detail

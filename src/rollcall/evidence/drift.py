@@ -43,6 +43,38 @@ DRIFT_KEYS: tuple[str, ...] = (
 )
 #: What ``--expect KEY=GLOB`` may name: a node's fact, an observed one, or a device's (every device matches).
 EXPECT_KEYS: tuple[str, ...] = (*NODE_KEYS, *OBSERVED_KEYS, *DEVICE_KEYS)
+#: Whose a fact is, for ``--expect``: a node's own (its driver, kernel, devices, instance type...), or what
+#: the run brought to it and where it was placed: the platform's.
+Whose = Literal["node", "platform"]
+#: The facts of :data:`EXPECT_KEYS` that are the platform's: what the run brought with it (its image: the OS
+#: and Python inside it, torch, transformers, NCCL, libfabric and the NCCL net plugin inside it, the Neuron
+#: runtime and compiler inside it), the image its node group gives every node (``image``) and where the
+#: scheduler placed it (the node group, zone, instance and capacity reservation). A node that misses one fails
+#: the run and is marked for nothing. Every other key is the node's own (:func:`whose`): a node that misses
+#: it is unfit.
+PLATFORM_KEYS: frozenset[str] = frozenset(
+    {
+        "os",
+        "python",
+        "torch",
+        "transformers",
+        "nccl",
+        "neuron_runtime",
+        "neuron_compiler",
+        "libfabric",
+        "aws_ofi_nccl",
+        "image",
+        "node_group",
+        "zone",
+        "instance_id",
+        "capacity_reservation",
+    }
+)
+
+
+def whose(key: str) -> Whose:
+    """Whose the fact ``key`` of ``--expect`` is: the node's own, or the platform's (`PLATFORM_KEYS`)."""
+    return "platform" if key in PLATFORM_KEYS else "node"
 
 
 @dataclass(frozen=True)
@@ -84,6 +116,19 @@ class Mismatch:
     glob: str
     value: str | None
     reason: str | None = None
+
+    @property
+    def whose(self) -> Whose:
+        """Whose the fact is (:func:`whose`)."""
+        return whose(self.key)
+
+    @property
+    def out(self) -> Literal["node"] | None:
+        """What it takes out of service: its node, where the fact is the node's own and was read.
+
+        Else nothing: the platform's fact, or one the node could not read (no mark on what is not known).
+        """
+        return "node" if self.whose == "node" and self.value is not None else None
 
     def __str__(self) -> str:
         found = (
@@ -154,11 +199,14 @@ __all__ = [
     "DRIFT_KEYS",
     "DRIFT_MODES",
     "EXPECT_KEYS",
+    "PLATFORM_KEYS",
     "Drift",
     "Mismatch",
+    "Whose",
     "drift",
     "mismatches",
     "parse_expect",
     "parse_expect_files",
     "read_expect_file",
+    "whose",
 ]

@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from rollcall.evidence.gpumem import held_memory
 from rollcall.evidence.nodefacts import NEURON_CORRECTED, NEURON_UNCORRECTED, Device, NodeFacts
+from rollcall.evidence.xids import Scope
 
 Severity = Literal["fail", "warn", "off"]
 
@@ -188,7 +189,10 @@ RULES: tuple[Rule, ...] = (
         _positive("ecc_volatile_uncorrected"),
     ),
     Rule(
-        "ecc_aggregate", "uncorrected ECC errors over the GPU's life", _positive("ecc_aggregate_uncorrected")
+        "ecc_aggregate",
+        "uncorrected ECC errors over the GPU's life (a lifetime count: a remapped old error stays in it)",
+        _positive("ecc_aggregate_uncorrected"),
+        default="warn",
     ),
     Rule("remapped_failure", "a row remapping failed", _true("remapped_failure")),
     Rule("remapped_pending", "a row remapping waits for a GPU reset", _true("remapped_pending")),
@@ -208,8 +212,9 @@ RULES: tuple[Rule, ...] = (
     Rule("power_brake", "the clocks are held down by the power brake", _event("hw_power_brake")),
     Rule(
         "power_limit",
-        "the power limit is below its default",
+        "the enforced power limit is below its default (an administrator's cap, reported)",
         _below("power_limit_w", "power_default_w", "default"),
+        default="warn",
     ),
     Rule(
         "device_count",
@@ -289,7 +294,13 @@ class FitnessPolicy:
 
 @dataclass(frozen=True)
 class Unfit:
-    """A device that breaks a rule: the device, the rule, the fact and its value, and what a finding does."""
+    """A device that breaks a rule: the device, the rule, the fact and its value, and what a finding does.
+
+    ``severity`` is what it does to this run; ``out`` what it takes out of service, under the user's rules
+    (:func:`takes_out`): the device's node, the device alone (a GPU no rank of the run used), or nothing (a
+    rule that only warns, by default or by ``--fitness-warn``). This is the one predicate every node verdict,
+    mark and :attr:`~rollcall.verdict.Verdict.unfit_nodes` follows.
+    """
 
     device: Device
     rule: str
@@ -297,6 +308,7 @@ class Unfit:
     value: Any
     why: str
     severity: Severity = "fail"
+    out: Scope | None = "node"
 
     def __str__(self) -> str:
         return f"{self.device.label}: {self.fact}={self.value} {self.why} (rule {self.rule})"
@@ -315,8 +327,21 @@ class Unfit:
             "fact": self.fact,
             "value": self.value,
             "severity": self.severity,
+            "takes_out": self.out,
             "message": str(self),
         }
+
+
+def takes_out(severity: Severity, scope: Scope = "node", used: bool = True) -> Scope | None:
+    """What a finding takes out of service: ``severity`` is the user's for its rule (``--fitness-*``).
+
+    Nothing where the rule does not fail; else the node where the run used the device, or where the finding
+    is the node's whole (``scope`` ``node``: a node-wide rule, a GPU lost, a node reboot NVIDIA asks for);
+    else (a GPU-scoped finding on a GPU no rank of the run used) the GPU alone.
+    """
+    if severity != "fail":
+        return None
+    return "node" if used or scope == "node" else "gpu"
 
 
 def unfit_devices(nodes: Iterable[NodeFacts], policy: FitnessPolicy | None = None) -> list[Unfit]:
@@ -334,14 +359,14 @@ def unfit_devices(nodes: Iterable[NodeFacts], policy: FitnessPolicy | None = Non
             if hit is not None:
                 rank = min(node.ranks, default=-1)
                 itself = Device(node.node, rank, node.name, node.facts, node.unknown, whole_node=True)
-                found.append(Unfit(itself, rule.name, *hit, severity))
+                found.append(Unfit(itself, rule.name, *hit, severity, takes_out(severity)))
         for device in (*node.devices, *node.neuron_devices):
             for rule in RULES:
                 if rule.scope != "device" or (severity := policy.severity(rule.name)) == "off":
                     continue
                 hit = rule.find(device.facts)
                 if hit is not None:
-                    found.append(Unfit(device, rule.name, *hit, severity))
+                    found.append(Unfit(device, rule.name, *hit, severity, takes_out(severity)))
     return found
 
 
@@ -393,5 +418,6 @@ __all__ = [
     "Unfit",
     "device_summary",
     "parse_rules",
+    "takes_out",
     "unfit_devices",
 ]

@@ -11,7 +11,10 @@ a GPU of their node that none of them named may be another tenant's.
 
 Each event has a :data:`GpuClass`: an Xid its class in the catalog (:mod:`rollcall.evidence.xids`, with
 ``--xid-class`` over it); a double-bit ECC error and a lost GPU ``hardware``; a single-bit ECC error and a
-clock change ``info`` (shown, not judged: the fitness rules judge the counters and throttle reasons).
+clock change ``info`` (shown, not judged: the fitness rules judge the counters and throttle reasons). The
+class says whose an event is; what it takes out of service (:attr:`GpuEventSeen.takes_out`: the node, the
+GPU, or nothing) is NVIDIA's action for it, so that an event NVIDIA ignores or answers by restarting the
+application (Xid 92, 94) stays a fact on the GPU's line.
 
 What NVIDIA recommends for an event (:attr:`GpuEventSeen.advice`) is the recovery action the GPU reported with
 it, where it did (NVML's ``nvmlEventTypeGpuRecoveryAction``: an event of that type carries the action in its
@@ -29,7 +32,16 @@ from typing import Any, Literal
 
 from rollcall.evidence.fitness import EVENT_RULES
 from rollcall.evidence.gpu_owners import RunGpus
-from rollcall.evidence.xids import RECOVERY_ACTION_EVENT, Xid, XidClass, XidPolicy, recovery_action
+from rollcall.evidence.xids import (
+    RECOVERY_ACTION_EVENT,
+    Scope,
+    Xid,
+    XidClass,
+    XidPolicy,
+    recovery_action,
+    recovery_takes_out,
+    said,
+)
 from rollcall.ranklog import GpuHeard, RankReport
 
 GpuClass = Literal["hardware", "program", "system", "unknown", "info"]
@@ -50,6 +62,9 @@ class GpuEventSeen:
     xid: Xid | None = None
     #: The GPU is this run's: a rank of it used it, or named it as its own, or nothing says whose it is.
     run_gpu: bool = True
+    #: A rank of the run used it or may have: tied to a rank, named by one (its UUID, ``all``, a MIG
+    #: instance), or nothing can tell. Only an event on such a GPU fails the run.
+    used: bool = True
 
     @property
     def klass(self) -> GpuClass:
@@ -60,11 +75,29 @@ class GpuEventSeen:
         return "hardware" if kind in ("double_bit_ecc", "lost") else "info"
 
     @property
+    def takes_out(self) -> Scope | None:
+        """What the event takes out of service by NVIDIA's word: its node, its GPU, or nothing (None).
+
+        A GPU lost, its node (NVIDIA reboots the node for a GPU fallen off the bus); a double-bit ECC error,
+        its GPU (Xid 48's workflow); a recovery action NVML reported, what that action takes out
+        (:data:`~rollcall.evidence.xids.RECOVERY_TAKES_OUT`); an Xid, what its immediate action takes out
+        (:attr:`Xid.takes_out <rollcall.evidence.xids.Xid.takes_out>`: the hardware class only).
+        """
+        kind = self.heard.kind
+        if kind == "lost":
+            return "node"
+        if kind == "double_bit_ecc":
+            return "gpu"
+        if self.recovery is not None:
+            return recovery_takes_out(self.recovery)
+        return self.xid.takes_out if self.xid is not None else None
+
+    @property
     def rule(self) -> str | None:
-        """The fitness rule it breaks: ``gpu_lost``, ``hardware_event``, or None."""
+        """The fitness rule it breaks: ``gpu_lost``, ``hardware_event`` (it takes something out), or None."""
         if self.heard.kind == "lost":
             return LOST_RULE
-        return HARDWARE_RULE if self.klass == "hardware" else None
+        return HARDWARE_RULE if self.takes_out is not None else None
 
     @property
     def recovery(self) -> int | None:
@@ -83,6 +116,8 @@ class GpuEventSeen:
             return recovery_action(self.recovery)
         if self.xid is not None and self.xid.immediate:
             return f"{self.xid.action} (NVIDIA: {self.xid.immediate})"
+        if self.xid is not None and self.xid.bucket:  # none of NVIDIA's yet: rollcall's pinned one
+            return f"{said(self.xid.bucket)} (rollcall's, NVIDIA's catalog gives none: {self.xid.bucket})"
         return ""
 
     @property
@@ -151,6 +186,7 @@ class GpuEventSeen:
             "gpu_serial": h.serial,
             "rank": self.rank,
             "run_gpu": self.run_gpu,
+            "used": self.used,
             "phase": self.phase,
             "time": h.time,
             "event_type": h.event_type,
@@ -220,7 +256,8 @@ def events_seen(
         # equivalent mutant: "or" for the last "and"
         xid = policy.of(h.xid) if h.kind == "xid" and h.xid is not None else None
         ours = on is not None or owners is None or owners.owns(h)
-        seen.append(GpuEventSeen(h, node, name, on, phase, xid, ours))
+        used = on is not None or owners is None or owners.named(h)
+        seen.append(GpuEventSeen(h, node, name, on, phase, xid, ours, used))
     return tuple(seen)
 
 

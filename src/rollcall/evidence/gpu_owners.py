@@ -107,7 +107,11 @@ class RunGpus:
 
     def owns(self, h: GpuHeard) -> bool:
         """Whether the event's GPU is the run's: a rank named it, or nothing says it is another's."""
-        if not self.shared or not self.known or not h.uuid:
+        return not self.shared or self.named(h)
+
+    def named(self, h: GpuHeard) -> bool:
+        """Whether a rank of the run named the event's GPU as one it may use, or nothing can tell (True)."""
+        if not self.known or not h.uuid:
             return True
         if any(h.uuid.startswith(u) for u in self.uuids):
             return True

@@ -6,26 +6,28 @@ mnemonic and description, the products it applies to, the resolution buckets of 
 investigatory action (:data:`ACTIONS` says each in words: ``RESTART_BM``, "reboot the node"), and the
 :class:`XidClass` rollcall judges it by:
 
-- ``hardware``: the GPU, its memory, its links or its firmware failed, so it cannot serve the next job as it
-  is: NVIDIA's immediate action resets the GPU or reboots the node (``RESET_GPU``: 46, 62, 64, 95, 110, 119,
-  120, 136, 140, 143, 156, 158; ``RESTART_BM``: 79 fallen off the bus), runs its double-bit ECC or NVLink
-  workflow (``WORKFLOW_XID_48``, ``WORKFLOW_NVLINK_ERR`` 74, ``WORKFLOW_NVLINK5_ERR`` 144-150) or checks the
-  board's power (``CHECK_MECHANICALS``, 54); and, whatever the immediate action, a failing memory (92, a high
-  single-bit rate; 94, a contained error) and the Xids the catalog gives no action yet that name a failed part
-  (167 a PCIe fatal timeout, 168 memory errors in the write-protected region, 169 a micro-controller halt,
-  171/172 an uncorrectable DRAM/SRAM error): the GPU is unfit (``unfit_device``, rule ``hardware_event``; the
-  fitness options apply);
+- ``hardware``: the GPU, its memory, its links or its firmware failed: the event is the cluster's, and an
+  error of the rank on that GPU is told as caused by it (46, 48, 54, 62, 64, 74, 79, 92, 94, 95, 110, 119,
+  120, 136, 140, 143, 144-150, 156, 158 and 167-169, 171, 172). Whether it takes anything out of service is
+  NVIDIA's **immediate action** (:attr:`Xid.takes_out`, :data:`TAKES_OUT`): a GPU reset or NVIDIA's
+  double-bit ECC and NVLink workflows (``RESET_GPU``, ``WORKFLOW_XID_48``, ``WORKFLOW_NVLINK_ERR``,
+  ``WORKFLOW_NVLINK5_ERR``) take the GPU out; a node reboot or a look at the board (``RESTART_BM``: 79 fallen
+  off the bus; ``CHECK_MECHANICALS``: 54) the node. 92 (a high single-bit rate, ``IGNORE``) and 94 (a
+  contained error, ``RESTART_APP``) take nothing out: they stay on the GPU's line as facts. The Xids the
+  catalog gives no action yet (162-172) have one pinned here (:data:`PINNED`, each with why: the power
+  smoothing and confidential-computing notices ``IGNORE``, 167-169 ``RESET_GPU``, 171 and 172 as Xid 48);
 - ``program``: the set the NVIDIA device plugin leaves to the program that ran (13, 31, 43, 45, 68, 109, its
   ``applicationErrorXids``; 109 although NVIDIA resets the GPU) and 137, an illegal NVLink peer access
   (NVIDIA: "typically application-level bugs", as 31): evidence beside the error of the rank on that GPU,
   whose owner the rest of the verdict decides;
 - ``system``: the rest (the driver, its firmware, engines training does not drive, recording and informational
   events, Xids NVIDIA marks unused), 155 too (a link taken down on purpose, though NVIDIA resets the GPU) and
-  154 (it reports the recovery action of the Xid it comes with, whose class judges; the action is told): a
-  warning naming the GPU;
+  154: a warning naming the GPU. Xid 154 reports the recovery action of the Xid it comes with: that action
+  (NVML's, below) takes the GPU or the node out as :data:`RECOVERY_TAKES_OUT` says, whatever the class;
 - an Xid not in the catalog is ``unknown``: a warning, never unfit.
 
-``--xid-class XID=CLASS`` moves an Xid into another class (:func:`parse_xid_classes`).
+``--xid-class XID=CLASS`` moves an Xid into another class (:func:`parse_xid_classes`): out of the hardware
+class, it takes nothing out; into it, it takes at least its GPU out.
 
 Xid 154's recovery action is NVML's own field and event too (:data:`RECOVERY_ACTIONS`): the node's monitor
 reads ``NVML_FI_DEV_GET_GPU_RECOVERY_ACTION`` when NVML delivers ``nvmlEventTypeGpuRecoveryAction`` or an
@@ -40,7 +42,7 @@ import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from importlib.resources import files
-from typing import Any
+from typing import Any, Literal
 
 # NVML's field and event type of the recovery action, and Xid 154: declared by the contract's gpu_event
 from rollcall_workload.contract.node import (
@@ -110,6 +112,42 @@ ACTIONS: Mapping[str, str] = {
     "N/A Informational only regarding another Xid": "none (informational: the other Xid's action applies)",
 }
 
+#: What an event takes out of service until it is acted on: its node (every GPU of it), or its GPU alone.
+Scope = Literal["node", "gpu"]
+
+#: The resolution buckets whose immediate action takes a GPU or its node out of service, and which: a GPU
+#: reset (``RESET_GPU``; the double-bit ECC and NVLink workflows, whose text resets the GPU), a node reboot or
+#: the board's power checked by hand (``RESTART_BM``, ``RESTART_VM``: the VM is the node;
+#: ``CHECK_MECHANICALS``). Every other bucket (``IGNORE``, ``RESTART_APP``, ``CONTACT_SUPPORT``,
+#: ``UPDATE_SWFW``, the program's and the sympathetic workflows ...) leaves the GPU in service: its event is a
+#: fact on the GPU's line, never a mark.
+TAKES_OUT: Mapping[str, Scope] = {
+    "RESET_GPU": "gpu",
+    "WORKFLOW_XID_48": "gpu",
+    "WORKFLOW_NVLINK_ERR": "gpu",
+    "WORKFLOW_NVLINK5_ERR": "gpu",
+    "RESTART_BM": "node",
+    "RESTART_VM": "node",
+    "CHECK_MECHANICALS": "node",
+}
+
+#: rollcall's own immediate action for the Xids NVIDIA's catalog gives none yet (162-172), each with why:
+#: pinned here, so that what they take out of service is decided, not left to chance. NVIDIA's own action,
+#: once published, takes precedence (a newer catalog's ``immediate_action``).
+PINNED: Mapping[int, tuple[str, str]] = {
+    162: ("IGNORE", "the power smoothing circuit engaged again: informational"),
+    163: ("IGNORE", "the power smoothing circuit disengaged: the GPU still computes"),
+    164: ("IGNORE", "the power smoothing circuit's lifetime runs low: a warning, the GPU still computes"),
+    165: ("IGNORE", "the power smoothing circuit's lifetime is spent: the GPU computes without it"),
+    166: ("IGNORE", "confidential-computing traffic before the link was set up: the configuration's"),
+    167: ("RESET_GPU", "a fatal PCIe timeout: the GPU no longer answers on its bus until reset"),
+    168: ("RESET_GPU", "errors in the write-protected region: the GPU's memory capacity is reduced"),
+    169: ("RESET_GPU", "an internal micro-controller halted, as Xid 62's, which NVIDIA resets"),
+    170: ("IGNORE", "an interrupt in confidential-computing mode: informational"),
+    171: ("WORKFLOW_XID_48", "an uncorrectable DRAM error, the detail of Xid 48"),
+    172: ("WORKFLOW_XID_48", "an uncorrectable SRAM error, the detail of Xid 48"),
+}
+
 #: NVML's GPU recovery actions (``nvmlDeviceGpuRecoveryAction_t``; pynvml's ``NVML_GPU_RECOVERY_ACTION_*``):
 #: the value of the field :data:`NVML_FI_DEV_GET_GPU_RECOVERY_ACTION`, by value: its name and what to do.
 RECOVERY_ACTIONS: Mapping[int, tuple[str, str]] = {
@@ -122,11 +160,19 @@ RECOVERY_ACTIONS: Mapping[int, tuple[str, str]] = {
     6: ("BUS_RESET", "reset the GPU's PCIe bus"),
     7: ("SYSTEM_REBOOT", "reboot the system"),
 }
+#: What each recovery action takes out of service: the GPU's resets and drains the GPU, the reboots its node;
+#: none for ``NONE`` and for the IMEX domain's recovery, a domain every node of it shares (never one node's).
+RECOVERY_TAKES_OUT: Mapping[int, Scope] = {1: "gpu", 2: "node", 3: "gpu", 4: "gpu", 6: "gpu", 7: "node"}
 
 
 def said(bucket: str) -> str:
     """A resolution bucket in words (:data:`ACTIONS`); the bucket itself where none are known, '' for none."""
     return ACTIONS.get(bucket, bucket)
+
+
+def recovery_takes_out(value: int) -> Scope | None:
+    """What NVML's recovery action ``value`` takes out of service (:data:`RECOVERY_TAKES_OUT`)."""
+    return RECOVERY_TAKES_OUT.get(value)
 
 
 def recovery_action(value: int) -> str:
@@ -151,6 +197,26 @@ class Xid:
     investigatory: str = ""
     applies_to: tuple[str, ...] = ()
     linkage: str = ""
+    #: The user moved it into its class (``--xid-class``).
+    moved: bool = False
+
+    @property
+    def bucket(self) -> str:
+        """The immediate action judged by: NVIDIA's, else rollcall's pinned one (:data:`PINNED`), else ''."""
+        return self.immediate or PINNED.get(self.number, ("", ""))[0]
+
+    @property
+    def takes_out(self) -> Scope | None:
+        """What the Xid takes out of service: its node, its GPU, or nothing (None).
+
+        Only an Xid of the hardware class takes anything out (the program's and the system's are not the
+        node's own fault), and then as its immediate action says (:data:`TAKES_OUT`); one the user moved into
+        the hardware class (``--xid-class XID=hardware``) takes at least its GPU out.
+        """
+        if self.klass is not XidClass.HARDWARE:
+            return None
+        scope = TAKES_OUT.get(self.bucket)
+        return scope if scope is not None or not self.moved else "gpu"
 
     @property
     def action(self) -> str:
@@ -241,10 +307,11 @@ class XidPolicy:
     def of(self, number: int) -> Xid:
         """The Xid ``number`` as judged: the catalog's, moved where the user said; ``unknown`` outside it."""
         known = CATALOG.get(number)
-        klass = dict(self.moved).get(number) or (known.klass if known is not None else XidClass.UNKNOWN)
+        moved = dict(self.moved).get(number)
+        klass = moved or (known.klass if known is not None else XidClass.UNKNOWN)
         if known is None:
-            return Xid(number, "not in NVIDIA's Xid catalog", klass)
-        return replace(known, klass=klass)
+            return Xid(number, "not in NVIDIA's Xid catalog", klass, moved=moved is not None)
+        return replace(known, klass=klass, moved=moved is not None)
 
 
 def parse_xid_classes(words: Iterable[str]) -> dict[int, XidClass]:
@@ -277,15 +344,20 @@ __all__ = [
     "COLUMNS",
     "MOVABLE",
     "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION",
+    "PINNED",
     "PROGRAM_XIDS",
     "RECOVERY_ACTIONS",
     "RECOVERY_ACTION_EVENT",
+    "RECOVERY_TAKES_OUT",
     "RECOVERY_XID",
+    "TAKES_OUT",
+    "Scope",
     "Xid",
     "XidClass",
     "XidPolicy",
     "parse_xid_classes",
     "read_catalog",
     "recovery_action",
+    "recovery_takes_out",
     "said",
 ]

@@ -8,7 +8,14 @@ from typing import ClassVar
 from rollcall.jobspec import NODE_DOMAIN, Taint
 from rollcall.options.declare import DURATION, GroupName, Section, option
 from rollcall.options.kubernetes import taint
-from rollcall.options.values import OptionError, duration_or_auto, positive_duration, switch, whole
+from rollcall.options.values import (
+    OptionError,
+    duration_or_auto,
+    positive_duration,
+    switch,
+    whole,
+    whole_or_auto,
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,6 +101,24 @@ class RecoveryOptions(Section):
             "Set it to your cadence plus your longest run where you check less often"
         ),
     )
+    max_unfit: int | None = option(
+        "--max-unfit",
+        whole_or_auto(0),
+        None,
+        "the breaker: when the session finds more nodes unfit than this, it marks none (the cause looks "
+        "shared) and names the common reason; auto is 10% of the nodes checked, at least 1",
+        "N",
+        shown="auto",
+        doc=(
+            "the breaker of `--label-nodes`, `--taint-unfit` and `--drain-unfit` (and `unfit-nodes.txt`): "
+            "when the session would mark more nodes unfit than this, it marks none of them, says the cause "
+            "looks shared, and names the reason most of them share; `nodes.json` still carries each node's "
+            "reasons, its verdict `undetermined` and the `breaker`. Counted over the session, from the "
+            "worst verdict of each node, once. `auto`: 10% of the nodes the session checked, rounded up, at "
+            "least 1, as NVSentinel's circuit breaker holds cordons to a share of the cluster: on 2 to 10 "
+            "nodes a second unfit node trips it, on 200 the 21st. `0` marks no node unfit"
+        ),
+    )
     label_nodes: bool = option(
         "--label-nodes",
         switch,
@@ -102,11 +127,13 @@ class RecoveryOptions(Section):
         "and until when it holds (rollcall/valid-until)",
         switch=True,
         doc=(
-            "kubernetes only: after the verdict, label each node checked with `rollcall/verdict` (`fit`, "
-            "`unfit`, `undetermined`), `rollcall/checked-at` and `rollcall/valid-until` (UTC, "
-            "`20261206T170000Z`; `--verdict-ttl`); an unchecked node keeps its last labels; needs `patch "
-            "nodes`. A scheduler or Kueue reads them (`kubectl get nodes -L rollcall/verdict`). Undo: "
-            "`kubectl label nodes --all rollcall/verdict- rollcall/checked-at- rollcall/valid-until-`"
+            "kubernetes only: once per session, from the worst verdict of each node, label each node "
+            "checked with `rollcall/verdict` (`fit`, `unfit`, `undetermined`), `rollcall/checked-at` and "
+            "`rollcall/valid-until` (integer epoch seconds, for nodeAffinity's `Gt`; `--verdict-ttl`); an "
+            "unchecked node keeps its last labels; expired verdict labels are removed from the nodes it can "
+            "see; needs `patch` and `list nodes`. A scheduler or Kueue reads them (`kubectl get nodes -L "
+            "rollcall/verdict`; docs/nodes.md). Undo: `kubectl label nodes --all rollcall/verdict- "
+            "rollcall/checked-at- rollcall/valid-until-`"
         ),
     )
     recheck_tainted: bool = option(

@@ -144,7 +144,8 @@ def gpu_facts(sheet: FactSheet, nvml: Any, handle: Any) -> None:
     sheet.read("clock_events", clock_events)
     sheet.read("sm_clock_mhz", lambda: nvml.nvmlDeviceGetClockInfo(handle, sm))
     sheet.read("sm_clock_max_mhz", lambda: nvml.nvmlDeviceGetMaxClockInfo(handle, sm))
-    sheet.read("power_limit_w", lambda: nvml.nvmlDeviceGetPowerManagementLimit(handle) / 1000)
+    # the limit in force (the lowest of the administrator's, the board's and any other cap), not the one set
+    sheet.read("power_limit_w", lambda: nvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000)
     sheet.read("power_default_w", lambda: nvml.nvmlDeviceGetPowerManagementDefaultLimit(handle) / 1000)
     sheet.read(
         "temperature_c", lambda: nvml.nvmlDeviceGetTemperature(handle, const("NVML_TEMPERATURE_GPU", 0))

@@ -4,10 +4,13 @@ Usage: python bench/blame.py [--runs 10000] [--seed 1] [--jobs 2] [--bug NAME]
 
 Each run is a :class:`tests.sim.fleet.Plan` (2 to 2,048 ranks, nodes heard up to the start skew apart, slow
 launchers and imports, long first steps, pauses in Python and in C, brief ``D`` states, events on GPUs no rank
-uses, node clocks apart and logs late), half of them with one fault of every class in turn; each goes through
+uses: node reboots, GPU resets, Xids NVIDIA ignores or answers by restarting the application; node clocks
+apart and logs late), half of them with one fault of every class in turn; each goes through
 the real watchdogs, launcher watches, monitor, parser, runner's decisions and judge (``tests/sim/fleet.py``).
-It prints the matrix: per class, runs, false failures, false names, faults missed, verdicts late, and the time
-from the fault to the verdict (median, p99); then how many runs drew a value within 5% of each bound. It
+It prints the matrix: per class, runs, false failures, false names, faults missed, verdicts late, the nodes
+marked unfit that should not be (false marks: ``nodes.json``'s verdicts, the breaker's over them, as the
+session would mark them) and those not marked that should be (missed marks), and the time from the fault to
+the verdict (median, p99); then how many runs drew a value within 5% of each bound. It
 exits 1 when any run went wrong.
 
 ``--bug NAME`` puts a known bug back into the suite's code for the run (each a change of the predicate's own
@@ -63,8 +66,9 @@ def main() -> int:
     print(f"{opts.runs} runs, seed {opts.seed}{f', bug {opts.bug}' if opts.bug else ''}: "
           f"{time.time() - started:.0f} s on {opts.jobs} processes")  # fmt: skip
     print(f"{'class':<14} {'runs':>6} {'false fail':>10} {'false name':>10} {'missed':>7} {'late':>5} "
-          f"{'verdict s (median, p99)':>24}")  # fmt: skip
+          f"{'false mark':>10} {'missed mark':>11} {'verdict s (median, p99)':>24}")  # fmt: skip
     bad = 0
+    marks: Counter[str] = Counter()
     for klass in ("healthy", *fleet.FAULTS):
         rows = by_class.get(klass, [])
         count = Counter(w for wrong, _ in rows for w in set(wrong))
@@ -73,8 +77,12 @@ def main() -> int:
         p99 = times[min(len(times) - 1, int(0.99 * len(times)))] if times else math.nan
         missed = count["missed"] + count["missed culprit"] + count["GPU not named unfit"]
         print(f"{klass:<14} {len(rows):>6} {count['false failure']:>10} {count['false name']:>10} {missed:>7} "
-              f"{count['late']:>5} {median:>11.1f} {p99:>11.1f}")  # fmt: skip
+              f"{count['late']:>5} {count['false mark']:>10} {count['missed mark']:>11} {median:>11.1f} "
+              f"{p99:>11.1f}")  # fmt: skip
+        marks.update({k: count[k] for k in ("false mark", "missed mark")})
         bad += sum(1 for wrong, _ in rows if wrong)
+    print(f"false marks: {marks['false mark']}")
+    print(f"missed marks: {marks['missed mark']}")
     print(
         "runs within 5% of a bound: "
         + ", ".join(f"{k} {v} ({v / opts.runs:.0%})" for k, v in sorted(edges.items()))

@@ -331,6 +331,24 @@ def of_verdict(
                 **where,
             )
         )
+    known = {f.node for f in verdict.nodes_detail}
+    unknown: dict[str, list[str]] = {}  # a node taken out whose ranks said no facts, by its name
+    for u in verdict.unfit:
+        if u.out == "node" and u.device.node not in known:
+            unknown.setdefault(u.device.name, []).append(str(u))
+    for named, why in sorted(unknown.items()):
+        out.append(
+            NodeVerdict(
+                name=named,
+                verdict="unfit",
+                reasons=tuple(why),
+                owner="cluster",
+                whole=False,
+                ran=(Ran(test=test, backend=backend, passed=passed),),
+                checked_at=checked_at,
+                valid_until=until,
+            )
+        )
     reached = {n.name for n in out}
     for name in dict.fromkeys(given):
         if name not in reached:

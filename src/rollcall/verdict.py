@@ -473,10 +473,9 @@ class Verdict:
     @property
     def unfit_nodes(self) -> list[str]:
         """The names of the nodes :meth:`out_of_service` takes out, in node order."""
-        names = {u.device.node: u.device.name for u in self.unfit} | {
-            n.node: n.name for n in self.nodes_detail
-        }
-        return [names.get(node, str(node)) for node in sorted(self.out_of_service())]
+        known = {n.node: n.name for n in self.nodes_detail}  # else a node no rank reported from, by name
+        rest = {u.device.name for u in self.unfit if u.out == "node" and u.device.node not in known}
+        return [known[i] for i in sorted(self.out_of_service()) if i in known] + sorted(rest)
 
     def node_verdicts(self) -> list[dict[str, Any]]:
         """Each node's facts with its verdict (``unfit`` or ``fit``) and the reasons, JSON-ready."""

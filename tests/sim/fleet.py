@@ -41,6 +41,7 @@ from rollcall.evidence.clocks import Bounds
 from rollcall.evidence.fitness import FitnessPolicy
 from rollcall.jobspec import JobSpec
 from rollcall.judge import judge
+from rollcall.nodeverdicts import bound_of, merged, of_verdict, with_breaker
 from rollcall.ranklog import RollCall
 from rollcall.verdict import Criteria, Layout, Observed, Verdict
 from rollcall_workload.contract import (
@@ -84,13 +85,15 @@ Fault = Literal[
     "stuck_launcher",
     "silent_rank",
     "first_step",
+    "shared",
 ]
 #: crash: an error; vanish: os._exit(0), no word; hung: a sleep; gil: blocked in C holding the GIL; stopped:
 #: SIGSTOP; never_joined: asleep before init_process_group; never_started: a node's command never runs (or
 #: runs past the start skew); gpu_hang: the host waits on a GPU kernel that never ends; xid: the GPU falls off
 #: the bus; corrupt: a replica's parameters differ; stuck_launcher: a launcher in uninterruptible sleep for
 #: good; silent_rank: a rank's process stuck before it says a word (an import on a dead filesystem);
-#: first_step: a rank's first step (the compile) never ends.
+#: first_step: a rank's first step (the compile) never ends; shared: a cause every node shares (a node reboot
+#: NVIDIA asks for on a GPU of every node, no rank's): the run passes, and the breaker marks no node.
 FAULTS: tuple[Fault, ...] = typing.get_args(Fault)
 
 #: Frames a dump holds, by what the rank does (as the workload's own would name them).
@@ -143,6 +146,9 @@ class Plan:
     d_states: tuple[tuple[int, float, float], ...] = ()
     #: (node, at): a hardware Xid on a GPU of the node no rank of the run uses.
     foreign_xids: tuple[tuple[int, float], ...] = ()
+    #: (node, at, xid, rank or None): an Xid that takes nothing out (92 IGNORE, 94 RESTART_APP) on a rank's GPU
+    #: or an unused one, or one that takes its GPU alone out (95 RESET_GPU) on an unused GPU: no mark.
+    gpu_facts: tuple[tuple[int, float, int, int | None], ...] = ()
     fault: Fault | None = None
     culprit: int = 0  # the faulty rank (never_started: the node)
     #: A fault that ends by itself after this many seconds (``hung``: its pause, in ``pauses``, just past the
@@ -182,6 +188,9 @@ class Outcome:
     named_nodes: frozenset[int]
     #: The nodes a finding names with an unfit GPU that fails the run (not a warning).
     unfit_nodes: frozenset[int] = frozenset()
+    #: The nodes ``nodes.json`` marks unfit (the breaker's over them), and how many it counts as checked.
+    marked: frozenset[int] = frozenset()
+    checked: int = 0
 
     @property
     def passed(self) -> bool:
@@ -316,9 +325,16 @@ def simulate(plan: Plan, owns_nodes: bool = False) -> Outcome:
     end = sim.job_end if math.isfinite(spawn) else math.inf
     state = sim.job_state if math.isfinite(spawn) else JobState.FAILED
 
-    for n, at in plan.foreign_xids:  # a GPU of the node the run does not use: past the run's
+    shared = [(n, 1.0) for n in range(nodes)] if plan.fault == "shared" else []
+    for n, at in (*plan.foreign_xids, *shared):  # a GPU of the node the run does not use: past the run's
         sim.event(n, "gpu_event", -1, at, kind="xid", gpu=plan.procs, uuid=f"GPU-foreign-{n}", node=f"n{n}",
                   xid=79, event_type=8, data=79)  # fmt: skip
+    for n, at, xid, rank in plan.gpu_facts:
+        gpu, uuid = (
+            (rank % plan.procs, f"GPU-run-{rank}") if rank is not None else (plan.procs, f"GPU-idle-{n}")
+        )
+        sim.event(n, "gpu_event", -1, at, kind="xid", gpu=gpu, uuid=uuid, node=f"n{n}", xid=xid, event_type=8,
+                  data=xid)  # fmt: skip
 
     # -- the runner: every second, its decisions to end the job ----------------------------------------------
     reason = ""
@@ -352,7 +368,20 @@ def simulate(plan: Plan, owns_nodes: bool = False) -> Outcome:
         d.device.node for p in verdict.findings if p.kind.value == "unfit_device" for d in p.detail
         if d.device.node is not None
     )  # fmt: skip
-    return Outcome(plan, verdict, state, reason, end, fault_at, ranks, named_nodes, unfit)
+    passed = state is JobState.SUCCEEDED and verdict.passed
+    found = of_verdict(verdict, test="sim", backend="sim", passed=passed, checked_at=0.0, ttl_s=1.0,
+                       given=[f"n{n}" for n in range(nodes)])  # fmt: skip
+    session, _ = with_breaker(merged(found), None)
+    marked = frozenset(int(v.name[1:]) for v in session if v.verdict == "unfit")
+    checked = sum(1 for v in session if v.verdict != "unchecked")
+    return Outcome(plan, verdict, state, reason, end, fault_at, ranks, named_nodes, unfit, marked, checked)
+
+
+def _facts(sim: _Sim, plan: Plan, rank: int, at: float) -> None:
+    """The rank's ``facts``: its GPU (by UUID and index) and the node's count, one GPU more than its ranks use."""
+    n = _node(plan, rank)
+    sim.event(n, "facts", rank, at + 0.01, host=f"n{n}", device_index=rank % plan.procs,
+              gpu_uuid=f"GPU-run-{rank}", gpus=plan.procs + 1)  # fmt: skip
 
 
 class _At:
@@ -454,6 +483,7 @@ def _ranks(sim: _Sim, plan: Plan, spawn: float, bounds: Bounds) -> None:
                 workload_version=WORKLOAD_VERSION,
                 contract_version=CONTRACT_VERSION,
             )
+            _facts(sim, plan, r, group)
             dog.beat("warm-up step 1")
             if r != culprit:
                 clock.t = ends[0]
@@ -471,6 +501,7 @@ def _ranks(sim: _Sim, plan: Plan, spawn: float, bounds: Bounds) -> None:
         sim.event(n, "start", r, group, local_rank=r % plan.procs, node_rank=n, host=f"n{n}", node=f"n{n}",
                   device="cpu", workload_version=WORKLOAD_VERSION, contract_version=CONTRACT_VERSION,
                   join_s=round(group - ready[r], 3))  # fmt: skip
+        _facts(sim, plan, r, group)
         dog.beat("warm-up step 1")
         prev = group
         for k in range(last):
@@ -610,9 +641,20 @@ class _Frames:
 # -- the bounds' deadlines, and what each fault must name ------------------------------------------------
 
 
+def expected_marks(plan: Plan, checked: int) -> frozenset[int]:
+    """The nodes a session must mark unfit: a node reboot NVIDIA asks for on any GPU of the node (unless the
+    fleet's policy warns of it), the GPU fallen off the bus; none where more than the breaker's bound."""
+    out = set() if plan.xid_warns else {n for n, _ in plan.foreign_xids}
+    if plan.fault == "shared" and not plan.xid_warns:
+        out |= set(range(plan.nodes))
+    if plan.fault == "xid":  # the GPU is lost too: gpu_lost fails whatever the policy says of the Xid
+        out.add(_node(plan, plan.culprit))
+    return frozenset(out) if len(out) <= bound_of(None, checked) else frozenset()
+
+
 def expected(plan: Plan) -> tuple[frozenset[int], frozenset[int]]:
-    """The ranks and nodes a verdict must name at fault (none: a healthy run)."""
-    if plan.fault is None:
+    """The ranks and nodes a verdict must name at fault (none: a healthy run, or a shared cause)."""
+    if plan.fault is None or plan.fault == "shared":
         return frozenset(), frozenset()
     if plan.fault in ("never_started", "stuck_launcher"):
         node = plan.culprit
@@ -640,6 +682,7 @@ def deadline(plan: Plan) -> float:
         "stuck_launcher": S + 2 * J,
         "silent_rank": S + J + POLL,
         "first_step": FIRST_STEP + HANG,
+        "shared": math.inf,
     }[plan.fault] + spare
 
 
@@ -648,12 +691,18 @@ def wrongs(outcome: Outcome) -> list[str]:
 
     A healthy run must pass naming nobody (a ``false failure``, a ``false name``); a faulty one must fail
     naming its culprit's ranks and node and no other (``missed``, ``false name``), a GPU that fell off the bus
-    unfit, within the deadline its bounds state (``late``).
+    unfit, within the deadline its bounds state (``late``). Either must mark exactly the nodes
+    :func:`expected_marks` says (``false mark``, ``missed mark``).
     """
     plan = outcome.plan
     ranks, nodes = expected(plan)
     found = []
-    if plan.fault is None:
+    marks = expected_marks(plan, outcome.checked)
+    if outcome.marked - marks:
+        found.append("false mark")
+    if marks - outcome.marked:
+        found.append("missed mark")
+    if plan.fault is None or plan.fault == "shared":
         if not outcome.passed:
             found.append("false failure")
         if outcome.named_ranks:
@@ -746,6 +795,14 @@ def plan_of(
         if all(n != node or at >= a + d + 2 * POLL for n, a, d in d_states):
             d_states += ((node, at, held),)
     foreign = tuple((rng.randrange(nodes), rng.uniform(0, S)) for _ in range(rng.randint(0, 1)))
+    gpu_facts: tuple[tuple[int, float, int, int | None], ...] = ()
+    for xid in rng.choices((92, 94, 95), k=rng.randint(0, 2)):
+        node = rng.randrange(nodes)
+        # a GPU reset on a rank's GPU fails the run (a fault, not a fact): 95 only on a GPU no rank uses
+        rank = None if xid == 95 or rng.random() < 0.5 else node * procs + rng.randrange(procs)
+        gpu_facts += ((node, rng.uniform(0, S), xid, rank),)
+    if fault == "shared" and nodes == 1:
+        return plan_of(rng, fault, 2 * procs, edge, outside)
     culprit = rng.randrange(nodes if fault in ("never_started", "stuck_launcher") else world)
     if fault == "stuck_launcher" and nodes == 1:
         return plan_of(rng, fault, 2 * procs, edge, outside)
@@ -788,6 +845,7 @@ def plan_of(
         pauses=tuple(pauses),
         d_states=d_states,
         foreign_xids=foreign,
+        gpu_facts=gpu_facts,
         fault=fault,
         culprit=culprit,
         lasting=lasting,
@@ -823,6 +881,6 @@ def edges(plan: Plan) -> dict[str, int]:
 
 
 __all__ = [
-    "FAULTS", "Fault", "Outcome", "Pause", "Plan", "deadline", "edges", "expected", "plan_of", "plans", "simulate",
-    "wrongs",
+    "FAULTS", "Fault", "Outcome", "Pause", "Plan", "deadline", "edges", "expected", "expected_marks", "plan_of",
+    "plans", "simulate", "wrongs",
 ]  # fmt: skip

@@ -64,7 +64,7 @@ def gpu_events(run: RunView) -> Iterable[Problem]:
             severity = "warn" if chosen == "fail" and not seen.used else chosen
             if severity != "off":
                 key = (seen.node, seen.node_name, seen.heard.gpu)
-                out = takes_out(chosen, scope, used=seen.used)
+                out = takes_out(chosen, scope, used=seen.rank is not None)  # marks: only what is known
                 finding = Unfit(_device(run, seen), rule, "gpu_event", seen.what, _when(seen), severity, out)
                 unfit[key].append((seen, finding))
         elif seen.klass in ("program", "hardware") and _erred(run, seen.rank):

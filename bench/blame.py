@@ -17,7 +17,9 @@ exits 1 when any run went wrong.
 source, undone when the bench ends) and must then exit 1: ``one-bound`` (the launchers' wait counted from the
 first launcher heard, not the last), ``first-dump`` (a rank never heard from counted as never joined at the
 waiting ranks' first dump, as before 25de2c8), ``any-for-all`` (a GPU unfit only when every event on it fails,
-turned into when any does).
+turned into when any does), ``hardware-class`` (every Xid of the hardware class takes its node out, whatever
+NVIDIA's action: 92 and 94 too), ``unused-marks`` (a GPU reset on a GPU no rank used marks its node),
+``no-breaker`` (a cause every node shares marks every node).
 """
 
 from __future__ import annotations

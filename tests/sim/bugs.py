@@ -32,6 +32,28 @@ BUGS: dict[str, tuple[str, str, str, str]] = {
         'warn = all(u.severity == "warn"',
         'warn = any(u.severity == "warn"',
     ),
+    # every event of the hardware class takes its node out, whatever NVIDIA's action (as before issue 62)
+    "hardware-class": (
+        "rollcall.checks.gpu_events",
+        "gpu_events",
+        "rule, scope = seen.rule, seen.takes_out",
+        'rule, scope = seen.rule or ("hardware_event" if seen.klass == "hardware" else None), '
+        '"node" if seen.klass == "hardware" or seen.takes_out else None',
+    ),
+    # a GPU reset on a GPU no rank used marks its node
+    "unused-marks": (
+        "rollcall.checks.gpu_events",
+        "gpu_events",
+        "used=seen.rank is not None",
+        "used=True",
+    ),
+    # no breaker: a cause every node shares marks every node
+    "no-breaker": (
+        "rollcall.nodeverdicts",
+        "with_breaker",
+        "if len(unfit) <= bound:",
+        "if True:",
+    ),
 }
 
 

@@ -2,13 +2,15 @@
 
 The fake kubelet makes node 1's first rank report a PCIe link trained below its width (the ``pcie_width``
 rule); the verdict names that node unfit, and the suite taints it, keeping the taint every node held before,
-and labels every node with its verdict. A re-check runs on the tainted node alone (its pods tolerate the taint),
-finds it fit, and lifts the taint.
+and labels every node with its verdict. A re-check runs on the tainted node alone (its pods tolerate the taint)
+and finds it fit: of part of its GPUs, the taint stays; of all, it is lifted. A marking pass clears the
+verdicts that have expired (never a taint), and writes its times as integer epoch seconds.
 """
 
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -16,7 +18,11 @@ from rollcall.backends import DiscoveryError, Marking, NodeMark
 from rollcall.backends.kubernetes.kube import call
 from rollcall.backends.kubernetes.taints import mark_nodes
 from rollcall.checks.unfit_device import UNFIT_DEVICE
+from rollcall.jobspec import CHECKED_LABEL as CHECKED
+from rollcall.jobspec import EXPIRES_LABEL as EXPIRES
+from rollcall.jobspec import VERDICT_LABEL as VERDICT
 from rollcall.jobspec import Taint
+from rollcall.nodeverdicts import NodeVerdict, of_records
 from tests.cluster.controlplane import INSTANCE_TYPE_LABEL
 
 from .conftest import TRN1
@@ -39,6 +45,14 @@ NARROW_LINK = {
 def taints(kube, name: str) -> list[dict]:
     found: list[dict] = call(kube.core.read_node, name)["spec"].get("taints") or []
     return found
+
+
+def session_end(suite) -> tuple[list[NodeVerdict], dict]:
+    """The session's end, as the plugin's: its nodes' verdicts, marked once; those, and what marking did."""
+    nodes, _ = of_records(suite.records, suite.verdict_ttl_s, suite.options.recovery.max_unfit)
+    marked = suite.mark(nodes)
+    assert marked is not None
+    return nodes, marked.as_dict()
 
 
 def test_a_fitness_failure_taints_and_labels_the_unfit_node_and_a_recheck_lifts_it(
@@ -66,7 +80,8 @@ def test_a_fitness_failure_taints_and_labels_the_unfit_node_and_a_recheck_lifts_
         assert len(verdict.unfit_nodes) == 1, verdict.unfit_nodes
         bad = verdict.unfit_nodes[0]
         assert bad in names
-        assert record.extra["node_marks"]["tainted"] == [bad] and record.extra["node_marks"]["failed"] == {}
+        nodes, marks = session_end(suite)
+        assert marks["tainted"] == [bad] and marks["failed"] == {}, marks
         assert any(
             f"tainted unfit node(s) {bad} with {UNFIT}" in line for line in suite.backend.progress_lines
         )
@@ -77,7 +92,10 @@ def test_a_fitness_failure_taints_and_labels_the_unfit_node_and_a_recheck_lifts_
         node = call(kube.core.read_node, bad)
         assert "pcie_width" in node["metadata"]["annotations"]["rollcall/unfit-reason"]
         assert node["metadata"]["labels"]["rollcall/verdict"] == "unfit"
-        ran = {n.name for n in verdict.nodes_detail}
+        # the times are integer epoch seconds, which a nodeAffinity Gt/Lt term compares
+        checked_at, valid_until = (int(node["metadata"]["labels"][k]) for k in (CHECKED, EXPIRES))
+        assert valid_until > checked_at > time.time() - 3600
+        ran = {n.name for n in nodes if n.verdict != "unchecked"}
         assert {n: call(kube.core.read_node, n)["metadata"]["labels"]["rollcall/verdict"] for n in ran} == {
             n: "unfit" if n == bad else "fit" for n in ran
         }
@@ -88,20 +106,34 @@ def test_a_fitness_failure_taints_and_labels_the_unfit_node_and_a_recheck_lifts_
             UNFIT.manifest(),
         ]
 
-        # the re-check: the pods tolerate rollcall's taint and run on the tainted node only; found fit, it is
-        # lifted, and the node is labelled fit
+        # the re-check: the pods tolerate rollcall's taint and run on the tainted node only
+        def recheck(facts: dict, tag: str) -> tuple[list[NodeVerdict], dict]:
+            suite, _ = make_suite(
+                nodes=1,
+                annotations={FACTS: json.dumps({"0": facts})},
+                taint_unfit=str(UNFIT),
+                recheck_tainted=True,
+                label_nodes=True,
+            )
+            record = suite.run(f"{request.node.nodeid}-{tag}", f"{request.node.name}_{tag}")
+            assert record.result.passed, record.result.last.verdict.message()
+            assert record.result.last.spec.machines == (bad,)
+            nodes, marks = session_end(suite)
+            assert marks["labelled"] == {bad: "fit"} and marks["failed"] == {}, marks
+            return nodes, marks
+
+        # found fit where its ranks do not say how many GPUs the node has (not all checked): the taint stays
         healthy = {**NARROW_LINK, "pcie_width": 16}
-        suite, _ = make_suite(
-            nodes=1,
-            annotations={FACTS: json.dumps({"0": healthy})},
-            taint_unfit=str(UNFIT),
-            recheck_tainted=True,
-            label_nodes=True,
-        )
-        record = suite.run(request.node.nodeid + "-recheck", request.node.name + "_recheck")
-        assert record.result.passed, record.result.last.verdict.message()
-        assert record.result.last.spec.machines == (bad,)
-        assert record.extra["node_marks"]["untainted"] == [bad], record.extra
+        nodes, marks = recheck(healthy, "part")
+        assert [n.whole for n in nodes if n.name == bad] == [False], nodes
+        assert marks["kept"] == {bad: "not re-checked whole"} and marks["untainted"] == [], marks
+        assert taints(kube, bad) == [HELD, UNFIT.manifest()]
+        reason = call(kube.core.read_node, bad)["metadata"]["annotations"]["rollcall/unfit-reason"]
+        assert reason == "x"  # the reason of the last unfit verdict stays beside its taint
+        # found fit on every GPU: the taint is lifted, and the node is labelled fit
+        nodes, marks = recheck({**healthy, "gpus": 1}, "whole")
+        assert [n.whole for n in nodes if n.name == bad] == [True], nodes
+        assert marks["untainted"] == [bad] and marks["kept"] == {}, marks
         assert taints(kube, bad) == [HELD]
         node = call(kube.core.read_node, bad)
         assert node["metadata"]["labels"]["rollcall/verdict"] == "fit"
@@ -116,6 +148,66 @@ def test_a_fitness_failure_taints_and_labels_the_unfit_node_and_a_recheck_lifts_
             gone = {k: None for k in ("rollcall/verdict", "rollcall/checked-at", "rollcall/valid-until")}
             body = {
                 "metadata": {"labels": gone, "annotations": {"rollcall/unfit-reason": None}},
+                "spec": {"taints": kept},
+            }
+            call(kube.core.patch_node, name, body, _content_type="application/merge-patch+json")
+
+
+def test_a_marking_pass_clears_expired_verdicts_and_writes_its_times_as_integers(
+    make_suite, ensure_nodes, kube, control_plane, request
+):
+    ensure_nodes(3)
+    names = sorted(
+        n["metadata"]["name"]
+        for n in control_plane.get("nodes", "-l", f"{INSTANCE_TYPE_LABEL}={TRN1}")["items"]
+    )[:3]
+    now = int(time.time())
+    old_form = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now - 7200))
+    # as the admin: an expired verdict in each form (one on a node rollcall tainted), and one still valid
+    given = {
+        names[0]: ("fit", str(now - 90000), str(now - 3600)),
+        names[1]: ("unfit", time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now - 90000)), old_form),
+        names[2]: ("fit", str(now - 60), str(now + 86400)),
+    }
+    for name, (verdict, checked, until) in given.items():
+        labels = [f"{VERDICT}={verdict}", f"{CHECKED}={checked}", f"{EXPIRES}={until}"]
+        control_plane.kubectl("label", "nodes", name, *labels, "--overwrite")
+    control_plane.kubectl("taint", "nodes", names[1], str(UNFIT), "--overwrite")
+    try:
+        # the ranks' facts name their node (the fake kubelet's start events), so the verdict is per node
+        healthy = {**NARROW_LINK, "pcie_width": 16, "gpus": 1}
+        suite, _ = make_suite(nodes=1, annotations={FACTS: json.dumps({"0": healthy})}, label_nodes=True)
+        started = time.time()
+        record = suite.run(request.node.nodeid, request.node.name)
+        assert record.result.passed, record.result.last.verdict.message()
+        nodes, marks = session_end(suite)
+        (checked,) = {n.name for n in nodes if n.verdict != "unchecked"}
+        assert marks["labelled"] == {checked: "fit"} and marks["failed"] == {}, marks
+        # the node checked now: integer epoch seconds, as nodeAffinity's Gt and Lt compare them
+        labels = call(kube.core.read_node, checked)["metadata"]["labels"]
+        assert labels[VERDICT] == "fit"
+        assert labels[CHECKED].isdigit() and labels[EXPIRES].isdigit(), labels
+        assert started - 1 <= int(labels[CHECKED]) <= time.time()
+        assert int(labels[EXPIRES]) > int(labels[CHECKED])
+        # the expired verdicts are gone, in either form, but on the node labelled anew; the valid one stays
+        expired = sorted(n for n in names[:2] if n != checked)
+        cleared = set(marks["expired"])
+        assert set(expired) <= cleared and not {checked, names[2]} & cleared, marks
+        assert "cleared the expired verdict labels of node(s) " in marks["line"]
+        for name in expired:
+            held = call(kube.core.read_node, name)["metadata"]["labels"]
+            assert not {VERDICT, CHECKED, EXPIRES} & set(held), (name, held)
+        if names[2] != checked:
+            held = call(kube.core.read_node, names[2])["metadata"]["labels"]
+            assert (held[VERDICT], held[EXPIRES]) == ("fit", str(now + 86400))
+        # an expiry never lifts a taint: only a fit verdict of the whole node does
+        if names[1] != checked:
+            assert UNFIT.manifest() in taints(kube, names[1])
+    finally:
+        for name in names:
+            kept = [t for t in taints(kube, name) if t["key"] != UNFIT.key]
+            body = {
+                "metadata": {"labels": dict.fromkeys((VERDICT, CHECKED, EXPIRES))},
                 "spec": {"taints": kept},
             }
             call(kube.core.patch_node, name, body, _content_type="application/merge-patch+json")

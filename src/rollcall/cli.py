@@ -125,17 +125,40 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="with --cronjob: keep the results on this PersistentVolumeClaim (default: an emptyDir)",
     )
+    _suite_options(render)
+    nodes = sub.add_parser(
+        "nodes",
+        help="list the verdicts, expiries and marks rollcall left on the cluster's (or Slurm's) nodes; "
+        "--clear removes them",
+    )
+    assert isinstance(nodes, _Parser)
+    nodes.usage_exit = EXIT_RENDER_USAGE
+    nodes.add_argument(
+        "--clear",
+        action="store_true",
+        help="remove rollcall's verdict labels, its taint and annotation (kubernetes), resume its drains "
+        "(slurm); never another's; the rights marking needs",
+    )
+    nodes.add_argument(
+        "--node", action="append", default=[], metavar="NAME", help="only this node (repeatable; default all)"
+    )
+    nodes.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    _suite_options(nodes)
+    return parser
+
+
+def _suite_options(parser: argparse.ArgumentParser) -> None:
+    """Every option of the suite on ``parser`` (``--backend``, the cluster's and Slurm's settings...)."""
     from rollcall.options import OPTIONS
 
     for spec in OPTIONS:
         dest = "opt_" + spec.name
         if spec.switch:
-            render.add_argument(spec.flag, action="store_true", default=False, dest=dest, help=spec.help)
+            parser.add_argument(spec.flag, action="store_true", default=False, dest=dest, help=spec.help)
         elif spec.multiple:
-            render.add_argument(spec.flag, action="append", default=[], dest=dest, metavar=spec.placeholder)
+            parser.add_argument(spec.flag, action="append", default=[], dest=dest, metavar=spec.placeholder)
         else:
-            render.add_argument(spec.flag, default=None, dest=dest, metavar=spec.placeholder, help=spec.help)
-    return parser
+            parser.add_argument(spec.flag, default=None, dest=dest, metavar=spec.placeholder, help=spec.help)
 
 
 def summary(roll: RollCall, world_size: int) -> dict[str, Any]:
@@ -245,6 +268,53 @@ def render_job(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def show_nodes(args: argparse.Namespace) -> int:
+    """``rollcall nodes``: what rollcall left on the nodes (or, with ``--clear``, clear it); its exit code."""
+    from rollcall import suite
+    from rollcall.backends import BackendError, wing_named
+    from rollcall.backends.marks import ListsMarks
+    from rollcall.options import OptionError, resolve
+
+    cli = {k.removeprefix("opt_"): v for k, v in vars(args).items() if k.startswith("opt_")}
+    try:
+        options = resolve(cli)
+        name, why = suite.choose_backend(options)
+        wing = wing_named(name)
+        if not isinstance(wing.load(), ListsMarks):
+            raise ValueError(
+                f"the {name} backend ({why}) leaves no mark on nodes; name the cluster's: --backend "
+                "kubernetes (a kubeconfig) or --backend slurm (SLURM_CONF)"
+            )
+        backend = wing.load().from_options(
+            options.section(wing.section) if wing.section else None, suite.backend_settings(options)
+        )
+        assert isinstance(backend, ListsMarks)
+        if args.clear:
+            done = backend.clear_marks(args.node)
+            print(json.dumps(done.as_dict()) if args.json else done.line())
+            return EXIT_OK
+        found = [m for m in backend.current_marks() if not args.node or m.name in args.node]
+    except (OptionError, ValueError, BackendError) as exc:  # bad input, or nodes that cannot be read
+        print(f"rollcall nodes: {exc}", file=sys.stderr)
+        return EXIT_RENDER_USAGE
+    if args.json:
+        print(json.dumps({"nodes": [m.as_dict() for m in found]}))
+        return EXIT_OK
+    print(f"{'NODE':<24} {'VERDICT':<13} {'CHECKED AT':<21} {'VALID UNTIL':<30} {'MARKS':<12} REASON")
+    for m in found:
+        until = _when(m.valid_until) + (" (expired)" if m.expired() else "")
+        marks, checked = ",".join(m.marks) or "-", _when(m.checked_at)
+        print(f"{m.name:<24} {m.verdict or '-':<13} {checked:<21} {until:<30} {marks:<12} {m.reason}")
+    return EXIT_OK
+
+
+def _when(epoch: float | None) -> str:
+    """Epoch seconds as UTC (``2026-12-07T21:03:50Z``), ``-`` for none."""
+    import time
+
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch)) if epoch is not None else "-"
+
+
 def _wing_that(options: Options, capability: type, does: str, flag: str) -> Wing:
     """The wing ``--backend`` names (auto: the first that can) when its backend has ``capability``.
 
@@ -338,8 +408,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_suite(given[1:])
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
-    if extra and args.command == "render":
-        print(f"rollcall render: unrecognized arguments: {' '.join(extra)}", file=sys.stderr)
+    if extra and args.command in ("render", "nodes"):
+        print(f"rollcall {args.command}: unrecognized arguments: {' '.join(extra)}", file=sys.stderr)
         return EXIT_RENDER_USAGE
     if extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
@@ -349,6 +419,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return show_history(args)
     if args.command == "render":
         return render_job(args)
+    if args.command == "nodes":
+        return show_nodes(args)
     return EXIT_USAGE  # pragma: no cover - argparse requires a known command
 
 

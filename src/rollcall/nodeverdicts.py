@@ -70,6 +70,11 @@ Each mark is made once per session, at its end, from this file's verdicts (the b
 
 A node that could not be marked (a 403, the API server or slurmctld lost midway) is listed under ``failed``
 with the server's answer; every other node's mark stands, and each report says which nodes changed.
+
+``rollcall nodes`` lists the verdicts, expiries and marks rollcall left on the cluster's nodes (or Slurm's
+drains), with the suite's own ``--backend`` and cluster options; ``rollcall nodes --clear [--node NAME]``
+removes them (rollcall's labels, its taint and annotation, its drains; never another's), with the rights
+marking needs.
 """
 
 from __future__ import annotations

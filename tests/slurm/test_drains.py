@@ -5,8 +5,10 @@ Every test hands the cluster on as it found it: no reservation, both nodes resum
 """
 
 import getpass
+import json
 import re
 import subprocess
+import sys
 
 import pytest
 
@@ -101,3 +103,29 @@ def test_a_node_down_or_in_anothers_maintenance_reservation_is_left_and_the_runs
     done = ours.mark_nodes([NodeMark("rc2", "unfit", "ecc")], DRAIN)
     assert (done.drained, done.left, done.failed) == (("rc2",), {}, {}), done.line()
     assert state_of(nodes, "rc2")[1] == "rollcall: ecc"
+
+
+def test_rollcall_nodes_lists_rollcalls_drains_and_clear_resumes_them_never_anothers(nodes, tmp_path):
+    """``rollcall nodes`` lists rc1 (drained by rollcall) and not rc2 (drained by an administrator);
+    ``--clear`` resumes rc1 and leaves rc2 with their reason."""
+    nodes.run("scontrol", "update", "NodeName=rc2", "State=DRAIN", "Reason=admin: fan")
+    SlurmBackend().mark_nodes([NodeMark("rc1", "unfit", "rule pcie_gen")], DRAIN)
+
+    def rollcall(*args):
+        command = [sys.executable, "-m", "rollcall.cli", "nodes", "--backend", "slurm", *args]
+        return subprocess.run(command, env=nodes.env, capture_output=True, text=True, timeout=120, check=False)
+
+    listed = rollcall("--json")
+    assert listed.returncode == 0, listed.stderr
+    [rc1] = json.loads(listed.stdout)["nodes"]
+    assert (rc1["name"], rc1["marks"], rc1["reason"]) == ("rc1", ["drain"], "rollcall: rule pcie_gen"), rc1
+    table = rollcall()
+    assert "rc1" in table.stdout and "rc2" not in table.stdout, table.stdout
+
+    cleared = rollcall("--clear", "--node", "rc1", "--node", "rc2", "--json")
+    assert cleared.returncode == 0, cleared.stderr
+    done = json.loads(cleared.stdout)
+    assert done["resumed"] == ["rc1"] and done["left"] == {"rc2": "drained by someone else: admin: fan"}, done
+    assert "DRAIN" not in state_of(nodes, "rc1")[0]
+    assert state_of(nodes, "rc2") == ("IDLE+DRAIN", "admin: fan")
+    assert json.loads(rollcall("--json").stdout)["nodes"] == []

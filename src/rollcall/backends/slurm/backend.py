@@ -57,6 +57,7 @@ from rollcall.backends import (
     PlacementRequest,
     StopTest,
 )
+from rollcall.backends.marks import NodeMarks
 from rollcall.backends.slurm import drains
 from rollcall.backends.slurm.conf import CONF_ENV, find_conf
 from rollcall.backends.slurm.script import (
@@ -180,6 +181,23 @@ class SlurmBackend:
         """
         reservations = self.settings.reservation.split(",") if self.settings.reservation else ()
         return drains.mark_nodes(self.run, marks, how, SlurmError, reservations)
+
+    def current_marks(self) -> list[NodeMarks]:
+        """``rollcall nodes``: the nodes rollcall drained (:mod:`.drains`)."""
+        return drains.current_drains(self.run)
+
+    def clear_marks(self, names: Sequence[str]) -> drains.Drained:
+        """``rollcall nodes --clear``: resume the nodes rollcall drained, never another's drain.
+
+        Raises:
+            SlurmError: this user lacks Slurm's operator rights (the message says how to get them).
+        """
+        missing = drains.missing_rights(self.run)
+        if missing is not None:
+            raise SlurmError(
+                missing.replace("--drain-unfit drains and resumes", "rollcall nodes --clear resumes")
+            )
+        return drains.clear_drains(self.run, names, SlurmError)
 
     @classmethod
     def render_run(

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rollcall.backends import Marking, NodeMark
+from rollcall.backends.marks import NodeMarks
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,7 @@ MAINT_WORDS = frozenset({"MAINT", "MAINTENANCE"})
 #: State words of a node waiting for the reboot an administrator asked for (``scontrol reboot``).
 REBOOT_WORDS = frozenset({"REBOOT_REQUESTED", "REBOOT_ISSUED"})
 _STATE = re.compile(r"\bState=(\S+)")
+_NAME = re.compile(r"^NodeName=(\S+)")
 _REASON = re.compile(r"\bReason=(.*?)(?: \[[^\]]*\])?\s*$")
 _SLURM_USER = re.compile(r"^SlurmUser\s*=\s*([^(\s]+)", re.M)
 
@@ -234,6 +236,40 @@ def mark_nodes(
         except error as exc:
             failed[mark.name] = str(exc)
     return Drained(tuple(drained), tuple(resumed), failed, tuple(already), kept, left)
+
+
+def current_drains(run: Runner) -> list[NodeMarks]:
+    """Every node drained with a reason of rollcall's (``rollcall nodes``), by name."""
+    found = []
+    for line in run(["scontrol", "-o", "show", "node"], 30).splitlines():
+        name, state, reason = _NAME.search(line), _STATE.search(line), _REASON.search(line)
+        said = NodeState(state.group(1) if state else "", reason.group(1) if reason else "")
+        if name is not None and said.drained_by_rollcall:
+            found.append(NodeMarks(name.group(1), "unfit", marks=("drain",), reason=said.reason))
+    return sorted(found, key=lambda n: n.name)
+
+
+def clear_drains(run: Runner, names: Sequence[str], error: type[Exception]) -> Drained:
+    """Resume the nodes of ``names`` (all where empty) that rollcall drained (``rollcall nodes --clear``).
+
+    Only a drain of rollcall's own: another's drain, a node down, is never resumed. Each node is read just
+    before it is resumed; a command that fails is that node's alone.
+    """
+    wanted = list(names) or [n.name for n in current_drains(run)]
+    resumed: list[str] = []
+    left: dict[str, str] = {}
+    failed: dict[str, str] = {}
+    for name in dict.fromkeys(wanted):
+        try:
+            state = node_state(run, name)
+            if not state.drained_by_rollcall:
+                left[name] = held_by(state, (), name) or "holds no drain of rollcall's"
+                continue
+            run(["scontrol", "update", f"NodeName={name}", "State=RESUME"], 30)
+            resumed.append(name)
+        except error as exc:
+            failed[name] = str(exc)
+    return Drained(resumed=tuple(resumed), failed=failed, left=left)
 
 
 def resume_for_recheck(

@@ -4,8 +4,8 @@ Usage: python bench/blame.py [--runs 10000] [--seed 1] [--jobs 2] [--bug NAME]
 
 Each run is a :class:`tests.sim.fleet.Plan` (2 to 2,048 ranks, nodes heard up to the start skew apart, slow
 launchers and imports, long first steps, pauses in Python and in C, brief ``D`` states, events on GPUs no rank
-uses: node reboots, GPU resets, Xids NVIDIA ignores or answers by restarting the application; node clocks
-apart and logs late), half of them with one fault of every class in turn; each goes through
+uses: node reboots, GPU resets, Xids NVIDIA ignores or answers by restarting the application; an
+administrator's power cap and an old remapped ECC error in a GPU's facts; node clocks apart and logs late), half of them with one fault of every class in turn; each goes through
 the real watchdogs, launcher watches, monitor, parser, runner's decisions and judge (``tests/sim/fleet.py``).
 It prints the matrix: per class, runs, false failures, false names, faults missed, verdicts late, the nodes
 marked unfit that should not be (false marks: ``nodes.json``'s verdicts, the breaker's over them, as the

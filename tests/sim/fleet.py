@@ -86,6 +86,8 @@ Fault = Literal[
     "silent_rank",
     "first_step",
     "shared",
+    "platform",
+    "unfit_gpu",
 ]
 #: crash: an error; vanish: os._exit(0), no word; hung: a sleep; gil: blocked in C holding the GIL; stopped:
 #: SIGSTOP; never_joined: asleep before init_process_group; never_started: a node's command never runs (or
@@ -93,7 +95,9 @@ Fault = Literal[
 #: the bus; corrupt: a replica's parameters differ; stuck_launcher: a launcher in uninterruptible sleep for
 #: good; silent_rank: a rank's process stuck before it says a word (an import on a dead filesystem);
 #: first_step: a rank's first step (the compile) never ends; shared: a cause every node shares (a node reboot
-#: NVIDIA asks for on a GPU of every node, no rank's): the run passes, and the breaker marks no node.
+#: NVIDIA asks for on a GPU of every node, no rank's): the run passes, and the breaker marks no node; platform:
+#: the image runs another torch than the golden configuration says (the platform's: no rank named, no mark);
+#: unfit_gpu: a rank's GPU failed a row remapping (its rank named, its node marked).
 FAULTS: tuple[Fault, ...] = typing.get_args(Fault)
 
 #: Frames a dump holds, by what the rank does (as the workload's own would name them).
@@ -149,6 +153,9 @@ class Plan:
     #: (node, at, xid, rank or None): an Xid that takes nothing out (92 IGNORE, 94 RESTART_APP) on a rank's GPU
     #: or an unused one, or one that takes its GPU alone out (95 RESET_GPU) on an unused GPU: no mark.
     gpu_facts: tuple[tuple[int, float, int, int | None], ...] = ()
+    #: (rank, quirk): what a healthy GPU may say that takes nothing out: an administrator's power cap
+    #: (``power_cap``), an old uncorrected ECC error NVIDIA remapped (``old_ecc``).
+    quirks: tuple[tuple[int, str], ...] = ()
     fault: Fault | None = None
     culprit: int = 0  # the faulty rank (never_started: the node)
     #: A fault that ends by itself after this many seconds (``hung``: its pause, in ``pauses``, just past the
@@ -361,7 +368,8 @@ def simulate(plan: Plan, owns_nodes: bool = False) -> Outcome:
     status = JobStatus(state, reason, owns_nodes=owns_nodes)
     policy = FitnessPolicy(warn=frozenset({"hardware_event"})) if plan.xid_warns else FitnessPolicy()
     verdict = judge(
-        Observed(sim.roll, Layout(nodes, plan.procs), status, spec, "node"), Criteria(fitness=policy)
+        Observed(sim.roll, Layout(nodes, plan.procs), status, spec, "node"),
+        Criteria(fitness=policy, expect=(("torch", GOLDEN_TORCH),) if plan.fault == "platform" else ()),
     )
     ranks, named_nodes = _named(verdict, plan)
     unfit = frozenset(
@@ -377,11 +385,25 @@ def simulate(plan: Plan, owns_nodes: bool = False) -> Outcome:
     return Outcome(plan, verdict, state, reason, end, fault_at, ranks, named_nodes, unfit, marked, checked)
 
 
+#: What each quirk of :attr:`Plan.quirks` makes a healthy GPU say in its ``facts``.
+QUIRKS: dict[str, dict[str, Any]] = {
+    "power_cap": {"power_limit_w": 500.0, "power_default_w": 700.0},
+    "old_ecc": {"ecc_aggregate_uncorrected": 2, "ecc_volatile_uncorrected": 0, "remapped_pending": False,
+                "remapped_failure": False},
+}  # fmt: skip
+#: The torch every rank reports, and what the ``platform`` fault's golden configuration expects instead.
+TORCH, GOLDEN_TORCH = "2.11.0", "0.0.*"
+
+
 def _facts(sim: _Sim, plan: Plan, rank: int, at: float) -> None:
-    """The rank's ``facts``: its GPU (by UUID and index) and the node's count, one GPU more than its ranks use."""
+    """The rank's ``facts``: its GPU (by UUID and index), the node's count (one GPU more than its ranks use),
+    torch, its quirks, and the row remapping the ``unfit_gpu`` fault's rank failed."""
     n = _node(plan, rank)
+    said: dict[str, Any] = {k: v for r, q in plan.quirks if r == rank for k, v in QUIRKS[q].items()}
+    if plan.fault == "unfit_gpu" and rank == plan.culprit:
+        said["remapped_failure"] = True
     sim.event(n, "facts", rank, at + 0.01, host=f"n{n}", device_index=rank % plan.procs,
-              gpu_uuid=f"GPU-run-{rank}", gpus=plan.procs + 1)  # fmt: skip
+              gpu_uuid=f"GPU-run-{rank}", gpus=plan.procs + 1, torch=TORCH, **said)  # fmt: skip
 
 
 class _At:
@@ -647,14 +669,14 @@ def expected_marks(plan: Plan, checked: int) -> frozenset[int]:
     out = set() if plan.xid_warns else {n for n, _ in plan.foreign_xids}
     if plan.fault == "shared" and not plan.xid_warns:
         out |= set(range(plan.nodes))
-    if plan.fault == "xid":  # the GPU is lost too: gpu_lost fails whatever the policy says of the Xid
+    if plan.fault in ("xid", "unfit_gpu"):  # xid: the GPU is lost too, gpu_lost fails whatever the policy
         out.add(_node(plan, plan.culprit))
     return frozenset(out) if len(out) <= bound_of(None, checked) else frozenset()
 
 
 def expected(plan: Plan) -> tuple[frozenset[int], frozenset[int]]:
-    """The ranks and nodes a verdict must name at fault (none: a healthy run, or a shared cause)."""
-    if plan.fault is None or plan.fault == "shared":
+    """The ranks and nodes a verdict must name at fault (none: a healthy run, a shared or platform's cause)."""
+    if plan.fault in (None, "shared", "platform"):
         return frozenset(), frozenset()
     if plan.fault in ("never_started", "stuck_launcher"):
         node = plan.culprit
@@ -683,6 +705,8 @@ def deadline(plan: Plan) -> float:
         "silent_rank": S + J + POLL,
         "first_step": FIRST_STEP + HANG,
         "shared": math.inf,
+        "platform": math.inf,
+        "unfit_gpu": math.inf,
     }[plan.fault] + spare
 
 
@@ -710,6 +734,9 @@ def wrongs(outcome: Outcome) -> list[str]:
         return found
     if outcome.passed:
         found.append("missed")
+    first = outcome.verdict.first_failure
+    if plan.fault == "platform" and (first is None or first.owner != "platform"):
+        found.append("wrong owner")
     if not ranks <= outcome.named_ranks:
         found.append("missed culprit")
     if outcome.named_ranks - ranks:
@@ -796,6 +823,9 @@ def plan_of(
             d_states += ((node, at, held),)
     foreign = tuple((rng.randrange(nodes), rng.uniform(0, S)) for _ in range(rng.randint(0, 1)))
     gpu_facts: tuple[tuple[int, float, int, int | None], ...] = ()
+    #: (rank, quirk): what a healthy GPU may say that takes nothing out: an administrator's power cap
+    #: (``power_cap``), an old uncorrected ECC error NVIDIA remapped (``old_ecc``).
+    quirks: tuple[tuple[int, str], ...] = ()
     for xid in rng.choices((92, 94, 95), k=rng.randint(0, 2)):
         node = rng.randrange(nodes)
         # a GPU reset on a rank's GPU fails the run (a fault, not a fact): 95 only on a GPU no rank uses
@@ -803,6 +833,7 @@ def plan_of(
         gpu_facts += ((node, rng.uniform(0, S), xid, rank),)
     if fault == "shared" and nodes == 1:
         return plan_of(rng, fault, 2 * procs, edge, outside)
+    quirks = tuple((rng.randrange(world), q) for q in rng.choices(tuple(QUIRKS), k=rng.randint(0, 2)))
     culprit = rng.randrange(nodes if fault in ("never_started", "stuck_launcher") else world)
     if fault == "stuck_launcher" and nodes == 1:
         return plan_of(rng, fault, 2 * procs, edge, outside)
@@ -846,6 +877,7 @@ def plan_of(
         d_states=d_states,
         foreign_xids=foreign,
         gpu_facts=gpu_facts,
+        quirks=quirks,
         fault=fault,
         culprit=culprit,
         lasting=lasting,

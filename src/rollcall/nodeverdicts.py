@@ -36,45 +36,7 @@ marked. The run still fails.
 Times are epoch seconds (``checked_at``, ``valid_until``, ``written_at``), as ``results.json``'s, and as the
 integer labels a scheduler compares.
 
-## The marks, and how to undo each
-
-Each mark is made once per session, at its end, from this file's verdicts (the breaker's over them); a node
-``undetermined`` or ``unchecked`` is never tainted or drained, nor freed of a taint or drain.
-
-- ``--label-nodes`` (Kubernetes): ``rollcall/verdict`` (``fit``, ``unfit``, ``undetermined``),
-  ``rollcall/checked-at`` and ``rollcall/valid-until`` as integer epoch seconds. nodeAffinity has no notion
-  of now, so the submitter writes the current epoch into a ``Gt`` term at submit time:
-
-      - key: rollcall/verdict
-        operator: In
-        values: [fit]
-      - key: rollcall/valid-until
-        operator: Gt
-        values: ["$(date +%s)"]
-
-  Each marking pass removes expired verdict labels from every node it can see (``list`` and ``patch``
-  nodes). Undo: ``kubectl label nodes --all rollcall/verdict- rollcall/checked-at- rollcall/valid-until-``.
-- ``--taint-unfit`` (Kubernetes): an unfit node gets rollcall's taint and the reasons in the annotation
-  ``rollcall/unfit-reason``; a node found fit on a check of every GPU (``whole``) loses them; a fit check
-  of part of it keeps them ("not re-checked whole"). Never another's taint. Undo: ``kubectl taint nodes
-  NODE rollcall/unfit-`` and ``kubectl annotate nodes NODE rollcall/unfit-reason-``.
-- ``--drain-unfit`` (Slurm): each node's state is read just before it is drained or resumed, and a node
-  someone else holds is left as it is, listed under ``left``: drained with a reason not rollcall's, down or
-  failing, waiting for a reboot an administrator asked for, or in a maintenance reservation other than the
-  run's own ``--slurm-reservation``. An unfit node is drained with the reason ``rollcall: ...`` (one rollcall
-  drained already keeps its first reason: ``already``); a fit node checked whole whose drain reason is
-  rollcall's is resumed; one checked in part stays drained (``kept``). Slurm has no conditional update: an
-  administrator acting between the read and the update can still be overwritten; the window is one
-  command. Undo: ``scontrol update nodename=N state=resume``.
-- ``unfit-nodes.txt``: the unfit nodes, one a line, for a script of your own.
-
-A node that could not be marked (a 403, the API server or slurmctld lost midway) is listed under ``failed``
-with the server's answer; every other node's mark stands, and each report says which nodes changed.
-
-``rollcall nodes`` lists the verdicts, expiries and marks rollcall left on the cluster's nodes (or Slurm's
-drains), with the suite's own ``--backend`` and cluster options; ``rollcall nodes --clear [--node NAME]``
-removes them (rollcall's labels, its taint and annotation, its drains; never another's), with the rights
-marking needs.
+How each mark is made and undone: :mod:`rollcall.backends.marks` (docs/nodes.md's last section).
 """
 
 from __future__ import annotations
@@ -90,6 +52,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, get_args, get_origin
 
+from rollcall.backends import marks as marks_guide
 from rollcall.collect import write_whole
 from rollcall.evidence.drift import Mismatch
 from rollcall.evidence.fitness import EVENT_RULES
@@ -185,7 +148,7 @@ class NodeVerdict:
 
 @dataclass(frozen=True, kw_only=True)
 class Breaker:
-    """The breaker: more nodes unfit in a session than ``--max-unfit`` mark none (the cause looks shared)."""
+    """The breaker: more nodes unfit in a session than `--max-unfit` mark none (the cause looks shared)."""
 
     bound: int = required("the most nodes one session may mark unfit (`--max-unfit`, or auto's figure)")
     unfit: tuple[str, ...] = optional("the nodes the predicate found unfit, by name", ())
@@ -605,7 +568,8 @@ def markdown() -> str:
         for f in _specs(record):
             out.append(f"| `{f.name}` | {_type(f.hint)} | {'yes' if f.required else 'no'} | {f.doc} |")
         out.append("")
-    return "\n".join(out)
+    guide = (marks_guide.__doc__ or "").strip().split("\n\n", 1)[1]  # how each mark is made and undone
+    return "\n".join([*out, re.sub(r":\w+:`~?([^`]+)`", r"`\1`", guide).replace("``", "`"), ""])
 
 
 if __name__ == "__main__":

@@ -106,7 +106,7 @@ class RecoveryOptions(Section):
         whole_or_auto(0),
         None,
         "the breaker: when the session finds more nodes unfit than this, it marks none (the cause looks "
-        "shared) and names the common reason; auto is 10% of the nodes checked, at least 1",
+        "shared) and names the common reason; auto is a tenth of the nodes checked (rounded up), at least 1",
         "N",
         shown="auto",
         doc=(

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from rollcall.evidence.gpumem import held_memory
-from rollcall.evidence.nodefacts import NEURON_CORRECTED, NEURON_UNCORRECTED, Device, NodeFacts
+from rollcall.evidence.nodefacts import NEURON_CORRECTED, NEURON_UNCORRECTED, Device, NodeFacts, samples_of
 from rollcall.evidence.xids import Scope
 
 Severity = Literal["fail", "warn", "off"]
@@ -42,6 +42,9 @@ class Rule:
     find: Callable[[Mapping[str, Any]], tuple[str, Any, str] | None]
     scope: Literal["device", "node"] = "device"
     default: Severity = "fail"
+    #: The fact a device's samples hold for this rule (:data:`~.nodefacts.SAMPLED_KEYS`): without them, judged
+    #: on the one reading, a finding only warns (:data:`ONE_READING`).
+    sampled: str | None = None
 
 
 def _positive(key: str) -> Callable[[Mapping[str, Any]], tuple[str, Any, str] | None]:
@@ -69,12 +72,39 @@ def _below(key: str, limit: str, what: str) -> Callable[[Mapping[str, Any]], tup
     return find
 
 
+#: What a finding of a sampled rule judged on a device's one reading says (it only warns).
+ONE_READING = "in one reading, not held"
+
+
+def _link(key: str) -> Callable[[Mapping[str, Any]], tuple[str, Any, str] | None]:
+    """The PCIe link's ``key`` below its maximum: the most it reached under load where sampled."""
+    limit = f"{key}_max"
+
+    def find(f: Mapping[str, Any]) -> tuple[str, Any, str] | None:
+        value, most = _num(f.get(key)), _num(f.get(limit))
+        if value is None or most is None or value >= most:
+            return None
+        n = samples_of(f, key)
+        how = f"in all {n} samples (the most it reached under load)" if n else ONE_READING
+        return key, f[key], f"below its max {f[limit]} ({limit}) {how}"
+
+    return find
+
+
 def _event(*names: str) -> Callable[[Mapping[str, Any]], tuple[str, Any, str] | None]:
+    """One of the clock-event reasons ``names`` held (sampled), or active in the one reading."""
+
     def find(f: Mapping[str, Any]) -> tuple[str, Any, str] | None:
         active = f.get("clock_events")
-        if isinstance(active, list) and (hit := [n for n in names if n in active]):
-            return "clock_events", ",".join(hit), "active"
-        return None
+        if not isinstance(active, list) or not (hit := [n for n in names if n in active]):
+            return None
+        n = samples_of(f, "clock_events")
+        if not n:
+            return "clock_events", ",".join(hit), f"active {ONE_READING}"
+        share = f.get("clock_events_share")
+        shares = share if isinstance(share, dict) else {}
+        held = ", ".join(f"{_num(shares.get(h)) or 0:.0%}" for h in hit)
+        return "clock_events", ",".join(hit), f"held in {held} of {n} samples"
 
     return find
 
@@ -199,17 +229,34 @@ RULES: tuple[Rule, ...] = (
     Rule("retired_pending", "retired pages wait for a GPU reset", _true("retired_pending")),
     Rule(
         "pcie_width",
-        "the PCIe link runs below its maximum width",
-        _below("pcie_width", "pcie_width_max", "max"),
+        "the PCIe link stays below its maximum width in every sample under load (one reading: warns)",
+        _link("pcie_width"),
+        sampled="pcie_width",
     ),
     Rule(
         "pcie_gen",
-        "the PCIe link runs below its maximum generation",
-        _below("pcie_gen", "pcie_gen_max", "max"),
+        "the PCIe link stays below its maximum generation in every sample under load (one reading: warns)",
+        _link("pcie_gen"),
+        sampled="pcie_gen",
     ),
-    Rule("hw_slowdown", "the clocks are held down by a hardware slowdown", _event("hw_slowdown")),
-    Rule("thermal", "the clocks are held down by temperature", _event("hw_thermal", "sw_thermal")),
-    Rule("power_brake", "the clocks are held down by the power brake", _event("hw_power_brake")),
+    Rule(
+        "hw_slowdown",
+        "the clocks are held down by a hardware slowdown in half the samples or more (one reading: warns)",
+        _event("hw_slowdown"),
+        sampled="clock_events",
+    ),
+    Rule(
+        "thermal",
+        "the clocks are held down by temperature in half the samples or more (one reading: warns)",
+        _event("hw_thermal", "sw_thermal"),
+        sampled="clock_events",
+    ),
+    Rule(
+        "power_brake",
+        "the clocks are held down by the power brake in half the samples or more (one reading: warns)",
+        _event("hw_power_brake"),
+        sampled="clock_events",
+    ),
     Rule(
         "power_limit",
         "the enforced power limit is below its default (an administrator's cap, reported)",
@@ -366,6 +413,8 @@ def unfit_devices(nodes: Iterable[NodeFacts], policy: FitnessPolicy | None = Non
                     continue
                 hit = rule.find(device.facts)
                 if hit is not None:
+                    if rule.sampled and samples_of(device.facts, rule.sampled) is None and severity == "fail":
+                        severity = "warn"  # one reading, not held: it takes nothing out
                     found.append(Unfit(device, rule.name, *hit, severity, takes_out(severity)))
     return found
 
@@ -412,6 +461,7 @@ __all__ = [
     "DEVICE_COUNTS",
     "EVENT_RULES",
     "LOST_COUNTS",
+    "ONE_READING",
     "RULES",
     "RULE_NAMES",
     "FitnessPolicy",

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rollcall.ranklog import RankReport
+from rollcall.ranklog import RankReport, Sampled
 
 #: Facts of a whole node: each rank reports them, the node holds the value its ranks agree on.
 NODE_KEYS: tuple[str, ...] = (
@@ -100,7 +100,14 @@ DEVICE_KEYS: tuple[str, ...] = (
     "temperature_c",
     "memory_used_mib",
     "gpu_processes",
+    "samples",
+    "sampled",
+    "clock_events_share",
 )
+#: A clock-event reason active in at least this share of a rank's samples is held (``clock_events``).
+HELD_SHARE = 0.5
+#: The facts a rank's samples give in place of its one reading, where they read them (:func:`sampled_facts`).
+SAMPLED_KEYS: tuple[str, ...] = ("clock_events", "sm_clock_mhz", "pcie_gen", "pcie_width")
 #: Device facts a rank says in ``start``, read before its CUDA context (what other processes held).
 START_KEYS: tuple[str, ...] = ("memory_used_mib", "gpu_processes")
 
@@ -233,7 +240,13 @@ def node_facts(
         devices = tuple(
             Device(node, r.rank, name, read, {k: v for k, v in r.unknown.items() if k in DEVICE_KEYS})
             for r in reps
-            if (read := {**_started(r), **{k: v for k, v in (r.facts or {}).items() if k in DEVICE_KEYS}})
+            if (
+                read := {
+                    **_started(r),
+                    **{k: v for k, v in (r.facts or {}).items() if k in DEVICE_KEYS},
+                    **sampled_facts(r.samples),
+                }
+            )
         )
         ranks = tuple(r.rank for r in reps)
         nodes.append(NodeFacts(node, name, facts, unknown, devices, ranks, _neuron_devices(node, name, reps)))
@@ -254,6 +267,36 @@ def _neuron_devices(node: int, name: str, reports: list[RankReport]) -> tuple[De
     return ()
 
 
+def sampled_facts(samples: Sampled | None) -> dict[str, Any]:
+    """The device facts a rank's samples give, in place of its one reading of each (none without samples).
+
+    ``samples``: how many reads; ``sampled``: which of :data:`SAMPLED_KEYS` they read; ``clock_events``: the
+    reasons held (active in at least :data:`HELD_SHARE` of the reads), ``clock_events_share`` each reason's
+    share; ``sm_clock_mhz`` the median; ``pcie_gen`` and ``pcie_width`` the most the link reached under load
+    (a link that trained up under load is healthy; one low in every read is not).
+    """
+    if samples is None or samples.samples < 1:
+        return {}
+    share = samples.clock_events_share
+    values: dict[str, Any] = {
+        "clock_events": None if share is None else [n for n, s in share.items() if s >= HELD_SHARE],
+        "sm_clock_mhz": samples.sm_clock_mhz_median,
+        "pcie_gen": samples.pcie_gen_max,
+        "pcie_width": samples.pcie_width_max,
+    }
+    read = {k: v for k, v in values.items() if v is not None}
+    extra = {} if share is None else {"clock_events_share": dict(share)}
+    return {"samples": samples.samples, "sampled": [k for k in SAMPLED_KEYS if k in read], **extra, **read}
+
+
+def samples_of(facts: Mapping[str, Any], key: str) -> int | None:
+    """How many samples gave ``key`` (one of :data:`SAMPLED_KEYS`) of a device; None: its one reading."""
+    count, sampled = facts.get("samples"), facts.get("sampled")
+    if isinstance(count, int) and isinstance(sampled, list) and key in sampled:
+        return count
+    return None
+
+
 def _started(report: RankReport) -> dict[str, Any]:
     """The device facts a rank said in ``start`` (:data:`START_KEYS`): it may fail before ``facts``."""
     return {k: v for k, v in (report.start or {}).items() if k in START_KEYS}
@@ -271,13 +314,17 @@ def _node_name(reports: list[RankReport]) -> str:
 
 __all__ = [
     "DEVICE_KEYS",
+    "HELD_SHARE",
     "NEURON_CORRECTED",
     "NEURON_DEVICE",
     "NEURON_UNCORRECTED",
     "NODE_KEYS",
     "OBSERVED_KEYS",
+    "SAMPLED_KEYS",
     "START_KEYS",
     "Device",
     "NodeFacts",
     "node_facts",
+    "sampled_facts",
+    "samples_of",
 ]

@@ -55,6 +55,8 @@ Parsing rules:
 - a ``facts`` event (what the rank read about its device and stack) is kept whole, the last one, as
   :attr:`RankReport.facts`: each fact under its name, and ``unknown`` (fact name to the reason it could not be
   read; dropped unless a mapping of text to text) apart, as :attr:`RankReport.unknown`;
+- a ``samples`` event (the rank's GPU sampled while it trained) with a positive ``samples`` is kept, the last
+  one, as :attr:`RankReport.samples` (:class:`Sampled`);
 - the legacy aws-k8s-tester Neuron format is read too (``auto``: up to the log's first rollcall record at
   least, in the piece of the log that holds it; after that piece the log is read as the rollcall
   workload's, one scan instead of two), where one line carries both values::
@@ -89,6 +91,7 @@ from rollcall.ranklog.report import (
     RankProcessHeard,
     RankReport,
     Receipt,
+    Sampled,
     Silence,
     StackDump,
     ThreadStack,
@@ -116,6 +119,7 @@ __all__ = [
     "RankReport",
     "Receipt",
     "RollCall",
+    "Sampled",
     "Silence",
     "StackDump",
     "ThreadStack",

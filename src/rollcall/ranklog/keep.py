@@ -30,6 +30,7 @@ from rollcall.ranklog.report import (
     RankError,
     RankProcessHeard,
     RankReport,
+    Sampled,
     Silence,
     StackDump,
     ThreadStack,
@@ -49,6 +50,7 @@ from rollcall_workload.contract import (
     Launcher,
     RankProcess,
     Resumed,
+    Samples,
     Silent,
     Stack,
     Start,
@@ -232,6 +234,21 @@ def _facts(heard: Heard, rec: Facts, said: Said) -> None:
     report.unknown = rec.unknown
 
 
+def _samples(heard: Heard, rec: Samples, said: Said) -> None:
+    """The GPU sampled while the rank trained, kept where it read anything."""
+    report = said.rank(heard, rec)
+    if rec.samples > 0:
+        report.samples = Sampled(
+            rec.samples,
+            rec.clock_events_share,
+            rec.sm_clock_mhz_median,
+            rec.pcie_gen_min,
+            rec.pcie_gen_max,
+            rec.pcie_width_min,
+            rec.pcie_width_max,
+        )
+
+
 def _complete(heard: Heard, rec: Complete, said: Said) -> None:
     report = said.rank(heard, rec)
     report.complete = True
@@ -324,6 +341,7 @@ KEEPERS: dict[type[Event], Keeper] = {
     Throughput: _throughput,
     Bandwidth: _bandwidth,
     Facts: _facts,
+    Samples: _samples,
     Complete: _complete,
     Error: _error,
     Exit: _exit,

@@ -215,6 +215,27 @@ class Silence:
     time: float | None = None
 
 
+@dataclass(frozen=True)
+class Sampled:
+    """What a rank's ``samples`` event said of its GPU, read while it trained (NVML's, in its timed epochs).
+
+    Attributes:
+        samples: the reads (positive).
+        clock_events_share: each clock-event reason active in a read, to the share of reads it was active in;
+            None when the reasons could not be read.
+        sm_clock_mhz_median: the SM clock's median; pcie_*_min, pcie_*_max: the link's lowest and highest
+            current generation and width read; each None when it could not be read.
+    """
+
+    samples: int
+    clock_events_share: dict[str, float] | None = None
+    sm_clock_mhz_median: float | None = None
+    pcie_gen_min: int | None = None
+    pcie_gen_max: int | None = None
+    pcie_width_min: int | None = None
+    pcie_width_max: int | None = None
+
+
 @dataclass
 class RankReport:
     """Everything one rank said, merged over every log it appeared in."""
@@ -254,6 +275,8 @@ class RankReport:
     #: it could not read, each with why.
     facts: dict[str, Any] | None = None
     unknown: dict[str, str] = field(default_factory=dict)
+    #: Its GPU as sampled while it trained (its ``samples`` event); None: it said none.
+    samples: Sampled | None = None
     #: What the first step found in the compiler's cache (None: the rank did not say).
     compile_cache: CompileCache | None = None
     #: Each of the workload's own kernels' state (``on: ...`` or ``off: ...``), as its ``start`` chose them

@@ -170,6 +170,29 @@ class Facts(Event):
     )
 
 
+@event("samples", "after the timed epochs, on cuda with NVML")
+@dataclass(kw_only=True, slots=True)
+class Samples(Event):
+    """The rank's GPU sampled while it trained: NVML's flickering facts, summarised (see Device facts)."""
+
+    samples: int = required("the reads: one per timed step, at most one every 0.5 s; positive")
+    span_s: float | None = optional("seconds from the first read to the last")
+    read_us: float | None = optional("microseconds one read took, the mean")
+    clock_events_share: dict[str, float] | None = optional(
+        "each clock-event reason active in a read, to the share of reads it was active in (0..1); null when "
+        "the reasons could not be read (unknown says why)",
+        partial=True,
+    )
+    sm_clock_mhz_median: float | None = optional("the SM clock's median, MHz")
+    pcie_gen_min: int | None = optional("the PCIe link's lowest current generation read")
+    pcie_gen_max: int | None = optional("its highest")
+    pcie_width_min: int | None = optional("the PCIe link's lowest current width read")
+    pcie_width_max: int | None = optional("its highest")
+    unknown: dict[str, str] = optional(
+        "each of clock_events, sm_clock_mhz, pcie_gen, pcie_width a read could not read, with why", {}
+    )
+
+
 @event("complete", "last; then all ranks meet in a barrier and leave the process group")
 @dataclass(kw_only=True, slots=True)
 class Complete(Event):

@@ -44,6 +44,7 @@ from rollcall_workload.rank.dist import Accelerator, DistEnv, resolve_device, xl
 from rollcall_workload.rank.facts import cuda_uuid, held_before_context, report_facts
 from rollcall_workload.rank.flight import FlightRecorder
 from rollcall_workload.rank.proofs import parameter_digest
+from rollcall_workload.rank.samples import DeviceSampler, report_samples, start_sampling
 from rollcall_workload.rank.timing import (
     PROCESS_STARTED,
     ComputeTimer,
@@ -179,7 +180,11 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
     timer = ComputeTimer(acc) if env.world_size == 1 and device != "xla" and args.compute_steps else None
 
     def train_steps(
-        count: int, label: str, first: int, clock: ComputeTimer | None = None
+        count: int,
+        label: str,
+        first: int,
+        clock: ComputeTimer | None = None,
+        sampler: DeviceSampler | None = None,
     ) -> torch.Tensor | None:
         loss = None
         for i in range(count):
@@ -198,6 +203,8 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
             acc.optimizer_step(optimizer)
             optimizer.zero_grad(set_to_none=True)
             acc.step_boundary()
+            if sampler is not None:  # the step's work queued: the GPU is busy with it
+                sampler.tick()
             if clock is None:
                 slowdown.end()
             watchdog.first_step_done()
@@ -241,6 +248,7 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
     watchdog.beat("facts")
     report_facts(acc, env.local_rank, log, held)
 
+    sampler = start_sampling(device, env.local_rank)  # None off cuda, or without NVML
     timed_started = time.perf_counter()
     total_seconds = digest_s = 0.0
     for epoch in range(1, args.epochs + 1):
@@ -250,12 +258,12 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
         started = time.perf_counter()
         label = f"epoch {epoch}"
         if epoch == 1 and corrupt_replica:  # ROLLCALL_CORRUPT_RANK: one bit flips after the first timed step
-            loss = train_steps(1, label, 1, timer)
+            loss = train_steps(1, label, 1, timer, sampler)
             faults.flip_replica_bit(training, env.rank)
             if args.steps_per_epoch > 1:
-                loss = train_steps(args.steps_per_epoch - 1, label, 2, timer)
+                loss = train_steps(args.steps_per_epoch - 1, label, 2, timer, sampler)
         else:
-            loss = train_steps(args.steps_per_epoch, label, 1, timer)
+            loss = train_steps(args.steps_per_epoch, label, 1, timer, sampler)
         acc.synchronize()
         seconds = time.perf_counter() - started
         watchdog.beat(f"epoch {epoch} end")
@@ -286,6 +294,7 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
             faults.skip_collective(env.rank, env.world_size, acc.device)
 
     timed_s = time.perf_counter() - timed_started - digest_s
+    report_samples(sampler, log)
     compute = (
         timer.times_ms(args.compute_steps)
         if timer is not None

@@ -11,9 +11,11 @@ from rollcall.backends import JobState, JobStatus
 from rollcall.checks.blame import ERROR_RULES, blame, error_blame
 from rollcall.checks.errors import ERROR, LEFT_EARLY, ROOT_CAUSE
 from rollcall.checks.exited_nonzero import EXITED_NONZERO
+from rollcall.checks.expectations import EXPECTATION
 from rollcall.checks.job_state import JOB
 from rollcall.checks.kernel_fallbacks import KERNEL_FALLBACK
 from rollcall.checks.unfit_device import UNFIT_DEVICE
+from rollcall.evidence.drift import Mismatch
 from rollcall.isolation.probe import ISOLATED
 from rollcall.jobspec import JobSpec
 from rollcall.judge import KINDS, judge
@@ -69,13 +71,26 @@ def test_every_kind_of_problem_has_an_owner_and_only_the_clusters_name_a_node_un
         KERNEL_FALLBACK,
         JOB,
         LEFT_EARLY,
+        EXPECTATION,  # per problem: a fact of the node's own is the cluster's, one the run brought the platform's
     }
     assert {k for k in (*KINDS, ISOLATED) if k.owner is None} == placed_by_detail
+    assert all(blame(Problem(k, "x")).owner is not None for k in (*KINDS, ISOLATED))
     assert (
         blame(Problem(UNFIT_DEVICE, "x")).owner is CLUSTER and blame(Problem(ISOLATED, "x")).owner is CLUSTER
     )
     assert blame(Problem(ERROR, "x")).owner is UNDETERMINED  # no detail to place it by
     assert all(r.why and r.pattern for r in ERROR_RULES)
+
+
+@pytest.mark.parametrize(
+    ("key", "owner"),
+    [("driver", CLUSTER), ("kernel", CLUSTER), ("gpu_name", CLUSTER), ("torch", PLATFORM), ("image", PLATFORM),
+     ("zone", PLATFORM), ("capacity_reservation", PLATFORM)],
+)  # fmt: skip
+def test_an_expectation_not_met_is_the_clusters_for_the_nodes_own_fact_else_the_platforms(key, owner):
+    missed = Mismatch(1, "n1", key, "1*", "2")
+    assert blame(Problem(EXPECTATION, f"expectation not met: {missed}", detail=missed)).owner is owner
+    assert blame(Problem(EXPECTATION, "--expect driver=1: no rank reported its facts")).owner is PLATFORM
 
 
 def _failed_run(message: str):

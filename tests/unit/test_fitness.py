@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from rollcall import reports
+from rollcall import nodeverdicts, reports
 from rollcall.backends import JobState, JobStatus
 from rollcall.checks.config_drift import CONFIG_DRIFT
 from rollcall.checks.expectations import EXPECTATION
@@ -309,12 +309,16 @@ def test_results_json_the_page_and_junit_carry_each_nodes_facts_and_unfit_nodes_
     )
     page = htmlreport.render([record], {"backend": "local"}, tmp_path)
     assert "<h3>Node facts</h3>" in page and "580.159.04" in page and ">unfit<" in page
-    assert reports.write_unfit_nodes(tmp_path / "unfit-nodes.txt", [record])
+    nodes, breaker = nodeverdicts.of_records([record], 3600.0)
+    assert not breaker.tripped and breaker.unfit == ("n1",)
+    assert nodeverdicts.write_unfit_nodes(tmp_path / "unfit-nodes.txt", nodes)
     assert (tmp_path / "unfit-nodes.txt").read_text() == "n1\n"
     healthy = replace(attempt, verdict=verdict_of(roll_with({0: facts_of(fake_nvml())})))
     fit = reports.TestRecord("t.py::test_y", RunResult("local", [healthy]), "nvidia")
+    fit_nodes, _ = nodeverdicts.of_records([fit], 3600.0)
     assert (
-        not reports.write_unfit_nodes(tmp_path / "none.txt", [fit]) and not (tmp_path / "none.txt").exists()
+        not nodeverdicts.write_unfit_nodes(tmp_path / "none.txt", fit_nodes)
+        and not (tmp_path / "none.txt").exists()
     )
 
 

@@ -47,21 +47,63 @@ def test_a_warning_says_what_nvidia_recommends_and_an_xid_outside_the_catalog_sa
                             "GPU-1aaa, serial 165001 on rank 1, after epoch 1")  # fmt: skip
 
 
-def test_xid_154_says_the_recovery_action_nvml_reported_with_it():
+def test_xid_154_says_the_recovery_action_nvml_reported_with_it_and_a_node_reboot_makes_the_gpu_unfit():
     reported = gpu_line(xid=154, data=2, event_type=RECOVERY_EVENT)  # NVML_GPU_RECOVERY_ACTION_NODE_REBOOT
     verdict = verdict_of(roll_of([reported]))
-    [warning] = verdict.warnings
-    assert warning.kind is GPU_EVENT and warning.message.startswith(
-        "GPU event: Xid 154 (GPU Recovery Action Changed, system) on node 1 (n1) GPU 1"
-    )
-    assert warning.message.endswith(": reboot the node (NVML's recovery action NODE_REBOOT)")
+    assert not verdict.passed and verdict.warnings == ()
+    [problem] = verdict.findings
+    assert problem.kind is UNFIT_DEVICE and not problem.warning and set(problem.ranks) == {1}
+    assert problem.message.startswith("unfit device: node 1 (n1) rank 1 GPU 1, UUID GPU-1aaa")
+    assert "Xid 154 (GPU Recovery Action Changed, system)" in problem.message
+    assert "(rule hardware_event)" in problem.message
+    assert problem.message.endswith(": reboot the node (NVML's recovery action NODE_REBOOT)")
+    assert verdict.unfit_nodes == ["n1"]
     [seen] = verdict.gpu_events
+    assert (seen.takes_out, seen.used) == ("node", True)
     doc = seen.as_dict()
     assert (doc["recovery_action"], doc["advice"]) == (
         2,
         "reboot the node (NVML's recovery action NODE_REBOOT)",
     )
     assert (doc["immediate_action"], doc["xid_mnemonic"]) == ("XID_154", "GPU_RECOVERY_ACTION_CHANGED")
+
+
+@pytest.mark.parametrize(
+    ("data", "out"),
+    [(0, None), (1, "gpu"), (2, "node"), (3, "gpu"), (4, "gpu"), (5, None), (6, "gpu"), (7, "node")],
+)
+def test_xid_154_takes_out_what_its_recovery_action_says(data, out):
+    """NODE_REBOOT/SYSTEM_REBOOT: the node; GPU_RESET, DRAIN_P2P, DRAIN_AND_RESET, BUS_RESET: the GPU; NONE
+    and RECOVER_IMEX_DOMAIN: nothing (a warning, the run passes). On a GPU a rank used, either takes its node
+    out (docs/nodes.md: a GPU reset of a GPU the run used makes the node unfit)."""
+    verdict = verdict_of(roll_of([gpu_line(xid=154, data=data, event_type=RECOVERY_EVENT)]))
+    [seen] = verdict.gpu_events
+    assert seen.takes_out == out
+    assert verdict.passed is (out is None)
+    assert verdict.unfit_nodes == ([] if out is None else ["n1"])
+    if out is None:
+        [warning] = verdict.warnings
+        assert warning.kind is GPU_EVENT and verdict.of_kind(UNFIT_DEVICE) == []
+    else:
+        [problem] = verdict.of_kind(UNFIT_DEVICE)
+        assert [u.out for u in problem.detail] == ["node"]
+
+
+@pytest.mark.parametrize(("xid", "bucket"), [(92, "IGNORE"), (94, "RESTART_APP")])
+def test_xid_92_and_94_on_a_ranks_gpu_take_nothing_out_a_warning_or_told_beside_the_error(xid, bucket):
+    line = gpu_line(xid=xid, data=xid, event_type=XID_EVENT)
+    quiet = verdict_of(roll_of([line]))
+    assert quiet.passed and quiet.of_kind(UNFIT_DEVICE) == [] and quiet.unfit == []
+    [warning] = quiet.warnings
+    assert warning.kind is GPU_EVENT and set(warning.ranks) == {1}
+    assert f"Xid {xid} " in warning.message and warning.message.endswith(f"(NVIDIA: {bucket})")
+    [seen] = quiet.gpu_events
+    assert (seen.klass, seen.takes_out, seen.used) == ("hardware", None, True)
+    assert quiet.unfit_nodes == []
+    failed = verdict_of(roll_of([line], fails=ERROR))
+    assert failed.of_kind(UNFIT_DEVICE) == [] and failed.unfit_nodes == []
+    first = failed.findings[0]
+    assert first.kind is not UNFIT_DEVICE and f"beside Xid {xid} on GPU 1" in first.message
 
 
 def test_xid_154_without_its_recovery_action_says_to_follow_it():

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from rollcall import reports
+from rollcall import nodeverdicts, reports
 from rollcall.backends import JobState, JobStatus
 from rollcall.backends.kubernetes.instances import advertised_counts, count_facts, expected_devices
 from rollcall.backends.kubernetes.nodeviews import INSTANCE_TYPE_LABEL, Node
@@ -492,5 +492,63 @@ def test_results_json_the_page_junit_and_unfit_nodes_txt_name_a_node_short_of_de
     assert dict(reports.junit_properties(record))["unfit_nodes"] == "n1"
     page = htmlreport.render([record], {"backend": "local"}, tmp_path)
     assert "gpus=7 seen, expected 8 GPUs" in page and ">unfit<" in page
-    assert reports.write_unfit_nodes(tmp_path / "unfit-nodes.txt", [record])
+    nodes, breaker = nodeverdicts.of_records([record], 3600.0)
+    assert [(n.name, n.verdict) for n in nodes] == [("n0", "fit"), ("n1", "unfit")] and not breaker.tripped
+    assert nodeverdicts.write_unfit_nodes(tmp_path / "unfit-nodes.txt", nodes)
     assert (tmp_path / "unfit-nodes.txt").read_text() == "n1\n"
+
+
+# ---------------------------------------------------------------- whose each --expect key is
+
+
+def _node_verdicts(verdict) -> dict[str, Any]:
+    found = nodeverdicts.of_verdict(
+        verdict, test="t.py::test_x", backend="local", passed=verdict.passed, checked_at=1.0, ttl_s=60.0
+    )
+    return {n.name: n for n in found}
+
+
+def test_an_expect_key_of_the_platforms_fails_the_run_as_the_platforms_and_marks_no_node():
+    from .test_fitness import H200
+
+    verdict = judged(roll_with({0: H200, 1: H200}), {}, expect=parse_expect(["torch=0.0.1"]))
+    assert not verdict.passed
+    problems = verdict.of_kind(EXPECTATION)
+    assert [p.message for p in problems] == [
+        f"expectation not met: node {i} (n{i}): torch is 2.11.0+cu130, expected torch=0.0.1 (--expect)"
+        for i in (0, 1)
+    ]
+    assert all(p.blame is not None and p.blame.owner.value == "platform" for p in problems)
+    assert verdict.first_failure is not None and verdict.first_failure.owner == "platform"
+    assert verdict.unfit_nodes == [] and verdict.out_of_service() == {}
+    nodes = _node_verdicts(verdict)
+    assert {(n.verdict, n.owner) for n in nodes.values()} == {("undetermined", "platform")}
+    assert "torch is 2.11.0+cu130" in nodes["n1"].reasons[0]
+
+
+def test_an_expect_key_of_the_nodes_own_fails_the_run_as_the_clusters_and_makes_that_node_unfit():
+    from .test_fitness import H200
+
+    roll = roll_with({0: {**H200, "driver": "1"}, 1: H200})
+    verdict = judged(roll, {}, expect=parse_expect(["driver=1"]))
+    assert not verdict.passed
+    [problem] = verdict.of_kind(EXPECTATION)
+    assert problem.message == (
+        "expectation not met: node 1 (n1): driver is 580.159.04, expected driver=1 (--expect)"
+    )
+    assert problem.blame is not None and problem.blame.owner.value == "cluster"
+    assert verdict.first_failure is not None and verdict.first_failure.owner == "cluster"
+    assert verdict.unfit_nodes == ["n1"] and list(verdict.out_of_service()) == [1]
+    nodes = _node_verdicts(verdict)
+    assert (nodes["n1"].verdict, nodes["n1"].owner) == ("unfit", "cluster")
+    assert nodes["n1"].reasons == ("node 1 (n1): driver is 580.159.04, expected driver=1 (--expect)",)
+    assert nodes["n0"].verdict == "fit"
+
+
+def test_an_expect_key_the_node_could_not_read_marks_nothing():
+    from .test_fitness import H200
+
+    verdict = judged(roll_with({0: H200, 1: H200}), {}, expect=parse_expect(["retired_pending=False"]))
+    assert not verdict.passed and len(verdict.of_kind(EXPECTATION)) == 2
+    assert verdict.unfit_nodes == [] and verdict.out_of_service() == {}
+    assert all(n.verdict != "unfit" for n in _node_verdicts(verdict).values())

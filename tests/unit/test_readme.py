@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rollcall.evidence.drift import DRIFT_KEYS, EXPECT_KEYS
+from rollcall.evidence.drift import DRIFT_KEYS, EXPECT_KEYS, PLATFORM_KEYS, whose
 from rollcall.evidence.fitness import RULE_NAMES
 from rollcall.options import GROUPS, OPTIONS, Spec
 from rollcall.options.reference import REGENERATE, markdown
@@ -161,6 +161,21 @@ def test_node_fitness_lists_the_rules_and_keys_the_checks_know() -> None:
     assert named == list(EXPECT_KEYS)
     drift = text.split("`config_drift` compares", 1)[1].split("\n\n", 1)[0]
     assert re.findall(r"`(\w+)`", drift) == list(DRIFT_KEYS)
+
+
+def test_node_fitness_says_whose_each_expect_key_is_naming_exactly_the_platforms_keys() -> None:
+    text = (DOCS / "fitness.md").read_text()
+    assert text.count("Whose each `--expect` key is") == 1
+    whose_paragraph = text.split("Whose each `--expect` key is", 1)[1].split("\n\n", 1)[0]
+    platform = whose_paragraph.split("Every other key is", 1)[0]
+    words = re.findall(r"`(\w+)`", platform)
+    assert {w for w in words if w not in EXPECT_KEYS} <= {"undetermined"}  # the verdict, not a key
+    named = [k for k in words if k in EXPECT_KEYS]
+    assert len(named) == len(set(named)) and set(named) == PLATFORM_KEYS
+    assert PLATFORM_KEYS <= set(EXPECT_KEYS)
+    assert {k for k in EXPECT_KEYS if whose(k) == "platform"} == PLATFORM_KEYS
+    for says in ("owner platform", "marks no node", "owner cluster", "makes the node unfit", "marks nothing"):
+        assert says in " ".join(whose_paragraph.split()), says
 
 
 def test_the_layout_names_every_module() -> None:

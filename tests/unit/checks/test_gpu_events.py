@@ -138,13 +138,19 @@ def test_xid_79_makes_the_gpu_unfit_first_in_the_verdict_ahead_of_the_error_it_c
     assert verdict.message().splitlines()[1].startswith("  - unfit device: node 1 (n1) rank 1 GPU 1")
 
 
-def test_a_gpu_lost_that_no_rank_used_names_its_node_and_gpu_and_no_rank():
+def test_a_gpu_lost_that_no_rank_used_warns_naming_its_node_and_gpu_and_takes_its_node_out():
+    """No rank used GPU 5: the run passes with a warning, yet a GPU lost takes its node out (unfit_nodes)."""
     verdict = verdict_of(roll_of([gpu_line("lost", gpu=5, uuid="GPU-5bbb", reason="NVML: GPU is lost")]))
-    [problem] = verdict.of_kind(UNFIT_DEVICE)
-    assert problem.ranks == {} and "(rule gpu_lost)" in problem.message
-    assert "node 1 (n1) GPU 5, UUID GPU-5bbb, serial 165005" in problem.message
-    assert "GPU lost (NVML: GPU is lost)" in problem.message and "(no rank on that GPU)" in problem.message
-    assert verdict.unfit_nodes == ["n1"] and not verdict.passed
+    assert verdict.passed and verdict.of_kind(UNFIT_DEVICE) == []
+    [warning] = verdict.warnings
+    assert warning.kind is UNFIT_DEVICE and warning.ranks == {} and "(rule gpu_lost)" in warning.message
+    assert "node 1 (n1) GPU 5, UUID GPU-5bbb, serial 165005" in warning.message
+    assert "GPU lost (NVML: GPU is lost)" in warning.message and UNUSED in warning.message
+    [unfit] = verdict.unfit
+    assert (unfit.severity, unfit.rule, unfit.out) == ("warn", "gpu_lost", "node")
+    assert verdict.unfit_nodes == ["n1"] and list(verdict.out_of_service()) == [1]
+    [seen] = verdict.gpu_events
+    assert (seen.used, seen.takes_out) == (False, "node")
 
 
 def test_fewer_gpus_at_the_end_names_the_gpu_gone_on_the_rank_that_used_it():
@@ -257,30 +263,49 @@ def test_a_hardware_xid_on_a_gpu_no_rank_used_on_a_shared_node_warns_naming_the_
     assert warning.kind is UNFIT_DEVICE and warning.ranks == {}
     for named in ("unfit device (warning): node 1 (n1) GPU 5, UUID GPU-5bbb", "not this run's GPU", "Xid 79"):
         assert named in warning.message
+    assert "takes its node out of service" in warning.message
     [seen] = verdict.gpu_events
     assert seen.run_gpu is False and seen.as_dict()["run_gpu"] is False
+    assert (seen.used, seen.as_dict()["used"], seen.takes_out) == (False, False, "node")
     assert "(not this run's GPU)" in str(seen)
-    # the GPU itself stays unfit in its node's record, a warning of no rank, not a node to taint
+    # a warning of no rank, yet NVIDIA reboots the node for Xid 79: the node is out of service
     [unfit] = verdict.unfit
-    assert (unfit.severity, unfit.device.on_rank, unfit.device.node, unfit.rule) == (
+    assert (unfit.severity, unfit.device.on_rank, unfit.device.node, unfit.rule, unfit.out) == (
         "warn",
         False,
         1,
         "hardware_event",
+        "node",
     )
-    assert verdict.unfit_nodes == []
+    assert verdict.unfit_nodes == ["n1"]
     [node_1] = [n for n in verdict.node_verdicts() if n["node"] == 1]
+    assert node_1["verdict"] == "unfit"
     assert node_1["reasons"] and "not this run's GPU" in node_1["reasons"][0]
 
 
-def test_the_same_xid_fails_where_the_run_owns_the_node_or_the_backend_does_not_say():
+def test_the_same_xid_on_an_idle_gpu_of_a_node_the_run_owns_or_may_own_passes_and_takes_the_node_out():
+    """Only an event on a GPU a rank used, or may have used, fails the run: GPU 5 is named by no rank, whether
+    the run owns its node (an idle GPU of its own) or the backend does not say."""
     for owns in (True, None):
         verdict = owned(roll_of([OTHERS_XID]), owns_nodes=owns)
-        assert not verdict.passed, owns
-        [problem] = verdict.of_kind(UNFIT_DEVICE)
-        assert not problem.warning and "(no rank on that GPU)" in problem.message
-        assert "not this run's" not in problem.message
+        assert verdict.passed and verdict.of_kind(UNFIT_DEVICE) == [], owns
+        [warning] = verdict.warnings
+        assert warning.kind is UNFIT_DEVICE and warning.ranks == {}
+        assert UNUSED in warning.message and "not this run's" not in warning.message
+        [seen] = verdict.gpu_events
+        assert (seen.run_gpu, seen.used) == (True, False)
         assert verdict.unfit_nodes == ["n1"]
+
+
+def test_a_gpu_scoped_xid_on_an_idle_gpu_passes_and_takes_out_that_gpu_not_its_node():
+    """Xid 95 (RESET_GPU) on GPU 5, which no rank used: a warning, the GPU out, the node still fit."""
+    verdict = verdict_of(roll_of([gpu_line(xid=95, gpu=5, uuid="GPU-5bbb", data=95, event_type=8)]))
+    assert verdict.passed and verdict.findings == ()
+    [warning] = verdict.warnings
+    assert warning.kind is UNFIT_DEVICE and "takes this GPU out of service" in warning.message
+    [unfit] = verdict.unfit
+    assert (unfit.severity, unfit.out) == ("warn", "gpu")
+    assert verdict.unfit_nodes == [] and verdict.out_of_service() == {}
 
 
 def test_a_hardware_xid_on_a_gpu_a_rank_used_fails_on_a_shared_node_too():
@@ -524,8 +549,9 @@ def test_an_unfit_gpu_is_one_problem_per_gpu_naming_each_of_its_events_and_warns
         gpu_line(xid=79, gpu=5, uuid="GPU-5bbb", data=79, at=1007.0),
     ]
     verdict = verdict_of(roll_of(events))
-    first, second = verdict.of_kind(UNFIT_DEVICE)
-    assert "rank 1 GPU 1" in first.message and "GPU 5" in second.message
+    [first] = verdict.of_kind(UNFIT_DEVICE)  # GPU 5, no rank's, only warns
+    [second] = [w for w in verdict.warnings if w.kind is UNFIT_DEVICE]
+    assert "rank 1 GPU 1" in first.message and "GPU 5" in second.message and second.warning
     assert (
         "Xid 79 (GPU has fallen off the bus, hardware) on rank 1, before start (rule hardware_event): reboot "
         "the node (NVIDIA: RESTART_BM); double-bit ECC error on rank 1, before start (rule hardware_event)"
@@ -559,11 +585,13 @@ def test_a_warning_for_a_gpu_no_rank_used_names_no_rank_and_says_so():
     verdict = verdict_of(roll_of([gpu_line(xid=63, gpu=5, uuid="GPU-5bbb", data=63)]))
     [warning] = verdict.warnings
     assert warning.ranks == {}
-    assert f"GPU 5, UUID GPU-5bbb, serial 165005 {NO_RANK}: no action needed" in warning.message
+    assert f"GPU 5, UUID GPU-5bbb, serial 165005 {UNUSED}: no action needed" in warning.message
 
 
-#: What a finding says of a GPU no rank used, and of one that is not this run's.
+#: What a finding says of a GPU no rank is tied to (used, or may be), of a GPU of the run's node no rank used,
+#: and of one that is not this run's.
 NO_RANK = "(no rank on that GPU)"
+UNUSED = "(a GPU of the run's node no rank of it used)"
 NOT_OURS = "(not this run's GPU: no rank of this run named it, on a node the run shares)"
 
 

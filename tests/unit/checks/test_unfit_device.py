@@ -14,7 +14,8 @@ def test_an_unfit_device_fails_the_run_naming_node_device_uuid_serial_and_fact(r
     over, fact = UNHEALTHY[rule]
     healthy = facts_of(fake_nvml(index=0, uuid="GPU-good", serial="111"))
     bad = facts_of(fake_nvml(**over))
-    verdict = verdict_of(roll_with({0: healthy, 1: bad}))
+    # ecc_aggregate and power_limit warn by default: held to failing here, as --fitness-fail does
+    verdict = verdict_of(roll_with({0: healthy, 1: bad}), fitness=FitnessPolicy(fail=frozenset({rule})))
     assert not verdict.passed
     [problem] = verdict.of_kind(UNFIT_DEVICE)
     for named in ("node 1", "GPU 3", "UUID GPU-5f0c3e2a-0000-1111-2222-333344445555", "serial 1654123456789"):
@@ -23,6 +24,21 @@ def test_an_unfit_device_fails_the_run_naming_node_device_uuid_serial_and_fact(r
     assert set(problem.ranks) == {1}
     assert verdict.unfit_nodes == ["n1"]
     assert [n["verdict"] for n in verdict.node_verdicts()] == ["fit", "unfit"]
+
+
+@pytest.mark.parametrize("rule", ["ecc_aggregate", "power_limit"])
+def test_ecc_aggregate_and_power_limit_warn_by_default_and_take_nothing_out(rule):
+    over, fact = UNHEALTHY[rule]
+    healthy = facts_of(fake_nvml(index=0, uuid="GPU-good", serial="111"))
+    verdict = verdict_of(roll_with({0: healthy, 1: facts_of(fake_nvml(**over))}))
+    assert verdict.passed and verdict.of_kind(UNFIT_DEVICE) == []
+    [warning] = verdict.warnings
+    assert warning.kind is UNFIT_DEVICE and warning.warning and f"rule {rule}" in warning.message
+    assert fact in warning.message and "(warning)" in warning.message
+    [unfit] = verdict.unfit
+    assert (unfit.rule, unfit.severity, unfit.out) == (rule, "warn", None)
+    assert verdict.unfit_nodes == [] and verdict.out_of_service() == {}
+    assert [n["verdict"] for n in verdict.node_verdicts()] == ["fit", "fit"]
 
 
 def test_healthy_devices_pass_every_rule():

@@ -17,8 +17,10 @@ Pod annotations steer what a pod "prints":
 - ``rollcall.test/nccl-net``: ``efa`` (default when the pod requests EFA), ``socket`` (NCCL found no
   network plugin and fell back to TCP) or ``none``;
 - ``rollcall.test/facts``: JSON ``{"<rank>": {"pcie_width": 8, ...}, ...}``: those ranks also print a
-  ``facts`` event with these facts, and every rank's ``start`` names the pod's node (``node``, as the
-  workload reads ``NODE_NAME``), so a fitness rule a device breaks names the Kubernetes node.
+  ``facts`` event with these facts, then a ``samples`` event holding them in every one of
+  :data:`~tests.unit.sampled.SAMPLES` reads (the PCIe link and clock events sampled under load, as the workload on cuda says
+  them), and every rank's ``start`` names the pod's node (``node``, as the workload reads ``NODE_NAME``), so
+  a fitness rule a device breaks names the Kubernetes node and takes it out.
 
 Real log rotation, image pulls, crashes and lost nodes are tested on real nodes (tests/real).
 """
@@ -39,6 +41,7 @@ from rollcall.backends.kubernetes.watch import Informer
 from rollcall.jobspec import EFA_RESOURCE
 from tests.cluster.controlplane import ControlPlane
 from tests.unit.helpers import event, node_log
+from tests.unit.sampled import held
 
 log = logging.getLogger(__name__)
 
@@ -95,9 +98,10 @@ def pod_log(pod: dict[str, Any]) -> list[str]:
     facts = {int(r): f for r, f in json.loads(annotations.get(FACTS, "{}")).items()}
     if facts:
         ranks = [_naming_node(line, pod["spec"].get("nodeName")) for line in ranks]
-        ranks += [
-            f"[{r}]:{event('facts', r, nodes * procs, **f)}" for r, f in sorted(facts.items()) if r in mine
-        ]
+        for r, f in sorted(facts.items()):
+            if r in mine:
+                ranks.append(f"[{r}]:{event('facts', r, nodes * procs, **f)}")
+                ranks.append(f"[{r}]:{event('samples', r, nodes * procs, **held(f))}")
     return lines + ranks
 
 

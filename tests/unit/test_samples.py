@@ -26,6 +26,7 @@ from rollcall_workload.rank import samples as workload_samples
 from rollcall_workload.rank.samples import DeviceSampler, report_samples, start_sampling
 
 from .helpers import rank_lines
+from .sampled import SAMPLES, held
 from .test_fitness import facts_of, fake_nvml
 
 #: The five rules the samples hold, and the one-reading facts that break each.
@@ -303,3 +304,14 @@ def test_the_module_reads_each_quantity_the_suite_names():
 
     assert workload_samples.SAMPLED == SAMPLED_KEYS
     assert json.loads(json.dumps(healthy_samples()))  # plain JSON
+
+
+@pytest.mark.parametrize("rule", sorted(SAMPLED_RULES))
+def test_the_one_reading_held_in_every_sample_fails_each_sampled_rule_and_takes_its_node_out(rule):
+    bad = facts_of(fake_nvml(**SAMPLED_RULES[rule]))
+    call = roll({0: (facts_of(fake_nvml()), held(facts_of(fake_nvml()))), 1: (bad, held(bad))})
+    verdict = verdict_of(call)
+    assert not verdict.passed and verdict.unfit_nodes == ["n1"]
+    [unfit] = verdict.unfit
+    assert (unfit.rule, unfit.severity, unfit.out) == (rule, "fail", "node")
+    assert f"of {SAMPLES} samples" in str(unfit) or f"in all {SAMPLES} samples" in str(unfit)

@@ -285,15 +285,14 @@ def show_nodes(args: argparse.Namespace) -> int:
                 f"the {name} backend ({why}) leaves no mark on nodes; name the cluster's: --backend "
                 "kubernetes (a kubeconfig) or --backend slurm (SLURM_CONF)"
             )
-        backend = wing.load().from_options(
-            options.section(wing.section) if wing.section else None, suite.backend_settings(options)
-        )
+        backend, section = wing.load(), options.section(wing.section) if wing.section else None
         assert isinstance(backend, ListsMarks)
         if args.clear:
-            done = backend.clear_marks(args.node)
+            done = backend.clear_marks(section, suite.backend_settings(options), args.node)
             print(json.dumps(done.as_dict()) if args.json else done.line())
             return EXIT_OK
-        found = [m for m in backend.current_marks() if not args.node or m.name in args.node]
+        marks = backend.current_marks(section, suite.backend_settings(options))
+        found = [m for m in marks if not args.node or m.name in args.node]
     except (OptionError, ValueError, BackendError) as exc:  # bad input, or nodes that cannot be read
         print(f"rollcall nodes: {exc}", file=sys.stderr)
         return EXIT_RENDER_USAGE
@@ -303,8 +302,8 @@ def show_nodes(args: argparse.Namespace) -> int:
     print(f"{'NODE':<24} {'VERDICT':<13} {'CHECKED AT':<21} {'VALID UNTIL':<30} {'MARKS':<12} REASON")
     for m in found:
         until = _when(m.valid_until) + (" (expired)" if m.expired() else "")
-        marks, checked = ",".join(m.marks) or "-", _when(m.checked_at)
-        print(f"{m.name:<24} {m.verdict or '-':<13} {checked:<21} {until:<30} {marks:<12} {m.reason}")
+        held, checked = ",".join(m.marks) or "-", _when(m.checked_at)
+        print(f"{m.name:<24} {m.verdict or '-':<13} {checked:<21} {until:<30} {held:<12} {m.reason}")
     return EXIT_OK
 
 

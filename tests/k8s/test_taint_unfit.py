@@ -10,6 +10,9 @@ verdicts that have expired (never a taint), and writes its times as integer epoc
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -20,8 +23,8 @@ from rollcall.backends.kubernetes.taints import mark_nodes
 from rollcall.checks.unfit_device import UNFIT_DEVICE
 from rollcall.jobspec import CHECKED_LABEL as CHECKED
 from rollcall.jobspec import EXPIRES_LABEL as EXPIRES
+from rollcall.jobspec import REASON_ANNOTATION, Taint
 from rollcall.jobspec import VERDICT_LABEL as VERDICT
-from rollcall.jobspec import Taint
 from rollcall.nodeverdicts import NodeVerdict, of_records
 from tests.cluster.controlplane import INSTANCE_TYPE_LABEL
 
@@ -211,3 +214,51 @@ def test_a_marking_pass_clears_expired_verdicts_and_writes_its_times_as_integers
                 "spec": {"taints": kept},
             }
             call(kube.core.patch_node, name, body, _content_type="application/merge-patch+json")
+
+
+def test_rollcall_nodes_lists_rollcalls_marks_and_clear_removes_them_never_anothers(
+    ensure_nodes, kube, control_plane
+):
+    """``rollcall nodes`` (the console command) lists a node holding rollcall's verdict, expiry, taint and
+    annotation, and ``--clear`` removes them while the node's own taint and an operator's label stay."""
+    ensure_nodes(1)
+    name = sorted(
+        n["metadata"]["name"]
+        for n in control_plane.get("nodes", "-l", f"{INSTANCE_TYPE_LABEL}={TRN1}")["items"]
+    )[0]
+    now = int(time.time())
+    labels = [f"{VERDICT}=unfit", f"{CHECKED}={now - 60}", f"{EXPIRES}={now + 3600}", "team=ml"]
+    control_plane.kubectl("label", "nodes", name, *labels, "--overwrite")
+    control_plane.kubectl("taint", "nodes", name, str(UNFIT), "team=ml:NoSchedule", "--overwrite")
+    control_plane.kubectl("annotate", "nodes", name, f"{REASON_ANNOTATION}=pcie_width 8 of 16", "--overwrite")
+    env = {**os.environ, "KUBECONFIG": str(control_plane.kubeconfig)}
+
+    def rollcall(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "rollcall.cli", "nodes", "--backend", "kubernetes", "--json", *args]
+        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=180, check=False)
+
+    try:
+        listed = rollcall()
+        assert listed.returncode == 0, listed.stderr
+        [node] = [n for n in json.loads(listed.stdout)["nodes"] if n["name"] == name]
+        assert (node["verdict"], node["valid_until"], node["expired"]) == ("unfit", now + 3600, False), node
+        assert (node["marks"], node["reason"]) == (["label", "taint"], "pcie_width 8 of 16"), node
+        cleared = rollcall("--clear", "--node", name)
+        assert cleared.returncode == 0, cleared.stderr
+        assert json.loads(cleared.stdout)["cleared"] == [name], cleared.stdout
+        held = call(kube.core.read_node, name)
+        assert not {VERDICT, CHECKED, EXPIRES} & set(held["metadata"]["labels"]), held["metadata"]["labels"]
+        assert held["metadata"]["labels"]["team"] == "ml"
+        assert REASON_ANNOTATION not in (held["metadata"].get("annotations") or {})
+        theirs = {"key": "team", "value": "ml", "effect": "NoSchedule"}
+        assert UNFIT.manifest() not in taints(kube, name) and theirs in taints(kube, name), taints(kube, name)
+        assert name not in [n["name"] for n in json.loads(rollcall().stdout)["nodes"]]
+    finally:
+        control_plane.kubectl("label", "nodes", name, "team-", f"{VERDICT}-", f"{CHECKED}-", f"{EXPIRES}-")
+        kept = [t for t in taints(kube, name) if t["key"] != UNFIT.key]
+        call(
+            kube.core.patch_node,
+            name,
+            {"spec": {"taints": kept}},
+            _content_type="application/merge-patch+json",
+        )

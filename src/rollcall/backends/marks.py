@@ -59,7 +59,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from rollcall.backends import MarkReport
+from rollcall.backends import BackendSettings, MarkReport
 
 
 @dataclass(frozen=True)
@@ -99,13 +99,20 @@ class NodeMarks:
 
 @runtime_checkable
 class ListsMarks(Protocol):
-    """A backend that lists what rollcall left on its nodes, and clears it."""
+    """A backend class that lists what rollcall left on its nodes, and clears it.
 
-    def current_marks(self) -> list[NodeMarks]:
+    Both are the class's own, from the wing's options section: they need the rights of marking (read and
+    patch nodes; Slurm's operator to resume), not those of running a job. Errors are the backend's
+    :class:`~rollcall.backends.BackendError` (or an ``OptionError``), naming what is missing.
+    """
+
+    @classmethod
+    def current_marks(cls, options: Any, session: BackendSettings) -> list[NodeMarks]:
         """Every node holding a mark of rollcall's, by name."""
         ...
 
-    def clear_marks(self, names: Sequence[str]) -> MarkReport:
+    @classmethod
+    def clear_marks(cls, options: Any, session: BackendSettings, names: Sequence[str]) -> MarkReport:
         """Clear every mark of rollcall's from the nodes ``names`` (all that hold one where empty).
 
         Never another's mark: a label, taint or drain outside rollcall's own. What it did, per node.

@@ -43,6 +43,7 @@ from rollcall.backends import (
     PlacementRequest,
     unusable_nodes,
 )
+from rollcall.backends.kubernetes import nodemarks
 from rollcall.backends.kubernetes.access import check as check_access
 from rollcall.backends.kubernetes.access import check_jobset_api
 from rollcall.backends.kubernetes.capacity import Lookup
@@ -74,6 +75,7 @@ from rollcall.backends.kubernetes.placement import ApiCluster, place
 from rollcall.backends.kubernetes.reaper import Claim, Ledger, release
 from rollcall.backends.kubernetes.taints import Marked, mark_nodes
 from rollcall.backends.kubernetes.views import View, items
+from rollcall.backends.marks import NodeMarks
 from rollcall.collect import Collector
 from rollcall.jobspec import COMPILE_CACHE_DIR, JobSpec
 from rollcall.options.kubernetes import KubernetesOptions
@@ -128,10 +130,7 @@ class KubernetesBackend:
                 "the kubernetes backend needs --image IMAGE, the training image (see images/bert-training/); "
                 "or choose another with --backend"
             )
-        source = options.source("kubeconfig")
-        kube = connect(
-            options.kubeconfig, options.context, flag="--kubeconfig" if source == "default" else source
-        )
+        kube = connect(options.kubeconfig, options.context, flag=_flag(options))
         check_access(
             kube,
             options.namespace or Names.new(options.namespace_prefix, "check").namespace,
@@ -228,6 +227,29 @@ class KubernetesBackend:
     def mark_nodes(self, marks: Sequence[NodeMark], how: Marking) -> Marked:
         """``--label-nodes``, ``--taint-unfit``: mark each node, keeping all else (:mod:`.taints`)."""
         return mark_nodes(self.kube, marks, how)
+
+    @classmethod
+    def current_marks(cls, options: KubernetesOptions, session: BackendSettings) -> list[NodeMarks]:
+        """``rollcall nodes``: what rollcall left on the cluster's nodes (:mod:`.nodemarks`).
+
+        It needs the rights of nodes only, none of a run's: the client connects without the run's checks.
+        """
+        kube = connect(options.kubeconfig, options.context, flag=_flag(options))
+        try:
+            return nodemarks.current_marks(kube)
+        finally:
+            kube.close()
+
+    @classmethod
+    def clear_marks(
+        cls, options: KubernetesOptions, session: BackendSettings, names: Sequence[str]
+    ) -> nodemarks.Unmarked:
+        """``rollcall nodes --clear``: remove rollcall's labels, annotation and taints, never another's."""
+        kube = connect(options.kubeconfig, options.context, flag=_flag(options))
+        try:
+            return nodemarks.clear_marks(kube, names)
+        finally:
+            kube.close()
 
     @property
     def ledger(self) -> Ledger:
@@ -398,3 +420,9 @@ def _older(obj: dict[str, Any], cutoff: datetime) -> bool:
 
 def _too_few(found: Discovery, nodes: int) -> str:
     return unusable_nodes(nodes, found.usable, found.rejected, found.placement.accelerator)
+
+
+def _flag(options: KubernetesOptions) -> str:
+    """Where the kubeconfig came from, as an error names it: ``--kubeconfig``, or its variable or ini key."""
+    source = options.source("kubeconfig")
+    return "--kubeconfig" if source == "default" else source

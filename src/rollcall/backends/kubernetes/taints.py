@@ -253,7 +253,6 @@ class Marked:
 
     Attributes:
         taint: the taint of ``--taint-unfit`` (None without it).
-        labelled: each node labelled, with its verdict.
         labelled: each node whose labels were written, with its verdict.
         tainted: the unfit nodes tainted now; already: those that held the taint; untainted: the nodes found
             fit that rollcall's taint was lifted from.

@@ -182,22 +182,26 @@ class SlurmBackend:
         reservations = self.settings.reservation.split(",") if self.settings.reservation else ()
         return drains.mark_nodes(self.run, marks, how, SlurmError, reservations)
 
-    def current_marks(self) -> list[NodeMarks]:
+    @classmethod
+    def current_marks(cls, options: SlurmOptions, session: BackendSettings) -> list[NodeMarks]:
         """``rollcall nodes``: the nodes rollcall drained (:mod:`.drains`)."""
-        return drains.current_drains(self.run)
+        return drains.current_drains(cls.from_options(options, session).run)
 
-    def clear_marks(self, names: Sequence[str]) -> drains.Drained:
+    @classmethod
+    def clear_marks(
+        cls, options: SlurmOptions, session: BackendSettings, names: Sequence[str]
+    ) -> drains.Drained:
         """``rollcall nodes --clear``: resume the nodes rollcall drained, never another's drain.
 
         Raises:
             SlurmError: this user lacks Slurm's operator rights (the message says how to get them).
         """
-        missing = drains.missing_rights(self.run)
+        run = cls.from_options(options, session).run
+        missing = drains.missing_rights(run)
         if missing is not None:
-            raise SlurmError(
-                missing.replace("--drain-unfit drains and resumes", "rollcall nodes --clear resumes")
-            )
-        return drains.clear_drains(self.run, names, SlurmError)
+            said = missing.replace("--drain-unfit drains and resumes", "rollcall nodes --clear resumes")
+            raise SlurmError(said)
+        return drains.clear_drains(run, names, SlurmError)
 
     @classmethod
     def render_run(

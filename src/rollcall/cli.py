@@ -118,6 +118,12 @@ def build_parser() -> argparse.ArgumentParser:
         "UTC), with its ServiceAccount and RBAC (manifests/rbac/); the other options are passed on to it",
     )
     render.add_argument(
+        "--fit-affinity",
+        action="store_true",
+        help="print instead the nodeAffinity that keeps a job of yours to nodes rollcall found fit whose "
+        "verdict still holds (--label-nodes), the current time written into its Gt term: render it at submit",
+    )
+    render.add_argument(
         "--suite-image", metavar="IMAGE", help="with --cronjob: the suite's image (images/suite/Dockerfile)"
     )
     render.add_argument(
@@ -250,11 +256,34 @@ def show_history(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def fit_affinity(now: float) -> str:
+    """The nodeAffinity (YAML) of nodes labelled fit whose ``rollcall/valid-until`` is after ``now``.
+
+    nodeAffinity has no notion of now: the integer written here is the time the job is submitted.
+    """
+    from rollcall.jobspec import EXPIRES_LABEL, VERDICT_LABEL
+
+    return (
+        "affinity:\n"
+        "  nodeAffinity:\n"
+        "    requiredDuringSchedulingIgnoredDuringExecution:\n"
+        "      nodeSelectorTerms:\n"
+        "      - matchExpressions:\n"
+        f"        - {{key: {VERDICT_LABEL}, operator: In, values: [fit]}}\n"
+        f'        - {{key: {EXPIRES_LABEL}, operator: Gt, values: ["{int(now)}"]}}\n'
+    )
+
+
 def render_job(args: argparse.Namespace) -> int:
     """Run render; return its exit code."""
+    import time
+
     from rollcall.backends import BackendError
     from rollcall.options import OptionError, resolve
 
+    if args.fit_affinity:
+        sys.stdout.write(fit_affinity(time.time()))
+        return EXIT_OK
     cli = {k.removeprefix("opt_"): v for k, v in vars(args).items() if k.startswith("opt_")}
     try:
         options = resolve(cli)

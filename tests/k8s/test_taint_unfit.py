@@ -16,6 +16,7 @@ import sys
 import time
 
 import pytest
+import yaml
 
 from rollcall.backends import DiscoveryError, Marking, NodeMark
 from rollcall.backends.kubernetes.kube import call
@@ -27,6 +28,7 @@ from rollcall.jobspec import REASON_ANNOTATION, Taint
 from rollcall.jobspec import VERDICT_LABEL as VERDICT
 from rollcall.nodeverdicts import NodeVerdict, of_records
 from tests.cluster.controlplane import INSTANCE_TYPE_LABEL
+from tests.waiting import wait_until
 
 from .conftest import TRN1
 from .fakekubelet import FACTS
@@ -262,3 +264,45 @@ def test_rollcall_nodes_lists_rollcalls_marks_and_clear_removes_them_never_anoth
             {"spec": {"taints": kept}},
             _content_type="application/merge-patch+json",
         )
+
+
+def test_the_fit_affinity_render_prints_keeps_a_pod_off_a_node_whose_fit_verdict_expired(
+    ensure_nodes, kube, control_plane, tmp_path
+):
+    """The scheduler itself compares ``rollcall render --fit-affinity``'s Gt term with the integer expiry: of
+    two nodes labelled fit, the pod lands on the one whose verdict still holds."""
+    ensure_nodes(2)
+    fresh, stale = sorted(
+        n["metadata"]["name"]
+        for n in control_plane.get("nodes", "-l", f"{INSTANCE_TYPE_LABEL}={TRN1}")["items"]
+    )[:2]
+    now = int(time.time())
+    control_plane.kubectl("label", "nodes", fresh, f"{VERDICT}=fit", f"{EXPIRES}={now + 3600}", "--overwrite")
+    control_plane.kubectl("label", "nodes", stale, f"{VERDICT}=fit", f"{EXPIRES}={now - 60}", "--overwrite")
+    printed = subprocess.run(
+        [sys.executable, "-m", "rollcall.cli", "render", "--fit-affinity"],
+        capture_output=True, text=True, timeout=60, check=True,
+    ).stdout  # fmt: skip
+    term = yaml.safe_load(printed)
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "fit-affinity", "namespace": "default"},
+        "spec": {
+            **term,
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [{"name": "c", "image": "busybox"}],
+        },
+    }
+    control_plane.kubectl("apply", "-f", "-", input=json.dumps(pod))
+    try:
+        wait_until(
+            lambda: f"the pod scheduled: {control_plane.get('pod', '-n', 'default', 'fit-affinity')['spec']}",
+            lambda: control_plane.get("pod", "-n", "default", "fit-affinity")["spec"].get("nodeName"),
+            timeout=60,
+            every=0.5,
+        )
+        assert control_plane.get("pod", "-n", "default", "fit-affinity")["spec"]["nodeName"] == fresh
+    finally:
+        control_plane.kubectl("delete", "pod", "-n", "default", "fit-affinity", "--wait=false")
+        control_plane.kubectl("label", "nodes", fresh, stale, f"{VERDICT}-", f"{EXPIRES}-")

@@ -14,7 +14,8 @@ Each mark is made once per session, at its end, from this file's verdicts (the b
       - {key: rollcall/verdict, operator: In, values: [fit]}
       - {key: rollcall/valid-until, operator: Gt, values: ["${NOW}"]}
 
-  ``Gt`` compares against the time written at submit, not at scheduling: a pod pending for hours can still
+  ``rollcall render --fit-affinity`` prints that affinity with the current time written in. ``Gt`` compares
+  against the time written at submit, not at scheduling: a pod pending for hours can still
   land on a node whose verdict expired meanwhile, and ``IgnoredDuringExecution`` never moves a running pod.
   Each ``--label-nodes`` pass first removes the verdict labels whose ``rollcall/valid-until`` has passed (the
   older ``20261206T170000Z`` form too) on every node it can list, so a stale ``fit`` does not hold forever;

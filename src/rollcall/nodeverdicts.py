@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, get_args, get_ori
 from rollcall.backends import marks as marks_guide
 from rollcall.collect import write_whole
 from rollcall.evidence.drift import Mismatch
-from rollcall.evidence.fitness import EVENT_RULES
+from rollcall.evidence.fitness import EVENT_RULES, count_of
 from rollcall_workload.contract.schema import (
     Event,
     FieldSpec,
@@ -218,19 +218,10 @@ def _gpus(facts: NodeFacts, unfit: Sequence[Unfit], events: Sequence[GpuEventSee
 def _whole(facts: NodeFacts, gpus: Sequence[GpuVerdict]) -> tuple[bool, str]:
     """Whether the run checked every GPU of the node, and if not, why (``2 of 8 GPUs checked``)."""
     used = sum(1 for g in gpus if g.rank is not None)
-    count = _count(facts.facts.get("gpus"))
+    count = count_of(facts.facts.get("gpus"), max)  # ranks that disagree: the most, for none unchecked
     if count is None:
         return (True, "") if not used else (False, f"{used} GPU(s) checked, the node's count unread")
     return (True, "") if used >= count else (False, f"{used} of {count} GPUs checked")
-
-
-def _count(value: object) -> int | None:
-    """A node's GPU count as its ranks said it (``8``, or ``"7 | 8"`` where they disagree: the most)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    words = str(value).split(" | ") if isinstance(value, str) else []
-    counts = [int(w) for w in words if w.strip().isdigit()]
-    return max(counts) if counts and len(counts) == len(words) else None
 
 
 def of_verdict(

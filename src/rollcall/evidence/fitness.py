@@ -117,20 +117,20 @@ DEVICE_COUNTS: tuple[tuple[tuple[str, ...], str, str], ...] = (
 )
 
 
-def _count(value: object) -> int | None:
-    """A count as a node holds it (``8``, ``"8"``, or ``"7 | 8"`` when its ranks disagree: the least)."""
+def count_of(value: object, pick: Callable[[list[int]], int] = min) -> int | None:
+    """A count as a node holds it (``8``, ``"8"``, or ``"7 | 8"`` when its ranks disagree: ``pick``'s)."""
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     words = str(value).split(" | ") if isinstance(value, str) else []
     counts = [int(w) for w in words if w.strip().isdigit()]
-    return min(counts) if counts and len(counts) == len(words) else None
+    return pick(counts) if counts and len(counts) == len(words) else None
 
 
 def _device_count(f: Mapping[str, Any]) -> tuple[str, Any, str] | None:
     """Fewer devices seen on a node than its instance type has (the least count its ranks saw)."""
     for seen_keys, expected_key, what in DEVICE_COUNTS:
-        expected = _count(f.get(expected_key))
-        seen = {k: c for k in seen_keys if (c := _count(f.get(k))) is not None}
+        expected = count_of(f.get(expected_key))
+        seen = {k: c for k in seen_keys if (c := count_of(f.get(k))) is not None}
         if expected is None or not seen:
             continue
         key, least = min(seen.items(), key=lambda kv: kv[1])
@@ -157,7 +157,7 @@ def _advertised_devices(f: Mapping[str, Any]) -> tuple[str, Any, str] | None:
     and ``device_count`` finds nothing: this rule holds the node itself to its type.
     """
     for advertised_key, type_key, what in ADVERTISED_COUNTS:
-        advertised, has = _count(f.get(advertised_key)), _count(f.get(type_key))
+        advertised, has = count_of(f.get(advertised_key)), count_of(f.get(type_key))
         if advertised is not None and has is not None and advertised < has:
             kind = f.get("instance_type", "unknown")
             return advertised_key, advertised, f"advertised, its instance type {kind} has {has} {what}"
@@ -189,7 +189,7 @@ LOST_COUNTS: tuple[tuple[str, str], ...] = (("gpus", "GPUs"), ("efa", "EFA inter
 def _lost_devices(f: Mapping[str, Any]) -> tuple[str, Any, str] | None:
     """A node allocating fewer GPUs or EFA interfaces than its capacity: it holds the rest back, unhealthy."""
     for fact, what in LOST_COUNTS:
-        alloc, capacity = _count(f.get(f"allocatable_{fact}")), _count(f.get(f"capacity_{fact}"))
+        alloc, capacity = count_of(f.get(f"allocatable_{fact}")), count_of(f.get(f"capacity_{fact}"))
         if alloc is not None and capacity is not None and alloc < capacity:
             lost = capacity - alloc
             return (
@@ -466,6 +466,7 @@ __all__ = [
     "RULE_NAMES",
     "FitnessPolicy",
     "Unfit",
+    "count_of",
     "device_summary",
     "parse_rules",
     "takes_out",

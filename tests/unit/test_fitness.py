@@ -27,6 +27,7 @@ from rollcall.runner import Attempt, RunResult
 from rollcall.verdict import Criteria, Layout, Observed
 from rollcall_workload import contract
 from rollcall_workload.rank import facts as workload_facts
+from tests.unit.sampled import held_line
 
 from .helpers import event, rank_lines
 
@@ -126,14 +127,22 @@ def facts_of(nvml: SimpleNamespace) -> dict[str, Any]:
     return workload_facts.device_facts("cuda", 0, nvml_loader=lambda: nvml, held=held)
 
 
-def roll_with(per_rank: dict[int, dict[str, Any]], nodes: int = 2, ppn: int = 1) -> RollCall:
-    """A whole roll call whose ranks also report ``facts`` (by rank), through the workload's own encoder."""
+def roll_with(
+    per_rank: dict[int, dict[str, Any]], nodes: int = 2, ppn: int = 1, sampled: bool = True
+) -> RollCall:
+    """A whole roll call whose ranks also report ``facts`` (by rank), through the workload's own encoder.
+
+    ``sampled``: each rank that read a GPU also says its ``samples`` after the timed epochs, as the workload
+    on cuda does, every read holding its one reading (tests/unit/sampled.py).
+    """
     world = nodes * ppn
     text = []
     for r in range(world):
         text += rank_lines(r, world, ppn)
         if r in per_rank:
             text.append(contract.encode_event("facts", r, world, **per_rank[r]).decode().rstrip("\n"))
+            if sampled and "gpu_uuid" in per_rank[r]:
+                text.append(held_line(r, world, per_rank[r]))
     roll = RollCall()
     parser = roll.parser("pod-0")
     parser.feed(("\n".join(text) + "\n").encode())

@@ -113,7 +113,9 @@ def test_rollcall_nodes_lists_rollcalls_drains_and_clear_resumes_them_never_anot
 
     def rollcall(*args):
         command = [sys.executable, "-m", "rollcall.cli", "nodes", "--backend", "slurm", *args]
-        return subprocess.run(command, env=nodes.env, capture_output=True, text=True, timeout=120, check=False)
+        return subprocess.run(
+            command, env=nodes.env, capture_output=True, text=True, timeout=120, check=False
+        )
 
     listed = rollcall("--json")
     assert listed.returncode == 0, listed.stderr

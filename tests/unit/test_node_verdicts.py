@@ -69,7 +69,9 @@ def gpu_record(tmp_path, verdict, test="t.py::test_x"):
 
 def narrow(*bad_nodes):
     """Two nodes of one H200 rank each; ``bad_nodes``' GPU counts 2 uncorrected ECC errors (rule ecc_volatile)."""
-    return roll_with({n: facts_of(fake_nvml(ecc_volatile=2) if n in bad_nodes else fake_nvml()) for n in (0, 1)})
+    return roll_with(
+        {n: facts_of(fake_nvml(ecc_volatile=2) if n in bad_nodes else fake_nvml()) for n in (0, 1)}
+    )
 
 
 def test_a_gpu_lost_that_no_rank_used_makes_its_gpu_and_node_unfit_and_the_other_node_stays_fit(tmp_path):
@@ -133,7 +135,12 @@ def test_a_node_checked_by_two_tests_takes_the_worst_verdict_and_the_latest_time
     fit = nv.NodeVerdict(name="a", verdict="fit", checked_at=2000.0, valid_until=2060.0)
     unfit = nv.NodeVerdict(name="a", verdict="unfit", reasons=("ecc",), checked_at=1000.0)
     (node,) = nv.merged([unfit, fit])
-    assert (node.verdict, node.reasons, node.checked_at, node.valid_until) == ("unfit", ("ecc",), 2000.0, 2060.0)
+    assert (node.verdict, node.reasons, node.checked_at, node.valid_until) == (
+        "unfit",
+        ("ecc",),
+        2000.0,
+        2060.0,
+    )
 
 
 def test_a_fit_node_checked_whole_by_any_of_its_tests_is_whole():
@@ -255,7 +262,9 @@ def test_a_rule_warned_by_the_fitness_options_takes_nothing_out(tmp_path):
     assert [u.out for u in warned.unfit] == [None]
     nodes = nodes_of([gpu_record(tmp_path, warned)])
     assert nodes["n1"].verdict == "fit"
-    assert nodes["n1"].gpus[0].verdict == "fit" and "ecc_volatile_uncorrected=2" in nodes["n1"].gpus[0].events[0]
+    assert (
+        nodes["n1"].gpus[0].verdict == "fit" and "ecc_volatile_uncorrected=2" in nodes["n1"].gpus[0].events[0]
+    )
     failed = verdict_of(narrow(1))
     assert nodes_of([gpu_record(tmp_path, failed)])["n1"].verdict == "unfit"
 
@@ -304,7 +313,9 @@ def test_the_breakers_bound_is_10_percent_of_the_nodes_checked_at_least_1_or_max
 def test_merging_workers_files_applies_the_breaker_over_the_whole_session(tmp_path):
     """Each worker saw 1 unfit node of 2 (not tripped); the session has 2 of 2: tripped."""
     for worker, bad in (("gw0", 1), ("gw1", 0)):
-        nodes, breaker = nv.of_records([gpu_record(tmp_path, verdict_of(narrow(bad)), f"t.py::{worker}")], DAY)
+        nodes, breaker = nv.of_records(
+            [gpu_record(tmp_path, verdict_of(narrow(bad)), f"t.py::{worker}")], DAY
+        )
         assert not breaker.tripped
         nv.write_nodes(tmp_path / f"nodes.{worker}.json", nodes, DAY, breaker)
     found = nv.merge_worker_files(tmp_path, time.time() - 60)
@@ -340,7 +351,11 @@ def test_the_marks_follow_the_sessions_verdicts_the_breakers_over_them(tmp_path)
     one = gpu_record(tmp_path, verdict_of(narrow(1)))
     nodes, _ = nv.of_records([one], DAY, max_unfit=1)
     n0, n1 = node_marks(nodes)
-    assert (n1.name, n1.verdict, n1.whole) == ("n1", "unfit", False) and "ecc_volatile_uncorrected=2" in n1.reason
+    assert (n1.name, n1.verdict, n1.whole) == (
+        "n1",
+        "unfit",
+        False,
+    ) and "ecc_volatile_uncorrected=2" in n1.reason
     assert n1 == NodeMark("n1", "unfit", "; ".join(nodes[1].reasons), nodes[1].checked_at,
                           nodes[1].valid_until, False)  # fmt: skip
     assert (n0.verdict, n0.reason) == ("fit", "not re-checked whole: 1 of 8 GPUs checked")

@@ -156,7 +156,12 @@ def criteria_of(options: Options) -> Criteria:
         baselines=baselines,
         baseline_file=history or path,
         max_regression_pct=b.max_regression,
-        fitness=FitnessPolicy(warn=j.fitness_warn, off=j.fitness_off, fail=j.fitness_fail),
+        fitness=FitnessPolicy(
+            warn=j.fitness_warn,
+            off=j.fitness_off,
+            fail=j.fitness_fail,
+            floors={"power_limit": j.power_floor} if j.power_floor is not None else {},
+        ),
         xids=XidPolicy(tuple(sorted(j.xid_class.items()))),
         drift=j.drift,
         expect=j.expect + j.expect_file,

@@ -19,7 +19,7 @@ Pure functions over each node's facts (:mod:`.nodefacts`):
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from rollcall.evidence.gpumem import held_memory
@@ -45,6 +45,10 @@ class Rule:
     #: The fact a device's samples hold for this rule (:data:`~.nodefacts.SAMPLED_KEYS`): without them, judged
     #: on the one reading, a finding only warns (:data:`ONE_READING`).
     sampled: str | None = None
+    #: What it finds below a floor the user set (:attr:`FitnessPolicy.floors`, a fraction): such a finding
+    #: fails (unless ``--fitness-warn`` or ``--fitness-off`` names the rule); above the floor, ``find`` at
+    #: the rule's default.
+    floor: Callable[[Mapping[str, Any], float], tuple[str, Any, str] | None] | None = None
 
 
 def _positive(key: str) -> Callable[[Mapping[str, Any]], tuple[str, Any, str] | None]:
@@ -87,6 +91,18 @@ def _link(key: str) -> Callable[[Mapping[str, Any]], tuple[str, Any, str] | None
         n = samples_of(f, key)
         how = f"in all {n} samples (the most it reached under load)" if n else ONE_READING
         return key, f[key], f"below its max {f[limit]} ({limit}) {how}"
+
+    return find
+
+
+def _under_floor(key: str, full: str) -> Callable[[Mapping[str, Any], float], tuple[str, Any, str] | None]:
+    """``key`` below ``floor`` (a fraction) of ``full``: a floor the user set (``--power-floor``)."""
+
+    def find(f: Mapping[str, Any], floor: float) -> tuple[str, Any, str] | None:
+        value, most = _num(f.get(key)), _num(f.get(full))
+        if value is not None and most is not None and value < floor * most:
+            return key, f[key], f"below the floor {floor:.0%} of its {full} {f[full]} (--power-floor)"
+        return None
 
     return find
 
@@ -259,9 +275,11 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "power_limit",
-        "the enforced power limit is below its default (an administrator's cap, reported)",
+        "the enforced power limit is below its default (an administrator's cap: reported; it fails only "
+        "below --power-floor)",
         _below("power_limit_w", "power_default_w", "default"),
         default="warn",
+        floor=_under_floor("power_limit_w", "power_default_w"),
     ),
     Rule(
         "device_count",
@@ -329,6 +347,8 @@ class FitnessPolicy:
     warn: frozenset[str] = frozenset()
     off: frozenset[str] = frozenset()
     fail: frozenset[str] = frozenset()
+    #: A floor the user set for a rule that has one (:attr:`Rule.floor`), as a fraction (``--power-floor``).
+    floors: Mapping[str, float] = field(default_factory=dict)
 
     def severity(self, rule: str) -> Severity:
         """What a finding of ``rule`` does: off, warn or fail as named, else the rule's default."""
@@ -411,7 +431,12 @@ def unfit_devices(nodes: Iterable[NodeFacts], policy: FitnessPolicy | None = Non
             for rule in RULES:
                 if rule.scope != "device" or (severity := policy.severity(rule.name)) == "off":
                     continue
-                hit = rule.find(device.facts)
+                floor = policy.floors.get(rule.name)
+                hit = rule.floor(device.facts, floor) if rule.floor and floor is not None else None
+                if hit is not None:  # below the user's floor: it fails, unless the user said otherwise
+                    severity = severity if rule.name in policy.warn else "fail"
+                else:
+                    hit = rule.find(device.facts)
                 if hit is not None:
                     if rule.sampled and samples_of(device.facts, rule.sampled) is None and severity == "fail":
                         severity = "warn"  # one reading, not held: it takes nothing out

@@ -9,7 +9,7 @@ from rollcall.evidence.drift import EXPECT_KEYS, DriftMode, parse_expect, parse_
 from rollcall.evidence.fitness import RULE_NAMES, parse_rules
 from rollcall.evidence.xids import XidClass, parse_xid_classes
 from rollcall.options.declare import GroupName, Section, option
-from rollcall.options.values import Choice, fraction, positive_float
+from rollcall.options.values import Choice, fraction, positive_float, share_of_default
 
 
 def busbw_floor(text: str) -> float | Literal["auto"]:
@@ -95,6 +95,19 @@ class JudgingOptions(Section):
         doc=(
             "fail a device that breaks these fitness rules where the rule warns by default: "
             "`neuron_ecc_corrected`, `gpu_in_use` (repeatable); --fitness-warn and --fitness-off win over it"
+        ),
+    )
+    power_floor: float | None = option(
+        "--power-floor",
+        share_of_default,
+        None,
+        "fail a GPU whose enforced power limit is below this percent of its default (an administrator's cap "
+        "above it is only reported, rule power_limit)",
+        "PCT",
+        doc=(
+            "fail a GPU whose enforced power limit (NVML's, the limit in force) is below PCT percent of its "
+            "default (`90` or `90%`; rule `power_limit`, which otherwise only reports an administrator's cap "
+            "as a warning); `--fitness-warn power_limit` keeps it a warning, `--fitness-off` turns it off"
         ),
     )
     fitness_off: frozenset[str] = option(

@@ -95,6 +95,17 @@ def percent(text: str) -> float:
     return value
 
 
+def share_of_default(text: str) -> float:
+    """A percentage above 0 up to 100 (``90`` or ``90%``), as a fraction (0.9): a floor of a default."""
+    try:
+        value = float(text.strip().removesuffix("%"))
+    except ValueError:
+        raise ValueError("expected a percentage such as 90") from None
+    if not 0 < value <= 100:
+        raise ValueError("must be above 0 and at most 100")
+    return value / 100
+
+
 # -- durations ----------------------------------------------------------------------------------------------
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhd]?)$")

@@ -73,3 +73,39 @@ def test_the_predicate_names_the_unfit_device_and_its_rule_and_nothing_of_health
     assert warning.warning and warning.message.startswith("unfit device (warning): ")
     healthy = roll_with({0: facts_of(fake_nvml()), 1: facts_of(fake_nvml())})
     assert list(unfit_device(RunView(Observed(healthy, Layout(2, 1)), Criteria()))) == []
+
+
+@pytest.mark.parametrize(
+    ("floor", "warn", "fails"),
+    [(None, frozenset(), False), (0.70, frozenset(), False), (0.80, frozenset(), True),
+     (0.80, frozenset({"power_limit"}), False)],
+)  # fmt: skip
+def test_an_administrators_power_cap_is_reported_and_fails_only_below_the_floor_the_user_set(
+    floor, warn, fails
+):
+    """500 W of a 700 W default (71%): a warning, unless the user set a floor above it (--power-floor)."""
+    capped = facts_of(fake_nvml(power=500_000))
+    floors = {"power_limit": floor} if floor is not None else {}
+    verdict = verdict_of(
+        roll_with({0: facts_of(fake_nvml()), 1: capped}), fitness=FitnessPolicy(warn=warn, floors=floors)
+    )
+    assert verdict.passed is not fails
+    [unfit] = verdict.unfit
+    assert unfit.rule == "power_limit" and unfit.device.node == 1
+    assert (unfit.severity, unfit.out) == (("fail", "node") if fails else ("warn", None))
+    below = floor is not None and floor > 500 / 700
+    said = (
+        "below the floor 80% of its power_default_w 700.0 (--power-floor)" if below else "below its default"
+    )
+    assert said in str(unfit), str(unfit)
+    assert verdict.unfit_nodes == (["n1"] if fails else [])
+
+
+def test_power_floor_is_an_option_in_percent_and_refuses_what_is_none():
+    from rollcall.options import OptionError, resolve
+
+    assert resolve({"power_floor": "90"}).judging.power_floor == 0.9
+    assert resolve({"power_floor": "75%"}).judging.power_floor == 0.75
+    for bad in ("0", "120", "most"):
+        with pytest.raises(OptionError, match="--power-floor"):
+            resolve({"power_floor": bad})

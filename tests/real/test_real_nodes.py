@@ -33,6 +33,7 @@ from rollcall.checks.never_started import NEVER_STARTED
 from rollcall.checks.replica_divergence import REPLICA_DIVERGENCE
 from rollcall.checks.silent import SILENT
 from rollcall.isolation.probe import ISOLATED
+from rollcall.nodeverdicts import of_records
 from rollcall.ranklog import RollCall, Silence
 from rollcall_workload.contract import EVENT_PREFIX
 from rollcall_workload.node.monitor import SILENT_MARGIN_S
@@ -181,37 +182,60 @@ def verdicts_shown(real_cluster, real_nodes) -> dict[str, str]:
     return shown
 
 
+def session_marks(suite) -> dict[str, Any]:
+    """The session's end, as the plugin's: its nodes' verdicts (the breaker's over them), marked once."""
+    nodes, breaker = of_records(suite.records, suite.verdict_ttl_s, suite.options.recovery.max_unfit)
+    assert not breaker.tripped, breaker
+    marked = suite.mark(nodes)
+    assert marked is not None
+    return marked.as_dict()
+
+
 def test_nodes_no_expectation_can_meet_are_tainted_and_labelled_and_a_recheck_lifts_it_as_every_rank_answers(
     make_suite, real_cluster, kube, real_nodes, request, tmp_path
 ):
-    """--label-nodes --taint-unfit with an expectation no node can meet (--expect-file): both nodes are
-    unfit, tainted with the reason and labelled so. Then --recheck-tainted without it: the pods tolerate the
-    taint and run on those nodes, every rank answers, and the taints are lifted, the labels saying fit."""
+    """--label-nodes --taint-unfit with an expectation of the nodes' own no node can meet (--expect-file:
+    their kernel; --max-unfit 2 lets the breaker take both): both nodes are unfit, tainted with the reason
+    and labelled so, once, at the session's end. The expired verdict an earlier session left on one of them,
+    in the old form, is gone: the fresh labels are integer epoch seconds. Then --recheck-tainted without it:
+    the pods tolerate the taint and run on those nodes, every rank answers, and the taints are lifted (a CPU
+    node is checked whole), the labels saying fit."""
     golden = tmp_path / "golden.expect"
-    golden.write_text("# no node runs this Python\npython=0.0\n")
-    marks = {"taint_unfit": UNFIT_TAINT, "label_nodes": True}
+    golden.write_text("# no node runs this kernel\nkernel=0.0\n")
+    marks = {"taint_unfit": UNFIT_TAINT, "label_nodes": True, "max_unfit": "2"}
+    stale = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(time.time() - 7200))
+    old = {"rollcall/verdict": "fit", "rollcall/checked-at": stale, "rollcall/valid-until": stale}
+    real_cluster.kubectl(
+        "patch", "node", real_nodes[0], "--type", "merge", "-p", json.dumps({"metadata": {"labels": old}})
+    )
     try:
         suite, _ = make_suite(
             workload_args=SHORT, expect_file=str(golden), artifacts_dir=str(tmp_path / "unfit"), **marks
         )
+        started = time.time()
         unfit, _ = run(suite, request)
         assert not unfit.passed
-        record = suite.records[-1]
-        assert sorted(record.extra["node_marks"]["tainted"]) == sorted(real_nodes), record.extra
+        assert unfit.verdict.first_failure is not None and unfit.verdict.first_failure.owner == "cluster"
+        done = session_marks(suite)
+        assert sorted(done["tainted"]) == sorted(real_nodes), done
         for name in real_nodes:
             node = call(kube.core.read_node, name)
             assert {"key": "rollcall/unfit", "value": "true", "effect": "NoSchedule"} in node["spec"][
                 "taints"
             ]
             assert (
-                "expected python=0.0 (--expect)" in node["metadata"]["annotations"]["rollcall/unfit-reason"]
+                "expected kernel=0.0 (--expect)" in node["metadata"]["annotations"]["rollcall/unfit-reason"]
             )
+            labels = node["metadata"]["labels"]
+            checked, until = labels["rollcall/checked-at"], labels["rollcall/valid-until"]
+            assert checked.isdigit() and until.isdigit(), labels  # the old form is gone, an integer written
+            assert started - 1 <= int(checked) <= time.time() < int(until), labels
         assert verdicts_shown(real_cluster, real_nodes) == dict.fromkeys(real_nodes, "unfit")
 
         suite, _ = make_suite(workload_args=SHORT, recheck_tainted=True, **marks)  # the image's default model
         attempt, _ = run(suite, request)
         assert sorted(attempt.spec.machines) == sorted(real_nodes)
-        assert sorted(suite.records[-1].extra["node_marks"]["untainted"]) == sorted(real_nodes)
+        assert sorted(session_marks(suite)["untainted"]) == sorted(real_nodes)
         for name in real_nodes:
             assert all(
                 t["key"] != "rollcall/unfit"

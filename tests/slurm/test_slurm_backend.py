@@ -498,17 +498,21 @@ def state_of(slurm, node):
 
 
 def test_unfit_nodes_are_drained_and_a_recheck_in_a_reservation_resumes_those_that_pass(tmp_path, clean):
-    """--drain-unfit: a run whose expectation no node meets (--expect python=0.0) drains both nodes with the
-    reason; a second run in a maintenance reservation holding them, with no such expectation, resumes them
-    for the re-check, passes, and leaves them resumed; nodes.json says each verdict."""
+    """--drain-unfit: a run whose expectation of the nodes' own no node meets (--expect kernel=0.0, the breaker
+    let to take both: --max-unfit 2) drains both nodes with the reason, at the session's end; a second run in
+    a maintenance reservation holding them, with no such expectation, resumes them for the re-check, passes,
+    and leaves them resumed; nodes.json says each verdict."""
     try:
-        suite, lines = slurm_suite(tmp_path / "first", drain_unfit=True, expect=["python=0.0"])
+        suite, lines = slurm_suite(tmp_path / "first", drain_unfit=True, expect=["kernel=0.0"], max_unfit="2")
         record = suite.run("t.py::test_unfit", "test_unfit")
         assert not record.result.passed
-        assert record.extra["node_marks"]["drained"] == ["rc1", "rc2"], record.extra
+        nodes, breaker = of_records(suite.records, suite.verdict_ttl_s, suite.options.recovery.max_unfit)
+        assert not breaker.tripped and [n.verdict for n in nodes] == ["unfit", "unfit"], nodes
+        marked = suite.mark(nodes)
+        assert marked is not None and marked.as_dict()["drained"] == ["rc1", "rc2"], marked
         for node in ("rc1", "rc2"):
             state, reason = state_of(clean, node)
-            assert "DRAIN" in state and reason.startswith("rollcall: ") and "python" in reason, (
+            assert "DRAIN" in state and reason.startswith("rollcall: ") and "kernel" in reason, (
                 state,
                 reason,
             )
@@ -522,9 +526,11 @@ def test_unfit_nodes_are_drained_and_a_recheck_in_a_reservation_resumes_those_th
         assert any(
             "resumed rc1, rc2 (rollcall drained them) to re-check in rollcall-maint" in x for x in lines
         )
+        nodes, _ = of_records(suite.records, 3600)
+        assert suite.mark(nodes) is not None  # fit, checked whole: nothing left to resume, nothing drained
         for node in ("rc1", "rc2"):
             assert "DRAIN" not in state_of(clean, node)[0]
-        assert {(n.name, n.verdict) for n in of_records(suite.records, 3600)} == {
+        assert {(n.name, n.verdict) for n in nodes} == {
             ("rc1", "fit"),
             ("rc2", "fit"),
         }

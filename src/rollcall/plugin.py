@@ -218,9 +218,9 @@ def pytest_configure(config: pytest.Config) -> None:
     ini = {s.name: config.getini(s.ini_name) for s in OPTIONS if s.ini_name}
     try:
         options = resolve(cli, ini=ini)
+        suite = Suite.from_options(options)  # --backend auto finding no cluster that an option asks for
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
-    suite = Suite.from_options(options)
     _prepare(suite, connect=False)
     suite.progress = terminal_writer(config)
     every = options.reports.progress_every

@@ -49,7 +49,7 @@ from rollcall.nodeverdicts import (
     write_nodes,
     write_unfit_nodes,
 )
-from rollcall.options import OptionError, Options
+from rollcall.options import OPTIONS, OptionError, Options, Spec
 from rollcall.options.job import check_bounds
 from rollcall.options.values import format_duration
 from rollcall.reports import TestRecord
@@ -61,10 +61,79 @@ if TYPE_CHECKING:
 
 
 def choose_backend(options: Options, environ: Mapping[str, str] | None = None) -> tuple[str, str]:
-    """The backend to use and why: ``--backend``, else a wing found (:func:`~rollcall.backends.choose`)."""
+    """The backend to use and why: ``--backend``, else a wing found (:func:`~rollcall.backends.choose`).
+
+    Where ``--backend auto`` finds no wing, its fallback (local) runs only when nothing asks for a cluster
+    (:func:`cluster_asks`): a green run that never touched the cluster it was meant for would pass a gate.
+    Else an :class:`OptionError` names what asked, what was not found, and the fix.
+    """
     environ = os.environ if environ is None else environ
     wing, reason = choose(options.job.backend, options.section, environ)
-    return wing.name, reason
+    if options.job.backend != "auto" or not wing.fallback:
+        return wing.name, reason
+    asks = cluster_asks(options)
+    if asks:
+        raise OptionError(no_cluster(asks, reason))
+    return wing.name, f"--backend auto: {reason}, and nothing asks for a cluster"
+
+
+def read_by(spec: Spec) -> tuple[str, ...]:
+    """The backends that alone read option ``spec``; empty: every backend does.
+
+    Those its declaration names (:attr:`~rollcall.options.Spec.backends`), else the wing given its section
+    (:data:`~rollcall.backends.WINGS`: ``--instance-type`` is the kubernetes wing's).
+    """
+    return spec.backends or tuple(w.name for w in WINGS if w.section == spec.group)
+
+
+@dataclass(frozen=True)
+class ClusterAsk:
+    """An option given (whatever its value) that ``--backend auto``'s fallback does not read: a cluster's.
+
+    Attributes:
+        spec: the option.
+        source: where its value came from: its flag, its variable, ``ini rollcall_<name>``.
+        value: its value.
+        backends: the backends that read it (:func:`read_by`).
+    """
+
+    spec: Spec
+    source: str
+    value: Any
+    backends: tuple[str, ...]
+
+    def words(self) -> str:
+        """``--instance-type p5.48xlarge (from ROLLCALL_INSTANCE_TYPE; the kubernetes backend's option)``."""
+        shown = f"{self.spec.flag} {self.value}" if isinstance(self.value, str) else self.spec.flag
+        where = "" if self.source == self.spec.flag else f"from {self.source}; "
+        whose = " and ".join(self.backends) + (" backend's" if len(self.backends) == 1 else " backends'")
+        return f"{shown} ({where}the {whose} option)"
+
+
+def cluster_asks(options: Options) -> tuple[ClusterAsk, ...]:
+    """Each option given that only backends other than ``--backend auto``'s fallback read, in their order."""
+    fallback = next(w.name for w in WINGS if w.fallback)
+    asks: list[ClusterAsk] = []
+    for spec in OPTIONS:
+        readers = read_by(spec)
+        if readers and fallback not in readers and options.given(spec.name):
+            value = getattr(options.section(spec.group), spec.name)
+            asks.append(ClusterAsk(spec, options.source(spec.name), value, readers))
+    return tuple(asks)
+
+
+def no_cluster(asks: Sequence[ClusterAsk], missing: str) -> str:
+    """The refusal of ``--backend auto`` finding no wing (``missing``: what it looked for), yet ``asks``."""
+    wanted = {name for ask in asks for name in ask.backends}
+    wings = [w for w in WINGS if w.name in wanted]
+    unfound = [f"{w.name} is chosen only when asked for" for w in wings if not w.detect]
+    fixes = [w.found_by if w.detect and w.found_by else f"pass --backend {w.name}" for w in wings]
+    asking = ", ".join(ask.words() for ask in asks)
+    return (
+        f"--backend auto found no cluster ({'; '.join([missing, *unfound])}), but {asking} "
+        f"{'asks' if len(asks) == 1 else 'ask'} for one; {' or '.join(fixes)}, or --backend local to run "
+        "here on purpose"
+    )
 
 
 #: Seconds each attempt may take past its capacity and job timeouts: clean-up, log collection, reports.

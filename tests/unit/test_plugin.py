@@ -401,7 +401,9 @@ def test_a_wedged_wait_ends_at_the_tests_own_deadline_which_the_failure_names(py
     monkeypatch.setattr("rollcall.suite.CLEAN_UP_MARGIN_S", 0.5)  # pytester runs in this process
     pytester.makepyfile(test_roll=WEDGED)
     monkeypatch.delenv("PYTEST_TIMEOUT", raising=False)
-    res = pytester.runpytest("--job-timeout", "1", "--capacity-timeout", "1", "-p", "no:cacheprovider")
+    res = pytester.runpytest(
+        "--backend", "local", "--job-timeout", "1", "--capacity-timeout", "1", "-p", "no:cacheprovider"
+    )
     res.assert_outcomes(passed=1, failed=1)  # the second test saw the wedged job cleaned up
     res.stdout.fnmatch_lines(
         [
@@ -471,7 +473,9 @@ def test_a_tests_own_longer_job_timeout_lengthens_its_deadline_marker_or_call(py
     monkeypatch.setattr("rollcall.suite.CLEAN_UP_MARGIN_S", 0.5)  # pytester runs in this process
     pytester.makepyfile(test_roll=MARKED_LONGER)
     monkeypatch.delenv("PYTEST_TIMEOUT", raising=False)
-    res = pytester.runpytest("--job-timeout", "0.5", "--capacity-timeout", "0.5", "-p", "no:cacheprovider")
+    res = pytester.runpytest(
+        "--backend", "local", "--job-timeout", "0.5", "--capacity-timeout", "0.5", "-p", "no:cacheprovider"
+    )
     res.assert_outcomes(failed=2)
     out = res.stdout.str()
     # 0.5s capacity + 2s of the test's own + 0.5s margin, not the 1.5s --job-timeout 0.5 would give

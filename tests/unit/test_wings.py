@@ -58,7 +58,8 @@ def test_auto_finds_a_wing_by_its_detection_else_the_fallback(tmp_path):
     assert (wing.name, why) == ("local", "no kubeconfig or in-cluster config found")
     assert choose("slurm", options.section, {"KUBECONFIG": "/k"})[0].name == "slurm"
     assert auto_help() == (
-        "auto = kubernetes when a kubeconfig or in-cluster config exists, else local; slurm only when asked for"
+        "auto = kubernetes when a kubeconfig or in-cluster config exists, else local, unless an option only "
+        "another backend reads is given (a usage error); slurm only when asked for"
     )
 
 

@@ -24,7 +24,7 @@ import importlib
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -144,17 +144,7 @@ class Waits:
             "waited_for": self.waited_for,
             "scheduled_s": _round(self.scheduled_s),
             "image_pull_s": _round(self.image_pull_s),
-            "pulls": [
-                {
-                    "node": p.node,
-                    "pod": p.pod,
-                    "machine": p.machine,
-                    "image": p.image,
-                    "seconds": _round(p.seconds),
-                    "done": p.done,
-                }
-                for p in self.pulls
-            ],
+            "pulls": [{**asdict(p), "seconds": _round(p.seconds)} for p in self.pulls],  # each Pull's fields
         }
 
     def pulling(self) -> list[Pull]:
@@ -490,7 +480,9 @@ class Wing:
             ``--backend auto`` in the order of :data:`WINGS`; None: chosen only when asked for (or as the
             fallback).
         looks_for: what ``detect`` looks for, in words (``kubeconfig or in-cluster config``).
-        fallback: ``--backend auto``'s choice when no wing is detected.
+        found_by: what a person does so that ``detect`` finds it (``set KUBECONFIG / --kubeconfig``).
+        fallback: ``--backend auto``'s choice when no wing is detected and no option asks for another wing
+            (:func:`rollcall.suite.choose_backend`).
     """
 
     name: str
@@ -498,6 +490,7 @@ class Wing:
     section: str | None = None
     detect: str | None = None
     looks_for: str = ""
+    found_by: str = ""
     fallback: bool = False
 
     def load(self) -> BackendClass:
@@ -526,6 +519,7 @@ WINGS: tuple[Wing, ...] = (
         "kubernetes",
         detect="rollcall.backends.kubernetes.kubeconfig:detect",
         looks_for="kubeconfig or in-cluster config",
+        found_by="set KUBECONFIG / --kubeconfig",
     ),
     Wing("local", "rollcall.backends.local:LocalBackend", fallback=True),
     Wing("slurm", "rollcall.backends.slurm.backend:SlurmBackend", "slurm"),
@@ -560,7 +554,8 @@ def auto_help() -> str:
     found = ", ".join(f"{w.name} when a {w.looks_for} exists" for w in WINGS if w.detect)
     fallback = next(w.name for w in WINGS if w.fallback)
     asked = [w.name for w in WINGS if not w.detect and not w.fallback]
-    return f"auto = {found}, else {fallback}" + (f"; {', '.join(asked)} only when asked for" if asked else "")
+    otherwise = f"else {fallback}, unless an option only another backend reads is given (a usage error)"
+    return f"auto = {found}, {otherwise}" + (f"; {', '.join(asked)} only when asked for" if asked else "")
 
 
 def able(capability: type) -> list[str]:

@@ -49,6 +49,9 @@ class Spec:
         shown: the default as a user writes it, where the value is none (``auto``); else derived.
         formerly: the flag's former spelling, given up for a clash with another plugin's; the field, the
             variable and the ini key keep its name, and the old flag is answered with the new one.
+        backends: the backends that alone read it, where it lives in a section every backend is given
+            (``--image``: kubernetes); empty: its section's reader, the wing given it (``--instance-type``:
+            kubernetes), or every backend (:func:`rollcall.suite.read_by`).
     """
 
     flag: str
@@ -63,6 +66,7 @@ class Spec:
     doc: str = ""
     shown: str = ""
     formerly: str = ""
+    backends: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -136,9 +140,12 @@ def option(
     doc: str = "",
     shown: str = "",
     formerly: str = "",
+    backends: tuple[str, ...] = (),
 ) -> Any:
     """Declare a field of a :class:`Section` as an option (see the module docstring)."""
-    spec = Spec(flag, parse, default, help, metavar, multiple, switch, "job", file, doc, shown, formerly)
+    spec = Spec(
+        flag, parse, default, help, metavar, multiple, switch, "job", file, doc, shown, formerly, backends
+    )
     if isinstance(default, dict):
         return field(default_factory=lambda: dict(default), metadata={"option": spec})
     return field(default=default, metadata={"option": spec})

@@ -76,9 +76,10 @@ class JobOptions(Section):
         "the training image (required by the kubernetes backend)",
         "IMAGE",
         doc=(
-            "the training image (required by the kubernetes backend); a reference that no runtime would "
-            "accept is refused before anything is created"
+            "the training image (required by the kubernetes backend; slurm takes `--container-image`); a "
+            "reference that no runtime would accept is refused before anything is created"
         ),
+        backends=("kubernetes",),
     )
     backend: str = option(
         "--backend",

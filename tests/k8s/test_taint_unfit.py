@@ -284,6 +284,11 @@ def test_the_fit_affinity_render_prints_keeps_a_pod_off_a_node_whose_fit_verdict
         capture_output=True, text=True, timeout=60, check=True,
     ).stdout  # fmt: skip
     term = yaml.safe_load(printed)
+    # of the cluster's nodes (other tests label theirs), only these two: the term's own expressions decide
+    [selected] = term["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    selected["matchFields"] = [{"key": "metadata.name", "operator": "In", "values": [fresh, stale]}]
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",

@@ -279,16 +279,19 @@ def test_the_fit_affinity_render_prints_keeps_a_pod_off_a_node_whose_fit_verdict
     now = int(time.time())
     control_plane.kubectl("label", "nodes", fresh, f"{VERDICT}=fit", f"{EXPIRES}={now + 3600}", "--overwrite")
     control_plane.kubectl("label", "nodes", stale, f"{VERDICT}=fit", f"{EXPIRES}={now - 60}", "--overwrite")
+    control_plane.kubectl("label", "nodes", fresh, stale, "rollcall-test/pick=fit-affinity", "--overwrite")
     printed = subprocess.run(
         [sys.executable, "-m", "rollcall.cli", "render", "--fit-affinity"],
         capture_output=True, text=True, timeout=60, check=True,
     ).stdout  # fmt: skip
     term = yaml.safe_load(printed)
-    # of the cluster's nodes (other tests label theirs), only these two: the term's own expressions decide
+    # of the cluster's nodes (other tests label theirs fit), only these two: the term's own expressions decide
     [selected] = term["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
         "nodeSelectorTerms"
     ]
-    selected["matchFields"] = [{"key": "metadata.name", "operator": "In", "values": [fresh, stale]}]
+    selected["matchExpressions"].append(
+        {"key": "rollcall-test/pick", "operator": "In", "values": ["fit-affinity"]}
+    )
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -310,4 +313,6 @@ def test_the_fit_affinity_render_prints_keeps_a_pod_off_a_node_whose_fit_verdict
         assert control_plane.get("pod", "-n", "default", "fit-affinity")["spec"]["nodeName"] == fresh
     finally:
         control_plane.kubectl("delete", "pod", "-n", "default", "fit-affinity", "--wait=false")
-        control_plane.kubectl("label", "nodes", fresh, stale, f"{VERDICT}-", f"{EXPIRES}-")
+        control_plane.kubectl(
+            "label", "nodes", fresh, stale, f"{VERDICT}-", f"{EXPIRES}-", "rollcall-test/pick-"
+        )

@@ -5,7 +5,8 @@ Usage: python bench/blame.py [--runs 10000] [--seed 1] [--jobs 2] [--bug NAME]
 Each run is a :class:`tests.sim.fleet.Plan` (2 to 2,048 ranks, nodes heard up to the start skew apart, slow
 launchers and imports, long first steps, pauses in Python and in C, brief ``D`` states, events on GPUs no rank
 uses: node reboots, GPU resets, Xids NVIDIA ignores or answers by restarting the application; an
-administrator's power cap and an old remapped ECC error in a GPU's facts; node clocks apart and logs late), half of them with one fault of every class in turn; each goes through
+administrator's power cap, an old remapped ECC error, and a throttle reason and a PCIe link down in one reading
+that the samples under load do not hold, in a GPU's facts; node clocks apart and logs late), half of them with one fault of every class in turn; each goes through
 the real watchdogs, launcher watches, monitor, parser, runner's decisions and judge (``tests/sim/fleet.py``).
 It prints the matrix: per class, runs, false failures, false names, faults missed, verdicts late, the nodes
 marked unfit that should not be (false marks: ``nodes.json``'s verdicts, the breaker's over them, as the
@@ -19,7 +20,8 @@ first launcher heard, not the last), ``first-dump`` (a rank never heard from cou
 waiting ranks' first dump, as before 25de2c8), ``any-for-all`` (a GPU unfit only when every event on it fails,
 turned into when any does), ``hardware-class`` (every Xid of the hardware class takes its node out, whatever
 NVIDIA's action: 92 and 94 too), ``unused-marks`` (a GPU reset on a GPU no rank used marks its node),
-``no-breaker`` (a cause every node shares marks every node).
+``no-breaker`` (a cause every node shares marks every node), ``flicker-held`` (a throttle reason active in one
+sample of twenty counted as held).
 """
 
 from __future__ import annotations

@@ -47,6 +47,13 @@ BUGS: dict[str, tuple[str, str, str, str]] = {
         "used=seen.rank is not None",
         "used=True",
     ),
+    # a throttle reason counted when it flickered once, not held over the samples; the link's least, not most
+    "flicker-held": (
+        "rollcall.evidence.nodefacts",
+        "sampled_facts",
+        "if s >= HELD_SHARE]",
+        "if s > 0]",
+    ),
     # no breaker: a cause every node shares marks every node
     "no-breaker": (
         "rollcall.nodeverdicts",

@@ -154,7 +154,8 @@ class Plan:
     #: or an unused one, or one that takes its GPU alone out (95 RESET_GPU) on an unused GPU: no mark.
     gpu_facts: tuple[tuple[int, float, int, int | None], ...] = ()
     #: (rank, quirk): what a healthy GPU may say that takes nothing out: an administrator's power cap
-    #: (``power_cap``), an old uncorrected ECC error NVIDIA remapped (``old_ecc``).
+    #: (``power_cap``), an old uncorrected ECC error NVIDIA remapped (``old_ecc``), a throttle reason and a
+    #: PCIe link down in its one reading that its samples under load did not hold (``flicker``).
     quirks: tuple[tuple[int, str], ...] = ()
     fault: Fault | None = None
     culprit: int = 0  # the faulty rank (never_started: the node)
@@ -390,6 +391,8 @@ QUIRKS: dict[str, dict[str, Any]] = {
     "power_cap": {"power_limit_w": 500.0, "power_default_w": 700.0},
     "old_ecc": {"ecc_aggregate_uncorrected": 2, "ecc_volatile_uncorrected": 0, "remapped_pending": False,
                 "remapped_failure": False},
+    # the one reading caught a throttle reason and a link trained down while idle: neither held under load
+    "flicker": {"clock_events": ["hw_slowdown"], "pcie_gen": 3, "pcie_gen_max": 5},
 }  # fmt: skip
 #: The torch every rank reports, and what the ``platform`` fault's golden configuration expects instead.
 TORCH, GOLDEN_TORCH = "2.11.0", "0.0.*"
@@ -404,6 +407,9 @@ def _facts(sim: _Sim, plan: Plan, rank: int, at: float) -> None:
         said["remapped_failure"] = True
     sim.event(n, "facts", rank, at + 0.01, host=f"n{n}", device_index=rank % plan.procs,
               gpu_uuid=f"GPU-run-{rank}", gpus=plan.procs + 1, torch=TORCH, **said)  # fmt: skip
+    if (rank, "flicker") in plan.quirks:  # its samples while it trained: the reason in 1 read of 20
+        sim.event(n, "samples", rank, at + 0.02, samples=20, clock_events_share={"hw_slowdown": 0.05},
+                  pcie_gen_min=3, pcie_gen_max=5)  # fmt: skip
 
 
 class _At:
@@ -824,7 +830,8 @@ def plan_of(
     foreign = tuple((rng.randrange(nodes), rng.uniform(0, S)) for _ in range(rng.randint(0, 1)))
     gpu_facts: tuple[tuple[int, float, int, int | None], ...] = ()
     #: (rank, quirk): what a healthy GPU may say that takes nothing out: an administrator's power cap
-    #: (``power_cap``), an old uncorrected ECC error NVIDIA remapped (``old_ecc``).
+    #: (``power_cap``), an old uncorrected ECC error NVIDIA remapped (``old_ecc``), a throttle reason and a
+    #: PCIe link down in its one reading that its samples under load did not hold (``flicker``).
     quirks: tuple[tuple[int, str], ...] = ()
     for xid in rng.choices((92, 94, 95), k=rng.randint(0, 2)):
         node = rng.randrange(nodes)

@@ -155,6 +155,10 @@ class Breaker:
     tripped: bool = required("more nodes than `bound` were unfit: none is marked, each is `undetermined`")
     common: str | None = optional("the reason most of them share (a rule, a fact), where it tripped")
 
+    def as_dict(self) -> dict[str, Any]:
+        """``results.json``'s ``breaker`` (as ``nodes.json``'s)."""
+        return cast(dict[str, Any], _plain(self))
+
     def line(self) -> str:
         """The terminal's line of a tripped breaker."""
         return (

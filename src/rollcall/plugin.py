@@ -509,6 +509,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         "finished": finished,
         "argv": sys.argv,
         "node_marks": marked.as_dict() if marked is not None else None,
+        "breaker": breaker.as_dict(),  # the session's, over nodes.json's verdicts: what the marks followed
     }
     # Each report is written whole or not at all, each whatever became of the others (a full disk may still
     # take the small junit file): one that could not be written is named, and fails the session.

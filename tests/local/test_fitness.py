@@ -58,6 +58,7 @@ def test_a_fact_of_the_nodes_own_that_every_node_misses_trips_the_breaker_and_ma
     nodes = json.loads((artifacts / "nodes.json").read_text())
     breaker = nodes["breaker"]
     assert breaker["tripped"] is True and breaker["bound"] == 1, breaker  # auto: 10% of 2 nodes, at least 1
+    assert json.loads((artifacts / "results.json").read_text())["breaker"] == breaker  # every report agrees
     assert breaker["common"].startswith("--expect kernel, on 2 of the 2"), breaker
     assert [(n["verdict"], n["owner"]) for n in nodes["nodes"]] == [("undetermined", "undetermined")] * 2
     assert all(n["reasons"][0].startswith("breaker: 2 of 2 nodes found unfit") for n in nodes["nodes"])

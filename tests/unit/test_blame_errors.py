@@ -96,6 +96,20 @@ REAL: list[tuple[str, Owner, str]] = [
      "the GPU stopped a kernel (the kernel or the GPU)"),
     ("[PG ID 0 PG GUID 0(default_pg) Rank 1] Process group watchdog thread terminated with exception: CUDA error: "
      "unspecified launch failure\n" + TAIL, UNDETERMINED, "the GPU stopped a kernel (the kernel or the GPU)"),
+    # CUDA's cudaErrorNvlinkUncorrectable, as the runtime words it
+    ("torch.AcceleratorError: CUDA error: uncorrectable NVLink error detected during the execution\n"
+     + search("cudaErrorNvlinkUncorrectable") + TAIL, CLUSTER, "an NVLink error (the link between GPUs)"),
+    # a backend name the process group does not know, and the data loader's own timeout: not the network
+    ("ValueError: invalid backend 'gloo'", WORKLOAD,
+     "the process group's backend the workload asked for (a configuration, not the network)"),
+    ("ValueError: Invalid backend: 'glooo'", WORKLOAD,
+     "the process group's backend the workload asked for (a configuration, not the network)"),
+    ("TimeoutError: DataLoader timed out after 120 seconds", WORKLOAD,
+     "the workload's own data loader (it makes its data itself)"),
+    ("RuntimeError: DataLoader timed out after 60 seconds", WORKLOAD,
+     "the workload's own data loader (it makes its data itself)"),
+    # and the network's own words still are the network's
+    ("torch.distributed.DistNetworkError: Connection reset by peer", CLUSTER, "the network between the ranks"),
 ]  # fmt: skip
 
 

@@ -60,6 +60,8 @@ class Rule:
 #: fired ("device-side assert triggered", CUDA's cudaErrorAssert).
 ERROR_RULES: tuple[Rule, ...] = (
     Rule(r"uncorrectable ECC|ECC error|double.?bit|row.?remap", Owner.CLUSTER, "a GPU memory (ECC) error"),
+    Rule(r"uncorrectable NVLink|NVLink error|cudaErrorNvlinkUncorrectable", Owner.CLUSTER,
+         "an NVLink error (the link between GPUs)"),
     Rule(r"\bXid\b|fallen off the bus|GPU is lost|GPU lost|cudaErrorDevicesUnavailable", Owner.CLUSTER,
          "the GPU failed (an Xid, or lost)"),
     Rule(r"busy or unavailable", Owner.CLUSTER, "the GPU is held by another process or in exclusive mode"),
@@ -84,6 +86,10 @@ ERROR_RULES: tuple[Rule, ...] = (
          "an NCCL (GPU communication or network) error"),
     Rule(r"driver/library version mismatch|driver (error|shutting down|not loaded)|NVML_ERROR|nvmlInit|"
          r"NVML\S* (failed|error)", Owner.CLUSTER, "the GPU driver"),
+    Rule(r"invalid backend|backend .* is not (available|supported|built)", Owner.WORKLOAD,
+         "the process group's backend the workload asked for (a configuration, not the network)"),
+    Rule(r"DataLoader timed out", Owner.WORKLOAD,
+         "the workload's own data loader (it makes its data itself)"),
     Rule(r"Connection (reset|refused|closed)|Broken pipe|DistNetworkError|DistStoreError|RendezvousTimeout|"
          r"timed out|gloo|socket|unreachable", Owner.CLUSTER, "the network between the ranks"),
     Rule(r"No module named|ModuleNotFoundError|ImportError|cannot import name", Owner.PLATFORM,

@@ -189,6 +189,21 @@ def _pod(name: str, node: str | None, scheduled: str | None, started: str | None
     return {"metadata": {"name": name, "labels": labels}, "spec": {"nodeName": node}, "status": status}
 
 
+def test_a_node_arrives_when_a_container_of_rollcalls_starts_not_an_injected_init_container():
+    """An init container the cluster injects (a mesh's) that ran is no arrival: the node is still on its way
+    while its training image pulls; the monitor sidecar's start, or the training container's, is."""
+    injected = _pod("p-1", "n1", "2026-12-01T10:00:10Z", None)
+    injected["status"]["initContainerStatuses"] = [
+        {"name": "istio-init", "state": {"terminated": {"exitCode": 0, "startedAt": "2026-12-01T10:00:12Z"}}},
+        {"name": "monitor", "state": {"waiting": {"reason": "PodInitializing"}}},
+    ]
+    ready = _pod("p-0", "n0", "2026-12-01T10:00:00Z", "2026-12-01T10:01:30Z")
+    assert waits.on_the_way([ready, injected], 2) == [1]
+    monitor = injected["status"]["initContainerStatuses"][1]
+    monitor["state"] = {"running": {"startedAt": "2026-12-01T10:02:00Z"}}
+    assert waits.on_the_way([ready, injected], 2) == []
+
+
 def test_waits_over_pods():
     pods = [
         _pod("p-0", "n0", "2026-12-01T10:00:00Z", "2026-12-01T10:01:30Z"),

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from rollcall.backends import Pull
+from rollcall.backends.kubernetes.manifests import CONTAINER, MONITOR_CONTAINER
 from rollcall.backends.kubernetes.nodeviews import INSTANCE_TYPE_LABEL
 from rollcall.backends.kubernetes.views import Event, Job, Obj, Pod, View
 
@@ -39,14 +40,23 @@ def pulling(pods: Iterable[Obj]) -> list[str]:
     )
 
 
+#: rollcall's own containers, whose start is a node's arrival: its monitor (a native sidecar) and training.
+OWN_CONTAINERS = (MONITOR_CONTAINER, CONTAINER)
+
+
 def on_the_way(pods: Iterable[Obj], nodes: int) -> list[int]:
-    """The node ranks ``0..nodes-1`` none of whose pods has started a container yet, in order.
+    """The node ranks ``0..nodes-1`` none of whose pods has started a container of rollcall's yet, in order.
 
     Such a node is on its way: its pod not yet created, waiting for capacity, pulling its image or creating
-    its container. Nothing of it can be heard until a container starts (the monitor sidecar first); the
-    capacity timeout, an image pull's error and the job timeout bound it meanwhile.
+    its container. Nothing of it can be heard until a container of rollcall's starts (the monitor sidecar
+    first): an init container the cluster injects (a mesh's, a policy agent's) that starts or ends is no
+    arrival. The capacity timeout, an image pull's error and the job timeout bound it meanwhile.
     """
-    arrived = {p.node_rank for p in map(Pod, pods) if p.finished or any(c.started for c in p.all_containers)}
+    arrived = {
+        p.node_rank
+        for p in map(Pod, pods)
+        if p.finished or any(c.started for c in p.all_containers if c.name in OWN_CONTAINERS)
+    }
     return [n for n in range(nodes) if n not in arrived]
 
 

@@ -60,12 +60,12 @@ def _stack(rank, frames, world=4, **fields):
     )
 
 
-def _record(rank, tails, world=4, members=None, **fields):
+def _record(rank, tails, world=4, members=None, dump=1, **fields):
     return contract.encode_event(
         "collectives",
         rank,
         world,
-        dump=1,
+        dump=dump,
         tails=tails,
         labels={"0": "default_pg", "1": "rollcall_fault"},
         members=members or {"0": f"0-{world - 1}"},
@@ -199,6 +199,116 @@ def test_a_record_withdrawn_by_progress_does_not_count():
     assert stuck(roll.ranks, 4, (0, 2, 3)) == []  # rank 1 made progress: not stalled, its record gone
 
 
+def _resumed(rank, dump, world=4):
+    return contract.encode_event("resumed", rank, world, dump=dump, stalled_s=70.0, phase="epoch 2 step 1")
+
+
+def test_a_resumed_withdraws_only_the_record_of_the_stall_it_ends():
+    """Rank 1 stalled (dumps 1-2), resumed, and stalled again (dump 3): the second stall's record stands."""
+    first, second = {"0": WAITING_TAIL[:2]}, {"0": WAITING_TAIL}
+    lines = [(1, _record(1, first, dump=1)), (1, _resumed(1, 2)), (1, _record(1, second, dump=3))]
+    flight = _roll(lines).ranks[1].flight
+    assert flight is not None and flight.dump == 3 and flight.tails["0"][-1] == (13, "barrier", False)
+    assert _roll([*lines, (1, _resumed(1, 3))]).ranks[1].flight is None  # the stall it ends: withdrawn
+    for earlier in (
+        2,
+        0,
+    ):  # the first stall's end read late, the node's monitor's (dump 0): the record stands
+        flight = _roll([*lines, (1, _resumed(1, earlier))]).ranks[1].flight
+        assert flight is not None and flight.dump == 3
+    late = [(1, _record(1, first, dump=2))]  # a record of the first stall said after its end counts not
+    assert _roll([*lines[:2], *late]).ranks[1].flight is None
+
+
+@pytest.mark.parametrize(
+    ("with_record", "without", "named"),
+    [
+        pytest.param(3, 1, {3}, id="3 with, 1 without: named"),
+        pytest.param(4, 2, {4, 5}, id="4 with, 2 without: named"),
+        pytest.param(3, 3, set(), id="3 with, 3 without: as many, nobody"),
+        pytest.param(1, 3, set(), id="1 with, 3 without: nobody"),
+    ],
+)
+def test_ranks_without_a_record_are_named_only_where_those_with_one_outnumber_them(
+    with_record, without, named
+):
+    """Every record waits in barrier #13 of the default group: the ranks with none are named from them only
+    where they are strictly fewer."""
+    world = with_record + without
+    lines = [(r, _record(r, {"0": WAITING_TAIL}, world)) for r in range(with_record)]
+    lines += [(r, _stack(r, SLEEPS, world)) for r in range(with_record, world)]
+    found = stuck(_roll(lines).ranks, world, range(world))
+    assert {c.rank for hit in found for c in hit.culprits if c.how == "no_record"} == named
+    if named:
+        assert found[0].collective() == "barrier #13 of the default group"
+
+
+def _raw_dump(tail):
+    """The recorder's dump (PyTorch's JSON) of the default group's collectives ``tail``."""
+    entries = [
+        {
+            "process_group": ["0", "default_pg"],
+            "collective_seq_id": seq,
+            "profiling_name": f"gloo:{op}",
+            "retired": done,
+            "record_id": i,
+        }
+        for i, (seq, op, done) in enumerate(tail)
+    ]
+    return json.dumps({"entries": entries}).encode()
+
+
+def test_a_rank_that_stalled_resumed_and_stalled_again_writes_the_second_stalls_record():
+    """Rank 1's own watchdog and recorder: it stalls in all_reduce #12 (dumps 1-2), resumes, and stalls again
+    in barrier #13 with the others (dump 3). Its second stall writes its record, so the records of ranks 0-4
+    name only rank 5, which holds the GIL without one; rank 1 waits with the others, never named for none."""
+    world, now = 6, [0.0]
+    log = LineLog(rank=1, world_size=world)
+    dumps = iter([_raw_dump([*WAITING_TAIL[:1], [12, "all_reduce", False]]), _raw_dump(WAITING_TAIL)])
+    recorder = flight.FlightRecorder(log, "gloo", None, read=lambda _: next(dumps), members=dict)
+    dog = workload_watchdog.Watchdog(
+        log, 60.0, 60.0, clock=lambda: now[0], stacks=lambda: [("MainThread", True, WAITS)], recorder=recorder
+    )
+    dog.joined()
+    dog.first_step_done()
+    dog.beat("epoch 2 step 1", step=True)
+    for t in (61.0, 122.0):  # the first stall: its first dump writes the record, the second none
+        now[0] = t
+        assert dog.check()
+    now[0] = 130.0
+    dog.beat("epoch 2 barrier")  # it resumed: the stall of dumps 1-2 is over
+    now[0] = 191.0
+    assert dog.check()  # the second stall's first dump: dump 3
+    said = [json.loads(line.decode().split(" ", 1)[1]) for line in log.lines]
+    assert [(e["event"], e["dump"]) for e in said if e["event"] != "stack"] == [
+        ("collectives", 1),
+        ("resumed", 2),
+        ("collectives", 3),
+    ]
+    lines = [(1, line) for line in log.lines]
+    for r in (0, 2, 3, 4):
+        lines += [(r, _record(r, {"0": WAITING_TAIL}, world)), (r, _stack(r, WAITS, world))]
+    lines.append((5, _stack(5, SLEEPS, world)))
+    verdict = _judge(lines, world)
+    (hung,) = verdict.of_kind(HUNG)  # rank 1 is not named for a record it wrote
+    assert set(hung.ranks) == {5} and "wrote no flight record" in hung.message, hung.message
+    (waiting,) = verdict.of_kind(WAITING)
+    assert set(waiting.ranks) == {0, 1, 2, 3, 4}, waiting.message
+
+
+def test_the_recorder_writes_once_per_stall_and_never_for_a_stall_already_over():
+    log = LineLog()
+    recorder = flight.FlightRecorder(log, "gloo", None, read=lambda _: _raw_dump(WAITING_TAIL), members=dict)
+    recorder.record(1)
+    recorder.record(2)  # the same stall: nothing more
+    recorder.resumed(2)
+    recorder.record(2)  # a dump of the stall that ended, late (the watchdog's thread raced the beat): nothing
+    recorder.record(3)  # the next stall's first dump
+    recorder.record(4)
+    said = [json.loads(line.decode().split(" ", 1)[1]) for line in log.lines]
+    assert [(s["event"], s["dump"]) for s in said] == [("collectives", 1), ("collectives", 3)]
+
+
 def _roll(lines):
     roll = RollCall()
     parser = roll.parser("node-0")
@@ -251,7 +361,7 @@ def test_the_workload_summarizes_torchs_own_dump_of_a_gloo_group(tmp_path):
         log, "gloo", str(tmp_path), read=lambda _: raw.encode(), members=lambda: {"0": [0]}
     )
     recorder.record(1)
-    recorder.record(2)  # once per run
+    recorder.record(2)  # once per stall
     (line,) = log.lines
     said = json.loads(line.decode().split(" ", 1)[1])
     assert (

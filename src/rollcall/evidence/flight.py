@@ -11,12 +11,13 @@ sequence number at which they part:
   skipped collective, or ranks calling collectives in different orders);
 - a rank that entered it but never finished it, while the others finished it, **never finished** it;
 - a rank stalled or silent without a record of its own (its Python could not run: the GIL held, the process
-  stopped), while every record agrees that the others wait in the default group's last collective, is named
-  from theirs (**no record**).
+  stopped), while every record agrees that the others wait in the default group's last collective and the
+  ranks with a record outnumber those without, is named from theirs (**no record**).
 
 A rank is named only where at least :data:`AGREEING` other ranks' records agree, and they outnumber the ranks
 named; where the records part evenly, or the most of them never reached the collective, nothing is named.
-A record taken while its rank still made progress is withdrawn with its dump (``resumed``).
+A record taken while its rank still made progress is withdrawn with its dump (``resumed``); each stall writes
+its own, so a rank that stalled, resumed and stalled again is read from its second stall's record.
 """
 
 from __future__ import annotations
@@ -196,7 +197,12 @@ def _part(group: str, found: Mapping[int, FlightRecord | None]) -> Stuck | None:
 
 
 def _no_record(found: Mapping[int, FlightRecord], silent: list[int], world_size: int) -> Stuck | None:
-    """Every record waits in the default group's same last collective: the ranks without one are named."""
+    """Every record waits in the default group's same last collective: the ranks without one are named.
+
+    Only where the ranks with a record outnumber those without (strictly): else none is named on that ground.
+    """
+    if len(found) <= len(silent):
+        return None
     lasts = {r: rec.tails.get(DEFAULT_GROUP, ())[-1:] for r, rec in found.items()}
     if any(not last for last in lasts.values()):
         return None

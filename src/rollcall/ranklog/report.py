@@ -259,7 +259,8 @@ class RankReport:
     stall: StackDump | None = None
     #: The highest dump number a ``resumed`` event withdrew.
     resumed: int = 0
-    #: Its flight record, said with a stall's first dump (None: none, or a ``resumed`` withdrew it).
+    #: Its current stall's flight record, said with that stall's first dump (None: none, or a ``resumed`` withdrew
+    #: it: a ``resumed`` withdraws only the records of dumps up to its own, never a later stall's).
     flight: FlightRecord | None = None
     #: The node's monitor found the rank silent (and no ``resumed`` came since).
     silent: Silence | None = None

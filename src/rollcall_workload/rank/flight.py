@@ -2,8 +2,9 @@
 
 torch.distributed records every collective a process group runs (its sequence number in that group, its op,
 whether it finished) in a ring buffer of ``TORCH_FR_BUFFER_SIZE`` entries, on gloo as on NCCL; the size is
-read when torch loads, so :func:`enable` runs before the rank imports torch. With a stalled rank's first
-stack dump (:meth:`FlightRecorder.record`, called by the watchdog) the rank writes the whole dump into its
+read when torch loads, so :func:`enable` runs before the rank imports torch. With each stall's first stack
+dump (:meth:`FlightRecorder.record`, called by the watchdog; a stall ends with the rank's ``resumed``,
+:meth:`FlightRecorder.resumed`, and the next one writes its own) the rank writes the whole dump into its
 node's monitor directory (``rank-<rank>.flight.json``, PyTorch's own JSON, for
 ``torch.distributed.flight_recorder``'s analysis) and one ``collectives`` line: each group's last
 :data:`TAIL` collectives and its members, which the suite aligns across ranks
@@ -99,7 +100,13 @@ def read_dump(backend: str) -> bytes:
 
 
 class FlightRecorder:
-    """Writes a stalled rank's flight record once: the whole dump for the node, a summary in its log."""
+    """Writes a stalled rank's flight record once a stall: the whole dump for the node, a summary in its log.
+
+    Attributes:
+        written: the dump the last record went with (0: none yet).
+        ended: the last dump a stall that ended held (the ``resumed`` event's): a record is due again once a
+            dump past it comes, and a late call for a dump of a stall already over writes nothing.
+    """
 
     def __init__(
         self,
@@ -114,13 +121,14 @@ class FlightRecorder:
         self.log, self.backend, self.monitor_dir = log, backend, monitor_dir
         self.unavailable = unavailable  # why this rank's groups keep no record ("": they do)
         self._read, self._members = read, members
-        self.written = False
+        self.written = 0
+        self.ended = 0
 
     def record(self, dump: int) -> None:
-        """Say this rank's last collectives with its ``dump``-th stack dump (once: a stall's first dump)."""
-        if self.written:
-            return
-        self.written = True
+        """Say this rank's last collectives with its ``dump``-th stack dump (once a stall: its first dump)."""
+        if dump <= self.ended or self.written > self.ended:
+            return  # a dump of a stall already over, or this stall's record is written
+        self.written = dump
         if self.unavailable:
             self.log.emit("collectives", dump=dump, available=False, why=self.unavailable)
             return
@@ -140,3 +148,7 @@ class FlightRecorder:
             with open(path, "wb") as f:
                 f.write(raw)
         self.log.emit("collectives", dump=dump, file=path, **fields)
+
+    def resumed(self, dump: int) -> None:
+        """The stall whose last dump was ``dump`` ended (``resumed``): the next stall writes its own."""
+        self.ended = max(self.ended, dump)

@@ -116,7 +116,7 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
         acc.backend,
         os.environ.get(MONITOR_DIR_ENV) or None,
         unavailable="torch_xla's own process group keeps no flight record" if own_xla else "",
-    ).record
+    )
     faults.never_join(env.rank)
     watchdog.beat(JOIN_PHASE)
     joining = time.monotonic()

@@ -15,7 +15,7 @@ import time
 import tokenize
 import traceback
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from rollcall_workload.rank.gpu_progress import GpuProgress
@@ -54,6 +54,16 @@ FAULTHANDLER_MARGIN_S = 5.0
 #: (``rank/run.py``).
 WORKLOAD_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_CODE_CHARS = 160  # a frame's source line is cut to this many characters
+
+
+class Recorder(Protocol):
+    """What a stall says besides its stacks (:class:`~rollcall_workload.rank.flight.FlightRecorder`)."""
+
+    def record(self, dump: int) -> None:
+        """The rank's ``dump``-th stack dump, once it joined: the stall's first writes what it says."""
+
+    def resumed(self, dump: int) -> None:
+        """The stall whose last dump was ``dump`` ended: the next stall says it again."""
 
 
 def first_step_bound(device: str, compiled: bool) -> float:
@@ -141,7 +151,7 @@ class Watchdog:
         fh_margin: float = FAULTHANDLER_MARGIN_S,
         gpu: GpuProgress | None = None,
         stacks: Callable[[], list[tuple[str, bool, list[list[Any]]]]] | None = None,
-        recorder: Callable[[int], None] | None = None,
+        recorder: Recorder | None = None,
     ) -> None:
         self.log = log
         self.recorder = recorder  # once joined, a stall's first dump says the rank's last collectives first
@@ -212,6 +222,8 @@ class Watchdog:
             self._first_done = self._first_done or step
             dump = self._dumps
         if resumed:
+            if self.recorder is not None:  # before the line: a dump after it is the next stall's
+                self.recorder.resumed(dump)
             self.log.emit("resumed", dump=dump, stalled_s=round(stalled, 3), phase=phase)
         if self._monitor is not None:  # the heartbeat says this progress, and the bound from now, at once
             self._beat()
@@ -246,7 +258,7 @@ class Watchdog:
             dump, phase, stalled, joined = self._dumps, self._phase, now - self._last, self._joined
         self._arm()  # its own dump taken: faulthandler's waits another bound
         if self.recorder is not None and joined:  # the collectives line before the stacks that end the run
-            self.recorder(dump)
+            self.recorder.record(dump)
         probe = self.gpu.probe() if self.gpu is not None else None
         gpu = {"gpu": probe.gpu, "gpu_pending_s": probe.pending_s} if probe is not None else {}
         stacks = [s for s in self._stacks() if s[0] != "rollcall-watchdog"]

@@ -1,6 +1,6 @@
 """The collective a hang stopped in, from the ranks' flight records: who never entered or finished it.
 
-When a rank stalls, its watchdog says its flight record with its first stack dump (a ``collectives`` event,
+When a rank stalls, its watchdog says its flight record with the stall's first stack dump (``collectives``,
 :class:`~rollcall.ranklog.FlightRecord`): each process group's last collectives, by their sequence number in
 that group. Python stacks cannot tell apart the ranks that wait inside NCCL or DDP's ``backward()``; the
 sequence numbers can. :func:`stuck` aligns the stalled ranks' records group by group and finds the first

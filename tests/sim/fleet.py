@@ -199,6 +199,8 @@ class Outcome:
     #: The nodes ``nodes.json`` marks unfit (the breaker's over them), and how many it counts as checked.
     marked: frozenset[int] = frozenset()
     checked: int = 0
+    #: Until when (the suite's clock) the suite read the nodes' lines: a line arriving later was not heard.
+    read_to: float = math.inf
 
     @property
     def passed(self) -> bool:
@@ -333,8 +335,7 @@ def simulate(plan: Plan, owns_nodes: bool = False) -> Outcome:
     end = sim.job_end if math.isfinite(spawn) else math.inf
     state = sim.job_state if math.isfinite(spawn) else JobState.FAILED
 
-    shared = [(n, 1.0) for n in range(nodes)] if plan.fault == "shared" else []
-    for n, at in (*plan.foreign_xids, *shared):  # a GPU of the node the run does not use: past the run's
+    for n, at in node_reboots(plan):  # a GPU of the node the run does not use: its monitor hears it
         sim.event(n, "gpu_event", -1, at, kind="xid", gpu=plan.procs, uuid=f"GPU-foreign-{n}", node=f"n{n}",
                   xid=79, event_type=8, data=79)  # fmt: skip
     for n, at, xid, rank in plan.gpu_facts:
@@ -346,6 +347,7 @@ def simulate(plan: Plan, owns_nodes: bool = False) -> Outcome:
 
     # -- the runner: every second, its decisions to end the job ----------------------------------------------
     reason = ""
+    read_to = math.inf
     horizon = min(end, 3600.0)
     t = 0.0
     while t < horizon:
@@ -357,14 +359,15 @@ def simulate(plan: Plan, owns_nodes: bool = False) -> Outcome:
         )
         if r is not None:
             reason, state, end = r, JobState.STOPPED, t
-            sim.roll.ended = sim.roll.stopped = t
+            sim.roll.ended = sim.roll.stopped = read_to = t
             break
         t += POLL
     else:
         if not math.isfinite(end):
             end, state, reason = horizon, JobState.TIMED_OUT, "the job timeout"
             sim.roll.stopped = end
-        sim.read_until(end + 5.0)  # what the logs still carried when the job ended
+        read_to = end + 5.0
+        sim.read_until(read_to)  # what the logs still carried when the job ended
         sim.roll.ended = end
     status = JobStatus(state, reason, owns_nodes=owns_nodes)
     policy = FitnessPolicy(warn=frozenset({"hardware_event"})) if plan.xid_warns else FitnessPolicy()
@@ -383,7 +386,9 @@ def simulate(plan: Plan, owns_nodes: bool = False) -> Outcome:
     session, _ = with_breaker(merged(found), None)
     marked = frozenset(int(v.name[1:]) for v in session if v.verdict == "unfit")
     checked = sum(1 for v in session if v.verdict != "unchecked")
-    return Outcome(plan, verdict, state, reason, end, fault_at, ranks, named_nodes, unfit, marked, checked)
+    return Outcome(
+        plan, verdict, state, reason, end, fault_at, ranks, named_nodes, unfit, marked, checked, read_to
+    )
 
 
 #: What each quirk of :attr:`Plan.quirks` makes a healthy GPU say in its ``facts``.
@@ -669,12 +674,20 @@ class _Frames:
 # -- the bounds' deadlines, and what each fault must name ------------------------------------------------
 
 
-def expected_marks(plan: Plan, checked: int) -> frozenset[int]:
-    """The nodes a session must mark unfit: a node reboot NVIDIA asks for on any GPU of the node (unless the
-    fleet's policy warns of it), the GPU fallen off the bus; none where more than the breaker's bound."""
-    out = set() if plan.xid_warns else {n for n, _ in plan.foreign_xids}
-    if plan.fault == "shared" and not plan.xid_warns:
-        out |= set(range(plan.nodes))
+def node_reboots(plan: Plan) -> list[tuple[int, float]]:
+    """Each node reboot NVIDIA asks for on a GPU no rank uses (an Xid 79: the foreign ones, every node's of a
+    shared cause), as (node, when its monitor hears it): a node never started has no monitor to hear it."""
+    shared = [(n, 1.0) for n in range(plan.nodes)] if plan.fault == "shared" else []
+    started = plan.node_start
+    return [(n, max(at, started[n])) for n, at in (*plan.foreign_xids, *shared) if math.isfinite(started[n])]
+
+
+def expected_marks(plan: Plan, checked: int, read_to: float = math.inf) -> frozenset[int]:
+    """The nodes a session must mark unfit: a node reboot NVIDIA asks for on any GPU of the node that the suite
+    heard by ``read_to`` (unless the fleet's policy warns of it), the GPU fallen off the bus; none where more
+    than the breaker's bound."""
+    heard = {n for n, at in node_reboots(plan) if at + plan.latency[n] <= read_to}
+    out = set() if plan.xid_warns else heard
     if plan.fault in ("xid", "unfit_gpu"):  # xid: the GPU is lost too, gpu_lost fails whatever the policy
         out.add(_node(plan, plan.culprit))
     return frozenset(out) if len(out) <= bound_of(None, checked) else frozenset()
@@ -727,7 +740,7 @@ def wrongs(outcome: Outcome) -> list[str]:
     plan = outcome.plan
     ranks, nodes = expected(plan)
     found = []
-    marks = expected_marks(plan, outcome.checked)
+    marks = expected_marks(plan, outcome.checked, outcome.read_to)
     if outcome.marked - marks:
         found.append("false mark")
     if marks - outcome.marked:

@@ -8,21 +8,39 @@ check is a named predicate in a module of its own under :mod:`rollcall.checks`, 
 name in :data:`ORDER`. A run ``PASSED`` when no check found anything. A check may raise a problem as a warning
 (``Problem.warning``): the verdict keeps it in ``warnings``, where every report shows it, and it fails
 nothing.
+
+A site's own checks (a plugin's ``pytest_rollcall_checks``: :mod:`rollcall.hookspecs`, ``docs/extending.md``)
+are :class:`Check` declarations too: :func:`site_checks` holds what a plugin returned to that contract (else a
+:class:`SiteCheckError` naming the plugin and the fix), and each runs as a :class:`SiteCheck`, after every
+built-in check, over the same run; a site check that raises, or returns what it did not declare, is a
+``site_check_error`` problem (the platform's), never a crash of the judge.
 """
 
 from __future__ import annotations
 
 import importlib
 import math
-from collections.abc import Iterable
-from dataclasses import replace
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 
 from rollcall.checks.blame import blame
 from rollcall.checks.runview import Check, Predicate, RunView
 from rollcall.evidence import kernels
 from rollcall.evidence.proofs import digests_by_stage
 from rollcall.ranklog import RankReport, RollCall
-from rollcall.verdict import Criteria, Kind, Layout, Observed, RankResult, Verdict
+from rollcall.verdict import (
+    Blame,
+    Criteria,
+    Kind,
+    Layout,
+    Observed,
+    Owner,
+    Problem,
+    RankResult,
+    RankState,
+    Verdict,
+)
 from rollcall_workload.contract import REQUIRED_EVENTS
 
 #: Every check, in the order their problems are listed: each the module ``rollcall.checks.<name>``, which
@@ -129,6 +147,140 @@ def assess(roll: RollCall, layout: Layout, *, min_throughput: float | None = Non
     return judge(Observed(roll, layout), Criteria(min_throughput=min_throughput))
 
 
+#: A site's check that raised, or returned what it does not declare: its findings are unknown, so the run
+#: fails, the platform's (the site's plugin), naming no rank.
+SITE_CHECK_ERROR = Kind(
+    "site_check_error", RankState.FAILED, Blame(Owner.PLATFORM, "a site's own check could not judge the run")
+)
+#: What a site's kind may be named: lower case, as every kind (``dataset_too_small``).
+_KIND_NAME = re.compile(r"[a-z][a-z0-9_]*")
+
+
+class SiteCheckError(ValueError):
+    """A plugin's ``pytest_rollcall_checks`` returned no site check; the message says what and the fix."""
+
+
+@dataclass(frozen=True)
+class SiteCheck:
+    """A site's own check (a :class:`Check` a plugin returned), held to its declaration while it runs.
+
+    It is a predicate as the built-in checks are: the judge runs it over the same :class:`RunView`. What it
+    finds is kept as it is when each problem is a :class:`Problem` of a kind it declares, its ``ranks`` rank
+    numbers with what it says of each, its ``detail`` None, a string, a number or a mapping (the reports read
+    rollcall's own details: a site's may not take a node out); else, or when it raises, it found one
+    :data:`SITE_CHECK_ERROR` problem saying so.
+    """
+
+    check: Check
+    #: The plugin that returned it, as pytest names it.
+    plugin: str
+
+    @property
+    def name(self) -> str:
+        """The check's name: its predicate's."""
+        return self.check.name
+
+    def __call__(self, run: RunView) -> list[Problem]:
+        """Its problems in ``run``, or the one problem of its failing its contract."""
+        try:
+            found = list(self.check(run))
+        except Exception as exc:  # the site's code: its failure is the run's finding, never the judge's crash
+            return [self._broke(f"raised {type(exc).__name__}: {exc}")]
+        for p in found:
+            why = _breaks(p, self.check.kinds)
+            if why is not None:
+                return [self._broke(why)]
+        return found
+
+    def _broke(self, why: str) -> Problem:
+        return Problem(
+            SITE_CHECK_ERROR,
+            f"site check {self.name} (plugin {self.plugin}) {why}: its findings are unknown, so the run "
+            "is not passed; fix the check (docs/extending.md)",
+        )
+
+
+def _breaks(p: object, kinds: tuple[Kind, ...]) -> str | None:
+    """How a site check's finding ``p`` breaks its contract, or None."""
+    if not isinstance(p, Problem):
+        return f"returned a {type(p).__name__}, not a Problem"
+    if p.kind not in kinds:
+        return f"returned a problem of kind {p.kind}, which it does not declare"
+    if not isinstance(p.message, str) or not p.message:
+        return f"returned a {p.kind} problem without a message"
+    if not isinstance(p.ranks, Mapping) or not all(
+        isinstance(r, int) and isinstance(n, str) for r, n in p.ranks.items()
+    ):
+        return f"returned a {p.kind} problem whose ranks are not rank numbers, each with a note"
+    if p.detail is not None and not isinstance(p.detail, str | int | float | Mapping):
+        return f"returned a {p.kind} problem whose detail is a {type(p.detail).__name__}"
+    return None
+
+
+def site_checks(given: Iterable[tuple[str, object]]) -> tuple[SiteCheck, ...]:
+    """The site checks the plugins returned, each ``(plugin, what its hook returned)``, in that order.
+
+    A plugin may return None or an empty list (nothing to check here). Raises :class:`SiteCheckError` at the
+    first thing that is not a :class:`Check` a judge can run: its name or a kind's taken (by a built-in check
+    or another site's), no kind declared, a kind without its owner, no word of what it detects.
+    """
+    taken = {c.name: "a built-in check" for c in CHECKS}
+    kinds = {k.value: "rollcall's own" for k in (*KINDS, SITE_CHECK_ERROR)}
+    out: list[SiteCheck] = []
+    for plugin, returned in given:
+        if returned is None:
+            continue
+        if isinstance(returned, Check | str | bytes) or not isinstance(returned, Iterable):
+            raise SiteCheckError(
+                f"plugin {plugin}: pytest_rollcall_checks returned {type(returned).__name__} "
+                f"{returned!r:.80}; return a list of rollcall.checks.runview.Check (or None)"
+            )
+        for check in returned:
+            out.append(SiteCheck(_site_check(plugin, check, taken, kinds), plugin))
+    return tuple(out)
+
+
+def _site_check(plugin: str, check: object, taken: dict[str, str], kinds: dict[str, str]) -> Check:
+    """``check`` as a plugin returned it, held to the contract of a site check (see :func:`site_checks`)."""
+    where = f"plugin {plugin}: pytest_rollcall_checks"
+    if not isinstance(check, Check):
+        raise SiteCheckError(
+            f"{where} returned {type(check).__name__} {check!r:.80} among its checks; declare each as "
+            "rollcall.checks.runview.Check(predicate, detects=..., reads=..., kinds=(...))"
+        )
+    name = getattr(check.predicate, "__name__", "")
+    if not callable(check.predicate) or not name.isidentifier():
+        raise SiteCheckError(f"{where}: a check's predicate {check.predicate!r:.80} is no named function")
+    where = f"{where}: check {name}"
+    if name in taken:
+        raise SiteCheckError(f"{where}: the name is taken by {taken[name]}; name the predicate otherwise")
+    said = [check.detects, check.reads]
+    if not all(isinstance(words, str) and words for words in said):
+        raise SiteCheckError(f"{where}: say what it detects and what it reads (detects=..., reads=...)")
+    if not check.kinds or not all(isinstance(k, Kind) for k in check.kinds):
+        raise SiteCheckError(
+            f"{where}: declares no kind of problem ({check.kinds!r:.80}); give kinds=(Kind(name, rank_state, "
+            "Blame(owner, why)),)"
+        )
+    for kind in check.kinds:
+        if not (isinstance(kind.value, str) and _KIND_NAME.fullmatch(kind.value)):
+            raise SiteCheckError(f"{where}: kind {kind.value!r} is no lower-case name (dataset_too_small)")
+        if kind.value in kinds:
+            raise SiteCheckError(f"{where}: kind {kind.value} is {kinds[kind.value]}; name one of its own")
+        if not isinstance(kind.rank_state, RankState):
+            raise SiteCheckError(f"{where}: kind {kind.value}'s rank_state is no RankState")
+        if not (isinstance(kind.owner, Blame) and isinstance(kind.owner.owner, Owner) and kind.owner.why):
+            raise SiteCheckError(
+                f"{where}: kind {kind.value} says not whose it is; give it Blame(Owner.CLUSTER, why), or "
+                "Owner.PLATFORM, Owner.WORKLOAD, Owner.UNDETERMINED"
+            )
+        if kind.too_slow and not kind.rank_state.answered:
+            raise SiteCheckError(f"{where}: kind {kind.value} is too_slow, yet a rank it names is unanswered")
+        kinds[kind.value] = f"check {name}'s of plugin {plugin}"
+    taken[name] = f"plugin {plugin}"
+    return check
+
+
 def _reported(report: RankReport | None) -> tuple[str, ...]:
     if report is None:
         return ()
@@ -148,10 +300,14 @@ __all__ = [
     "KINDS",
     "LOG_CHECKS",
     "ORDER",
+    "SITE_CHECK_ERROR",
     "Check",
     "Predicate",
     "RunView",
+    "SiteCheck",
+    "SiteCheckError",
     "assess",
     "declared",
     "judge",
+    "site_checks",
 ]

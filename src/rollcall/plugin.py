@@ -1,7 +1,8 @@
 """The pytest plugin: declares the options, validates them, exposes fixtures and writes the reports.
 
 It is thin glue: everything real lives in the library modules (:mod:`rollcall.suite`, :mod:`rollcall.runner`,
-:mod:`rollcall.verdict`, :mod:`rollcall.reports`).
+:mod:`rollcall.verdict`, :mod:`rollcall.reports`). A site's plugin adds checks and reports of its own through
+the hooks of :mod:`rollcall.hookspecs` (``docs/extending.md``).
 
 Fixtures:
     rollcall_suite: the session's :class:`~rollcall.suite.Suite` (backend, discovery, records).
@@ -171,6 +172,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report  # type: ignore[return-value]
 
 
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    """The hooks a site's plugin implements (:mod:`rollcall.hookspecs`)."""
+    from rollcall import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     """Every rollcall option in its group; each also reads ROLLCALL_<NAME> and, where it can, an ini key."""
     groups = {name: parser.getgroup(f"rollcall-{name}", f"rollcall, {title}") for name, title in GROUPS}
@@ -212,6 +220,7 @@ def pytest_load_initial_conftests(
 
 def pytest_configure(config: pytest.Config) -> None:
     """Validate the options up front; a bad one stops the session with a message naming the fix."""
+    from rollcall.hookspecs import gather_checks
     from rollcall.suite import Suite
 
     cli = {s.name: config.getoption("rollcall_" + s.name) for s in OPTIONS}
@@ -222,6 +231,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
     _prepare(suite, connect=False)
+    suite.site_checks = gather_checks(config)  # a plugin's that breaks the contract: a usage error
     suite.progress = terminal_writer(config)
     every = options.reports.progress_every
     if every > 0 and not hasattr(config, "workerinput"):  # an xdist worker's output is lost
@@ -480,14 +490,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         with _report(merging, out / RESULTS_FILE):
             merged = merge_worker_results(out, since=suite.started)
             if merged is not None:
-                _fail_for_leftovers(session, left_behind(merged))
+                _fail_for(session, left_behind(merged), left=True)
                 # the session's nodes of every worker's, marked once, written
                 session.config.stash.setdefault(_NOTES, []).extend(suite.conclude_workers())
-        _fail_for_missing_reports(session, merging)
+        _fail_for(session, merging)
     if not suite or not suite.records:
         return
 
     from rollcall.collect import RANKS_JUNIT_FILE, REPORT_FILE, RESULTS_FILE, UNFIT_NODES_FILE
+    from rollcall.hookspecs import write_reports
     from rollcall.nodeverdicts import NODES_FILE, of_records, write_nodes, write_unfit_nodes
     from rollcall.page.report import write_report
     from rollcall.reports import write_rank_junit, write_results
@@ -526,8 +537,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     with _report(missing, out / _tagged(REPORT_FILE, tag)) as path:
         write_report(path, suite.records, meta)
         notes.append(f"html report: {out / REPORT_FILE}")
+    missing += write_reports(session.config, suite.records, out)  # the site's own, after rollcall's
     if not suite.options.job.keep:
-        _fail_for_leftovers(session, [line for r in suite.records for line in r.cleanup_errors()])
+        _fail_for(session, [line for r in suite.records for line in r.cleanup_errors()], left=True)
     o = suite.options.reports
     if o.metrics_file is not None:
         from rollcall.metrics.prometheus import write_textfile
@@ -548,7 +560,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
                 cluster=suite.options.kubernetes.context or suite.backend_name,
             )
         )
-    _fail_for_missing_reports(session, missing)
+    _fail_for(session, missing)
     if suite.options.baselines.write_baseline:
         from rollcall.evidence.baseline import BaselineError
         from rollcall.gate import write_baseline
@@ -569,23 +581,15 @@ def _report(missing: list[str], path: Path) -> Iterator[Path]:
         missing.append(f"{path}: {exc.strerror or exc}")
 
 
-def _fail_for_missing_reports(session: pytest.Session, missing: list[str]) -> None:
-    """A report that could not be written fails the session (exit 1), naming it; the verdicts stay."""
-    if not missing:
-        return
-    notes = session.config.stash.setdefault(_NOTES, [])
-    notes += [f"rollcall: report not written: {line}" for line in missing]
-    notes.append("rollcall: the reports above are incomplete; the verdicts are in the terminal's lines")
-    if session.exitstatus == pytest.ExitCode.OK:
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
-
-def _fail_for_leftovers(session: pytest.Session, lines: list[str]) -> None:
-    """Clean-up that left something behind fails the session (exit 1), naming it; the verdicts stay."""
+def _fail_for(session: pytest.Session, lines: list[str], *, left: bool = False) -> None:
+    """Reports not written (``left``: what clean-up left behind) fail the session (exit 1), each named."""
     if not lines:
         return
     notes = session.config.stash.setdefault(_NOTES, [])
-    notes += [f"rollcall: clean-up left something behind: {line}" for line in lines]
+    what = "clean-up left something behind" if left else "report not written"
+    notes += [f"rollcall: {what}: {line}" for line in lines]
+    if not left:  # the verdicts stay
+        notes.append("rollcall: the reports above are incomplete; the verdicts are in the terminal's lines")
     if session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 

@@ -377,17 +377,20 @@ def run_with_retries(
     retries: int = 0,
     keep: bool = False,
     live: LiveView | None = None,
+    checks: Iterable[Predicate] = CHECKS,
 ) -> RunResult:
     """Run up to ``retries + 1`` attempts, each with fresh names, while :func:`retriable` says so.
 
     A disrupted attempt is retried like a failed one; the result tells them apart (:attr:`RunResult.outcome`).
+    Each attempt is judged by ``checks`` (the session's: :attr:`rollcall.suite.Suite.checks`).
     """
     result = RunResult(backend.name)
     for attempt in range(retries + 1):
         spec = make_spec(attempt)
         where = artifacts if retries == 0 else artifacts / f"attempt-{attempt + 1}"
         try:
-            result.attempts.append(run_once(backend, spec, where, criteria=criteria, keep=keep, live=live))
+            ran = run_once(backend, spec, where, criteria=criteria, keep=keep, checks=checks, live=live)
+            result.attempts.append(ran)
         except Interrupted as exc:  # no further attempt: the session ends, with this run in its reports
             result.attempts.append(exc.attempt)
             exc.result = result

@@ -4,7 +4,9 @@ The pytest plugin builds one :class:`Suite` per session from the validated optio
 :meth:`Suite.run`, which builds the :class:`~rollcall.jobspec.JobSpec`, runs it with retries (each attempt
 judged once against the session's :attr:`Suite.criteria`), and records the result and what the deciding
 verdict says of the release gate (:mod:`rollcall.gate`) for the reports. With ``--isolate``, a deciding
-attempt that failed naming no node is followed by the search of :mod:`rollcall.isolation`.
+attempt that failed naming no node is followed by the search of :mod:`rollcall.isolation`. Every attempt is
+judged by :attr:`Suite.checks`: the built-in checks, then the site's own (:attr:`Suite.site_checks`, which
+the plugin gathers from its hook); the isolation's trials by theirs alone (a trial trains nothing).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from rollcall.evidence.floors import floors_of, measure_args
 from rollcall.gate import GateReport
 from rollcall.isolation.probe import isolate, with_isolation
 from rollcall.jobspec import JobSpec, Toleration
+from rollcall.judge import CHECKS, Predicate, SiteCheck
 from rollcall.nodeverdicts import (
     NODES_FILE,
     Breaker,
@@ -319,6 +322,8 @@ class Suite:
     progress: Callable[[str], None] | None = None
     #: Where the live roll call of each running job goes (the plugin's terminal view), if anywhere.
     live: LiveView | None = None
+    #: The site's own checks, from the plugins' hook, held to :func:`rollcall.judge.site_checks`.
+    site_checks: tuple[SiteCheck, ...] = ()
 
     @classmethod
     def from_options(cls, options: Options) -> Suite:
@@ -354,6 +359,11 @@ class Suite:
         from rollcall.gate import criteria_of
 
         return criteria_of(self.options)
+
+    @property
+    def checks(self) -> tuple[Predicate, ...]:
+        """What every attempt is judged by: the built-in checks in their order, then the site's."""
+        return (*CHECKS, *self.site_checks)
 
     @cached_property
     def placement(self) -> Placement:
@@ -396,6 +406,7 @@ class Suite:
                 retries=self.options.recovery.retries,
                 keep=self.options.job.keep,
                 live=self.live,
+                checks=self.checks,
             )
         except Interrupted as exc:  # recorded as judged so far, for the reports; the session ends
             record = TestRecord(

@@ -96,7 +96,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
         "runner gate isolation.probe",
         "reports nodeverdicts page.history page.report page.trend metrics",
         "suite",
-        "cli plugin e2e",
+        "cli plugin e2e hookspecs",
     )
 )
 

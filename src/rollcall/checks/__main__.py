@@ -11,14 +11,17 @@ from __future__ import annotations
 import sys
 
 from rollcall.isolation.probe import ISOLATED
-from rollcall.judge import CHECKS
+from rollcall.judge import CHECKS, SITE_CHECK_ERROR
 from rollcall.verdict import Kind
 
 #: What regenerates ``docs/checks.md``.
 REGENERATE = "python -m rollcall.checks --markdown > docs/checks.md"
 
 #: The kinds of problem no check raises, each with what raises it.
-OTHER_KINDS: tuple[tuple[Kind, str], ...] = ((ISOLATED, "`--isolate` (`isolation/probe.py`)"),)
+OTHER_KINDS: tuple[tuple[Kind, str], ...] = (
+    (ISOLATED, "`--isolate` (`isolation/probe.py`)"),
+    (SITE_CHECK_ERROR, "a site check that broke its contract (`judge.py`, [extending.md](extending.md))"),
+)
 
 #: What the table says of a kind whose owner is placed problem by problem.
 PER_PROBLEM = "placed problem by problem (`checks/blame.py`)"

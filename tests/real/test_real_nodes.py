@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from rollcall.backends import JobState
+from rollcall.backends.kubernetes.holds import READY_HOLD_S
 from rollcall.backends.kubernetes.kube import call
 from rollcall.backends.kubernetes.manifests import JOB_LABEL, MANAGED_BY, MANAGED_BY_LABEL, Names
 from rollcall.checks.collective_mismatch import COLLECTIVE_MISMATCH
@@ -642,9 +643,10 @@ def test_a_frozen_container_is_named_silent_within_its_bound(
 
 def test_a_node_lost_mid_run_fails_the_run_naming_it(make_suite, real_cluster, kube, real_nodes, request):
     """Node 1's kubelet and runtime stop while it trains: the run fails naming that node once the node
-    controller marks it not Ready (the local cluster's node-monitor grace period: 20 s), and its clean-up
-    (which starts when the verdict is in) begins within that plus 25 s of the stop: the controller's 5 s
-    monitor period, the watch, and at most 10 s of reading the other pod's log to its end."""
+    controller marks it not Ready (the local cluster's node-monitor grace period: 20 s) and that has held
+    for its bound (READY_HOLD_S, its pod unheard), and its clean-up (which starts when the verdict is in)
+    begins within those plus 25 s of the stop: the controller's 5 s monitor period, the watch, and at most
+    10 s of reading the other pod's log to its end."""
     suite, _ = make_suite(workload_env=["ROLLCALL_HANG_RANK=2"], job_timeout="240")
     seen: dict[str, float] = {}
 
@@ -680,7 +682,8 @@ def test_a_node_lost_mid_run_fails_the_run_naming_it(make_suite, real_cluster, k
     assert f"on node {real_nodes[1]} was disrupted (NodeLost): node {real_nodes[1]} was lost" in reason, (
         reason
     )
-    assert seen["cleanup"] - seen["stopped"] < 20 + 25, seen["cleanup"] - seen["stopped"]
+    assert f"past {READY_HOLD_S:g}s, its pods unheard" in reason, reason
+    assert seen["cleanup"] - seen["stopped"] < 20 + READY_HOLD_S + 25, seen["cleanup"] - seen["stopped"]
     wait_until(
         f"{real_nodes[1]} to be Ready again",
         lambda: (

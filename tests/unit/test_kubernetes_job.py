@@ -10,6 +10,7 @@ from kubernetes.client.exceptions import ApiException
 
 from rollcall.backends import JobState, JobStatus, Waits
 from rollcall.backends.kubernetes.capacity import Lookup, Provisioner
+from rollcall.backends.kubernetes.discovery import node_info
 from rollcall.backends.kubernetes.efa import EfaEvidence
 from rollcall.backends.kubernetes.job import JobSettings, KubernetesJob
 from rollcall.backends.kubernetes.jobsets import JOB_MADE_S
@@ -457,7 +458,7 @@ def test_each_nodes_facts_carry_its_type_and_the_gpus_a_pod_given_all_of_them_mu
     run.nodes = FakeInformer(*nodes)
     # with its type's counts (the advertised_devices rule), and what it advertises where it says
     of_type = {"instance_type": "p5.48xlarge", "type_gpus": "8", "type_efa": "32"}
-    assert run._node_info() == {
+    assert node_info(run.pods.objects(), run.nodes.get) == {
         "node-0": {**of_type, "expected_gpus": "8"},
         "node-1": of_type,  # given 4 of its 8: it sees its share, nothing is expected
     }
@@ -473,7 +474,7 @@ def test_each_nodes_facts_carry_what_it_advertises_beside_what_its_type_has(tmp_
         "allocatable": {"nvidia.com/gpu": "7", "vpc.amazonaws.com/efa": "32"},  # one unhealthy
     }
     run.nodes = FakeInformer(short)
-    assert run._node_info() == {
+    assert node_info(run.pods.objects(), run.nodes.get) == {
         "node-0": {
             "instance_type": "p5.48xlarge",
             "advertised_gpus": "7",

@@ -2,6 +2,7 @@
 
 import pytest
 
+from rollcall.backends.held import Holding
 from rollcall.backends.kubernetes.pod_state import (
     GOING_AWAY,
     disruption,
@@ -9,6 +10,8 @@ from rollcall.backends.kubernetes.pod_state import (
     going_away,
     job_disruption,
     job_result,
+    node_lost,
+    not_ready,
     phases,
     pod_fault,
     started,
@@ -172,24 +175,38 @@ def node(name="trn1-0", ready="True", reason="KubeletReady", message=""):
     return {"metadata": {"name": name}, "status": {"conditions": [cond]}}
 
 
-def test_a_lost_node_is_named_with_the_pod_on_it():
-    from rollcall.backends.kubernetes.pod_state import node_lost
+#: A node's Ready other than True held past its bound, and one seen so for a moment only.
+HELD = Holding("Unknown", 100.0, 61.0, 60.0, 62)
+MOMENT = Holding("Unknown", 100.0, 3.0, 60.0, 4)
 
+
+def test_a_lost_node_is_named_with_the_pod_on_it_once_its_ready_has_held():
     assert node_lost(pod(), node()) is None
-    lost = node_lost(
-        pod(), node(ready="Unknown", reason="NodeStatusUnknown", message="Kubelet stopped posting")
-    )
+    assert node_lost(pod(), node(), HELD) is None, "Ready is True now: an old holding does not count"
+    unknown = node(ready="Unknown", reason="NodeStatusUnknown", message="Kubelet stopped posting")
+    assert node_lost(pod(), unknown) is None, "one look at Unknown is no lost node"
+    assert node_lost(pod(), unknown, MOMENT) is None, "held 3 s of its 60 s"
+    lost = node_lost(pod(), unknown, HELD)
     assert lost == Disruption(
         "bert-0-abcde",
         0,
         "trn1-0",
         "NodeLost",
-        "node trn1-0 was lost (Ready=Unknown, NodeStatusUnknown: Kubelet stopped posting)",
+        "node trn1-0 was lost (Ready=Unknown, NodeStatusUnknown: Kubelet stopped posting; not Ready for 61s, "
+        "past 60s, its pods unheard)",
     )
     assert lost.describe() == (
         "pod bert-0-abcde (index 0) on node trn1-0 was disrupted (NodeLost): node trn1-0 was lost "
-        "(Ready=Unknown, NodeStatusUnknown: Kubelet stopped posting)"
+        "(Ready=Unknown, NodeStatusUnknown: Kubelet stopped posting; not Ready for 61s, past 60s, its pods "
+        "unheard)"
     )
+    bare = {"metadata": {"name": "trn1-0"}, "status": {"conditions": []}}
+    assert not_ready(bare) == "missing" and node_lost(pod(), bare) is None
+    missing = node_lost(pod(), bare, HELD)
+    assert missing is not None and missing.message == (
+        "node trn1-0 has no Ready condition (not Ready for 61s, past 60s, its pods unheard)"
+    )
+    assert [not_ready(node(ready=r)) for r in ("True", "False", "Unknown")] == [None, "False", "Unknown"]
     deleted = node_lost(pod(), None)
     assert deleted is not None and deleted.reason == "NodeDeleted"
     assert deleted.message == "node trn1-0 was deleted while the pod ran"
@@ -248,9 +265,11 @@ def test_a_pod_its_kubelet_took_away_is_a_disruption_without_the_condition(reaso
     assert disruption(pod(phase="Failed", reason="UnexpectedAdmissionError"), node()) is None
 
 
-def test_a_deleted_or_lost_node_is_a_disruption():
+def test_a_deleted_node_is_a_disruption_at_once_a_lost_one_once_held():
     assert (disruption(pod(), None) or Disruption("", None, None, "")).reason == "NodeDeleted"
-    lost = disruption(pod(), node(ready="Unknown", reason="NodeStatusUnknown"))
+    unknown = node(ready="Unknown", reason="NodeStatusUnknown")
+    assert disruption(pod(), unknown) is None and disruption(pod(), unknown, ready=MOMENT) is None
+    lost = disruption(pod(), unknown, ready=HELD)
     assert lost is not None and lost.reason == "NodeLost" and lost.host == "trn1-0"
 
 

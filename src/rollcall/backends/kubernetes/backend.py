@@ -48,6 +48,7 @@ from rollcall.backends.kubernetes.access import check as check_access
 from rollcall.backends.kubernetes.access import check_jobset_api
 from rollcall.backends.kubernetes.capacity import Lookup
 from rollcall.backends.kubernetes.discovery import Discovery, requested_resource
+from rollcall.backends.kubernetes.holds import Bounds
 from rollcall.backends.kubernetes.job import (
     CLEANUP_TIMEOUT_S,
     DRAIN_S,
@@ -97,6 +98,7 @@ class KubernetesBackend:
         unschedulable_grace_s: how long a pod may stay Unschedulable before the run fails.
         cleanup_timeout_s: how long to wait for a namespace to be gone.
         drain_s: how long to keep reading logs after the job has ended.
+        bounds: how long a node's ``Ready`` not True and a pod creating must hold before they count.
         progress: where progress lines go (the terminal, through the plugin); None for silence.
     """
 
@@ -111,6 +113,7 @@ class KubernetesBackend:
     unschedulable_grace_s: float = BackendSettings.unschedulable_grace_s
     cleanup_timeout_s: float = CLEANUP_TIMEOUT_S
     drain_s: float = DRAIN_S
+    bounds: Bounds = field(default_factory=Bounds)
     progress: Callable[[str], None] | None = None
     discovery: Discovery | None = None
     #: Capacity that can arrive, when too few nodes exist (set by :meth:`discover`).
@@ -312,6 +315,7 @@ class KubernetesBackend:
             arriving=self.arriving,
             cleanup_timeout_s=self.cleanup_timeout_s,
             drain_s=self.drain_s,
+            bounds=self.bounds,
             progress=self.progress,
         )
 

@@ -35,7 +35,7 @@ from rollcall.backends.kubernetes.kube import (
     message_of,
 )
 from rollcall.backends.kubernetes.manifests import Names
-from rollcall.backends.kubernetes.pod_state import deleted_under_run, job_result, node_lost
+from rollcall.backends.kubernetes.pod_state import deleted_under_run, job_result, not_ready
 from rollcall.backends.kubernetes.reaper import Claim, Ledger
 from rollcall.backends.kubernetes.views import Job, Obj, Pod, View
 from rollcall.backends.kubernetes.watch import Informer, WaitTimeout, WatchLost, wait_for
@@ -169,8 +169,13 @@ class Cleanup:
 
 
 def lost_node_pods(pods: list[Obj], nodes: Informer) -> list[str]:
-    """Pods whose node is gone or not Ready: no kubelet will confirm their deletion."""
-    return [Pod(p).name for p in pods if node_lost(p, nodes.get(Pod(p).node_name or "")) is not None]
+    """Pods whose node is gone or not Ready now (held or not): no kubelet will confirm their deletion."""
+    found = []
+    for pod in map(Pod, pods):
+        node = nodes.get(pod.node_name or "")
+        if pod.node_name and not pod.finished and not pod.deleting and (node is None or not_ready(node)):
+            found.append(pod.name)
+    return found
 
 
 @dataclass

@@ -39,7 +39,14 @@ from typing import Any
 
 from rollcall.backends import DiscoveryError, Placement, PlacementRequest, shown_names, unusable_nodes
 from rollcall.backends.kubernetes import nodeviews
-from rollcall.backends.kubernetes.instances import Shortfall, advertised_counts, lookup, shortfalls
+from rollcall.backends.kubernetes.instances import (
+    Shortfall,
+    advertised_counts,
+    count_facts,
+    expected_devices,
+    lookup,
+    shortfalls,
+)
 from rollcall.backends.kubernetes.views import Pod, count
 from rollcall.jobspec import (
     EFA_RESOURCE,
@@ -447,6 +454,28 @@ def owns_nodes(pods: Iterable[Obj], node: Callable[[str], Obj | None]) -> bool |
         elif gpus < Node.of(obj).offers(GPU_RESOURCE):
             return False
     return None if unknown else True
+
+
+def node_info(pods: Iterable[Obj], node: Callable[[str], Obj | None]) -> dict[str, dict[str, str]]:
+    """What each node the pods ran on says of itself (:attr:`.nodeviews.Node.facts`), by node name.
+
+    With its own health as the platform reports it (:attr:`.nodeviews.Node.health`), and what it advertises
+    of its accelerators and EFA beside what its instance type has (:func:`.instances.count_facts`), and the
+    devices its pod must see where the pod was given all its instance type has
+    (:func:`.instances.expected_devices`). ``node`` gives a node's object by name (the informer's copy).
+    """
+    found = {}
+    for pod in map(Pod, pods):
+        obj = node(pod.node_name) if pod.node_name else None
+        if pod.node_name and obj is not None:
+            seen = nodeviews.Node(obj)
+            found[pod.node_name] = {
+                **seen.facts,
+                **seen.health.facts,
+                **count_facts(seen.instance_type, advertised_counts(seen.advertised)),
+                **expected_devices(seen.instance_type, pod.limits),
+            }
+    return found
 
 
 def check_device_plugins(daemonsets: Iterable[Obj], accelerator: Accelerator, efa: bool) -> list[str]:

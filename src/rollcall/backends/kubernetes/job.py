@@ -9,10 +9,11 @@ provision
 wait
     Fails at once, naming the pod, its index and its node, on a Failed Job, a pod Unschedulable past the
     grace period (with the scheduler's message), an image that cannot be pulled, an OOMKilled or non-zero
-    container, or the job timeout (:mod:`.pod_state`). A pod the infrastructure took away (evicted,
-    preempted, its node deleted, lost, drained or reclaimed) is judged first, as a disruption
-    (:attr:`~rollcall.backends.JobStatus.disruption`), not as a failed rank. Progress goes to the
-    terminal meanwhile.
+    container, a pod stuck creating past its bound (its volumes, its sandbox), or the job timeout
+    (:mod:`.pod_state`). A pod the infrastructure took away (evicted, preempted, its node deleted, lost,
+    drained or reclaimed) is judged first, as a disruption (:attr:`~rollcall.backends.JobStatus.disruption`),
+    not as a failed rank; a node's ``Ready`` other than True counts once it has held (:mod:`.holds`).
+    Progress goes to the terminal meanwhile.
     Until every pod is scheduled the run is bounded by ``--capacity-timeout`` instead: a Job suspended by
     Kueue waits for quota, pods wait for nodes that a provisioner brings (the Unschedulable grace does not
     apply; NodeClaims or scale-up events are shown), and past the bound the run ends ``NO_CAPACITY``,
@@ -43,9 +44,9 @@ from rollcall.backends import JobState, JobStatus, StopTest, Waits
 from rollcall.backends.kubernetes import efa, jobsets, snapshot, waits
 from rollcall.backends.kubernetes.capacity import Lookup
 from rollcall.backends.kubernetes.deletion import Cleanup, UnderRun
-from rollcall.backends.kubernetes.discovery import owns_nodes
+from rollcall.backends.kubernetes.discovery import node_info, owns_nodes
 from rollcall.backends.kubernetes.efa import EfaEvidence
-from rollcall.backends.kubernetes.instances import advertised_counts, count_facts, expected_devices
+from rollcall.backends.kubernetes.holds import Bounds, Holds
 from rollcall.backends.kubernetes.kube import Kube, call, create
 from rollcall.backends.kubernetes.manifests import CONTAINER, Names, Rendered
 from rollcall.backends.kubernetes.nodeviews import Node
@@ -105,6 +106,7 @@ class JobSettings:
         progress: where progress lines go (None for silence).
         capacity_timeout_s: how long pods may wait to be scheduled (quota, capacity that arrives).
         arriving: the provisioners expected to bring the missing nodes (None: the nodes exist).
+        bounds: how long a node's ``Ready`` not True and a pod creating must hold before they count.
     """
 
     kube: Kube
@@ -115,6 +117,7 @@ class JobSettings:
     progress: Callable[[str], None] | None = None
     capacity_timeout_s: float = KubernetesOptions.capacity_timeout
     arriving: Lookup | None = None
+    bounds: Bounds = field(default_factory=Bounds)
 
 
 @dataclass
@@ -142,12 +145,14 @@ class KubernetesJob:
     under_run: UnderRun = field(init=False)
     #: The wait for every pod to be scheduled, and what the pods wait for.
     scheduling: Scheduling = field(init=False)
+    #: What must hold before it counts: each node's Ready not True, each pod creating.
+    holds: Holds = field(init=False)
     _timeout_s: float = 0.0
     _stop_test: StopTest | None = None
     _shown: tuple[tuple[tuple[str, int], ...], str] = ((), "")
     _shown_at: float = 0.0
     _confirming: Future[None] | None = None
-    _assessed: dict[str, tuple[tuple[str, str, bool], Assessment]] = field(default_factory=dict)
+    _assessed: dict[str, tuple[tuple[str, str, bool, bool], Assessment]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         settings = self.settings
@@ -155,6 +160,7 @@ class KubernetesJob:
         self.scheduling = Scheduling(
             settings.kube, self.namespace, self.spec.nodes, settings.capacity_timeout_s, settings.arriving
         )
+        self.holds = Holds(settings.kube, self.namespace, settings.bounds)
 
     @property
     def namespace(self) -> str:
@@ -285,8 +291,9 @@ class KubernetesJob:
         if status.state is JobState.SUCCEEDED and self.rendered.efa:
             self._report_efa(status)
         status.terminations = terminations(self.pods.objects())
-        status.node_info = self._node_info()
-        status.owns_nodes = owns_nodes(self.pods.objects(), self.nodes.get if self.nodes else lambda _: None)
+        node_of = self.nodes.get if self.nodes else lambda _: None
+        status.node_info = node_info(self.pods.objects(), node_of)
+        status.owns_nodes = owns_nodes(self.pods.objects(), node_of)
         status.waits = self.waited()
         if status.waits.scheduled_s is not None and (status.waits.waited_for or status.waits.image_pull_s):
             self._say(status.waits.line())
@@ -303,29 +310,6 @@ class KubernetesJob:
             )
         return status
 
-    def _node_info(self) -> dict[str, dict[str, str]]:
-        """What each node the pods ran on says of itself (:attr:`.nodeviews.Node.facts`), by node name.
-
-        With its own health as the platform reports it (:attr:`.nodeviews.Node.health`), and what it
-        advertises of its accelerators and EFA beside what its instance type has
-        (:func:`.instances.count_facts`), and the devices its pod must see where the pod was given all its
-        instance type has (:func:`.instances.expected_devices`).
-        """
-        assert self.pods is not None
-        found = {}
-        for pod in self.pods.objects():
-            name = Pod(pod).node_name
-            node = self.nodes.get(name) if self.nodes is not None and name else None
-            if name and node is not None:
-                seen = Node(node)
-                found[name] = {
-                    **seen.facts,
-                    **seen.health.facts,
-                    **count_facts(seen.instance_type, advertised_counts(seen.advertised)),
-                    **expected_devices(seen.instance_type, Pod(pod).limits),
-                }
-        return found
-
     def _verdict(self) -> JobStatus | None:
         """The condition :func:`wait_for` re-tests: a status once the run has ended, else None."""
         assert self.jobs is not None and self.pods is not None
@@ -340,6 +324,9 @@ class KubernetesJob:
             return ended
         pods = self.pods.objects()
         self.collector.on_the_way(waits.on_the_way(pods, self.spec.nodes))
+        node_of = self.nodes.get if self.nodes is not None and self.nodes.synced.is_set() else lambda _: None
+        for line in self.holds.look(pods, node_of, self._heard, now):
+            self._say(line)
         found = self._disruption(pods) or self.under_run.find(job, pods, now, self._jobset())
         if found is not None:  # before any fault: ranks dying because a peer was taken away are consequences
             return JobStatus.disrupted(found)
@@ -356,6 +343,9 @@ class KubernetesJob:
                 return JobStatus(
                     JobState.FAILED, f"{where(pod)} is Unschedulable after {now - since:.0f}s: {message}"
                 )
+        stuck = self.holds.stuck(pods)
+        if stuck:
+            return JobStatus(JobState.FAILED, stuck)
         if job is None:
             return JobStatus(JobState.FAILED, f"Job {self.namespace}/{self.names.job} was deleted")
         result = job_result(job)
@@ -416,12 +406,17 @@ class KubernetesJob:
         view = Pod(pod)
         node = self.nodes.get(view.node_name or "") if self.nodes else None
         known = self.nodes is not None and self.nodes.synced.is_set()
-        version = view.resource_version
-        key = (version, Node(node).resource_version if node is not None else "", known)
+        version, ready = view.resource_version, self.holds.node(view.node_name or "")
+        key = (
+            version,
+            Node(node).resource_version if node is not None else "",
+            known,
+            bool(ready and ready.counts),
+        )
         cached = self._assessed.get(view.name)
         if cached is not None and version and cached[0] == key:
             return cached[1]
-        found = (disruption(pod, node, nodes_known=known), pod_fault(pod), unschedulable(pod))
+        found = (disruption(pod, node, nodes_known=known, ready=ready), pod_fault(pod), unschedulable(pod))
         self._assessed[view.name] = (key, found)
         return found
 
@@ -456,6 +451,10 @@ class KubernetesJob:
     def _still_pulling(self) -> str:
         """``; node 1 still pulling image ... after 340s: late, not hung``: a late node named as such."""
         return "".join(f"; {p.line()}" for p in self.waited().pulling())
+
+    def _heard(self, pod: str) -> float | None:
+        """When bytes of the pod's logs (any container's) last arrived (monotonic), None before any."""
+        return max((f.last_data for (name, _), f in self.followers.items() if name == pod), default=None)
 
     def _observe(self) -> None:
         """Start following the log of every container that has started; show progress."""

@@ -21,9 +21,9 @@ infrastructure took it away, no rank failed) when, judged before any fault of an
   Karpenter, the AWS Node Termination Handler), preempted, deleted by the taint manager or pod GC, or
   terminated by the kubelet (node pressure, graceful node shutdown; without the condition, the failed
   pod's reason of :data:`KUBELET_DISRUPTIONS` says so);
-- its node was lost (:func:`node_lost`): deleted, or its ``Ready`` condition is no longer ``True`` (the node
-  controller marks it ``Unknown`` once the kubelet has not renewed its lease for the node-monitor grace
-  period);
+- its node was lost (:func:`node_lost`): deleted (at once), or its ``Ready`` condition other than ``True``
+  (the node controller marks it ``Unknown`` once the kubelet has not renewed its lease for the node-monitor
+  grace period), held past its bound while the node's pods were not heard (:mod:`.holds`);
 - it is being deleted on a node that is cordoned (a drain without the Eviction API), or is being deleted or
   has failed on a node with a taint of :data:`GOING_AWAY` (a spot interruption, Karpenter's disruption, a
   scale-down).
@@ -41,6 +41,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
+from rollcall.backends.held import Holding
 from rollcall.backends.kubernetes.nodeviews import Node
 from rollcall.backends.kubernetes.views import Condition, Job, Obj, Pod, View, epoch
 from rollcall.evidence.endings import DELETED_UNDER_RUN, Disruption, Termination
@@ -180,11 +181,19 @@ def duplicate_indexes(pods: Iterable[Obj]) -> dict[str, list[str]]:
     return {i: sorted(names) for i, names in by_index.items() if len(names) > 1}
 
 
-def node_lost(pod: Obj, node: Obj | None) -> Disruption | None:
-    """The pod's node is gone or not Ready; else None.
+def not_ready(node: Obj) -> str | None:
+    """The node's ``Ready`` when not ``True``: ``False``, ``Unknown`` (or what else it says), ``missing``."""
+    ready = Node(node).condition("Ready")
+    if ready is None:
+        return "missing"
+    return None if ready.true else ready.status or "missing"
 
-    ``node`` is the Node as the API returns it, None when it was deleted. A pod with no node yet, or that
-    has finished or is being deleted, needs no node.
+
+def node_lost(pod: Obj, node: Obj | None, held: Holding | None = None) -> Disruption | None:
+    """The pod's node is gone, or not Ready and ``held`` so past its bound (:mod:`.holds`); else None.
+
+    ``node`` is the Node as the API returns it, None when it was deleted (which counts at once). A pod with no
+    node yet, or that has finished or is being deleted, needs no node.
     """
     p = Pod(pod)
     name = p.node_name
@@ -192,23 +201,26 @@ def node_lost(pod: Obj, node: Obj | None) -> Disruption | None:
         return None
     if node is None:
         return _disruption(pod, "NodeDeleted", f"node {name} was deleted while the pod ran")
-    ready = Node(node).condition("Ready")
-    if ready is not None and ready.true:
+    if not_ready(node) is None or held is None or not held.counts:
         return None
+    ready = Node(node).condition("Ready")
+    how = f"not Ready for {held.held_s:.0f}s, past {held.bound_s:g}s, its pods unheard"
     if ready is None:
-        return _disruption(pod, "NodeLost", f"node {name} has no Ready condition", node)
+        return _disruption(pod, "NodeLost", f"node {name} has no Ready condition ({how})", node)
     reason, message = ready.reason or "NotReady", ready.message
     text = f"node {name} was lost (Ready={ready.status or None}, {reason}" + (
-        f": {message})" if message else ")"
+        f": {message}" if message else ""
     )
-    return _disruption(pod, "NodeLost", text, node, ready.last_transition)
+    return _disruption(pod, "NodeLost", f"{text}; {how})", node, ready.last_transition)
 
 
-def disruption(pod: Obj, node: Obj | None, *, nodes_known: bool = True) -> Disruption | None:
+def disruption(
+    pod: Obj, node: Obj | None, *, nodes_known: bool = True, ready: Holding | None = None
+) -> Disruption | None:
     """Why the infrastructure took the pod away (see the module docstring), or None.
 
     ``node`` is the pod's Node (None when deleted); with ``nodes_known`` False (the nodes not listed yet)
-    only the pod's own condition is read.
+    only the pod's own condition is read. ``ready``: the node's ``Ready`` other than True as held so far.
     """
     p = Pod(pod)
     cond = _holding(p, DISRUPTION_TARGET)
@@ -218,7 +230,7 @@ def disruption(pod: Obj, node: Obj | None, *, nodes_known: bool = True) -> Disru
         return _disruption(pod, p.reason, p.message, node)
     if not nodes_known:
         return None
-    lost = node_lost(pod, node)
+    lost = node_lost(pod, node, ready)
     if lost is not None or node is None:
         return lost
     deleted, failed = p.deleting, p.phase == "Failed"

@@ -4,12 +4,22 @@
 names, which goes on. With ``--hang-after 5`` every rank's watchdog dumps its stacks and its flight record;
 the suite aligns the records by sequence number and names the rank that parted from the others, where its
 stack alone cannot (it waits in DDP's backward, or in a barrier like the rest).
+
+torch's own analyser (``fr_trace``) is run as the suite's line says, over the whole dumps in the artifacts
+directory, and must name the same rank at the same collective. torch 2.11's analyser refuses an entry of any
+backend but nccl and xccl (``name formatting error? gloo != 'nccl' or 'xccl'``): the test pins that refusal,
+then runs the analyser with gloo's entries typed as NCCL's (its barrier as NCCL's ``all_reduce_barrier``), the
+dumps and the names it prints unchanged.
 """
 
 from __future__ import annotations
 
 import json
+import pickle
 import re
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -38,6 +48,52 @@ def _run(tmp_path, name, env):
     attempt = run_once(LocalBackend(), spec, tmp_path)
     assert attempt.status.state is JobState.STOPPED, attempt.verdict.message()
     return attempt.verdict
+
+
+#: torch's analyser with gloo's entries typed as NCCL's, as a torch whose analyser reads gloo's would: only the
+#: type it checks an op by is read so, the entry and the name it prints are gloo's own.
+GLOO_AS_NCCL = """
+import sys
+from torch.distributed.flight_recorder import fr_trace
+from torch.distributed.flight_recorder.components import types
+init = types.Op.__init__
+def typed(self, event, memberships, pg_name):
+    name = event["profiling_name"]
+    nccl = "nccl:all_reduce_barrier" if name == "gloo:barrier" else name.replace("gloo:", "nccl:", 1)
+    init(self, {**event, "profiling_name": nccl}, memberships, pg_name)
+    self.profiling_name = name
+types.Op.__init__ = typed
+fr_trace.main(sys.argv[1:])
+"""
+
+
+def _analysis(message):
+    """torch's analyser run as the line says, as it is and then reading gloo's entries: its findings.
+
+    Each finding: (sequence number, group, the ranks it names: the missing ones, or the culprits).
+    """
+    (command,) = re.findall(r"torch's analysis of the whole dumps: (python -m \S+ .*)$", message)
+    argv = shlex.split(command)
+    assert argv[:3] == ["python", "-m", "torch.distributed.flight_recorder.fr_trace"], command
+    plain = subprocess.run([sys.executable, *argv[1:]], capture_output=True, text=True, timeout=120)
+    assert plain.returncode != 0 and "name formatting error? gloo != 'nccl' or 'xccl'" in plain.stderr, (
+        "torch's analyser changed what it reads of gloo's dumps: update docs/hangs.md and this test\n"
+        + plain.stderr[-2000:]
+    )
+    typed = subprocess.run(
+        [sys.executable, "-c", GLOO_AS_NCCL, *argv[3:]], capture_output=True, text=True, timeout=120
+    )
+    assert typed.returncode == 0, typed.stderr[-4000:]
+    findings = []
+    for block in re.split(r"\n(?=Not all ranks joining collective|Collective sequence number)", typed.stderr):
+        seq = re.search(r"(?:sequence number: |Collective sequence number: )(\d+)", block)
+        group = re.search(r"^group info: (\S+)$", block, re.M)
+        missing = re.search(r"^missing ranks: \{([\d, ]+)\}$", block, re.M)
+        culprits = re.findall(r"Culprit rank (\d+);", block)
+        if seq and group:
+            named = {int(r) for r in missing[1].split(",")} if missing else {int(r) for r in culprits}
+            findings.append((int(seq[1]), group[1], named))
+    return findings
 
 
 def _records(tmp_path):
@@ -69,13 +125,16 @@ def test_a_rank_that_skipped_a_collective_under_ddp_is_named_from_the_records_no
         == f"ranks 0, 2-3 waiting in {m[3]} #{m[2]} of the default group for rank 1 (flight recorder)"
     )
     records = _records(tmp_path)
-    assert sorted(records) == [0, 1, 2, 3] and all(
-        r["file"].endswith(".flight.json") for r in records.values()
-    )
-    whole = json.loads(
-        Path(records[1]["file"]).read_text()
-    )  # PyTorch's own dump, whole, in the node's directory
+    assert {r: rec["file"] for r, rec in records.items()} == {
+        r: str(tmp_path / f"node-{r // 2}-monitor" / "flight" / f"stall-1-rank-{r}") for r in range(4)
+    }
+    whole = pickle.loads(Path(records[1]["file"]).read_bytes())  # PyTorch's own dump, whole
     assert any(e["collective_seq_id"] == int(m[2]) for e in whole["entries"])
+    assert hung.message.endswith(
+        f"; torch's analysis of the whole dumps: python -m torch.distributed.flight_recorder.fr_trace "
+        f"{tmp_path} --prefix stall-1-rank-"
+    ), hung.message
+    assert _analysis(hung.message)[0] == (int(m[2]), "0:default_pg", {1})  # rank 1 entered another op there
 
 
 def test_a_skip_in_another_group_with_a_wrapped_buffer_names_the_rank_and_the_group(tmp_path):
@@ -91,3 +150,4 @@ def test_a_skip_in_another_group_with_a_wrapped_buffer_names_the_rank_and_the_gr
     ), verdict.message()
     records = _records(tmp_path)
     assert all(r["wrapped"] and r["entries"] == 8 for r in records.values()), records
+    assert _analysis(hung.message)[0] == (1, "1:rollcall_fault", {2})  # rank 2 never joined all_reduce #1

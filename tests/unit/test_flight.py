@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import subprocess
 import sys
 import textwrap
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from rollcall.checks.hangs import HUNG, WAITING
-from rollcall.evidence.flight import stuck
+from rollcall.evidence.flight import Dumps, dumps, stuck
 from rollcall.judge import judge
 from rollcall.ranklog import RollCall
 from rollcall.verdict import Layout, Observed
@@ -161,6 +162,61 @@ def test_a_rank_holding_the_gil_without_a_record_is_named_from_the_others():
     ), hung.message
 
 
+def _dump_files(root, ranks, stall=1, ppn=2):
+    """Each rank's whole dump where the local backend's node writes it, touched: its path by rank."""
+    files = {}
+    for r in ranks:
+        path = root / f"node-{r // ppn}-monitor" / "flight" / f"stall-{stall}-rank-{r}"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"")
+        files[r] = str(path)
+    return files
+
+
+@pytest.mark.parametrize("gil", [False, True], ids=["every rank wrote one", "rank 1 wrote none"])
+def test_the_first_line_the_records_name_a_rank_in_says_torchs_analysis_of_the_whole_dumps(tmp_path, gil):
+    """The dumps lie where the nodes' monitor directories are (the artifacts directory): the command reads
+    that one, with ``--allow-incomplete-ranks`` where a rank wrote none; the others' line does not repeat it."""
+    root = tmp_path / "artifacts dir"  # a path a shell must have quoted
+    files = _dump_files(root, [0, 2, 3] if gil else range(4))
+    lines = []
+    for r in range(4):
+        if r in files:
+            lines.append((r, _record(r, {"0": WAITING_TAIL if r != 1 else WAITING_TAIL[:2]}, file=files[r])))
+        lines.append((r, _stack(r, SLEEPS if r == 1 else WAITS)))
+    verdict = _judge(lines)
+    (hung,) = verdict.of_kind(HUNG)
+    command = f"python -m torch.distributed.flight_recorder.fr_trace '{root}' --prefix stall-1-rank-"
+    expected = f"; torch's analysis of the whole dumps: {command}{' --allow-incomplete-ranks' if gil else ''}"
+    assert hung.message.endswith(expected), hung.message
+    (waiting,) = verdict.of_kind(WAITING)
+    assert "fr_trace" not in waiting.message
+
+
+def test_dumps_kept_where_this_machine_cannot_read_them_say_no_command():
+    """On Kubernetes each pod writes its dump into its own emptyDir: the path is not this machine's."""
+    lines = []
+    for r in range(4):
+        file = f"/rollcall-monitor/flight/stall-1-rank-{r}"
+        lines.append((r, _record(r, {"0": WAITING_TAIL if r != 1 else WAITING_TAIL[:2]}, file=file)))
+        lines.append((r, _stack(r, SLEEPS if r == 1 else WAITS)))
+    (hung,) = _judge(lines).of_kind(HUNG)
+    assert "never entered barrier #13" in hung.message and "fr_trace" not in hung.message, hung.message
+
+
+def test_the_dumps_read_are_of_the_stall_the_most_records_are_of(tmp_path):
+    """Rank 1 resumed and stalled again: its record is of its second stall, the others' of their first. The
+    command reads the first stall's dumps and lets rank 1's be missing; a name not ending in its rank's
+    number is no dump of it."""
+    files = {**_dump_files(tmp_path, [0, 2, 3], ppn=4), **_dump_files(tmp_path, [1], stall=2, ppn=4)}
+    files[3] = files[3][:-1] + "9"
+    lines = [(r, _record(r, {"0": WAITING_TAIL}, file=f, dump=1 + (r == 1))) for r, f in files.items()]
+    found = dumps(_roll(lines).ranks, 4)
+    assert found == Dumps(str(tmp_path), "stall-1-rank-", (0, 2), 4) and found.missing == (1, 3)
+    assert dumps(_roll(lines).ranks, 4, exists=lambda _: False) is None
+    assert dumps(_roll(lines[:0]).ranks, 4) is None
+
+
 @pytest.mark.parametrize(
     "tails",
     [
@@ -244,7 +300,7 @@ def test_ranks_without_a_record_are_named_only_where_those_with_one_outnumber_th
 
 
 def _raw_dump(tail):
-    """The recorder's dump (PyTorch's JSON) of the default group's collectives ``tail``."""
+    """The recorder's dump (PyTorch's, decoded) of the default group's collectives ``tail``."""
     entries = [
         {
             "process_group": ["0", "default_pg"],
@@ -255,7 +311,7 @@ def _raw_dump(tail):
         }
         for i, (seq, op, done) in enumerate(tail)
     ]
-    return json.dumps({"entries": entries}).encode()
+    return {"entries": entries}
 
 
 def test_a_rank_that_stalled_resumed_and_stalled_again_writes_the_second_stalls_record():
@@ -265,7 +321,7 @@ def test_a_rank_that_stalled_resumed_and_stalled_again_writes_the_second_stalls_
     world, now = 6, [0.0]
     log = LineLog(rank=1, world_size=world)
     dumps = iter([_raw_dump([*WAITING_TAIL[:1], [12, "all_reduce", False]]), _raw_dump(WAITING_TAIL)])
-    recorder = flight.FlightRecorder(log, "gloo", None, read=lambda _: next(dumps), members=dict)
+    recorder = flight.FlightRecorder(log, "gloo", None, read=lambda _: next(dumps), groups=dict)
     dog = workload_watchdog.Watchdog(
         log, 60.0, 60.0, clock=lambda: now[0], stacks=lambda: [("MainThread", True, WAITS)], recorder=recorder
     )
@@ -298,7 +354,7 @@ def test_a_rank_that_stalled_resumed_and_stalled_again_writes_the_second_stalls_
 
 def test_the_recorder_writes_once_per_stall_and_never_for_a_stall_already_over():
     log = LineLog()
-    recorder = flight.FlightRecorder(log, "gloo", None, read=lambda _: _raw_dump(WAITING_TAIL), members=dict)
+    recorder = flight.FlightRecorder(log, "gloo", None, read=lambda _: _raw_dump(WAITING_TAIL), groups=dict)
     recorder.record(1)
     recorder.record(2)  # the same stall: nothing more
     recorder.resumed(2)
@@ -319,10 +375,12 @@ def _roll(lines):
 
 def test_the_workload_summarizes_torchs_own_dump_of_a_gloo_group(tmp_path):
     """A one-rank gloo world runs all_reduce, barrier and an all_reduce in a second group; the dump torch
-    writes is summarized as the suite reads it, and the recorder writes it whole beside its line."""
+    writes is summarized as the suite reads it, and the recorder writes it whole beside its line, as torch's
+    analyser reads it: a pickle named for its stall and rank, with the groups gloo's recorder left out of its
+    ``pg_config`` written there from torch's own table."""
     script = textwrap.dedent(
         """
-        import json, sys, time
+        import pickle, sys, time
         from rollcall_workload.rank import flight
         import torch, torch.distributed as dist
         dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
@@ -333,33 +391,33 @@ def test_the_workload_summarizes_torchs_own_dump_of_a_gloo_group(tmp_path):
         # torch marks an entry completed (or retired) from its own thread: under load the last can lag its return
         deadline = time.monotonic() + 60
         while True:
-            raw = flight.read_dump("gloo")
-            entries = json.loads(raw)["entries"]
+            dump = flight.read_dump("gloo")
+            entries = dump["entries"]
             if all(e.get("retired") or e.get("state") == "completed" for e in entries) or time.monotonic() > deadline:
                 break
             time.sleep(0.05)
-        sys.stdout.buffer.write(raw)
-        print()
-        print(flight.group_members())
+        with open(sys.argv[1], "wb") as f:
+            pickle.dump((dump, flight.process_groups()), f)
         """
     )
     env = {**os.environ, **flight.FLIGHT_RECORDER_ENV}
-    out = subprocess.run(
-        [sys.executable, "-c", script], env=env, capture_output=True, check=True, timeout=120
+    out = tmp_path / "dump.pickle"
+    subprocess.run(
+        [sys.executable, "-c", script, str(out)], env=env, capture_output=True, check=True, timeout=120
     )
-    raw, members = out.stdout.decode().splitlines()
-    fields = flight.summarize(json.loads(raw), eval(members))
+    dump, groups = pickle.loads(out.read_bytes())
+    assert groups == {"0": flight.Group("default_pg", (0,)), "1": flight.Group("second", (0,))}
+    fields = flight.summarize(dump, {name: list(g.ranks) for name, g in groups.items()})
     assert fields["tails"] == {
         "0": [(1, "all_reduce", True), (2, "barrier", True)],
         "1": [(1, "all_reduce", True)],
     }
     assert fields["labels"] == {"0": "default_pg", "1": "second"}
     assert fields["members"] == {"0": "0", "1": "0"} and fields["entries"] == 3 and not fields["wrapped"]
+    assert {"0", "1"}.isdisjoint(dump["pg_config"])  # gloo's recorder keeps no group's config
 
     log = LineLog(rank=0, world_size=1)
-    recorder = flight.FlightRecorder(
-        log, "gloo", str(tmp_path), read=lambda _: raw.encode(), members=lambda: {"0": [0]}
-    )
+    recorder = flight.FlightRecorder(log, "gloo", str(tmp_path), read=lambda _: dump, groups=lambda: groups)
     recorder.record(1)
     recorder.record(2)  # once per stall
     (line,) = log.lines
@@ -369,9 +427,38 @@ def test_the_workload_summarizes_torchs_own_dump_of_a_gloo_group(tmp_path):
         and said["dump"] == 1
         and said["tails"]["0"][-1] == [2, "barrier", True]
     )
-    assert (tmp_path / "rank-0.flight.json").read_bytes() == raw.encode() and said["file"].endswith(
-        "rank-0.flight.json"
-    )
+    assert said["file"] == str(tmp_path / "flight" / "stall-1-rank-0")
+    whole = pickle.loads(Path(said["file"]).read_bytes())
+    assert whole["entries"] == dump["entries"] and whole["version"] == dump["version"]  # torch's own, whole
+    assert whole["pg_config"] == {
+        **dump["pg_config"],
+        "0": {"name": "0", "desc": "default_pg", "ranks": "[0]"},
+        "1": {"name": "1", "desc": "second", "ranks": "[0]"},
+    }
+    assert whole[flight.ADDED] == ["0", "1"]
+    assert sorted(p.name for p in (tmp_path / "flight").iterdir()) == ["stall-1-rank-0"]  # no part left
+
+
+def test_each_stall_writes_its_own_dump_and_a_groups_config_the_dump_holds_is_torchs(tmp_path):
+    """NCCL's recorder writes the config of the groups that made a communicator: those stay as torch wrote
+    them, a group it lacks is added; the second stall's dump goes to a file of its own."""
+    nccl = json.loads((Path(__file__).parent / "data" / "nccl-flight-record.json").read_text())
+    groups = {"0": flight.Group("default_pg", (0, 1)), "2": flight.Group("undefined", (1,))}
+    out = flight.for_analysis(nccl, groups)
+    assert out["pg_config"]["0"] == nccl["pg_config"]["0"] and out["pg_config"]["1"] == nccl["pg_config"]["1"]
+    assert out["pg_config"]["2"] == {"name": "2", "desc": "undefined", "ranks": "[1]"} and out[
+        flight.ADDED
+    ] == ["2"]
+    assert flight.ADDED not in flight.for_analysis(nccl, {"0": groups["0"]})  # nothing added, nothing said
+
+    log = LineLog(rank=1, world_size=2)
+    recorder = flight.FlightRecorder(log, "nccl", str(tmp_path), read=lambda _: nccl, groups=lambda: groups)
+    recorder.record(1)
+    recorder.resumed(1)
+    recorder.record(2)
+    said = [json.loads(line.decode().split(" ", 1)[1])["file"] for line in log.lines]
+    assert said == [str(tmp_path / "flight" / f"stall-{n}-rank-1") for n in (1, 2)]
+    assert all(os.path.isfile(f) for f in said)
 
 
 def test_the_workload_reads_nccls_own_dump_as_it_reads_gloos():
@@ -390,12 +477,12 @@ def test_the_workload_reads_nccls_own_dump_as_it_reads_gloos():
 
 def test_a_recorder_that_holds_nothing_says_why():
     empty, broken, xla = LineLog(), LineLog(), LineLog()
-    flight.FlightRecorder(empty, "gloo", None, read=lambda _: b'{"entries": []}', members=dict).record(1)
-    flight.FlightRecorder(broken, "gloo", None, read=lambda _: b"", members=dict).record(1)
+    flight.FlightRecorder(empty, "gloo", None, read=lambda _: {"entries": []}, groups=dict).record(1)
+    flight.FlightRecorder(broken, "gloo", None, read=lambda _: pickle.loads(b""), groups=dict).record(1)
     flight.FlightRecorder(xla, "xla", None, unavailable="torch_xla keeps none").record(1)
     said = [json.loads(log.lines[0].decode().split(" ", 1)[1]) for log in (empty, broken, xla)]
     assert [s["available"] for s in said] == [False] * 3
-    assert "TORCH_FR_BUFFER_SIZE" in said[0]["why"] and "JSONDecodeError" in said[1]["why"]
+    assert "TORCH_FR_BUFFER_SIZE" in said[0]["why"] and "EOFError" in said[1]["why"]
     assert said[2]["why"] == "torch_xla keeps none"
 
 

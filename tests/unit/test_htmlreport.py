@@ -412,15 +412,15 @@ def test_log_links_are_named_by_node_and_rank(tmp_path):
             f = tmp_path / "test_named" / f"node-{node}-ranks" / "none_2yw1lavf" / "attempt_0" / str(local)
             f.mkdir(parents=True)
             (f / "stderr.log").write_text("")
-    (tmp_path / "test_named" / "node-1-monitor").mkdir()
-    (tmp_path / "test_named" / "node-1-monitor" / "rank-3.flight.json").write_text("{}")
+    (tmp_path / "test_named" / "node-1-monitor" / "flight").mkdir(parents=True)
+    (tmp_path / "test_named" / "node-1-monitor" / "flight" / "stall-2-rank-3").write_bytes(b"")
     doc = Elements(render([record], {}, tmp_path))
     shown = {}
     html = render([record], {}, tmp_path)
     for m in re.finditer(r'<li><a href="([^"]+)" title="([^"]+)">([^<]+)</a></li>', html):
         shown[m[2]] = m[3]
     assert shown["node-1-ranks/none_2yw1lavf/attempt_0/1/stderr.log"] == "node 1 · rank 3 stderr"
-    assert shown["node-1-monitor/rank-3.flight.json"] == "node 1 · rank 3 flight record, whole"
+    assert shown["node-1-monitor/flight/stall-2-rank-3"] == "node 1 · rank 3 flight record of stall 2, whole"
     assert shown["test-named-0-x7k2p.log"] == "node 0 · ranks 0-1 (test-named-0-x7k2p.log)"
     assert doc.tags  # the page still parses
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from rollcall.checks.runview import Check, RunView
-from rollcall.evidence.flight import stuck
+from rollcall.evidence.flight import dumps, stuck
 from rollcall.evidence.hangs import gpu_line, resolve, stalled_for, stalls, waiting_line
 from rollcall.evidence.silence import silences
 from rollcall.ranges import ranges
@@ -28,12 +28,16 @@ def hangs(run: RunView) -> Iterable[Problem]:
     """No rank may stay stalled: each hung one named with where it stopped, the waiting ones in one line.
 
     Where the stalled ranks' flight records part (:mod:`rollcall.evidence.flight`), the ranks they name are
-    the hung ones, with the collective they never entered or finished; the rest wait in it.
+    the hung ones, with the collective they never entered or finished; the rest wait in it. The first line the
+    records name a rank in ends with the command of torch's own analysis of their whole dumps, where they lie
+    on this machine.
     """
     found, quiet = stalls(run.reports), silences(run.reports)
     hung, waiting = resolve(found)
     parted = stuck(run.reports, run.layout.world_size, found, quiet)
     named = {c.rank: (at, c) for at in parted for c in at.culprits}
+    whole = dumps(run.reports, run.layout.world_size) if parted else None
+    analysis = f"; torch's analysis of the whole dumps: {whole.command()}" if whole else ""
     # waiting by its stack, or in backward (computing or waiting): the records tell the story
     recorded = [s for s in (*hung, *waiting) if s.rank in named and (s.waiting or s.ambiguous)]
     hung = sorted({s.rank: s for s in (*hung, *recorded)}.values(), key=lambda s: s.rank)
@@ -54,6 +58,8 @@ def hangs(run: RunView) -> Iterable[Problem]:
         message += f", {stalled_for(s.dump)}: {s.at()}{f'; {gpu}' if gpu else ''}"
         if record and s not in recorded:
             message += f"; it {record}"
+        if record:
+            message, analysis = message + analysis, ""  # once, on the first line the records name a rank in
         note = at.says(culprit) if at and culprit and s in recorded else f"hung in {s.where}"
         frame = s.frames[0] if s.frames else "no Python frame"
         yield Problem(HUNG, message, {s.rank: f"{note} at {frame}" + (f"; {gpu}" if gpu else "")}, detail=s)

@@ -18,22 +18,34 @@ A rank is named only where at least :data:`AGREEING` other ranks' records agree,
 named; where the records part evenly, or the most of them never reached the collective, nothing is named.
 A record taken while its rank still made progress is withdrawn with its dump (``resumed``); each stall writes
 its own, so a rank that stalled, resumed and stalled again is read from its second stall's record.
+
+Each record names its rank's whole dump, which torch's own analyser reads (``fr_trace``): :func:`dumps` says
+the command over the dumps of one stall, where they lie on this machine (the directory that holds the nodes'
+monitor directories: the artifacts directory, on the backends that write them there).
 """
 
 from __future__ import annotations
 
-from collections import Counter
+import os
+import re
+import shlex
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 from rollcall.ranges import ranges
 from rollcall.ranklog import FlightRecord, RankReport
+from rollcall_workload.rank.flight import FILE
 
 #: The fewest other ranks whose records must agree before a rank is named from them.
 AGREEING = 2
 #: The default group's name in a record.
 DEFAULT_GROUP = "0"
+#: torch's own analyser of the recorder's dumps.
+FR_TRACE = "python -m torch.distributed.flight_recorder.fr_trace"
+#: A dump's file name: the prefix its stall's dumps share, then its rank (as ``fr_trace`` reads it).
+_DUMP_NAME = re.compile(r"(.*\D)(\d+)")
 #: A rank's place at a sequence number: absent (its record stops before it), unknown (its record's ring
 #: buffer no longer holds it), or the op it entered there and whether it finished.
 _ABSENT, _UNKNOWN = "absent", "unknown"
@@ -97,6 +109,64 @@ class Stuck:
         if culprit.how == "no_record":
             return f"{self.says(culprit)} while {who} wait in {self.collective()}"
         return f"{self.says(culprit)}, which {who} {'finished' if self.finished else 'entered and wait in'}"
+
+
+@dataclass(frozen=True)
+class Dumps:
+    """One stall's whole dumps, as fr_trace reads them: each file under ``directory`` named ``prefix<rank>``.
+
+    Attributes:
+        directory: the directory holding the nodes' monitor directories (where the dumps lie on this machine).
+        prefix: the name the stall's dumps share before the rank; ranks: the ranks whose dump is read.
+        world_size: the run's ranks: a rank without a dump takes ``--allow-incomplete-ranks``.
+    """
+
+    directory: str
+    prefix: str
+    ranks: tuple[int, ...]
+    world_size: int
+
+    @property
+    def missing(self) -> tuple[int, ...]:
+        """The ranks of the run without a dump of this stall."""
+        return tuple(sorted(set(range(self.world_size)) - set(self.ranks)))
+
+    def command(self) -> str:
+        """``python -m torch.distributed.flight_recorder.fr_trace <dir> --prefix stall-1-rank-``."""
+        line = f"{FR_TRACE} {shlex.quote(self.directory)} --prefix {shlex.quote(self.prefix)}"
+        return line + (" --allow-incomplete-ranks" if self.missing else "")
+
+
+def dumps(
+    reports: Mapping[int, RankReport], world_size: int, exists: Callable[[str], bool] = os.path.isfile
+) -> Dumps | None:
+    """The whole dumps of the stall the most records are of, where every one ``exists`` on this machine.
+
+    None where no record names a dump, or one it names is not here (kept in a pod, or on a node's own disk).
+    """
+    by_stall: dict[str, dict[int, FlightRecord]] = defaultdict(dict)
+    for r, report in reports.items():
+        rec = report.flight
+        if r < world_size and rec is not None and rec.available and rec.file:
+            m = _DUMP_NAME.fullmatch(os.path.basename(rec.file))
+            if m and int(m[2]) == r:
+                by_stall[m[1]][r] = rec
+    if not by_stall:
+        return None
+    # the stall the most ranks' records are of; of two as many, the later
+    prefix = max(by_stall, key=lambda p: (len(by_stall[p]), max(rec.dump for rec in by_stall[p].values())))
+    files = {r: rec.file for r, rec in by_stall[prefix].items()}
+    if not all(exists(f) for f in files.values()):
+        return None
+    up = FILE.count("/") + 2  # from the file to its node's monitor directory, then the one holding them all
+    holders = {_up(f, up) for f in files.values()}
+    return Dumps(os.path.commonpath(sorted(holders)) or ".", prefix, tuple(sorted(files)), world_size)
+
+
+def _up(path: str, levels: int) -> str:
+    for _ in range(levels):
+        path = os.path.dirname(path)
+    return path
 
 
 def records(reports: Mapping[int, RankReport], ranks: Iterable[int]) -> dict[int, FlightRecord]:
@@ -229,4 +299,4 @@ def _stuck(
     return Stuck(group, label, *at, tuple(sorted(entered)), finished, culprits, files)
 
 
-__all__ = ["AGREEING", "DEFAULT_GROUP", "Culprit", "Stuck", "records", "stuck"]
+__all__ = ["AGREEING", "DEFAULT_GROUP", "FR_TRACE", "Culprit", "Dumps", "Stuck", "dumps", "records", "stuck"]

@@ -450,8 +450,8 @@ def _log_links(directory: Path, base: Path) -> dict[str, str]:
 
 #: A rank's own output under torchrun's ``--log-dir`` of a local node: ``node-N-ranks/<run>/attempt_A/L/...``.
 _RANK_FILE = re.compile(r"^node-(\d+)-ranks/(?:.*/)?attempt_(\d+)/(\d+)/(stdout|stderr)\.log$")
-#: A rank's whole flight record in its node's monitor directory (rollcall_workload.rank.flight's FILE).
-_FLIGHT_FILE = re.compile(r"^node-(\d+)-monitor/rank-(\d+)\.flight\.json$")
+#: A rank's whole flight record of a stall, in its node's monitor directory (rank/flight.py's FILE).
+_FLIGHT_FILE = re.compile(r"^node-(\d+)-monitor/flight/stall-(\d+)-rank-(\d+)$")
 
 
 def _log_names(verdict: Verdict, logs: Mapping[str, str]) -> list[dict[str, str]]:
@@ -470,7 +470,7 @@ def _log_names(verdict: Verdict, logs: Mapping[str, str]) -> list[dict[str, str]
         m = _RANK_FILE.match(path)
         ranks = by_log.get(path)
         if flight := _FLIGHT_FILE.match(path):
-            name = f"node {flight[1]} · rank {flight[2]} flight record, whole"
+            name = f"node {flight[1]} · rank {flight[3]} flight record of stall {flight[2]}, whole"
         elif m:
             node, attempt, local, stream = int(m[1]), int(m[2]), int(m[3]), m[4]
             again = f" (restart {attempt})" if attempt else ""

@@ -275,7 +275,11 @@ class Collectives(Event):
     )
     entries: int = optional("entries the recorder held", 0)
     wrapped: bool = optional("whether its ring buffer had overwritten its oldest entries", False)
-    file: str = optional("the whole dump (PyTorch's JSON) in the node's monitor directory", "")
+    file: str = optional(
+        "the whole dump (PyTorch's pickle, as torch.distributed.flight_recorder.fr_trace reads it) in the "
+        "node's monitor directory: flight/stall-<n>-rank-<rank>, its rank's n-th stall",
+        "",
+    )
 
 
 @event(

@@ -17,6 +17,7 @@ import pytest
 
 from rollcall.checks.blame import ERROR_RULES, error_blame
 from rollcall.checks.errors import ROOT_CAUSE
+from rollcall.evidence.gpu_events import BESIDE_BEFORE_S, SAME_EVENT_S, beside
 from rollcall.verdict import Owner
 from tests.unit.checks.test_gpu_events import ERROR_AT, gpu_line, roll_of
 from tests.unit.test_fitness import verdict_of
@@ -246,3 +247,27 @@ def test_of_several_events_beside_an_error_the_hardware_one_is_told():
     _, root = _root([program, hardware])
     assert "(beside Xid 95 on GPU 1, 5.0 s before it: Uncontained memory error, hardware" in root.message
     assert root.blame is not None and root.blame.owner is CLUSTER
+
+
+def test_the_window_of_an_event_beside_an_error_is_a_minute_before_it_and_the_monitors_poll_after_it():
+    assert (BESIDE_BEFORE_S, SAME_EVENT_S) == (60.0, 2.0)
+    assert beside(1000.0 - 60.0, 1000.0) and beside(1000.0 + 2.0, 1000.0) and beside(1000.0, 1000.0)
+    assert not beside(1000.0 - 60.001, 1000.0) and not beside(1000.0 + 2.001, 1000.0)
+    assert beside(None, 1000.0) and beside(1000.0, None)  # unstamped: counts
+
+
+@pytest.mark.parametrize(
+    ("at", "told"),
+    [
+        (ERROR_AT - BESIDE_BEFORE_S, True),
+        (ERROR_AT - BESIDE_BEFORE_S - 0.1, False),
+        (ERROR_AT + SAME_EVENT_S, True),
+        (ERROR_AT + SAME_EVENT_S + 0.1, False),
+    ],
+)
+def test_a_hardware_xid_is_beside_an_error_and_makes_it_the_clusters_only_inside_the_window(at, told):
+    verdict, root = _root([gpu_line(xid=79, data=79, event_type=8, at=at)])
+    assert ("(beside Xid 79 on GPU 1" in root.message) is told
+    assert (verdict.root_cause.as_dict()["first"]["gpu_event"] is not None) is told
+    assert root.blame is not None and root.blame.owner is (CLUSTER if told else UNDETERMINED)
+    assert [s.heard.xid for s in verdict.gpu_events] == [79]  # outside, still a fact of its GPU

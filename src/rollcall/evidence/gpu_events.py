@@ -21,7 +21,9 @@ it, where it did (NVML's ``nvmlEventTypeGpuRecoveryAction``: an event of that ty
 ``data``), else the immediate action the catalog gives its Xid.
 
 A rank's error is told with the event on its GPU beside it (:func:`beside_error`): an Xid or a double-bit ECC
-error (or the GPU lost) of the run up to :data:`SAME_EVENT_S` after the error, a hardware one first.
+error (or the GPU lost) stamped at most :data:`BESIDE_BEFORE_S` before the error and at most
+:data:`SAME_EVENT_S` after it, a hardware one first. An event of an earlier phase of the run is no cause of
+the error: it stays a fact of its GPU, on its own line.
 """
 
 from __future__ import annotations
@@ -315,13 +317,30 @@ def _named(report: RankReport | None) -> str | None:
     return None
 
 
+#: Seconds before a rank's error within which an event on its GPU is beside it (both ends in). A GPU's fault
+#: reaches the rank at its next call into the GPU: within the step it was in, an NCCL watchdog's poll (about a
+#: second) or the next synchronisation, seconds; a minute covers the longest step of a healthy run and the
+#: monitor's poll, and leaves out an event of an earlier phase, which the rank outlived.
+BESIDE_BEFORE_S = 60.0
+
+
+def beside(event_at: float | None, error_at: float | None) -> bool:
+    """Whether an event stamped ``event_at`` is beside an error stamped ``error_at`` (epoch seconds).
+
+    From :data:`BESIDE_BEFORE_S` before the error to :data:`SAME_EVENT_S` after it, both ends in: the node's
+    monitor stamps an event when it polls, about once a second, on the clock of the node the rank runs on, so
+    the error may be stamped first. An unstamped event, or an error without a time, counts.
+    """
+    if event_at is None or error_at is None:
+        return True
+    return error_at - BESIDE_BEFORE_S <= event_at <= error_at + SAME_EVENT_S
+
+
 def beside_error(seen: Iterable[GpuEventSeen], rank: int, when: float | None) -> GpuEventSeen | None:
     """The event on ``rank``'s GPU that its error at ``when`` is told with, if one is.
 
-    An Xid (of any class), a double-bit ECC error or the GPU lost, tied to that rank, stamped before the error
-    or up to :data:`SAME_EVENT_S` after it (the monitor stamps an event when it polls; the error may be read
-    first); an unstamped one, or an error without a time, counts. Of several, a hardware one first (it decides
-    whose the error is), then the nearest in time.
+    An Xid (of any class), a double-bit ECC error or the GPU lost, tied to that rank, :func:`beside` the
+    error. Of several, a hardware one first (it decides whose the error is), then the nearest in time.
     """
 
     def gap(s: GpuEventSeen) -> float:
@@ -329,13 +348,7 @@ def beside_error(seen: Iterable[GpuEventSeen], rank: int, when: float | None) ->
         # equivalent mutant: float("INF") is float("inf")
         return abs(t - when) if t is not None and when is not None else float("inf")
 
-    found = [
-        s
-        for s in seen
-        if s.rank == rank
-        and s.klass != "info"
-        and (when is None or s.heard.time is None or s.heard.time <= when + SAME_EVENT_S)
-    ]
+    found = [s for s in seen if s.rank == rank and s.klass != "info" and beside(s.heard.time, when)]
     return min(found, key=lambda s: (s.klass != "hardware", gap(s)), default=None)
 
 
@@ -349,12 +362,15 @@ def program_evidence(seen: Iterable[GpuEventSeen]) -> dict[int, list[GpuEventSee
 
 
 __all__ = [
+    "BESIDE_BEFORE_S",
     "GPU_CLASSES",
     "HARDWARE_RULE",
     "LOST_RULE",
+    "SAME_EVENT_S",
     "GpuClass",
     "GpuEventSeen",
     "XidClass",
+    "beside",
     "beside_error",
     "events_seen",
     "phase_at",

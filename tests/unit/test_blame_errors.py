@@ -1,12 +1,10 @@
 """Whose a rank's error is, from what the error says, not from PyTorch's hints; and an error beside a GPU event.
 
-The texts are the errors as PyTorch 2.x and NCCL print them, hints and all, as reported in public issues
-(github.com/: verl-project/verl#3558 misaligned address; flashinfer-ai/flashinfer#4957 unspecified launch
-failure; mrdbourke/pytorch-deep-learning#1290 device-side assert; pytorch/pytorch#16417 out of memory;
-vllm-project/vllm#5222 and ostris/ai-toolkit#470 uncorrectable ECC; NVIDIA/nccl#1410 ncclUnhandledCudaError;
-pytorch/pytorch#149984 ncclSystemError; deepseek-ai/DeepSeek-MoE#47 a watchdog's CUDA error). PyTorch ends
-every CUDA error with "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.", whatever its
-cause; only one whose assertion fired is the workload's.
+The real errors are the table's (:mod:`rollcall.checks.error_texts`, each with its source, held to its rule
+by ``test_blame_table.py``). PyTorch ends every CUDA error with "Compile with `TORCH_USE_CUDA_DSA` to enable
+device-side assertions.", whatever its cause, and 2.8+ names CUDA's error in a line of its own: no rule reads
+a hint, and only an error whose assertion fired is the workload's. A GPU event is beside an error only within
+the window :mod:`rollcall.evidence.gpu_events` states, both ends in.
 """
 
 from __future__ import annotations
@@ -15,7 +13,8 @@ import re
 
 import pytest
 
-from rollcall.checks.blame import ERROR_RULES, error_blame
+from rollcall.checks.blame import error_blame
+from rollcall.checks.error_texts import CUDA_TAIL, ERROR_RULES, cuda_error
 from rollcall.checks.errors import ROOT_CAUSE
 from rollcall.evidence.gpu_events import BESIDE_BEFORE_S, SAME_EVENT_S, beside
 from rollcall.verdict import Owner
@@ -25,107 +24,28 @@ from tests.unit.test_fitness import verdict_of
 CLUSTER, PLATFORM, WORKLOAD, UNDETERMINED = Owner.CLUSTER, Owner.PLATFORM, Owner.WORKLOAD, Owner.UNDETERMINED
 
 #: What PyTorch 2.x appends to a CUDA error (c10/cuda/CUDAException.cpp), and 2.8's pointer to CUDA's manual.
-TAIL = (
-    "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might "
-    "be incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
-    "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n"
-)
+TAIL = CUDA_TAIL
 
 
 def search(name: str) -> str:
     """PyTorch 2.8's line naming CUDA's error."""
-    return (
-        f"Search for `{name}' in https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html for "
-        "more information.\n"
-    )
+    return cuda_error(name, "").split("\n", 1)[1].removesuffix(CUDA_TAIL)
 
 
 ILLEGAL = "RuntimeError: CUDA error: an illegal memory access was encountered\n" + TAIL
 ASSERT = "RuntimeError: CUDA error: device-side assert triggered\n" + TAIL
-
-#: Real errors, whose owner each is, and why.
-REAL: list[tuple[str, Owner, str]] = [
-    (ILLEGAL, UNDETERMINED, "the GPU stopped a kernel (the kernel or the GPU)"),
-    ("torch.AcceleratorError: CUDA error: an illegal memory access was encountered\n"
-     + search("cudaErrorIllegalAddress") + TAIL, UNDETERMINED, "the GPU stopped a kernel (the kernel or the GPU)"),
-    ("RuntimeError: CUDA error: misaligned address\n" + TAIL, UNDETERMINED,
-     "the GPU stopped a kernel (the kernel or the GPU)"),
-    ("torch.AcceleratorError: CUDA error: unspecified launch failure\n" + search("cudaErrorLaunchFailure") + TAIL,
-     UNDETERMINED, "the GPU stopped a kernel (the kernel or the GPU)"),
-    ("RuntimeError: CUDA error: an illegal instruction was encountered\n" + TAIL, UNDETERMINED,
-     "the GPU stopped a kernel (the kernel or the GPU)"),
-    ("RuntimeError: CUDA error: the launch timed out and was terminated\n" + TAIL, UNDETERMINED,
-     "the GPU stopped a kernel (the kernel or the GPU)"),
-    (ASSERT, WORKLOAD,
-     "an assertion in a GPU kernel fired on what the workload gave it (device-side assert triggered)"),
-    ("AcceleratorError: CUDA error: device-side assert triggered\n" + search("cudaErrorAssert") + TAIL, WORKLOAD,
-     "an assertion in a GPU kernel fired on what the workload gave it (device-side assert triggered)"),
-    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 22.00 MiB. GPU 0 has a total capacity of "
-     "23.65 GiB of which 11.06 MiB is free. Including non-PyTorch memory, this process has 23.60 GiB memory in "
-     "use. Of the allocated memory 22.90 GiB is allocated by PyTorch, and 194.87 MiB is reserved by PyTorch but "
-     "unallocated. If reserved but unallocated memory is large try setting "
-     "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory "
-     "Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)", WORKLOAD,
-     "an out-of-memory from the batch the workload chose itself"),
-    ("RuntimeError: CUDA error: uncorrectable ECC error encountered\n" + TAIL, CLUSTER,
-     "a GPU memory (ECC) error"),
-    ("CUDA error: uncorrectable ECC error encountered\n" + search("cudaErrorECCUncorrectable") + TAIL, CLUSTER,
-     "a GPU memory (ECC) error"),
-    ("torch.AcceleratorError: CUDA error: no kernel image is available for execution on the device\n"
-     + search("cudaErrorNoKernelImageForDevice") + TAIL, PLATFORM,
-     "the image's PyTorch has no kernels for this GPU's architecture"),
-    ("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, "
-     "unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5\n"
-     "ncclUnhandledCudaError: Call to CUDA function failed.\nLast error:\nCuda failure 1 'invalid argument'",
-     CLUSTER, "an NCCL (GPU communication or network) error"),
-    ("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1691, "
-     "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.19.3\n"
-     "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error. \n"
-     "Last error:\nsocketStartConnect: Connect to 10.0.0.2<43611> failed : Software caused connection abort",
-     CLUSTER, "an NCCL (GPU communication or network) error"),
-    ("node155:3054646:3054695 [1] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer "
-     "10.0.0.1<0> with status=12 opcode=0 len=0 vendor err 129 (Recv)", CLUSTER,
-     "an NCCL (GPU communication or network) error"),
-    ("[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, "
-     "NumelOut=1, Timeout(ms)=600000) ran for 600010 milliseconds before timing out.", CLUSTER,
-     "an NCCL (GPU communication or network) error"),
-    # an NCCL error whose cause is a CUDA error is that CUDA error's
-    ("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, "
-     "unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5\n"
-     "ncclUnhandledCudaError: Call to CUDA function failed.\nLast error:\n"
-     "Cuda failure 'an illegal memory access was encountered'", UNDETERMINED,
-     "the GPU stopped a kernel (the kernel or the GPU)"),
-    ("[PG ID 0 PG GUID 0(default_pg) Rank 1] Process group watchdog thread terminated with exception: CUDA error: "
-     "unspecified launch failure\n" + TAIL, UNDETERMINED, "the GPU stopped a kernel (the kernel or the GPU)"),
-    # CUDA's cudaErrorNvlinkUncorrectable, as the runtime words it
-    ("torch.AcceleratorError: CUDA error: uncorrectable NVLink error detected during the execution\n"
-     + search("cudaErrorNvlinkUncorrectable") + TAIL, CLUSTER, "an NVLink error (the link between GPUs)"),
-    # a backend name the process group does not know, and the data loader's own timeout: not the network
-    ("ValueError: invalid backend 'gloo'", WORKLOAD,
-     "the process group's backend the workload asked for (a configuration, not the network)"),
-    ("ValueError: Invalid backend: 'glooo'", WORKLOAD,
-     "the process group's backend the workload asked for (a configuration, not the network)"),
-    ("TimeoutError: DataLoader timed out after 120 seconds", WORKLOAD,
-     "the workload's own data loader (it makes its data itself)"),
-    ("RuntimeError: DataLoader timed out after 60 seconds", WORKLOAD,
-     "the workload's own data loader (it makes its data itself)"),
-    # and the network's own words still are the network's
-    ("torch.distributed.DistNetworkError: Connection reset by peer", CLUSTER, "the network between the ranks"),
-]  # fmt: skip
-
-
-@pytest.mark.parametrize(("message", "owner", "why"), REAL)
-def test_each_real_error_has_its_owner(message, owner, why):
-    placed = error_blame(message)
-    assert (placed.owner, placed.why) == (owner, why)
+#: Every real error of the table (rollcall.checks.error_texts), with its rule's owner.
+REAL = [(s.message, r.owner) for r in ERROR_RULES for s in r.said]
+#: The CUDA errors the table names by CUDA's own name (PyTorch 2.8+ prints it in a hint line).
+CUDA_NAMES = sorted(set(re.findall(r"Search for `(\w+)'", "".join(m for m, _ in REAL))))
 
 
 def test_a_cuda_error_is_the_workloads_only_where_an_assertion_fired():
-    cuda = [(m, o) for m, o, _ in REAL if "CUDA" in m and "out of memory" not in m]
+    cuda = [(m, o) for m, o in REAL if "CUDA error" in m and "out of memory" not in m]
     assert [m for m, o in cuda if o is WORKLOAD] == [
         m for m, _ in cuda if "device-side assert triggered" in m
     ]
-    assert len(cuda) > 10
+    assert len(cuda) > 20
 
 
 @pytest.mark.parametrize(
@@ -158,7 +78,7 @@ HINT_LINES = (
 )
 
 
-@pytest.mark.parametrize("hint", HINT_LINES)
+@pytest.mark.parametrize("hint", [*HINT_LINES, *(search(name).strip() for name in CUDA_NAMES)])
 def test_no_rule_reads_a_hint(hint):
     assert error_blame(hint).why == "no rule places this error"
     assert not any(re.search(r.pattern, hint, re.IGNORECASE) for r in ERROR_RULES)

@@ -23,85 +23,27 @@ undetermined when only the launcher recorded it (the process ended without runni
 
 A problem of a kind that has one owner takes it from its kind (:attr:`~rollcall.verdict.Kind.owner`, which
 the check that declares the kind gives it); an error (the root cause and each rank's own) is placed by what
-it says, the first rule of :data:`ERROR_RULES` that matches its message (NVIDIA's and NCCL's own wording).
+it says, the first rule of :data:`~rollcall.checks.error_texts.ERROR_RULES` that matches its message: the
+table of rules and of the real errors each places, in CUDA's, NCCL's, PyTorch's and the Neuron runtime's own
+wording (generated into ``docs/blame.md``). A hardware event on the rank's GPU is told beside its error, and
+makes it the cluster's, only within :data:`~rollcall.evidence.gpu_events.BESIDE_BEFORE_S` before the error
+(:func:`~rollcall.evidence.gpu_events.beside_error`).
 Only the cluster's problems may name a node unfit (the fitness rules are all the cluster's).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
+from rollcall.checks.error_texts import ERROR_RULES, Rule
 from rollcall.checks.errors import DISRUPTION
 from rollcall.checks.expectations import EXPECTATION, expectation_blame
 from rollcall.checks.job_state import JOB
 from rollcall.evidence.departures import Departure
 from rollcall.evidence.endings import Termination
-from rollcall.evidence.gpumem import OUT_OF_MEMORY
 from rollcall.evidence.kernels import KernelFallback
 from rollcall.evidence.rootcause import Analysis, Failure, Line
 from rollcall.verdict import Blame, Owner, Problem
-
-
-@dataclass(frozen=True)
-class Rule:
-    """Errors whose message matches ``pattern`` (case-insensitive) are ``owner``'s, for ``why``."""
-
-    pattern: str
-    owner: Owner
-    why: str
-
-
-#: Errors by their own words (the sentence CUDA, NCCL or PyTorch gives the error itself, never the hints
-#: PyTorch ends every CUDA error with, "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions."
-#: among them), the first match deciding: the specific before the general (an out-of-memory is a "CUDA
-#: error" too; an ECC error, which NVIDIA's message calls uncorrectable, is the GPU's; an NCCL error whose
-#: cause is a CUDA error is that CUDA error's). A device-side assertion is the workload's only where one
-#: fired ("device-side assert triggered", CUDA's cudaErrorAssert).
-ERROR_RULES: tuple[Rule, ...] = (
-    Rule(r"uncorrectable ECC|ECC error|double.?bit|row.?remap", Owner.CLUSTER, "a GPU memory (ECC) error"),
-    Rule(r"uncorrectable NVLink|NVLink error|cudaErrorNvlinkUncorrectable", Owner.CLUSTER,
-         "an NVLink error (the link between GPUs)"),
-    Rule(r"\bXid\b|fallen off the bus|GPU is lost|GPU lost|cudaErrorDevicesUnavailable", Owner.CLUSTER,
-         "the GPU failed (an Xid, or lost)"),
-    Rule(r"busy or unavailable", Owner.CLUSTER, "the GPU is held by another process or in exclusive mode"),
-    Rule(OUT_OF_MEMORY, Owner.WORKLOAD,
-         "an out-of-memory from the batch the workload chose itself"),
-    Rule(r"driver version is insufficient|driver on your system is too old|forward compatibility was "
-         r"attempted", Owner.PLATFORM, "the image's CUDA is newer than the node's driver"),
-    Rule(r"no CUDA device|no CUDA-capable device|CUDA is not available|found no NVIDIA driver",
-         Owner.PLATFORM, "the pod got no GPU (resource request, device plugin or runtime)"),
-    Rule(r"torch\._dynamo|torch\._inductor|InductorError|BackendCompilerFailed|CompilationError",
-         Owner.UNDETERMINED, "a compile failure inside torch or Triton"),
-    Rule(r"no kernel image is available for execution", Owner.PLATFORM,
-         "the image's PyTorch has no kernels for this GPU's architecture"),
-    Rule(r"device-side assert triggered", Owner.WORKLOAD,
-         "an assertion in a GPU kernel fired on what the workload gave it (device-side assert triggered)"),
-    Rule(r"illegal memory access|illegal address|misaligned address|unspecified launch failure|"
-         r"illegal instruction|launch timed out", Owner.UNDETERMINED,
-         "the GPU stopped a kernel (the kernel or the GPU)"),
-    Rule(r"ncclInvalidUsage|ncclInvalidArgument", Owner.WORKLOAD, "NCCL was called wrongly"),
-    Rule(r"\bNCCL\b|ProcessGroupNCCL|WorkNCCL|ncclSystemError|ncclRemoteError|ncclInternalError|"
-         r"ncclUnhandledCudaError|Watchdog caught collective operation timeout", Owner.CLUSTER,
-         "an NCCL (GPU communication or network) error"),
-    Rule(r"driver/library version mismatch|driver (error|shutting down|not loaded)|NVML_ERROR|nvmlInit|"
-         r"NVML\S* (failed|error)", Owner.CLUSTER, "the GPU driver"),
-    Rule(r"invalid backend|backend .* is not (available|supported|built)", Owner.WORKLOAD,
-         "the process group's backend the workload asked for (a configuration, not the network)"),
-    Rule(r"DataLoader timed out", Owner.WORKLOAD,
-         "the workload's own data loader (it makes its data itself)"),
-    Rule(r"Connection (reset|refused|closed)|Broken pipe|DistNetworkError|DistStoreError|RendezvousTimeout|"
-         r"timed out|gloo|socket|unreachable", Owner.CLUSTER, "the network between the ranks"),
-    Rule(r"No module named|ModuleNotFoundError|ImportError|cannot import name", Owner.PLATFORM,
-         "the image lacks a package"),
-    Rule(r"No space left on device|Read-only file system|Permission denied", Owner.PLATFORM,
-         "the pod's file system"),
-    Rule(r"injected (failure|fault)|as asked by ROLLCALL_", Owner.WORKLOAD, "a fault injected on purpose"),
-    Rule(r"invalid command line|bad torchrun environment", Owner.WORKLOAD, "the command rollcall built"),
-    Rule(r"^(ValueError|TypeError|KeyError|AttributeError|IndexError|NameError|AssertionError|"
-         r"ZeroDivisionError|NotImplementedError|RecursionError|UnboundLocalError|FileNotFoundError)\b",
-         Owner.WORKLOAD, "an exception in the workload's own code"),
-)  # fmt: skip
 
 #: How the job ended (a ``job`` problem), by the backend's reason: what kept it from running is the
 #: platform's, a node that went away the cluster's; a job that failed because a rank did is explained by
@@ -126,10 +68,13 @@ def _first_match(rules: tuple[tuple[re.Pattern[str], Rule], ...], text: str, oth
 
 
 def error_blame(message: str) -> Blame:
-    """Whose an error is, by its own words (:data:`ERROR_RULES`); undetermined when no rule matches."""
+    """Whose an error is, by its own words (:data:`.error_texts.ERROR_RULES`); undetermined if none does."""
     return _first_match(_COMPILED, message, "no rule places this error")
 
 
+#: An error that echoes another rank's failure (:func:`rollcall.evidence.rootcause.is_echo`), alone: placed by
+#: the failure it follows, which no rank reported.
+ECHO = Blame(Owner.UNDETERMINED, "an echo of another rank's failure")
 #: An out-of-memory on a GPU another process held before the run (:attr:`Failure.held`): not the batch's.
 HELD_OOM = Blame(Owner.CLUSTER, "an out-of-memory on a GPU another process held before the run")
 
@@ -192,11 +137,13 @@ def blame(problem: Problem) -> Blame:
             return failure_blame(detail.first)
         if detail.termination is not None:
             return _termination_blame(detail.termination)
+        if detail.first is not None:
+            return ECHO
     if isinstance(detail, Line) and detail.departure is not None and not detail.failures:
         return _departure_blame(detail.departure)
     if isinstance(detail, Line) and detail.failures:
         if all(f.echo for f in detail.failures):
-            return Blame(Owner.UNDETERMINED, "an echo of another rank's failure")
+            return ECHO
         return failure_blame(next(f for f in detail.failures if not f.echo))
     if isinstance(detail, Termination):
         return _termination_blame(detail)

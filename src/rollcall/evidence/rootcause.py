@@ -51,7 +51,9 @@ ECHO_PATTERNS: dict[str, tuple[str, ...]] = {
         r"\bECONNRESET\b|broken pipe|connection refused",
     ),
     "NCCL watchdog timeout": (
-        r"watchdog (caught|thread terminated)|collective operation timeout",
+        # not "watchdog thread terminated with exception: ...": the exception it carries decides (a CUDA
+        # error of the rank's own GPU is its own; a timeout is caught as one)
+        r"watchdog caught|collective operation timeout",
         r"ProcessGroupNCCL.*(timeout|timed out)",
     ),
     "aborted communicator": (

@@ -15,7 +15,7 @@ PYTEST_ARGS ?=
 
 PROFILE ?= trn1.32xlarge
 REAL ?= 0
-.PHONY: help setup lock lock-image lint test test-fast test-unit test-integration test-k8s-oldest contract-docs checks-docs e2e e2e-local e2e-real xla-smoke bench bench-scale bench-store clean
+.PHONY: help setup lock lock-image lint test test-fast test-unit test-integration test-k8s-oldest contract-docs checks-docs docs e2e e2e-local e2e-real xla-smoke bench bench-scale bench-store clean
 .PHONY: deps cluster-build cluster-up cluster-down cluster-status e2e-slurm slurm-up slurm-down slurm-status
 
 help:
@@ -90,6 +90,13 @@ contract-docs: setup
 # docs/checks.md, every check and kind of problem, generated from each check's declaration (a unit test holds it).
 checks-docs: setup
 	$(PY) -m rollcall.checks --markdown > docs/checks.md
+
+# Every generated page, each from the declaration it documents (unit tests hold each up to date): the contract,
+# the checks, the options, the node verdicts and the table of error texts blame reads.
+docs: contract-docs checks-docs
+	$(PY) -m rollcall.options --markdown > docs/options.md
+	$(PY) -m rollcall.nodeverdicts --markdown > docs/nodes.md
+	$(PY) -m rollcall.checks.error_texts --markdown > docs/blame.md
 
 test-unit: setup
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)

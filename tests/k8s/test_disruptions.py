@@ -5,26 +5,31 @@ under a running pod, a ``kubectl drain`` (cordon, then evict), a ``NoExecute`` t
 evicts), a preemption by the scheduler, and a node reclaimed as Karpenter and the AWS Node Termination Handler
 do it (taint, cordon, evict) each fail the run as an infrastructure disruption naming the pod's node and the
 reason, never as a failed rank; with ``--job-retries 1`` a disruption then a pass passes, reported as passed after
-a disruption.
+a disruption. A node's ``Ready`` that the cluster's admin turns ``False`` for a few seconds passes; one that stays
+``False`` past its bound is named lost.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from rollcall.backends import JobState
+from rollcall.backends.kubernetes.holds import Bounds
 from rollcall.backends.kubernetes.kube import call
 from rollcall.backends.kubernetes.manifests import JOB_LABEL, PodExtras
 from rollcall.backends.kubernetes.pod_state import index_of
 from rollcall.checks.errors import DISRUPTION, ROOT_CAUSE
 from rollcall.checks.job_state import JOB
 from rollcall.runner import Attempt, RunResult
-from tests.cluster.controlplane import RUN_DURATION_ANNOTATION
+from tests.cluster.controlplane import NOT_READY_TAINT, RUN_DURATION_ANNOTATION
 from tests.waiting import wait_until
 
 from .conftest import TRN1, suite_namespaces
@@ -281,3 +286,115 @@ def test_with_retries_a_disruption_then_a_pass_passes_as_such(make_suite, kube, 
     assert entry["outcome"] == "passed_after_disruption" and not entry["flaky"]
     assert entry["disruptions"][0]["pod"] == pod["metadata"]["name"]
     assert entry["disruptions"][0]["reason"] == "EvictionByEvictionAPI"
+
+
+#: The annotation kwok manages a fake node by (hack/kwok/kwokctl.yaml).
+KWOK_NODE = "kwok.x-k8s.io/node"
+NOT_READY = ("KubeletNotReady", "container runtime is down")
+#: How long a flap of a node's Ready lasts: a container runtime's restart.
+FLAP_S = 5.0
+
+
+def taints_of(control_plane: Any, node: str) -> set[str]:
+    return {t["key"] for t in control_plane.get("node", node)["spec"].get("taints") or []}
+
+
+@pytest.fixture
+def set_ready(control_plane) -> Iterator[Callable[[str, str], None]]:
+    """``set_ready(node, status)``: the cluster's admin sets a fake node's ``Ready`` condition.
+
+    kwok, which would set a fake node's ``Ready`` back to True at once, is set aside from the node meanwhile:
+    a change it still sees first has it play its next heartbeat of the node 5 min off, and it sees none after
+    the node's kwok annotation changes; the node's lease it keeps renewing, so the node controller leaves the
+    condition as set. At the end the node is Ready and kwok's again, the node controller's taints lifted.
+    """
+    aside: list[str] = []
+
+    def set_it(node: str, status: str) -> None:
+        if node not in aside:
+            aside.append(node)
+            control_plane.kubectl(
+                "annotate", "node", node, f"rollcall.test/aside={time.time_ns()}", "--overwrite"
+            )
+            control_plane.kubectl("annotate", "node", node, f"{KWOK_NODE}=aside", "--overwrite")
+        reason, message = (
+            NOT_READY if status != "True" else ("KubeletReady", "kubelet is posting ready status")
+        )
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        ready = {"type": "Ready", "status": status, "reason": reason, "message": message}
+        ready |= {"lastHeartbeatTime": now, "lastTransitionTime": now}
+        patch = json.dumps({"status": {"conditions": [ready]}})
+        control_plane.kubectl("patch", "node", node, "--subresource=status", "--type=strategic", "-p", patch)
+
+    yield set_it
+    for node in aside:
+        set_it(node, "True")
+        control_plane.kubectl(
+            "annotate", "node", node, f"{KWOK_NODE}=fake", "rollcall.test/aside-", "--overwrite"
+        )
+    for node in aside:
+        wait_until(
+            lambda node=node: f"{NOT_READY_TAINT} to be lifted from {node}: {taints_of(control_plane, node)}",
+            lambda node=node: NOT_READY_TAINT not in taints_of(control_plane, node),
+            timeout=60,
+            every=0.5,
+        )
+
+
+def test_a_nodes_ready_turned_false_for_a_few_seconds_passes(
+    make_suite, kube, control_plane, ensure_nodes, set_ready, request
+):
+    """The admin turns node 1's Ready False for 5 s (:data:`FLAP_S`: the run has seen it and the node controller
+    has tainted the node), then True again: a runtime's hiccup, shorter than the bound (15 s here). The run trains
+    on and passes."""
+    ensure_nodes(3)
+    suite, backend = make_suite(nodes=2, annotations={RUN_DURATION_ANNOTATION: "45s"})
+    backend.bounds = Bounds(ready_s=15.0)
+    run = Run(suite, request, kube)
+    pod = run.running_pods(2)[1]
+    node = pod["spec"]["nodeName"]
+    lines = backend.progress_lines  # type: ignore[attr-defined]
+    set_ready(node, "False")
+    turned = time.monotonic()
+    seen = f"node {node} Ready=False: lost only if that holds 15s with its pods unheard"
+    wait_until(f"the run to say '{seen}'", lambda: any(seen in line for line in lines), timeout=30)
+    wait_until(
+        f"the node controller to taint {node} {NOT_READY_TAINT}",
+        lambda: NOT_READY_TAINT in taints_of(control_plane, node),
+        timeout=30,
+        every=0.2,
+    )
+    time.sleep(
+        max(0.0, FLAP_S - (time.monotonic() - turned))
+    )  # the flap's own length, not a wait for anything
+    set_ready(node, "True")
+    flap = time.monotonic() - turned
+    result = run.finish()
+
+    assert result.passed and result.outcome == "passed", result.message()
+    assert any(f"node {node} Ready again: not lost" in line for line in lines), lines
+    assert FLAP_S <= flap < 15.0, f"the flap lasted {flap:.1f}s, not {FLAP_S:g} s to the bound"
+    print(f"Ready=False for {flap:.1f}s: passed")
+
+
+def test_a_node_not_ready_past_its_bound_is_named_lost(make_suite, kube, ensure_nodes, set_ready, request):
+    """The admin turns node 1's Ready False and leaves it so: the run ends as disrupted once that has held
+    for the bound (5 s here), naming the node, its pod and how long."""
+    ensure_nodes(3)
+    suite, backend = make_suite(nodes=2, annotations=RUNS_UNTIL_DISRUPTED)
+    backend.bounds = Bounds(ready_s=5.0)
+    run = Run(suite, request, kube)
+    pod = run.running_pods(2)[1]
+    node = pod["spec"]["nodeName"]
+    set_ready(node, "False")
+    turned = time.monotonic()
+    result = run.finish()
+    took = time.monotonic() - turned
+
+    assert_disrupted(result.last, pod, ("NodeLost",))
+    found = result.last.status.disruption
+    assert found is not None and found.message.startswith(
+        f"node {node} was lost (Ready=False, {NOT_READY[0]}: {NOT_READY[1]}; not Ready for "
+    ), found
+    assert "past 5s, its pods unheard)" in found.message, found
+    print(f"Ready=False to the run's end {took:.1f}s: {found.message}")

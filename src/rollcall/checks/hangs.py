@@ -7,13 +7,15 @@ workload's own code; the ranks stalled inside a collective are folded into one l
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
 
 from rollcall.checks.runview import Check, RunView
 from rollcall.evidence.flight import dumps, stuck
-from rollcall.evidence.hangs import gpu_line, resolve, stalled_for, stalls, waiting_line
-from rollcall.evidence.silence import silences
+from rollcall.evidence.hangs import DDP_WAIT, Stall, gpu_line, resolve, stalled_for, stalls, waiting_line
+from rollcall.evidence.silence import gpu_busy, process_line, silences
 from rollcall.ranges import ranges
+from rollcall.ranklog import Silence
 from rollcall.verdict import Blame, Kind, Owner, Problem, RankState
 
 #: Stalled past its --hang-after outside any collective (its stack says where).
@@ -34,6 +36,11 @@ def hangs(run: RunView) -> Iterable[Problem]:
     """
     found, quiet = stalls(run.reports), silences(run.reports)
     hung, waiting = resolve(found)
+    on_gpu = {r: q for r, q in quiet.items() if q.on_gpu and r not in found}  # its GPU's hang, no stack yet
+    certain = any(not s.ambiguous for s in hung)
+    if on_gpu and not certain:  # stalled in backward while a rank's GPU hangs: they wait for it
+        waiting = sorted([*waiting, *(replace(s, waiting=True, where=DDP_WAIT) for s in hung)], key=_rank)
+        hung = []
     parted = stuck(run.reports, run.layout.world_size, found, quiet)
     named = {c.rank: (at, c) for at in parted for c in at.culprits}
     whole = dumps(run.reports, run.layout.world_size) if parted else None
@@ -45,7 +52,9 @@ def hangs(run: RunView) -> Iterable[Problem]:
     for s in hung:
         report = run.reports[s.rank]
         pod = f", {run.log_word} {sorted(report.sources)[0]}" if report.sources else ""
+        busy = quiet[s.rank] if s.rank in quiet and quiet[s.rank].on_gpu else None  # the monitor's reading
         gpu = gpu_line(s.dump, run.node(s.rank), report.facts)  # the GPU's own hang, beside the host frame
+        gpu = gpu or (gpu_busy(busy, run.node(s.rank), report.facts) if busy is not None else None)
         at, culprit = named.get(s.rank, (None, None))
         record = f"{at.line(culprit, run.node)} (flight recorder)" if at and culprit else ""
         if s in recorded:
@@ -55,7 +64,7 @@ def hangs(run: RunView) -> Iterable[Problem]:
                 f"rank {s.rank} (node {run.node(s.rank)}{pod}) hung in {s.where}"
                 f"{', no rank hung elsewhere' if s.ambiguous else ', not in a collective'}"
             )
-        message += f", {stalled_for(s.dump)}: {s.at()}{f'; {gpu}' if gpu else ''}"
+        message += f", {stalled_for(s.dump, busy is not None)}: {s.at()}{f'; {gpu}' if gpu else ''}"
         if record and s not in recorded:
             message += f"; it {record}"
         if record:
@@ -63,8 +72,9 @@ def hangs(run: RunView) -> Iterable[Problem]:
         note = at.says(culprit) if at and culprit and s in recorded else f"hung in {s.where}"
         frame = s.frames[0] if s.frames else "no Python frame"
         yield Problem(HUNG, message, {s.rank: f"{note} at {frame}" + (f"; {gpu}" if gpu else "")}, detail=s)
+    yield from _on_gpu(run, on_gpu, certain)
     if waiting:
-        line = waiting_line(waiting, len(hung), len(quiet))
+        line = waiting_line(waiting, len(hung) + (0 if certain else len(on_gpu)), len(quiet))
         if parted:
             at = parted[0]
             whom = ranges(c.rank for c in at.culprits)
@@ -80,12 +90,47 @@ def hangs(run: RunView) -> Iterable[Problem]:
         )
 
 
+def _on_gpu(run: RunView, on_gpu: Mapping[int, Silence], certain: bool) -> Iterable[Problem]:
+    """The ranks whose node's monitor read their GPU busy while they stood still, before any stack of theirs.
+
+    Each is hung on its GPU, unless another rank is hung for certain by its stack: then it waits for that
+    rank (a collective's kernel keeps a GPU busy while it waits for a peer).
+    """
+    for r, q in on_gpu.items():
+        report = run.reports[r]
+        pod = f", {run.log_word} {sorted(report.sources)[0]}" if report.sources else ""
+        gpu = gpu_busy(q, run.node(r), report.facts)
+        bound = f" (--hang-after {q.hang_after:g}s)" if q.hang_after is not None else ""
+        if certain:
+            yield Problem(
+                WAITING,
+                f"rank {r} (node {run.node(r)}{pod}) stood still with its GPU busy, waiting for the hung "
+                f"rank: {gpu}",
+                {r: "waiting, its GPU busy"},
+                detail=q,
+            )
+            continue
+        stood = f" for {q.stalled_s:.0f}s" if q.stalled_s is not None else ""
+        yield Problem(
+            HUNG,
+            f"rank {r} (node {run.node(r)}{pod}) hung waiting on its GPU{stood}{bound}, seen by its node's "
+            f"monitor: {gpu}; {process_line(q)}",
+            {r: f"hung waiting on its GPU; {gpu}"},
+            detail=q,
+        )
+
+
+def _rank(s: Stall) -> int:
+    return s.rank
+
+
 CHECK = Check(
     hangs,
     detects="a hung rank, and the ranks waiting on it",
     reads=(
         "`evidence/hangs.py` (the watchdog's stack dumps, and faulthandler's that the node's monitor turned "
-        "into events), `evidence/flight.py` (the ranks' flight records: the collective they part at)"
+        "into events), `evidence/flight.py` (the ranks' flight records: the collective they part at), "
+        "`evidence/silence.py` (a rank whose GPU its node's monitor read busy while it stood still)"
     ),
     kinds=(HUNG, WAITING),
 )

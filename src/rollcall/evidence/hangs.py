@@ -39,7 +39,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from rollcall.evidence.clocks import Bounds, heard, now_of, on_the_way, origin, t0
-from rollcall.evidence.silence import silences
+from rollcall.evidence.silence import gpu_named, silences
 from rollcall.ranges import ranges
 from rollcall.ranklog import Frame, RankReport, RollCall, StackDump
 from rollcall_workload.contract import JOIN_PHASE, PRE_JOIN_PHASES
@@ -68,6 +68,8 @@ _IO_MODULES = (
 DDP_WAIT = "DDP's gradient all-reduce in backward"
 #: What a dump taken by faulthandler's timer (read by the node's monitor) says of the rank.
 FAULTHANDLER_NOTE = "stack taken by faulthandler: no Python thread of the rank could run"
+#: The same, where the node's monitor read the rank's GPU busy meanwhile (:func:`~.silence.gpu_busy`).
+FAULTHANDLER_GPU_NOTE = "stack taken by faulthandler while the host waited on its GPU"
 #: How much past the process group's timeout the suite waits for PyTorch's own error before it ends the run.
 PG_TIMEOUT_MARGIN_S = 60.0
 #: Innermost own frames a hung rank's line shows.
@@ -296,6 +298,8 @@ def stop_reason(
     # a silent rank is a culprit as a rank hung for certain is: those stalled in backward wait for it
     culprit = any(r in quiet and r not in found for r in open_ranks)
     hung = [s.rank for s in certain if not (culprit and s.ambiguous)]
+    if all(s.ambiguous for s in certain):  # a rank its node's monitor found hung on its GPU is named hung
+        hung += [r for r in open_ranks if r in quiet and r not in found and quiet[r].on_gpu]
     silent = [r for r in open_ranks if r in quiet and r not in hung]
     stuck = [f"rank(s) {ranges(hung)} hung"] if hung else []
     stuck += (
@@ -326,12 +330,13 @@ def waiting_line(waiting: Iterable[Stall], hung: int, silent: int = 0) -> str:
     return f"{who} waiting in a collective ({', '.join(ops)}) {whom}"
 
 
-def stalled_for(dump: StackDump) -> str:
-    """``for 61s (--hang-after 60s, phase epoch 1 end)``."""
+def stalled_for(dump: StackDump, on_gpu: bool = False) -> str:
+    """``for 61s (--hang-after 60s, phase epoch 1 end)``; ``on_gpu``: the monitor read its GPU busy."""
     bound = "--join-hang-after" if dump.phase in PRE_JOIN_PHASES else "--hang-after"
     parts = [f"{bound} {dump.hang_after:g}s"] if dump.hang_after is not None else []
     parts += [f"phase {dump.phase}"] if dump.phase else []
-    parts += [FAULTHANDLER_NOTE] if dump.source == "faulthandler" else []
+    note = FAULTHANDLER_GPU_NOTE if on_gpu else FAULTHANDLER_NOTE
+    parts += [note] if dump.source == "faulthandler" else []
     stalled = f"for {dump.stalled_s:.0f}s " if dump.stalled_s is not None else ""
     return f"{stalled}({', '.join(parts)})" if parts else stalled.strip()
 
@@ -346,9 +351,7 @@ def gpu_line(dump: StackDump, node: int, facts: Mapping[str, Any] | None = None)
     """
     if dump.gpu is None or dump.gpu_pending_s is None:
         return None
-    index = (facts or {}).get("device_index", dump.gpu)
-    uuid = (facts or {}).get("gpu_uuid")
-    gpu = f"GPU {index} of node {node}" + (f" (UUID {uuid})" if uuid else "")
+    gpu = gpu_named(dump.gpu, node, facts)
     if dump.gpu_pending_s <= 0:
         return f"{gpu} had finished all the work queued before the dump: the wait is the host's"
     bound = dump.hang_after or 0.0
@@ -358,6 +361,7 @@ def gpu_line(dump: StackDump, node: int, facts: Mapping[str, Any] | None = None)
 
 
 __all__ = [
+    "FAULTHANDLER_GPU_NOTE",
     "FAULTHANDLER_NOTE",
     "NeverJoined",
     "Stall",

@@ -294,6 +294,8 @@ class Watchdog:
                 hang_after=round(self.bound(), 3),
                 dumps=self._dumps,
                 joined=self._joined,
+                gpu=self.gpu.gpu if self.gpu is not None else None,  # the node's monitor reads it (NVML)
+                gpu_uuid=self.gpu.uuid if self.gpu is not None else None,
             )
 
     def _beat(self) -> None:

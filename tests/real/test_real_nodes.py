@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -694,6 +695,67 @@ def test_a_node_lost_mid_run_fails_the_run_naming_it(make_suite, real_cluster, k
         ),
         timeout=60,
     )
+
+
+def test_a_nodes_ready_turned_false_by_its_admin_is_set_back_by_its_kubelet_and_the_run_passes(
+    make_suite, real_cluster, kube, real_nodes, request
+):
+    """The cluster's admin turns node 1's Ready False while its pod trains (a runtime's hiccup, as the node
+    would say it); its kubelet sets it True again at its next status update (10 s at most), well inside the
+    bound (READY_HOLD_S). The run saw it, trains on and passes."""
+    suite, backend = make_suite()
+    said: list[str] = []
+    backend.progress = said.append
+    seen: dict[str, float] = {}
+
+    def ready_of(node: str) -> str:
+        return real_cluster.kubectl(
+            "get", "node", node, "-o", "jsonpath={.status.conditions[?(@.type=='Ready')].status}"
+        )
+
+    def flap_when_training() -> None:
+        wait_until(
+            "pod 1 to run on node 1",
+            lambda: (
+                (pod := pod_of_index(kube, "1")) is not None
+                and pod["spec"]["nodeName"] == real_nodes[1]
+                and pod["status"].get("phase") == "Running"
+            ),
+            timeout=180,
+            every=0.5,
+        )
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        ready = {"type": "Ready", "status": "False", "reason": "KubeletNotReady"}
+        ready |= {"message": "container runtime is down", "lastHeartbeatTime": now, "lastTransitionTime": now}
+        patch = json.dumps({"status": {"conditions": [ready]}})
+        real_cluster.kubectl(
+            "patch", "node", real_nodes[1], "--subresource=status", "--type=strategic", "-p", patch
+        )
+        seen["turned"] = time.monotonic()
+        wait_until(
+            f"{real_nodes[1]}'s kubelet to set its Ready True again",
+            lambda: ready_of(real_nodes[1]) == "True",
+            timeout=60,
+            every=0.5,
+        )
+        seen["back"] = time.monotonic()
+
+    watcher = threading.Thread(target=flap_when_training, daemon=True)
+    watcher.start()
+    try:
+        attempt, took = run(suite, request)
+    finally:
+        watcher.join(120)
+    assert "turned" in seen and "back" in seen, seen
+    assert attempt.passed and attempt.status.state is JobState.SUCCEEDED, message(attempt)
+    assert attempt.disruption is None, message(attempt)
+    turned = (
+        f"node {real_nodes[1]} Ready=False: lost only if that holds {READY_HOLD_S:g}s with its pods unheard"
+    )
+    assert any(turned in line for line in said), said
+    flap = seen["back"] - seen["turned"]
+    assert flap < READY_HOLD_S, flap
+    print(f"Ready=False for {flap:.1f}s, run {took:.1f}s: passed")
 
 
 @pytest.mark.parametrize(("kind", "deleting"), [("job", "namespace"), ("jobset", "JobSet")])

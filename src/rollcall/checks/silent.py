@@ -3,7 +3,8 @@
 A rank stopped (SIGSTOP, a frozen container) or stuck in the kernel (uninterruptible sleep) runs no Python,
 its watchdog neither, so it dumps no stack; the node's monitor names it from outside, with its process state
 (:mod:`rollcall.evidence.silence` reads its ``silent`` events). A silent rank whose stack faulthandler took
-(its interpreter held in C) is named hung where it stands, by the ``hangs`` check, instead.
+(its interpreter held in C) is named hung where it stands, by the ``hangs`` check, instead; so is one whose
+GPU the monitor read busy while it stood still (its GPU's own hang).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def silent(run: RunView) -> Iterable[Problem]:
     """No rank may fall silent: each named with its node, how long it said nothing, its process state."""
     for r, s in silences(run.reports).items():
         report = run.reports[r]
-        if stall_of(report) is not None:  # its stack says more: the hangs check names it
+        if stall_of(report) is not None or s.on_gpu:  # its stack or its GPU says more: the hangs check's
             continue
         pod = f", {run.log_word} {sorted(report.sources)[0]}" if report.sources else ""
         state = f"process {s.state_name}" if s.state_name else "process alive"

@@ -5,11 +5,16 @@ when its heartbeat and its progress both stopped more than its bound plus the mo
 process still exists (a process stopped, frozen in its cgroup, or in uninterruptible sleep in the kernel),
 with the process state the node sees (:class:`~rollcall.ranklog.Silence`). A ``resumed`` withdraws it. A slow
 rank is never silent: its watchdog thread keeps writing the heartbeat.
+
+On cuda the monitor says a rank silent sooner, with its GPU's reading (:attr:`Silence.on_gpu`), where the rank
+stood still past its bound while NVML read its GPU busy at every look of the confirmation window: the GPU's
+own hang, the host waiting on it with no Python thread able to run (:func:`gpu_busy` tells it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from rollcall.ranklog import RankReport, Silence
 
@@ -42,4 +47,34 @@ def silent_for(s: Silence) -> str:
     return f"{quiet}, {still}" + (f" ({', '.join(parts)})" if parts else "")
 
 
-__all__ = ["process_line", "silences", "silent_for"]
+def gpu_named(gpu: int | None, node: int, facts: Mapping[str, Any] | None, uuid: str | None = None) -> str:
+    """``GPU 5 of node 1 (UUID GPU-abc)``: a rank's GPU, named as the node names it.
+
+    NVML's index from the rank's ``facts`` where it sent them, else its CUDA device ``gpu``; the UUID given,
+    else the facts'.
+    """
+    index = (facts or {}).get("device_index", gpu)
+    uuid = uuid or (facts or {}).get("gpu_uuid")
+    return f"GPU {index} of node {node}" + (f" (UUID {uuid})" if uuid else "")
+
+
+def gpu_busy(s: Silence, node: int, facts: Mapping[str, Any] | None = None) -> str | None:
+    """What the monitor read of a silent rank's GPU, where it read it busy; None where it did not.
+
+    ``GPU 0 of node 0 (UUID GPU-...) busy (NVML utilisation 100% at 4 reads over 3s), its work queued since
+    epoch 1 step 10 unfinished for 13s: the host waits on the GPU``.
+    """
+    if s.gpu_busy_pct is None:
+        return None
+    least = f"{s.gpu_busy_pct}%" if s.gpu_busy_pct >= 100 else f"at least {s.gpu_busy_pct}%"
+    reads = f" at {s.gpu_reads} reads" if s.gpu_reads is not None else ""
+    window = f" over {s.gpu_confirm_s:.0f}s" if s.gpu_confirm_s is not None else ""
+    since = f" since {s.phase}" if s.phase else ""
+    stood = f" for {s.stalled_s:.0f}s" if s.stalled_s is not None else ""
+    return (
+        f"{gpu_named(s.gpu, node, facts, s.gpu_uuid)} busy (NVML utilisation {least}{reads}{window}), its "
+        f"work queued{since} unfinished{stood}: the host waits on the GPU"
+    )
+
+
+__all__ = ["gpu_busy", "gpu_named", "process_line", "silences", "silent_for"]

@@ -330,6 +330,11 @@ def _silent(heard: Heard, rec: Silent, said: Said) -> None:
         rec.state,
         rec.state_name,
         _stamp(rec.time),
+        rec.gpu,
+        rec.gpu_uuid,
+        rec.gpu_busy_pct,
+        rec.gpu_reads,
+        rec.gpu_confirm_s,
     )
 
 

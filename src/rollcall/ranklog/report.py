@@ -201,6 +201,10 @@ class Silence:
         pid: its process; state: the letter of its process state (``T`` stopped, ``D`` uninterruptible
             sleep), ``state_name`` the same in words; empty where the node cannot tell.
         time: when the monitor said it (epoch seconds).
+        gpu, gpu_uuid: the rank's CUDA device and its UUID, as its heartbeat named them.
+        gpu_busy_pct: where the monitor read the GPU busy through NVML at every look of its confirmation
+            window (the GPU's own hang, the host waiting on it): the least utilisation read, percent; else
+            None. gpu_reads, gpu_confirm_s: the reads, and the seconds from the first to the last.
     """
 
     phase: str = ""
@@ -213,6 +217,16 @@ class Silence:
     state: str = ""
     state_name: str = ""
     time: float | None = None
+    gpu: int | None = None
+    gpu_uuid: str | None = None
+    gpu_busy_pct: int | None = None
+    gpu_reads: int | None = None
+    gpu_confirm_s: float | None = None
+
+    @property
+    def on_gpu(self) -> bool:
+        """Whether the monitor found the rank's GPU busy while it stood still: its GPU's own hang."""
+        return self.gpu_busy_pct is not None
 
 
 @dataclass(frozen=True)

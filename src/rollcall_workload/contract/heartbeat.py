@@ -53,6 +53,11 @@ class Heartbeat(Event):
     hang_after: float = required("the watchdog's bound now, seconds")
     dumps: int = optional("stack dumps written so far (the watchdog's and faulthandler's)", 0)
     joined: bool = optional("whether the rank has joined the process group", False)
+    gpu: int | None = optional("the rank's CUDA device, where it uses one")
+    gpu_uuid: str | None = optional(
+        "that GPU's UUID as NVML names it (GPU-...), where torch reports it: the node's monitor reads the "
+        "GPU through NVML by it when the rank stops"
+    )
 
 
 Heartbeat.NAME = "heartbeat"

@@ -40,7 +40,9 @@ NVML_FI_DEV_GET_GPU_RECOVERY_ACTION = 230
 @event(
     "silent",
     "written by the node's monitor, not the rank: when the rank's heartbeat and progress both stopped past "
-    "its bound plus the monitor's margin while its process still exists",
+    "its bound plus the monitor's margin while its process still exists; on cuda, as soon as its progress "
+    "stopped past its bound, where its heartbeat stopped and NVML read its GPU busy at every look of the "
+    "confirmation window (the gpu_ fields: the GPU's own hang, the host waiting on it)",
 )
 @dataclass(kw_only=True, slots=True)
 class Silent(Event):
@@ -63,6 +65,14 @@ class Silent(Event):
         "seconds the monitor itself has seen the heartbeat unchanged, on its own clock (a clock step or a "
         "pause of the monitor counts for nothing)"
     )
+    gpu: int | None = optional("the rank's CUDA device, as its heartbeat named it")
+    gpu_uuid: str | None = optional("that GPU's UUID, by which NVML read it")
+    gpu_busy_pct: int | None = optional(
+        "set only where the GPU read busy: the least NVML utilisation (percent) of the reads over the "
+        "confirmation window, each at or above the monitor's threshold"
+    )
+    gpu_reads: int | None = optional("the NVML reads the window held, one per look")
+    gpu_confirm_s: float | None = optional("seconds from the window's first read to its last")
 
 
 @event(

@@ -27,6 +27,10 @@ each GPU counted at the start that is not among those NVML counts at the end.
 
 Without NVML (no ``pynvml``, no driver, no GPU) the listener is off: :attr:`GpuEvents.off` says why, and
 it writes nothing.
+
+:class:`GpuLoads` reads one GPU's load by its UUID when the monitor asks (:class:`Load`: NVML's utilisation
+and the compute processes on it), for a rank whose heartbeat stopped (:mod:`rollcall_workload.node.ranks`);
+any error of NVML's reads as unknown.
 """
 
 from __future__ import annotations
@@ -386,6 +390,41 @@ class GpuEvents:
         )
 
 
+@dataclass(frozen=True)
+class Load:
+    """One NVML read of a GPU: its utilisation, and how many compute processes NVML lists on it.
+
+    ``utilisation``: the percent of NVML's last sample period (a sixth of a second to a second) during which
+    a kernel ran on it; ``processes``: None where NVML does not list them.
+    """
+
+    utilisation: int
+    processes: int | None
+
+
+@dataclass
+class GpuLoads:
+    """A GPU's :class:`Load` by its UUID, through the ``pynvml`` the monitor loaded (see the module)."""
+
+    nvml: Any
+    _handles: dict[str, Any] = field(default_factory=dict)
+
+    def read(self, uuid: str) -> Load | None:
+        """The GPU's load now; None where NVML cannot say (no such GPU, MIG, an error)."""
+        try:
+            handle = self._handles.get(uuid)
+            if handle is None:
+                handle = self._handles[uuid] = self.nvml.nvmlDeviceGetHandleByUUID(uuid)
+            utilisation = int(self.nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
+        except Exception:  # NOT_FOUND, NOT_SUPPORTED (a MIG instance), GPU_IS_LOST: unknown
+            return None
+        try:
+            processes: int | None = len(self.nvml.nvmlDeviceGetComputeRunningProcesses(handle))
+        except Exception:
+            processes = None
+        return Load(utilisation, processes)
+
+
 __all__ = [
     "CLOCK_EVERY_S",
     "EVENT_TYPES",
@@ -395,5 +434,7 @@ __all__ = [
     "RECOVERY_SAME_S",
     "Gpu",
     "GpuEvents",
+    "GpuLoads",
+    "Load",
     "node_name",
 ]

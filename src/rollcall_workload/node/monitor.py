@@ -10,7 +10,9 @@ second (:data:`POLL_S`) and writes, to its own stdout (the node's log, beside th
 - ``silent`` when a rank's heartbeat and its progress both stopped more than its bound plus
   :data:`SILENT_MARGIN_S` ago while its process still exists, with that process's state
   (:func:`process_state`: ``T`` stopped, ``D`` uninterruptible sleep); a ``resumed`` (dump 0) once its
-  heartbeat comes back.
+  heartbeat comes back; on cuda, sooner, with the GPU's NVML reading, where the rank stands still past its
+  bound while its GPU stays busy (:data:`~rollcall_workload.node.ranks.GPU_CONFIRM_S`: the GPU's own hang,
+  the host waiting on it with no Python thread able to run).
 
 - ``launcher`` (rank -1) where it starts the node's launcher (:class:`LauncherWatch`), or, a sidecar given
   ``--node-rank``, finds it among the processes its pod shares (:class:`LauncherFinder`): ``started`` as it
@@ -44,7 +46,7 @@ from typing import Protocol, runtime_checkable
 
 from rollcall_workload import faults
 from rollcall_workload.contract import MONITOR_DIR_ENV
-from rollcall_workload.node.gpu_listener import GpuEvents
+from rollcall_workload.node.gpu_listener import GpuEvents, GpuLoads
 from rollcall_workload.node.launcher import LauncherFinder, LauncherWatch
 from rollcall_workload.node.ranks import POLL_S, SILENT_MARGIN_S, RankFiles, RankProcesses
 from rollcall_workload.node.stacks import FaultDumps, ThreadText, frames_of, parse_stacks, stack_lines
@@ -164,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"rollcall monitor: {gpus.describe()}", file=sys.stderr, flush=True)
     if gpus.off is None:
         sources.append(gpus)
+        files.gpus = GpuLoads(gpus.nvml)  # a stopped rank's GPU, read by its UUID
     if not command:
         if opts.node_rank is not None:  # the pod's launcher, found among the pod's processes
             sources.append(LauncherFinder(opts.node_rank, opts.join_hang_after, files, max_gap=gap))

@@ -3,7 +3,18 @@
 :class:`RankFiles` turns each rank's faulthandler dumps into ``stack`` events, once a dump has been read whole
 (unchanged across a look), and names a rank ``silent`` once its heartbeat has not changed at any look for
 its bound plus :data:`SILENT_MARGIN_S` (:class:`~rollcall_workload.node.states.Held`), with its process's
-state; ``resumed`` (dump 0) when the heartbeat comes back. :class:`RankProcesses` says when it first sees each
+state; ``resumed`` (dump 0) when the heartbeat comes back.
+
+A rank on cuda whose Python cannot run while it waits on its GPU (a CUDA call that blocks with the GIL
+held) cannot probe its GPU itself (:mod:`rollcall_workload.rank.gpu_progress`). Where the monitor reads
+NVML (:class:`~rollcall_workload.node.gpu_listener.GpuLoads`) and the rank's heartbeat names its GPU, the
+monitor reads that GPU at each look while the heartbeat stands unchanged, and says the rank ``silent`` with
+its GPU's reading (the ``gpu_`` fields) once, together: its progress has stood still past its bound; its
+heartbeat and NVML's utilisation of at least :data:`GPU_BUSY_PCT` have held at every look for
+:data:`GPU_CONFIRM_S` (the confirmation window); NVML lists at most one compute process on the GPU (the
+rank's: another's work would keep it busy too); its process is not stopped. The rank's work queued since its
+last progress has not finished while the GPU runs: the GPU's own hang, said within the bound plus the
+window, where the plain silence waits for the margin. :class:`RankProcesses` says when it first sees each
 rank's process (``rank_process`` ``seen``: the rank is heard from before it can say a word) and when it first
 sees it gone (``gone``, with the last look that saw it alive: however it left).
 """
@@ -16,11 +27,12 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from rollcall_workload import procfs
 from rollcall_workload.contract import MONITOR_DIR_ENV, encode_event
 from rollcall_workload.contract.heartbeat import Heartbeat, heartbeat_path, read_heartbeat, stacks_path
-from rollcall_workload.node.gpu_listener import node_name
+from rollcall_workload.node.gpu_listener import Load, node_name
 from rollcall_workload.node.stacks import parse_stacks, stack_lines
 from rollcall_workload.node.states import MAX_GAP_POLLS, Held, process_state
 from rollcall_workload.rank.watchdog import FAULTHANDLER_MARGIN_S
@@ -33,7 +45,34 @@ POLL_S = 1.0
 #: Python running) has its stack dumped by faulthandler's timer first, and that dump read whole (two looks),
 #: so that it is named hung where it stands, never silent first (the node's fault) by a look's race.
 SILENT_MARGIN_S = FAULTHANDLER_MARGIN_S + 3 * POLL_S
+#: A GPU reads busy at an NVML utilisation of at least this, percent (a kernel ran for that share of NVML's
+#: last sample period).
+GPU_BUSY_PCT = 90
+#: The confirmation window: a stopped rank's heartbeat unchanged and its GPU busy at every look for this long
+#: (four looks a second apart) before the monitor says the GPU's hang. The watchdog writes the heartbeat at
+#: least once a second, so a rank whose Python runs is never quiet this long.
+GPU_CONFIRM_S = 3 * POLL_S
+#: Process states in which the GPU's reading says nothing of the rank: stopped, it is silent as any other.
+_STOPPED = frozenset({"T", "t"})
 _HEARTBEAT = re.compile(r"^rank-(\d+)\.heartbeat$")
+
+
+class GpuReader(Protocol):
+    """What the monitor asks of NVML (:class:`~rollcall_workload.node.gpu_listener.GpuLoads`)."""
+
+    def read(self, uuid: str) -> Load | None:
+        """The GPU's load now, by its UUID; None where NVML cannot say."""
+        ...
+
+
+@dataclass(frozen=True)
+class BusyWindow:
+    """The reads of one rank's GPU while its heartbeat stands: when the first and last were, the least."""
+
+    first: float
+    last: float
+    reads: int
+    least: int
 
 
 @dataclass
@@ -51,6 +90,10 @@ class RankFiles:
     _held: dict[int, Held] = field(default_factory=dict)  # rank: how long its heartbeat has not changed
     _text: dict[int, str] = field(default_factory=dict)  # rank: its stacks file at the last look
     _unread: set[int] = field(default_factory=set)  # ranks whose stacks file changed at the last look
+    #: NVML, where the monitor has it: the GPU of a rank whose heartbeat stands is read (see the module).
+    gpus: GpuReader | None = None
+    _stood: dict[int, Held] = field(default_factory=dict)  # rank: how long its progress has not changed
+    _busy: dict[int, BusyWindow] = field(default_factory=dict)  # rank: its GPU's busy reads so far
 
     def heartbeats(self) -> dict[int, Heartbeat]:
         """Each rank's last heartbeat in the directory, by rank."""
@@ -115,18 +158,36 @@ class RankFiles:
 
         Measured on the monitor's own clock (:class:`Held`), not from the heartbeat's stamp: a clock step
         or a pause of the monitor never makes a rank silent. Not while the rank's stacks file is being
-        written (``dumping``: it changed since the last look): its dump, read whole, says more.
+        written (``dumping``: it changed since the last look): its dump, read whole, says more. Sooner, with
+        its GPU's reading, where the GPU stays busy while the rank stands still (see the module).
         """
         limit = beat.hang_after + self.margin
         held = self._held.setdefault(rank, Held(self.max_gap)).see((beat.time, beat.steps), mono)
+        stood = self._stood.setdefault(rank, Held(self.max_gap)).see((beat.steps, beat.progress), mono)
         # equivalent mutant: another default time: the watchdog stamps every heartbeat
         quiet, stalled = now - (beat.time or 0.0), now - beat.progress
         if held <= limit:
-            if rank not in self._silent or not self._held[rank].changed:
-                return []  # back only once the heartbeat has changed: a new beat
-            del self._silent[rank]
-            # equivalent mutant: another default world size: every heartbeat carries the rank's
-            return [encode_event("resumed", rank, beat.world_size or -1, dump=0, phase=beat.phase)]
+            if rank in self._silent:
+                if not self._held[rank].changed:
+                    return []  # back only once the heartbeat has changed: a new beat
+                del self._silent[rank]
+                # equivalent mutant: another default world size: every heartbeat carries the rank's
+                return [encode_event("resumed", rank, beat.world_size or -1, dump=0, phase=beat.phase)]
+            busy = self._gpu_busy(rank, beat, held, mono)
+            if busy is None or stood <= beat.hang_after or mono - busy.first < GPU_CONFIRM_S:
+                return []
+            state = self.state_of(beat.pid)
+            if state is None or state[0] in _STOPPED:
+                return []
+            self._silent[rank] = beat.progress
+            gpu = {
+                "gpu": beat.gpu,
+                "gpu_uuid": beat.gpu_uuid,
+                "gpu_busy_pct": busy.least,
+                "gpu_reads": busy.reads,
+                "gpu_confirm_s": round(busy.last - busy.first, 3),
+            }
+            return [self._silent_line(rank, beat, state, stalled=stalled, quiet=quiet, held=held, **gpu)]
         if self._silent.get(rank) == beat.progress or dumping:
             return []
         state = self.state_of(beat.pid)
@@ -134,23 +195,54 @@ class RankFiles:
             return []
         self._silent[rank] = beat.progress
         return [
-            encode_event(
-                "silent",
-                rank,
-                # equivalent mutant: another default world size: every heartbeat carries the rank's
-                beat.world_size or -1,
-                phase=beat.phase,
-                steps=beat.steps,
-                stalled_s=round(stalled, 3),
-                heartbeat_s=round(quiet, 3),
-                hang_after=beat.hang_after,
-                margin_s=self.margin,
-                pid=beat.pid,
-                state=state[0],
-                state_name=state[1],
-                held_s=round(held, 3),
+            self._silent_line(
+                rank, beat, state, stalled=stalled, quiet=quiet, held=held, margin_s=self.margin
             )
         ]
+
+    def _gpu_busy(self, rank: int, beat: Heartbeat, held: float, mono: float) -> BusyWindow | None:
+        """The rank's GPU read now, while its heartbeat stands: the busy reads so far, None when not busy."""
+        load = None
+        if self.gpus is not None and beat.gpu_uuid and held > 0:  # unchanged since the last look
+            load = self.gpus.read(beat.gpu_uuid)
+        if load is None or load.utilisation < GPU_BUSY_PCT or load.processes is None or load.processes > 1:
+            self._busy.pop(rank, None)  # not busy, unknown, or shared: the window starts again
+            return None
+        was = self._busy.get(rank)
+        if was is None or mono - was.last > self.max_gap:
+            was = BusyWindow(mono, mono, 0, load.utilisation)
+        busy = BusyWindow(was.first, mono, was.reads + 1, min(was.least, load.utilisation))
+        self._busy[rank] = busy
+        return busy
+
+    @staticmethod
+    def _silent_line(
+        rank: int,
+        beat: Heartbeat,
+        state: tuple[str, str],
+        *,
+        stalled: float,
+        quiet: float,
+        held: float,
+        **extra: Any,
+    ) -> bytes:
+        """The ``silent`` line (``extra``: the margin, or the GPU's reading)."""
+        return encode_event(
+            "silent",
+            rank,
+            # equivalent mutant: another default world size: every heartbeat carries the rank's
+            beat.world_size or -1,
+            phase=beat.phase,
+            steps=beat.steps,
+            stalled_s=round(stalled, 3),
+            heartbeat_s=round(quiet, 3),
+            hang_after=beat.hang_after,
+            pid=beat.pid,
+            state=state[0],
+            state_name=state[1],
+            held_s=round(held, 3),
+            **extra,
+        )
 
 
 #: A process younger than this is read again at each look: it may still be between fork and exec, its

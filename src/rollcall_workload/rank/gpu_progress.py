@@ -17,10 +17,17 @@ needs to wait on:
 ``cudaEventQuery`` returns at once and torch releases the GIL in its waits, so this runs while the training
 thread waits; an error from CUDA (a context lost to an Xid) reads as unknown, never as a finding. Where no
 CUDA device is used, the watchdog has no :class:`GpuProgress` and its dumps say nothing of a GPU.
+
+Where no Python thread of the rank can run (a CUDA call that blocks with the GIL held: a wait on the GPU
+through a library that keeps it, an event recorded on a launch queue full behind a kernel that never ends),
+the watchdog cannot probe. Its heartbeat names the GPU (:attr:`GpuProgress.gpu` and :attr:`GpuProgress.uuid`,
+NVML's name) so that the node's monitor, another process, reads the GPU's own state through NVML instead
+(:mod:`rollcall_workload.node.ranks`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import deque
@@ -68,8 +75,11 @@ class GpuProgress:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         probe_s: float = PROBE_S,
+        uuid: str | None = None,
     ) -> None:
         self.gpu = gpu
+        #: The GPU's UUID as NVML names it (``GPU-...``), where torch reports it: the node's monitor reads it.
+        self.uuid = uuid
         self._make_mark = make_mark
         self._make_probe = make_probe or make_mark
         self._clock = clock
@@ -124,6 +134,11 @@ def for_device(gpu: int) -> GpuProgress | None:
 
     if not torch.cuda.is_available():
         return None
+    from rollcall_workload.rank.facts import cuda_uuid
+
+    uuid = None
+    with contextlib.suppress(Exception):  # an older torch, a device that does not say: NVML's reads are off
+        uuid = cuda_uuid(gpu)
 
     def on_current() -> Marker:
         return torch.cuda.Event()  # recorded on the device's current stream: the work of this step
@@ -141,7 +156,7 @@ def for_device(gpu: int) -> GpuProgress | None:
 
         return OnDefault()
 
-    return GpuProgress(gpu, on_current, on_default)
+    return GpuProgress(gpu, on_current, on_default, uuid=uuid)
 
 
 __all__ = ["KEEP", "PROBE_S", "GpuProgress", "Marker", "Probe", "for_device"]

@@ -356,12 +356,15 @@ class ScriptedSlurm:
     ``batch_log`` None: the job wrote no batch log where the suite reads it.
     """
 
-    def __init__(self, states, batch_log="", exit_code="1:0"):
+    def __init__(self, states, batch_log="", exit_code="1:0", nodes=None, config="SlurmdTimeout = 60 sec"):
         self.states = list(states)
         self.batch_log = batch_log
         self.exit_code = exit_code
         self.calls = []
         self.cancelled = False
+        #: The job's nodes' states, look by look (the last one stays): {name: state}, healthy by default.
+        self.nodes = list(nodes or [{"rc1": "ALLOCATED", "rc2": "ALLOCATED"}])
+        self.config = config
 
     def __call__(self, argv, timeout_s):
         self.calls.append(list(argv))
@@ -377,6 +380,18 @@ class ScriptedSlurm:
             return JOB.format(state=state, reason=reason, exit=self.exit_code, nodes=nodes) + "\n"
         if argv[:3] == ["scontrol", "show", "hostnames"]:
             return "rc1\nrc2\n"
+        if argv[:3] == ["scontrol", "show", "config"]:
+            return f"Configuration data as of 2026-12-01T07:30:25\n{self.config}\n"
+        if argv[:4] == ["scontrol", "show", "node", "-o"]:
+            now = self.nodes.pop(0) if len(self.nodes) > 1 else self.nodes[0]
+            lines = []
+            for i, (name, said) in enumerate(now.items()):
+                state, reason = said if isinstance(said, tuple) else (said, "")
+                why = f" Reason={reason}" if reason else ""
+                lines.append(
+                    NODE.format(name=name, n=i, state=state, gres="(null)", parts="rollcall", reason=why)
+                )
+            return "\n".join(lines) + "\n"
         if argv[0] == "scancel":
             self.cancelled = True
             return ""
@@ -385,13 +400,13 @@ class ScriptedSlurm:
         raise AssertionError(f"unexpected command {argv}")
 
 
-def launch(tmp_path, slurm, **backend):
+def launch(tmp_path, slurm, job=None, **backend):
     from rollcall.backends.slurm.backend import SlurmBackend
     from rollcall.collect import Collector
 
     collector = Collector(tmp_path)
     b = SlurmBackend(run=slurm, poll_s=0.01, **backend)
-    return b.launch(spec(), collector), collector
+    return b.launch(job or spec(), collector), collector
 
 
 RUNNING = ("RUNNING", "None", "rc[1-2]")
@@ -676,7 +691,7 @@ def test_the_first_step_has_every_node_read_the_token_the_suite_wrote(tmp_path):
     argv = shared_check(script)
     token_file, token = shared_token(spec(), tmp_path)
     assert argv[-3:] == [str(token_file), token, str(UNSHARED_EXIT)] and token == "two-nodes"
-    node = {"SLURMD_NODENAME": "rc2", "PATH": "/usr/bin:/bin"}
+    node = {"SLURMD_NODENAME": "rc2", "SLURM_NODEID": "1", "PATH": "/usr/bin:/bin"}
 
     def on_node():
         return subprocess.run(argv, env=node, capture_output=True, text=True, check=False)
@@ -690,7 +705,7 @@ def test_the_first_step_has_every_node_read_the_token_the_suite_wrote(tmp_path):
     assert on_node().returncode == UNSHARED_EXIT
     token_file.write_text(f"{token}\n")
     seen = on_node()
-    assert (seen.returncode, seen.stdout) == (0, "")
+    assert (seen.returncode, seen.stdout) == (0, "rollcall: node rc2 (index 1) is up\n")
 
 
 def test_launch_writes_the_token_before_sbatch(tmp_path):

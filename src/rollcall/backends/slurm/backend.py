@@ -21,12 +21,16 @@ submit
     :data:`~rollcall.backends.slurm.script.UNSHARED_EXIT` fails naming the nodes that did not see it.
 wait
     ``scontrol show job`` once a second: fails at once on FAILED, NODE_FAIL, OUT_OF_MEMORY, TIMEOUT and the
-    other end states (naming the node and task srun reported), on a job PENDING past the grace period for a
-    reason that cannot clear by waiting (:mod:`rollcall.backends.slurm.state`), and at the job timeout.
+    other end states (naming the node and task srun reported, and a node srun says failed), on a job PENDING
+    past the grace period for a reason that cannot clear by waiting (:mod:`rollcall.backends.slurm.state`),
+    held for it (:mod:`rollcall.backends.held`), and at the job timeout. Each node is on its way until its
+    task's first line, told to the collector, and held by the start bound (:mod:`.arrivals`); the job's
+    nodes are read every 10 s, and one lost (DOWN, NOT_RESPONDING) ends the run only once held past its
+    bound (:mod:`.lost`).
 discover
     ``scontrol show nodes``/``partition`` once per session (:func:`~rollcall.backends.slurm.state.discover`).
 collect
-    Each node's file is followed as it grows into the collector, under the node's Slurm name.
+    Each node's file is followed as it grows into the collector, under the node's Slurm name (:mod:`.follow`).
 clean up
     ``scancel`` (pass, fail, timeout, Ctrl-C, SIGTERM) and a bounded wait until ``squeue`` no longer lists
     the job.
@@ -34,11 +38,11 @@ clean up
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shlex
 import subprocess
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -57,9 +61,13 @@ from rollcall.backends import (
     PlacementRequest,
     StopTest,
 )
+from rollcall.backends.held import Held, has_held
 from rollcall.backends.marks import NodeMarks
 from rollcall.backends.slurm import drains
+from rollcall.backends.slurm.arrivals import Arrivals, start_bound_s
 from rollcall.backends.slurm.conf import CONF_ENV, find_conf
+from rollcall.backends.slurm.follow import Follower
+from rollcall.backends.slurm.lost import NODE_LOOK_S, NODE_LOST_S, LostNodes
 from rollcall.backends.slurm.script import (
     UNSHARED_EXIT,
     Settings,
@@ -68,8 +76,17 @@ from rollcall.backends.slurm.script import (
     shared_token,
     unseen,
 )
-from rollcall.backends.slurm.state import JobInfo, Partition, SlurmError, SlurmNode, discover, srun_errors
-from rollcall.collect import Collector, LogSink
+from rollcall.backends.slurm.state import (
+    JobInfo,
+    Partition,
+    SlurmError,
+    SlurmNode,
+    discover,
+    failed_nodes,
+    slurmd_timeout_s,
+    srun_errors,
+)
+from rollcall.collect import Collector
 from rollcall.jobspec import JobSpec
 from rollcall.options.slurm import SlurmOptions
 from rollcall.options.values import OptionError
@@ -144,6 +161,9 @@ class SlurmBackend:
     usable: list[str] | None = None
     #: ``--drain-unfit``: drain unfit nodes, resume fit ones rollcall drained (:mod:`.drains`).
     drain: bool = False
+    #: How often the job's nodes are read while it runs, and how long a lost state must hold (:mod:`.lost`).
+    node_look_s: float = NODE_LOOK_S
+    node_lost_s: float = NODE_LOST_S
     #: The marks it makes on nodes (:class:`~rollcall.backends.MarksNodes`): drains.
     MARKS: ClassVar[tuple[str, ...]] = ("drain",)
 
@@ -222,7 +242,8 @@ class SlurmBackend:
                 f"--accelerator {request.accelerator}: pass --procs-per-node (the devices of each node)"
             )
         placement = Placement(request.accelerator, request.procs_per_node or 1)  # as discovery gives it
-        return render(spec_of(placement), Settings.from_options(options), workdir / "slurm")
+        spec = spec_of(placement).outwaiting(0.0)  # as launch() renders it
+        return render(spec, Settings.from_options(options), workdir / "slurm")
 
     def discover(self, request: PlacementRequest) -> Placement:
         """Read the nodes and partitions once and choose; :class:`DiscoveryError` when too few are usable.
@@ -261,12 +282,14 @@ class SlurmBackend:
             raise DiscoveryError(f"nothing submitted: need {spec.nodes} node(s), {len(self.usable)} usable")
         out = collector.directory / "slurm"
         out.mkdir(parents=True, exist_ok=True)
+        spec = spec.outwaiting(0.0)  # the nodes up wait at the rendezvous for one on its way (.arrivals)
         script = render(spec, self.settings, out)
         token_file, token = shared_token(spec, out)
         token_file.write_text(f"{token}\n")
         path = out / "job.sbatch"
         path.write_text(script)
-        job = SlurmJob(self, spec, collector, out, exclusive=asks_exclusive(script))
+        arrivals = Arrivals(spec.nodes, start_bound_s(spec), self.settings.container_image)
+        job = SlurmJob(self, spec, collector, out, exclusive=asks_exclusive(script), arrivals=arrivals)
         try:
             job.job_id = self.run(["sbatch", "--parsable", str(path)], 60).strip().split(";")[0]
         except BaseException:
@@ -285,42 +308,6 @@ class SlurmBackend:
             self.progress(line)
 
 
-class _Follower(threading.Thread):
-    """Copies one node's output file into its sink as it grows, until stopped and read to the end."""
-
-    def __init__(self, path: Path, sink: LogSink) -> None:
-        super().__init__(daemon=True, name=f"rollcall-slurm-{path.name}")
-        self.path, self.sink = path, sink
-        self.stopping = threading.Event()
-
-    def run(self) -> None:
-        try:
-            self._copy()
-        except ValueError:  # the collector closed the sink first (a run interrupted under --keep)
-            return
-        finally:
-            self.sink.close()
-
-    def _copy(self) -> None:
-        while not self.path.exists():
-            if self.stopping.wait(0.2) and not self.path.exists():
-                return  # the job ended before this node wrote anything
-        with self.path.open("rb") as f:
-            while True:
-                chunk = f.read(1 << 16)
-                if chunk:
-                    self.sink.write(chunk)
-                    continue
-                if self.stopping.is_set():  # stopped, at the end: read what came meanwhile
-                    # through a fresh open, which sees what the node wrote (NFS's close-to-open consistency)
-                    with self.path.open("rb") as again:
-                        again.seek(f.tell())
-                        if rest := again.read():
-                            self.sink.write(rest)
-                    return
-                self.stopping.wait(0.2)
-
-
 @dataclass
 class SlurmJob:
     """One submitted job."""
@@ -333,8 +320,16 @@ class SlurmJob:
     hosts: list[str] = field(default_factory=list)
     #: Its sbatch script asks ``--exclusive``: the job has its nodes, every GPU of them, to itself.
     exclusive: bool = False
-    _followers: list[_Follower] = field(default_factory=list)
+    #: Each node's way into the roll call's step (:mod:`.arrivals`); by default the spec's, without an image.
+    arrivals: Arrivals | None = None
+    _followers: list[Follower] = field(default_factory=list)
     _cleaned: bool = False
+    _lost: LostNodes | None = None
+    _looked: float = -float("inf")
+
+    def __post_init__(self) -> None:
+        if self.arrivals is None:
+            self.arrivals = Arrivals(self.spec.nodes, start_bound_s(self.spec))
 
     def info(self) -> JobInfo | None:
         """The job as slurmctld sees it now; None once it no longer knows the job."""
@@ -353,7 +348,7 @@ class SlurmJob:
         the job).
         """
         deadline = time.monotonic() + timeout_s
-        stuck_since: float | None = None
+        stuck: Held[str] = Held(self.backend.pending_grace_s)  # one key: the job, by its pending reason
         last = ""
         failures = 0
         while True:
@@ -380,15 +375,18 @@ class SlurmJob:
             ended = info.ended
             if ended is not None:
                 return self._status(self._ended(info, ended))
+            late = self._arrivals(info) or self._nodes(info)
+            if late is not None:
+                return self._status(late)
             reason = stop() if stop is not None else None
             if reason:
                 return self._status(
                     JobStatus(JobState.STOPPED, f"{reason}; slurm job {self.job_id} is cancelled")
                 )
             now = time.monotonic()
-            stuck_since = (stuck_since or now) if info.stuck else None
+            holding = stuck.see("job", info.reason.split(",")[0] if info.stuck else None, now)
             grace = self.backend.pending_grace_s
-            if stuck_since is not None and now - stuck_since >= grace:
+            if holding is not None and has_held(holding):
                 return self._status(
                     JobStatus(
                         JobState.FAILED,
@@ -398,14 +396,63 @@ class SlurmJob:
                 )
             if now >= deadline:
                 where = f" on {info.nodes}" if info.nodes else ""
+                assert self.arrivals is not None
+                ways = self.arrivals.where(self.hosts) if info.state != "PENDING" else ""
                 return self._status(
                     JobStatus(
                         JobState.TIMED_OUT,
                         f"job did not finish within {timeout_s:g}s; slurm job {self.job_id} was "
-                        f"{info.state}{where} and is cancelled",
+                        f"{info.state}{where} and is cancelled" + (f"; {ways}" if ways else ""),
                     )
                 )
             time.sleep(min(self.backend.poll_s, max(0.0, deadline - now)))
+
+    def _arrivals(self, info: JobInfo) -> JobStatus | None:
+        """One look at each node's way into the roll call's step, told to the collector (:mod:`.arrivals`).
+
+        A node whose task has not begun is on its way: the roll call names no node for silence meanwhile.
+        One still on its way past the start bound ends the run, named with what it waited for.
+        """
+        arrivals = self.arrivals
+        assert arrivals is not None
+        now = time.monotonic()
+        if info.state != "PENDING" and arrivals.step_since is None:  # the script's lines until the step
+            batch = self.out_dir / "batch.out"
+            with contextlib.suppress(OSError):  # not there yet: the batch host has not opened it
+                arrivals.look(batch.read_text(errors="replace"), (), now)
+        arrivals.look("", (i for i, f in enumerate(self._followers) if f.began.is_set()), now)
+        self.collector.on_the_way(arrivals.on_the_way())
+        late = arrivals.overdue(now, self.hosts)
+        if late is None:
+            return None
+        return JobStatus(JobState.FAILED, f"{late.line()}; slurm job {self.job_id} is cancelled")
+
+    def _nodes(self, info: JobInfo) -> JobStatus | None:
+        """Every ``node_look_s`` while the job runs, a look at its nodes (:mod:`.lost`).
+
+        A node whose lost state has held past its bound ends the run, named; a look that fails is skipped.
+        """
+        now = time.monotonic()
+        if info.state != "RUNNING" or not info.nodes or now - self._looked < self.backend.node_look_s:
+            return None
+        self._looked = now
+        run = self.backend.run
+        if self._lost is None:
+            try:
+                timeout = slurmd_timeout_s(run(["scontrol", "show", "config"], 30))
+            except SlurmError as exc:
+                log.warning("%s (SlurmdTimeout taken as Slurm's default)", exc)
+                timeout = slurmd_timeout_s("")
+            self._lost = LostNodes(timeout, self.backend.node_lost_s)
+        try:
+            out = run(["scontrol", "show", "node", "-o", info.nodes], 30)
+        except SlurmError as exc:
+            log.warning("%s (the job's nodes are read again at the next look)", exc)
+            return None
+        for change in self._lost.look([SlurmNode.parse(x) for x in out.splitlines() if x], now):
+            self.backend._say(change)
+        lost = self._lost.lost(self.hosts)
+        return JobStatus(JobState.FAILED, f"{lost}; slurm job {self.job_id} is cancelled") if lost else None
 
     def _ended(self, info: JobInfo, state: JobState) -> JobStatus:
         if state is JobState.SUCCEEDED:
@@ -420,7 +467,15 @@ class SlurmJob:
         why = f"slurm job {self.job_id} ended {info.state} (exit code {info.exit_code}, reason {info.reason})"
         if errors:
             why += "; srun: " + "; ".join(errors)
-        return JobStatus(state, why)
+        hosts = self.hosts
+        lost = [
+            (f"node {hosts.index(n)} (slurm node {n})" if n in hosts else f"slurm node {n}")
+            + f" lost: srun says Node failure on {n}"
+            for n in failed_nodes(said or "")
+        ]
+        if self._lost is not None and (seen := self._lost.seen(hosts)):
+            lost.append(seen)
+        return JobStatus(state, "; ".join([why, *lost]))
 
     def _unshared(self, info: JobInfo, batch_log: str | None) -> str:
         """Why the job ended, when the artifacts directory is not on storage every node shares; else empty.
@@ -465,7 +520,7 @@ class SlurmJob:
     def _follow(self, nodelist: str) -> None:
         self.hosts = self.backend.run(["scontrol", "show", "hostnames", nodelist], 30).split()
         for index, host in enumerate(self.hosts):
-            follower = _Follower(self.out_dir / f"node-{index}.out", self.collector.sink(host))
+            follower = Follower(self.out_dir / f"node-{index}.out", self.collector.sink(host))
             follower.start()
             self._followers.append(follower)
 

@@ -6,7 +6,9 @@ Each node runs :meth:`JobSpec.node_command`, its torchrun behind the node's moni
 node id and the first host's address and port in place of the spec's (:data:`FROM_SLURM`); the monitor reads a
 directory of the node's own (:func:`monitor_dir`). Its first step proves the artifacts directory is on storage
 every node shares: each node reads the token the suite wrote there before sbatch (:func:`shared_token`); one
-that does not see it says so (:func:`unseen`) and the job ends with :data:`UNSHARED_EXIT`.
+that does not see it says so (:func:`unseen`) and the job ends with :data:`UNSHARED_EXIT`; one that does says
+it is up, and the script says when the roll call's step begins (:mod:`.arrivals`: what the suite reads of a
+node before its task begins, outside any container).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 
 import jinja2
 
+from rollcall.backends.slurm.arrivals import STEP_BEGINS
 from rollcall.jobspec import (
     COMPILE_CACHE_DIR,
     IMAGE_DIR,
@@ -290,5 +293,6 @@ def render(spec: JobSpec, settings: Settings, out_dir: Path) -> str:
         "token_file": str(token_file),
         "token": token,
         "unshared_exit": UNSHARED_EXIT,
+        "step_begins": STEP_BEGINS,
     }
     return _ENV.get_template(TEMPLATE).render(values)

@@ -75,6 +75,17 @@ BAD_NODE_STATES = frozenset(
 )
 
 
+#: Node states in which a node no longer runs the job it has, the most decided first: DOWN (slurmctld's own
+#: decision, after ``SlurmdTimeout`` without an answer, or an administrator's), a reboot under way, powered
+#: down, and NOT_RESPONDING (a ping missed: slurmctld sets the node DOWN once it has not answered for
+#: ``SlurmdTimeout``). DRAIN, DRAINING, FAILING, MAINT and REBOOT_REQUESTED let a running job finish.
+LOST_STATES = ("DOWN", "REBOOT_ISSUED", "POWERING_DOWN", "POWERED_DOWN", "POWER_DOWN", "NOT_RESPONDING")
+#: slurmctld's ``SlurmdTimeout`` where the cluster's configuration does not say (Slurm's own default).
+SLURMD_TIMEOUT_S = 300.0
+#: srun's word of a node that failed under a step: ``srun: error: Node failure on rc2``.
+NODE_FAILURE = re.compile(r"^srun: error: Node failure on (?P<node>\S+)$", re.M)
+
+
 class SlurmError(BackendError):
     """A Slurm command failed; the message has the command and what it said."""
 
@@ -136,6 +147,21 @@ def srun_errors(text: str) -> list[str]:
     return [f"node {m['node']} (task {m['tasks']}): {m['what']}" for m in SRUN_ERROR.finditer(text)]
 
 
+def failed_nodes(text: str) -> list[str]:
+    """The Slurm nodes srun says failed under the step (:data:`NODE_FAILURE`), in order, each once."""
+    return list(dict.fromkeys(m["node"] for m in NODE_FAILURE.finditer(text)))
+
+
+def slurmd_timeout_s(config: str) -> float:
+    """``SlurmdTimeout`` from ``scontrol show config`` (``SlurmdTimeout = 300 sec``), in seconds.
+
+    Slurm's default where the text does not say, or says 0 (slurmctld then sets no node DOWN for silence).
+    """
+    found = re.search(r"^SlurmdTimeout\s*=\s*(\d+)\s*sec", config, re.M)
+    seconds = float(found[1]) if found else 0.0
+    return seconds or SLURMD_TIMEOUT_S
+
+
 @dataclass(frozen=True)
 class SlurmNode:
     """What discovery needs of one node."""
@@ -165,6 +191,10 @@ class SlurmNode:
         if bad:
             return f"state {self.state}" + (f" ({self.reason})" if self.reason else "")
         return None
+
+    def lost(self) -> str | None:
+        """The most decided of its states in which it no longer runs the job it has (:data:`LOST_STATES`)."""
+        return next((s for s in LOST_STATES if s in self.states), None)
 
 
 def gres_gpus(gres: str) -> int:

@@ -282,11 +282,13 @@ class HangBounds:
         hang_after_s: ``--hang-after``: no step or phase completes within it, the rank dumps its stacks.
         first_step_hang_after_s: ``--first-step-hang-after``: the same until the first step (which compiles)
             completes.
-        join_hang_after_s: ``--join-hang-after``: the same until the rank has joined the process group.
+        join_hang_after_s: ``--join-hang-after``: the same from entering ``init_process_group`` until the rank
+            has joined the process group.
         pg_timeout_s: ``--pg-timeout``: how long ``init_process_group`` waits for every rank to join (and
             each collective may take); None: PyTorch's, by backend.
-        start_skew_s: ``--start-skew``, the suite's alone: how long after the first part of the run is heard
-            a node or rank may still be heard for the first time (None: twice the join bound).
+        start_skew_s: ``--start-skew``: how long after the first part of the run is heard a node or rank may
+            still be heard for the first time, and the bound of each rank's imports and device setup, from
+            its process's start until it enters ``init_process_group`` (None: twice the join bound).
     """
 
     hang_after_s: float | None = None
@@ -295,12 +297,13 @@ class HangBounds:
     pg_timeout_s: float | None = None
     start_skew_s: float | None = None
 
-    #: Each bound's flag, the workload's and the suite's alike, by field (``start_skew_s`` is the suite's).
+    #: Each bound's flag, the workload's and the suite's alike, by field.
     FLAGS: ClassVar[Mapping[str, str]] = {
         "hang_after_s": "--hang-after",
         "first_step_hang_after_s": "--first-step-hang-after",
         "join_hang_after_s": "--join-hang-after",
         "pg_timeout_s": "--pg-timeout",
+        "start_skew_s": "--start-skew",
     }
 
     def join_bound(self, workload_args: Sequence[str] = ()) -> float:
@@ -308,8 +311,8 @@ class HangBounds:
         return self.join_hang_after_s or cli.join_bound(workload_args)
 
     def start_skew(self, workload_args: Sequence[str] = ()) -> float:
-        """S, the start skew: this one's, else twice the join bound (a node unheard is named then)."""
-        return self.start_skew_s or 2 * self.join_bound(workload_args)
+        """S, the start skew: this one's, else the workload's args', else twice the join bound."""
+        return self.start_skew_s or cli.start_skew(workload_args, self.join_bound(workload_args))
 
     def pg_timeout(self, backend: str, workload_args: Sequence[str] = ()) -> float:
         """The process group's timeout with ``backend`` (nccl, gloo): set, given, or PyTorch's."""

@@ -39,8 +39,9 @@ kernels (rollcall_workload.kernels.gate).
 the rank runs again, its watchdog neither; only faulthandler's timer can take its stack.
 ``ROLLCALL_STOP_RANK=<rank>[,<rank>...]`` makes each rank listed stop itself with SIGSTOP at the same point,
 as a frozen process or container: nothing runs in it, faulthandler's timer neither.
-``ROLLCALL_NO_JOIN_RANK=<rank>[,<rank>...]`` makes each rank listed sleep forever before it calls
-``init_process_group`` (its watchdog running): the others wait for it there.
+``ROLLCALL_NO_JOIN_RANK=<rank>[,<rank>...]`` makes each rank listed sleep forever as it enters
+``init_process_group`` (its watchdog running, held to the join bound) without calling it: the others wait
+for it there.
 ``ROLLCALL_GPU_HANG_RANK=<rank>[,<rank>...]`` makes each rank listed queue a kernel that spins on its GPU
 for days (``torch.cuda._sleep``) after its first ``epoch_time`` and wait for it (a synchronize, the GIL
 released): the GPU's own hang, the host thread waiting on it (cuda only; elsewhere the rank fails naming it).
@@ -70,7 +71,8 @@ Slow but healthy (a fleet's unevenness, which must fail nothing within the state
 later (its monitor says nothing, its launcher does not start until then: a node that boots or pulls its image
 late); ``ROLLCALL_SLOW_LAUNCHER_NODE`` makes each node's launcher take that much longer before it starts
 torchrun (a slow import of the launcher); ``ROLLCALL_SLOW_IMPORT_RANK`` makes each rank listed take that
-much longer before it imports torch (a cold filesystem: its process exists, it says nothing);
+much longer before it imports torch (a cold filesystem: its process exists, it says nothing), and
+``ROLLCALL_SLOW_SETUP_RANK`` before it sets up its device (its watchdog running: a slow torch_xla import);
 ``ROLLCALL_PAUSE_RANK`` makes each rank listed pause that long after its first ``epoch_time`` in Python
 (its watchdog runs), and ``ROLLCALL_C_PAUSE_RANK`` in C, holding the GIL (its heartbeat stops too).
 
@@ -120,6 +122,7 @@ VANISH_RANK_ENV = "ROLLCALL_VANISH_RANK"
 LATE_NODE_ENV = "ROLLCALL_LATE_NODE"
 SLOW_LAUNCHER_NODE_ENV = "ROLLCALL_SLOW_LAUNCHER_NODE"
 SLOW_IMPORT_RANK_ENV = "ROLLCALL_SLOW_IMPORT_RANK"
+SLOW_SETUP_RANK_ENV = "ROLLCALL_SLOW_SETUP_RANK"
 PAUSE_RANK_ENV = "ROLLCALL_PAUSE_RANK"
 C_PAUSE_RANK_ENV = "ROLLCALL_C_PAUSE_RANK"
 #: The slow-but-healthy variables, each ``<index>:<seconds>[,...]``: of a node (``node``) or a rank.
@@ -127,6 +130,7 @@ DELAYS: tuple[tuple[str, str], ...] = (
     (LATE_NODE_ENV, "node"),
     (SLOW_LAUNCHER_NODE_ENV, "node"),
     (SLOW_IMPORT_RANK_ENV, "rank"),
+    (SLOW_SETUP_RANK_ENV, "rank"),
     (PAUSE_RANK_ENV, "rank"),
     (C_PAUSE_RANK_ENV, "rank"),
 )
@@ -171,18 +175,12 @@ def rank_list(name: str, environ: Mapping[str, str], what: str = "rank") -> froz
 
 
 def hung_node(environ: Mapping[str, str], node_rank: int, name: str = HANG_NODE_ENV) -> int | None:
-    """The node ``node_rank`` is (in ``ROLLCALL_NODE_IDS``' world), if ``ROLLCALL_HANG_NODE`` names it.
+    """``node_rank``'s node (in ``ROLLCALL_NODE_IDS``' world) if ``ROLLCALL_HANG_NODE`` names it, else None.
 
-    ``name``: another variable of nodes (``ROLLCALL_NO_LAUNCH_NODE``), read the same way.
-
-    Returns:
-        The node, or None when the variable does not name it.
-
-    Raises:
-        ValueError: either variable is malformed.
+    ``name``: another variable of nodes (``ROLLCALL_NO_LAUNCH_NODE``), read the same way. ValueError when
+    either variable is malformed.
     """
-    nodes = rank_list(name, environ, "node")
-    if not nodes:
+    if not (nodes := rank_list(name, environ, "node")):
         return None
     node = node_id(environ, node_rank)
     return node if node in nodes else None
@@ -532,7 +530,7 @@ def hold_the_gil(seconds: int = 3600, forever: bool = True) -> None:
 
 
 def never_join(rank: int) -> None:
-    """``ROLLCALL_NO_JOIN_RANK``: this rank sleeps before init_process_group (its watchdog running)."""
+    """``ROLLCALL_NO_JOIN_RANK``: this rank sleeps as it enters init_process_group (its watchdog running)."""
     if not never_joins(rank, os.environ):
         return
     print(f"rollcall: rank {rank} never joins the process group as asked by {NO_JOIN_RANK_ENV}", flush=True)
@@ -584,9 +582,9 @@ def slow_launcher(command: list[str], node_rank: int) -> list[str]:
     return [sys.executable, "-c", wait, str(seconds), *command]
 
 
-def slow_import(rank: int) -> None:
-    """``ROLLCALL_SLOW_IMPORT_RANK``: the rank takes that much longer before it imports torch."""
-    if seconds := delay(SLOW_IMPORT_RANK_ENV, rank):
+def slow_start(rank: int, name: str) -> None:
+    """The rank starts slower by ``name``'s seconds: ``ROLLCALL_SLOW_IMPORT_RANK`` or ``_SETUP_RANK``."""
+    if seconds := delay(name, rank):
         time.sleep(seconds)
 
 

@@ -388,7 +388,7 @@ def test_a_late_node_a_slow_launcher_and_a_slow_import_within_their_bounds_fail_
     tmp_path, clean
 ):
     """Slow is not broken, through sbatch and srun (tests/local/test_uneven.py on the local backend): with
-    J = 10 s and S = 30 s, node 1's command starts 14 s late and its launcher 12 s slower on top, and rank 1
+    J = 10 s and S = 40 s, node 1's command starts 14 s late and its launcher 12 s slower on top, and rank 1
     imports for 24 s; each has its own clock (docs/hangs.md's formulas), torchrun's rendezvous timeout is set
     past them all (the spec's default, from S and J), and the run passes naming nobody."""
     uneven = JobSpec(
@@ -402,9 +402,9 @@ def test_a_late_node_a_slow_launcher_and_a_slow_import_within_their_bounds_fail_
             "ROLLCALL_SLOW_LAUNCHER_NODE": "1:12",
             "ROLLCALL_SLOW_IMPORT_RANK": "1:24",
         },
-        # S = 30 s: rank 1's process is seen, sleeps 24 s, then imports torch, which under CI's load takes
-        # longer than the 6 s that S = 2 J = 20 s would leave it (S + J = 40 s, as on local)
-        hang_bounds=HangBounds(hang_after_s=10.0, join_hang_after_s=10.0, start_skew_s=30.0),
+        # S = 40 s: rank 1's process starts, sleeps 24 s, then imports torch, which under CI's load takes more
+        # than 6 s, and sets up its device: S holds all of it from the process's start (as on local)
+        hang_bounds=HangBounds(hang_after_s=10.0, join_hang_after_s=10.0, start_skew_s=40.0),
         job_timeout_s=300,
     )
     attempt = run_once(SlurmBackend(), uneven, tmp_path)

@@ -14,10 +14,12 @@ only given more time, never less.
   timeout, an image pull's error, the job timeout): no part is named for not being heard, and the start
   skew counts from ``max(T0, A)`` (:func:`origin`).
 - **S**, the start skew (``--start-skew``, by default twice the join bound): a part never heard from by
-  ``max(T0, A) + S`` never started.
+  ``max(T0, A) + S`` never started; a rank still in its imports and device setup S after its process
+  started (its watchdog's bound there) is stuck in it.
 - **J**, the join bound (``--join-hang-after``): a node's launcher first heard at ``h`` must have got past
   the launchers' rendezvous by ``h + 2 J``, counted from the *last* launcher heard (the rendezvous completes
-  only once every node's launcher has joined it).
+  only once every node's launcher has joined it); a rank inside ``init_process_group`` J after it entered it
+  never joined (its watchdog's bound there).
 - **the process group's timeout** (``--pg-timeout``, PyTorch's by default): while every rank is inside
   ``init_process_group`` and none is missing, the ranks are joining, not hung: they are held to it.
 
@@ -32,7 +34,7 @@ from dataclasses import dataclass
 from rollcall.jobspec import JobSpec
 from rollcall.ranklog import Part, RollCall
 from rollcall_workload.rank.cli import PG_TIMEOUT_S
-from rollcall_workload.rank.watchdog import JOIN_HANG_S
+from rollcall_workload.rank.watchdog import JOIN_HANG_S, start_skew_bound
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,7 @@ class Bounds:
     """
 
     join_s: float = JOIN_HANG_S
-    start_skew_s: float = 2 * JOIN_HANG_S
+    start_skew_s: float = start_skew_bound(JOIN_HANG_S)
     pg_timeout_s: float = max(PG_TIMEOUT_S.values())
 
     @classmethod

@@ -22,8 +22,11 @@ node's monitor) when no Python thread of the rank could run: it is read like the
 Before the process group: the ranks that wait in ``init_process_group`` past their join bound
 (``--join-hang-after``) while every other rank is stalled or silent elsewhere, or past its own start skew
 without a word, wait for ranks that never joined (:func:`never_joined`): those are named, and the job ends
-then. Every rank inside ``init_process_group``, none missing, is joining, not hanging (:func:`joining`): held
-to the process group's timeout (``--pg-timeout``), never to the hang bound.
+then. A rank stalled in its imports and device setup (``SETUP_PHASE``, before it entered
+``init_process_group``) waits for no other rank: it counts only once its dump says it was there for the start
+skew (``--start-skew``), and is named as still setting up its device. Every rank inside
+``init_process_group``, none missing, is joining, not hanging (:func:`joining`): held to the process group's
+timeout (``--pg-timeout``), never to the hang bound.
 
 A limit of reading Python stacks: DDP waits for its gradient all-reduce inside ``backward()`` (C++, no
 Python frame of ``torch.distributed``), so a rank stalled in ``backward()`` may be computing or waiting. Such
@@ -42,7 +45,7 @@ from rollcall.evidence.clocks import Bounds, heard, now_of, on_the_way, origin, 
 from rollcall.evidence.silence import gpu_named, silences
 from rollcall.ranges import ranges
 from rollcall.ranklog import Frame, RankReport, RollCall, StackDump
-from rollcall_workload.contract import JOIN_PHASE, PRE_JOIN_PHASES
+from rollcall_workload.contract import JOIN_PHASE, SETUP_PHASE
 
 #: Path pieces of the libraries whose frames mean "waiting for the other ranks".
 _COLLECTIVE_PATHS = ("torch/distributed/",)
@@ -66,6 +69,10 @@ _IO_MODULES = (
 )
 #: What an ambiguous rank (stalled in backward) waits in, when another rank is hung for certain.
 DDP_WAIT = "DDP's gradient all-reduce in backward"
+#: Where a rank stalled in its imports and device setup stands (it has joined nothing: it waits for no rank).
+SETUP_WHERE = "its imports and device setup"
+#: Each phase's bound, by the flag that sets it; every other phase's is ``--hang-after``.
+PHASE_BOUNDS = {SETUP_PHASE: "--start-skew", JOIN_PHASE: "--join-hang-after"}
 #: What a dump taken by faulthandler's timer (read by the node's monitor) says of the rank.
 FAULTHANDLER_NOTE = "stack taken by faulthandler: no Python thread of the rank could run"
 #: The same, where the node's monitor read the rank's GPU busy meanwhile (:func:`~.silence.gpu_busy`).
@@ -146,6 +153,8 @@ def stall_of(report: RankReport) -> Stall | None:
     if thread is None:
         return None
     waiting, where = classify(thread.frames)
+    if dump.phase == SETUP_PHASE:  # before the join: a torch.distributed frame is an import, no collective
+        waiting, where = False, SETUP_WHERE
     own = [f for f in thread.frames if f.own] or list(thread.frames)
     ambiguous = not waiting and where == "its own compute" and in_backward(thread.frames)
     if ambiguous:
@@ -161,6 +170,19 @@ def stalls(reports: Mapping[int, RankReport]) -> dict[int, Stall]:
         if stall is not None:
             found[r] = stall
     return found
+
+
+def held(found: Mapping[int, Stall], bounds: Bounds) -> dict[int, Stall]:
+    """The stalls that count now: one in the imports and device setup only once held for the start skew.
+
+    Its dump must say the rank was there for S: a workload that dumps there sooner (at an older or shorter
+    bound) may still be importing within it.
+    """
+    return {
+        r: s
+        for r, s in found.items()
+        if s.dump.phase != SETUP_PHASE or s.dump.stalled_s is None or s.dump.stalled_s >= bounds.start_skew_s
+    }
 
 
 def resolve(found: Mapping[int, Stall]) -> tuple[list[Stall], list[Stall]]:
@@ -185,6 +207,9 @@ class NeverJoined:
         waited_s: the longest any of those had waited at its dump.
         unheard: those of ``missing`` that said nothing at all (no event, no heartbeat the monitor saw).
         seen: those of ``unheard`` whose process their node's monitor saw: stuck before their watchdog.
+        setting_up: those of ``missing`` stalled in their imports and device setup past the start skew.
+        setup_s: the longest any of those had been there at its dump.
+        setup_bound_s: the start skew S they were held to.
     """
 
     missing: tuple[int, ...]
@@ -192,20 +217,41 @@ class NeverJoined:
     waited_s: float | None
     unheard: tuple[int, ...] = ()
     seen: tuple[int, ...] = ()
+    setting_up: tuple[int, ...] = ()
+    setup_s: float | None = None
+    setup_bound_s: float | None = None
 
-    def line(self, node: Callable[[int], int] | None = None) -> str:
-        """``rank 1 (node 0) never joined; ranks 0, 2-3 waited 60s in init_process_group``."""
-        named = [f"{r} (node {node(r)})" if node is not None else str(r) for r in self.missing]
+    def line(self, node: Callable[[int], int] | None = None, ranks: Iterable[int] | None = None) -> str:
+        """``rank 1 (node 0) never joined; ranks 0, 2-3 waited 60s in init_process_group``.
+
+        ``ranks``: those of ``missing`` to name (all by default).
+        """
+        mine = self.missing if ranks is None else tuple(r for r in self.missing if r in set(ranks))
+        named = [f"{r} (node {node(r)})" if node is not None else str(r) for r in mine]
         who = f"rank {named[0]}" if len(named) == 1 else f"ranks {', '.join(named)}"
         waiters = f"rank {self.waiting[0]}" if len(self.waiting) == 1 else f"ranks {ranges(self.waiting)}"
         waited = f" {self.waited_s:.0f}s" if self.waited_s is not None else ""
+
+        def which(group: list[int]) -> str:
+            return "" if set(group) == set(mine) else f"{ranges(group)} "
+
         notes = []
-        quiet = [r for r in self.unheard if r not in self.seen]
-        for group, what in ((self.seen, "its process seen, never a word"), (quiet, "never heard from")):
+        setup = [r for r in self.setting_up if r in mine]
+        if setup:
+            after = f" after {self.setup_s:.0f}s" if self.setup_s is not None else ""
+            bound = f" {self.setup_bound_s:g}s" if self.setup_bound_s is not None else ""
+            notes.append(
+                f"{which(setup)}still importing and setting up its device{after}, past --start-skew{bound}"
+            )
+        unwatched = []
+        quiet = [r for r in self.unheard if r not in self.seen and r in mine]
+        seen = [r for r in self.seen if r in mine]
+        for group, what in ((seen, "its process seen, never a word"), (quiet, "never heard from")):
             if group:
-                which = "" if set(group) == set(self.missing) else f"{ranges(group)} "
-                notes.append(f"{which}{what}")
-        note = f" ({'; '.join(notes)}: stuck before the watchdog started)" if notes else ""
+                unwatched.append(f"{which(group)}{what}")
+        if unwatched:
+            notes.append(f"{'; '.join(unwatched)}: stuck before the watchdog started")
+        note = f" ({'; '.join(notes)})" if notes else ""
         return f"{who} never joined{note}; {waiters} waited{waited} in {JOIN_PHASE}"
 
 
@@ -226,7 +272,7 @@ def never_joined(
     reports = roll.ranks
     if any(rep.start is not None or rep.complete for rep in reports.values()):
         return None
-    found, quiet = stalls(reports), silences(reports)
+    found, quiet = held(stalls(reports), bounds), silences(reports)
     if any(r in reports and r not in found and r not in quiet for r in range(world_size)):
         return None
     waiting = [r for r, s in found.items() if s.waiting and s.dump.phase == JOIN_PHASE and r < world_size]
@@ -250,7 +296,18 @@ def never_joined(
             return None  # it may yet say its first word
     waited = [s for r in waiting if (s := found[r].dump.stalled_s) is not None]
     spoke = tuple(r for r in unheard if heard(roll, ("rank", r)) is not None)  # its process seen
-    return NeverJoined(tuple(missing), tuple(waiting), max(waited) if waited else None, unheard, spoke)
+    setup = [found[r] for r in missing if r in found and found[r].dump.phase == SETUP_PHASE]
+    longest = [s.dump.stalled_s for s in setup if s.dump.stalled_s is not None]
+    return NeverJoined(
+        tuple(missing),
+        tuple(waiting),
+        max(waited) if waited else None,
+        unheard,
+        spoke,
+        tuple(s.rank for s in setup),
+        max(longest) if longest else None,
+        bounds.start_skew_s if setup else None,
+    )
 
 
 def joining(roll: RollCall, world_size: int) -> bool:
@@ -281,8 +338,9 @@ def stop_reason(
         return None
     joined = never_joined(roll, world_size, bounds, now)  # it counts the ranks never heard from (see there)
     if joined is not None:
-        return f"{joined.line()}: ended at the join bound (--join-hang-after)"
-    found, quiet = stalls(reports), silences(reports)
+        bound = "the start skew (--start-skew)" if joined.setting_up else "the join bound (--join-hang-after)"
+        return f"{joined.line()}: ended at {bound}"
+    found, quiet = held(stalls(reports), bounds), silences(reports)
     if any(r not in found and r not in quiet for r in open_ranks):
         return None
     if joining(roll, world_size):
@@ -332,7 +390,7 @@ def waiting_line(waiting: Iterable[Stall], hung: int, silent: int = 0) -> str:
 
 def stalled_for(dump: StackDump, on_gpu: bool = False) -> str:
     """``for 61s (--hang-after 60s, phase epoch 1 end)``; ``on_gpu``: the monitor read its GPU busy."""
-    bound = "--join-hang-after" if dump.phase in PRE_JOIN_PHASES else "--hang-after"
+    bound = PHASE_BOUNDS.get(dump.phase, "--hang-after")
     parts = [f"{bound} {dump.hang_after:g}s"] if dump.hang_after is not None else []
     parts += [f"phase {dump.phase}"] if dump.phase else []
     note = FAULTHANDLER_GPU_NOTE if on_gpu else FAULTHANDLER_NOTE
@@ -367,6 +425,7 @@ __all__ = [
     "Stall",
     "classify",
     "gpu_line",
+    "held",
     "in_backward",
     "joining",
     "never_joined",

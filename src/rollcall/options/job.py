@@ -131,14 +131,15 @@ class JobOptions(Section):
         "--join-hang-after",
         duration_or_auto,
         None,
-        "the same until the rank has joined the process group, so that a rank that never joins is named "
-        f"within it (the workload's --join-hang-after; {_AUTO_BOUND})",
+        "the same from entering init_process_group until the rank has joined the process group, so that a "
+        f"rank that never joins is named within it (the workload's --join-hang-after; {_AUTO_BOUND})",
         DURATION,
         shown="auto",
         doc=(
-            "`--hang-after` until the rank has joined the process group: a rank that never joins is named "
-            "within it, a node whose ranks never say a word within twice it; passed to the workload (and "
-            "each node's monitor) as `--join-hang-after`; `auto`: the workload's own"
+            "`--hang-after` from entering `init_process_group` until the rank has joined the process "
+            "group: a rank that never joins is named within it, a node whose ranks never say a word within "
+            "twice it (the imports and device setup before it are held to `--start-skew`); passed to the "
+            "workload (and each node's monitor) as `--join-hang-after`; `auto`: the workload's own"
         ),
     )
     pg_timeout: float | None = option(
@@ -163,16 +164,18 @@ class JobOptions(Section):
         duration_or_auto,
         None,
         "how long after the first part of the run (a node, a launcher, a rank) is heard from another may "
-        f"be heard for the first time before it is named as never started ({_AUTO_BOUND}: twice the join "
-        "bound)",
+        "be heard for the first time before it is named as never started, and how long each rank may take "
+        f"to import and set up its device (the workload's --start-skew; {_AUTO_BOUND}: twice the join bound)",
         DURATION,
         shown="auto",
         doc=(
             "how long after the first part of the run is heard from (a node's monitor, its launcher, a "
             "rank's process) another may still be heard for the first time: a node never heard from is "
             "named at it, and each part heard later gets its own bound from when it was heard "
-            "([hangs.md](hangs.md)); torchrun's rendezvous timeout follows it; `auto`: twice "
-            "`--join-hang-after`"
+            "([hangs.md](hangs.md)); torchrun's rendezvous timeout follows it. Passed to the workload as its "
+            "`--start-skew`: each rank's bound from its process start until it enters "
+            "`init_process_group` (its imports and device setup, torch_xla's on Neuron), a rank still there "
+            "past it named stuck in its setup; `auto`: twice `--join-hang-after`"
         ),
     )
     compile_cache: CacheVolume | None = option(

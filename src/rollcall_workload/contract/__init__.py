@@ -64,7 +64,7 @@ from rollcall_workload.contract.rank import (
     PARAM_DIGEST_HEX,
     PRE_JOIN_PHASES,
     REQUIRED_EVENTS,
-    START_PHASE,
+    SETUP_PHASE,
     Bandwidth,
     BandwidthScope,
     Collectives,
@@ -88,7 +88,7 @@ from rollcall_workload.contract.schema import ABSENT, ContractError, Event, Fiel
 CONTRACT_VERSION = 2
 #: The workload's own version (major, minor, patch): raised with each change to what it runs or reports
 #: (its defaults, its kernels and their gate), so that a suite can refuse an image holding an older one.
-WORKLOAD_VERSION = "0.6.0"
+WORKLOAD_VERSION = "0.7.0"
 
 
 def markdown() -> str:
@@ -130,9 +130,9 @@ __all__ = [
     "RANK_PROCESS_STATES",
     "REQUIRED_EVENTS",
     "RUN_ID_ENV",
+    "SETUP_PHASE",
     "SLURM_NODE_ENV",
     "STACKS_HEADER",
-    "START_PHASE",
     "STRICT_ENV",
     "WORKLOAD_VERSION",
     "Bandwidth",

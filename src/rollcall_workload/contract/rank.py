@@ -15,9 +15,12 @@ from rollcall_workload.contract.schema import ABSENT, Event, optional, required
 
 #: The phase a rank is in while it joins the process group (the watchdog's and the heartbeat's).
 JOIN_PHASE = "init_process_group"
-#: The phases before a rank has joined the process group: the watchdog's first, and the join itself.
-START_PHASE = "start-up"
-PRE_JOIN_PHASES: tuple[str, ...] = (START_PHASE, JOIN_PHASE)
+#: The watchdog's first phase: from the rank's process start until it enters init_process_group, importing
+#: torch and its device's libraries (torch_xla on Neuron/XLA) and setting up its device (CUDA's context, the
+#: Neuron runtime). Its bound is the start skew (``--start-skew``), never the join bound.
+SETUP_PHASE = "imports and device setup"
+#: The phases before a rank has joined the process group, in order: its own set-up, then the join itself.
+PRE_JOIN_PHASES: tuple[str, ...] = (SETUP_PHASE, JOIN_PHASE)
 #: The events a rank must say to answer the roll call.
 REQUIRED_EVENTS: tuple[str, ...] = ("throughput", "epoch_time", "complete")
 #: The all-reduce groups a ``bandwidth`` event may be of.
@@ -233,7 +236,8 @@ class Stack(Event):
     main: bool = optional("whether it is the thread that trains", False)
     threads: int | None = optional("threads the dump holds")
     phase: str = optional(
-        'what the rank was doing, e.g. "init_process_group", "epoch 2 barrier", "bandwidth", "final barrier"',
+        'what the rank was doing, e.g. "imports and device setup", "init_process_group", "epoch 2 barrier", '
+        '"final barrier"',
         "",
     )
     stalled_s: float | None = optional("seconds since the last step or phase completed")

@@ -19,7 +19,14 @@ from rollcall_workload.contract import BANDWIDTH_SCOPES
 from rollcall_workload.kernels.gate import choose
 from rollcall_workload.rank.compile_cache import COMPILE_CACHE_ENV
 from rollcall_workload.rank.dist import Accelerator
-from rollcall_workload.rank.watchdog import FIRST_STEP_HANG_S, HANG_FLOOR_S, HANG_STEP_MULTIPLE, JOIN_HANG_S
+from rollcall_workload.rank.watchdog import (
+    FIRST_STEP_HANG_S,
+    HANG_FLOOR_S,
+    HANG_STEP_MULTIPLE,
+    JOIN_HANG_S,
+    START_SKEW_JOINS,
+    start_skew_bound,
+)
 from rollcall_workload.shape import MODEL_PRESETS
 
 DEVICES = ("auto", "cuda", "xla", "cpu")
@@ -370,8 +377,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--join-hang-after",
         type=_number(0, low_open=True),
         metavar="SECONDS",
-        help="the same until the rank has joined the process group (init_process_group), so that a rank "
-        f"that never joins is named within it (default: {JOIN_HANG_S:g})",
+        help="the same from entering init_process_group until the rank has joined the process group, so that "
+        f"a rank that never joins is named within it (default: {JOIN_HANG_S:g})",
+    )
+    p.add_argument(
+        "--start-skew",
+        type=_number(0, low_open=True),
+        metavar="SECONDS",
+        help="the same from the rank's process start until it enters init_process_group (its imports and "
+        f"device setup), the suite's start skew (default: {START_SKEW_JOINS:g} x --join-hang-after)",
     )
     p.add_argument(
         "--pg-timeout",
@@ -400,6 +414,19 @@ def join_bound(argv: Sequence[str]) -> float:
     except (CommandLineError, SystemExit):
         return JOIN_HANG_S
     return float(value) if value else JOIN_HANG_S
+
+
+def start_skew(argv: Sequence[str], join: float | None = None) -> float:
+    """The bound of the imports and device setup (``--start-skew``) train.py's arguments ``argv`` give.
+
+    Where they give none, or do not parse (the suite refuses those before launch): twice the join bound
+    (:func:`start_skew_bound`), ``join`` where given, else theirs.
+    """
+    try:
+        value = parse_args(list(argv)).start_skew
+    except (CommandLineError, SystemExit):
+        value = None
+    return float(value) if value else start_skew_bound(join or join_bound(argv))
 
 
 def apply_defaults(

@@ -26,6 +26,8 @@ from rollcall_workload.contract import (
 )
 from rollcall_workload.faults import (
     CORRUPT_RANK_ENV,
+    SLOW_IMPORT_RANK_ENV,
+    SLOW_SETUP_RANK_ENV,
     assumed_arch,
     check_fault_injection,
     corrupted_rank,
@@ -54,7 +56,13 @@ from rollcall_workload.rank.timing import (
     settled,
 )
 from rollcall_workload.rank.training import build_training, precision_label
-from rollcall_workload.rank.watchdog import HANG_FLOOR_S, JOIN_HANG_S, Watchdog, first_step_bound
+from rollcall_workload.rank.watchdog import (
+    HANG_FLOOR_S,
+    JOIN_HANG_S,
+    Watchdog,
+    first_step_bound,
+    start_skew_bound,
+)
 from rollcall_workload.shape import flops_per_sample, model_flops_utilization, peak_flops
 
 
@@ -62,7 +70,7 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
     """Join the group, train, time and report; raises on any failure."""
     check_fault_injection(os.environ)  # a malformed variable fails every rank at once, before torch loads
     faults.hang_node(env.rank, env.node_rank)
-    faults.slow_import(env.rank)
+    faults.slow_start(env.rank, SLOW_IMPORT_RANK_ENV)
     flight.enable(os.environ)  # before torch loads: it reads the recorder's size then
     import torch
     import torch.distributed as dist
@@ -86,12 +94,15 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
     # XLA compiles again whenever the graph changes (the first timed step too): there every step may take
     # as long as the first, so the default bound never falls below the first step's.
     floor = first_step if device == "xla" else HANG_FLOOR_S
-    watchdog = Watchdog(
+    join = args.join_hang_after or JOIN_HANG_S
+    watchdog = Watchdog(  # its first phase, the imports and device setup, counts from the process's start
         log,
         args.hang_after,
         first_step,
         floor=floor,
-        join=args.join_hang_after or JOIN_HANG_S,
+        join=join,
+        setup=args.start_skew or start_skew_bound(join),
+        since=PROCESS_STARTED,
         monitor_dir=os.environ.get(MONITOR_DIR_ENV) or None,
         gpu=gpu_progress.for_device(env.local_rank) if device == "cuda" else None,
     ).start()
@@ -109,7 +120,8 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
     model_label = (
         f"pretrained:{os.path.basename(os.path.normpath(args.pretrained))}" if args.pretrained else args.model
     )
-    acc = Accelerator(device, env.local_rank, args.dist_backend)
+    faults.slow_start(env.rank, SLOW_SETUP_RANK_ENV)
+    acc = Accelerator(device, env.local_rank, args.dist_backend)  # torch_xla's import, the device's set-up
     own_xla = acc.kind == "xla" and not acc.host_collectives
     watchdog.recorder = FlightRecorder(
         log,
@@ -117,8 +129,8 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
         os.environ.get(MONITOR_DIR_ENV) or None,
         unavailable="torch_xla's own process group keeps no flight record" if own_xla else "",
     )
+    watchdog.beat(JOIN_PHASE)  # the join bound counts from here
     faults.never_join(env.rank)
-    watchdog.beat(JOIN_PHASE)
     joining = time.monotonic()
     acc.init_process_group(env, args.pg_timeout)
     join_s = time.monotonic() - joining

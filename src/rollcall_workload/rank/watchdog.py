@@ -22,8 +22,9 @@ if TYPE_CHECKING:
 
 from rollcall_workload.contract import (
     EVENT_PREFIX,
+    JOIN_PHASE,
     MAX_LINE_BYTES,
-    START_PHASE,
+    SETUP_PHASE,
     RollcallLog,
     check_event,
     encode_event,
@@ -43,10 +44,14 @@ HANG_STEP_MULTIPLE = 20.0
 HANG_FLOOR_S = 60.0
 #: Until the first training step completes (it compiles): the default bound, per kind of first step.
 FIRST_STEP_HANG_S = {"xla": 1800.0, "compile": 600.0, "eager": 120.0}
-#: Until the rank has joined the process group (the watchdog's start through init_process_group): the
-#: default bound, ``--join-hang-after``. torchrun starts a node's workers only once every node's agent has
-#: joined its own rendezvous, so every rank reaches init_process_group within seconds of the others.
+#: While the rank is inside init_process_group, from entering it until it has joined: the default bound,
+#: ``--join-hang-after``. torchrun starts a node's workers only once every node's agent has joined its own
+#: rendezvous, so every rank that has set up reaches init_process_group within seconds of the others.
 JOIN_HANG_S = 60.0
+#: Before that, from the rank's process start through its imports and device setup (SETUP_PHASE), the bound
+#: is the start skew S (``--start-skew``), by default this many join bounds: a node slow to import from a
+#: cold filesystem or to set up its device is not hung, and the join bound counts only once it has entered.
+START_SKEW_JOINS = 2.0
 #: faulthandler's timer fires this long after the bound ran out: the rank's own watchdog, which writes
 #: richer stacks (thread names, source lines), dumps first whenever a Python thread can run.
 FAULTHANDLER_MARGIN_S = 5.0
@@ -64,6 +69,11 @@ class Recorder(Protocol):
 
     def resumed(self, dump: int) -> None:
         """The stall whose last dump was ``dump`` ended: the next stall says it again."""
+
+
+def start_skew_bound(join: float | None = None) -> float:
+    """The default bound of the imports and device setup: :data:`START_SKEW_JOINS` join bounds."""
+    return START_SKEW_JOINS * (join or JOIN_HANG_S)
 
 
 def first_step_bound(device: str, compiled: bool) -> float:
@@ -136,6 +146,10 @@ class Watchdog:
 
     The training thread calls :meth:`beat` each time a step or phase completes, naming what comes next, and
     :meth:`step_time` with the seconds per step it measured; a daemon thread watches the time since.
+
+    Until :meth:`joined`, the rank's first phase (:data:`SETUP_PHASE`, its imports and device setup) is held
+    to ``setup`` (the start skew; None: ``join``), counted from ``since`` (the process's start on the
+    watchdog's clock; None: now), and the join (:data:`JOIN_PHASE`) to ``join``, counted from entering it.
     """
 
     def __init__(
@@ -147,6 +161,8 @@ class Watchdog:
         clock: Callable[[], float] = time.monotonic,
         *,
         join: float | None = None,
+        setup: float | None = None,
+        since: float | None = None,
         monitor_dir: str | None = None,
         fh_margin: float = FAULTHANDLER_MARGIN_S,
         gpu: GpuProgress | None = None,
@@ -161,16 +177,17 @@ class Watchdog:
         self.floor = floor
         self.first_step = first_step
         self.join = join
+        self.setup = setup
         self.fh_margin = fh_margin
         self._clock = clock
         self._joined = False
         self._beats = 0
-        self._wall_last = time.time()
+        self._last = clock() if since is None else since  # the first phase began then (the process's start)
+        self._wall_last = time.time() - (clock() - self._last)
         self._monitor = _MonitorFiles(monitor_dir, log.rank) if monitor_dir else None
         self._lock = threading.Lock()
         self._beating = threading.Lock()  # one heartbeat taken and written at a time: the file holds the last
-        self._phase = START_PHASE
-        self._last = clock()
+        self._phase = SETUP_PHASE
         self._steps: list[float] = []
         self._first_done = False
         self._dumps = 0
@@ -185,8 +202,10 @@ class Watchdog:
         else:
             median = statistics.median(self._steps) if self._steps else 0.0
             steady = max(self.floor, HANG_STEP_MULTIPLE * median)
-        if not self._joined and self.join is not None:
-            return self.join
+        if not self._joined:
+            before = self.join if self._phase == JOIN_PHASE or self.setup is None else self.setup
+            if before is not None:
+                return before
         return steady if self._first_done else max(steady, self.first_step)
 
     def start(self) -> Watchdog:

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
-from rollcall.checks.never_joined import NEVER_JOINED, never_joined
+from rollcall.checks.never_joined import NEVER_JOINED, STUCK_IN_SETUP, never_joined
 from rollcall.checks.runview import RunView
 from rollcall.evidence.clocks import Bounds
-from rollcall.evidence.hangs import PG_TIMEOUT_MARGIN_S, joining, stop_reason
+from rollcall.evidence.hangs import (
+    PG_TIMEOUT_MARGIN_S,
+    SETUP_WHERE,
+    joining,
+    stalled_for,
+    stalls,
+    stop_reason,
+)
+from rollcall.jobspec import HangBounds, JobSpec
 from rollcall.judge import judge
-from rollcall.verdict import Criteria, Layout, Observed
+from rollcall.verdict import Criteria, Layout, Observed, Owner
 from rollcall_workload import contract
 from rollcall_workload.rank.watchdog import encode_stack
 from tests.unit.helpers import on_the_way, roll_heard, roll_of_lines, two_by_two
@@ -22,7 +30,7 @@ JOINING = [
     ["/venv/lib/python3.11/site-packages/torch/distributed/c10d_logger.py", 79, "wrapper", "", False],
     [C10D, 1520, "init_process_group", "store, rank, world_size = next(rendezvous_iterator)", False],
 ]
-SLEEPING = [["run.py", 390, "_maybe_never_join", "time.sleep(3600)", True]]
+SLEEPING = [["run.py", 390, "_maybe_never_join", "time.sleep(3600)", True]]  # as it enters the join
 
 
 def _dump(rank: int, frames: list, phase: str, stalled: float) -> bytes:
@@ -44,7 +52,7 @@ def _waited(*ranks: int) -> list[bytes]:
 
 
 def test_the_rank_that_never_joined_is_named_with_its_node_and_how_long_the_others_waited():
-    roll = roll_of_lines([_dump(1, SLEEPING, contract.START_PHASE, 10.0), *_waited(0, 2, 3)])
+    roll = roll_of_lines([_dump(1, SLEEPING, contract.JOIN_PHASE, 10.0), *_waited(0, 2, 3)])
     (problem,) = never_joined(RunView(Observed(roll, Layout(2, 2)), Criteria()))
     assert problem.kind is NEVER_JOINED and set(problem.ranks) == {1}
     assert problem.message == "rank 1 (node 0) never joined; ranks 0, 2-3 waited 11s in init_process_group"
@@ -93,7 +101,7 @@ def test_ranks_never_heard_from_while_the_others_wait_at_the_join_never_joined_a
         "in init_process_group: ended at the join bound (--join-hang-after)"
     )
     # one heard from (stalled before the join), one not: both named, the unheard one said so
-    mixed = [(100.0, _dump(2, SLEEPING, contract.START_PHASE, 10.0)), *timed]
+    mixed = [(100.0, _dump(2, SLEEPING, contract.JOIN_PHASE, 10.0)), *timed]
     reason = stop_reason(roll_heard(mixed, 120.0), 4, BOUNDS)
     assert (
         reason is not None
@@ -119,7 +127,7 @@ def test_a_rank_whose_process_was_seen_gets_its_own_start_skew_and_join_bound_fr
     import for up to S, then wait at the join for J before its first dump."""
     seen = contract.encode_event("rank_process", 3, 4, state="seen", pid=7, node_rank=1)
     timed = [
-        (100.0, _dump(2, SLEEPING, contract.START_PHASE, 10.0)),
+        (100.0, _dump(2, SLEEPING, contract.JOIN_PHASE, 10.0)),
         *[(100.0, line) for line in _waited(0, 1)],
         (115.0, seen),
     ]
@@ -152,7 +160,7 @@ def test_nothing_is_said_while_a_rank_heard_from_still_moves_or_once_the_group_f
     assert stop_reason(run.roll, 4, BOUNDS) is None
     # nobody waits at the join yet: a rank unheard may not have started
     quiet = RunView(
-        Observed(roll_of_lines([_dump(1, SLEEPING, contract.START_PHASE, 10.0)]), Layout(2, 2)), Criteria()
+        Observed(roll_of_lines([_dump(1, SLEEPING, contract.JOIN_PHASE, 10.0)]), Layout(2, 2)), Criteria()
     )
     assert list(never_joined(quiet)) == []
     assert stop_reason(quiet.roll, 4, BOUNDS) is None
@@ -168,7 +176,7 @@ def test_a_rank_that_said_start_formed_the_group_and_only_the_worlds_ranks_wait_
     start = contract.encode_event("start", 1, 4, node_rank=0, host="n0")
     assert stop_reason(roll_of_lines([*_waited(0, 2, 3), start]), 4, BOUNDS) is None
     stray = _dump(4, JOINING, contract.JOIN_PHASE, 10.4)  # no rank of a world of 4
-    sleeping = [_dump(r, SLEEPING, contract.START_PHASE, 10.0) for r in range(4)]
+    sleeping = [_dump(r, SLEEPING, contract.JOIN_PHASE, 10.0) for r in range(4)]
     from rollcall.evidence.hangs import never_joined as find
 
     assert find(roll_of_lines([stray, *sleeping]), 4, BOUNDS) is None
@@ -219,3 +227,63 @@ def test_a_rank_that_said_start_and_stalled_after_it_formed_the_group_whatever_t
     start = contract.encode_event("start", 1, 4, node_rank=0, host="n0")
     stalled = _dump(1, SLEEPING, "epoch 1 end", 61.0)
     assert find(roll_of_lines([*_waited(0, 2, 3), start, stalled]), 4, BOUNDS) is None
+
+
+# ---------------------------------------------------------------- the imports and device setup before the join
+
+S = BOUNDS.start_skew_s
+#: A rank importing torch_xla as it sets up its device (torch.distributed's frames are an import's, no collective).
+IMPORTING = [
+    ["rank/run.py", 131, "run", "acc = Accelerator(device, env.local_rank, args.dist_backend)", True],
+    ["rank/dist.py", 86, "__init__", "import torch_xla.distributed.xla_backend", True],
+    ["/venv/lib/python3.11/site-packages/torch/distributed/__init__.py", 3, "<module>", "import os", False],
+    ["<frozen importlib._bootstrap_external>", 1132, "get_data", "", False],
+]
+
+
+def _setup(rank: int, stalled: float) -> bytes:
+    return encode_stack(rank, 4, IMPORTING, dump=1, thread="MainThread", main=True, phase=contract.SETUP_PHASE,
+                        stalled_s=stalled, hang_after=min(stalled, S))  # fmt: skip
+
+
+def _spec_run(lines: list[bytes]) -> RunView:
+    """A run judged with its spec's bounds (J = 10 s, S = 20 s), as the runner's own."""
+    spec = JobSpec(name="t", nodes=2, procs_per_node=2, accelerator="cpu",
+                   hang_bounds=HangBounds(join_hang_after_s=J, start_skew_s=S, pg_timeout_s=300.0))  # fmt: skip
+    return RunView(Observed(roll_of_lines(lines), Layout(2, 2), spec=spec), Criteria())
+
+
+def test_a_rank_still_importing_within_the_start_skew_is_not_named_though_the_others_waited_past_j():
+    """Rank 1 dumped in its imports and device setup after J (a workload whose bound there was the join's):
+    it may still be importing within S, so nothing is named and the job goes on; ranks 0, 2-3 only wait."""
+    lines = [_setup(1, J + 0.5), *_waited(0, 2, 3)]
+    assert list(never_joined(_spec_run(lines))) == []
+    assert stop_reason(roll_of_lines(lines), 4, BOUNDS) is None
+    stall = stalls(roll_of_lines(lines).ranks)[1]
+    assert not stall.waiting and stall.where == SETUP_WHERE  # a torch.distributed import is no collective
+    assert "(--start-skew 10.5s, phase imports and device setup)" in stalled_for(stall.dump)
+
+
+def test_a_rank_still_importing_past_the_start_skew_is_named_stuck_in_its_setup_the_clusters():
+    lines = [_setup(1, S), *_waited(0, 2, 3)]
+    (problem,) = never_joined(_spec_run(lines))
+    assert problem.kind is STUCK_IN_SETUP and set(problem.ranks) == {1}
+    assert problem.message == (
+        "rank 1 (node 0) never joined (still importing and setting up its device after 20s, past --start-skew "
+        "20s); ranks 0, 2-3 waited 11s in init_process_group"
+    )
+    assert STUCK_IN_SETUP.owner is not None and STUCK_IN_SETUP.owner.owner is Owner.CLUSTER
+    verdict = judge(Observed(roll_of_lines(lines), Layout(2, 2), spec=_spec_run(lines).observed.spec))
+    first = verdict.findings[0]
+    assert first.kind is STUCK_IN_SETUP and first.blame is not None and first.blame.owner is Owner.CLUSTER
+    reason = stop_reason(roll_of_lines(lines), 4, BOUNDS)
+    assert reason is not None and reason.endswith("ended at the start skew (--start-skew)")
+
+
+def test_a_rank_stuck_in_its_setup_and_one_that_never_joined_are_two_problems_each_with_its_owner():
+    sleeping = _dump(3, SLEEPING, contract.JOIN_PHASE, 10.5)  # entered the join, never called it
+    (setup, other) = never_joined(_spec_run([_setup(1, S + 3), *_waited(0, 2), sleeping]))
+    assert (setup.kind, set(setup.ranks)) == (STUCK_IN_SETUP, {1})
+    assert (other.kind, set(other.ranks)) == (NEVER_JOINED, {3})
+    assert setup.message.startswith("rank 1 (node 0) never joined (still importing and setting up its device")
+    assert other.message == "rank 3 (node 1) never joined; ranks 0, 2 waited 11s in init_process_group"

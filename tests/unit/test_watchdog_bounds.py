@@ -82,6 +82,10 @@ def test_without_a_setup_bound_the_join_bound_holds_the_whole_start_up_and_the_h
 
 def test_the_start_skew_reaches_the_workload_declared_once():
     assert wd.start_skew_bound() == wd.START_SKEW_JOINS * wd.JOIN_HANG_S
+    # the setup's own bound is S + J, what the suite gives a rank it saw and never heard
+    assert wd.setup_bound(30.0, 10.0) == 40.0
+    assert wd.setup_bound(None, 10.0) == 3 * 10.0
+    assert wd.setup_bound() == (wd.START_SKEW_JOINS + 1) * wd.JOIN_HANG_S
     assert cli.start_skew(["--join-hang-after", "10"]) == 2 * 10.0
     assert cli.start_skew(["--join-hang-after", "10", "--start-skew", "30"]) == 30.0
     assert cli.start_skew(["--no-such-flag"]) == wd.start_skew_bound()

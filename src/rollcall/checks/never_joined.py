@@ -1,10 +1,10 @@
 """Where a rank that never joined the process group is detected: the others waited for it to join.
 
 Every rank's watchdog dumps its stacks once it has spent its join bound (``--join-hang-after``) inside
-``init_process_group`` without joining, or the start skew (``--start-skew``) in its imports and device setup
-before it; the ranks waiting in ``init_process_group`` wait for the ones stalled or silent before the join,
-which are named here (:func:`rollcall.evidence.hangs.never_joined`), ahead of the hang and the silence they
-also are.
+``init_process_group`` without joining, or the start skew and the join bound (S + J) in its imports and
+device setup before it; the ranks waiting in ``init_process_group`` wait for the ones stalled or silent before
+the join, which are named here (:func:`rollcall.evidence.hangs.never_joined`), ahead of the hang and the
+silence they also are.
 
 A rank still importing and setting up its device past the start skew, while ranks of other nodes got past
 theirs with the same image and code and wait for it, is its node's (the cluster's): what differs is the node,

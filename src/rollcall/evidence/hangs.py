@@ -24,7 +24,8 @@ Before the process group: the ranks that wait in ``init_process_group`` past the
 without a word, wait for ranks that never joined (:func:`never_joined`): those are named, and the job ends
 then. A rank stalled in its imports and device setup (``SETUP_PHASE``, before it entered
 ``init_process_group``) waits for no other rank: it counts only once its dump says it was there for the start
-skew (``--start-skew``), and is named as still setting up its device. Every rank inside
+skew and the join bound together (S + J from its process's start, what a rank seen and never heard gets), and
+is named as still setting up its device. Every rank inside
 ``init_process_group``, none missing, is joining, not hanging (:func:`joining`): held to the process group's
 timeout (``--pg-timeout``), never to the hang bound.
 
@@ -72,7 +73,7 @@ DDP_WAIT = "DDP's gradient all-reduce in backward"
 #: Where a rank stalled in its imports and device setup stands (it has joined nothing: it waits for no rank).
 SETUP_WHERE = "its imports and device setup"
 #: Each phase's bound, by the flag that sets it; every other phase's is ``--hang-after``.
-PHASE_BOUNDS = {SETUP_PHASE: "--start-skew", JOIN_PHASE: "--join-hang-after"}
+PHASE_BOUNDS = {SETUP_PHASE: "--start-skew + --join-hang-after", JOIN_PHASE: "--join-hang-after"}
 #: What a dump taken by faulthandler's timer (read by the node's monitor) says of the rank.
 FAULTHANDLER_NOTE = "stack taken by faulthandler: no Python thread of the rank could run"
 #: The same, where the node's monitor read the rank's GPU busy meanwhile (:func:`~.silence.gpu_busy`).
@@ -173,15 +174,17 @@ def stalls(reports: Mapping[int, RankReport]) -> dict[int, Stall]:
 
 
 def held(found: Mapping[int, Stall], bounds: Bounds) -> dict[int, Stall]:
-    """The stalls that count now: one in the imports and device setup only once held for the start skew.
+    """The stalls that count now: one in the imports and device setup only once held for S + J.
 
-    Its dump must say the rank was there for S: a workload that dumps there sooner (at an older or shorter
-    bound) may still be importing within it.
+    Its dump must say the rank was there for S + J (the rank's own bound, from its process's start): a
+    workload that dumps there sooner (at an older or shorter bound) may still be importing within it.
     """
     return {
         r: s
         for r, s in found.items()
-        if s.dump.phase != SETUP_PHASE or s.dump.stalled_s is None or s.dump.stalled_s >= bounds.start_skew_s
+        if s.dump.phase != SETUP_PHASE
+        or s.dump.stalled_s is None
+        or s.dump.stalled_s >= bounds.start_skew_s + bounds.join_s
     }
 
 
@@ -241,7 +244,8 @@ class NeverJoined:
             after = f" after {self.setup_s:.0f}s" if self.setup_s is not None else ""
             bound = f" {self.setup_bound_s:g}s" if self.setup_bound_s is not None else ""
             notes.append(
-                f"{which(setup)}still importing and setting up its device{after}, past --start-skew{bound}"
+                f"{which(setup)}still importing and setting up its device{after}, "
+                f"past --start-skew + --join-hang-after{bound}"
             )
         unwatched = []
         quiet = [r for r in self.unheard if r not in self.seen and r in mine]
@@ -306,7 +310,7 @@ def never_joined(
         spoke,
         tuple(s.rank for s in setup),
         max(longest) if longest else None,
-        bounds.start_skew_s if setup else None,
+        bounds.start_skew_s + bounds.join_s if setup else None,
     )
 
 
@@ -338,7 +342,11 @@ def stop_reason(
         return None
     joined = never_joined(roll, world_size, bounds, now)  # it counts the ranks never heard from (see there)
     if joined is not None:
-        bound = "the start skew (--start-skew)" if joined.setting_up else "the join bound (--join-hang-after)"
+        bound = (
+            "the start skew and the join bound (--start-skew + --join-hang-after)"
+            if joined.setting_up
+            else "the join bound (--join-hang-after)"
+        )
         return f"{joined.line()}: ended at {bound}"
     found, quiet = held(stalls(reports), bounds), silences(reports)
     if any(r not in found and r not in quiet for r in open_ranks):

@@ -138,7 +138,7 @@ class JobOptions(Section):
         doc=(
             "`--hang-after` from entering `init_process_group` until the rank has joined the process "
             "group: a rank that never joins is named within it, a node whose ranks never say a word within "
-            "twice it (the imports and device setup before it are held to `--start-skew`); passed to the "
+            "twice it (the imports and device setup before it are held to `--start-skew` plus it); passed to the "
             "workload (and each node's monitor) as `--join-hang-after`; `auto`: the workload's own"
         ),
     )
@@ -173,9 +173,10 @@ class JobOptions(Section):
             "rank's process) another may still be heard for the first time: a node never heard from is "
             "named at it, and each part heard later gets its own bound from when it was heard "
             "([hangs.md](hangs.md)); torchrun's rendezvous timeout follows it. Passed to the workload as its "
-            "`--start-skew`: each rank's bound from its process start until it enters "
-            "`init_process_group` (its imports and device setup, torch_xla's on Neuron), a rank still there "
-            "past it named stuck in its setup; `auto`: twice `--join-hang-after`"
+            "`--start-skew`: with `--join-hang-after`, each rank's bound from its process start until it enters "
+            "`init_process_group` (its imports and device setup, torch_xla's on Neuron; S + J, as for a rank "
+            "seen and never heard), a rank still there past it named stuck in its setup; `auto`: twice "
+            "`--join-hang-after`"
         ),
     )
     compile_cache: CacheVolume | None = option(

@@ -17,7 +17,7 @@ from rollcall_workload.contract.schema import ABSENT, Event, optional, required
 JOIN_PHASE = "init_process_group"
 #: The watchdog's first phase: from the rank's process start until it enters init_process_group, importing
 #: torch and its device's libraries (torch_xla on Neuron/XLA) and setting up its device (CUDA's context, the
-#: Neuron runtime). Its bound is the start skew (``--start-skew``), never the join bound.
+#: Neuron runtime). Its bound is the start skew and the join bound together (S + J, from the process start).
 SETUP_PHASE = "imports and device setup"
 #: The phases before a rank has joined the process group, in order: its own set-up, then the join itself.
 PRE_JOIN_PHASES: tuple[str, ...] = (SETUP_PHASE, JOIN_PHASE)

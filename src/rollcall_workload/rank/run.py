@@ -61,7 +61,7 @@ from rollcall_workload.rank.watchdog import (
     JOIN_HANG_S,
     Watchdog,
     first_step_bound,
-    start_skew_bound,
+    setup_bound,
 )
 from rollcall_workload.shape import flops_per_sample, model_flops_utilization, peak_flops
 
@@ -101,7 +101,7 @@ def run(args: argparse.Namespace, env: DistEnv, log: RollcallLog) -> None:
         first_step,
         floor=floor,
         join=join,
-        setup=args.start_skew or start_skew_bound(join),
+        setup=setup_bound(args.start_skew, join),
         since=PROCESS_STARTED,
         monitor_dir=os.environ.get(MONITOR_DIR_ENV) or None,
         gpu=gpu_progress.for_device(env.local_rank) if device == "cuda" else None,

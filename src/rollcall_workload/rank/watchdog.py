@@ -48,9 +48,10 @@ FIRST_STEP_HANG_S = {"xla": 1800.0, "compile": 600.0, "eager": 120.0}
 #: ``--join-hang-after``. torchrun starts a node's workers only once every node's agent has joined its own
 #: rendezvous, so every rank that has set up reaches init_process_group within seconds of the others.
 JOIN_HANG_S = 60.0
-#: Before that, from the rank's process start through its imports and device setup (SETUP_PHASE), the bound
-#: is the start skew S (``--start-skew``), by default this many join bounds: a node slow to import from a
-#: cold filesystem or to set up its device is not hung, and the join bound counts only once it has entered.
+#: The start skew S's default (``--start-skew``), in join bounds. Before the join, from the rank's process
+#: start through its imports and device setup (SETUP_PHASE), the bound is S + J (:func:`setup_bound`): what
+#: the suite gives a rank whose process it saw and never heard. A node slow to import from a cold filesystem
+#: or to set up its device is not hung, and the join bound counts only once it has entered.
 START_SKEW_JOINS = 2.0
 #: faulthandler's timer fires this long after the bound ran out: the rank's own watchdog, which writes
 #: richer stacks (thread names, source lines), dumps first whenever a Python thread can run.
@@ -74,6 +75,16 @@ class Recorder(Protocol):
 def start_skew_bound(join: float | None = None) -> float:
     """The default bound of the imports and device setup: :data:`START_SKEW_JOINS` join bounds."""
     return START_SKEW_JOINS * (join or JOIN_HANG_S)
+
+
+def setup_bound(start_skew: float | None = None, join: float | None = None) -> float:
+    """The bound of the imports and device setup, from the process's start: S + J.
+
+    The suite names a rank whose process it saw and never heard from at S + J after it saw it; the rank's
+    own watchdog gives its setup as long, so a rank that says where it is stuck says it no sooner.
+    """
+    j = join or JOIN_HANG_S
+    return (start_skew or start_skew_bound(j)) + j
 
 
 def first_step_bound(device: str, compiled: bool) -> float:

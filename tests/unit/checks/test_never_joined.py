@@ -232,6 +232,8 @@ def test_a_rank_that_said_start_and_stalled_after_it_formed_the_group_whatever_t
 # ---------------------------------------------------------------- the imports and device setup before the join
 
 S = BOUNDS.start_skew_s
+#: A rank's own bound in its imports and device setup: S + J from its process's start.
+SETUP = S + J
 #: A rank importing torch_xla as it sets up its device (torch.distributed's frames are an import's, no collective).
 IMPORTING = [
     ["rank/run.py", 131, "run", "acc = Accelerator(device, env.local_rank, args.dist_backend)", True],
@@ -243,7 +245,7 @@ IMPORTING = [
 
 def _setup(rank: int, stalled: float) -> bytes:
     return encode_stack(rank, 4, IMPORTING, dump=1, thread="MainThread", main=True, phase=contract.SETUP_PHASE,
-                        stalled_s=stalled, hang_after=min(stalled, S))  # fmt: skip
+                        stalled_s=stalled, hang_after=min(stalled, SETUP))  # fmt: skip
 
 
 def _spec_run(lines: list[bytes]) -> RunView:
@@ -255,34 +257,40 @@ def _spec_run(lines: list[bytes]) -> RunView:
 
 def test_a_rank_still_importing_within_the_start_skew_is_not_named_though_the_others_waited_past_j():
     """Rank 1 dumped in its imports and device setup after J (a workload whose bound there was the join's):
-    it may still be importing within S, so nothing is named and the job goes on; ranks 0, 2-3 only wait."""
+    it may still be importing within S + J, so nothing is named and the job goes on; ranks 0, 2-3 only wait."""
     lines = [_setup(1, J + 0.5), *_waited(0, 2, 3)]
     assert list(never_joined(_spec_run(lines))) == []
     assert stop_reason(roll_of_lines(lines), 4, BOUNDS) is None
     stall = stalls(roll_of_lines(lines).ranks)[1]
     assert not stall.waiting and stall.where == SETUP_WHERE  # a torch.distributed import is no collective
-    assert "(--start-skew 10.5s, phase imports and device setup)" in stalled_for(stall.dump)
+    assert "(--start-skew + --join-hang-after 10.5s, phase imports and device setup)" in stalled_for(
+        stall.dump
+    )
 
 
 def test_a_rank_still_importing_past_the_start_skew_is_named_stuck_in_its_setup_the_clusters():
     lines = [_setup(1, S), *_waited(0, 2, 3)]
+    assert list(never_joined(_spec_run(lines))) == []  # S alone: it may still be within S + J
+    lines = [_setup(1, SETUP), *_waited(0, 2, 3)]
     (problem,) = never_joined(_spec_run(lines))
     assert problem.kind is STUCK_IN_SETUP and set(problem.ranks) == {1}
     assert problem.message == (
-        "rank 1 (node 0) never joined (still importing and setting up its device after 20s, past --start-skew "
-        "20s); ranks 0, 2-3 waited 11s in init_process_group"
+        "rank 1 (node 0) never joined (still importing and setting up its device after 30s, past --start-skew "
+        "+ --join-hang-after 30s); ranks 0, 2-3 waited 11s in init_process_group"
     )
     assert STUCK_IN_SETUP.owner is not None and STUCK_IN_SETUP.owner.owner is Owner.CLUSTER
     verdict = judge(Observed(roll_of_lines(lines), Layout(2, 2), spec=_spec_run(lines).observed.spec))
     first = verdict.findings[0]
     assert first.kind is STUCK_IN_SETUP and first.blame is not None and first.blame.owner is Owner.CLUSTER
     reason = stop_reason(roll_of_lines(lines), 4, BOUNDS)
-    assert reason is not None and reason.endswith("ended at the start skew (--start-skew)")
+    assert reason is not None and reason.endswith(
+        "ended at the start skew and the join bound (--start-skew + --join-hang-after)"
+    )
 
 
 def test_a_rank_stuck_in_its_setup_and_one_that_never_joined_are_two_problems_each_with_its_owner():
     sleeping = _dump(3, SLEEPING, contract.JOIN_PHASE, 10.5)  # entered the join, never called it
-    (setup, other) = never_joined(_spec_run([_setup(1, S + 3), *_waited(0, 2), sleeping]))
+    (setup, other) = never_joined(_spec_run([_setup(1, SETUP + 3), *_waited(0, 2), sleeping]))
     assert (setup.kind, set(setup.ranks)) == (STUCK_IN_SETUP, {1})
     assert (other.kind, set(other.ranks)) == (NEVER_JOINED, {3})
     assert setup.message.startswith("rank 1 (node 0) never joined (still importing and setting up its device")

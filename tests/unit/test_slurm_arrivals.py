@@ -131,3 +131,14 @@ def test_a_job_timeout_names_the_nodes_still_on_their_way_and_what_they_waited_f
         "is cancelled; node 1 (slurm node rc2) had not run the job's first step (Slurm's prolog, or the "
         "shared-storage check)"
     )
+
+
+def test_a_node_whose_task_did_not_begin_in_time_is_the_platforms():
+    from rollcall.checks.blame import blame
+    from rollcall.checks.job_state import JOB
+    from rollcall.verdict import Owner, Problem
+
+    late = Arrivals(2, bound_s=10, image=IMAGE)
+    late.look(STEP_BEGINS, [0], now=0)
+    line = late.overdue(now=10, hosts=["rc1", "rc2"]).line()
+    assert blame(Problem(JOB, f"job failed: {line}")).owner is Owner.PLATFORM

@@ -50,7 +50,7 @@ from rollcall.verdict import Blame, Owner, Problem
 #: that rank's problem, named before it.
 JOB_RULES: tuple[Rule, ...] = (
     Rule(r"ImagePull|ErrImage|InvalidImageName|Unschedulable|FailedScheduling|Insufficient|quota|capacity|"
-         r"CreateContainer|forbidden|Unauthorized|PENDING", Owner.PLATFORM,
+         r"CreateContainer|forbidden|Unauthorized|PENDING|did not begin (its|their) task", Owner.PLATFORM,
          "the job could not be placed or started"),
     Rule(r"Evicted|NodeLost|not ready|node .*(lost|gone|deleted)|preempt|reclaim", Owner.CLUSTER,
          "a node went away under the job"),

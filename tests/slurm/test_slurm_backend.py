@@ -11,6 +11,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -31,6 +32,7 @@ from rollcall.evidence.hangs import FAULTHANDLER_NOTE, Stall
 from rollcall.jobspec import DEFAULT_JOB_TIMEOUT_S, HangBounds, JobSpec
 from rollcall.nodeverdicts import of_records
 from rollcall.runner import run_once
+from rollcall.verdict import Owner
 from rollcall_workload.rank.watchdog import FAULTHANDLER_MARGIN_S
 from tests import children
 from tests.local.e2e import COMPACT
@@ -411,6 +413,105 @@ def test_a_late_node_a_slow_launcher_and_a_slow_import_within_their_bounds_fail_
     assert attempt.passed, attempt.verdict.message()
     assert attempt.status.state is JobState.SUCCEEDED and attempt.verdict.findings == ()
     assert all(r.complete for r in attempt.verdict.ranks.values())
+
+
+# Node 1's task begins 150 s after the step: the test takes about three minutes.
+@pytest.mark.timeout(600)
+def test_a_node_whose_task_begins_150s_after_the_step_is_on_its_way_and_the_run_names_nobody(tmp_path, clean):
+    """ROLLCALL_LATE_NODE=1:150: node 1's task writes nothing for 150 s after the roll call's step began, as
+    one whose pyxis import of a large image takes that long (Slurm shows the step RUNNING meanwhile; nothing
+    of the node, whose monitor runs in the container, can be heard). With J = 10 s and S = 20 s,
+    the node is on its way until its first line, held by the backend's start bound I = max(S, job timeout /
+    2) = 200 s, not by S; torchrun's rendezvous on node 0 waits for it (its timeout the job timeout)."""
+    late = JobSpec(
+        name=f"import-{os.getpid()}",
+        nodes=2,
+        procs_per_node=1,
+        accelerator="cpu",
+        workload_args=FAST,
+        env={"ROLLCALL_LATE_NODE": "1:150"},
+        hang_bounds=HangBounds(join_hang_after_s=10.0, start_skew_s=20.0),
+        job_timeout_s=400,
+    )
+    attempt = run_once(SlurmBackend(), late, tmp_path)
+    assert attempt.passed, attempt.verdict.message()
+    assert attempt.status.state is JobState.SUCCEEDED and attempt.verdict.findings == ()
+    assert all(r.complete for r in attempt.verdict.ranks.values())
+    assert attempt.duration_s > 150, attempt.duration_s
+    print(f"a node 150 s late: {attempt.duration_s:.1f}s")
+
+
+def test_a_node_whose_task_never_begins_is_named_by_the_backend_at_its_start_bound(tmp_path, clean):
+    """ROLLCALL_LATE_NODE=1:3600: node 1's task writes nothing (an import that never ends). With J = 10 s,
+    S = 20 s and a job timeout of 90 s, the start bound I is 45 s: the run fails then, naming node 1, its
+    Slurm node and what it waited for, the platform's; the judge names nobody for silence meanwhile."""
+    stuck = JobSpec(
+        name=f"noimport-{os.getpid()}",
+        nodes=2,
+        procs_per_node=1,
+        accelerator="cpu",
+        workload_args=FAST,
+        env={"ROLLCALL_LATE_NODE": "1:3600"},
+        hang_bounds=HangBounds(join_hang_after_s=10.0, start_skew_s=20.0),
+        job_timeout_s=90,
+    )
+    attempt = run_once(SlurmBackend(), stuck, tmp_path)
+    assert attempt.status.state is JobState.FAILED, attempt.status
+    assert attempt.status.reason.startswith(
+        "node 1 (slurm node rc2) did not begin its task within 45s of the roll call's step (waited "
+    ), attempt.status.reason
+    (first, *_) = attempt.verdict.findings
+    assert first.kind is JOB and first.blame is not None and first.blame.owner is Owner.PLATFORM
+    assert not attempt.verdict.of_kind(NEVER_STARTED), attempt.verdict.message()
+    assert 45 <= attempt.duration_s < 90, attempt.duration_s
+    print(f"a node whose task never begins: {attempt.duration_s:.1f}s")
+
+
+def test_a_slurmd_that_stops_answering_for_a_while_fails_nothing(tmp_path, clean):
+    """rc2's slurmd is stopped (SIGSTOP) while the job trains, until slurmctld shows the node NOT_RESPONDING
+    (a ping it missed) and the backend has said so, then let go: the job's tasks run on (slurmstepd is not
+    slurmd) and the run passes naming nobody. NOT_RESPONDING counts only once held for SlurmdTimeout (60 s
+    on this cluster) + 30 s, past the moment slurmctld itself would set the node DOWN."""
+    slurmd = int((clean.state / "run" / "slurmd-rc2.pid").read_text())
+    said: list[str] = []
+    failed: list[BaseException] = []
+
+    def not_responding():
+        return "NOT_RESPONDING" in clean.run("scontrol", "-o", "show", "node", "rc2")
+
+    def stop_a_while():
+        try:
+            began = tmp_path / "slurm" / "node-1.out"  # rc2 launched its task: slurmd's part is done
+            wait_until("node 1's task begun", lambda: began.is_file() and began.stat().st_size, timeout=120)
+            os.kill(slurmd, signal.SIGSTOP)
+            try:
+                wait_until("rc2 NOT_RESPONDING", not_responding, timeout=90, every=1)
+                seen = "slurm node rc2: NOT_RESPONDING (counts past 90s)"
+                wait_until(f"the backend saying {seen!r}", lambda: seen in said, timeout=30)
+            finally:
+                os.kill(slurmd, signal.SIGCONT)
+        except BaseException as exc:  # told after the run
+            failed.append(exc)
+
+    paused = JobSpec(
+        name=f"unanswered-{os.getpid()}",
+        nodes=2,
+        procs_per_node=1,
+        accelerator="cpu",
+        workload_args=FAST,
+        env={"ROLLCALL_PAUSE_RANK": "0:100,1:100"},  # the ranks wait in Python: the job runs on meanwhile
+        hang_bounds=HangBounds(hang_after_s=200.0),
+        job_timeout_s=400,
+    )
+    stopper = threading.Thread(target=stop_a_while, daemon=True)
+    stopper.start()
+    attempt = run_once(SlurmBackend(progress=said.append), paused, tmp_path)
+    stopper.join(timeout=30)
+    assert failed == [], failed
+    assert attempt.passed, attempt.verdict.message()
+    assert attempt.status.state is JobState.SUCCEEDED and attempt.verdict.findings == ()
+    assert "slurm node rc2: NOT_RESPONDING no more" in said, said
+    print(f"a slurmd stopped a while: {attempt.duration_s:.1f}s")
 
 
 def job_id(attempt_dir):

@@ -39,6 +39,7 @@ from rollcall.backends import JobState, JobStatus
 from rollcall.evidence import hangs, launchers, versions
 from rollcall.evidence.clocks import Bounds
 from rollcall.evidence.fitness import FitnessPolicy
+from rollcall.evidence.hangs import SPEAKS_FIRST_S
 from rollcall.jobspec import JobSpec
 from rollcall.judge import judge
 from rollcall.nodeverdicts import bound_of, merged, of_verdict, with_breaker
@@ -721,7 +722,7 @@ def deadline(plan: Plan) -> float:
         "never_started": S,
         "corrupt": math.inf,
         "stuck_launcher": S + 2 * J,
-        "silent_rank": S + J + POLL,
+        "silent_rank": S + J + SPEAKS_FIRST_S + POLL,
         "first_step": FIRST_STEP + HANG,
         "shared": math.inf,
         "platform": math.inf,

@@ -30,8 +30,8 @@ STUCK_IN_SETUP = Kind(
     RankState.MISSING,
     Blame(
         Owner.CLUSTER,
-        "a node did not import and set up its device within the start skew, where the others did with the "
-        "same image (its device, driver or storage)",
+        "a node did not import and set up its device within the start skew and the join bound, where the "
+        "others did with the same image (its device, driver or storage)",
     ),
 )
 

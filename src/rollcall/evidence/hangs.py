@@ -47,6 +47,7 @@ from rollcall.evidence.silence import gpu_named, silences
 from rollcall.ranges import ranges
 from rollcall.ranklog import Frame, RankReport, RollCall, StackDump
 from rollcall_workload.contract import JOIN_PHASE, SETUP_PHASE
+from rollcall_workload.rank.watchdog import FAULTHANDLER_MARGIN_S
 
 #: Path pieces of the libraries whose frames mean "waiting for the other ranks".
 _COLLECTIVE_PATHS = ("torch/distributed/",)
@@ -80,6 +81,9 @@ FAULTHANDLER_NOTE = "stack taken by faulthandler: no Python thread of the rank c
 FAULTHANDLER_GPU_NOTE = "stack taken by faulthandler while the host waited on its GPU"
 #: How much past the process group's timeout the suite waits for PyTorch's own error before it ends the run.
 PG_TIMEOUT_MARGIN_S = 60.0
+#: How long past its own bound the suite waits for a rank seen and never heard: its watchdog's dump (or
+#: faulthandler's, this much later) says where it is, and comes first.
+SPEAKS_FIRST_S = FAULTHANDLER_MARGIN_S
 #: Innermost own frames a hung rank's line shows.
 SHOWN_FRAMES = 3
 
@@ -267,8 +271,9 @@ def never_joined(
     Certain when no rank has said ``start`` (the group never formed), some ranks are stalled waiting in
     ``init_process_group`` past their join bound, every other rank that said a word is stalled or silent
     elsewhere, and each rank still without a word is past its own deadline (:mod:`rollcall.evidence.clocks`):
-    one whose process its node's monitor saw, S + J after it was seen (it may be importing from a cold
-    filesystem for up to S, then wait at the join for its bound J before its first dump); one never heard
+    one whose process its node's monitor saw, S + J + m after it was seen (its own watchdog holds its
+    imports and device setup to S + J from its process's start, and its dump, which says where it is, comes
+    first: m is faulthandler's margin past the watchdog's bound, :data:`SPEAKS_FIRST_S`); one never heard
     from at all, S after T0 (a node frozen or cut off as it began, ``ROLLCALL_HANG_NODE``). With none
     missing, every rank is inside ``init_process_group``: joining, not hung (:func:`joining`).
     """
@@ -289,10 +294,10 @@ def never_joined(
     moment, first = now_of(roll, now), origin(roll)
     for r in unheard:
         seen = heard(roll, ("rank", r))
-        # its process seen, never a word: it may be importing (the start skew), then waiting at the join
-        # (its bound) before its first dump; never heard at all: the start skew from the run's first part
+        # its process seen, never a word: it may be importing and setting up its device (S + J), past which
+        # its own dump says so first; never heard at all: the start skew from the run's first part
         due = (
-            seen + bounds.start_skew_s + bounds.join_s
+            seen + bounds.start_skew_s + bounds.join_s + SPEAKS_FIRST_S
             if seen is not None
             else (first or 0.0) + bounds.start_skew_s
         )

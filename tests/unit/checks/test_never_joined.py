@@ -8,6 +8,7 @@ from rollcall.evidence.clocks import Bounds
 from rollcall.evidence.hangs import (
     PG_TIMEOUT_MARGIN_S,
     SETUP_WHERE,
+    SPEAKS_FIRST_S,
     joining,
     stalled_for,
     stalls,
@@ -124,16 +125,17 @@ def test_ranks_of_a_node_on_its_way_are_not_named_and_their_skew_counts_from_its
 
 def test_a_rank_whose_process_was_seen_gets_its_own_start_skew_and_join_bound_from_when_it_was_seen():
     """A rank importing from a cold filesystem says nothing, but its node's monitor saw its process: it may
-    import for up to S, then wait at the join for J before its first dump."""
+    import and set up its device for up to S + J, past which its own dump says so first (m later)."""
     seen = contract.encode_event("rank_process", 3, 4, state="seen", pid=7, node_rank=1)
     timed = [
         (100.0, _dump(2, SLEEPING, contract.JOIN_PHASE, 10.0)),
         *[(100.0, line) for line in _waited(0, 1)],
         (115.0, seen),
     ]
-    assert stop_reason(roll_heard(timed, 120.0), 4, BOUNDS) is None  # seen at 115: its bound runs to 145
-    assert stop_reason(roll_heard(timed, 144.9), 4, BOUNDS) is None
-    reason = stop_reason(roll_heard(timed, 145.0), 4, BOUNDS)
+    due = 115.0 + S + J + SPEAKS_FIRST_S  # seen at 115: S + J, and m for its own dump to come first
+    assert stop_reason(roll_heard(timed, 120.0), 4, BOUNDS) is None
+    assert stop_reason(roll_heard(timed, due - 0.1), 4, BOUNDS) is None
+    reason = stop_reason(roll_heard(timed, due), 4, BOUNDS)
     assert reason is not None and reason.startswith(
         "ranks 2, 3 never joined (3 its process seen, never a word: stuck before the watchdog started)"
     )

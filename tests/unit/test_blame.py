@@ -151,6 +151,12 @@ def test_echoes_of_another_ranks_failure_are_nobodys_cause():
         ("pod job-1 is Unschedulable: 0/3 nodes are available: 3 Insufficient nvidia.com/gpu", PLATFORM),
         ("pod job-0: ImagePullBackOff: rollcall-bert:nvidia not found", PLATFORM),
         ("node ip-10-0-0-1 NotReady: NodeLost", CLUSTER),
+        (
+            "pod job-1 (index 1) on node n1 was still creating its containers after 483s (bound 483s: volumes "
+            "that never attach or mount), waiting for volume data to attach and mount (FailedMount: ...)",
+            CLUSTER,
+        ),
+        ("node 1 (slurm node rc2) did not begin its task within 45s of the roll call's step", PLATFORM),
         ("pod job-1 failed", UNDETERMINED),  # a rank failed: named before it
     ],
 )

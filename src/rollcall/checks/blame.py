@@ -54,6 +54,9 @@ JOB_RULES: tuple[Rule, ...] = (
          "the job could not be placed or started"),
     Rule(r"Evicted|NodeLost|not ready|node .*(lost|gone|deleted)|preempt|reclaim", Owner.CLUSTER,
          "a node went away under the job"),
+    # a pod bound to its node past the creating bound: its storage or network plugin never made it ready
+    Rule(r"still creating its containers", Owner.CLUSTER,
+         "a node could not mount the pod's volumes or make its sandbox (its storage or network plugin)"),
     Rule(r"not on storage every node shares", Owner.PLATFORM,
          "the artifacts directory is not on storage every node of the job shares"),
 )  # fmt: skip

@@ -86,7 +86,8 @@ def test_the_cronjob_runs_as_the_service_account_its_bindings_name(capsys):
     assert pod_of(cron)["serviceAccountName"] == account["name"]
     for binding in (by_kind(docs, "ClusterRoleBinding"), by_kind(docs, "RoleBinding")):
         assert binding["subjects"] == [
-            {"kind": "ServiceAccount", "name": account["name"], "namespace": account["namespace"]}
+            {"kind": "ServiceAccount", "name": account["name"], "namespace": account["namespace"]},
+            {"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "rollcall:runners"},
         ]
     assert (
         by_kind(docs, "ClusterRoleBinding")["roleRef"]["name"]
@@ -96,6 +97,7 @@ def test_the_cronjob_runs_as_the_service_account_its_bindings_name(capsys):
     assert sorted(p["metadata"]["name"] for p in policies) == [
         "rollcall-node-taints",
         "rollcall-own-namespaces",
+        "rollcall-pod-profile",
     ]
     for policy in policies:
         (condition,) = policy["spec"]["matchConditions"]

@@ -334,6 +334,18 @@ class KubernetesBackend:
             rendered.extend_deadline(self.options.capacity_timeout)
         job = KubernetesJob(self.settings(), spec, names, rendered, collector)
         try:
+            self._provision(job)
+        except ApiException as exc:
+            if exc.status != 403:
+                raise
+            # RBAC or an admission policy refused what the run creates (a cache outside the pods' profile):
+            # the server's message names what and, for rollcall's own policies, the fix
+            raise BackendError(f"nothing was run: the API server refused it: {message_of(exc)}") from None
+        return job
+
+    def _provision(self, job: KubernetesJob) -> None:
+        """Create the run's objects; after a failure, delete what was created (unless ``--keep``)."""
+        try:
             job.provision()
         except BaseException:
             if self.session.keep:
@@ -344,7 +356,6 @@ class KubernetesBackend:
                 except Exception:  # the launch's own error is the one to report
                     log.exception("clean-up after the failed launch of %s failed", job.claim)
             raise
-        return job
 
     def sweep(self, older_than_s: float) -> list[str]:
         """Delete what the suite's runs left, created more than ``older_than_s`` ago; returns what went.

@@ -72,6 +72,11 @@ NEURON_ENV = {"CCOM_SOCKET_IFNAME": "eth0"}
 NEURON_CACHE_VOLUME = "neuron-cache"
 #: The volume of ``--compile-cache``.
 COMPILE_CACHE_VOLUME = "compile-cache"
+#: The Pod Security level a run's namespace enforces: ``manifests/namespace.yaml``'s (baseline), or privileged
+#: where the run mounts a directory of the node, with the reason in :data:`POD_SECURITY_REASON`.
+POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
+POD_SECURITY_PRIVILEGED = "privileged"
+POD_SECURITY_REASON = "rollcall/pod-security-reason"
 #: The label that submits a Job to a Kueue LocalQueue (``--queue``).
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 #: The JobSet's one replicated job (``manifests/jobset.yaml``): its Job is ``<jobset>-node-0``.
@@ -220,6 +225,7 @@ def render(spec: JobSpec, names: Names, *, extras: PodExtras | None = None) -> R
         namespace["metadata"]["name"] = names.namespace
         namespace["metadata"]["labels"].update(labels)
         namespace["metadata"]["annotations"] = {JOB_LABEL: names.run}
+        _pod_security(namespace, spec)
 
     service = None
     if names.jobset is None:  # a JobSet makes its own
@@ -310,6 +316,27 @@ def render(spec: JobSpec, names: Names, *, extras: PodExtras | None = None) -> R
     return Rendered(namespace, service, job)
 
 
+def host_directories(spec: JobSpec) -> list[str]:
+    """The options of ``spec`` that mount a directory of each node (a ``host:/PATH`` cache), as given."""
+    caches = (("--neuron-cache", spec.neuron_cache), ("--compile-cache", spec.compile_cache))
+    return [f"{option} {cache}" for option, cache in caches if cache is not None and cache.kind == "host"]
+
+
+def _pod_security(namespace: Obj, spec: JobSpec) -> None:
+    """A run that mounts a directory of the node enforces privileged, saying why (baseline forbids hostPath).
+
+    ``rbac/admission-policy.yaml`` still holds the run's pods to baseline but for directories under its
+    ``hostPathPrefixes``.
+    """
+    hosts = host_directories(spec)
+    if hosts:
+        namespace["metadata"]["labels"][POD_SECURITY_ENFORCE] = POD_SECURITY_PRIVILEGED
+        namespace["metadata"]["annotations"][POD_SECURITY_REASON] = (
+            f"{' and '.join(hosts)}: a directory of each node (hostPath), which Pod Security's baseline "
+            "level forbids; rollcall's admission policy admits it under its hostPathPrefixes only"
+        )
+
+
 def _jobset(job: Obj, names: Names, labels: Mapping[str, str]) -> Obj:
     """The JobSet of ``manifests/jobset.yaml`` around the rendered ``job`` (its spec the same dict).
 
@@ -335,7 +362,10 @@ def _jobset(job: Obj, names: Names, labels: Mapping[str, str]) -> Obj:
 #: What the monitor sidecar of an NVIDIA pod is given to hear its node's GPUs through NVML without holding
 #: one: the NVIDIA container toolkit's variables (it requests no ``nvidia.com/gpu``, so the device plugin
 #: gives it none). A toolkit set to refuse them to unprivileged containers leaves NVML without a GPU, and
-#: the monitor says the GPU events are off.
+#: the monitor says the GPU events are off. It is every GPU of the node, not the ranks' own, on purpose: an
+#: Xid names the GPU it happened on, and the monitor owns the events of each (it hears one on a GPU no rank
+#: uses, which still makes its node unfit). For it the toolkit mounts every GPU's device node and NVML's
+#: library (``utility``), no CUDA driver library.
 MONITOR_NVIDIA_ENV = {"NVIDIA_VISIBLE_DEVICES": "all", "NVIDIA_DRIVER_CAPABILITIES": "utility"}
 
 

@@ -42,9 +42,10 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from rollcall import __version__
 from rollcall.ranges import ranges
 from rollcall.ranklog import FORMATS, RollCall
-from rollcall_workload.contract import REQUIRED_EVENTS
+from rollcall_workload.contract import CONTRACT_VERSION, REQUIRED_EVENTS, WORKLOAD_VERSION
 
 if TYPE_CHECKING:
     from rollcall.backends import Wing
@@ -78,6 +79,11 @@ def _positive_int(text: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every sub-command."""
     parser = _Parser(prog="rollcall", description="Check that every training rank answered the roll call.")
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"rollcall {__version__} (workload {WORKLOAD_VERSION}, rank-log contract {CONTRACT_VERSION})",
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     check = sub.add_parser("check-logs", help="check rank logs (one file per pod or node)")
     check.add_argument("--world-size", type=_positive_int, required=True, help="ranks expected (N >= 1)")

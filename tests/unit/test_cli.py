@@ -240,3 +240,15 @@ def test_render_without_the_layout_discovers_it_on_the_cluster(capsys, monkeypat
     *_, job = render_docs(capsys, [*args, "--toleration", "dedicated=ml:NoSchedule"])
     resources = job["spec"]["template"]["spec"]["containers"][0]["resources"]
     assert resources["limits"] == {"aws.amazon.com/neuroncore": "32", "vpc.amazonaws.com/efa": "8"}
+
+
+def test_version_says_the_suite_the_workload_and_the_contract_and_exits_0(capsys):
+    import rollcall
+    from rollcall_workload.contract import CONTRACT_VERSION, WORKLOAD_VERSION
+
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == (
+        f"rollcall {rollcall.__version__} (workload {WORKLOAD_VERSION}, rank-log contract {CONTRACT_VERSION})\n"
+    )

@@ -127,3 +127,17 @@ def test_under_xdist_the_controller_refuses_it_before_any_worker_starts(
     assert res.ret == pytest.ExitCode.USAGE_ERROR, out + err
     assert f"ERROR: --backend slurm: no Slurm configuration: SLURM_CONF={tmp_path / 'nowhere.conf'}" in err
     assert "INTERNALERROR" not in out + err and not calls.exists()
+
+
+def test_a_slurm_conf_without_slurms_client_commands_is_a_usage_error(pytester, calls, monkeypatch, tmp_path):
+    path = slurm_conf(tmp_path / "slurm.conf", "SlurmctldHost=ctl(127.0.0.1)\n")
+    monkeypatch.setenv("SLURM_CONF", str(path))
+    bin_dir = tmp_path / "bin"
+    (bin_dir / "scontrol").unlink()
+    (bin_dir / "scancel").unlink()
+    monkeypatch.setenv("PATH", str(bin_dir))  # Slurm's client commands, two of them missing
+    err = usage_error(pytester, calls)
+    assert (
+        f"ERROR: --backend slurm: {path} names a cluster, but Slurm's client commands scontrol, scancel are not "
+        "on PATH: install them (Debian's slurm-client, or your site's Slurm module) or put them on PATH"
+    ) in err

@@ -42,6 +42,7 @@ import contextlib
 import logging
 import os
 import shlex
+import shutil
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -103,6 +104,8 @@ MAX_QUERY_FAILURES = 10
 # -- running Slurm's commands ---------------------------------------------------------------------------
 
 Runner = Callable[[Sequence[str], float], str]
+#: The client commands the wing runs: each must be on ``PATH`` before anything is submitted.
+CLIENT_COMMANDS = ("sbatch", "squeue", "scontrol", "scancel")
 
 
 @dataclass(frozen=True)
@@ -113,8 +116,21 @@ class SlurmCommands:
 
     @classmethod
     def configured(cls, environ: Mapping[str, str] | None = None) -> SlurmCommands:
-        """The commands of the slurm.conf found; an :class:`~rollcall.options.values.OptionError` if none."""
-        return cls(find_conf(environ).path)
+        """The commands of the slurm.conf found; an :class:`~rollcall.options.values.OptionError` if none.
+
+        Also one if a client command the wing runs (:data:`CLIENT_COMMANDS`) is not on ``PATH``: a usage error
+        before anything is submitted, not a failed run.
+        """
+        conf = find_conf(environ).path
+        path = (environ if environ is not None else os.environ).get("PATH")
+        missing = [c for c in CLIENT_COMMANDS if shutil.which(c, path=path) is None]
+        if missing:
+            raise OptionError(
+                f"--backend slurm: {conf} names a cluster, but Slurm's client commands "
+                f"{', '.join(missing)} are not on PATH: install them (Debian's slurm-client, or your site's "
+                "Slurm module) or put them on PATH, then run again"
+            )
+        return cls(conf)
 
     def __call__(self, argv: Sequence[str], timeout_s: float = 60.0) -> str:
         """Run one Slurm command; its stdout, or :class:`SlurmError` with what it said."""

@@ -125,14 +125,17 @@ class Owner(enum.Enum):
 
     @property
     def words(self) -> str:
-        """How a report says it: ``the cluster's``, ``rollcall's own`` ..."""
+        """How a report says it: ``the cluster's``, ``the workload's (rollcall's own)`` ...
+
+        Each begins with the owner's one name (:attr:`value`), as results.json and the metrics write it.
+        """
         return _WORDS[self]
 
 
 _WORDS = {
     Owner.CLUSTER: "the cluster's",
     Owner.PLATFORM: "the platform's",
-    Owner.WORKLOAD: "rollcall's own",
+    Owner.WORKLOAD: "the workload's (rollcall's own)",
     Owner.UNDETERMINED: "undetermined",
 }
 

@@ -110,9 +110,9 @@ def _failed_run(message: str):
         (
             "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB",
             WORKLOAD,
-            "rollcall's own",
+            "the workload's (rollcall's own)",
         ),
-        ("ValueError: a bug of the workload's", WORKLOAD, "rollcall's own"),
+        ("ValueError: a bug of the workload's", WORKLOAD, "the workload's (rollcall's own)"),
         (
             "AcceleratorError: CUDA error: an illegal memory access was encountered",
             UNDETERMINED,
@@ -173,9 +173,9 @@ def test_the_page_and_the_rank_junit_say_whose(tmp_path):
     attempt = judged(roll, JobSpec("job-abc123", 1, 2), JobStatus(JobState.FAILED, "rank 1 failed"))
     record = reports.TestRecord("t.py::t", RunResult("local", [attempt]), "nvidia")
     page = htmlreport.render([record], {}, tmp_path)
-    assert "whose: rollcall&#39;s own: an out-of-memory from the batch the workload chose itself" in page
+    assert "whose: the workload&#39;s (rollcall&#39;s own): an out-of-memory from the batch the workload chose itself" in page
     reports.write_rank_junit(tmp_path / "ranks.junit.xml", [record])
     failures = [f.get("message") for f in ET.parse(tmp_path / "ranks.junit.xml").iter("failure")]
     assert any(
-        "[rollcall's own: an out-of-memory from the batch the workload chose itself]" in m for m in failures
+        "[the workload's (rollcall's own): an out-of-memory from the batch the workload chose itself]" in m for m in failures
     )

@@ -71,7 +71,7 @@ def test_2048_ranks_one_root_cause_and_2047_echoes_give_a_short_message():
         "  - first failure: rank 1234 (node 38) reported an error: RuntimeError: injected failure on rank 1234 "
         "[pod job-38-abcde, 08:00:02.000 UTC]"
     )
-    assert lines[2] == "    whose: rollcall's own: a fault injected on purpose"
+    assert lines[2] == "    whose: the workload's (rollcall's own): a fault injected on purpose"
     assert lines[3].startswith(
         "  - ranks 0-1233, 1235-2047 (nodes 0-63) [2047 echoes of another rank's failure: lost the connection to "
         "a peer]: RuntimeError"

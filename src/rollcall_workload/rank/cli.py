@@ -192,6 +192,241 @@ def _scopes(text: str) -> tuple[str, ...]:
 PG_TIMEOUT_S: dict[str, float] = {"nccl": 600.0, "gloo": 1800.0}
 
 
+def _model_and_data(g: argparse._ArgumentGroup) -> None:
+    """Add the options of the model and its data: the device, BERT's size, the batch, the precision."""
+    g.add_argument("--device", choices=DEVICES, default="auto")
+    g.add_argument("--model", choices=sorted(MODEL_PRESETS), help="tiny on cpu, large on cuda, base on xla")
+    g.add_argument("--seq-len", type=_whole(5, 512), help="tokens per sample (64 on cpu, 128 otherwise)")
+    g.add_argument(
+        "--batch-size",
+        type=_whole(1),
+        help="samples per rank per step (8 cpu, by memory on cuda, 32 xla)",
+    )
+    g.add_argument("--seed", type=int, default=1234)
+    g.add_argument("--lr", type=_number(0, low_open=True), default=1e-4)
+    g.add_argument("--pretrained", metavar="PATH", help="local BertForPreTraining weights to start from")
+    g.add_argument(
+        "--impl",
+        choices=IMPLS,
+        default=None,
+        help="hf: Hugging Face BertForPreTraining; compact: the same model written for the compiler "
+        "(cuda default)",
+    )
+    g.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default=None,
+        help="autocast: fp32 parameters under bf16 autocast; bf16: bf16 parameters, fp32 master weights "
+        "in the optimizer (both bf16 on GPUs that have it, fp32 elsewhere)",
+    )
+    g.add_argument(
+        "--dropout",
+        type=_number(0, 1, high_open=True),
+        help="dropout of hidden states and attention (BERT's 0.1)",
+    )
+    g.add_argument(
+        "--mlm-head",
+        choices=("masked", "all"),
+        default="masked",
+        help="run the MLM head on the masked positions only (default) or on every token",
+    )
+
+
+def _schedule(g: argparse._ArgumentGroup) -> None:
+    """Add the options of the schedule: warm-up, the timed epochs, the compute steps, MFU's peak."""
+    g.add_argument(
+        "--warmup-steps", type=_whole(0), help="most untimed steps before the epochs (2 cpu, 40 cuda, 10 xla)"
+    )
+    g.add_argument(
+        "--warmup-settle",
+        type=_whole(0),
+        default=5,
+        metavar="K",
+        help="end warm-up once the last K step times agree (0: always --warmup-steps)",
+    )
+    g.add_argument(
+        "--warmup-tolerance",
+        type=_number(0, low_open=True),
+        default=5.0,
+        metavar="PCT",
+        help="how close to their median, in percent, the last K step times must be",
+    )
+    g.add_argument("--epochs", type=_whole(1), help="timed epochs (2 cpu, 3 otherwise)")
+    g.add_argument("--steps-per-epoch", type=_whole(1), help="steps per timed epoch (3 cpu, 15 cuda, 50 xla)")
+    g.add_argument("--compute-steps", type=_whole(0), help="timed steps without communication (10; 0: off)")
+    g.add_argument(
+        "--peak-tflops",
+        type=_number(0, low_open=True),
+        help="device peak TFLOP/s for MFU (overrides the table)",
+    )
+
+
+def _compiler(g: argparse._ArgumentGroup) -> None:
+    """Add the options of the compiler: torch.compile, its mode and scope, its caches."""
+    g.add_argument(
+        "--compile",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="torch.compile the model before DDP wraps it (cuda/cpu; on by default on cuda)",
+    )
+    g.add_argument(
+        "--compile-mode",
+        choices=COMPILE_MODES,
+        default="default",
+        help="torch.compile mode; reduce-overhead adds CUDA graphs (default: default)",
+    )
+    g.add_argument(
+        "--compile-scope",
+        choices=COMPILE_SCOPES,
+        help="model: compile the whole model as one graph; layer: each encoder layer, the embeddings and "
+        "the heads apart, the layers sharing one graph (half the cold compile; --impl compact only, "
+        "and its default)",
+    )
+    g.add_argument(
+        "--compile-cache",
+        metavar="DIR",
+        default=os.environ.get(COMPILE_CACHE_ENV) or None,
+        help=f"keep the compiler's caches under DIR between runs (default: ${COMPILE_CACHE_ENV})",
+    )
+
+
+def _kernels(g: argparse._ArgumentGroup) -> None:
+    """Add the options of the kernels: the compact model's attention and the workload's Triton kernels."""
+    g.add_argument(
+        "--attention",
+        choices=("auto", "sdpa", "flash", "cudnn", "efficient", "math", "triton"),
+        default="auto",
+        help="the compact model's attention: scaled_dot_product_attention with the backend it picks (sdpa) "
+        "or one named, or triton: the workload's Triton kernels with their own dropout (auto: those in bf16 "
+        "on cuda where they are proven, else sdpa)",
+    )
+    g.add_argument(
+        "--fused-ln-dropout",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="the compact model's dropout+residual+LayerNorm as the workload's Triton kernels on cuda "
+        "(one Philox call per eight elements, the mask redrawn in the backward; on by default with "
+        "--impl compact on cuda)",
+    )
+    g.add_argument(
+        "--fused-gelu",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="the compact model's bias+GELU as the workload's Triton kernels on cuda (the bias's "
+        "gradient summed in the backward's kernel; on by default with --fused-ln-dropout)",
+    )
+    g.add_argument(
+        "--fused-bias",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="with --fused-ln-dropout, the biases of the matmuls before it added in its kernels (their "
+        "gradients summed there) instead of in the matmuls' epilogues (on by default with it)",
+    )
+    g.add_argument(
+        "--fused-residual-grad",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="the compact model's layer inputs' two gradients (the residual's and the matmul's) summed by "
+        "the matmul's backward (addmm) instead of a kernel of their own (on by default with "
+        "--fused-ln-dropout)",
+    )
+    g.add_argument(
+        "--fused-adamw",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="with --precision bf16, the AdamW step through the fp32 masters as one of the "
+        "workload's Triton kernels instead of two copies and torch's fused AdamW (on by default on cuda)",
+    )
+
+
+def _bandwidth(g: argparse._ArgumentGroup) -> None:
+    """Add the options of the bandwidth phase: the all-reduces it times, their sizes and groups."""
+    g.add_argument(
+        "--bandwidth-mb",
+        type=_number(0, 4096),
+        help="MiB per all-reduce of the bandwidth phase (8 cpu, 64 otherwise; 0: off)",
+    )
+    g.add_argument(
+        "--bandwidth-iters", type=_whole(1), help="timed all-reduces per group (10 cpu, 20 otherwise)"
+    )
+    g.add_argument(
+        "--bandwidth-scopes",
+        type=_scopes,
+        default=BANDWIDTH_SCOPES,
+        metavar="SCOPE[,SCOPE]",
+        help=f"the groups the bandwidth phase measures, of {', '.join(BANDWIDTH_SCOPES)} (default: all)",
+    )
+    g.add_argument(
+        "--bandwidth-sizes",
+        type=_sizes,
+        metavar="MIN:MAX[:FACTOR]",
+        help="sweep all-reduce sizes from MIN to MAX bytes (K, M, G: powers of 1024), each FACTOR (2) times "
+        "the last, as nccl-tests' -b/-e/-f; replaces --bandwidth-mb, the events report MAX",
+    )
+    g.add_argument(
+        "--bandwidth-only",
+        action="store_true",
+        help="join the process group and run only the bandwidth phase (no model, no training)",
+    )
+
+
+def _bounds(g: argparse._ArgumentGroup) -> None:
+    """Add the options of the bounds: what the watchdog waits for a step or phase, and the process group."""
+    g.add_argument(
+        "--hang-after",
+        type=_number(0, low_open=True),
+        metavar="SECONDS",
+        help="dump every thread's stack when no step or phase completes within SECONDS (default: "
+        f"{HANG_STEP_MULTIPLE:g} x the median step time, at least {HANG_FLOOR_S:g})",
+    )
+    g.add_argument(
+        "--first-step-hang-after",
+        type=_number(0, low_open=True),
+        metavar="SECONDS",
+        help="the same until the first step (which compiles) completes (default: "
+        + ", ".join(f"{v:g} {k}" for k, v in FIRST_STEP_HANG_S.items())
+        + "; never below --hang-after)",
+    )
+    g.add_argument(
+        "--join-hang-after",
+        type=_number(0, low_open=True),
+        metavar="SECONDS",
+        help="the same from entering init_process_group until the rank has joined the process group, so that "
+        f"a rank that never joins is named within it (default: {JOIN_HANG_S:g})",
+    )
+    g.add_argument(
+        "--start-skew",
+        type=_number(0, low_open=True),
+        metavar="SECONDS",
+        help="the same from the rank's process start until it enters init_process_group (its imports and "
+        f"device setup), the suite's start skew (default: {START_SKEW_JOINS:g} x --join-hang-after)",
+    )
+    g.add_argument(
+        "--pg-timeout",
+        type=_number(0, low_open=True),
+        metavar="SECONDS",
+        help="init_process_group's timeout, within which every rank must join the group and each collective "
+        "complete (default: PyTorch's, " + ", ".join(f"{v:g} on {k}" for k, v in PG_TIMEOUT_S.items()) + ")",
+    )
+    g.add_argument(
+        "--dist-backend",
+        choices=("nccl", "gloo"),
+        help="the process group's backend (the device's: nccl on cuda, gloo on cpu); gloo on cuda runs "
+        "the collectives through host memory, e.g. for ranks that share one GPU, which NCCL refuses",
+    )
+
+
+#: The command line's groups, in ``--help``'s order: each one's title and what adds its options.
+_GROUPS: tuple[tuple[str, Callable[[argparse._ArgumentGroup], None]], ...] = (
+    ("the model and its data", _model_and_data),
+    ("the schedule", _schedule),
+    ("the compiler", _compiler),
+    ("the kernels", _kernels),
+    ("the bandwidth phase", _bandwidth),
+    ("the bounds", _bounds),
+)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line; sizes left unset get their device's defaults in :func:`apply_defaults`.
 
@@ -200,206 +435,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     argument and what it must be.
     """
     p = _Parser(description="Distributed BERT pre-training roll call (run under torchrun).")
-    p.add_argument("--device", choices=DEVICES, default="auto")
-    p.add_argument("--model", choices=sorted(MODEL_PRESETS), help="tiny on cpu, large on cuda, base on xla")
-    p.add_argument("--seq-len", type=_whole(5, 512), help="tokens per sample (64 on cpu, 128 otherwise)")
-    p.add_argument(
-        "--batch-size",
-        type=_whole(1),
-        help="samples per rank per step (8 cpu, by memory on cuda, 32 xla)",
-    )
-    p.add_argument(
-        "--warmup-steps", type=_whole(0), help="most untimed steps before the epochs (2 cpu, 40 cuda, 10 xla)"
-    )
-    p.add_argument("--epochs", type=_whole(1), help="timed epochs (2 cpu, 3 otherwise)")
-    p.add_argument("--steps-per-epoch", type=_whole(1), help="steps per timed epoch (3 cpu, 15 cuda, 50 xla)")
-    p.add_argument("--seed", type=int, default=1234)
-    p.add_argument("--lr", type=_number(0, low_open=True), default=1e-4)
-    p.add_argument("--pretrained", metavar="PATH", help="local BertForPreTraining weights to start from")
-    p.add_argument(
-        "--peak-tflops",
-        type=_number(0, low_open=True),
-        help="device peak TFLOP/s for MFU (overrides the table)",
-    )
-    p.add_argument(
-        "--compile",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="torch.compile the model before DDP wraps it (cuda/cpu; on by default on cuda)",
-    )
-    p.add_argument(
-        "--compile-mode",
-        choices=COMPILE_MODES,
-        default="default",
-        help="torch.compile mode; reduce-overhead adds CUDA graphs (default: default)",
-    )
-    p.add_argument(
-        "--compile-scope",
-        choices=COMPILE_SCOPES,
-        help="model: compile the whole model as one graph; layer: each encoder layer, the embeddings and "
-        "the heads apart, the layers sharing one graph (half the cold compile; --impl compact only, "
-        "and its default)",
-    )
-    p.add_argument(
-        "--compile-cache",
-        metavar="DIR",
-        default=os.environ.get(COMPILE_CACHE_ENV) or None,
-        help=f"keep the compiler's caches under DIR between runs (default: ${COMPILE_CACHE_ENV})",
-    )
-    p.add_argument(
-        "--impl",
-        choices=IMPLS,
-        default=None,
-        help="hf: Hugging Face BertForPreTraining; compact: the same model written for the compiler "
-        "(cuda default)",
-    )
-    p.add_argument(
-        "--attention",
-        choices=("auto", "sdpa", "flash", "cudnn", "efficient", "math", "triton"),
-        default="auto",
-        help="the compact model's attention: scaled_dot_product_attention with the backend it picks (sdpa) "
-        "or one named, or triton: the workload's Triton kernels with their own dropout (auto: those in bf16 "
-        "on cuda where they are proven, else sdpa)",
-    )
-    p.add_argument(
-        "--fused-ln-dropout",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="the compact model's dropout+residual+LayerNorm as the workload's Triton kernels on cuda "
-        "(one Philox call per eight elements, the mask redrawn in the backward; on by default with "
-        "--impl compact on cuda)",
-    )
-    p.add_argument(
-        "--fused-gelu",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="the compact model's bias+GELU as the workload's Triton kernels on cuda (the bias's "
-        "gradient summed in the backward's kernel; on by default with --fused-ln-dropout)",
-    )
-    p.add_argument(
-        "--fused-bias",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="with --fused-ln-dropout, the biases of the matmuls before it added in its kernels (their "
-        "gradients summed there) instead of in the matmuls' epilogues (on by default with it)",
-    )
-    p.add_argument(
-        "--fused-residual-grad",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="the compact model's layer inputs' two gradients (the residual's and the matmul's) summed by "
-        "the matmul's backward (addmm) instead of a kernel of their own (on by default with "
-        "--fused-ln-dropout)",
-    )
-    p.add_argument(
-        "--fused-adamw",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="with --precision bf16, the AdamW step through the fp32 masters as one of the "
-        "workload's Triton kernels instead of two copies and torch's fused AdamW (on by default on cuda)",
-    )
-    p.add_argument(
-        "--precision",
-        choices=PRECISIONS,
-        default=None,
-        help="autocast: fp32 parameters under bf16 autocast; bf16: bf16 parameters, fp32 master weights "
-        "in the optimizer (both bf16 on GPUs that have it, fp32 elsewhere)",
-    )
-    p.add_argument(
-        "--warmup-settle",
-        type=_whole(0),
-        default=5,
-        metavar="K",
-        help="end warm-up once the last K step times agree (0: always --warmup-steps)",
-    )
-    p.add_argument(
-        "--warmup-tolerance",
-        type=_number(0, low_open=True),
-        default=5.0,
-        metavar="PCT",
-        help="how close to their median, in percent, the last K step times must be",
-    )
-    p.add_argument(
-        "--dropout",
-        type=_number(0, 1, high_open=True),
-        help="dropout of hidden states and attention (BERT's 0.1)",
-    )
-    p.add_argument(
-        "--mlm-head",
-        choices=("masked", "all"),
-        default="masked",
-        help="run the MLM head on the masked positions only (default) or on every token",
-    )
-    p.add_argument("--compute-steps", type=_whole(0), help="timed steps without communication (10; 0: off)")
-    p.add_argument(
-        "--bandwidth-mb",
-        type=_number(0, 4096),
-        help="MiB per all-reduce of the bandwidth phase (8 cpu, 64 otherwise; 0: off)",
-    )
-    p.add_argument(
-        "--bandwidth-iters", type=_whole(1), help="timed all-reduces per group (10 cpu, 20 otherwise)"
-    )
-    p.add_argument(
-        "--bandwidth-scopes",
-        type=_scopes,
-        default=BANDWIDTH_SCOPES,
-        metavar="SCOPE[,SCOPE]",
-        help=f"the groups the bandwidth phase measures, of {', '.join(BANDWIDTH_SCOPES)} (default: all)",
-    )
-    p.add_argument(
-        "--bandwidth-sizes",
-        type=_sizes,
-        metavar="MIN:MAX[:FACTOR]",
-        help="sweep all-reduce sizes from MIN to MAX bytes (K, M, G: powers of 1024), each FACTOR (2) times "
-        "the last, as nccl-tests' -b/-e/-f; replaces --bandwidth-mb, the events report MAX",
-    )
-    p.add_argument(
-        "--bandwidth-only",
-        action="store_true",
-        help="join the process group and run only the bandwidth phase (no model, no training)",
-    )
-    p.add_argument(
-        "--hang-after",
-        type=_number(0, low_open=True),
-        metavar="SECONDS",
-        help="dump every thread's stack when no step or phase completes within SECONDS (default: "
-        f"{HANG_STEP_MULTIPLE:g} x the median step time, at least {HANG_FLOOR_S:g})",
-    )
-    p.add_argument(
-        "--first-step-hang-after",
-        type=_number(0, low_open=True),
-        metavar="SECONDS",
-        help="the same until the first step (which compiles) completes (default: "
-        + ", ".join(f"{v:g} {k}" for k, v in FIRST_STEP_HANG_S.items())
-        + "; never below --hang-after)",
-    )
-    p.add_argument(
-        "--join-hang-after",
-        type=_number(0, low_open=True),
-        metavar="SECONDS",
-        help="the same from entering init_process_group until the rank has joined the process group, so that "
-        f"a rank that never joins is named within it (default: {JOIN_HANG_S:g})",
-    )
-    p.add_argument(
-        "--start-skew",
-        type=_number(0, low_open=True),
-        metavar="SECONDS",
-        help="the same from the rank's process start until it enters init_process_group (its imports and "
-        f"device setup), the suite's start skew (default: {START_SKEW_JOINS:g} x --join-hang-after)",
-    )
-    p.add_argument(
-        "--pg-timeout",
-        type=_number(0, low_open=True),
-        metavar="SECONDS",
-        help="init_process_group's timeout, within which every rank must join the group and each collective "
-        "complete (default: PyTorch's, " + ", ".join(f"{v:g} on {k}" for k, v in PG_TIMEOUT_S.items()) + ")",
-    )
-    p.add_argument(
-        "--dist-backend",
-        choices=("nccl", "gloo"),
-        help="the process group's backend (the device's: nccl on cuda, gloo on cpu); gloo on cuda runs "
-        "the collectives through host memory, e.g. for ranks that share one GPU, which NCCL refuses",
-    )
+    for title, add in _GROUPS:
+        add(p.add_argument_group(title))
     return p.parse_args(argv)
 
 

@@ -240,12 +240,33 @@ def of_verdict(
 ) -> list[NodeVerdict]:
     """Each node of one deciding attempt's ``verdict``; ``given``: nodes the run was given (by name).
 
-    A node given whose ranks never reported is ``unchecked``.
+    Each node whose ranks reported facts has its verdict (:func:`_checked`); a node the findings take out
+    whose ranks said no facts is unfit (:func:`_unheard`); a node given whose ranks never reported is
+    ``unchecked``.
     """
-    out_of_service = verdict.out_of_service()
+    ran = Ran(test=test, backend=backend, passed=passed)
     until = checked_at + ttl_s
-    out: list[NodeVerdict] = []
+    out = _checked(verdict, ran, checked_at, until) + _unheard(verdict, ran, checked_at, until)
+    reached = {n.name for n in out}
+    return out + [
+        NodeVerdict(
+            name=name,
+            verdict="unchecked",
+            reasons=("no rank of the run reported its facts from it",),
+            whole=False,
+            ran=(ran,),
+            checked_at=checked_at,
+        )
+        for name in dict.fromkeys(given)
+        if name not in reached
+    ]
+
+
+def _checked(verdict: Verdict, ran: Ran, checked_at: float, until: float) -> list[NodeVerdict]:
+    """The verdict of each node whose ranks reported facts: its GPUs', where it is, what ran on it."""
+    out_of_service = verdict.out_of_service()
     names = [f.name for f in verdict.nodes_detail]
+    out: list[NodeVerdict] = []
     for facts in verdict.nodes_detail:
         # nodes of one host (the local backend's simulated nodes) are told apart by their index
         name = facts.name if names.count(facts.name) == 1 else f"{facts.name} node {facts.node}"
@@ -253,31 +274,12 @@ def of_verdict(
         events = [ev for ev in verdict.gpu_events if ev.node == facts.node]
         gpus = _gpus(facts, mine, events)
         ranks = tuple(r for r, res in sorted(verdict.ranks.items()) if res.node == facts.node)
-        troubled = [(r, verdict.ranks[r]) for r in ranks if verdict.ranks[r].problems]
-        theirs = [
-            p.detail
-            for p in verdict.findings
-            if isinstance(p.detail, Mismatch) and p.detail.node == facts.node and p.detail.out is None
-        ]
         whole, partly = _whole(facts, gpus)
-        reasons: list[str] = list(out_of_service.get(facts.node, ()))
-        owner: str | None = None
-        state: NodeState
-        if reasons:
-            state, owner = "unfit", "cluster"
-        elif theirs or troubled or (not passed and not ranks):
-            state = "undetermined"
-            reasons = [str(m) for m in theirs]
-            reasons += [f"rank {r}: {'; '.join(res.notes)}" for r, res in troubled[:3]]
-            first = next((p for _, res in troubled for p in res.problems if p.blame is not None), None)
-            owner = "platform" if theirs else None
-            if owner is None and first is not None and first.blame is not None:
-                owner = first.blame.owner.value
-            if owner is None and verdict.first_failure is not None:
-                owner = verdict.first_failure.owner
-        else:
-            state = "fit"
-            reasons = [] if whole else [f"not re-checked whole: {partly}"]
+        state, owner, reasons = _state(
+            verdict, facts.node, ranks, out_of_service.get(facts.node, ()), ran.passed
+        )
+        if state == "fit" and not whole:
+            reasons = [f"not re-checked whole: {partly}"]
         where = {k: str(facts.facts[k]) for k in WHERE_KEYS if facts.facts.get(k)}
         out.append(
             NodeVerdict(
@@ -288,44 +290,64 @@ def of_verdict(
                 action=next((g.action for g in gpus if g.verdict == "unfit" and g.action), None),
                 whole=whole,
                 gpus=gpus,
-                ran=(Ran(test=test, backend=backend, ranks=ranks, passed=passed),),
+                ran=(replace(ran, ranks=ranks),),
                 checked_at=checked_at,
                 valid_until=until,
                 **where,
             )
         )
+    return out
+
+
+def _state(
+    verdict: Verdict, node: int, ranks: tuple[int, ...], out: Iterable[str], passed: bool
+) -> tuple[NodeState, str | None, list[str]]:
+    """A checked node's state, whose its cause is, and why: ``out``, what takes it out of service, first.
+
+    A node is undetermined where a drift finding names it (the platform's), one of its ranks had a problem
+    (its first blamed problem's owner, else the run's first failure's), or the run failed and it had no rank.
+    """
+    if reasons := list(out):
+        return "unfit", "cluster", reasons
+    troubled = [(r, verdict.ranks[r]) for r in ranks if verdict.ranks[r].problems]
+    theirs = [
+        p.detail
+        for p in verdict.findings
+        if isinstance(p.detail, Mismatch) and p.detail.node == node and p.detail.out is None
+    ]
+    if not (theirs or troubled or (not passed and not ranks)):
+        return "fit", None, []
+    reasons = [str(m) for m in theirs]
+    reasons += [f"rank {r}: {'; '.join(res.notes)}" for r, res in troubled[:3]]
+    first = next((p for _, res in troubled for p in res.problems if p.blame is not None), None)
+    owner = "platform" if theirs else None
+    if owner is None and first is not None and first.blame is not None:
+        owner = first.blame.owner.value
+    if owner is None and verdict.first_failure is not None:
+        owner = verdict.first_failure.owner
+    return "undetermined", owner, reasons
+
+
+def _unheard(verdict: Verdict, ran: Ran, checked_at: float, until: float) -> list[NodeVerdict]:
+    """Each node the findings take out whose ranks said no facts: unfit, by its name."""
     known = {f.node for f in verdict.nodes_detail}
-    unknown: dict[str, list[str]] = {}  # a node taken out whose ranks said no facts, by its name
+    unknown: dict[str, list[str]] = {}
     for u in verdict.unfit:
         if u.out == "node" and u.device.node not in known:
             unknown.setdefault(u.device.name, []).append(str(u))
-    for named, why in sorted(unknown.items()):
-        out.append(
-            NodeVerdict(
-                name=named,
-                verdict="unfit",
-                reasons=tuple(why),
-                owner="cluster",
-                whole=False,
-                ran=(Ran(test=test, backend=backend, passed=passed),),
-                checked_at=checked_at,
-                valid_until=until,
-            )
+    return [
+        NodeVerdict(
+            name=named,
+            verdict="unfit",
+            reasons=tuple(why),
+            owner="cluster",
+            whole=False,
+            ran=(ran,),
+            checked_at=checked_at,
+            valid_until=until,
         )
-    reached = {n.name for n in out}
-    for name in dict.fromkeys(given):
-        if name not in reached:
-            out.append(
-                NodeVerdict(
-                    name=name,
-                    verdict="unchecked",
-                    reasons=("no rank of the run reported its facts from it",),
-                    whole=False,
-                    ran=(Ran(test=test, backend=backend, passed=passed),),
-                    checked_at=checked_at,
-                )
-            )
-    return out
+        for named, why in sorted(unknown.items())
+    ]
 
 
 def merged(verdicts: Iterable[NodeVerdict]) -> list[NodeVerdict]:

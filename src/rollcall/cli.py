@@ -166,11 +166,15 @@ def _suite_options(parser: argparse.ArgumentParser) -> None:
     for spec in OPTIONS:
         dest = "opt_" + spec.name
         if spec.switch:
-            parser.add_argument(spec.flag, action="store_true", default=False, dest=dest, help=spec.help)
+            parser.add_argument(
+                spec.flag, action="store_true", default=False, dest=dest, help=spec.argparse_help
+            )
         elif spec.multiple:
             parser.add_argument(spec.flag, action="append", default=[], dest=dest, metavar=spec.placeholder)
         else:
-            parser.add_argument(spec.flag, default=None, dest=dest, metavar=spec.placeholder, help=spec.help)
+            parser.add_argument(
+                spec.flag, default=None, dest=dest, metavar=spec.placeholder, help=spec.argparse_help
+            )
 
 
 def summary(roll: RollCall, world_size: int) -> dict[str, Any]:

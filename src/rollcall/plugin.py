@@ -184,7 +184,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     groups = {name: parser.getgroup(f"rollcall-{name}", f"rollcall, {title}") for name, title in GROUPS}
     for spec in OPTIONS:
         group = groups[spec.group]
-        help_text = f"{spec.help} [{spec.where}; default {spec.shown_default}]"
+        help_text = f"{spec.argparse_help} [{spec.where}; default {spec.shown_default}]"
         dest = "rollcall_" + spec.name
         if spec.ini_name:
             ini_help = f"rollcall: {spec.help} (as {spec.flag}; {spec.flag} and {spec.env} win)"

@@ -228,3 +228,42 @@ def test_help_lists_choices_and_defaults_as_a_user_types_them_never_a_variable_o
             assert f"{spec.flag}=DURATION" in text
     assert "--job-timeout=DURATION" in text and "default 30m]" in flat
     assert "--hang-after=DURATION" in text and "--join-hang-after=DURATION" in text
+
+
+def test_each_option_has_one_text_the_reference_shows_whole_and_help_its_first_sentence_plain(pytester):
+    from pathlib import Path
+
+    from rollcall.options.reference import markdown
+
+    reference = markdown()
+    assert (Path(__file__).resolve().parents[2] / "docs" / "options.md").read_text() == reference
+    res = pytester.runpytest("--help")
+    assert res.ret == pytest.ExitCode.OK
+    flat = " ".join(res.stdout.str().split())
+    for spec in OPTIONS:
+        assert spec.text.replace("|", "\\|") in reference, spec.flag
+        assert f"{spec.help} [env {spec.env}" in flat, f"pytest --help shows another text of {spec.flag}"
+        assert "`" not in spec.help and "](" not in spec.help, spec.help
+    by_flag = {s.flag: s for s in OPTIONS}
+    ttl = by_flag["--verdict-ttl"]
+    assert ttl.help == (
+        "how long each node's verdict holds from when it was checked: valid_until in nodes.json, the expiry "
+        "label of --label-nodes"
+    )
+    assert "24 h alone" in ttl.text  # a later sentence: the reference's only
+    assert "more than PCT% against the baseline" in flat  # argparse formats help with %: shown as written
+
+
+def test_the_first_sentence_ends_at_a_full_stop_outside_brackets_before_a_capital_or_code():
+    from rollcall.options.declare import first_sentence, plain
+
+    assert (
+        first_sentence("a rank (e.g. `6h`. Not here) ends. Then more") == "a rank (e.g. `6h`. Not here) ends"
+    )
+    assert first_sentence("holds it. `auto`: the default") == "holds it"
+    assert (
+        first_sentence("e.g. a value, v0.12.0 and 1.4826 x MAD") == "e.g. a value, v0.12.0 and 1.4826 x MAD"
+    )
+    assert plain("see [hangs.md](hangs.md), [the docs](nodes.md) and `--nodes`") == (
+        "see docs/hangs.md, the docs and --nodes"
+    )

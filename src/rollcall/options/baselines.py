@@ -19,64 +19,55 @@ class BaselineOptions(Section):
         "--baseline",
         str,
         None,
-        "JSON baseline file to gate throughput, epoch time, compute time and bus bandwidth against",
+        "JSON baseline to gate throughput, epoch time, compute time and world bus bandwidth against",
         "FILE",
-        doc="JSON baseline to gate throughput, epoch time, compute time and world bus bandwidth against",
     )
     max_regression: float = option(
         "--max-regression",
         percent,
         10.0,
-        "fail when throughput or bus bandwidth falls, or epoch or compute time rises, more than PCT percent "
-        "against --baseline",
-        "PCT",
-        doc=(
+        (
             "fail when total or median-rank throughput or the world's bus bandwidth falls, or epoch time "
-            "or the median compute time rises, more than PCT%"
+            "or the median compute time rises, more than PCT% against the baseline"
         ),
+        "PCT",
     )
     baseline_history: str | None = option(
         "--baseline-history",
         str,
         None,
-        "instead of --baseline: each configuration's reference is the median of its last --baseline-runs "
-        "sound runs in SOURCE (a directory of past artifacts, or a glob of results.json files); a figure "
-        "regresses only past both --max-regression and --baseline-mads spreads",
-        "SOURCE",
-        doc=(
+        (
             "instead of `--baseline`: each configuration's reference is the median of its last "
             "`--baseline-runs` sound runs in SOURCE (a directory of past artifacts, or a glob of "
-            "`results.json` files); see [gating.md](gating.md)"
+            "`results.json` files); a figure regresses only past both `--max-regression` and "
+            "`--baseline-mads` spreads ([gating.md](gating.md))"
         ),
+        "SOURCE",
     )
     baseline_runs: int = option(
         "--baseline-runs",
         whole(1),
         10,
-        "how many of the latest sound runs --baseline-history uses",
+        "how many of the latest sound runs of a configuration make its reference",
         "N",
-        doc="how many of the latest sound runs of a configuration make its reference",
     )
     baseline_mads: float = option(
         "--baseline-mads",
         positive_float,
         3.0,
-        "with --baseline-history, a figure must also be worse than the median by more than K spreads "
-        "(1.4826 x MAD, a robust standard deviation)",
-        "K",
-        doc=(
+        (
             "with `--baseline-history`, a figure must also be worse than the median by more than K "
-            "spreads (1.4826 x MAD) to regress"
+            "spreads (1.4826 x MAD, a robust standard deviation) to regress"
         ),
+        "K",
     )
     write_baseline: str | None = option(
         "--write-baseline",
         str,
         None,
-        "record each sound run's figures as the new baseline in FILE (merged with its entries)",
+        "record each sound run's figures as the new baseline in FILE (merged by key)",
         "FILE",
         file="an act of one session; pinned in a file, every sound run would rewrite the baseline",
-        doc="record each sound run's figures as the new baseline (merged by key)",
     )
 
     def __post_init__(self) -> None:

@@ -2,15 +2,17 @@
 
 Each section of the options (:data:`GROUPS`: the job, Kubernetes, Slurm, judging, baselines, recovery,
 reports) is a frozen dataclass of :class:`Section` whose every field is declared by :func:`option`: its flag,
-how to parse it, its default, its help. The rest is derived: the field's name and environment variable from
-the flag (``--job-timeout``: ``job_timeout``, ``ROLLCALL_JOB_TIMEOUT``), its ini key
+how to parse it, its default, its one text. The rest is derived: the field's name and environment variable
+from the flag (``--job-timeout``: ``job_timeout``, ``ROLLCALL_JOB_TIMEOUT``), its ini key
 (``rollcall_job_timeout``: every option can live in the ini file unless its declaration says why not,
 ``file=``), its group from its section, and how ``pytest --help`` and ``docs/options.md`` show it
-(:attr:`Spec.usage`, :attr:`Spec.shown_default`).
+(:attr:`Spec.usage`, :attr:`Spec.shown_default`): the reference shows its text whole, ``--help`` its first
+sentence as plain text (:attr:`Spec.help`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -36,16 +38,17 @@ DURATION = "DURATION"
 
 @dataclass(frozen=True)
 class Spec:
-    """One option: its flag, how to parse it, its default and its help.
+    """One option: its flag, how to parse it, its default and its text.
 
     Attributes:
+        text: what it does, in Markdown: ``docs/options.md`` shows it whole, ``--help`` its first sentence
+            (:attr:`help`). Sentences after the first say more for the reference.
         parse: turns the text given into the value (with ``multiple``, the tuple of words given).
         metavar: what the flag takes, as ``--help`` shows it (a choice's are its choices).
         multiple: repeatable on the command line; its variable (and ini key) holds shell-quoted words.
         switch: a flag without a value (its variable and ini key read true/false).
         group: the name of its group in :data:`GROUPS` (its section's).
         file: why it cannot live in the ini file; empty: it can, as :attr:`ini_name`.
-        doc: the reference's fuller text (``docs/options.md``), where ``help`` is too short for it.
         shown: the default as a user writes it, where the value is none (``auto``); else derived.
         formerly: the flag's former spelling, given up for a clash with another plugin's; the field, the
             variable and the ini key keep its name, and the old flag is answered with the new one.
@@ -57,16 +60,25 @@ class Spec:
     flag: str
     parse: Callable[[Any], Any]
     default: Any
-    help: str
+    text: str
     metavar: str | None = None
     multiple: bool = False
     switch: bool = False
     group: GroupName = "job"
     file: str = ""
-    doc: str = ""
     shown: str = ""
     formerly: str = ""
     backends: tuple[str, ...] = ()
+
+    @property
+    def help(self) -> str:
+        """What ``--help`` says of it: its text's first sentence, as plain text (:func:`first_sentence`)."""
+        return plain(first_sentence(self.text))
+
+    @property
+    def argparse_help(self) -> str:
+        """:attr:`help` as argparse takes it, which formats it with ``%``: each of its own ``%`` doubled."""
+        return self.help.replace("%", "%%")
 
     @property
     def name(self) -> str:
@@ -131,24 +143,44 @@ def option(
     flag: str,
     parse: Callable[[Any], Any],
     default: Any,
-    help: str,
+    text: str,
     metavar: str | None = None,
     *,
     multiple: bool = False,
     switch: bool = False,
     file: str = "",
-    doc: str = "",
     shown: str = "",
     formerly: str = "",
     backends: tuple[str, ...] = (),
 ) -> Any:
     """Declare a field of a :class:`Section` as an option (see the module docstring)."""
-    spec = Spec(
-        flag, parse, default, help, metavar, multiple, switch, "job", file, doc, shown, formerly, backends
-    )
+    spec = Spec(flag, parse, default, text, metavar, multiple, switch, "job", file, shown, formerly, backends)
     if isinstance(default, dict):
         return field(default_factory=lambda: dict(default), metadata={"option": spec})
     return field(default=default, metadata={"option": spec})
+
+
+def plain(text: str) -> str:
+    """Markdown made plain: a link is its text (a page of the docs: ``docs/<page>``), code loses its marks."""
+
+    def link(m: re.Match[str]) -> str:
+        return f"docs/{m[2]}" if m[1] == m[2] else m[1]
+
+    return re.sub(r"\[([^]]+)\]\(([^)]+)\)", link, text).replace("`", "")
+
+
+def first_sentence(text: str) -> str:
+    """``text`` up to the end of its first sentence.
+
+    A sentence ends at a full stop outside brackets followed by a space and a capital or code (``. `auto```).
+    """
+    depth = 0
+    for i, char in enumerate(text):
+        depth += (char in "([") - (char in ")]")
+        after = text[i + 2 : i + 3]
+        if char == "." and depth == 0 and text[i + 1 : i + 2] == " " and (after.isupper() or after == "`"):
+            return text[:i]
+    return text
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -47,9 +47,6 @@ def workload_args(text: str) -> tuple[str, ...]:
     return words
 
 
-_AUTO_BOUND = "auto: the workload's own default"
-
-
 @dataclass(frozen=True, kw_only=True)
 class JobOptions(Section):
     """What every backend runs: the layout asked for, the image, the workload, its bounds, the deadlines."""
@@ -61,10 +58,9 @@ class JobOptions(Section):
         "--procs-per-node",
         whole_or_auto(1),
         None,
-        "ranks per node; auto: the nodes' allocatable GPUs or NeuronCores, 1 on cpu",
+        "ranks per node; `auto`: the nodes' allocatable GPUs or NeuronCores, 1 on cpu",
         "N",
         shown="auto",
-        doc="ranks per node; `auto`: the nodes' allocatable GPUs or NeuronCores, 1 on cpu",
     )
     accelerator: AcceleratorChoice = option(
         "--accelerator", Choice(AcceleratorChoice), "auto", "the device the ranks train on"
@@ -73,129 +69,104 @@ class JobOptions(Section):
         "--image",
         check_image,
         None,
-        "the training image (required by the kubernetes backend)",
+        "the training image (required by the kubernetes backend; slurm takes `--container-image`); a "
+        "reference that no runtime would accept is refused before anything is created",
         "IMAGE",
-        doc=(
-            "the training image (required by the kubernetes backend; slurm takes `--container-image`); a "
-            "reference that no runtime would accept is refused before anything is created"
-        ),
         backends=("kubernetes",),
     )
     backend: str = option(
         "--backend",
         Choice(choices=("auto", *(wing.name for wing in WINGS))),
         "auto",
-        f"where to run: {auto_help()}",
-        doc=f"where to run: {auto_help()}; printed in the header and recorded in every report",
+        f"where to run: {auto_help()}; printed in the header and recorded in every report",
     )
     job_timeout: float = option(
         "--job-timeout",
         positive_duration,
         DEFAULT_JOB_TIMEOUT_S,
-        "how long the training job may run",
+        "how long the training job may run (a test's `@pytest.mark.rollcall(job_timeout_s=...)` over "
+        "it); each roll-call test's own pytest-timeout is derived from it, and the header says so",
         DURATION,
-        doc=(
-            "how long the training job may run (a test's `@pytest.mark.rollcall(job_timeout_s=...)` over "
-            "it); each roll-call test's own pytest-timeout is derived from it, and the header says so"
-        ),
     )
     hang_after: float | None = option(
         "--hang-after",
         duration_or_auto,
         None,
-        "a rank whose step or phase does not complete within DURATION dumps its stacks and the run ends at "
-        f"the hang (the workload's --hang-after; {_AUTO_BOUND}, a multiple of the median step time)",
-        DURATION,
-        shown="auto",
-        doc=(
+        (
             "a rank whose step or phase does not complete within it dumps its stacks, and the run ends at "
-            "the hang ([hangs.md](hangs.md)); passed to the workload as its `--hang-after`; `auto`: the "
+            "the hang ([hangs.md](hangs.md)). Passed to the workload as its `--hang-after`; `auto`: the "
             "workload's own (a multiple of the median step time, with a floor); the same bound in "
             "`--workload-args` with another value is refused"
         ),
+        DURATION,
+        shown="auto",
     )
     first_step_hang_after: float | None = option(
         "--first-step-hang-after",
         duration_or_auto,
         None,
-        "the same until the first step (which compiles) completes (the workload's --first-step-hang-after; "
-        f"{_AUTO_BOUND}, by device)",
+        "`--hang-after` until the first step, which compiles, completes; passed to the workload as its "
+        "`--first-step-hang-after`; `auto`: the workload's own, by device (never below `--hang-after`)",
         DURATION,
         shown="auto",
-        doc=(
-            "`--hang-after` until the first step, which compiles, completes; passed to the workload as its "
-            "`--first-step-hang-after`; `auto`: the workload's own, by device (never below `--hang-after`)"
-        ),
     )
     join_hang_after: float | None = option(
         "--join-hang-after",
         duration_or_auto,
         None,
-        "the same from entering init_process_group until the rank has joined the process group, so that a "
-        f"rank that never joins is named within it (the workload's --join-hang-after; {_AUTO_BOUND})",
+        (
+            "`--hang-after` from entering `init_process_group` until the rank has joined the process "
+            "group: a rank that never joins is named within it, a node whose ranks never say a word "
+            "within twice it. The imports and device setup before it are held to `--start-skew` plus it; "
+            "passed to the workload (and each node's monitor) as `--join-hang-after`; `auto`: the "
+            "workload's own"
+        ),
         DURATION,
         shown="auto",
-        doc=(
-            "`--hang-after` from entering `init_process_group` until the rank has joined the process "
-            "group: a rank that never joins is named within it, a node whose ranks never say a word within "
-            "twice it (the imports and device setup before it are held to `--start-skew` plus it); passed to the "
-            "workload (and each node's monitor) as `--join-hang-after`; `auto`: the workload's own"
-        ),
     )
     pg_timeout: float | None = option(
         "--pg-timeout",
         duration_or_auto,
         None,
-        "how long every rank may take to join the process group, and each collective to complete (the "
-        f"workload's --pg-timeout, init_process_group's timeout; {_AUTO_BOUND}: PyTorch's, 10m on NCCL, "
-        "30m on gloo)",
+        "how long every rank may take to join the process group (and each collective to complete): "
+        "passed to the workload as its `--pg-timeout`, `init_process_group`'s timeout. While every rank "
+        "is inside `init_process_group` and none is missing, the ranks are joining, not hung: the run "
+        "waits this long, not `--join-hang-after` ([hangs.md](hangs.md)); `auto`: PyTorch's own, 10m on "
+        "NCCL, 30m on gloo",
         DURATION,
         shown="auto",
-        doc=(
-            "how long every rank may take to join the process group (and each collective to complete): "
-            "passed to the workload as its `--pg-timeout`, `init_process_group`'s timeout. While every rank "
-            "is inside `init_process_group` and none is missing, the ranks are joining, not hung: the run "
-            "waits this long, not `--join-hang-after` ([hangs.md](hangs.md)); `auto`: PyTorch's own, 10m on "
-            "NCCL, 30m on gloo"
-        ),
     )
     start_skew: float | None = option(
         "--start-skew",
         duration_or_auto,
         None,
-        "how long after the first part of the run (a node, a launcher, a rank) is heard from another may "
-        "be heard for the first time before it is named as never started, and how long each rank may take "
-        f"to import and set up its device (the workload's --start-skew; {_AUTO_BOUND}: twice the join bound)",
+        "how long after the first part of the run is heard from (a node's monitor, its launcher, a "
+        "rank's process) another may still be heard for the first time: a node never heard from is "
+        "named at it, and each part heard later gets its own bound from when it was heard "
+        "([hangs.md](hangs.md)); torchrun's rendezvous timeout follows it. Passed to the workload as its "
+        "`--start-skew`: with `--join-hang-after`, each rank's bound from its process start until it enters "
+        "`init_process_group` (its imports and device setup, torch_xla's on Neuron; S + J, as for a rank "
+        "seen and never heard), a rank still there past it named stuck in its setup; `auto`: twice "
+        "`--join-hang-after`",
         DURATION,
         shown="auto",
-        doc=(
-            "how long after the first part of the run is heard from (a node's monitor, its launcher, a "
-            "rank's process) another may still be heard for the first time: a node never heard from is "
-            "named at it, and each part heard later gets its own bound from when it was heard "
-            "([hangs.md](hangs.md)); torchrun's rendezvous timeout follows it. Passed to the workload as its "
-            "`--start-skew`: with `--join-hang-after`, each rank's bound from its process start until it enters "
-            "`init_process_group` (its imports and device setup, torch_xla's on Neuron; S + J, as for a rank "
-            "seen and never heard), a rank still there past it named stuck in its setup; `auto`: twice "
-            "`--join-hang-after`"
-        ),
     )
     compile_cache: CacheVolume | None = option(
         "--compile-cache",
         parse_compile_cache,
         None,
-        "keep inductor's and Triton's caches (train.py --compile-cache) between runs in this volume: "
-        "host:/PATH (a directory of each node; local and slurm also take a plain /PATH) or nfs:SERVER:/PATH "
-        "(kubernetes only; e.g. an Amazon EFS file system, shared by all nodes)",
-        "host:/PATH|nfs:SERVER:/PATH",
-        doc=(
-            "keep inductor's and Triton's caches (`train.py --compile-cache`) between runs: on kubernetes"
-            " a directory of each node or an NFS export, mounted at `/var/cache/rollcall-compile-cache` "
-            "(the same mount rules as `--neuron-cache`); local and slurm take a directory (`/PATH` or "
-            "`host:/PATH`) as it is (slurm with `--container-image` mounts it into the image at the same "
-            "fixed path), NFS being refused there. Each rank's `throughput` says whether its compile came"
-            " from the cache (`compile_cache`: hit, miss or off, beside `compile_s`), shown in "
-            "`results.json`'s `compile_cache` and on the rank's tile"
+        (
+            "keep inductor's and Triton's caches (`train.py --compile-cache`) between runs in this "
+            "volume: `host:/PATH`, a directory of each node (local and slurm also take a plain `/PATH`), "
+            "or `nfs:SERVER:/PATH` (kubernetes only; e.g. an Amazon EFS file system, shared by all "
+            "nodes). On kubernetes it is mounted at `/var/cache/rollcall-compile-cache` (the same mount "
+            "rules as `--neuron-cache`); local and slurm take the directory as it is (slurm with "
+            "`--container-image` mounts it into the image at the same fixed path), NFS being refused "
+            "there. Each rank's `throughput` says whether its compile came from the cache "
+            "(`compile_cache`: hit, miss or off, beside `compile_s`), shown in `results.json`'s "
+            "`compile_cache` and on the rank's tile"
         ),
+        "host:/PATH|nfs:SERVER:/PATH",
     )
     keep: bool = option(
         "--keep",
@@ -217,26 +188,20 @@ class JobOptions(Section):
         "--workload-env",
         workload_env,
         {},
-        "extra environment for the workload's processes (repeatable)",
+        "extra environment for the workload (repeatable; the variable takes space-separated pairs); "
+        "the fault-injection variables (`ROLLCALL_FAIL_RANK=0,2`, `ROLLCALL_HANG_RANK=1`, ... see "
+        "[contract.md](contract.md)) are checked by the workload's own parsing before anything is "
+        "created",
         "KEY=VALUE",
         multiple=True,
-        doc=(
-            "extra environment for the workload (repeatable; the variable takes space-separated pairs); "
-            "the fault-injection variables (`ROLLCALL_FAIL_RANK=0,2`, `ROLLCALL_HANG_RANK=1`, ... see "
-            "[contract.md](contract.md)) are checked by the workload's own parsing before anything is "
-            "created"
-        ),
     )
     workload_args: tuple[str, ...] = option(
         "--workload-args",
         workload_args,
         (),
-        "extra arguments for train.py, one shell-quoted string",
+        'extra arguments for `train.py`, e.g. `"--model large --seq-len 512 --compile"`; parsed by '
+        "`train.py`'s own parser before anything is created",
         "ARGS",
-        doc=(
-            'extra arguments for `train.py`, e.g. `"--model large --seq-len 512 --compile"`; parsed by '
-            "`train.py`'s own parser before anything is created"
-        ),
     )
 
     def __post_init__(self) -> None:

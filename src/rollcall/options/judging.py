@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from rollcall.evidence.drift import EXPECT_KEYS, DriftMode, parse_expect, parse_expect_files
+from rollcall.evidence.drift import DriftMode, parse_expect, parse_expect_files
 from rollcall.evidence.fitness import RULE_NAMES, parse_rules
 from rollcall.evidence.xids import XidClass, parse_xid_classes
 from rollcall.options.declare import GroupName, Section, option
@@ -32,141 +32,111 @@ class JudgingOptions(Section):
         "--min-throughput",
         positive_float,
         None,
-        "fail ranks below this many samples/s",
+        "fail ranks slower than this many samples/s",
         "SAMPLES_PER_S",
-        doc="fail ranks slower than this",
     )
     straggler_ratio: float = option(
         "--straggler-ratio",
         fraction,
         0.8,
-        "fail ranks whose throughput is below RATIO x the median of all ranks, or whose compute time per "
-        "step exceeds the median rank's by more than 1/RATIO (0: off)",
+        "fail ranks below RATIO x the median rank's throughput, or whose compute time per step "
+        "exceeds the median rank's by more than 1/RATIO (0: off)",
         "RATIO",
-        doc=(
-            "fail ranks below RATIO x the median rank's throughput, or whose compute time per step "
-            "exceeds the median rank's by more than 1/RATIO (0: off)"
-        ),
     )
     min_busbw: float | Literal["auto"] = option(
         "--min-busbw",
         busbw_floor,
         "auto",
-        "fail a node (or pair of nodes, or the world) whose all-reduce bus bandwidth is below GBPS; auto: "
-        "below the published floor of the nodes' instance type, where known (rollcall.evidence.floors)",
-        "GBPS",
-        doc=(
+        (
             "fail a node, ring pair of nodes or the world whose all-reduce bus bandwidth is below GBPS "
             "GB/s; `auto`: below the published floor of the run's instance type (one node over NVLink, "
-            "two or more over the fabric), where one is known (`evidence/floors.py`: each floor's source "
-            "and the message size it was published at), naming the group and the floor's source; on GPUs "
-            "the bandwidth phase then measures at the floor's size, up to 2 GiB"
+            "two or more over the fabric), where one is known. Each floor's source and the message size "
+            "it was published at are in `evidence/floors.py`; a failure names the group and the floor's "
+            "source; on GPUs the bandwidth phase then measures at the floor's size, up to 2 GiB"
         ),
+        "GBPS",
     )
     busbw_ratio: float = option(
         "--busbw-ratio",
         fraction,
         0.5,
-        "fail a node whose all-reduce bus bandwidth is below RATIO x the median node's (0: off)",
+        "fail a node (or pair) whose bus bandwidth is below RATIO x the median node's (pair's) (0: off)",
         "RATIO",
-        doc=(
-            "fail a node (or pair) whose bus bandwidth is below RATIO x the median node's (pair's) (0: off)"
-        ),
     )
     fitness_warn: frozenset[str] = option(
         "--fitness-warn",
         parse_rules,
         frozenset(),
-        f"report a device breaking these fitness rules as a warning, not a failure ({', '.join(RULE_NAMES)})",
+        "report a device that breaks these fitness rules as a warning, not a failure (repeatable; the "
+        f"rules, in [fitness.md](fitness.md): {', '.join(f'`{r}`' for r in RULE_NAMES)}); an unknown rule "
+        "is refused, listing them",
         "RULE[,RULE...]",
         multiple=True,
-        doc=(
-            "report a device that breaks these fitness rules as a warning, not a failure (repeatable; "
-            "rules in [fitness.md](fitness.md)); an unknown rule is refused, listing them"
-        ),
     )
     fitness_fail: frozenset[str] = option(
         "--fitness-fail",
         parse_rules,
         frozenset(),
-        "fail a device breaking these fitness rules where the rule warns by default (gpu_in_use, ...)",
+        "fail a device that breaks these fitness rules where the rule warns by default: "
+        "`neuron_ecc_corrected`, `gpu_in_use` (repeatable); --fitness-warn and --fitness-off win over it",
         "RULE[,RULE...]",
         multiple=True,
-        doc=(
-            "fail a device that breaks these fitness rules where the rule warns by default: "
-            "`neuron_ecc_corrected`, `gpu_in_use` (repeatable); --fitness-warn and --fitness-off win over it"
-        ),
     )
     power_floor: float | None = option(
         "--power-floor",
         share_of_default,
         None,
-        "fail a GPU whose enforced power limit is below this percent of its default (an administrator's cap "
-        "above it is only reported, rule power_limit)",
+        "fail a GPU whose enforced power limit (NVML's, the limit in force) is below PCT percent of its "
+        "default (`90` or `90%`; rule `power_limit`, which otherwise only reports an administrator's cap "
+        "as a warning); `--fitness-warn power_limit` keeps it a warning, `--fitness-off` turns it off",
         "PCT",
-        doc=(
-            "fail a GPU whose enforced power limit (NVML's, the limit in force) is below PCT percent of its "
-            "default (`90` or `90%`; rule `power_limit`, which otherwise only reports an administrator's cap "
-            "as a warning); `--fitness-warn power_limit` keeps it a warning, `--fitness-off` turns it off"
-        ),
     )
     fitness_off: frozenset[str] = option(
         "--fitness-off",
         parse_rules,
         frozenset(),
-        "do not apply these fitness rules (the names --fitness-warn takes)",
+        "do not apply these fitness rules (repeatable; the names `--fitness-warn` takes)",
         "RULE[,RULE...]",
         multiple=True,
-        doc="do not apply these fitness rules (repeatable)",
     )
     xid_class: dict[int, XidClass] = option(
         "--xid-class",
         parse_xid_classes,
         {},
-        "move Xids between the classes of NVIDIA's Xid catalog: hardware (the GPU is unfit), program "
-        "(evidence beside the error of the rank on that GPU), system (a warning), e.g. 31=hardware",
+        (
+            "move Xids between the classes of NVIDIA's Xid catalog, e.g. `31=hardware` (repeatable; "
+            "classes in [gpu-health.md](gpu-health.md)): `hardware` makes the GPU unfit, `program` is "
+            "evidence beside the error of the rank on that GPU, `system` a warning; a pair that is no "
+            "XID=CLASS is refused"
+        ),
         "XID=CLASS[,XID=CLASS...]",
         multiple=True,
-        doc=(
-            "move Xids between the classes of NVIDIA's Xid catalog (repeatable; classes in "
-            "[gpu-health.md](gpu-health.md)): `hardware` makes the GPU unfit, `program` is evidence beside "
-            "the error of the rank on that GPU, `system` a warning; a pair that is no XID=CLASS is refused"
-        ),
     )
     drift: DriftMode = option(
         "--drift",
         Choice(DriftMode),
         "warn",
-        "what nodes that differ in a version (driver, CUDA, NCCL, kernel, torch ...) do: fail, warn or off",
-        doc=(
-            "nodes of one run whose driver, CUDA, NCCL, kernel, OS, Python, torch, transformers, Neuron, "
-            "libfabric, aws-ofi-nccl, kubelet or container-runtime versions differ are named "
-            "(`config_drift`); `fail` fails the run"
-        ),
+        "nodes of one run whose driver, CUDA, NCCL, kernel, OS, Python, torch, transformers, Neuron, "
+        "libfabric, aws-ofi-nccl, kubelet or container-runtime versions differ are named "
+        "(`config_drift`); `fail` fails the run",
     )
     expect: tuple[tuple[str, str], ...] = option(
         "--expect",
         parse_expect,
         (),
-        f"fail the run when a node's fact does not match GLOB (repeatable; keys: {', '.join(EXPECT_KEYS)})",
+        "the golden configuration: fail the run when a node's fact does not match the glob, or is "
+        "unknown (repeatable; keys in [fitness.md](fitness.md); an unknown key is refused, listing them)",
         "KEY=GLOB",
         multiple=True,
-        doc=(
-            "the golden configuration: fail the run when a node's fact does not match the glob, or is "
-            "unknown (repeatable; keys in [fitness.md](fitness.md); an unknown key is refused, listing them)"
-        ),
     )
     expect_file: tuple[tuple[str, str], ...] = option(
         "--expect-file",
         parse_expect_files,
         (),
-        "as --expect, one KEY=GLOB a line of FILE ('#' starts a comment; blank lines skipped; repeatable)",
+        "the golden configuration from a file, beside any `--expect`: one `KEY=GLOB` a line, `#` "
+        "starting a comment, blank lines skipped (repeatable); a malformed line or an unknown key is "
+        "refused, naming the file and the line (not `--expect @FILE`: pytest reads an `@FILE` "
+        "argument as its own file of arguments)",
         "FILE",
         multiple=True,
-        doc=(
-            "the golden configuration from a file, beside any `--expect`: one `KEY=GLOB` a line, `#` "
-            "starting a comment, blank lines skipped (repeatable); a malformed line or an unknown key is "
-            "refused, naming the file and the line (not `--expect @FILE`: pytest reads an `@FILE` "
-            "argument as its own file of arguments)"
-        ),
     )

@@ -169,106 +169,96 @@ class KubernetesOptions(Section):
         "--kubeconfig",
         str,
         None,
-        "kubeconfig file (none: $KUBECONFIG, then ~/.kube/config)",
+        "kubeconfig file (none: `$KUBECONFIG`, then `~/.kube/config`); a missing, unreadable or "
+        "malformed one is refused before anything is created",
         "PATH",
-        doc=(
-            "kubeconfig file (none: `$KUBECONFIG`, then `~/.kube/config`); a missing, unreadable or "
-            "malformed one is refused before anything is created"
-        ),
     )
     context: str | None = option(
         "--context",
         str,
         None,
-        "kubeconfig context to use (none: the kubeconfig's current context)",
+        (
+            "kubeconfig context (none: the kubeconfig's current context); an unknown one is refused, "
+            "listing those there are"
+        ),
         "NAME",
-        doc="kubeconfig context; an unknown one is refused, listing those there are",
     )
     namespace: str | None = option(
         "--namespace",
         namespace_name,
         None,
-        "run inside this existing namespace (never created nor deleted; each run's Job and Service are) "
-        "instead of a namespace per run",
+        "run inside this existing namespace (checked at session start: exit 4 if it does not exist): "
+        "each run creates only its Service and Job there, told apart by name and `rollcall/run-id` "
+        "label, and deletes them (the Job with its pods) afterwards; the namespace itself is never "
+        "created, swept nor deleted",
         "NAME",
-        doc=(
-            "run inside this existing namespace (checked at session start: exit 4 if it does not exist): "
-            "each run creates only its Service and Job there, told apart by name and `rollcall/run-id` "
-            "label, and deletes them (the Job with its pods) afterwards; the namespace itself is never "
-            "created, swept nor deleted"
-        ),
     )
     namespace_prefix: str = option(
         "--namespace-prefix",
         prefix_name,
         "rollcall",
-        "prefix of each run's namespace",
+        "each run gets its own namespace `<prefix>-<random>` (unless `--namespace`)",
         "PREFIX",
-        doc="each run gets its own namespace `<prefix>-<random>` (unless `--namespace`)",
     )
     job_kind: JobKind = option(
         "--job-kind",
         Choice(JobKind),
         "job",
-        "what runs the roll call: job (an Indexed Job and a headless Service) or jobset (one JobSet of "
-        "sigs.k8s.io/jobset, with its own headless Service; needs its controller in the cluster)",
-        doc=(
-            "what runs the roll call: `job`, an Indexed Job and a headless Service, or `jobset`, one JobSet "
-            "(sigs.k8s.io/jobset, API `jobset.x-k8s.io/v1alpha2`, tested with v0.12.0) of one replicated "
-            "job of N pods, with the JobSet's own headless Service; the same pods, ranks, verdict and "
-            "clean-up. A cluster without the JobSet API is refused before anything is created (exit 4)"
-        ),
+        "what runs the roll call: `job`, an Indexed Job and a headless Service, or `jobset`, one JobSet "
+        "(sigs.k8s.io/jobset, API `jobset.x-k8s.io/v1alpha2`, tested with v0.12.0) of one replicated "
+        "job of N pods, with the JobSet's own headless Service; the same pods, ranks, verdict and "
+        "clean-up. A cluster without the JobSet API is refused before anything is created (exit 4)",
     )
     instance_type: str | None = option(
         "--instance-type",
         str,
         None,
-        "only nodes with this node.kubernetes.io/instance-type",
+        "only nodes with this `node.kubernetes.io/instance-type` (chooses among mixed types)",
         "TYPE",
-        doc="only nodes with this `node.kubernetes.io/instance-type` (chooses among mixed types)",
     )
     node_selector: dict[str, str] = option(
         "--node-selector",
         labels,
         {},
-        "only nodes with this label, e.g. karpenter.sh/nodepool=gpu (repeatable)",
+        (
+            "only nodes with this label, e.g. `karpenter.sh/nodepool=gpu` (repeatable; the variable takes "
+            "space-separated pairs)"
+        ),
         "KEY=VALUE",
         multiple=True,
-        doc="only nodes with this label (repeatable; the variable takes space-separated pairs)",
     )
     toleration: tuple[Toleration, ...] = option(
         "--toleration",
         tolerations,
         (),
-        "the pods tolerate this taint, in kubectl's syntax; without =VALUE any value (repeatable)",
+        "the pods tolerate this taint, in kubectl's taint syntax (`dedicated=ml:NoSchedule`; "
+        "`KEY:EFFECT` tolerates any value; EFFECT is `NoSchedule`, `PreferNoSchedule` or "
+        "`NoExecute`); discovery counts a node so tainted as usable (repeatable). The accelerators' "
+        "and EFA's own taints (`nvidia.com/gpu`, `aws.amazon.com/neuron`, "
+        "`aws.amazon.com/neuroncore`, `vpc.amazonaws.com/efa`, `aws.amazon.com/efa`) are always "
+        "tolerated",
         "KEY[=VALUE]:EFFECT",
         multiple=True,
-        doc=(
-            "the pods tolerate this taint, in kubectl's taint syntax (`dedicated=ml:NoSchedule`; "
-            "`KEY:EFFECT` tolerates any value; EFFECT is `NoSchedule`, `PreferNoSchedule` or "
-            "`NoExecute`); discovery counts a node so tainted as usable (repeatable). The accelerators' "
-            "and EFA's own taints (`nvidia.com/gpu`, `aws.amazon.com/neuron`, "
-            "`aws.amazon.com/neuroncore`, `vpc.amazonaws.com/efa`, `aws.amazon.com/efa`) are always "
-            "tolerated"
-        ),
     )
     requests: dict[str, str] | None = option(
         "--requests",
         resources,
         None,
-        "each pod's requests besides the accelerator, e.g. cpu=4,memory=16Gi",
+        (
+            "each pod's requests besides the accelerator, e.g. `cpu=4,memory=16Gi` (the pods are "
+            "BestEffort without)"
+        ),
         "cpu=N,memory=Q",
-        doc="each pod's requests besides the accelerator (the pods are BestEffort without)",
     )
     limits: dict[str, str] | None = option(
         "--limits",
         resources,
         None,
-        "each pod's limits besides the accelerator, e.g. memory=32Gi (a container over it is OOMKilled)",
-        "cpu=N,memory=Q",
-        doc=(
-            "each pod's limits besides the accelerator; a container over its memory limit is named OOMKilled"
+        (
+            "each pod's limits besides the accelerator, e.g. `memory=32Gi`; a container over its memory "
+            "limit is named OOMKilled"
         ),
+        "cpu=N,memory=Q",
     )
     priority_class: str | None = option(
         "--priority-class", object_name(), None, "the pods' PriorityClass", "NAME"
@@ -277,96 +267,73 @@ class KubernetesOptions(Section):
         "--queue",
         object_name(63),
         None,
-        "submit the Job to this Kueue LocalQueue (label kueue.x-k8s.io/queue-name; created suspended, "
-        "for Kueue to admit)",
+        "submit the Job to this Kueue LocalQueue: label `kueue.x-k8s.io/queue-name`, created with "
+        "`suspend: true` for Kueue to admit it",
         "NAME",
-        doc=(
-            "submit the Job to this Kueue LocalQueue: label `kueue.x-k8s.io/queue-name`, created with "
-            "`suspend: true` for Kueue to admit it"
-        ),
     )
     image_pull_secret: tuple[str, ...] = option(
         "--image-pull-secret",
         object_names,
         (),
-        "a Secret in the run's namespace to pull the image with (repeatable)",
+        "a Secret the kubelet pulls the image with; it must exist in the run's namespace, so usually "
+        "with `--namespace` (repeatable)",
         "NAME",
         multiple=True,
-        doc=(
-            "a Secret the kubelet pulls the image with; it must exist in the run's namespace, so usually "
-            "with `--namespace` (repeatable)"
-        ),
     )
     service_account: str | None = option(
         "--service-account",
         object_name(),
         None,
-        "the pods' ServiceAccount (e.g. one bound to an IAM role)",
+        "the pods' ServiceAccount (e.g. one bound to an IAM role: IRSA and EKS Pod Identity project "
+        "their own token; the Kubernetes API token stays unmounted); needs `--namespace`, checked at "
+        "session start",
         "NAME",
-        doc=(
-            "the pods' ServiceAccount (e.g. one bound to an IAM role: IRSA and EKS Pod Identity project "
-            "their own token; the Kubernetes API token stays unmounted); needs `--namespace`, checked at "
-            "session start"
-        ),
     )
     efa: EfaChoice = option(
         "--efa",
         Choice(EfaChoice),
         "auto",
-        "request every EFA interface of the nodes' instance type and prove NCCL used it; auto: when every "
-        "usable node has EFA",
-        doc=(
-            "request every EFA interface the nodes' instance type has (a node advertising fewer is "
-            "unusable) and prove NCCL used EFA; `auto` uses EFA when every usable node has it and "
-            "refuses, naming the nodes without it, when only some do"
-        ),
+        "request every EFA interface the nodes' instance type has (a node advertising fewer is "
+        "unusable) and prove NCCL used EFA; `auto` uses EFA when every usable node has it and "
+        "refuses, naming the nodes without it, when only some do",
     )
     neuron_cache: CacheVolume | None = option(
         "--neuron-cache",
         parse_cache_volume,
         None,
-        "keep the Neuron compile cache between runs in this volume: host:/PATH (a directory of each node) "
-        "or nfs:SERVER:/PATH (e.g. an Amazon EFS file system, shared by all nodes)",
-        "host:/PATH|nfs:SERVER:/PATH",
-        doc=(
-            "keep the Neuron compile cache between runs: a directory of each node, or an NFS export such "
-            "as Amazon EFS shared by all nodes (mounted at `/var/cache/neuron-compile-cache`, "
-            "`NEURON_COMPILE_CACHE_URL` set)"
+        (
+            "keep the Neuron compile cache between runs in this volume: `host:/PATH`, a directory of each "
+            "node, or `nfs:SERVER:/PATH`, an NFS export such as Amazon EFS shared by all nodes (mounted "
+            "at `/var/cache/neuron-compile-cache`, `NEURON_COMPILE_CACHE_URL` set)"
         ),
+        "host:/PATH|nfs:SERVER:/PATH",
     )
     capacity_timeout: float = option(
         "--capacity-timeout",
         duration,
         900.0,
-        "how long pods may wait for nodes that a Karpenter NodePool or cluster-autoscaler provisions, or for "
-        "Kueue quota, before the run fails (given explicitly, a running cluster-autoscaler is trusted to "
-        "provide nodes); the job timeout counts from when every pod is scheduled",
-        DURATION,
-        doc=(
-            "how long pods may wait for nodes that a Karpenter NodePool or cluster-autoscaler provisions,"
-            " or for Kueue quota (given explicitly, a running cluster-autoscaler is trusted to provide "
-            "nodes); the job timeout counts from when every pod is scheduled"
+        (
+            "how long pods may wait for nodes that a Karpenter NodePool or cluster-autoscaler provisions, "
+            "or for Kueue quota, before the run fails (given explicitly, a running cluster-autoscaler is "
+            "trusted to provide nodes); the job timeout counts from when every pod is scheduled"
         ),
+        DURATION,
     )
     sweep_older_than: float | None = option(
         "--sweep-older-than",
         duration,
         None,
-        "at session start, delete this suite's namespaces older than this (e.g. 6h): left by killed runs",
+        "at session start, delete this suite's namespaces older than this (e.g. `6h`), left by killed"
+        " runs (only those a run created, labelled with its run id); with `--namespace`, the old "
+        "runs' Jobs and Services in it instead",
         DURATION,
-        doc=(
-            "at session start, delete this suite's namespaces older than this (e.g. `6h`), left by killed"
-            " runs (only those a run created, labelled with its run id); with `--namespace`, the old "
-            "runs' Jobs and Services in it instead"
-        ),
     )
     check_device_plugins: bool = option(
         "--check-device-plugins",
         switch,
         False,
-        "before running, check that the NVIDIA/Neuron and EFA device-plugin DaemonSets are ready",
+        "first check that the NVIDIA/Neuron and EFA device-plugin DaemonSets are ready",
         switch=True,
-        doc="first check that the NVIDIA/Neuron and EFA device-plugin DaemonSets are ready",
     )
 
     def __post_init__(self) -> None:

@@ -53,7 +53,7 @@ def markdown() -> str:
             if spec.group != group:
                 continue
             ini = f"`{spec.ini_name}`" if spec.ini_name else ""
-            meaning = spec.doc or spec.help
+            meaning = spec.text
             if spec.file:
                 meaning += f" (no ini key: {spec.file})"
             row = [f"`{cell(spec.usage)}`", f"`{spec.env}`", ini, f"`{spec.shown_default}`"]

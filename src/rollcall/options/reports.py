@@ -51,56 +51,46 @@ class ReportOptions(Section):
         "--artifacts-dir",
         Path,
         Path("artifacts"),
-        "where logs and reports go",
+        "where the per-pod logs and reports go",
         "DIR",
-        doc="per-pod logs and reports",
     )
     progress_every: float = option(
         "--progress-every",
         duration_or_off,
         30.0,
-        "while a job runs, print the live roll call every DURATION when the output is not a terminal "
-        "(a terminal's line updates every second; 0 or off: no live roll call)",
-        DURATION,
-        doc=(
+        (
             "the live roll call while a job runs (ranks started, epochs done min-max, throughput and "
             "complete out of the world, the slowest rank so far): on a terminal one line updated every "
-            "second; otherwise a plain line every DURATION (CI logs); the state at the job's end always; "
-            "`0` or `off` turns it off; not shown by xdist workers, whose output pytest does not show"
+            "second; otherwise a plain line every DURATION (CI logs). The state at the job's end is "
+            "always shown; `0` or `off` turns it off; not shown by xdist workers, whose output pytest "
+            "does not show"
         ),
+        DURATION,
     )
     metrics_file: Path | None = option(
         "--metrics-file",
         prom_file,
         None,
-        "write the session's metrics here in Prometheus' text format, atomically (node_exporter's textfile "
-        "collector reads *.prom)",
+        "write the session's metrics in Prometheus' text format, atomically, for node_exporter's "
+        "textfile collector (the name must end in `.prom`; under xdist each worker writes "
+        "`NAME.gwN.prom`)",
         "PATH",
-        doc=(
-            "write the session's metrics in Prometheus' text format, atomically, for node_exporter's "
-            "textfile collector (the name must end in `.prom`; under xdist each worker writes "
-            "`NAME.gwN.prom`)"
-        ),
     )
     pushgateway: str | None = option(
         "--pushgateway",
         http_url,
         None,
-        "push the session's metrics to the Prometheus Pushgateway at URL (grouped by job, cluster, config)",
-        "URL",
-        doc=(
-            "push the session's metrics to a Prometheus Pushgateway, one group per configuration "
+        (
+            "push the session's metrics to the Prometheus Pushgateway at URL, one group per configuration "
             "(grouping key `job`, `cluster`, `config`); a push that fails is a warning in the terminal "
             "summary, never a changed verdict"
         ),
+        "URL",
     )
     pushgateway_job: str = option(
         "--pushgateway-job",
         label_value,
         "rollcall",
-        "the job label of --pushgateway's grouping key",
+        "the `job` of `--pushgateway`'s grouping key (`cluster` is `--context`, else the backend's name)",
         "NAME",
-        doc=(
-            "the `job` of `--pushgateway`'s grouping key (`cluster` is `--context`, else the backend's name)"
-        ),
     )

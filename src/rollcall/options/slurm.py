@@ -172,70 +172,52 @@ class SlurmOptions(Section):
         "--slurm-reservation",
         slurm_names,
         None,
-        "run in this reservation (sbatch --reservation; several joined by ',')",
+        "run in this reservation (`sbatch --reservation`; several joined by `,`: the one that starts "
+        "the job first); re-runs of some nodes keep it",
         "NAME",
-        doc=(
-            "run in this reservation (`sbatch --reservation`; several joined by `,`: the one that starts "
-            "the job first); re-runs of some nodes keep it"
-        ),
     )
     slurm_constraint: str | None = option(
         "--slurm-constraint",
         feature_expression,
         None,
-        "only nodes with these features (sbatch --constraint, e.g. 'h100&ib' or '[rack1|rack2]')",
+        "only nodes with these features: Slurm's feature expression (`sbatch --constraint`: `h100&ib`, "
+        "`a100|h100`, `[rack1|rack2]`, `[rack1*2&rack2*2]`); re-runs of some nodes keep it",
         "EXPR",
-        doc=(
-            "only nodes with these features: Slurm's feature expression (`sbatch --constraint`: `h100&ib`, "
-            "`a100|h100`, `[rack1|rack2]`, `[rack1*2&rack2*2]`); re-runs of some nodes keep it"
-        ),
     )
     slurm_nodelist: str | None = option(
         "--slurm-nodelist",
         hostlist,
         None,
-        "run on these nodes (sbatch --nodelist, a hostlist such as rc[1-2],gpu7); a re-run of some nodes "
-        "(--isolate) names its own",
+        "run on these nodes (`sbatch --nodelist`, a Slurm hostlist such as `rc[1-2],gpu7`; Slurm adds "
+        "others when it names fewer than `--nodes`); a re-run of some nodes (`--isolate`'s halves) is "
+        "pinned to the nodes it re-runs instead, which ran within this list",
         "HOSTLIST",
-        doc=(
-            "run on these nodes (`sbatch --nodelist`, a Slurm hostlist such as `rc[1-2],gpu7`; Slurm adds "
-            "others when it names fewer than `--nodes`); a re-run of some nodes (`--isolate`'s halves) is "
-            "pinned to the nodes it re-runs instead, which ran within this list"
-        ),
     )
     slurm_exclude: str | None = option(
         "--slurm-exclude",
         hostlist,
         None,
-        "never run on these nodes (sbatch --exclude, a hostlist); re-runs keep it",
+        "never run on these nodes (`sbatch --exclude`, a Slurm hostlist); re-runs of some nodes keep it",
         "HOSTLIST",
-        doc="never run on these nodes (`sbatch --exclude`, a Slurm hostlist); re-runs of some nodes keep it",
     )
     slurm_arg: tuple[str, ...] = option(
         "--slurm-arg",
         sbatch_args,
         (),
-        "one more sbatch option as an #SBATCH line, written --slurm-arg=--gres=gpu:8 (repeatable); none "
-        "that rollcall sets",
+        "one more sbatch option, given to sbatch as it is on an `#SBATCH` line of its own (repeatable; "
+        "one word each, written with `=` as it starts with `-`: `--slurm-arg=--gres=gpu:8`; the "
+        "variable takes shell-quoted words): `--gres=gpu:8`, `--switches=1`, `--comment=nightly`, "
+        "`--cpus-per-task=8`. One that rollcall sets, or an abbreviation of it, is refused, naming the "
+        f"option to use instead: {_SET_BY_ROLLCALL_SHOWN}",
         "ARG",
         multiple=True,
-        doc=(
-            "one more sbatch option, given to sbatch as it is on an `#SBATCH` line of its own (repeatable; "
-            "one word each, written with `=` as it starts with `-`: `--slurm-arg=--gres=gpu:8`; the "
-            "variable takes shell-quoted words): `--gres=gpu:8`, `--switches=1`, `--comment=nightly`, "
-            "`--cpus-per-task=8`. One that rollcall sets, or an abbreviation of it, is refused, naming the "
-            f"option to use instead: {_SET_BY_ROLLCALL_SHOWN}"
-        ),
     )
     container_image: str | None = option(
         "--container-image",
         word,
         None,
-        "run each node's torchrun in this image through pyxis/enroot (srun --container-image)",
+        "run each node's torchrun in this image through pyxis/enroot (`srun --container-image`); "
+        "without it the nodes run this checkout's `train.py` with this Python's torch (a shared file "
+        "system)",
         "IMAGE",
-        doc=(
-            "run each node's torchrun in this image through pyxis/enroot (`srun --container-image`); "
-            "without it the nodes run this checkout's `train.py` with this Python's torch (a shared file "
-            "system)"
-        ),
     )

@@ -33,11 +33,9 @@ import contextlib
 import os
 import signal
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -242,7 +240,9 @@ def pytest_configure(config: pytest.Config) -> None:
         "rollcall(**overrides): this test's job settings over the options (rollcall.jobspec.JobSpec fields)",
     )
     if not hasattr(config, "workerinput"):
-        _raise_on_sigterm()
+        from rollcall import procs
+
+        procs.raise_on_sigterm()
 
 
 def _prepare(suite: Suite, *, connect: bool) -> None:
@@ -356,62 +356,18 @@ def _reap_orphans(config: pytest.Config) -> None:
         config.stash.setdefault(_NOTES, []).extend(lines)
 
 
-def _raise_on_sigterm() -> None:
-    """Turn SIGTERM (what CI sends on cancel) into KeyboardInterrupt, so clean-up in ``finally`` runs.
-
-    SIGTERM then does what Ctrl-C does: the run is ended and judged as far as it got, the reports are
-    written, and the session ends with pytest's exit code for an interruption (2). Either raises once: CI
-    runners and ``timeout`` send a signal to the suite and to its group, so a second often arrives before
-    the first's clean-up has begun, and must not interrupt the handling of the first (it is recorded in
-    :data:`_SIGNALLED`). Python's own Ctrl-C handler is replaced likewise; a handler of the user's is kept.
-    """
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        sig = signal.Signals(signum)
-        _SIGNALLED.append(sig)
-        if len(_SIGNALLED) > 1:  # the first is on its way up: its clean-up must run
-            return
-        raise KeyboardInterrupt() if sig is signal.SIGINT else KeyboardInterrupt(f"signal {sig.name}")
-
-    if threading.current_thread() is not threading.main_thread():
-        return
-    for sig, default in ((signal.SIGTERM, signal.SIG_DFL), (signal.SIGINT, signal.default_int_handler)):
-        if signal.getsignal(sig) in (default, None):
-            _REPLACED[sig] = signal.signal(sig, handler)
-
-
-#: The Ctrl-C and SIGTERM that reached the session, in order: only the first was raised.
-_SIGNALLED: list[signal.Signals] = []
-#: The handlers :func:`_raise_on_sigterm` replaced, until :func:`pytest_unconfigure`.
-_REPLACED: dict[signal.Signals, Any] = {}
-
-
 def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
-    """Interrupted once, the session is ending: a further Ctrl-C or SIGTERM must not cut the reports short.
+    """Interrupted once, the session is ending: a further Ctrl-C or SIGTERM must not cut the reports short."""
+    from rollcall import procs
 
-    CI runners and ``timeout`` often send SIGTERM more than once; from now on both are ignored (the exit
-    code is already pytest's for an interruption, 2); :func:`pytest_unconfigure` gives the handlers back (a
-    session run inside another process, as pytester's are). Only the main thread may set handlers.
-    """
-    if threading.current_thread() is threading.main_thread() and not _IGNORED:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            _IGNORED[sig] = signal.signal(sig, signal.SIG_IGN)
-
-
-#: The handlers :func:`pytest_keyboard_interrupt` replaced, until :func:`pytest_unconfigure`.
-_IGNORED: dict[signal.Signals, Any] = {}
+    procs.ignore_interrupts()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Give back the Ctrl-C and SIGTERM handlers an interruption set aside."""
-    if threading.current_thread() is threading.main_thread():
-        while _IGNORED:
-            sig, handler = _IGNORED.popitem()
-            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
-        while _REPLACED:
-            sig, handler = _REPLACED.popitem()
-            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
-        _SIGNALLED.clear()
+    from rollcall import procs
+
+    procs.restore_signal_handlers()
 
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:
@@ -479,24 +435,50 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Write results.json and the per-rank junit file when any job ran."""
+    """Write the session's reports when any job ran; the xdist controller merges its workers' instead."""
     suite = session.config.stash.get(_SUITE, None)
     if suite and not suite.records and not hasattr(session.config, "workerinput"):
-        from rollcall.collect import RESULTS_FILE
-        from rollcall.reports import left_behind, merge_worker_results
-
-        merging: list[str] = []
-        out = suite.options.reports.artifacts_dir
-        with _report(merging, out / RESULTS_FILE):
-            merged = merge_worker_results(out, since=suite.started)
-            if merged is not None:
-                _fail_for(session, left_behind(merged), left=True)
-                # the session's nodes of every worker's, marked once, written
-                session.config.stash.setdefault(_NOTES, []).extend(suite.conclude_workers())
-        _fail_for(session, merging)
+        _merge_workers(session, suite)
     if not suite or not suite.records:
         return
+    finished = time.time()
+    # Under pytest-xdist each worker writes files of its own, tagged; the controller merges them.
+    worker = getattr(session.config, "workerinput", {}).get("workerid")
+    notes = session.config.stash.setdefault(_NOTES, [])
+    missing = _write_reports(session, suite, finished, worker, notes)
+    if not suite.options.job.keep:
+        _fail_for(session, [line for r in suite.records for line in r.cleanup_errors()], left=True)
+    missing += _export_metrics(suite, finished, worker, notes)
+    _fail_for(session, missing)
+    if path := suite.options.baselines.write_baseline:
+        notes.extend(_write_baseline(path, suite))
 
+
+def _merge_workers(session: pytest.Session, suite: Suite) -> None:
+    """The xdist controller's: its workers' results merged into one results.json, their nodes marked once."""
+    from rollcall.collect import RESULTS_FILE
+    from rollcall.reports import left_behind, merge_worker_results
+
+    merging: list[str] = []
+    out = suite.options.reports.artifacts_dir
+    with _report(merging, out / RESULTS_FILE):
+        merged = merge_worker_results(out, since=suite.started)
+        if merged is not None:
+            _fail_for(session, left_behind(merged), left=True)
+            session.config.stash.setdefault(_NOTES, []).extend(suite.conclude_workers())
+    _fail_for(session, merging)
+
+
+def _write_reports(
+    session: pytest.Session, suite: Suite, finished: float, worker: str | None, notes: list[str]
+) -> list[str]:
+    """Write results.json, the per-rank junit file, nodes.json, unfit-nodes.txt, report.html, then the site's.
+
+    The session's node verdicts and the breaker over them are marked once, here (by the controller under
+    xdist: a ``worker``'s files are tagged with its name, and it marks nothing). Each report is written whole
+    or not at all, each whatever became of the others (a full disk may still take the small junit file): each
+    one that could not be written is returned, to fail the session.
+    """
     from rollcall.collect import RANKS_JUNIT_FILE, REPORT_FILE, RESULTS_FILE, UNFIT_NODES_FILE
     from rollcall.hookspecs import write_reports
     from rollcall.nodeverdicts import NODES_FILE, of_records, write_nodes, write_unfit_nodes
@@ -504,12 +486,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     from rollcall.reports import write_rank_junit, write_results
 
     out = suite.options.reports.artifacts_dir
-    finished = time.time()
-    # Under pytest-xdist each worker writes files of its own; the controller merges the results and marks.
-    worker = getattr(session.config, "workerinput", {}).get("workerid")
     tag = f".{worker}" if worker else ""
-    notes = session.config.stash.setdefault(_NOTES, [])
-    # The session's node verdicts and the breaker over them; marked once, here (by the controller under xdist)
     nodes, breaker = of_records(suite.records, suite.verdict_ttl_s, suite.options.recovery.max_unfit)
     marked, lines = (None, []) if worker else suite.conclude(nodes, breaker)
     notes.extend(lines)
@@ -522,8 +499,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         "node_marks": marked.as_dict() if marked is not None else None,
         "breaker": breaker.as_dict(),  # the session's, over nodes.json's verdicts: what the marks followed
     }
-    # Each report is written whole or not at all, each whatever became of the others (a full disk may still
-    # take the small junit file): one that could not be written is named, and fails the session.
     missing: list[str] = []
     with _report(missing, out / _tagged(RESULTS_FILE, tag)) as path:
         write_results(path, suite.records, meta)
@@ -537,39 +512,47 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     with _report(missing, out / _tagged(REPORT_FILE, tag)) as path:
         write_report(path, suite.records, meta)
         notes.append(f"html report: {out / REPORT_FILE}")
-    missing += write_reports(session.config, suite.records, out)  # the site's own, after rollcall's
-    if not suite.options.job.keep:
-        _fail_for(session, [line for r in suite.records for line in r.cleanup_errors()], left=True)
+    return missing + write_reports(session.config, suite.records, out)  # the site's own, after rollcall's
+
+
+def _export_metrics(suite: Suite, finished: float, worker: str | None, notes: list[str]) -> list[str]:
+    """``--metrics-file`` (tagged as the reports, under xdist) and ``--pushgateway``; the files not written.
+
+    The gateway down is a warning: the reports on disk stand.
+    """
     o = suite.options.reports
+    missing: list[str] = []
     if o.metrics_file is not None:
         from rollcall.metrics.prometheus import write_textfile
 
+        tag = f".{worker}" if worker else ""
         with _report(missing, o.metrics_file.with_name(_tagged(o.metrics_file.name, tag))) as path:
             write_textfile(path, suite.records, finished)
             notes.append(f"metrics: {path}")
-    if o.pushgateway is not None:  # the gateway down is a warning: the reports on disk stand
+    if o.pushgateway is not None:
         from rollcall.metrics.prometheus import export
 
-        notes.extend(
-            export(
-                suite.records,
-                finished,
-                metrics_file=None,
-                pushgateway=o.pushgateway,
-                job=o.pushgateway_job,
-                cluster=suite.options.kubernetes.context or suite.backend_name,
-            )
+        notes += export(
+            suite.records,
+            finished,
+            metrics_file=None,
+            pushgateway=o.pushgateway,
+            job=o.pushgateway_job,
+            cluster=suite.options.kubernetes.context or suite.backend_name,
         )
-    _fail_for(session, missing)
-    if suite.options.baselines.write_baseline:
-        from rollcall.evidence.baseline import BaselineError
-        from rollcall.gate import write_baseline
+    return missing
 
-        gates = [r.gate for r in suite.records if r.gate is not None]
-        try:
-            notes.extend(write_baseline(suite.options.baselines.write_baseline, gates))
-        except (BaselineError, OSError) as exc:
-            notes.append(f"--write-baseline: nothing written: {exc}")
+
+def _write_baseline(path: str, suite: Suite) -> list[str]:
+    """``--write-baseline``: each sound run's figures as the new baseline; what it did, or why nothing."""
+    from rollcall.evidence.baseline import BaselineError
+    from rollcall.gate import write_baseline
+
+    gates = [r.gate for r in suite.records if r.gate is not None]
+    try:
+        return write_baseline(path, gates)
+    except (BaselineError, OSError) as exc:
+        return [f"--write-baseline: nothing written: {exc}"]
 
 
 @contextlib.contextmanager

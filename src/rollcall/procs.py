@@ -8,7 +8,8 @@ environment cleared) by its descent from one that does.
 
 Whatever ends the suite, its run's processes end too:
 
-- an exception, Ctrl-C or SIGTERM (which the plugin turns into Ctrl-C): the run's clean-up, in ``finally``;
+- an exception, Ctrl-C or SIGTERM (which :func:`raise_on_sigterm` turns into Ctrl-C): the run's clean-up, in
+  ``finally``;
 - SIGKILL of the suite: each agent is started through :func:`die_with_parent`, so the kernel sends it
   SIGTERM when the suite's thread that started it dies (``PR_SET_PDEATHSIG``, Linux), and torchrun's own
   SIGTERM handling ends its workers;
@@ -29,6 +30,7 @@ import time
 from collections.abc import Container, Iterable, Iterator
 from dataclasses import dataclass, field
 from types import FrameType
+from typing import Any
 
 from rollcall_workload import contract, procfs
 
@@ -258,3 +260,64 @@ def signals_held(
         if redeliver:
             for sig in dict.fromkeys(held.signals):
                 signal.raise_signal(sig)
+
+
+# -- the suite's own Ctrl-C and SIGTERM: interrupted once, its clean-up and reports run whole ------
+
+
+def raise_on_sigterm() -> None:
+    """Turn SIGTERM (what CI sends on cancel) into KeyboardInterrupt, so clean-up in ``finally`` runs.
+
+    SIGTERM then does what Ctrl-C does: the run is ended and judged as far as it got, the reports are
+    written, and the session ends with pytest's exit code for an interruption (2). Either raises once: CI
+    runners and ``timeout`` send a signal to the suite and to its group, so a second often arrives before
+    the first's clean-up has begun, and must not interrupt the handling of the first (it is recorded in
+    :data:`_SIGNALLED`). Python's own Ctrl-C handler is replaced likewise; a handler of the user's is kept.
+    """
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        sig = signal.Signals(signum)
+        _SIGNALLED.append(sig)
+        if len(_SIGNALLED) > 1:  # the first is on its way up: its clean-up must run
+            return
+        raise KeyboardInterrupt() if sig is signal.SIGINT else KeyboardInterrupt(f"signal {sig.name}")
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig, default in ((signal.SIGTERM, signal.SIG_DFL), (signal.SIGINT, signal.default_int_handler)):
+        if signal.getsignal(sig) in (default, None):
+            _REPLACED[sig] = signal.signal(sig, handler)
+
+
+#: The Ctrl-C and SIGTERM that reached the session, in order: only the first was raised.
+_SIGNALLED: list[signal.Signals] = []
+#: The handlers :func:`raise_on_sigterm` replaced, until :func:`restore_signal_handlers`.
+_REPLACED: dict[signal.Signals, Any] = {}
+
+
+def ignore_interrupts() -> None:
+    """Interrupted once, the session is ending: a further Ctrl-C or SIGTERM must not cut the reports short.
+
+    CI runners and ``timeout`` often send SIGTERM more than once; from now on both are ignored (the exit
+    code is already pytest's for an interruption, 2); :func:`restore_signal_handlers` gives the handlers back
+    (a session run inside another process, as pytester's are). Only the main thread may set handlers.
+    """
+    if threading.current_thread() is threading.main_thread() and not _IGNORED:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            _IGNORED[sig] = signal.signal(sig, signal.SIG_IGN)
+
+
+#: The handlers :func:`ignore_interrupts` replaced, until :func:`restore_signal_handlers`.
+_IGNORED: dict[signal.Signals, Any] = {}
+
+
+def restore_signal_handlers() -> None:
+    """Give back the Ctrl-C and SIGTERM handlers set aside, at the session's end."""
+    if threading.current_thread() is threading.main_thread():
+        while _IGNORED:
+            sig, handler = _IGNORED.popitem()
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        while _REPLACED:
+            sig, handler = _REPLACED.popitem()
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        _SIGNALLED.clear()

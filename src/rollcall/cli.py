@@ -85,11 +85,22 @@ def build_parser() -> argparse.ArgumentParser:
         version=f"rollcall {__version__} (workload {WORKLOAD_VERSION}, rank-log contract {CONTRACT_VERSION})",
     )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for add in (_add_check_logs, _add_history, _add_run, _add_render, _add_nodes):
+        add(sub)
+    return parser
+
+
+def _add_check_logs(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """``rollcall check-logs``: the rank logs of a run, judged offline."""
     check = sub.add_parser("check-logs", help="check rank logs (one file per pod or node)")
     check.add_argument("--world-size", type=_positive_int, required=True, help="ranks expected (N >= 1)")
     check.add_argument("--format", choices=FORMATS, default="auto", help="log format (default: auto)")
     check.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     check.add_argument("files", nargs="+", metavar="FILE", help="log files, one per pod or node")
+
+
+def _add_history(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """``rollcall history``: throughput over time per configuration, as tables, JSON or a page."""
     history = sub.add_parser(
         "history", help="throughput over time per configuration, from results.json files"
     )
@@ -103,12 +114,20 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_argument(
         "paths", nargs="+", metavar="PATH", help="runs' artifacts directories (or their results.json files)"
     )
+
+
+def _add_run(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """``rollcall run``: the roll call itself, its arguments pytest's."""
     sub.add_parser(
         "run",
         help="run the roll call: pytest --pyargs rollcall.e2e with the arguments given (rollcall run --help: "
         "every option)",
         add_help=False,
     )
+
+
+def _add_render(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """``rollcall render``: what a run would submit, a CronJob of the suite, or the fit nodes' affinity."""
     render = sub.add_parser(
         "render",
         help="print what a run would submit: its Namespace, Service and Job as YAML (--backend slurm: "
@@ -138,6 +157,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --cronjob: keep the results on this PersistentVolumeClaim (default: an emptyDir)",
     )
     _suite_options(render)
+
+
+def _add_nodes(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """``rollcall nodes``: the verdicts and marks rollcall left on the nodes, or their removal."""
     nodes = sub.add_parser(
         "nodes",
         help="list the verdicts, expiries and marks rollcall left on the cluster's (or Slurm's) nodes; "
@@ -156,7 +179,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     nodes.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     _suite_options(nodes)
-    return parser
 
 
 def _suite_options(parser: argparse.ArgumentParser) -> None:

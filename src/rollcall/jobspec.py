@@ -62,8 +62,8 @@ POD_LOG_DIR = "/tmp/rollcall-logs"
 AGENT_ERROR_FILE = "agent-error.json"
 #: The workload reads each node rank's node in the larger world from this (:attr:`JobSpec.node_ids`).
 NODE_IDS_ENV = "ROLLCALL_NODE_IDS"
-#: The node's monitor directory inside the pods: an emptyDir the training container and the monitor share.
-POD_MONITOR_DIR = "/rollcall-monitor"
+#: The node's monitor directory inside the pods, made private (safefs) in the emptyDir both containers mount.
+POD_MONITOR_DIR = "/rollcall-monitor/node"
 #: The module every node's monitor runs (``python -m``), from the workload's own package.
 MONITOR_MODULE = "rollcall_workload.node.monitor"
 #: Where no monitor stands in front of the launcher (Kubernetes), the wrapper that applies the launch faults

@@ -18,6 +18,7 @@ from rollcall_workload.rank.cli import CommandLineError, parse_args
 from rollcall_workload.rank.compile_cache import compile_cache_env, keep_bytecode
 from rollcall_workload.rank.dist import DistEnv, read_dist_env
 from rollcall_workload.rank.run import run
+from rollcall_workload.safefs import UnsafePathError, private_dir
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,10 +40,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"train.py: error: {exc}", file=sys.stderr, flush=True)
         log.emit("error", message=f"invalid command line: {exc}")
         return 2
-    if args.compile_cache:  # before torch is imported, so that inductor and Triton see it
-        os.environ.update(compile_cache_env(args.compile_cache))
-        keep_bytecode(args.compile_cache)
     try:
+        if args.compile_cache:  # before torch is imported, so that inductor and Triton see it
+            private_dir(args.compile_cache)  # kept between runs: this user's alone, or refused (safefs)
+            os.environ.update(compile_cache_env(args.compile_cache))
+            keep_bytecode(args.compile_cache)
         ending = exit_rank(os.environ)
         from torch.distributed.elastic.multiprocessing.errors import record
 
@@ -50,6 +52,11 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # a non-zero sys.exit before complete (record lets only those through)
         left(log, exit_status(exc.code))
         raise
+    except UnsafePathError as exc:  # a directory another user could plant: one line says why, no traceback
+        print(f"rollcall: rank {env.rank}: {exc}", file=sys.stderr, flush=True)
+        log.emit("error", message=f"{type(exc).__name__}: {exc}")
+        sys.stdout.flush()
+        os._exit(1)
     except (Exception, KeyboardInterrupt) as exc:
         traceback.print_exc()
         log.emit("error", message=f"{type(exc).__name__}: {exc}")

@@ -69,7 +69,7 @@ def test_the_nodes_monitor_is_a_native_sidecar_of_the_same_image_sharing_the_ran
         "-m",
         "rollcall_workload.node.monitor",
         "--dir",
-        "/rollcall-monitor",
+        "/rollcall-monitor/node",  # made private inside the emptyDir, which anyone in the pod may write
         "--node-rank=$(JOB_COMPLETION_INDEX)",  # it watches its pod's launcher, in steps of the join bound
         "--join-hang-after=60",
     ]
@@ -80,7 +80,7 @@ def test_the_nodes_monitor_is_a_native_sidecar_of_the_same_image_sharing_the_ran
     for c in (sidecar, train):
         assert {"name": "monitor", "mountPath": "/rollcall-monitor"} in c["volumeMounts"]
     env = {e["name"]: e.get("value") for e in train["env"]}
-    assert env["ROLLCALL_MONITOR_DIR"] == "/rollcall-monitor"
+    assert env["ROLLCALL_MONITOR_DIR"] == "/rollcall-monitor/node"
     resources = sidecar["resources"]
     assert resources["requests"] == resources["limits"]  # a Guaranteed training container stays Guaranteed
     # the Job's failure policy still acts on the training container's exit codes only

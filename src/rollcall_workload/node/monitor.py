@@ -45,13 +45,17 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol, runtime_checkable
 
 from rollcall_workload import faults
-from rollcall_workload.contract import MONITOR_DIR_ENV
+from rollcall_workload.contract import MONITOR_DIR_ENV, NO_RANK, RollcallLog
 from rollcall_workload.node.gpu_listener import GpuEvents, GpuLoads
 from rollcall_workload.node.launcher import LauncherFinder, LauncherWatch
 from rollcall_workload.node.ranks import POLL_S, SILENT_MARGIN_S, RankFiles, RankProcesses
 from rollcall_workload.node.stacks import FaultDumps, ThreadText, frames_of, parse_stacks, stack_lines
 from rollcall_workload.node.states import MAX_GAP_POLLS, STATES, process_state
 from rollcall_workload.rank.watchdog import JOIN_HANG_S
+from rollcall_workload.safefs import UnsafePathError, private_dir
+
+#: The monitor's exit code where its directory is another user's to change (:func:`refuse`).
+REFUSED_EXIT = 77
 
 
 class Source(Protocol):
@@ -158,7 +162,11 @@ def main(argv: list[str] | None = None) -> int:
         faults.no_launch(opts.node_rank)
         faults.late_start(opts.node_rank)
         command = faults.slow_launcher(command, opts.node_rank)
-    os.makedirs(opts.dir, exist_ok=True)
+    try:
+        private_dir(opts.dir)
+    except UnsafePathError as exc:  # another user's directory: nothing runs, the node says why in one line
+        refuse(exc)
+        return REFUSED_EXIT
     gap = MAX_GAP_POLLS * opts.poll  # a longer gap between two looks: the monitor itself was paused
     files = RankFiles(opts.dir, opts.margin, max_gap=gap)
     sources: list[Source] = [RankProcesses(opts.dir, opts.node_rank), files]
@@ -187,8 +195,15 @@ def main(argv: list[str] | None = None) -> int:
     return code if code >= 0 else 128 - code
 
 
+def refuse(exc: UnsafePathError) -> None:
+    """Say that the node's directory is refused: a line on stderr and the node's ``error`` (no rank's)."""
+    print(f"rollcall monitor: {exc}", file=sys.stderr, flush=True)
+    RollcallLog(NO_RANK, NO_RANK).emit("error", message=f"{type(exc).__name__}: {exc}")
+
+
 __all__ = [
     "POLL_S",
+    "REFUSED_EXIT",
     "SILENT_MARGIN_S",
     "STATES",
     "Closing",
@@ -202,6 +217,7 @@ __all__ = [
     "main",
     "parse_stacks",
     "process_state",
+    "refuse",
     "run",
     "sidecar",
     "stack_lines",

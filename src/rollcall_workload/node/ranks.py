@@ -36,6 +36,7 @@ from rollcall_workload.node.gpu_listener import Load, node_name
 from rollcall_workload.node.stacks import parse_stacks, stack_lines
 from rollcall_workload.node.states import MAX_GAP_POLLS, Held, process_state
 from rollcall_workload.rank.watchdog import FAULTHANDLER_MARGIN_S
+from rollcall_workload.safefs import open_read
 
 #: Seconds between two looks at the ranks' files.
 POLL_S = 1.0
@@ -106,7 +107,7 @@ class RankFiles:
                 rank = int(m.group(1))
                 for _ in range(2):  # a write caught half-way is read again
                     try:
-                        with open(heartbeat_path(self.directory, rank), "rb") as f:
+                        with os.fdopen(open_read(heartbeat_path(self.directory, rank)), "rb") as f:
                             beat = read_heartbeat(f.read())
                     except OSError:
                         beat = None
@@ -133,7 +134,8 @@ class RankFiles:
         try:
             # the file is ASCII (faulthandler escapes every other character, the header is JSON's ASCII), so
             # equivalent mutant: any other spelling of UTF-8, no encoding, no error handler or an unknown one
-            with open(stacks_path(self.directory, rank), encoding="utf-8", errors="replace") as f:
+            fd = open_read(stacks_path(self.directory, rank))
+            with os.fdopen(fd, encoding="utf-8", errors="replace") as f:
                 text = f.read()
         except OSError:
             return []

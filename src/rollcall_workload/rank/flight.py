@@ -31,6 +31,7 @@ from typing import Any
 
 from rollcall_workload.contract import RollcallLog
 from rollcall_workload.rank.bandwidth import compact_ranges
+from rollcall_workload.safefs import new_file, private_dir
 
 #: The recorder's settings, set for every backend unless the environment sets them: 2,000 entries, and on
 #: NCCL a dump when its watchdog times out. (torch 2.11 warns that NCCL's older name for the size,
@@ -151,11 +152,11 @@ def read_dump(backend: str) -> dict[str, Any]:
 
 def write(path: str, dump: Mapping[str, Any]) -> None:
     """Pickle ``dump`` to ``path`` whole or not at all (a reader never sees half a file under its name)."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    part = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.part")
-    with open(part, "wb") as f:
+    directory = private_dir(os.path.dirname(path))  # the node's, this user's alone (safefs)
+    part = os.path.join(directory, f".{os.path.basename(path)}.part")
+    with os.fdopen(new_file(part), "wb") as f:
         pickle.dump(dict(dump), f)
-    os.replace(part, path)
+    os.replace(part, path)  # replaces the name, never what a link there points to
 
 
 class FlightRecorder:

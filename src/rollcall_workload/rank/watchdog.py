@@ -37,6 +37,7 @@ from rollcall_workload.contract.heartbeat import (
     stacks_path,
 )
 from rollcall_workload.contract.schema import json_ready
+from rollcall_workload.safefs import new_file, private_dir
 
 #: The watchdog's default bound: this many times the median step time so far, at least HANG_FLOOR_S (on xla,
 #: which compiles again whenever the graph changes, at least the first step's bound).
@@ -367,10 +368,9 @@ class _MonitorFiles:
     """The rank's files in its node's monitor directory: the heartbeat, and faulthandler's dumps."""
 
     def __init__(self, directory: str, rank: int) -> None:
-        os.makedirs(directory, exist_ok=True)
-        flags = os.O_WRONLY | os.O_CREAT
-        self._beat = os.open(heartbeat_path(directory, rank), flags, 0o644)
-        self._stacks = os.open(stacks_path(directory, rank), flags | os.O_APPEND | os.O_TRUNC, 0o644)
+        private_dir(directory)  # the monitor's, or made here first: this user's alone (safefs)
+        self._beat = new_file(heartbeat_path(directory, rank))
+        self._stacks = new_file(stacks_path(directory, rank), os.O_WRONLY | os.O_APPEND)
         self._end = 0  # the file's size once the last header was written
         self._dump = 0  # the dump number that header gives
         self._arming = threading.Lock()  # the training thread and the watchdog's both re-arm

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import math
+import posixpath
 import re
 import secrets
 from collections.abc import Mapping, Sequence
@@ -384,8 +385,8 @@ def _monitor(pod: Obj, spec: JobSpec) -> None:
         sidecar["env"] = [{"name": k, "value": v} for k, v in MONITOR_NVIDIA_ENV.items()]
     for c in (sidecar, *pod["containers"]):
         for mount in c["volumeMounts"]:
-            if mount["name"] == MONITOR_VOLUME:
-                mount["mountPath"] = POD_MONITOR_DIR
+            if mount["name"] == MONITOR_VOLUME:  # an emptyDir anyone may write: the directory is made in it
+                mount["mountPath"] = posixpath.dirname(POD_MONITOR_DIR)
 
 
 def fabric_env(spec: JobSpec) -> dict[str, str]:

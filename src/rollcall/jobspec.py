@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Literal
 
+from rollcall.secrets import SecretSource
 from rollcall_workload import faults
 from rollcall_workload.rank import cli
 
@@ -31,8 +32,7 @@ AcceleratorChoice = Literal["auto", Accelerator]
 EfaChoice = Literal["auto", "on", "off"]
 #: The effects a taint (and so a toleration) may have.
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
-#: torchrun's rendezvous waits this much past the latest a node may take to join it
-#: (:attr:`JobSpec.rendezvous_timeout_s`).
+#: torchrun's rendezvous waits this much past the latest a node may join it (JobSpec.rendezvous_timeout_s).
 RENDEZVOUS_MARGIN_S = 60.0
 #: How long a job may run unless told otherwise (``--job-timeout``).
 DEFAULT_JOB_TIMEOUT_S = 1800.0
@@ -66,8 +66,7 @@ NODE_IDS_ENV = "ROLLCALL_NODE_IDS"
 POD_MONITOR_DIR = "/rollcall-monitor/node"
 #: The module every node's monitor runs (``python -m``), from the workload's own package.
 MONITOR_MODULE = "rollcall_workload.node.monitor"
-#: Where no monitor stands in front of the launcher (Kubernetes), the wrapper that applies the launch faults
-#: and becomes it (:mod:`rollcall_workload.node.launch`).
+#: Where no monitor stands before the launcher (Kubernetes), what applies the launch faults and becomes it.
 LAUNCH_MODULE = "rollcall_workload.node.launch"
 #: The Python the images start the monitor with; the workload's package lies beside train.py, in the images'
 #: working directory (:data:`IMAGE_DIR`), so ``-m`` finds it there.
@@ -367,7 +366,8 @@ class JobSpec:
         workload_args: extra arguments for train.py.
         hang_bounds: the hang and join bounds set for the workload (``--hang-after``, ...), passed before
             ``workload_args``.
-        env: extra environment for the workload's processes.
+        env: extra environment for the workload's processes (one that looks secret: :mod:`rollcall.secrets`).
+        secrets: the workload's variables whose values come by reference (``--workload-secret``), by name.
         resources: per-node resource requests and limits (accelerator and EFA devices).
         instance_type: value of ``node.kubernetes.io/instance-type`` to select nodes by.
         node_selector: more node labels the pods must land on (``--node-selector``).
@@ -396,6 +396,7 @@ class JobSpec:
     workload_args: tuple[str, ...] = ()
     hang_bounds: HangBounds = field(default_factory=HangBounds)
     env: Mapping[str, str] = field(default_factory=dict)
+    secrets: Mapping[str, SecretSource] = field(default_factory=dict)
     resources: Mapping[str, int] = field(default_factory=dict)
     instance_type: str | None = None
     node_selector: Mapping[str, str] = field(default_factory=dict)

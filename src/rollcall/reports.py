@@ -21,6 +21,7 @@ from junit_xml import TestCase, TestSuite, to_xml_report_string
 from rollcall.collect import RANKS_JUNIT_FILE, REPORT_FILE, RESULTS_FILE, printable, write_whole
 from rollcall.evidence.perf import shallow
 from rollcall.runner import RunOutcome, RunResult
+from rollcall.secrets import redact_argv
 
 if TYPE_CHECKING:
     from rollcall.evidence.gpu_events import GpuEventSeen
@@ -168,7 +169,9 @@ def junit_properties(record: TestRecord) -> list[tuple[str, object]]:
 
 
 def write_results(path: Path, records: Sequence[TestRecord], meta: dict[str, Any]) -> None:
-    """Write ``results.json``: ``{"tests": [...], **meta}``."""
+    """Write ``results.json``: ``{"tests": [...], **meta}``; a secret in the command line ``<redacted>``."""
+    if "argv" in meta:  # --workload-env HF_TOKEN=...: no value of a secret in any artifact (rollcall.secrets)
+        meta = {**meta, "argv": redact_argv(meta["argv"])}
     doc = {"schema_version": SCHEMA_VERSION, "tests": [r.as_dict() for r in records], **meta}
     write_whole(path, json.dumps(_finite(doc), indent=2, allow_nan=False, default=str) + "\n")
 

@@ -57,6 +57,7 @@ from rollcall.options.job import check_bounds
 from rollcall.options.values import format_duration
 from rollcall.reports import TestRecord
 from rollcall.runner import Interrupted, RunResult, run_with_retries
+from rollcall.secrets import FromEnvironment, is_secret
 
 if TYPE_CHECKING:
     from rollcall.live.view import LiveView
@@ -256,6 +257,7 @@ def backend_settings(options: Options, progress: Callable[[str], None] | None = 
         unschedulable_grace_s=options.job.unschedulable_grace,
         marks=marking(options),
         progress=progress,
+        secrets=bool(options.job.workload_secret) or any(map(is_secret, options.job.workload_env)),
     )
 
 
@@ -297,6 +299,7 @@ def job_spec(options: Options, placement: Placement, name: str) -> JobSpec:
         ),
         hang_bounds=o.hang_bounds,
         env=o.workload_env,
+        secrets=o.workload_secret,
         resources=p.resources,
         instance_type=p.instance_type,
         node_selector=k.node_selector,
@@ -512,6 +515,13 @@ class Suite:
                     f"--artifacts-dir {out}: {unwritable}; name a directory this user "
                     "can create and write (--artifacts-dir DIR or ROLLCALL_ARTIFACTS_DIR)"
                 )
+        secrets = self.options.job.workload_secret
+        unset = [n for n, s in secrets.items() if isinstance(s, FromEnvironment) and n not in os.environ]
+        if connect and unset:
+            raise OptionError(
+                f"--workload-secret {unset[0]}: the suite's environment has no {unset[0]}; set it (a CI's "
+                f"secret), or take it from a Kubernetes Secret: --workload-secret {unset[0]}=NS/SECRET/KEY"
+            )
         if connect and isinstance(self.wing.load(), ChecksAtStart):
             self.backend  # noqa: B018 - connects, or checks the configuration
 

@@ -84,7 +84,7 @@ WINGS = ("rollcall.backends.local", "rollcall.backends.kubernetes", "rollcall.ba
 LAYERS: tuple[frozenset[str], ...] = tuple(
     frozenset(m if m == "rollcall" else f"rollcall.{m}" for m in layer.split())
     for layer in (
-        "rollcall ranges ranklog procs jobspec",  # rollcall: the package itself (``from rollcall import procs``)
+        "rollcall ranges ranklog procs jobspec secrets",  # rollcall: the package itself (``from rollcall import procs``)
         "collect evidence",
         "page isolation live",
         "backends",

@@ -25,10 +25,15 @@ def test_a_claim_is_a_namespace_or_a_runs_objects_in_one():
 def test_release_deletes_a_namespace_only_when_the_run_owns_it(monkeypatch):
     done = []
     monkeypatch.setattr(kube, "delete_namespace", lambda k, ns: done.append(("namespace", ns)))
-    monkeypatch.setattr(kube, "delete_labelled", lambda k, ns, sel: done.append(("labelled", ns, sel)))
+    monkeypatch.setattr(
+        kube, "delete_labelled", lambda k, ns, sel, secret: done.append(("labelled", ns, sel, secret))
+    )
     release(None, Claim("rollcall-0a1b"))
     release(None, Claim("team-ml", "0a1b"))
-    assert done == [("namespace", "rollcall-0a1b"), ("labelled", "team-ml", "rollcall/run-id=0a1b")]
+    assert done == [
+        ("namespace", "rollcall-0a1b"),
+        ("labelled", "team-ml", "rollcall/run-id=0a1b", "rollcall-env-0a1b"),  # the run's Secret, by name
+    ]
 
 
 def test_ledger_records_and_deletes_at_exit(tmp_path):

@@ -254,6 +254,7 @@ class BackendSettings:
         marks: how the session marks each node after a verdict (``--label-nodes``, ``--taint-unfit``,
             ``--drain-unfit``): a backend that checks its rights at session start checks those too.
         progress: where progress lines go (the terminal, through the plugin); None for silence.
+        secrets: whether the workload has secret variables, which a backend passes by reference.
     """
 
     image: str | None = None
@@ -261,6 +262,7 @@ class BackendSettings:
     unschedulable_grace_s: float = 60.0
     marks: Marking = field(default_factory=lambda: Marking())  # noqa: PLW0108 - defined below
     progress: Callable[[str], None] | None = None
+    secrets: bool = False
 
 
 @dataclass(frozen=True)

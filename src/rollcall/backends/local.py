@@ -38,6 +38,7 @@ from rollcall.backends import (
 from rollcall.collect import Collector, LogSink
 from rollcall.jobspec import PACKAGE_ENTRY, JobSpec
 from rollcall.ranges import named
+from rollcall.secrets import no_kubernetes_secret
 
 #: Seconds between two tests of :meth:`LocalJob.wait`'s ``stop``.
 STOP_POLL_S = 1.0
@@ -111,6 +112,7 @@ class LocalBackend:
         """Start one agent per simulated node."""
         if self.script is not None and not self.script.is_file():
             raise FileNotFoundError(f"workload script {self.script} not found")
+        no_kubernetes_secret(spec.secrets, "local")  # the others stay in the processes' environment only
         port = free_port()
         gpus = visible_gpus() if spec.accelerator == "nvidia" else []
         if spec.accelerator == "nvidia" and len(gpus) < spec.world_size:

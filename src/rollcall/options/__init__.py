@@ -35,6 +35,7 @@ from rollcall.options.recovery import RecoveryOptions
 from rollcall.options.reports import ReportOptions
 from rollcall.options.slurm import SlurmOptions
 from rollcall.options.values import OptionError, env_name, shell_words
+from rollcall.secrets import redact
 
 __all__ = [
     "DEFAULTS",
@@ -153,7 +154,7 @@ def _convert(spec: Spec, raw: Any, source: str) -> Any:
             return spec.parse(words)
         return spec.parse(raw)
     except ValueError as exc:
-        shown = " ".join(map(shlex.quote, raw)) if isinstance(raw, list | tuple) else raw
+        shown = redact(" ".join(map(shlex.quote, raw)) if isinstance(raw, list | tuple) else raw)
         raise OptionError(
             f"invalid {spec.flag} value {shown!r} (from {source}): {exc}; use {spec.usage}"
         ) from None

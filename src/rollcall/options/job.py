@@ -31,6 +31,7 @@ from rollcall.options.values import (
     whole,
     whole_or_auto,
 )
+from rollcall.secrets import SecretSource, parse_secret
 
 
 def workload_env(pairs: Sequence[str]) -> dict[str, str]:
@@ -38,6 +39,18 @@ def workload_env(pairs: Sequence[str]) -> dict[str, str]:
     env = env_pairs(pairs)
     check_env(env)
     return env
+
+
+def workload_secrets(words: Sequence[str]) -> dict[str, SecretSource]:
+    """Each ``--workload-secret`` word (:func:`rollcall.secrets.parse_secret`), by the variable it names."""
+    secrets: dict[str, SecretSource] = {}
+    for word in words:
+        try:
+            name, source = parse_secret(word)
+        except ValueError as exc:
+            raise OptionError(str(exc)) from None
+        secrets[name] = source
+    return secrets
 
 
 def workload_args(text: str) -> tuple[str, ...]:
@@ -191,8 +204,24 @@ class JobOptions(Section):
         "extra environment for the workload (repeatable; the variable takes space-separated pairs); "
         "the fault-injection variables (`ROLLCALL_FAIL_RANK=0,2`, `ROLLCALL_HANG_RANK=1`, ... see "
         "[contract.md](contract.md)) are checked by the workload's own parsing before anything is "
-        "created",
+        "created. A value whose name looks secret (`TOKEN`, `KEY`, `PASSWORD`, `SECRET` or `CREDENTIAL` "
+        "as a part of it, such as `HF_TOKEN`) is written as `<redacted>` in every artifact and passed "
+        "as `--workload-secret` passes its own ([security.md](security.md#secrets-by-reference))",
         "KEY=VALUE",
+        multiple=True,
+    )
+    workload_secret: dict[str, SecretSource] = option(
+        "--workload-secret",
+        workload_secrets,
+        {},
+        "a variable of the workload's environment whose value is a secret, passed by reference and "
+        "written in no artifact (repeatable). `NAME` takes the value of the suite's own variable "
+        "`NAME` (a CI's secret); `NAME=NAMESPACE/SECRET/KEY` (kubernetes) the key `KEY` of the Secret "
+        "`SECRET` in `NAMESPACE`, which a Role there must let the suite read. Kubernetes gives the pods "
+        "each value from a Secret of the run's own namespace, Slurm from a file only the job's user can "
+        "read, removed as the job starts; local runs keep it in the processes' environment "
+        "([security.md](security.md#secrets-by-reference))",
+        "NAME[=NAMESPACE/SECRET/KEY]",
         multiple=True,
     )
     workload_args: tuple[str, ...] = option(

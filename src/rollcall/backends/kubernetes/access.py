@@ -38,9 +38,17 @@ CLUSTER_ROLE = "rbac/clusterrole.yaml"
 CLUSTER_SCOPED = frozenset({"nodes", "namespaces"})
 ALL_NAMESPACES = frozenset({"daemonsets"})
 #: Rights only some options need, by the option's name (``check_device_plugins``: ``--check-device-plugins``).
-ONLY_WITH = {("apps", "daemonsets"): "check_device_plugins", ("jobset.x-k8s.io", "jobsets"): "jobset"}
+ONLY_WITH = {
+    ("apps", "daemonsets"): "check_device_plugins",
+    ("jobset.x-k8s.io", "jobsets"): "jobset",
+    ("", "secrets"): "secrets",  # a run whose workload has secret variables (rollcall.secrets)
+}
 #: Verbs of a resource only some options need (the others' verbs on it every run needs).
-VERBS_ONLY_WITH = {("", "nodes", "patch"): "mark_nodes", ("", "pods", "deletecollection"): "namespace"}
+VERBS_ONLY_WITH = {
+    ("", "nodes", "patch"): "mark_nodes",
+    ("", "pods", "deletecollection"): "namespace",
+    ("", "secrets", "delete"): "namespace",  # a run's own namespace goes whole, its Secret with it
+}
 
 
 class Unreachable(OptionError):

@@ -25,6 +25,7 @@ Jobs and Services in it (by their run-id label).
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -71,9 +72,11 @@ from rollcall.backends.kubernetes.manifests import (
     Names,
     PodExtras,
     render,
+    secret_name,
 )
 from rollcall.backends.kubernetes.placement import ApiCluster, place
 from rollcall.backends.kubernetes.reaper import Claim, Ledger, release
+from rollcall.backends.kubernetes.secretrefs import read_values
 from rollcall.backends.kubernetes.taints import Marked, mark_nodes
 from rollcall.backends.kubernetes.views import View, items
 from rollcall.backends.marks import NodeMarks
@@ -216,7 +219,7 @@ class KubernetesBackend:
         spec = spec_of(placement).outwaiting(arrival_s)  # as launch() renders it
         names = Names.new(options.namespace_prefix, spec.name, options.namespace, kind=options.job_kind)
         rendered = render(spec, names)
-        return yaml.safe_dump_all(rendered.objects(), sort_keys=False)
+        return yaml.safe_dump_all(rendered.shown(), sort_keys=False)  # no secret's value (rollcall.secrets)
 
     @classmethod
     def render_schedule(
@@ -330,6 +333,8 @@ class KubernetesBackend:
         options = self.options
         names = Names.new(options.namespace_prefix, spec.name, options.namespace, kind=options.job_kind)
         rendered = render(spec, names, extras=self.extras)
+        if rendered.sources:  # read now, into the run's own Secret (rollcall.secrets)
+            rendered.fill(read_values(self.kube, rendered.sources, os.environ))
         if self.arriving is not None:  # the Job's deadline starts with it, before the nodes arrive
             rendered.extend_deadline(self.options.capacity_timeout)
         job = KubernetesJob(self.settings(), spec, names, rendered, collector)
@@ -387,7 +392,7 @@ class KubernetesBackend:
         }
         swept = []
         for run_id in sorted(runs):
-            if delete_labelled(self.kube, namespace, f"{RUN_ID_LABEL}={run_id}"):
+            if delete_labelled(self.kube, namespace, f"{RUN_ID_LABEL}={run_id}", secret_name(run_id)):
                 swept.append(str(Claim(namespace, run_id)))
         return swept
 
@@ -412,6 +417,7 @@ def needs(options: KubernetesOptions, session: BackendSettings) -> list[str]:
         "namespace": options.namespace is not None,
         "mark_nodes": session.marks.label or session.marks.taint is not None,
         "jobset": options.job_kind == "jobset",
+        "secrets": session.secrets,
     }
     return [name for name, on in used.items() if on]
 

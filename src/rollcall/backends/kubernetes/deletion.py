@@ -90,7 +90,7 @@ class Cleanup:
             if self.names.own_namespace:
                 delete_namespace(kube, ns)
             else:
-                delete_labelled(kube, ns, self.names.selector)
+                delete_labelled(kube, ns, self.names.selector, self.names.secret)
         except Exception as exc:
             raise CleanupError(f"could not delete {self.owned}: {message_of(exc)}", [self.owned]) from exc
 

@@ -187,6 +187,8 @@ class KubernetesJob:
         if self.rendered.namespace is not None:
             create(kube.core.create_namespace, body=self.rendered.namespace)
             self._await_default_service_account()
+        if self.rendered.secret is not None:  # before the pods that name it (rollcall.secrets)
+            create(kube.core.create_namespaced_secret, ns, body=self.rendered.secret)
         selector = self._create_jobset() if self.rendered.jobset is not None else self._create_job()
         self.jobs = Informer(
             kube.batch.list_namespaced_job,

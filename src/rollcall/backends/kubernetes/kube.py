@@ -178,7 +178,7 @@ def delete_namespace(kube: Kube, name: str) -> bool:
     return True
 
 
-def delete_labelled(kube: Kube, namespace: str, selector: str) -> list[str]:
+def delete_labelled(kube: Kube, namespace: str, selector: str, secret: str | None = None) -> list[str]:
     """Ask for the Jobs, Services and pods in ``namespace`` matching the label ``selector`` to be deleted.
 
     Jobs and Services go with foreground propagation (a Job's pods, a Service's EndpointSlices first). The
@@ -187,7 +187,8 @@ def delete_labelled(kube: Kube, namespace: str, selector: str) -> list[str]:
     requests at kube-controller-manager's client rate (20 per second by default): about 4 s for 64 pods. A
     server that refuses that request (a ClusterRole from before it) leaves them to the collector, as before.
     Returns the JobSets, Jobs and Services asked, as ``jobset/<name>``, ``job/<name>`` and ``service/<name>``
-    (JobSets first: their controller would make their Jobs again).
+    (JobSets first: their controller would make their Jobs again). The run's Secret ``secret`` is deleted by
+    its name (the suite may not list Secrets), ``secret/<name>`` where it was there.
     """
     asked = [f"jobset/{name}" for name in delete_jobsets(kube, namespace, selector)]
     kinds = (
@@ -204,6 +205,13 @@ def delete_labelled(kube: Kube, namespace: str, selector: str) -> list[str]:
                     raise
                 continue
             asked.append(f"{kind}/{name}")
+    if secret is not None:
+        try:
+            call(kube.core.delete_namespaced_secret, secret, namespace)
+            asked.append(f"secret/{secret}")
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
     try:
         call(kube.core.delete_collection_namespaced_pod, namespace, label_selector=selector)
     except ApiException as exc:

@@ -44,6 +44,7 @@ from rollcall.jobspec import (
     launcher_monitor_command,
     manifests_dir,
 )
+from rollcall.secrets import REDACTED, SecretSource, secret_env
 from rollcall_workload.contract import MONITOR_DIR_ENV
 
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
@@ -143,24 +144,53 @@ class Names:
         """The label selector of the run's objects."""
         return f"{RUN_ID_LABEL}={self.run_id}"
 
+    @property
+    def secret(self) -> str:
+        """The run's Secret: the workload's secret variables, by name (:mod:`rollcall.secrets`)."""
+        return secret_name(self.run_id)
+
+
+def secret_name(run_id: str) -> str:
+    """The Secret of the run ``run_id``: deleted by name, as the suite may not list Secrets."""
+    return f"rollcall-env-{run_id}"
+
 
 @dataclass(frozen=True)
 class Rendered:
     """A run's namespace (None in an existing one), headless Service and Indexed Job.
 
     With ``jobset``: the JobSet whose one replicated job is that Job (its spec the same dict), which makes
-    its own Service (``service`` None).
+    its own Service (``service`` None). With ``secret``: the Secret the pods' secret variables come from (its
+    ``stringData`` holds those of ``--workload-env``); the backend adds those of ``sources``
+    (``--workload-secret``) before creating it (:meth:`fill`).
     """
 
     namespace: Obj | None
     service: Obj | None
     job: Obj
     jobset: Obj | None = None
+    secret: Obj | None = None
+    sources: Mapping[str, SecretSource] = field(default_factory=dict)
 
     def objects(self) -> list[Obj]:
         """The objects to create, in order."""
         workload = self.jobset if self.jobset is not None else self.job
-        return [o for o in (self.namespace, self.service, workload) if o is not None]
+        return [o for o in (self.namespace, self.secret, self.service, workload) if o is not None]
+
+    def shown(self) -> list[Obj]:
+        """:meth:`objects` as they may be printed: each of the Secret's values ``<redacted>``."""
+        if self.secret is None:
+            return self.objects()
+        hidden = dict.fromkeys([*self.secret["stringData"], *self.sources], REDACTED)
+        secret = {**self.secret, "stringData": hidden}
+        return [secret if o is self.secret else o for o in self.objects()]
+
+    def fill(self, values: Mapping[str, str]) -> None:
+        """Put the value of each of :attr:`sources` into the Secret; ValueError where one is missing."""
+        missing = sorted(set(self.sources) - set(values))
+        if missing or self.secret is None:
+            raise ValueError(f"no value for {', '.join(missing) or 'the secret'}")
+        self.secret["stringData"].update({name: values[name] for name in self.sources})
 
     @property
     def efa(self) -> bool:
@@ -287,8 +317,14 @@ def render(spec: JobSpec, names: Names, *, extras: PodExtras | None = None) -> R
         master_addr=f"{names.job}-0.{names.service}",
         compile_cache_dir=COMPILE_CACHE_DIR,
     )
-    env = {**fabric_env(spec), **spec.workload_env(), MONITOR_DIR_ENV: POD_MONITOR_DIR}
+    public, hidden = secret_env(spec.workload_env(), spec.secrets)
+    env = {**fabric_env(spec), **public, MONITOR_DIR_ENV: POD_MONITOR_DIR}
     container["env"] += [{"name": k, "value": v} for k, v in env.items()]
+    secret = _secret(names, labels, hidden) if hidden or spec.secrets else None
+    container["env"] += [  # the Job holds where each secret is, never its value
+        {"name": k, "valueFrom": {"secretKeyRef": {"name": names.secret, "key": k}}}
+        for k in sorted({*hidden, *spec.secrets})
+    ]
     _monitor(pod, spec)
     for name, volume, directory in (
         (NEURON_CACHE_VOLUME, spec.neuron_cache, NEURON_CACHE_DIR),
@@ -303,7 +339,8 @@ def render(spec: JobSpec, names: Names, *, extras: PodExtras | None = None) -> R
     limits = {**spec.limits, **devices}
     container["resources"] = {k: v for k, v in (("requests", requests), ("limits", limits)) if v}
 
-    for obj, model in ((namespace, client.V1Namespace), (service, client.V1Service), (job, client.V1Job)):
+    models = ((namespace, client.V1Namespace), (secret, client.V1Secret), (service, client.V1Service))
+    for obj, model in (*models, (job, client.V1Job)):
         if obj is None:
             continue
         problems = validate(obj, model)
@@ -313,8 +350,20 @@ def render(spec: JobSpec, names: Names, *, extras: PodExtras | None = None) -> R
                 + "\n  ".join(problems)
             )
     if names.jobset is not None:
-        return Rendered(namespace, None, job, _jobset(job, names, labels))
-    return Rendered(namespace, service, job)
+        return Rendered(namespace, None, job, _jobset(job, names, labels), secret, spec.secrets)
+    return Rendered(namespace, service, job, secret=secret, sources=spec.secrets)
+
+
+def _secret(names: Names, labels: Mapping[str, str], values: Mapping[str, str]) -> Obj:
+    """The run's Secret, holding ``values`` (those of ``--workload-secret`` are added at launch)."""
+    metadata = {"name": names.secret, "namespace": names.namespace, "labels": dict(labels)}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": metadata,
+        "type": "Opaque",
+        "stringData": {**values},
+    }
 
 
 def host_directories(spec: JobSpec) -> list[str]:

@@ -7,12 +7,17 @@ suite's image (``images/suite/Dockerfile``), the namespace and ServiceAccount of
 suite options the render was given as the container's ``ROLLCALL_*`` environment, and where the results go
 (an emptyDir by default, a claim with ``--results-pvc``). The pod runs ``pytest tests/e2e`` with the
 in-cluster config of that ServiceAccount; ``--pushgateway`` given to the render is passed on like any option.
+
+No secret's value is printed (:mod:`rollcall.secrets`): a ``--workload-env`` pair whose name looks secret is
+passed as ``--workload-secret NAME``, and each such variable's value comes to the pod from the Secret
+:data:`NIGHTLY_SECRET` of its namespace, which its owner creates (:func:`by_reference`).
 """
 
 from __future__ import annotations
 
 import copy
 import re
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +30,7 @@ from rollcall.backends.kubernetes.manifests import ManifestError, validate
 from rollcall.backends.kubernetes.views import View
 from rollcall.jobspec import manifests_dir
 from rollcall.options.values import env_name
+from rollcall.secrets import is_secret, redact
 
 Obj = dict[str, Any]
 
@@ -35,6 +41,8 @@ RESULTS_DIR = "/results"
 #: Options the CronJob sets itself, or that mean nothing inside the cluster: the pod uses its in-cluster
 #: config (no kubeconfig or context), its backend is kubernetes and its script names each run's directory.
 NOT_PASSED = frozenset({"kubeconfig", "context", "backend", "artifacts_dir"})
+#: The Secret of the CronJob's namespace, made by its owner, that the pod's secret variables come from.
+NIGHTLY_SECRET = "rollcall-nightly-secrets"
 #: The order the objects are applied in: what others live in or refer to first.
 KIND_ORDER = (
     "Namespace",
@@ -138,6 +146,24 @@ def suite_env(given: Mapping[str, str]) -> dict[str, str]:
     return {name: value for name, value in given.items() if name not in left_out}
 
 
+def by_reference(env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+    """The suite's variables with each secret pair of ``--workload-env`` given as ``--workload-secret NAME``.
+
+    Also the names of every ``--workload-secret NAME`` (its value from the suite's environment), which the
+    pod's environment takes from :data:`NIGHTLY_SECRET`; one from a Secret of the cluster
+    (``NAME=NAMESPACE/SECRET/KEY``) is read by the suite in the pod, as elsewhere.
+    """
+    given, pairs_at, secret_at = dict(env), env_name("--workload-env"), env_name("--workload-secret")
+    pairs = shlex.split(given.pop(pairs_at, ""))
+    kept = [p for p in pairs if not is_secret(p.partition("=")[0])]
+    words = [*shlex.split(given.pop(secret_at, "")), *(p.partition("=")[0] for p in pairs if p not in kept)]
+    if kept:
+        given[pairs_at] = shlex.join(kept)
+    if words:
+        given[secret_at] = shlex.join(dict.fromkeys(words))
+    return given, [w for w in dict.fromkeys(words) if "=" not in w]
+
+
 def _documents(directory: Path) -> list[Obj]:
     docs: list[Obj] = []
     for path in sorted(directory.glob("*.yaml")):
@@ -176,13 +202,16 @@ def render_nightly(nightly: Nightly) -> list[Obj]:
     (container,) = [c for c in pod["containers"] if c["name"] == SUITE_CONTAINER]
     container["image"] = nightly.suite_image
     env: list[Obj] = container.setdefault("env", [])
-    for name, value in nightly.env.items():
+    given, secrets = by_reference(nightly.env)
+    for name, value in {k: redact(v) for k, v in given.items()}.items():
         found = next((e for e in env if e["name"] == name), None)
         if found is None:
             env.append({"name": name, "value": value})
         else:
             found.clear()
             found.update(name=name, value=value)
+    for name in secrets:
+        env.append({"name": name, "valueFrom": {"secretKeyRef": {"name": NIGHTLY_SECRET, "key": name}}})
     (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] == RESULTS_DIR]
     (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
     volume.pop("persistentVolumeClaim", None)
@@ -228,10 +257,23 @@ def header(nightly: Nightly, objects: list[Obj]) -> str:
         f"Metrics are pushed to {push}."
         if push
         else "No metrics are pushed (--pushgateway URL pushes them).",
+        *_secrets_lines(nightly, namespace),
         "Apply: kubectl apply -f FILE; run once now:",
         f"  kubectl -n {namespace} create job --from=cronjob/{name} NAME",
     ]
     return "".join(f"# {line}\n" for line in lines)
+
+
+def _secrets_lines(nightly: Nightly, namespace: str) -> list[str]:
+    """What the header says of the workload's secrets: the Secret to create, with their names."""
+    names = by_reference(nightly.env)[1]
+    if not names:
+        return []
+    literals = " ".join(f"--from-literal={name}=..." for name in names)
+    return [
+        f"The workload's secret variables ({', '.join(names)}) come from the Secret {NIGHTLY_SECRET}, which",
+        f"the suite never reads: kubectl -n {namespace} create secret generic {NIGHTLY_SECRET} {literals}",
+    ]
 
 
 def render_text(nightly: Nightly) -> str:

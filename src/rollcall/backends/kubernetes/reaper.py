@@ -62,12 +62,13 @@ class Claim:
 def release(kube: Kube, claim: Claim) -> None:
     """Delete what ``claim`` names: the namespace, or the run's Jobs and Services in it (by run-id label)."""
     from rollcall.backends.kubernetes.kube import delete_labelled, delete_namespace
-    from rollcall.backends.kubernetes.manifests import RUN_ID_LABEL
+    from rollcall.backends.kubernetes.manifests import RUN_ID_LABEL, secret_name
 
     if claim.run_id is None:
         delete_namespace(kube, claim.namespace)
     else:
-        delete_labelled(kube, claim.namespace, f"{RUN_ID_LABEL}={claim.run_id}")
+        selector = f"{RUN_ID_LABEL}={claim.run_id}"
+        delete_labelled(kube, claim.namespace, selector, secret_name(claim.run_id))
 
 
 def pending(state: Path) -> list[Claim]:

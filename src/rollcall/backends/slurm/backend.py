@@ -70,12 +70,14 @@ from rollcall.backends.slurm.conf import CONF_ENV, find_conf
 from rollcall.backends.slurm.follow import Follower
 from rollcall.backends.slurm.lost import NODE_LOOK_S, NODE_LOST_S, LostNodes
 from rollcall.backends.slurm.script import (
+    SECRETS_FILE,
     UNSHARED_EXIT,
     Settings,
     asks_exclusive,
     render,
     shared_token,
     unseen,
+    write_secrets,
 )
 from rollcall.backends.slurm.state import (
     JobInfo,
@@ -302,6 +304,7 @@ class SlurmBackend:
         script = render(spec, self.settings, out)
         token_file, token = shared_token(spec, out)
         token_file.write_text(f"{token}\n")
+        write_secrets(spec, out)  # the user's alone, read and removed by the script (never in it)
         path = out / "job.sbatch"
         path.write_text(script)
         arrivals = Arrivals(spec.nodes, start_bound_s(spec), self.settings.container_image)
@@ -309,6 +312,7 @@ class SlurmBackend:
         try:
             job.job_id = self.run(["sbatch", "--parsable", str(path)], 60).strip().split(";")[0]
         except BaseException:
+            (out / SECRETS_FILE).unlink(missing_ok=True)
             # Interrupted (Ctrl-C, a timeout) after slurmctld took the job: cancel it by its unique name.
             try:
                 self.run(["scancel", "--name", spec.name], 30)
@@ -565,6 +569,7 @@ class SlurmJob:
                 time.sleep(self.backend.poll_s)
         finally:
             self._stop_followers()
+            (self.out_dir / SECRETS_FILE).unlink(missing_ok=True)  # a job that never began left it
 
     def listed(self) -> bool:
         """Whether squeue still lists the job (pending, running or completing)."""

@@ -9,15 +9,23 @@ every node shares: each node reads the token the suite wrote there before sbatch
 that does not see it says so (:func:`unseen`) and the job ends with :data:`UNSHARED_EXIT`; one that does says
 it is up, and the script says when the roll call's step begins (:mod:`.arrivals`: what the suite reads of a
 node before its task begins, outside any container).
+
+The workload's secret variables (:mod:`rollcall.secrets`: a ``--workload-env`` whose name looks secret, each
+``--workload-secret``) are never in the script: the suite writes them to a file of the job's directory that
+only the job's user may read (:func:`write_secrets`, :data:`SECRETS_FILE`), which the script reads and removes
+before anything else runs. In a container image, each node's monitor directory and torchrun's logs lie under
+``/tmp/rollcall-monitor-$SLURM_JOB_ID``, made for the job's user alone by the monitor before torchrun starts
+(:mod:`rollcall_workload.safefs`).
 """
 
 from __future__ import annotations
 
 import math
+import os
 import re
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,12 +39,13 @@ from rollcall.jobspec import (
     IMAGE_PYTHON,
     IMAGE_SCRIPT,
     PACKAGE_ENTRY,
-    POD_LOG_DIR,
     JobSpec,
     manifests_dir,
 )
 from rollcall.options.slurm import SlurmOptions
+from rollcall.secrets import no_kubernetes_secret, secret_env
 from rollcall_workload import contract
+from rollcall_workload.safefs import new_file
 
 #: The batch script's template, in the manifests' directory.
 TEMPLATE = "slurm/job.sbatch.j2"
@@ -58,6 +67,8 @@ IMAGE_MONITOR_ROOT = "/tmp/rollcall-monitor"
 PORT_BASE, PORT_SPAN = 20000, 12000
 #: The file of the job's directory that every node must read its token from (:func:`shared_token`).
 SHARED_TOKEN_FILE = "shared-storage.token"
+#: The file of the job's directory holding the workload's secret variables (:func:`write_secrets`).
+SECRETS_FILE = "workload-secrets.env"
 #: The batch script's exit code when some node does not see the artifacts directory (its first step).
 UNSHARED_EXIT = 93
 #: What such a node says in the batch log: its Slurm name, its host name and the token's path.
@@ -81,14 +92,23 @@ def _shell_value(value: object) -> str:
 
 
 def shell_word(arg: str) -> str:
-    """``arg`` quoted for bash; the values :data:`FROM_SLURM` names become Slurm's variables."""
+    """``arg`` quoted for bash; the values :data:`FROM_SLURM` names become Slurm's variables.
+
+    So do the ``$SLURM_JOB_ID`` and ``$SLURM_NODEID`` it names (:func:`expanding`).
+    """
     for prefix, var in FROM_SLURM.items():
         if arg.startswith(prefix):
             return f'{prefix}"{var}"'
-    return shlex.quote(arg)
+    return expanding(arg)
 
 
 _NODE_VARS = re.compile(r"\$(SLURM_JOB_ID|SLURM_NODEID)\b")
+
+
+def expanding(text: str) -> Shell:
+    """``text`` quoted for bash but for its ``$SLURM_JOB_ID`` and ``$SLURM_NODEID``, which bash expands."""
+    parts = _NODE_VARS.split(text)  # text, variable, text, ...
+    return Shell("".join(f'"${p}"' if i % 2 else shlex.quote(p) if p else "" for i, p in enumerate(parts)))
 
 
 def monitor_dir(root: str) -> tuple[str, str]:
@@ -98,9 +118,36 @@ def monitor_dir(root: str) -> tuple[str, str]:
     ``root`` may name ``$SLURM_JOB_ID`` too (a node's ``/tmp`` outlives the job: no other job's files there).
     """
     path = f"{root}/node-$SLURM_NODEID-monitor"
-    parts = _NODE_VARS.split(path)  # text, variable, text, ...
-    words = "".join(f'"${p}"' if i % 2 else shlex.quote(p) if p else "" for i, p in enumerate(parts))
-    return path, words
+    return path, expanding(path)
+
+
+def secret_values(spec: JobSpec, environ: Mapping[str, str]) -> dict[str, str]:
+    """The workload's secret variables of ``spec``, by name; ValueError naming one Slurm cannot pass.
+
+    Its ``--workload-env`` that looks secret, and each ``--workload-secret`` from ``environ``.
+    """
+    _, values = secret_env(spec.env, spec.secrets)
+    no_kubernetes_secret(spec.secrets, "slurm")
+    for name in spec.secrets:
+        if name not in environ:
+            raise ValueError(f"--workload-secret {name}: the suite's environment has no {name}; set it")
+        values[name] = environ[name]
+    return values
+
+
+def write_secrets(spec: JobSpec, out_dir: Path, environ: Mapping[str, str] = os.environ) -> Path | None:
+    """Write the workload's secret variables (:func:`secret_values`) to :data:`SECRETS_FILE` in ``out_dir``.
+
+    A new file (``O_EXCL``, never through a link), its user's alone (0600), of ``export`` lines the batch
+    script reads and removes first; None where the job has no secret.
+    """
+    values = secret_values(spec, environ)
+    if not values:
+        return None
+    path = out_dir.resolve() / SECRETS_FILE
+    with os.fdopen(new_file(path), "w") as f:
+        f.writelines(f"export {name}={shlex.quote(value)}\n" for name, value in sorted(values.items()))
+    return path
 
 
 def asks_exclusive(script: str) -> bool:
@@ -242,7 +289,8 @@ def render(spec: JobSpec, settings: Settings, out_dir: Path) -> str:
         launcher: Sequence[str] = ("torchrun",)
         python: Sequence[str] = IMAGE_PYTHON
         entry: Sequence[str] = (IMAGE_SCRIPT,)
-        log_dir, monitors = POD_LOG_DIR, f"{IMAGE_MONITOR_ROOT}-$SLURM_JOB_ID"
+        monitors = f"{IMAGE_MONITOR_ROOT}-$SLURM_JOB_ID"  # the monitor makes it this user's alone (safefs)
+        log_dir = f"{monitors}/logs"  # torchrun's, inside it
         if spec.compile_cache is not None:  # the node's directory, where the pods would mount it
             mounts.append(f"{spec.compile_cache.path}:{COMPILE_CACHE_DIR}")
     else:
@@ -250,7 +298,7 @@ def render(spec: JobSpec, settings: Settings, out_dir: Path) -> str:
         log_dir, monitors = str(out / "ranks"), str(out)
         path = {"PYTHONPATH": settings.pythonpath}
     token_file, token = shared_token(spec, out)
-    node_monitor, node_monitor_words = monitor_dir(monitors)
+    node_monitor, _ = monitor_dir(monitors)
     argv = spec.node_command(
         monitor_dir=node_monitor,
         python=python,
@@ -261,9 +309,11 @@ def render(spec: JobSpec, settings: Settings, out_dir: Path) -> str:
         log_dir=log_dir,
         compile_cache_dir=COMPILE_CACHE_DIR if mounts else None,
     )
-    words = (node_monitor_words if a == node_monitor else shell_word(a) for a in argv)
-    command = "exec " + " ".join(words)
-    env = {**path, **spec.workload_env(log_dir)}  # the user's own PYTHONPATH wins
+    command = "exec " + " ".join(shell_word(a) for a in argv)
+    # the user's own PYTHONPATH wins; the secret variables are never in the script (write_secrets)
+    no_kubernetes_secret(spec.secrets, "slurm")
+    env, secrets = secret_env({**path, **spec.workload_env(log_dir)}, spec.secrets)
+    env = {k: expanding(v) if _NODE_VARS.search(v) else v for k, v in env.items()}
     threads = spec.accelerator == "cpu" and "OMP_NUM_THREADS" not in env
     values: dict[str, Any] = {
         "name": spec.name,
@@ -291,6 +341,7 @@ def render(spec: JobSpec, settings: Settings, out_dir: Path) -> str:
         "port_base": PORT_BASE,
         "port_span": PORT_SPAN,
         "token_file": str(token_file),
+        "secrets_file": str(out / SECRETS_FILE) if secrets or spec.secrets else "",
         "token": token,
         "unshared_exit": UNSHARED_EXIT,
         "step_begins": STEP_BEGINS,

@@ -2,9 +2,10 @@
 
 :func:`criteria_of` builds the one :class:`~rollcall.verdict.Criteria` of a session from its options (it reads
 ``--baseline`` then, so a bad file stops the session before any job runs); every attempt is judged once
-against it (:func:`rollcall.judge.judge`, in :func:`rollcall.runner.run_once`). A failure of the release gate
-alone is never retried away (:func:`rollcall.runner.retriable`). :meth:`GateReport.of` reads what the
-deciding verdict found of the gate's criteria, for the reports; nothing here judges. The criteria:
+against it (:func:`rollcall.judge.judge`, in :func:`rollcall.runner.run_once`). Which checks are the release
+gate's is each check's own declaration (``gate_only``: the "gate only" column of ``docs/checks.md``), and a
+failure of those alone is never retried away (:func:`rollcall.runner.retriable`). :meth:`GateReport.of` reads
+what the deciding verdict found of the gate's criteria, for the reports; nothing here judges. The criteria:
 
 - **Stragglers** (``--straggler-ratio R``; 0 turns the check off; :mod:`rollcall.checks.stragglers`): by
   throughput, and by compute time per step measured without communication (a rank above the median rank's by
@@ -36,8 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rollcall.backends import JobState
-from rollcall.checks.regressions import REGRESSION
-from rollcall.checks.stragglers import STRAGGLER, Straggler
+from rollcall.checks import REGRESSION, STRAGGLER, Straggler
 from rollcall.evidence.baseline import Baselines, ConfigKey, Entry, Figures, Regression
 from rollcall.evidence.fitness import FitnessPolicy
 from rollcall.evidence.perf import PerfReport

@@ -14,6 +14,12 @@ are :class:`Check` declarations too: :func:`site_checks` holds what a plugin ret
 :class:`SiteCheckError` naming the plugin and the fix), and each runs as a :class:`SiteCheck`, after every
 built-in check, over the same run; a site check that raises, or returns what it did not declare, is a
 ``site_check_error`` problem (the platform's), never a crash of the judge.
+
+How a check acts on a run beyond its problems is its declaration's too, built-in or a site's, and what reads
+it asks here: :func:`declaration` (a check's own), :func:`early_stops` (what the runner asks while the job
+runs), :func:`gate_kinds` and :func:`final_kinds` (what :func:`rollcall.runner.retriable` weighs). A run a
+check's early stop ended is judged knowing which (``stopped_by``): that check's problems come before the
+job's own line, and a site check that stopped a run yet names nothing in it broke its contract.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from rollcall.checks.blame import blame
-from rollcall.checks.runview import Check, Predicate, RunView
+from rollcall.checks.runview import Check, EarlyStop, Predicate, RunView, StopReason
 from rollcall.evidence import kernels
 from rollcall.evidence.proofs import digests_by_stage
 from rollcall.ranklog import RankReport, RollCall
@@ -95,12 +101,25 @@ LOG_CHECKS: tuple[Check, ...] = tuple(c for c in CHECKS if c.logs_only)
 KINDS: tuple[Kind, ...] = tuple(k for c in CHECKS for k in c.kinds)
 
 
+#: The check whose line of a job that did not succeed follows the problem of a check that stopped it.
+JOB_STATE = "job_state"
+
+
 def judge(
-    observed: Observed, criteria: Criteria | None = None, checks: Iterable[Predicate] = CHECKS
+    observed: Observed,
+    criteria: Criteria | None = None,
+    checks: Iterable[Predicate] = CHECKS,
+    *,
+    stopped_by: str | None = None,
 ) -> Verdict:
-    """The verdict on what was ``observed``, held to ``criteria``: every check's problems, rank by rank."""
-    run = RunView(observed, criteria or Criteria())
-    raised = [replace(p, blame=blame(p)) for check in checks for p in check(run)]
+    """The verdict on what was ``observed``, held to ``criteria``: every check's problems, rank by rank.
+
+    ``stopped_by``: the check whose early stop ended the job (:func:`early_stops`), if one did.
+    """
+    run = RunView(observed, criteria or Criteria(), stopped_by)
+    found_by = [(_name(check), list(check(run))) for check in checks]
+    ordered = _stopper_first(found_by, stopped_by)
+    raised = [replace(p, blame=blame(p)) for _, problems in ordered for p in problems]
     found = tuple(p for p in raised if not p.warning)
     world = run.layout.world_size
     ranks = {}
@@ -142,6 +161,63 @@ def judge(
     )
 
 
+def _name(check: Predicate) -> str:
+    named = declaration(check)
+    return named.name if named is not None else getattr(check, "__name__", "")
+
+
+def _stopper_first(
+    found_by: list[tuple[str, list[Problem]]], stopped_by: str | None
+) -> list[tuple[str, list[Problem]]]:
+    """The checks' problems in their order, but those of the check that stopped the job before the job's line.
+
+    The job's line says only that the suite stopped it; the stopping check names why, so it leads. Every
+    built-in check that may stop a run comes before :data:`JOB_STATE` in :data:`ORDER` already; a site check
+    comes after every built-in one.
+    """
+    names = [name for name, _ in found_by]
+    if stopped_by not in names or JOB_STATE not in names:
+        return found_by
+    job, stopper = names.index(JOB_STATE), names.index(stopped_by)
+    if stopper < job:
+        return found_by
+    return [*found_by[:job], found_by[stopper], *found_by[job:stopper], *found_by[stopper + 1 :]]
+
+
+def declaration(check: Predicate) -> Check | None:
+    """What ``check`` declares of itself: a built-in check is its declaration, a site check its plugin's.
+
+    A bare predicate (a test's) declares nothing: it never stops a run, and its problems are retried.
+    """
+    if isinstance(check, SiteCheck):
+        return check.check
+    return check if isinstance(check, Check) else None
+
+
+def early_stops(checks: Iterable[Predicate]) -> tuple[tuple[str, StopReason], ...]:
+    """What the runner asks about every second while the job runs: each check's early stop, with its name.
+
+    In the checks' order. A site check's is held to its contract (:meth:`SiteCheck.stop`).
+    """
+    stops: list[tuple[str, StopReason]] = []
+    for check in checks:
+        named = declaration(check)
+        if named is None or named.stops is None:
+            continue
+        stops.append((named.name, check.stop if isinstance(check, SiteCheck) else named.stops.reason))
+    return tuple(stops)
+
+
+def gate_kinds(checks: Iterable[Predicate] = CHECKS) -> frozenset[Kind]:
+    """The kinds only the release gate finds: those of the checks that declare ``gate_only``."""
+    return frozenset(k for c in map(declaration, checks) if c is not None and c.gate_only for k in c.kinds)
+
+
+def final_kinds(checks: Iterable[Predicate] = CHECKS) -> frozenset[Kind]:
+    """The kinds whose run is not run again: those of the checks that declare ``retried=False``."""
+    return frozenset(k for c in map(declaration, checks) if c is not None and not c.retried for k in c.kinds)
+
+
 def assess(roll: RollCall, layout: Layout, *, min_throughput: float | None = None) -> Verdict:
     """Judge a roll call against the layout asked for (the job's end unknown)."""
     return judge(Observed(roll, layout), Criteria(min_throughput=min_throughput))
@@ -160,6 +236,10 @@ class SiteCheckError(ValueError):
     """A plugin's ``pytest_rollcall_checks`` returned no site check; the message says what and the fix."""
 
 
+class SiteStopError(RuntimeError):
+    """A site check's early stop raised, or said something other than a reason or None, while the job ran."""
+
+
 @dataclass(frozen=True)
 class SiteCheck:
     """A site's own check (a :class:`Check` a plugin returned), held to its declaration while it runs.
@@ -168,7 +248,8 @@ class SiteCheck:
     finds is kept as it is when each problem is a :class:`Problem` of a kind it declares, its ``ranks`` rank
     numbers with what it says of each, its ``detail`` None, a string, a number or a mapping (the reports read
     rollcall's own details: a site's may not take a node out); else, or when it raises, it found one
-    :data:`SITE_CHECK_ERROR` problem saying so.
+    :data:`SITE_CHECK_ERROR` problem saying so. So does a check whose early stop ended the job and that then
+    names no failure of its kinds in it: the stop and the verdict are one judgement.
     """
 
     check: Check
@@ -190,7 +271,31 @@ class SiteCheck:
             why = _breaks(p, self.check.kinds)
             if why is not None:
                 return [self._broke(why)]
+        if run.stopped_by == self.name and all(p.warning for p in found):
+            return [self._broke("ended the job early, yet names no failure of the run it ended")]
         return found
+
+    def stop(self, run: RunView, now: float) -> str | None:
+        """Its early stop's reason to end the job now, or None; :class:`SiteStopError` when it breaks.
+
+        The runner sets a stop that broke aside for the rest of the run (its check still judges the run).
+        """
+        stops = self.check.stops
+        if stops is None:
+            return None
+        try:
+            reason = stops.reason(run, now)
+        except Exception as exc:  # the site's code: it loses its early stop, never the run
+            raise SiteStopError(
+                f"site check {self.name} (plugin {self.plugin}): its early stop raised {type(exc).__name__}: "
+                f"{exc}; it stops nothing more in this run, which its check still judges"
+            ) from exc
+        if reason is not None and not (isinstance(reason, str) and reason):
+            raise SiteStopError(
+                f"site check {self.name} (plugin {self.plugin}): its early stop returned {reason!r:.80}, "
+                "not a reason (a non-empty string) or None; it stops nothing more in this run"
+            )
+        return reason
 
     def _broke(self, why: str) -> Problem:
         return Problem(
@@ -277,8 +382,35 @@ def _site_check(plugin: str, check: object, taken: dict[str, str], kinds: dict[s
         if kind.too_slow and not kind.rank_state.answered:
             raise SiteCheckError(f"{where}: kind {kind.value} is too_slow, yet a rank it names is unanswered")
         kinds[kind.value] = f"check {name}'s of plugin {plugin}"
+    _site_acts(where, check)
     taken[name] = f"plugin {plugin}"
     return check
+
+
+def _site_acts(where: str, check: Check) -> None:
+    """``check``'s declaration of how it acts on a run, held to what a site check may declare."""
+    for field in ("retried", "gate_only", "logs_only", "in_trials"):
+        if not isinstance(getattr(check, field), bool):
+            raise SiteCheckError(f"{where}: {field} is {getattr(check, field)!r:.40}; give True or False")
+    if check.in_trials or check.in_trials_as is not None:
+        raise SiteCheckError(
+            f"{where}: in_trials: the trials of --isolate are judged by rollcall's own checks alone (a trial "
+            "trains nothing, and each names the nodes it ran on by their places in the trial); leave it False"
+        )
+    stops = check.stops
+    if stops is None:
+        return
+    if not isinstance(stops, EarlyStop) or not callable(stops.reason):
+        raise SiteCheckError(
+            f"{where}: stops is {stops!r:.80}; give stops=EarlyStop(reason, when=...), reason(run, now) "
+            "returning why to end the job now or None"
+        )
+    if not (isinstance(stops.when, str) and stops.when):
+        raise SiteCheckError(f"{where}: its early stop says not when it fires (EarlyStop(..., when=...))")
+    if stops.judged_as:
+        raise SiteCheckError(
+            f"{where}: its early stop's judged_as names kinds; a site check's stop is judged by its own kinds"
+        )
 
 
 def _reported(report: RankReport | None) -> tuple[str, ...]:
@@ -302,12 +434,19 @@ __all__ = [
     "ORDER",
     "SITE_CHECK_ERROR",
     "Check",
+    "EarlyStop",
     "Predicate",
     "RunView",
     "SiteCheck",
     "SiteCheckError",
+    "SiteStopError",
+    "StopReason",
     "assess",
+    "declaration",
     "declared",
+    "early_stops",
+    "final_kinds",
+    "gate_kinds",
     "judge",
     "site_checks",
 ]

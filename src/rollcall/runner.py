@@ -4,8 +4,10 @@ Each attempt is judged exactly once (:func:`rollcall.judge.judge`), against the 
 :class:`~rollcall.verdict.Criteria`. Whether to run it again is a separate decision over that verdict
 (:func:`retriable`).
 
-The wait ends early at a hang: once every rank that has not completed has stalled past its ``--hang-after``
-(:func:`rollcall.evidence.hangs.stop_reason` over the roll call as the logs arrive), the backend ends the job.
+The wait ends early where a check's declared early stop says so (:func:`rollcall.judge.early_stops`, over the
+live run as the logs arrive, about every second: a hang, a node whose launcher never started, a workload the
+suite refuses): the backend ends the job, and the judge reads the roll call as it stood then, knowing which
+check stopped it. The runner keeps no list of its own: it asks the checks it judges by.
 
 Clean-up runs in ``finally`` (pass, fail, timeout, Ctrl-C, SIGTERM turned into an exception) unless
 ``keep`` is set, with Ctrl-C and SIGTERM held until it is done; its own errors are logged, never raised over
@@ -19,10 +21,11 @@ goes on, and :attr:`Attempt.cleanup_error` waits for it (within the backend's cl
 first read, as the session's reports read it.
 
 With ``--job-retries N`` a failed attempt is run again, up to N times, unless only the release gate failed it
-(a straggler, a slow link, a regression: running again would hide them). An attempt the infrastructure
-disrupted (a pod evicted, preempted, its node deleted, lost, drained or reclaimed) is *disrupted, retried*:
-a pass after disruptions only is :data:`PASSED_AFTER_DISRUPTION`, not flaky; a pass after a failed rank is
-flaky.
+(a straggler, a slow link, a regression: running again would hide them), or a check that declares its
+failure final found it (a workload the suite refuses), each as the checks declare. An attempt the
+infrastructure disrupted (a pod evicted, preempted, its node deleted, lost, drained or reclaimed) is
+*disrupted, retried*: a pass after disruptions only is :data:`PASSED_AFTER_DISRUPTION`, not flaky; a pass
+after a failed rank is flaky.
 """
 
 from __future__ import annotations
@@ -38,21 +41,20 @@ from typing import Literal
 
 from rollcall import procs
 from rollcall.backends import Backend, CleanupError, ConfirmsLater, Job, JobState, JobStatus
-from rollcall.checks.compute_stragglers import COMPUTE_STRAGGLER
-from rollcall.checks.config_drift import CONFIG_DRIFT
-from rollcall.checks.expectations import EXPECTATION
-from rollcall.checks.regressions import REGRESSION
-from rollcall.checks.slow_links import SLOW_LINK
-from rollcall.checks.stragglers import STRAGGLER
-from rollcall.checks.unfit_device import UNFIT_DEVICE
-from rollcall.checks.workload_version import WORKLOAD_VERSION
 from rollcall.collect import Collector
-from rollcall.evidence import launchers, versions
-from rollcall.evidence.clocks import Bounds
 from rollcall.evidence.endings import Disruption
-from rollcall.evidence.hangs import stop_reason
 from rollcall.jobspec import JobSpec
-from rollcall.judge import CHECKS, Predicate, judge
+from rollcall.judge import (
+    CHECKS,
+    Predicate,
+    RunView,
+    SiteStopError,
+    StopReason,
+    early_stops,
+    final_kinds,
+    gate_kinds,
+    judge,
+)
 from rollcall.live.view import LiveRollCall, LiveView
 from rollcall.ranklog import RollCall
 from rollcall.torchrun import read_terminations
@@ -186,7 +188,8 @@ def run_once(
     """
     started, started_at = time.monotonic(), time.time()
     collector = Collector(artifacts)
-    watch = _Watch(spec, started, collector, live)
+    checks = tuple(checks)
+    watch = _Watch(spec, started, collector, live, checks=checks, criteria=criteria, unit=backend.unit)
     job = None
     left: CleanupError | None = None
     confirming: Future[None] | None = None
@@ -298,7 +301,8 @@ def _judged(
     if live is not None:
         live.finish(LiveRollCall.of(collector.roll, spec.world_size))
     evidence = Observed(collector.roll, Layout(spec.nodes, spec.procs_per_node), status, spec, backend.unit)
-    verdict = judge(evidence, criteria, checks)
+    stopped_by = watch.stopped_by if status.state is JobState.STOPPED else None
+    verdict = judge(evidence, criteria, checks, stopped_by=stopped_by)
     first = watch.first_rank_s
     if first is None and any(r.start is not None for r in collector.roll.ranks.values()):
         first = time.monotonic() - started  # a job shorter than one poll: its end bounds the first start
@@ -326,28 +330,39 @@ class Interrupted(KeyboardInterrupt):
 
 
 class _Watch:
-    """What the wait tests about every second over the live roll call: the hang, the first rank's start.
+    """What the wait tests about every second over the live roll call: the checks' stops, the first start.
 
-    It also shows the live roll call (:class:`~rollcall.live.view.LiveRollCall`) to ``live``, outside the
-    collector's lock.
+    Each early stop of ``checks`` (:func:`rollcall.judge.early_stops`, in their order) is asked over the run
+    as it stands (:class:`~rollcall.checks.runview.RunView` of the live roll call, the layout and the spec,
+    its job's end unknown), the same view its check judges the ended run by. It also shows the live roll call
+    (:class:`~rollcall.live.view.LiveRollCall`) to ``live``, outside the collector's lock.
     """
 
-    def __init__(self, spec: JobSpec, started: float, collector: Collector, live: LiveView | None) -> None:
-        self.world_size = spec.world_size
-        self.nodes = spec.nodes
-        self.bounds = Bounds.of(spec)
+    def __init__(
+        self,
+        spec: JobSpec,
+        started: float,
+        collector: Collector,
+        live: LiveView | None,
+        *,
+        checks: Iterable[Predicate] = CHECKS,
+        criteria: Criteria | None = None,
+        unit: str = "pod",
+    ) -> None:
+        self.spec = spec
+        self.layout = Layout(spec.nodes, spec.procs_per_node)
+        self.criteria = criteria or Criteria()
+        self.unit = unit
+        self.stops: list[tuple[str, StopReason]] = list(early_stops(checks))
         self.started = started
         self.collector = collector
         self.live = live
         self.first_rank_s: float | None = None
+        #: The check whose early stop ended the job (None: none did).
+        self.stopped_by: str | None = None
 
     def poll(self) -> str | None:
-        """The reason to end the job now, or None.
-
-        At a node whose launcher never started (:func:`rollcall.evidence.launchers.stop_reason`), at the hang
-        (:func:`rollcall.evidence.hangs.stop_reason`), or at a rank's start whose workload the
-        suite refuses (:func:`rollcall.evidence.versions.stop_reason`).
-        """
+        """The reason to end the job now, or None: the first early stop of the checks that gives one."""
         reason, now = self.collector.view(self._look)
         if self.live is not None and now is not None:
             self.live.update(now)
@@ -356,13 +371,20 @@ class _Watch:
     def _look(self, roll: RollCall) -> tuple[str | None, LiveRollCall | None]:
         if self.first_rank_s is None and any(r.start is not None for r in roll.ranks.values()):
             self.first_rank_s = time.monotonic() - self.started
-        now = LiveRollCall.of(roll, self.world_size) if self.live is not None else None
+        now = LiveRollCall.of(roll, self.layout.world_size) if self.live is not None else None
         moment = roll.clock()  # every part's bound is read on the clock the roll call heard them on
-        reason = (
-            launchers.stop_reason(roll, self.nodes, self.world_size, self.bounds, moment)
-            or stop_reason(roll, self.world_size, self.bounds, moment)
-            or versions.stop_reason(roll.ranks)
-        )
+        run = RunView(Observed(roll, self.layout, None, self.spec, self.unit), self.criteria)
+        reason = None
+        for name, stop in list(self.stops):
+            try:
+                reason = stop(run, moment)
+            except SiteStopError as exc:  # it stops nothing more in this run; its check still judges it
+                log.error("%s", exc)
+                self.stops.remove((name, stop))
+                continue
+            if reason is not None:
+                self.stopped_by = self.stopped_by or name
+                break
         if reason is not None and roll.ended is None:
             roll.ended = roll.stopped = moment  # the judge reads the roll call as it stood then
         return reason, now
@@ -395,35 +417,25 @@ def run_with_retries(
             result.attempts.append(exc.attempt)
             exc.result = result
             raise
-        if not retriable(result.last):
+        if not retriable(result.last, checks):
             break
     return result
 
 
-#: What only the release gate finds: a run that failed on these alone is not run again.
-GATE_KINDS = frozenset(
-    {
-        STRAGGLER,
-        COMPUTE_STRAGGLER,
-        SLOW_LINK,
-        REGRESSION,
-        UNFIT_DEVICE,
-        CONFIG_DRIFT,
-        EXPECTATION,
-    }
-)
-
-
-def retriable(attempt: Attempt) -> bool:
+def retriable(attempt: Attempt, checks: Iterable[Predicate] = CHECKS) -> bool:
     """Whether another attempt may help: this one failed, and not only the release gate (a retry hides that).
 
-    A job that did not succeed, or any problem outside :data:`GATE_KINDS` (a missing event, an error, a
-    disruption, a throughput below ``--min-throughput``), is worth another attempt.
+    As ``checks`` (the ones that judged it) declare: a problem of a check whose failure is final
+    (``retried=False``: a workload the suite refuses, which the same image would be again) is not run again;
+    a job that did not succeed, or any problem outside the kinds of the ``gate_only`` checks (a missing event,
+    an error, a disruption, a throughput below ``--min-throughput``), is worth another attempt.
     """
     if attempt.passed:
         return False
-    if attempt.verdict.of_kind(WORKLOAD_VERSION):  # the same image again would be refused again
+    checks = tuple(checks)
+    if any(p.kind in final_kinds(checks) for p in attempt.verdict.findings):
         return False
     if attempt.status.state is not JobState.SUCCEEDED:
         return True
-    return any(p.kind not in GATE_KINDS for p in attempt.verdict.findings)
+    gate = gate_kinds(checks)
+    return any(p.kind not in gate for p in attempt.verdict.findings)

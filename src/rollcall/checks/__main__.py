@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 
 from rollcall.isolation.probe import ISOLATED
-from rollcall.judge import CHECKS, SITE_CHECK_ERROR
+from rollcall.judge import CHECKS, SITE_CHECK_ERROR, Check
 from rollcall.verdict import Kind
 
 #: What regenerates ``docs/checks.md``.
@@ -33,6 +33,28 @@ def _row(*cells: str) -> str:
 
 def _whose(kind: Kind) -> str:
     return kind.owner.line if kind.owner is not None else PER_PROBLEM
+
+
+def _stops(check: Check) -> str:
+    """The cell of a check's early stop: when, and the kinds it is judged as beyond the check's own."""
+    if check.stops is None:
+        by = [c.name for c in CHECKS if c is not check and set(check.kinds) & set(c.stop_kinds)]
+        return f"through {', '.join(f'`{n}`' for n in by)}'s early stop" if by else ""
+    also = [k for k in check.stop_kinds if k not in check.kinds]
+    named = f" (judged as {', '.join(f'`{k.value}`' for k in also)} too)" if also else ""
+    return f"{check.stops.when}{named}"
+
+
+def _retried(check: Check) -> str:
+    if not check.retried:
+        return "no: the same job would fail the same way"
+    return "only beside another failure" if check.gate_only else "yes"
+
+
+def _trials(check: Check) -> str:
+    if not check.in_trials:
+        return ""
+    return f"as `{check.for_trials().name}`" if check.in_trials_as is not None else "yes"
 
 
 def markdown() -> str:
@@ -60,6 +82,29 @@ def markdown() -> str:
                 ", ".join(f"`{k.value}`" for k in c.kinds),
                 c.reads,
                 "yes" if c.logs_only else "",
+            )
+            for c in CHECKS
+        ),
+        "",
+        "## How each check acts on a run",
+        "",
+        "Beyond its problems, each check declares how it acts on a run, and the runner, the isolation probe "
+        "and the release gate read those declarations: whether it ends the run before its job does, and when "
+        "(the runner asks each such check about every second over the live run, in the order above, and the "
+        "judge reads the roll call as it stood then: the check, or the kinds it says, names the problem); "
+        "whether a run it failed is run again under `--job-retries`; whether only the release gate finds its "
+        "problems (a run failed by such checks alone is not run again: a retry would hide them); whether it "
+        "judges the short bandwidth-only trials of `--isolate`, and in what form.",
+        "",
+        _row("check", "ends the run early", "retried", "gate only", "in trials"),
+        _row(*["---"] * 5),
+        *(
+            _row(
+                f"`{c.name}`",
+                _stops(c),
+                _retried(c),
+                "yes" if c.gate_only else "",
+                _trials(c),
             )
             for c in CHECKS
         ),

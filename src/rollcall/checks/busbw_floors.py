@@ -31,6 +31,8 @@ CHECK = Check(
     busbw_floors,
     detects="a group below its instance type's published floor, as a `slow_link`",
     reads="`evidence/floors.py`",
+    gate_only=True,
+    in_trials=True,
 )
 
 

@@ -44,6 +44,7 @@ CHECK = Check(
     detects="a slow GPU: compute time per step above the median's",
     reads="`evidence/perf.py`, `evidence/fitness.py`",
     kinds=(COMPUTE_STRAGGLER,),
+    gate_only=True,
 )
 
 

@@ -26,6 +26,7 @@ CHECK = Check(
     detects="nodes that disagree on their versions",
     reads="`evidence/drift.py`",
     kinds=(CONFIG_DRIFT,),
+    gate_only=True,
 )
 
 

@@ -27,6 +27,7 @@ CHECK = Check(
     detects="EFA requested and not used by NCCL",
     reads="`backends/kubernetes/efa.py`",
     kinds=(EFA,),
+    in_trials=True,
 )
 
 

@@ -100,6 +100,7 @@ CHECK = Check(
     ),
     kinds=(ROOT_CAUSE, DISRUPTION, ERROR, LEFT_EARLY),
     logs_only=True,
+    in_trials=True,
 )
 
 

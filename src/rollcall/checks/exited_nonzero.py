@@ -67,6 +67,7 @@ CHECK = Check(
     detects="a rank that answered, then exited non-zero or by a signal",
     reads="the launcher's records (`torchrun.py`)",
     kinds=(EXITED_NONZERO,),
+    in_trials=True,
 )
 
 

@@ -46,6 +46,7 @@ CHECK = Check(
     ),
     reads="`evidence/drift.py`",
     kinds=(EXPECTATION,),
+    gate_only=True,
 )
 
 

@@ -10,9 +10,20 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from rollcall.checks.runview import Check, RunView
+from rollcall.checks.never_joined import NEVER_JOINED, STUCK_IN_SETUP
+from rollcall.checks.runview import Check, EarlyStop, RunView
+from rollcall.checks.silent import SILENT
 from rollcall.evidence.flight import dumps, stuck
-from rollcall.evidence.hangs import DDP_WAIT, Stall, gpu_line, resolve, stalled_for, stalls, waiting_line
+from rollcall.evidence.hangs import (
+    DDP_WAIT,
+    Stall,
+    gpu_line,
+    resolve,
+    stalled_for,
+    stalls,
+    stop_reason,
+    waiting_line,
+)
 from rollcall.evidence.silence import gpu_busy, process_line, silences
 from rollcall.ranges import ranges
 from rollcall.ranklog import Silence
@@ -124,6 +135,11 @@ def _rank(s: Stall) -> int:
     return s.rank
 
 
+def _hang(run: RunView, now: float) -> str | None:
+    """Why to end the job now: every rank not complete is hung, waiting or silent, or one never joined."""
+    return stop_reason(run.roll, run.layout.world_size, run.bounds, now)
+
+
 CHECK = Check(
     hangs,
     detects="a hung rank, and the ranks waiting on it",
@@ -133,6 +149,16 @@ CHECK = Check(
         "`evidence/silence.py` (a rank whose GPU its node's monitor read busy while it stood still)"
     ),
     kinds=(HUNG, WAITING),
+    stops=EarlyStop(
+        _hang,
+        when=(
+            "once every rank not complete has stalled or fallen silent past its `--hang-after`, or another "
+            "never joined past its bound (the join bound; the start skew and it, in its setup), or every "
+            "rank waited to join past the process group's timeout and a minute"
+        ),
+        judged_as=(NEVER_JOINED, STUCK_IN_SETUP, SILENT),
+    ),
+    in_trials=True,
 )
 
 

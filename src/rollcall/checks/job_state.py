@@ -31,6 +31,7 @@ CHECK = Check(
     detects="a job that did not succeed",
     reads="the backend's `JobStatus`",
     kinds=(JOB,),
+    in_trials=True,
 )
 
 

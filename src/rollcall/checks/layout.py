@@ -44,6 +44,7 @@ CHECK = Check(
     detects="a node with the wrong number of ranks; another world size",
     reads="`ranklog/`",
     kinds=(LAYOUT,),
+    in_trials=True,
 )
 
 

@@ -67,6 +67,7 @@ CHECK = Check(
     ),
     reads="`evidence/hangs.py` (`never_joined`: the dumps and silences before the join)",
     kinds=(NEVER_JOINED, STUCK_IN_SETUP),
+    in_trials=True,
 )
 
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rollcall.checks.runview import Check, RunView
+from rollcall.checks.runview import Check, EarlyStop, RunView
 from rollcall.evidence.launchers import never_started as find_never_started
+from rollcall.evidence.launchers import stop_reason
 from rollcall.verdict import Blame, Kind, Owner, Problem, RankState
 
 #: A node's launcher never started, or the launchers never met: no rank was spawned to join; nothing the run
@@ -49,6 +50,11 @@ def never_started(run: RunView) -> Iterable[Problem]:
     yield Problem(NEVER_STARTED, found.line(), why, detail=found)
 
 
+def _unstarted(run: RunView, now: float) -> str | None:
+    """Why to end the job now: a node never started its launcher, or the launchers never met."""
+    return stop_reason(run.roll, run.layout.nodes, run.layout.world_size, run.bounds, now)
+
+
 CHECK = Check(
     never_started,
     detects=(
@@ -57,6 +63,14 @@ CHECK = Check(
     ),
     reads="`evidence/launchers.py` (the nodes' monitors' `launcher` lines)",
     kinds=(NEVER_STARTED,),
+    stops=EarlyStop(
+        _unstarted,
+        when=(
+            "at the start skew after T0 (a node never heard from), or twice the join bound after the last "
+            "launcher was heard (the launchers never met)"
+        ),
+    ),
+    in_trials=True,
 )
 
 

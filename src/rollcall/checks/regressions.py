@@ -27,6 +27,7 @@ CHECK = Check(
     detects="a regression against the baseline",
     reads="`evidence/baseline.py`, `evidence/reference.py`",
     kinds=(REGRESSION,),
+    gate_only=True,
 )
 
 

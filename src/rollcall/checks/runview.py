@@ -1,7 +1,11 @@
 """The run as every check sees it: what a backend observed, the criteria, and what follows, derived once.
 
 A check is a named predicate ``RunView -> Iterable[Problem]`` in a module of its own under
-:mod:`rollcall.checks`, which declares it once as a :class:`Check`. :class:`RunView` holds what several
+:mod:`rollcall.checks`, which declares it once as a :class:`Check`: what it detects and reads, its kinds of
+problem, and how it acts on a run beyond the verdict (whether it may end the run early, and when, by an
+:class:`EarlyStop` over the same :class:`RunView`; whether its failure is run again; whether only the
+release gate finds it; whether it judges the trials of ``--isolate``). The runner, the isolation probe and
+the release gate read those declarations, never a list of their own. :class:`RunView` holds what several
 checks share (each rank's node, the ranks whose values are sound, their figures, each node's facts, the
 baseline), each computed at most once per verdict.
 """
@@ -11,7 +15,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
@@ -36,6 +40,8 @@ class RunView:
 
     observed: Observed
     criteria: Criteria
+    #: The check whose early stop ended the job (its name), when one did: the run is judged as it stood then.
+    stopped_by: str | None = None
 
     @property
     def roll(self) -> RollCall:
@@ -189,6 +195,31 @@ class RunView:
 
 #: What the judge runs: a named predicate over the run, the problems it finds.
 Predicate = Callable[[RunView], Iterable[Problem]]
+#: Why to end the job now, or None: over the run as it stands while its job runs (no end known), at ``now``
+#: on the roll call's clock.
+StopReason = Callable[[RunView, float], str | None]
+
+
+@dataclass(frozen=True)
+class EarlyStop:
+    """How a check ends a run before its job does: the same judgement, made while the job runs.
+
+    The runner asks :attr:`reason` about every second over the live run (the roll call as the logs arrive, the
+    layout, the spec's bounds); the first reason of the checks, in the judge's order, ends the job, and the
+    judge then reads the roll call as it stood at that moment, knowing which check stopped it. Where it fires,
+    the check (or, for a stop that covers several checks' problems, one of :attr:`judged_as`) names the
+    problem in the verdict: a stop reads the evidence its check reads, over the same functions of
+    :mod:`rollcall.evidence`, so that it fires only where its check names the problem at that moment
+    (``tests/unit/test_check_actions.py`` holds each stop to it).
+    """
+
+    #: Why to end the job now, or None (a built-in check's calls its ``evidence`` module's ``stop_reason``).
+    reason: StopReason
+    #: When it fires, in the docs' words (``docs/checks.md``).
+    when: str
+    #: The kinds of problem the verdict names where it fired, when more than the check's own (the hang's stop
+    #: ends at a silent rank, or one that never joined, as well as at a hung one).
+    judged_as: tuple[Kind, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -197,7 +228,10 @@ class Check:
 
     The judge runs it (:data:`rollcall.judge.ORDER` says when), the kinds of problem it declares carry their
     rank state and owner, and ``docs/checks.md`` is generated from it (``python -m rollcall.checks
-    --markdown``).
+    --markdown``). How it acts on a run beyond its problems is declared here too, read by the runner (its
+    early stop, whether a failure is retried, the release gate's kinds) and the isolation probe (the trials'
+    checks); the defaults: it never ends a run early, its failure is retried, it is not the release gate's
+    alone and it does not judge a trial.
     """
 
     #: The predicate, named after the check and its module.
@@ -210,11 +244,33 @@ class Check:
     kinds: tuple[Kind, ...] = ()
     #: It needs no job, only the ranks' logs: ``rollcall check-logs`` holds saved logs to it.
     logs_only: bool = False
+    #: It may end the run before its job ends, and when (None: it judges the ended run only).
+    stops: EarlyStop | None = None
+    #: A run it failed may be run again under ``--job-retries``; False where the same job would fail the same
+    #: way (a workload the suite refuses), whatever else failed.
+    retried: bool = True
+    #: Only the release gate finds its problems (a straggler, a slow link, a regression): a run failed by such
+    #: checks alone is not run again, as a retry would hide them.
+    gate_only: bool = False
+    #: It judges the short trials of ``--isolate`` too (rendezvous and bandwidth only, no training).
+    in_trials: bool = False
+    #: What it checks in a trial in place of :attr:`predicate`, where a trial says less than a run.
+    in_trials_as: Predicate | None = None
 
     @property
     def name(self) -> str:
         """The check's name: its predicate's and its module's."""
         return self.predicate.__name__
+
+    @property
+    def stop_kinds(self) -> tuple[Kind, ...]:
+        """The kinds of problem the verdict names where its early stop fired: its own, and those it adds."""
+        extra = self.stops.judged_as if self.stops is not None else ()
+        return (*self.kinds, *(k for k in extra if k not in self.kinds))
+
+    def for_trials(self) -> Check:
+        """The check as it judges a trial of ``--isolate``: :attr:`in_trials_as` in place of its predicate."""
+        return self if self.in_trials_as is None else replace(self, predicate=self.in_trials_as)
 
     def __call__(self, run: RunView) -> Iterable[Problem]:
         """The problems it finds in ``run``."""
@@ -248,4 +304,4 @@ def _bad(value: float | None) -> bool:
     return value is not None and not (math.isfinite(value) and value > 0)
 
 
-__all__ = ["BY_NODE_GROUPS", "Check", "Predicate", "RunView"]
+__all__ = ["BY_NODE_GROUPS", "Check", "EarlyStop", "Predicate", "RunView", "StopReason"]

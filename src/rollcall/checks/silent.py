@@ -46,6 +46,7 @@ CHECK = Check(
     detects="a silent rank: no heartbeat, no progress, its process alive (stopped, frozen, in the kernel)",
     reads="`evidence/silence.py` (the node's monitor's `silent` events)",
     kinds=(SILENT,),
+    in_trials=True,
 )
 
 

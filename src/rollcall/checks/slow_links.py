@@ -39,6 +39,8 @@ CHECK = Check(
     detects="a slow link: a node, pair or world below its bandwidth",
     reads="`evidence/perf.py`",
     kinds=(SLOW_LINK,),
+    gate_only=True,
+    in_trials=True,
 )
 
 

@@ -96,6 +96,7 @@ CHECK = Check(
     detects="a throughput straggler",
     reads="`checks/stragglers.py`",
     kinds=(STRAGGLER,),
+    gate_only=True,
 )
 
 

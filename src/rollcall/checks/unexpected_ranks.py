@@ -28,6 +28,7 @@ CHECK = Check(
     reads="`ranklog/`",
     kinds=(UNEXPECTED_RANK,),
     logs_only=True,
+    in_trials=True,
 )
 
 

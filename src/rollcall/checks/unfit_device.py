@@ -36,6 +36,7 @@ CHECK = Check(
     detects="an unfit device (ECC, row remapping, PCIe, clocks, power, devices lost, memory held by others)",
     reads="`evidence/fitness.py`, `evidence/gpumem.py`",
     kinds=(UNFIT_DEVICE,),
+    gate_only=True,
 )
 
 

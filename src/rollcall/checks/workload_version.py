@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rollcall.checks.runview import Check, RunView
+from rollcall.checks.runview import Check, EarlyStop, RunView
 from rollcall.evidence import versions
 from rollcall.verdict import Blame, Kind, Owner, Problem, RankState
 
@@ -24,11 +24,19 @@ def workload_version(run: RunView) -> Iterable[Problem]:
         yield Problem(WORKLOAD_VERSION, mismatch.message, dict.fromkeys(mismatch.ranks, why), mismatch)
 
 
+def _refused(run: RunView, now: float) -> str | None:
+    """Why to end the job at a rank's start: the suite refuses its workload (it would only fail later)."""
+    return versions.stop_reason(run.reports)
+
+
 CHECK = Check(
     workload_version,
     detects="a workload older than the suite, or another contract",
     reads="`evidence/versions.py`",
     kinds=(WORKLOAD_VERSION,),
+    stops=EarlyStop(_refused, when="at the `start` of a rank whose workload the suite refuses"),
+    retried=False,
+    in_trials=True,
 )
 
 

@@ -9,34 +9,26 @@ reads, so a fault injected by node index follows its node), with the workload's 
 rendezvous and the bandwidth phase, no training. Where the deciding run's ranks said which machine each node
 ran on (``start``'s ``node``, the Kubernetes or Slurm node), a trial is pinned to its nodes' machines
 (:attr:`~rollcall.jobspec.JobSpec.machines`); the local backend's simulated nodes have none. Each trial is
-judged once, against the session's criteria, by the checks that apply to a run without training
-(:data:`TRIAL_CHECKS`). :func:`with_isolation` adds what the search found to the deciding verdict as one
-``ISOLATED`` problem naming the suspects' ranks, with every trial's evidence; the trials are in
-``results.json``'s ``isolation``.
+judged once, against the session's criteria, by the checks that declare they judge a run without training
+(:data:`TRIAL_CHECKS`: ``in_trials``, each in the judge's order, in its trial form where it has one), and
+ends early where one of their early stops says so, as any run. :func:`with_isolation` adds what the search
+found to the deciding verdict as one ``ISOLATED`` problem naming the suspects' ranks, with every trial's
+evidence; the trials are in ``results.json``'s ``isolation``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from rollcall.backends import Backend, JobState
-from rollcall.checks.busbw_floors import busbw_floors
-from rollcall.checks.efa import efa
-from rollcall.checks.errors import errors
-from rollcall.checks.exited_nonzero import exited_nonzero
-from rollcall.checks.hangs import WAITING, hangs
-from rollcall.checks.job_state import job_state
-from rollcall.checks.layout import layout
-from rollcall.checks.missing_events import MISSING_EVENT
-from rollcall.checks.runview import Predicate, RunView
-from rollcall.checks.slow_links import SLOW_LINK, slow_links
-from rollcall.checks.unexpected_ranks import unexpected_ranks
+from rollcall.checks import SLOW_LINK, WAITING
 from rollcall.evidence.floors import size_label
 from rollcall.isolation.bisect import Isolation, Trial, bisect
 from rollcall.jobspec import JobSpec
+from rollcall.judge import CHECKS, Check
 from rollcall.ranges import ranges
 from rollcall.runner import Attempt, run_once
 from rollcall.verdict import Blame, Criteria, Kind, Owner, Problem, RankState, Verdict
@@ -53,33 +45,9 @@ EVIDENCE_CHARS = 300
 ISOLATED = Kind("isolated", RankState.SLOW, Blame(Owner.CLUSTER, "the node(s) failing alone"))
 
 
-def completed(run: RunView) -> Iterable[Problem]:
-    """Every rank of a trial must say ``complete`` (a trial trains nothing: no epoch time, no throughput)."""
-    missing = [
-        r for r in range(run.layout.world_size) if not (run.reports.get(r) and run.reports[r].complete)
-    ]
-    if missing:
-        yield Problem(
-            MISSING_EVENT,
-            f"complete missing on {len(missing)} rank(s): {run.by_node(missing)}",
-            {r: "no complete" for r in missing},
-            detail="complete",
-        )
-
-
-#: The checks a trial is judged by: the run's end and its bandwidth, no training.
-TRIAL_CHECKS: tuple[Predicate, ...] = (
-    hangs,
-    errors,
-    exited_nonzero,
-    job_state,
-    efa,
-    completed,
-    unexpected_ranks,
-    layout,
-    slow_links,
-    busbw_floors,
-)
+#: The checks a trial is judged by, as each declares (``in_trials``): how it started and ended, its ranks'
+#: errors, its bandwidth, no training; each in its trial form (``missing_events`` asks only ``complete``).
+TRIAL_CHECKS: tuple[Check, ...] = tuple(c.for_trials() for c in CHECKS if c.in_trials)
 
 
 #: Problems whose ranks are victims of another's fault, never its cause: ranks waiting in a collective or at
@@ -250,7 +218,6 @@ __all__ = [
     "TRIAL_TIMEOUT_S",
     "VICTIMS",
     "IsolationReport",
-    "completed",
     "isolate",
     "machines_of",
     "named_nodes",

@@ -40,7 +40,7 @@ from urllib.parse import quote
 
 from markupsafe import Markup, escape
 
-from rollcall.checks.interrupted import INTERRUPTED
+from rollcall.checks import INTERRUPTED
 from rollcall.collect import REPORT_FILE, safe_name, write_whole
 from rollcall.evidence.baseline import MEASURES
 from rollcall.evidence.drift import DRIFT_KEYS, Drift

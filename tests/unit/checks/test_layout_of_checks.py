@@ -2,7 +2,7 @@
 
 For each name of :data:`rollcall.judge.ORDER`: ``rollcall.checks.<name>`` declares the check once (its
 ``CHECK``, a :class:`~rollcall.checks.runview.Check`) over the one public predicate of that module, named
-after it; ``tests/unit/checks/test_<name>.py`` imports the predicate from there and calls it. No module of
+after it (and the predicate it judges a trial by, where it declares one); ``tests/unit/checks/test_<name>.py`` imports the predicate from there and calls it. No module of
 ``rollcall.checks`` but :mod:`~rollcall.checks.runview`, :mod:`~rollcall.checks.blame` and the docs'
 generator (``__main__``) lacks a check. Every kind of problem is declared once, by one check or as one of the
 kinds no check raises; ``docs/checks.md`` is what the declarations say.
@@ -70,8 +70,10 @@ def test_each_check_is_declared_by_the_module_named_after_it_over_its_one_public
             and getattr(obj, "__module__", None) == module.__name__
             and _is_predicate(obj)
         )
-        if predicates != [check.name]:
-            offenders.append(f"{module.__name__}: public predicates {predicates}, expected [{check.name!r}]")
+        trial = check.in_trials_as
+        expected = sorted([check.name, *([trial.__name__] if trial is not None else [])])
+        if predicates != expected:
+            offenders.append(f"{module.__name__}: public predicates {predicates}, expected {expected}")
         if not check.detects or not check.reads:
             offenders.append(f"{module.__name__}: CHECK says neither what it detects nor what it reads")
     assert offenders == [], "\n".join(offenders)

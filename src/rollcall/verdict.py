@@ -125,10 +125,7 @@ class Owner(enum.Enum):
 
     @property
     def words(self) -> str:
-        """How a report says it: ``the cluster's``, ``the workload's (rollcall's own)`` ...
-
-        Each begins with the owner's one name (:attr:`value`), as results.json and the metrics write it.
-        """
+        """How people read it, with its one name (:attr:`value`): ``the workload's (rollcall's own)`` ..."""
         return _WORDS[self]
 
 

@@ -26,7 +26,7 @@ import pytest
 
 from rollcall.backends import JobState
 from rollcall.backends.local import LocalBackend
-from rollcall.checks.hangs import HUNG, WAITING
+from rollcall.checks.hangs import GLOO_ANALYSIS, HUNG, WAITING
 from rollcall.jobspec import JobSpec
 from rollcall.runner import run_once
 from tests.local.e2e import COMPACT
@@ -72,7 +72,7 @@ def _analysis(message):
 
     Each finding: (sequence number, group, the ranks it names: the missing ones, or the culprits).
     """
-    (command,) = re.findall(r"torch's analysis of the whole dumps: (python -m \S+ .*)$", message)
+    (command,) = re.findall(r"torch's analysis of the whole dumps(?: \(.*?\))?: (python -m \S+ .*)$", message)
     argv = shlex.split(command)
     assert argv[:3] == ["python", "-m", "torch.distributed.flight_recorder.fr_trace"], command
     plain = subprocess.run([sys.executable, *argv[1:]], capture_output=True, text=True, timeout=120)
@@ -131,7 +131,7 @@ def test_a_rank_that_skipped_a_collective_under_ddp_is_named_from_the_records_no
     whole = pickle.loads(Path(records[1]["file"]).read_bytes())  # PyTorch's own dump, whole
     assert any(e["collective_seq_id"] == int(m[2]) for e in whole["entries"])
     assert hung.message.endswith(
-        f"; torch's analysis of the whole dumps: python -m torch.distributed.flight_recorder.fr_trace "
+        f"; torch's analysis of the whole dumps{GLOO_ANALYSIS}: python -m torch.distributed.flight_recorder.fr_trace "
         f"{tmp_path} --prefix stall-1-rank-"
     ), hung.message
     assert _analysis(hung.message)[0] == (int(m[2]), "0:default_pg", {1})  # rank 1 entered another op there

@@ -37,6 +37,17 @@ WAITING = Kind(
 )
 
 
+#: What torch's own analyser reads of gloo's dumps: PyTorch 2.11's ``fr_trace`` refuses their entries
+#: (``name formatting error? gloo != 'nccl' or 'xccl'``), so a gloo run's command says so beside it.
+GLOO_ANALYSIS = " (PyTorch 2.11's fr_trace reads NCCL's and XCCL's dumps; a newer one is needed for gloo's)"
+
+
+def _reads(run: RunView) -> str:
+    """What torch's analyser reads of this run's dumps: a note where the ranks ran gloo (on the CPU)."""
+    devices = [str((rep.start or {}).get("device") or "") for rep in run.reports.values()]
+    return GLOO_ANALYSIS if any(d.startswith("cpu") for d in devices) else ""
+
+
 def hangs(run: RunView) -> Iterable[Problem]:
     """No rank may stay stalled: each hung one named with where it stopped, the waiting ones in one line.
 
@@ -55,7 +66,7 @@ def hangs(run: RunView) -> Iterable[Problem]:
     parted = stuck(run.reports, run.layout.world_size, found, quiet)
     named = {c.rank: (at, c) for at in parted for c in at.culprits}
     whole = dumps(run.reports, run.layout.world_size) if parted else None
-    analysis = f"; torch's analysis of the whole dumps: {whole.command()}" if whole else ""
+    analysis = f"; torch's analysis of the whole dumps{_reads(run)}: {whole.command()}" if whole else ""
     # waiting by its stack, or in backward (computing or waiting): the records tell the story
     recorded = [s for s in (*hung, *waiting) if s.rank in named and (s.waiting or s.ambiguous)]
     hung = sorted({s.rank: s for s in (*hung, *recorded)}.values(), key=lambda s: s.rank)

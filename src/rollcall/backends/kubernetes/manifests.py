@@ -240,7 +240,34 @@ def _tolerating(tolerations: list[Obj], extra: Sequence[Toleration]) -> list[Obj
 
 
 def render(spec: JobSpec, names: Names, *, extras: PodExtras | None = None) -> Rendered:
-    """The run's objects for ``spec``, validated offline; EFA is on when ``spec.resources`` asks for it."""
+    """The run's objects for ``spec``, validated offline; EFA is on when ``spec.resources`` asks for it.
+
+    Its namespace (where it owns one), its headless Service (a JobSet makes its own), the Indexed Job
+    (:func:`_job`) whose pods train (:func:`_train`), and the Secret their secret variables come from.
+    """
+    _check_names(spec, names)
+    labels = {MANAGED_BY_LABEL: MANAGED_BY, RUN_ID_LABEL: names.run_id}
+    namespace = _namespace(spec, names, labels) if names.own_namespace else None
+    service = _service(spec, names, labels) if names.jobset is None else None
+    job = _job(spec, names, labels, extras or PodExtras())
+    secret = _train(job["spec"]["template"]["spec"], spec, names, labels)
+    models = ((namespace, client.V1Namespace), (secret, client.V1Secret), (service, client.V1Service))
+    for obj, model in (*models, (job, client.V1Job)):
+        if obj is None:
+            continue
+        problems = validate(obj, model)
+        if problems:
+            raise ManifestError(
+                f"{obj['kind']} {obj['metadata']['name']} does not match the Kubernetes schema:\n  "
+                + "\n  ".join(problems)
+            )
+    if names.jobset is not None:
+        return Rendered(namespace, None, job, _jobset(job, names, labels), secret, spec.secrets)
+    return Rendered(namespace, service, job, secret=secret, sources=spec.secrets)
+
+
+def _check_names(spec: JobSpec, names: Names) -> None:
+    """A ManifestError where ``spec`` has no image or a name of ``names`` is no DNS label."""
     if not spec.image:
         raise ManifestError("the kubernetes backend needs --image (the training image)")
     if not _NAMESPACE.match(names.namespace):
@@ -248,24 +275,30 @@ def render(spec: JobSpec, names: Names, *, extras: PodExtras | None = None) -> R
     for what, value in (("job", names.job), ("service", names.service)):
         if not _DNS_LABEL.match(value):
             raise ManifestError(f"{what} name {value!r} is not a DNS label")
-    labels = {MANAGED_BY_LABEL: MANAGED_BY, RUN_ID_LABEL: names.run_id}
 
-    namespace = None
-    if names.own_namespace:
-        namespace = load("namespace.yaml")
-        namespace["metadata"]["name"] = names.namespace
-        namespace["metadata"]["labels"].update(labels)
-        namespace["metadata"]["annotations"] = {JOB_LABEL: names.run}
-        _pod_security(namespace, spec)
 
-    service = None
-    if names.jobset is None:  # a JobSet makes its own
-        service = load("service.yaml")
-        service["metadata"].update(name=names.service, namespace=names.namespace)
-        service["metadata"]["labels"].update(labels)
-        service["spec"]["selector"] = {JOB_LABEL: names.job}
-        service["spec"]["ports"][0].update(port=spec.master_port, targetPort=spec.master_port)
+def _namespace(spec: JobSpec, names: Names, labels: Mapping[str, str]) -> Obj:
+    """The run's own namespace, labelled as its run's, at the Pod Security level its pods need."""
+    namespace = load("namespace.yaml")
+    namespace["metadata"]["name"] = names.namespace
+    namespace["metadata"]["labels"].update(labels)
+    namespace["metadata"]["annotations"] = {JOB_LABEL: names.run}
+    _pod_security(namespace, spec)
+    return namespace
 
+
+def _service(spec: JobSpec, names: Names, labels: Mapping[str, str]) -> Obj:
+    """The headless Service naming each pod of the Job (``<job>-<index>.<service>``), on the master port."""
+    service = load("service.yaml")
+    service["metadata"].update(name=names.service, namespace=names.namespace)
+    service["metadata"]["labels"].update(labels)
+    service["spec"]["selector"] = {JOB_LABEL: names.job}
+    service["spec"]["ports"][0].update(port=spec.master_port, targetPort=spec.master_port)
+    return service
+
+
+def _job(spec: JobSpec, names: Names, labels: Mapping[str, str], extras: PodExtras) -> Obj:
+    """The Indexed Job: one pod per node, each on a node of its own, placed and scheduled as ``spec`` asks."""
     job = load("job.yaml")
     job["metadata"].update(name=names.job, namespace=names.namespace)
     job["metadata"]["labels"].update(labels)
@@ -275,7 +308,6 @@ def render(spec: JobSpec, names: Names, *, extras: PodExtras | None = None) -> R
         activeDeadlineSeconds=max(1, math.ceil(spec.job_timeout_s)),
     )
     template = job["spec"]["template"]
-    extras = extras or PodExtras()
     template["metadata"]["labels"].update({**extras.labels, **labels, JOB_LABEL: names.job})
     if extras.annotations:
         template["metadata"]["annotations"] = {
@@ -301,7 +333,14 @@ def render(spec: JobSpec, names: Names, *, extras: PodExtras | None = None) -> R
             "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}
         }
     _schedule(job, spec.scheduling)
+    return job
 
+
+def _train(pod: Obj, spec: JobSpec, names: Names, labels: Mapping[str, str]) -> Obj | None:
+    """The pod's training container (its image, torchrun, environment, caches, port, devices) and monitor.
+
+    Returns the run's Secret where a variable is secret: the container names where each value is, never it.
+    """
     container = pod["containers"][0]
     container["image"] = spec.image
     container["command"] = spec.torchrun_command(  # behind the launch faults' wrapper, which becomes it
@@ -338,20 +377,7 @@ def render(spec: JobSpec, names: Names, *, extras: PodExtras | None = None) -> R
     requests = {**spec.requests, **devices}
     limits = {**spec.limits, **devices}
     container["resources"] = {k: v for k, v in (("requests", requests), ("limits", limits)) if v}
-
-    models = ((namespace, client.V1Namespace), (secret, client.V1Secret), (service, client.V1Service))
-    for obj, model in (*models, (job, client.V1Job)):
-        if obj is None:
-            continue
-        problems = validate(obj, model)
-        if problems:
-            raise ManifestError(
-                f"{obj['kind']} {obj['metadata']['name']} does not match the Kubernetes schema:\n  "
-                + "\n  ".join(problems)
-            )
-    if names.jobset is not None:
-        return Rendered(namespace, None, job, _jobset(job, names, labels), secret, spec.secrets)
-    return Rendered(namespace, service, job, secret=secret, sources=spec.secrets)
+    return secret
 
 
 def _secret(names: Names, labels: Mapping[str, str], values: Mapping[str, str]) -> Obj:

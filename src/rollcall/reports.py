@@ -83,6 +83,12 @@ class TestRecord:
             "rank_states": {
                 str(r): res.state.value for r, res in sorted(verdict.ranks.items()) if res.problems
             },
+            # Each such rank's cause: the kind of the problem that puts it there and whose it is.
+            "rank_causes": {
+                str(r): dict(zip(("kind", "owner"), rank_cause(res), strict=True))
+                for r, res in sorted(verdict.ranks.items())
+                if res.problems
+            },
             "ranks_stalled": verdict.stalled,
             "problems": verdict.problems,
             "findings": [p.as_dict() for p in verdict.findings],
@@ -222,6 +228,7 @@ def write_rank_junit(path: Path, records: Sequence[TestRecord]) -> None:
                 classname=f"rollcall.{test}.{nodes.get(result.node, f'node-{result.node}')}",
                 elapsed_sec=result.wall_s or 0.0,
                 stdout=_rank_stdout(result, on_gpu.get(rank, ())),
+                status=result.state.value,
             )
             if result.problems:
                 notes = printable(
@@ -271,13 +278,28 @@ def _node_names(verdict: Verdict) -> dict[int, str]:
     return names if len(set(names.values())) == len(names) == verdict.layout.nodes else {}
 
 
+def rank_cause(result: RankResult) -> tuple[str, str]:
+    """The kind of the problem that puts a rank in its state, and whose it is (``""`` each without one).
+
+    Its first problem that follows from no other (a cause, before its waiting or its missing events), else its
+    first; the owner is the problem's :class:`~rollcall.verdict.Owner` value (``""`` where it has no blame).
+    """
+    problems = result.problems
+    cause = next((p for p in problems if not p.follows), problems[0] if problems else None)
+    if cause is None:
+        return "", ""
+    return cause.kind.value, cause.blame.owner.value if cause.blame is not None else ""
+
+
 def _rank_stdout(result: RankResult, gpu_events: Iterable[GpuEventSeen] = ()) -> str | None:
-    said = [f"gpu event: {s}" for s in gpu_events]
+    """Its state and cause (where it has one), its figures (where it was heard), then its GPU's events."""
+    kind, owner = rank_cause(result)
     figures = [f"throughput={result.throughput} samples/s"] if result.throughput is not None else []
     figures += [f"epoch_time={result.epoch_time} s"] if result.epoch_time is not None else []
-    if not result.pods:
-        return "\n".join(said) or None
-    return "\n".join([" ".join(figures), *said]) if figures else "\n".join(said) or None
+    said = [f"state={result.state.value} cause={kind} owner={owner}"] if kind else []
+    said += [" ".join(figures)] if figures and result.pods else []
+    said += [f"gpu event: {s}" for s in gpu_events]
+    return "\n".join(said) or None
 
 
 #: The summary table's verdict of each outcome.

@@ -75,20 +75,19 @@ class RankState(enum.Enum):
     """What one rank did, in one word (``report.html`` colours a rank by it)."""
 
     OK = "ok"
-    MISSING = "missing"  # missed an event, reported an error or an invalid value
+    MISSING = "missing"  # never reported an event, or reported an invalid value; said no error of its own
+    RAISED = "raised"  # reported an error (its own, or an echo of another rank's) and never answered
     STRAGGLER = "straggler"  # answered, but below --straggler-ratio of the median throughput or compute time
     SLOW = "slow"  # answered, but below --min-throughput, on a slow link (or failed another check naming it)
     FAILED = "failed"  # answered the roll call, then exited non-zero or was killed by a signal
     WRONG = "wrong"  # answered, but trained wrongly: a diverged replica, wrong all-reduce data, a failed loss
     HUNG = "hung"  # stalled past its --hang-after outside any collective: it holds the others up
     WAITING = "waiting"  # stalled inside a collective or barrier, waiting for another rank (a victim)
-    SILENT = (
-        "silent"  # its heartbeat and progress stopped while its process still existed (named from outside)
-    )
+    SILENT = "silent"  # heartbeat and progress stopped while its process still existed (seen from outside)
 
     @property
     def answered(self) -> bool:
-        """Whether a rank in this state answered the roll call (not missing, hung, waiting or silent)."""
+        """Whether a rank in this state answered the roll call (missing, raised, hung, waiting, silent)."""
         return self not in UNANSWERED
 
     @property
@@ -98,21 +97,12 @@ class RankState(enum.Enum):
 
 
 #: A rank's state is its problems' worst: a stalled rank is missing events too, and shows as what stalled it.
-_SEVERITY = {
-    RankState.OK: 0,
-    RankState.SLOW: 1,
-    RankState.STRAGGLER: 2,
-    RankState.FAILED: 3,
-    RankState.MISSING: 4,
-    RankState.WAITING: 5,
-    RankState.HUNG: 6,
-    RankState.SILENT: 7,
-    RankState.WRONG: 8,
-}
+_WORSE = ("ok", "slow", "straggler", "failed", "missing", "raised", "waiting", "hung", "silent", "wrong")
+_SEVERITY = {RankState(value): n for n, value in enumerate(_WORSE)}
 #: The states of a rank stalled while others waited or went on: each has its own tile and its own count.
 STALLED = (RankState.HUNG, RankState.WAITING, RankState.SILENT)
 #: The states of a rank that did not answer the roll call.
-UNANSWERED = frozenset({RankState.MISSING, RankState.WAITING, RankState.HUNG, RankState.SILENT})
+UNANSWERED = frozenset({*STALLED, RankState.MISSING, RankState.RAISED})
 
 
 class Owner(enum.Enum):
@@ -331,8 +321,11 @@ class RankResult:
 
     @property
     def state(self) -> RankState:
-        """The worst state any of its problems puts it in; ``OK`` without problems."""
-        return max((p.kind.rank_state for p in self.problems), key=lambda s: s.severity, default=RankState.OK)
+        """Its problems' worst state (``OK`` without); ``RAISED``, not ``MISSING``, if it said an error."""
+        worst = max(
+            (p.kind.rank_state for p in self.problems), key=_SEVERITY.__getitem__, default=RankState.OK
+        )
+        return RankState.RAISED if worst is RankState.MISSING and "error" in self.reported else worst
 
     @property
     def notes(self) -> list[str]:

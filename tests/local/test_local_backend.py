@@ -98,7 +98,7 @@ def test_a_crashing_rank_fails_the_job_fast_naming_rank_and_node(tmp_path, lefto
     record = reports.TestRecord("tests/local/t.py::test_crash", RunResult("local", [attempt]), "cpu")
     page = render([record], {"backend": "local"}, tmp_path)
     assert '<svg class="timeline" data-folded="false"' in page
-    assert 'data-row="1" data-node="1" data-ranks="1" data-state="missing" data-role="root"' in page
+    assert 'data-row="1" data-node="1" data-ranks="1" data-state="raised" data-role="root"' in page
     assert "node 1 · rank 1 stderr" in page and ">node 0 · ranks 0 (node-0.log)<" in page
     assert "[log node-1, " in message and "pod" not in message  # a node's processes, not pods
     assert leftovers() == {}

@@ -353,7 +353,7 @@ def test_a_failed_run_has_a_timeline_with_its_error_and_the_root_cause_marked(tm
     assert roles == {0: "", 1: "root", 2: "echo", 3: "echo"}
     assert [r["data-role"] for r in timeline_rows(doc)] == ["", "root", "", ""]
     cell = next(a for tag, a in doc.tags if a.get("data-rank") == "1" and "data-role" in a)
-    assert cell["class"] == "rank missing named root" and cell["title"].startswith(
+    assert cell["class"] == "rank raised named root" and cell["title"].startswith(
         "rank 1 (node 0): the root cause"
     )
 
@@ -444,7 +444,7 @@ def test_the_root_cause_its_echo_and_a_rank_that_exited_nonzero_are_three_differ
     doc = Elements(text)
     cells = {int(a["data-rank"]): a for tag, a in doc.tags if "data-role" in a and "data-rank" in a}
     seen = {r: (c["data-state"], c["data-role"]) for r, c in cells.items()}
-    assert seen == {0: ("ok", ""), 1: ("missing", "root"), 2: ("missing", "echo"), 3: ("failed", "")}
+    assert seen == {0: ("ok", ""), 1: ("raised", "root"), 2: ("raised", "echo"), 3: ("failed", "")}
     assert "exited with code 1 after answering the roll call" in cells[3]["title"]
     ended = [t for t in timeline_ticks(doc) if t["data-event"] == "ended"]
     assert len(ended) == 1  # the moment rank 3's process ended, on its own row

@@ -25,7 +25,7 @@ def test_the_state_is_the_worst_kind_naming_the_rank():
     text = node_log(0, 1, 4, tp={1: 10.0, 2: 10.0}) + event("error", 2, 4, message="boom") + "\n"
     v = judge(Observed(roll_of(text), Layout(1, 4)), Criteria(min_throughput=20, straggler_ratio=0.5))
     states = {r: res.state for r, res in v.ranks.items()}
-    assert states == {0: RankState.OK, 1: RankState.STRAGGLER, 2: RankState.MISSING, 3: RankState.OK}
+    assert states == {0: RankState.OK, 1: RankState.STRAGGLER, 2: RankState.RAISED, 3: RankState.OK}
     assert [p.kind for p in v.ranks[1].problems] == [MIN_THROUGHPUT, STRAGGLER]
     assert v.ranks[2].notes == [
         "error: boom",

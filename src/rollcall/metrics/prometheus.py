@@ -11,9 +11,9 @@ backend's nodes share one host and tonight's node 1 is not tomorrow's):
     ``rollcall_rank_throughput_samples_per_second``, ``rollcall_rank_step_compute_seconds`` (``quantile``
     0.5 and 0.9, compute per step without communication), ``rollcall_rank_epoch_seconds``,
     ``rollcall_rank_event_reported`` (``event``: 1 when the rank said it), ``rollcall_rank_answered``, and
-    ``rollcall_rank_state`` (1, with ``state``: ok, hung, waiting, silent, missing, failed, ...; ``kind``:
-    the kind of the problem that puts it there, a cause before one that follows from another, empty when
-    ok; ``owner``: cluster, platform, rollcall, workload or undetermined).
+    ``rollcall_rank_state`` (1, with ``state``: ok, hung, waiting, silent, raised, missing, failed, ...;
+    ``kind``: the kind of the problem that puts it there, a cause before one that follows from another, empty
+    when ok; ``owner``: cluster, platform, workload or undetermined).
 Per node (labels ``test``, ``node``, ``Hostname``):
     ``rollcall_node_state`` (1, with ``state``: the worst of its ranks'),
     ``rollcall_node_allreduce_busbw_bytes_per_second``, and ``rollcall_gpu_events_total`` (also ``gpu``, its
@@ -51,7 +51,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from rollcall.evidence.baseline import ConfigKey
-from rollcall.reports import TestRecord
+from rollcall.reports import TestRecord, rank_cause
 from rollcall.runner import RunOutcome
 from rollcall.verdict import RankState
 from rollcall_workload.contract import REQUIRED_EVENTS
@@ -182,11 +182,7 @@ class _Families:
             for event in REQUIRED_EVENTS:
                 self.event.add_metric([*labels, event], float(event in r.reported))
             self.answered.add_metric(labels, float(r.answered))
-            cause = next((p for p in r.problems if not p.follows), r.problems[0] if r.problems else None)
-            owner = cause.blame.owner.value if cause is not None and cause.blame is not None else ""
-            self.rank_state.add_metric(
-                [*labels, r.state.value, cause.kind.value if cause else "", owner], 1.0
-            )
+            self.rank_state.add_metric([*labels, r.state.value, *rank_cause(r)], 1.0)
             if r.node not in worst or r.state.severity > worst[r.node].severity:
                 worst[r.node] = r.state
         for n, state in sorted(worst.items()):

@@ -51,7 +51,7 @@ from rollcall.page import template
 from rollcall.page.plot import Plot, hline
 from rollcall.page.timeline import rank_roles, timeline
 from rollcall.ranges import counted, ranges
-from rollcall.reports import number
+from rollcall.reports import number, rank_cause
 from rollcall.runner import PASSED_AFTER_DISRUPTION
 from rollcall.verdict import RankState
 
@@ -304,6 +304,7 @@ def _grid(
                 {
                     "rank": rank,
                     "state": states[rank],
+                    "owner": rank_cause(result)[1],
                     "kinds": " ".join(kinds),
                     "role": role,
                     "title": f"rank {rank} (node {node}): "
@@ -335,7 +336,8 @@ def _tile(cell: Mapping[str, Any], node: int) -> Markup:
     )
     attrs = (
         f'class="{e(classes)}" data-rank="{e(cell["rank"])}" data-node="{e(node)}" '
-        f'data-state="{e(cell["state"])}" data-kinds="{e(cell["kinds"])}" data-role="{e(cell["role"])}" '
+        f'data-state="{e(cell["state"])}" data-owner="{e(cell["owner"])}" data-kinds="{e(cell["kinds"])}" '
+        f'data-role="{e(cell["role"])}" '
         f'title="{e(cell["title"])}"'
     )
     if cell["href"]:

@@ -380,6 +380,12 @@ ERROR_RULES: tuple[Rule, ...] = (
         Said("ImportError", "libcudart.so.12: cannot open shared object file: No such file or directory",
              "CPython 3 (dlopen's message)"),
     )),
+    Rule(r"another user could plant files there", CLUSTER,
+         "a directory on the node another user made or may write (a shared host's), refused by the rank", (
+        Said("UnsafePathError", "Permission denied: /tmp/rollcall-monitor-17/node-1-monitor is not the job "
+             "user's (uid 65534): another user could plant files there; remove it, or run where no other "
+             "user made it", "rollcall_workload.safefs"),
+    )),
     Rule(r"No space left on device|Read-only file system|Permission denied", PLATFORM,
          "the pod's file system", (
         Said("OSError", "[Errno 28] No space left on device", "CPython 3 (errno)"),

@@ -130,12 +130,26 @@ class TestRecord:
         }
 
 
-def junit_properties(record: TestRecord) -> list[tuple[str, object]]:
-    """Properties for pytest's own junit report.
+def junit_properties(record: TestRecord) -> list[tuple[str, str]]:
+    """Properties for pytest's own junit report, each value a string (:func:`property_value`).
 
     Read from the record, not :meth:`TestRecord.as_dict`: that waits for the clean-up's confirmation, which
-    the session's end reads instead.
+    the session's end reads instead. An unknown (a figure never measured) is left out, not written ``None``.
     """
+    said = ((name, property_value(value)) for name, value in _properties(record))
+    return [(name, text) for name, text in said if text is not None]
+
+
+def property_value(value: object) -> str | None:
+    """A report's text of a value: ``true``/``false`` for a boolean, None (leave it out) for an unknown."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _properties(record: TestRecord) -> list[tuple[str, object]]:
     last = record.result.last
     tp = last.verdict.throughput.as_dict()
     props: list[tuple[str, object]] = [

@@ -314,7 +314,7 @@ def test_results_json_the_page_and_junit_carry_each_nodes_facts_and_unfit_nodes_
     assert (
         props["node_1_driver"] == "580.159.04"
         and props["unfit_nodes"] == "n1"
-        and props["unfit_devices"] == 1
+        and props["unfit_devices"] == "1"
     )
     page = htmlreport.render([record], {"backend": "local"}, tmp_path)
     assert "<h3>Node facts</h3>" in page and "580.159.04" in page and ">unfit<" in page

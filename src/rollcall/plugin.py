@@ -18,13 +18,14 @@ Bad input is a usage error (exit 4, no traceback) wherever it is found: the opti
 configure time, the markers at collection, the cluster (``Suite.prepare``) once collection shows that a
 test runs a job (on the xdist controller: at session start), and what only a running test can find (a
 ``--namespace`` that does not exist, an override) through :func:`_usage_errors`.
-Deadline: each test that uses ``rollcall`` (or is marked ``rollcall``) gets a pytest-timeout of its own,
-derived from its deadlines (:func:`rollcall.suite.deadline_of`: per attempt ``--capacity-timeout`` + the job
+Deadline: one source (:func:`rollcall.suite.deadline_of`) decides what ends each test that uses ``rollcall``
+(or is marked ``rollcall``): its own deadline (per attempt ``--capacity-timeout`` on Kubernetes only + the job
 timeout of its final job spec, its ``job_timeout_s`` over ``--job-timeout`` + a clean-up margin; re-armed
-when the ``rollcall`` call's own ``job_timeout_s`` is longer), unless the user set a timeout (``--timeout``,
-``PYTEST_TIMEOUT``, the ``timeout`` ini option, or a ``timeout`` marker). It fires through SIGALRM in the
-test's own thread, so a wedged watch or API call ends the test and the run's clean-up (``finally``) still
-runs; the failure says which deadline fired. The header states the run's real deadline.
+when the ``rollcall`` call's own ``job_timeout_s`` is longer), or a timeout the user gave (``--timeout``,
+``PYTEST_TIMEOUT``, the test's own ``timeout`` marker) where that is shorter. An ini ``timeout`` (the suite's
+own unit tests') never applies to a roll call. That one value is the test's only pytest-timeout, armed
+through SIGALRM in the test's own thread, so a wedged watch or API call ends the test and the run's clean-up
+(``finally``) still runs; the failure says what fired, and the header says the same value.
 """
 
 from __future__ import annotations
@@ -42,7 +43,6 @@ import pytest
 
 from rollcall.live.terminal import LiveLine, terminal_writer
 from rollcall.options import GROUPS, OPTIONS, OptionError, former_flags, resolve
-from rollcall.options.values import format_duration
 
 if TYPE_CHECKING:
     from rollcall.reports import TestRecord
@@ -53,18 +53,24 @@ _NOTES = pytest.StashKey[list[str]]()
 _DEADLINE = pytest.StashKey["Deadline"]()
 
 
-def _user_timeout(config: pytest.Config) -> tuple[float, str] | None:
-    """The pytest-timeout the user set for every test (option, environment or ini file), and where."""
+def _user_timeout(config: pytest.Config, item: pytest.Item | None = None) -> tuple[float, str] | None:
+    """The timeout the user gave (``--timeout``, ``PYTEST_TIMEOUT``, ``item``'s own marker), and where.
+
+    The ini ``timeout`` is not read: it is the suite's own unit tests', never a roll call's. A marker's
+    or a value's 0 (pytest-timeout's "none") gives none.
+    """
+    marker = item.get_closest_marker("timeout") if item is not None else None
     for value, where in (
+        (marker.args[0] if marker and marker.args else None, "the test's timeout marker"),
         (config.getoption("timeout", None), "--timeout"),
         (os.environ.get("PYTEST_TIMEOUT", "").strip(), "PYTEST_TIMEOUT"),
-        (_ini(config, "timeout"), "ini timeout"),
     ):
         if value not in (None, ""):
             try:
-                return float(value), where
+                seconds = float(value)
             except ValueError:  # pytest-timeout refuses it itself
                 return None
+            return (seconds, where) if seconds > 0 else None
     return None
 
 
@@ -83,68 +89,67 @@ def _marked(item: pytest.Item) -> dict[str, Any]:
     return marked
 
 
+def _arm(item: pytest.Item, deadline: Deadline) -> str:
+    """Make ``deadline.ends_at`` the test's one pytest-timeout: a marker of its own outranks every other.
+
+    Its method (returned) is the test's own timeout marker's, else ``signal`` (in the test's own thread).
+    """
+    marker = item.get_closest_marker("timeout")
+    method = (marker.kwargs.get("method") if marker else None) or (
+        "signal" if hasattr(signal, "SIGALRM") else "thread"
+    )
+    item.add_marker(pytest.mark.timeout(deadline.ends_at, method=method), append=False)
+    item.stash[_DEADLINE] = deadline
+    return str(method)
+
+
 def _give_deadlines(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Give each roll-call test its own pytest-timeout (see the module docstring), unless the user set one."""
+    """Arm each roll-call test at what ends it (see the module docstring)."""
     suite = config.stash.get(_SUITE, None)
-    if suite is None or not config.pluginmanager.hasplugin("timeout") or _user_timeout(config):
+    if suite is None or not config.pluginmanager.hasplugin("timeout"):
         return
     from rollcall.suite import deadline_of
 
-    method = "signal" if hasattr(signal, "SIGALRM") else "thread"
     for item in items:
         uses = {"rollcall", "rollcall_suite"} & set(getattr(item, "fixturenames", ()))
-        if not (uses or item.get_closest_marker("rollcall")) or item.get_closest_marker("timeout"):
-            continue
-        deadline = deadline_of(suite.options, _marked(item))
-        item.add_marker(pytest.mark.timeout(deadline.seconds, method=method))
-        item.stash[_DEADLINE] = deadline
+        if uses or item.get_closest_marker("rollcall"):
+            given = _user_timeout(config, item)
+            _arm(item, deadline_of(suite.options, _marked(item), backend=suite.backend_name, given=given))
 
 
-def _extend_deadline(item: pytest.Item, deadline: Deadline) -> None:
-    """Re-arm the test's own pytest-timeout when its job, as called, may run longer than it allows."""
-    given = item.stash.get(_DEADLINE, None)
+def _extend_deadline(item: pytest.Item, suite: Suite, settings: dict[str, Any]) -> None:
+    """Re-arm the test's pytest-timeout when its job as called (``settings``) may run longer."""
+    armed = item.stash.get(_DEADLINE, None)
     cancel = getattr(item, "cancel_timeout", None)
-    if given is None or deadline.seconds <= given.seconds or cancel is None:
+    if armed is None or cancel is None:
         return
     from pytest_timeout import Settings
 
-    marker = item.get_closest_marker("timeout")
-    method = marker.kwargs.get("method", "signal") if marker else "signal"
-    item.add_marker(pytest.mark.timeout(deadline.seconds, method=method), append=False)
+    from rollcall.suite import deadline_of
+
+    given = (armed.given_s, armed.given_from) if armed.given_s is not None else None
+    deadline = deadline_of(suite.options, settings, backend=armed.backend, given=given)
+    if deadline.ends_at <= armed.ends_at:
+        return
+    method = _arm(item, deadline)
     cancel()
-    settings = Settings(
-        deadline.seconds,
+    timer = Settings(
+        deadline.ends_at,
         method,
         bool(_ini(item.config, "timeout_func_only")),
         bool(_ini(item.config, "timeout_disable_debugger_detection")),
     )
-    item.ihook.pytest_timeout_set_timer(item=item, settings=settings)
-    item.stash[_DEADLINE] = deadline
+    item.ihook.pytest_timeout_set_timer(item=item, settings=timer)
 
 
 def _deadline_line(config: pytest.Config, suite: Suite) -> str:
-    """The header's line: when a run ends, and when a roll-call test does (the run's real deadline)."""
+    """The header's line: what ends a roll-call test, the same value :func:`_give_deadlines` arms."""
     from rollcall.suite import deadline_of
 
-    options = suite.options
-    deadline = deadline_of(options)
-    job = f"--job-timeout {format_duration(options.job.job_timeout)}"
-    line = f"rollcall: deadline: each run ends at its job timeout ({job}, from when its pods are scheduled)"
+    deadline = deadline_of(suite.options, backend=suite.backend_name, given=_user_timeout(config))
     if not config.pluginmanager.hasplugin("timeout"):
-        return f"{line}; no test deadline (pytest-timeout is not loaded)"
-    user = _user_timeout(config)
-    if user is None:
-        return (
-            f"{line}; each roll-call test at its own pytest-timeout, {deadline.seconds:g}s = "
-            f"{deadline.sum()} (a test's job_timeout_s lengthens it)"
-        )
-    seconds, where = user
-    if seconds < deadline.seconds:
-        return (
-            f"{line}; pytest-timeout's {seconds:g}s ({where}) ends each test first, "
-            f"before the {deadline.seconds:g}s a run may take ({deadline.sum()})"
-        )
-    return f"{line}; pytest-timeout's {seconds:g}s ({where}) ends a test"
+        return "rollcall: deadline: each run ends at its job timeout; no test deadline (no pytest-timeout)"
+    return f"rollcall: deadline: {deadline.words()}"
 
 
 def _timeout_failure() -> str:
@@ -387,12 +392,11 @@ def rollcall(rollcall_suite: Suite, request: pytest.FixtureRequest) -> Iterator[
     """Run this test's training job; its figures go to the junit properties and the reports."""
     from rollcall.backends import BackendError
     from rollcall.reports import junit_properties
-    from rollcall.suite import deadline_of
 
     marked = _marked(request.node)
 
     def run(**overrides: Any) -> TestRecord:
-        _extend_deadline(request.node, deadline_of(rollcall_suite.options, {**marked, **overrides}))
+        _extend_deadline(request.node, rollcall_suite, {**marked, **overrides})
         try:
             record = rollcall_suite.run(request.node.nodeid, request.node.name, **{**marked, **overrides})
         except BackendError as exc:  # the cluster cannot run the job: say why, no traceback

@@ -146,11 +146,14 @@ CLEAN_UP_MARGIN_S = 300.0
 
 @dataclass(frozen=True)
 class Deadline:
-    """A roll-call test's own timeout, and what it is made of.
+    """What ends a roll-call test: its own deadline, or a shorter timeout the user gave (the one source).
 
     Attributes:
-        job_timeout_from: where the job timeout came from: ``--job-timeout``, or the test's own
-            ``job_timeout_s`` (its marker or its call).
+        seconds: the suite's own deadline (:func:`deadline_of`).
+        job_timeout_from: ``--job-timeout``, or the test's own ``job_timeout_s`` (its marker or its call).
+        backend: the backend that runs the job; waits: whether it waits for capacity (reads the option).
+        given_s: a timeout the user gave (``--timeout``, ``PYTEST_TIMEOUT``, the test's ``timeout`` marker).
+        given_from: where ``given_s`` came from.
     """
 
     seconds: float
@@ -159,22 +162,55 @@ class Deadline:
     job_timeout_s: float
     margin_s: float
     job_timeout_from: str = "--job-timeout"
+    backend: str = ""
+    waits: bool = True
+    given_s: float | None = None
+    given_from: str = ""
+
+    @property
+    def cut_short(self) -> bool:
+        """Whether the timeout the user gave ends the test before its own deadline."""
+        return self.given_s is not None and self.given_s < self.seconds
+
+    @property
+    def ends_at(self) -> float:
+        """Seconds after its start at which the test ends: the one timer armed."""
+        return self.given_s if self.given_s is not None and self.cut_short else self.seconds
 
     def sum(self) -> str:
-        """``2 attempt(s) x (--capacity-timeout 15m + --job-timeout 30m + 5m clean-up margin)``."""
+        """``--capacity-timeout 15m (kubernetes) + --job-timeout 30m + 5m clean-up margin``, per attempt."""
         job = (
             f"--job-timeout {format_duration(self.job_timeout_s)}"
             if self.job_timeout_from == "--job-timeout"
             else f"the test's job_timeout_s {format_duration(self.job_timeout_s)}"
         )
-        per = (
-            f"--capacity-timeout {format_duration(self.capacity_timeout_s)} + {job} + "
-            f"{format_duration(self.margin_s)} clean-up margin"
-        )
+        parts = [f"{job} + {format_duration(self.margin_s)} clean-up margin"]
+        if self.waits:
+            parts.insert(0, f"--capacity-timeout {format_duration(self.capacity_timeout_s)} ({self.backend})")
+        per = " + ".join(parts)
         return f"{self.attempts} attempt(s) x ({per})" if self.attempts > 1 else per
+
+    def words(self) -> str:
+        """The header's words: when a roll-call test ends, and why."""
+        since = "its pods are scheduled" if self.waits else "the job starts"
+        line = (
+            f"each roll-call test ends at its deadline, {format_duration(self.seconds)}: {self.sum()} "
+            f"(a job timeout counts from when {since}; a test's job_timeout_s lengthens it)"
+        )
+        if self.given_s is None:
+            return line
+        given = f"{self.given_from} {format_duration(self.given_s)} given"
+        if self.cut_short:
+            return f"{line}; {given}: ends at {format_duration(self.given_s)}, with its clean-up"
+        return f"{line}; {given}: longer, so the deadline ends it"
 
     def describe(self) -> str:
         """What fired, for the failure report."""
+        if self.cut_short:
+            return (
+                f"{self.given_from} {format_duration(self.given_s or 0)} given ended the test before its own "
+                f"deadline ({format_duration(self.seconds)} = {self.sum()}); clean-up ran as the test unwound"
+            )
         return (
             f"the test's own deadline fired: {self.seconds:g}s = {self.sum()}; neither the job timeout nor "
             "the hang watch ended the run (a wedged call to the backend?); clean-up ran as the test unwound"
@@ -185,20 +221,30 @@ class Deadline:
 NIGHTLY_S = 24 * 3600.0
 
 
-def deadline_of(options: Options, overrides: Mapping[str, Any] | None = None) -> Deadline:
-    """The timeout of one roll-call test: each attempt's capacity and job timeouts, plus a clean-up margin.
+def deadline_of(
+    options: Options,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    backend: str,
+    given: tuple[float, str] | None = None,
+) -> Deadline:
+    """What ends one roll-call test: its own deadline, or ``given`` (seconds, where from) where shorter.
 
-    The job timeout is the final job spec's: a test's own ``job_timeout_s`` (``overrides``, its marker's
-    and its call's) over ``--job-timeout``.
+    Its own deadline is, per attempt, the capacity timeout (where ``backend`` waits for it), the job timeout
+    and a clean-up margin. The job timeout is the final job spec's: a test's own ``job_timeout_s``
+    (``overrides``, its marker's and its call's) over ``--job-timeout``.
     """
-    overrides = overrides or {}
     attempts = options.recovery.retries + 1
-    capacity = options.kubernetes.capacity_timeout
+    capacity_spec = next(spec for spec in OPTIONS if spec.name == "capacity_timeout")
+    waits = backend in read_by(capacity_spec)  # the backends that read --capacity-timeout wait for capacity
+    capacity = options.kubernetes.capacity_timeout if waits else 0.0
     job, where = options.job.job_timeout, "--job-timeout"
-    if overrides.get("job_timeout_s") is not None:
+    if overrides and overrides.get("job_timeout_s") is not None:
         job, where = float(overrides["job_timeout_s"]), "job_timeout_s"
     per = capacity + job + CLEAN_UP_MARGIN_S
-    return Deadline(attempts * per, attempts, capacity, job, CLEAN_UP_MARGIN_S, where)
+    return Deadline(
+        attempts * per, attempts, capacity, job, CLEAN_UP_MARGIN_S, where, backend, waits, *given or ()
+    )
 
 
 #: What one test may change of its job (``rollcall(**overrides)``, ``@pytest.mark.rollcall(**overrides)``):
@@ -354,7 +400,11 @@ class Suite:
     def verdict_ttl_s(self) -> float:
         """How long each node's verdict holds (``--verdict-ttl``; auto: a day plus a test's deadline)."""
         given = self.options.recovery.verdict_ttl
-        return given if given is not None else NIGHTLY_S + deadline_of(self.options).seconds
+        return (
+            given
+            if given is not None
+            else NIGHTLY_S + deadline_of(self.options, backend=self.backend_name).seconds
+        )
 
     @cached_property
     def criteria(self) -> Criteria:

@@ -407,9 +407,9 @@ def test_a_wedged_wait_ends_at_the_tests_own_deadline_which_the_failure_names(py
     res.assert_outcomes(passed=1, failed=1)  # the second test saw the wedged job cleaned up
     res.stdout.fnmatch_lines(
         [
-            "*Timeout (>2.5s) from pytest-timeout*",
+            "*Timeout (>1.5s) from pytest-timeout*",
             "*rollcall deadline*",
-            "*the test's own deadline fired: 2.5s = --capacity-timeout 1s + --job-timeout 1s + 0.5s clean-up margin*",
+            "*the test's own deadline fired: 1.5s = --job-timeout 1s + 0.5s clean-up margin*",
         ]
     )
 
@@ -418,10 +418,46 @@ def test_a_timeout_the_user_set_wins_over_the_derived_one(pytester, monkeypatch,
     monkeypatch.syspath_prepend(str(request.config.rootpath))
     pytester.makeconftest(SCRIPTED_CONFTEST)
     pytester.makepyfile(test_roll=WEDGED)
-    res = pytester.runpytest("--timeout", "1.5", "-p", "no:cacheprovider")
-    res.assert_outcomes(passed=1, failed=1)
-    res.stdout.fnmatch_lines(["*Timeout (>1.5s) from pytest-timeout*"])
-    assert "rollcall deadline" not in res.stdout.str()
+    pytester.makeini("[pytest]\ntimeout = 600\n")  # the suite's own unit tests' timeout: never a roll call's
+    res = pytester.runpytest("--backend", "local", "--timeout", "1.5", "-p", "no:cacheprovider")
+    res.assert_outcomes(passed=1, failed=1)  # the second test saw the wedged job cleaned up
+    # the header says the one timer armed, and the failure says the same
+    res.stdout.fnmatch_lines(
+        [
+            "rollcall: deadline: each roll-call test ends at its deadline, 35m: --job-timeout 30m + 5m clean-up "
+            "margin (a job timeout counts from when the job starts; *); --timeout 1.5s given: ends at 1.5s, *",
+            "*Timeout (>1.5s) from pytest-timeout*",
+            "*rollcall deadline*",
+            "*--timeout 1.5s given ended the test before its own deadline (35m = --job-timeout 30m + 5m*",
+        ]
+    )
+
+
+WHEEL = """
+from conftest import PLAN
+from rollcall.e2e.test_roll_call import test_every_rank_answers_the_roll_call
+
+PLAN.append({"wedge": True})
+"""
+
+
+def test_the_wheels_roll_call_ends_at_its_deadline_not_the_ini_timeout(pytester, monkeypatch, request):
+    """The installed roll call is armed at the deadline the header says, whatever the ini's timeout."""
+    monkeypatch.syspath_prepend(str(request.config.rootpath))
+    pytester.makeconftest(SCRIPTED_CONFTEST)
+    monkeypatch.setattr("rollcall.suite.CLEAN_UP_MARGIN_S", 0.5)  # pytester runs in this process
+    monkeypatch.delenv("PYTEST_TIMEOUT", raising=False)
+    pytester.makeini("[pytest]\ntimeout = 600\n")
+    pytester.makepyfile(test_wheel=WHEEL)
+    res = pytester.runpytest("--backend", "local", "--job-timeout", "1", "-p", "no:cacheprovider")
+    res.assert_outcomes(failed=1)
+    res.stdout.fnmatch_lines(
+        [
+            "rollcall: deadline: each roll-call test ends at its deadline, 1.5s: --job-timeout 1s + 0.5s *",
+            "*Timeout (>1.5s) from pytest-timeout*",
+            "*the test's own deadline fired: 1.5s = --job-timeout 1s + 0.5s clean-up margin*",
+        ]
+    )
 
 
 def test_clean_up_that_leaves_something_fails_the_session_naming_it_not_the_verdict(project):
@@ -478,33 +514,47 @@ def test_a_tests_own_longer_job_timeout_lengthens_its_deadline_marker_or_call(py
     )
     res.assert_outcomes(failed=2)
     out = res.stdout.str()
-    # 0.5s capacity + 2s of the test's own + 0.5s margin, not the 1.5s --job-timeout 0.5 would give
-    assert "Timeout (>1.5s)" not in out
+    # 2s of the test's own + 0.5s margin (no capacity wait on local), not the 1s --job-timeout 0.5 would give
+    assert "Timeout (>1.0s)" not in out
     res.stdout.fnmatch_lines(
         [
-            "*the test's own deadline fired: 3s = --capacity-timeout 0.5s + the test's job_timeout_s 2s + 0.5s*",
-            "FAILED test_roll.py::test_marked - Failed: Timeout (>3.0s) from pytest-timeout*",
-            "FAILED test_roll.py::test_called - Failed: Timeout (>3.0s) from pytest-timeout*",
+            "*the test's own deadline fired: 2.5s = the test's job_timeout_s 2s + 0.5s clean-up margin*",
+            "FAILED test_roll.py::test_marked - Failed: Timeout (>2.5s) from pytest-timeout*",
+            "FAILED test_roll.py::test_called - Failed: Timeout (>2.5s) from pytest-timeout*",
         ]
     )
 
 
-def test_the_header_states_the_runs_real_deadline(pytester, monkeypatch):
+def test_the_header_states_what_ends_a_roll_call_on_each_backend(pytester, monkeypatch):
     monkeypatch.delenv("PYTEST_TIMEOUT", raising=False)
+    pytester.makeini("[pytest]\ntimeout = 600\n")  # never a roll call's: not said
     pytester.makepyfile("def test_nothing():\n    pass\n")
     res = pytester.runpytest("--job-timeout", "20m", "--backend", "local", "-p", "no:cacheprovider")
     res.stdout.fnmatch_lines(
         [
-            "rollcall: deadline: each run ends at its job timeout (--job-timeout 20m, *); each roll-call test at "
-            "its own pytest-timeout, 2400s = --capacity-timeout 15m + --job-timeout 20m + 5m clean-up margin*"
+            "rollcall: deadline: each roll-call test ends at its deadline, 25m: --job-timeout 20m + 5m clean-up "
+            "margin (a job timeout counts from when the job starts; a test's job_timeout_s lengthens it)"
         ]
     )
+    said = [line for line in res.outlines if line.startswith("rollcall:")]
+    assert not [line for line in said if "600" in line or "capacity" in line]
     res = pytester.runpytest(
-        "--job-timeout", "20m", "--backend", "local", "--timeout", "600", "-p", "no:cacheprovider"
+        "--job-timeout", "20m", "--backend", "local", "--timeout", "3600", "-p", "no:cacheprovider"
     )
-    res.stdout.fnmatch_lines(
-        [
-            "rollcall: deadline: each run ends at its job timeout (--job-timeout 20m, *); pytest-timeout's 600s "
-            "(--timeout) ends each test first, before the 2400s a run may take*"
-        ]
+    res.stdout.fnmatch_lines(["rollcall: deadline: *; --timeout 1h given: longer, so the deadline ends it"])
+
+
+def test_a_kubernetes_deadline_counts_its_capacity_wait_and_a_shorter_timeout_ends_it():
+    from rollcall.options import resolve
+    from rollcall.suite import deadline_of
+
+    options = resolve({"job_timeout": "30m", "capacity_timeout": "15m"}, {})
+    deadline = deadline_of(options, backend="kubernetes", given=(60.0, "--timeout"))
+    assert (deadline.seconds, deadline.ends_at) == (3000.0, 60.0)
+    assert deadline.words() == (
+        "each roll-call test ends at its deadline, 50m: --capacity-timeout 15m (kubernetes) + --job-timeout 30m "
+        "+ 5m clean-up margin (a job timeout counts from when its pods are scheduled; a test's job_timeout_s "
+        "lengthens it); --timeout 1m given: ends at 1m, with its clean-up"
     )
+    local = deadline_of(options, backend="local")
+    assert (local.seconds, local.ends_at, local.capacity_timeout_s) == (2100.0, 2100.0, 0.0)

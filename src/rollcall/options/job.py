@@ -98,7 +98,8 @@ class JobOptions(Section):
         positive_duration,
         DEFAULT_JOB_TIMEOUT_S,
         "how long the training job may run (a test's `@pytest.mark.rollcall(job_timeout_s=...)` over "
-        "it); each roll-call test's own pytest-timeout is derived from it, and the header says so",
+        "it); a roll-call test ends at its deadline, this plus a clean-up margin (and on Kubernetes "
+        "`--capacity-timeout`), or at a shorter `--timeout`; the header says which",
         DURATION,
     )
     hang_after: float | None = option(

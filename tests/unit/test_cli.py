@@ -107,12 +107,14 @@ LAYOUT = ["--accelerator", "neuron", "--procs-per-node", "32", "--instance-type"
 @pytest.fixture
 def no_cluster(monkeypatch, tmp_path):
     """Any attempt to reach a cluster fails the test."""
-    from rollcall.backends.kubernetes import kube
+    from rollcall.backends.kubernetes import backend, kube
 
     def refuse(*args, **kwargs):
         raise AssertionError("render contacted a cluster")
 
-    monkeypatch.setattr(kube, "connect", refuse)
+    # every module that took connect by name, imported before the patch so none binds the refusal for good
+    for module in (kube, backend):
+        monkeypatch.setattr(module, "connect", refuse)
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))
 
 
@@ -210,7 +212,7 @@ def test_render_refuses_bad_values_with_exit_4(no_cluster, capsys, args, said):
 
 
 def test_render_without_the_layout_discovers_it_on_the_cluster(capsys, monkeypatch):
-    from rollcall.backends.kubernetes import kube
+    from rollcall.backends.kubernetes import backend, kube
 
     node = {
         "metadata": {"name": "trn1-0", "labels": {"node.kubernetes.io/instance-type": "trn1.32xlarge"}},
@@ -233,7 +235,8 @@ def test_render_without_the_layout_discovers_it_on_the_cluster(capsys, monkeypat
             raise ApiException(status=404, reason="Not Found")
 
     fake = SimpleNamespace(core=Core(), custom=Custom(), source="fake", close=lambda: None)
-    monkeypatch.setattr(kube, "connect", lambda kubeconfig, context: fake)
+    for module in (kube, backend):  # each that took connect by name
+        monkeypatch.setattr(module, "connect", lambda kubeconfig, context: fake)
     args = ["--nodes", "1", "--image", "r/x:1"]
     assert main(["render", *args]) == 4
     assert "tainted dedicated=ml:NoSchedule (not tolerated)" in capsys.readouterr().err

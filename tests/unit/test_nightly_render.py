@@ -24,12 +24,14 @@ BASE = ["render", "--cronjob", "30 1 * * 1-5", "--suite-image", SUITE, "--image"
 @pytest.fixture(autouse=True)
 def no_cluster(monkeypatch, tmp_path):
     """Any attempt to reach a cluster fails the test; no ROLLCALL_* of the caller's leaks in."""
-    from rollcall.backends.kubernetes import kube
+    from rollcall.backends.kubernetes import backend, kube
 
     def refuse(*args, **kwargs):
         raise AssertionError("render --cronjob contacted a cluster")
 
-    monkeypatch.setattr(kube, "connect", refuse)
+    # every module that took connect by name, imported before the patch so none binds the refusal for good
+    for module in (kube, backend):
+        monkeypatch.setattr(module, "connect", refuse)
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))
     import os
 

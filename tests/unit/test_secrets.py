@@ -251,12 +251,14 @@ def test_the_cronjob_takes_each_secret_from_a_secret_of_its_namespace_and_prints
 
 @pytest.fixture
 def no_cluster(monkeypatch, tmp_path):
-    from rollcall.backends.kubernetes import kube
+    from rollcall.backends.kubernetes import backend, kube
 
     def refuse(*args, **kwargs):
         raise AssertionError("render contacted a cluster")
 
-    monkeypatch.setattr(kube, "connect", refuse)
+    # every module that took connect by name, imported before the patch so none binds the refusal for good
+    for module in (kube, backend):
+        monkeypatch.setattr(module, "connect", refuse)
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))
     for name in [n for n in os.environ if n.startswith("ROLLCALL_")]:
         monkeypatch.delenv(name)

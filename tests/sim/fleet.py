@@ -21,8 +21,8 @@ suite's; each node's wall clock is ``t`` plus its offset):
 - every line goes to the real parser at the time the suite would read it (its node's latency later; never,
   from a node cut off), and every second the backend's own look is taken (:mod:`tests.sim.wings`: the nodes
   on their way, a node's ``Ready`` held, a Slurm node's task begun) and then the runner's real decisions to
-  end the job are asked (``launchers``, ``hangs``, ``versions``' ``stop_reason``); once the job ends, the
-  real judge gives the verdict.
+  end the job are asked (the checks' declared early stops, :func:`rollcall.judge.early_stops`, over the run
+  as it stands); once the job ends, the real judge gives the verdict, knowing which check stopped it.
 
 What is written directly, as the process would: the rank's own events (``start``, ``epoch_time``, ...), a
 crash's error and its peers' echoes, the monitor's ``rank_process`` lines, faulthandler's dumps as the
@@ -48,13 +48,13 @@ from rollcall.backends import JobState, JobStatus
 from rollcall.backends.kubernetes.holds import READY_HOLD_S
 from rollcall.backends.slurm.arrivals import start_bound_s
 from rollcall.checks.blame import error_blame
-from rollcall.evidence import hangs, launchers, versions
+from rollcall.checks.runview import RunView
 from rollcall.evidence.clocks import Bounds
 from rollcall.evidence.fitness import FitnessPolicy
 from rollcall.evidence.gpu_events import BESIDE_BEFORE_S
 from rollcall.evidence.hangs import SPEAKS_FIRST_S
 from rollcall.jobspec import JobSpec
-from rollcall.judge import judge
+from rollcall.judge import CHECKS, early_stops, judge
 from rollcall.nodeverdicts import bound_of, merged, of_verdict, with_breaker
 from rollcall.ranklog import RollCall
 from rollcall.verdict import Criteria, Layout, Observed, Owner, Verdict
@@ -337,7 +337,7 @@ def _node(plan: Plan, rank: int) -> int:
 def simulate(plan: Plan, owns_nodes: bool = False) -> Outcome:
     """Run ``plan`` through the real decisions (see the module docstring)."""
     sim = _Sim(plan, owns_nodes)
-    world, nodes = plan.world, plan.nodes
+    nodes = plan.nodes
     spec = JobSpec("sim", nodes, plan.procs)
     bounds = Bounds.of(spec)
     started = list(plan.node_start)
@@ -426,7 +426,12 @@ def simulate(plan: Plan, owns_nodes: bool = False) -> Outcome:
         sim.event(n, "gpu_event", -1, at, kind="xid", gpu=gpu, uuid=uuid, node=f"n{n}", xid=xid, event_type=8,
                   data=xid)  # fmt: skip
 
-    # -- the runner: every second, the backend's own look, then its decisions to end the job ------------------
+    # -- the runner: every second, the backend's own look, then the checks' early stops (the runner's _Watch) --
+    layout = Layout(nodes, plan.procs)
+    policy = FitnessPolicy(warn=frozenset({"hardware_event"})) if plan.xid_warns else FitnessPolicy()
+    criteria = Criteria(fitness=policy, expect=(("torch", GOLDEN_TORCH),) if plan.fault == "platform" else ())
+    stops = early_stops(CHECKS)
+    stopped_by: str | None = None
     reason = ""
     read_to = math.inf
     horizon = min(end, 3600.0)
@@ -439,13 +444,11 @@ def simulate(plan: Plan, owns_nodes: bool = False) -> Outcome:
             reason, state, end = status.reason, status.state, t
             sim.roll.ended = read_to = t
             break
-        r = (
-            launchers.stop_reason(sim.roll, nodes, world, bounds, t)
-            or hangs.stop_reason(sim.roll, world, bounds, t)
-            or versions.stop_reason(sim.roll.ranks)
-        )
+        run = RunView(Observed(sim.roll, layout, None, spec, "node"), criteria)
+        run.__dict__["bounds"] = bounds  # the spec's, as RunView works them out (once here: parsing is slow)
+        r = next(((name, why) for name, stop in stops if (why := stop(run, t)) is not None), None)
         if r is not None:
-            reason, state, end = r, JobState.STOPPED, t
+            (stopped_by, reason), state, end = r, JobState.STOPPED, t
             sim.roll.ended = sim.roll.stopped = read_to = t
             break
         t += POLL
@@ -461,11 +464,7 @@ def simulate(plan: Plan, owns_nodes: bool = False) -> Outcome:
         if status is not None
         else JobStatus(state, reason, owns_nodes=owns_nodes)
     )
-    policy = FitnessPolicy(warn=frozenset({"hardware_event"})) if plan.xid_warns else FitnessPolicy()
-    verdict = judge(
-        Observed(sim.roll, Layout(nodes, plan.procs), status, spec, "node"),
-        Criteria(fitness=policy, expect=(("torch", GOLDEN_TORCH),) if plan.fault == "platform" else ()),
-    )
+    verdict = judge(Observed(sim.roll, layout, status, spec, "node"), criteria, stopped_by=stopped_by)
     ranks, named_nodes = _named(verdict, plan)
     analysis = verdict.root_cause
     if analysis is not None and analysis.disruption is not None and analysis.disruption.node is not None:

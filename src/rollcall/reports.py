@@ -52,6 +52,7 @@ class TestRecord:
         """The ``results.json`` entry of this test."""
         last = self.result.last
         verdict, spec = last.verdict, last.spec
+        mfu = verdict.mfu
         return {
             "test_id": self.test_id,
             "backend": self.result.backend,
@@ -66,7 +67,10 @@ class TestRecord:
             "failed_ranks": {str(r): why for r, why in sorted(verdict.failed_ranks.items())},
             "throughput": verdict.throughput.as_dict(),
             "epoch_time_mean": verdict.epoch_time_mean,
-            "mfu_mean": verdict.mfu_mean,
+            # The MFU where it can be (0 to 100%), else null; the peak it was held to and, past its bound, the
+            # figure as untrusted_mean beside its flag (rollcall.evidence.perf.Mfu).
+            "mfu_mean": mfu.value if mfu is not None and mfu.trusted else None,
+            "mfu": mfu.as_dict() if mfu is not None else None,
             "job": {
                 "name": spec.name,
                 "state": last.status.state.value,
@@ -165,8 +169,9 @@ def _properties(record: TestRecord) -> list[tuple[str, object]]:
         ("flaky", record.result.flaky),
         ("outcome", record.result.outcome),
     ]
-    if last.verdict.mfu_mean is not None:
-        props.append(("mfu_mean", last.verdict.mfu_mean))
+    mfu = last.verdict.mfu
+    if mfu is not None:
+        props.append(("mfu_mean", mfu.value) if mfu.flag is None else ("mfu_flag", mfu.flag))
     if record.gate is not None:
         props.append(("config", str(record.gate.key)))
         props.append(("stragglers", len(record.gate.stragglers)))
@@ -359,7 +364,7 @@ def summary_table(records: Iterable[TestRecord]) -> list[str]:
                 number(tp["total"]),
                 f"{number(tp['min'])}/{number(tp['mean'])}/{number(tp['max'])}",
                 number(d["epoch_time_mean"], ".3f"),
-                "-" if d["mfu_mean"] is None else f"{100 * d['mfu_mean']:.1f}%",
+                mfu.text if (mfu := record.result.last.verdict.mfu) is not None else "-",
                 verdict,
             )
         )

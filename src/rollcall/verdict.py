@@ -33,7 +33,7 @@ from rollcall.evidence.endings import Disruption
 from rollcall.evidence.fitness import FitnessPolicy, Unfit
 from rollcall.evidence.gpu_events import GpuEventSeen
 from rollcall.evidence.nodefacts import NodeFacts
-from rollcall.evidence.perf import ComputeStraggler, PerfFigures, PerfReport, SlowGroup
+from rollcall.evidence.perf import ComputeStraggler, Mfu, PerfFigures, PerfReport, SlowGroup
 from rollcall.evidence.rootcause import Analysis, Line
 from rollcall.evidence.xids import XidPolicy
 from rollcall.ranges import counted
@@ -445,6 +445,11 @@ class Verdict:
     kernels: Mapping[str, str] = field(default_factory=dict)
     #: What the nodes' GPUs said during the run (NVML's events), each tied to its rank and classified.
     gpu_events: tuple[GpuEventSeen, ...] = ()
+
+    @property
+    def mfu(self) -> Mfu | None:
+        """The run's MFU with the peak it was held to, flagged past its bound (:class:`Mfu`); None unsaid."""
+        return self.perf.mfu(self.mfu_mean)
 
     @property
     def unfit(self) -> list[Unfit]:

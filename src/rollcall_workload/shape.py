@@ -68,12 +68,18 @@ def flops_per_sample(shape: BertShape, seq_len: int, mlm_tokens: int | None = No
     return 6.0 * matmul + 12.0 * shape.layers * h * seq_len * seq_len
 
 
-def peak_flops(device_name: str) -> float | None:
-    """Dense bf16 peak FLOP/s of a device named like ``torch.cuda.get_device_name()``, or None."""
+def peak_entry(device_name: str) -> tuple[str, float] | None:
+    """The entry of :data:`PEAK_BF16_FLOPS` a device's name matches (its key and FLOP/s), or None."""
     for key, flops in PEAK_BF16_FLOPS:
         if re.search(rf"(?<![\w]){re.escape(key)}(?![\w])", device_name, re.IGNORECASE):
-            return flops
+            return key, flops
     return None
+
+
+def peak_flops(device_name: str) -> float | None:
+    """Dense bf16 peak FLOP/s of a device named like ``torch.cuda.get_device_name()``, or None."""
+    entry = peak_entry(device_name)
+    return entry[1] if entry is not None else None
 
 
 def model_flops_utilization(flops_sample: float, samples_per_sec: float, peak: float | None) -> float | None:

@@ -32,6 +32,7 @@ from typing import Any
 
 from rollcall.ranges import ranges
 from rollcall.ranklog import RollCall
+from rollcall_workload.shape import peak_entry
 
 
 def median(values: Sequence[float]) -> float | None:
@@ -145,6 +146,96 @@ class NodeBandwidth:
         return {**shallow(self), "pods": list(self.pods)}
 
 
+#: MFU's physical bound: a device computes no faster than its peak, so a share above it is no measure.
+MFU_BOUND = 1.0
+
+
+@dataclass(frozen=True)
+class RankMfu:
+    """One rank's MFU as its ``throughput`` event said it, its achieved TFLOP/s and its ``start``'s device."""
+
+    rank: int
+    mfu: float
+    tflops: float | None
+    device: str | None
+
+    @classmethod
+    def of(cls, rank: int, details: Mapping[str, Any], start: Mapping[str, Any]) -> RankMfu | None:
+        """What the rank said (None where it said no finite MFU)."""
+        mfu, tflops, device = (
+            _number(details.get("mfu")),
+            _number(details.get("tflops")),
+            start.get("device_name"),
+        )
+        if mfu is None:
+            return None
+        good_tflops = tflops if tflops is not None and tflops > 0 else None
+        return cls(rank, mfu, good_tflops, device if isinstance(device, str) and device else None)
+
+
+def _number(value: Any) -> float | None:
+    """A finite number said, as a float; None for anything else (a boolean, a string, NaN)."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if ok else None
+
+
+@dataclass(frozen=True)
+class Mfu:
+    """The run's model FLOPs utilisation, the peak it was held to, and where that peak came from.
+
+    The workload divides its achieved FLOP/s by the peak of its device's name in its table, or by
+    ``--peak-tflops``; a share past :data:`MFU_BOUND` (or below 0) says the name or the peak is wrong, so it
+    is flagged with them (:attr:`flag`) instead of printed as a figure.
+    """
+
+    #: The ranks' mean, a fraction of the peak.
+    value: float
+    #: The peak the ranks held it to, TFLOP/s (their achieved TFLOP/s over their MFU; None: unsaid).
+    peak_tflops: float | None
+    #: The device's name as the lowest rank that said one said it.
+    device: str | None
+
+    @property
+    def trusted(self) -> bool:
+        """Within its physical bound: 0 to 100% of the peak."""
+        return 0.0 <= self.value <= MFU_BOUND
+
+    @property
+    def peak_from(self) -> str:
+        """``the table's A10G entry``, ``--peak-tflops`` (the table has another peak, or none), or unknown."""
+        entry = peak_entry(self.device) if self.device else None
+        if self.peak_tflops is None:
+            return "unknown"
+        if entry is not None and math.isclose(entry[1] / 1e12, self.peak_tflops, rel_tol=0.01):
+            return f"the table's {entry[0]} entry"
+        return "--peak-tflops"
+
+    @property
+    def flag(self) -> str | None:
+        """Why the figure cannot be: the peak it was held to and where that came from; None if trusted."""
+        if self.trusted:
+            return None
+        whose = f"the {self.device}'s" if self.device else "the device's"
+        peak = f"{self.peak_tflops:.4g} TFLOPS " if self.peak_tflops is not None else ""
+        bound = "above 100%" if self.value > MFU_BOUND else "below 0%"
+        return (
+            f"{100 * self.value:.1f}% of {whose} {peak}peak, from {self.peak_from}: {bound}, "
+            "the GPU's name or its peak is wrong"
+        )
+
+    @property
+    def text(self) -> str:
+        """``45.2%``; ``- (637.7% of the A10G's ... peak ...: above 100%, ...)`` where it cannot be."""
+        return f"{100 * self.value:.1f}%" if self.flag is None else f"- ({self.flag})"
+
+    def as_dict(self) -> dict[str, Any]:
+        """For results.json: the mean where trusted, else ``untrusted_mean`` and the flag; the peak."""
+        said = {"mean": self.value} if self.trusted else {"untrusted_mean": self.value, "flag": self.flag}
+        peak = {"peak_tflops": self.peak_tflops} if self.peak_tflops is not None else {}
+        device = {"device": self.device} if self.device else {}
+        return {**said, **peak, "peak_from": self.peak_from, **device}
+
+
 @dataclass(frozen=True)
 class PerfFigures:
     """The compute times of the ranks and the bandwidth of the groups, as the ranks reported them."""
@@ -155,6 +246,8 @@ class PerfFigures:
     pods: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
     #: The machine (the ``start`` event's ``node``) each node's ranks said they ran on, where one did.
     machines: Mapping[int, str] = field(default_factory=dict)
+    #: Each rank's MFU as it said it, beside its achieved TFLOP/s and its device's name (:meth:`mfu`).
+    mfus: tuple[RankMfu, ...] = ()
 
     @classmethod
     def of(
@@ -165,6 +258,7 @@ class PerfFigures:
         ``source`` is what a rank's log is called in the findings (``pod``, or ``log``).
         """
         compute = []
+        mfus: list[RankMfu] = []
         pods: dict[int, set[str]] = defaultdict(set)
         machines: dict[int, str] = {}
         measured: dict[tuple[str, tuple[int, ...]], list[Any]] = defaultdict(list)
@@ -184,6 +278,9 @@ class PerfFigures:
                 machine = (report.start or {}).get("node")
                 machine = machine if isinstance(machine, str) and machine else None
                 compute.append(RankCompute(r, node, pod, report.compute_ms, p90, machine, source))
+            said_mfu = RankMfu.of(r, report.details, report.start or {})
+            if said_mfu is not None:
+                mfus.append(said_mfu)
             for key, record in report.bandwidth.items():
                 if _usable(record.busbw_gbps) and _usable(record.algbw_gbps):
                     measured[key].append(record)
@@ -207,7 +304,16 @@ class PerfFigures:
             tuple(groups),
             {n: tuple(sorted(p)) for n, p in sorted(pods.items())},
             dict(sorted(machines.items())),
+            tuple(mfus),
         )
+
+    def mfu(self, mean: float | None) -> Mfu | None:
+        """The run's MFU (``mean``, the verdict's) with the peak the ranks held it to; None without one."""
+        if mean is None:
+            return None
+        peaks = [m.tflops / m.mfu for m in self.mfus if m.tflops is not None and m.mfu > 0]
+        device = next((m.device for m in self.mfus if m.device), None)
+        return Mfu(mean, median(peaks), device)
 
     @property
     def compute_median(self) -> float | None:

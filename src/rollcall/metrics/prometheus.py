@@ -150,6 +150,13 @@ class _Families:
         self.world_busbw = gauge(
             "run_allreduce_busbw_bytes_per_second", "All-reduce bus bandwidth of the whole world.", run
         )
+        self.mfu = gauge("run_mfu_ratio", "Model FLOPs utilisation, the ranks' mean, where 0 to 1.", run)
+        self.untrusted = gauge(
+            "run_figure_untrusted",
+            "1 for a figure past its physical bound, not exported as a value; the peak it was held to, and "
+            "where that came from.",
+            [*run, "figure", "peak", "peak_from"],
+        )
         self.gpu_events = CounterMetricFamily(
             f"{PREFIX}_gpu_events",
             "Events a GPU said during the run (NVML: Xid, ECC, clock changes, lost), by class.",
@@ -216,6 +223,12 @@ class _Families:
             self.gpu_events.add_metric([*run, *key_], count)
         for g in verdict.perf.scope("world"):
             self.world_busbw.add_metric(run, g.busbw_gbps * _GB)
+        mfu = verdict.mfu
+        if mfu is not None and mfu.trusted:
+            self.mfu.add_metric(run, mfu.value)
+        elif mfu is not None:
+            peak = f"{mfu.peak_tflops:.4g} TFLOPS" if mfu.peak_tflops is not None else ""
+            self.untrusted.add_metric([*run, "mfu", peak, mfu.peak_from], 1.0)
         outcome: RunOutcome = result.outcome
         for name in get_args(RunOutcome):
             self.outcome.add_metric([*run, name], float(name == outcome))

@@ -139,7 +139,7 @@ def _test(record: TestRecord, base: Path) -> dict[str, Any]:
         "config": f"configuration {gate.key}" if gate else "",
         "has_baseline": bool(gate and gate.baseline),
         "figures": _figures(verdict, gate),
-        "mfu": f"{100 * verdict.mfu_mean:.1f}%" if verdict.mfu_mean is not None else "",
+        "mfu": verdict.mfu.text if verdict.mfu is not None else "",
         "gate_line": (
             f"regression gate: {gate.gate} ({gate.baseline_file or ''})"
             if gate and gate.gate != "off"

@@ -215,7 +215,7 @@ def pytest_load_initial_conftests(
         if old in unknown:
             raise pytest.UsageError(
                 f"{old} is now {spec.flag} (renamed: pytest-retry's {old} re-runs a failed test in place); "
-                f"{spec.env} and the ini key {spec.ini_name} still set it"
+                f"{spec.env} (or {spec.former_env}) and the ini key {spec.ini_name} set it too"
             )
         warning = pytest.PytestConfigWarning(f"{old} is another plugin's here; rollcall's is {spec.flag}")
         early_config.issue_config_time_warning(warning, stacklevel=2)

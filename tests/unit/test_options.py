@@ -278,7 +278,18 @@ def test_every_duration_option_says_so_and_they_are_the_ones_that_take_seconds()
 
 
 @pytest.mark.parametrize("spec", DURATIONS, ids=lambda s: s.flag)
-@pytest.mark.parametrize(("text", "seconds"), [("90", 90.0), ("90s", 90.0), ("30m", 1800.0), ("1h", 3600.0)])
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("90", 90.0),
+        ("90s", 90.0),
+        ("30m", 1800.0),
+        ("1h", 3600.0),
+        ("1h30m", 5400.0),
+        ("2m30s", 150.0),
+        ("1.5h", 5400.0),
+    ],
+)
 def test_every_duration_takes_seconds_and_units_alike(spec, text, seconds):
     options = resolve({spec.name: text}, {})
     assert getattr(options.section(spec.group), spec.name) == seconds
@@ -292,8 +303,50 @@ def test_job_timeout_30m_works_and_a_bad_duration_says_the_forms():
         resolve({}, {"ROLLCALL_JOB_TIMEOUT": "half an hour"})
     assert str(exc.value) == (
         "invalid --job-timeout value 'half an hour' (from ROLLCALL_JOB_TIMEOUT): expected a duration: "
-        "seconds (90) or a number with s, m, h or d (90s, 30m, 1h, 2d); use --job-timeout DURATION"
+        "seconds (90) or Go's and kubectl's form, parts of ms, s, m, h or d (90s, 30m, 1h, 2m30s, 1h30m, 1.5h, 2d); "
+        "use --job-timeout DURATION"
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("1h30m", 5400.0),
+        ("2m30s", 150.0),
+        ("1.5h", 5400.0),
+        ("90s", 90.0),
+        ("500ms", 0.5),
+        ("1h 30m", 5400.0),
+    ],
+)
+def test_a_duration_in_gos_and_kubectls_form(text, seconds):
+    assert duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["1h30", "h", "-5s", "1x", "", "1.2.3s", "30 minutes"])
+def test_a_duration_not_in_a_known_form_is_refused_naming_the_forms(text):
+    with pytest.raises(OptionError) as exc:
+        resolve({"capacity_timeout": text}, {})
+    assert (
+        f"invalid --capacity-timeout value {text!r} (from --capacity-timeout): expected a duration: "
+        in str(exc.value)
+    )
+    assert "1h30m" in str(exc.value)
+
+
+def test_every_option_reads_the_variable_of_its_flag_and_a_former_flags_after_it():
+    assert not [s.flag for s in OPTIONS if s.env != env_name(s.flag)]
+    retries = next(s for s in OPTIONS if s.flag == "--job-retries")
+    assert (retries.env, retries.former_env) == ("ROLLCALL_JOB_RETRIES", "ROLLCALL_RETRIES")
+    assert resolve({}, {"ROLLCALL_RETRIES": "2"}).recovery.retries == 2
+    assert resolve({}, {"ROLLCALL_RETRIES": "2", "ROLLCALL_JOB_RETRIES": "1"}).recovery.retries == 1
+    for variable in ("ROLLCALL_JOB_RETRIES", "ROLLCALL_RETRIES"):
+        with pytest.raises(OptionError) as exc:
+            resolve({}, {variable: "abc"})
+        assert str(exc.value) == (
+            f"invalid --job-retries value 'abc' (from {variable}): expected a whole number >= 0; "
+            "use --job-retries N"
+        )
 
 
 @pytest.mark.parametrize(
@@ -386,3 +439,15 @@ def test_python_m_rollcall_options_prints_the_reference_docs_options_md_holds():
         [sys.executable, "-m", "rollcall.options", "--markdown"], capture_output=True, text=True, check=True
     )
     assert done.stdout == (Path(__file__).resolve().parents[2] / "docs" / "options.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"), [("ROLLCALL_JOB_RETRIES", "abc"), ("ROLLCALL_JOB_TIMEOUT", "1h30")]
+)
+def test_a_bad_variable_stops_the_session_as_its_flag_would(pytester, monkeypatch, variable, value):
+    monkeypatch.setenv(variable, value)
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+    res = pytester.runpytest("-p", "no:cacheprovider", "--backend", "local")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stderr.fnmatch_lines([f"ERROR: invalid --* value '{value}' (from {variable}): expected *; use --*"])
+    assert "Traceback" not in res.stderr.str()

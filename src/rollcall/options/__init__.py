@@ -135,6 +135,8 @@ def resolve(
                 raw, source = given, spec.flag
             elif spec.env in environ:
                 raw, source = environ[spec.env], spec.env
+            elif spec.former_env and spec.former_env in environ:
+                raw, source = environ[spec.former_env], spec.former_env
             elif spec.ini_name and ini.get(spec.name) not in (None, "", [], ()):
                 raw, source = ini[spec.name], f"ini {spec.ini_name}"
             else:
@@ -169,8 +171,8 @@ def given_environment(options: Options, cli: Mapping[str, Any], environ: Mapping
     env: dict[str, str] = {}
     for spec in OPTIONS:
         source = options.source(spec.name)
-        if source == spec.env:
-            env[spec.env] = environ[spec.env]
+        if source in (spec.env, spec.former_env):
+            env[spec.env] = environ[source]
         elif source == spec.flag:
             given = cli[spec.name]
             if spec.switch:

@@ -32,7 +32,7 @@ GROUPS: tuple[tuple[GroupName, str], ...] = (
     ("recovery", "recovery: retries, isolating a bad node, each node's verdict, tainting unfit ones"),
     ("reports", "reports: artifacts, the live roll call, metrics"),
 )
-#: The metavar of every duration: it takes 90, 90s, 30m, 1h alike.
+#: The metavar of every duration: it takes 90, 90s, 30m, 1h30m alike.
 DURATION = "DURATION"
 
 
@@ -50,8 +50,9 @@ class Spec:
         group: the name of its group in :data:`GROUPS` (its section's).
         file: why it cannot live in the ini file; empty: it can, as :attr:`ini_name`.
         shown: the default as a user writes it, where the value is none (``auto``); else derived.
-        formerly: the flag's former spelling, given up for a clash with another plugin's; the field, the
-            variable and the ini key keep its name, and the old flag is answered with the new one.
+        formerly: the flag's former spelling, given up for a clash with another plugin's; the field and the
+            ini key keep its name, its variable is still read after the new flag's (:attr:`former_env`), and
+            the old flag is answered with the new one.
         backends: the backends that alone read it, where it lives in a section every backend is given
             (``--image``: kubernetes); empty: its section's reader, the wing given it (``--instance-type``:
             kubernetes), or every backend (:func:`rollcall.suite.read_by`).
@@ -88,7 +89,12 @@ class Spec:
     @property
     def env(self) -> str:
         """The environment variable it also reads."""
-        return env_name(self.formerly or self.flag)
+        return env_name(self.flag)
+
+    @property
+    def former_env(self) -> str:
+        """The variable of its former flag, still read where :attr:`env` is not set; empty: none."""
+        return env_name(self.formerly) if self.formerly else ""
 
     @property
     def ini_name(self) -> str | None:

@@ -30,7 +30,7 @@ class RecoveryOptions(Section):
         0,
         "re-run a failed job; a pass after a retry is reported as flaky, a pass after infrastructure "
         "disruptions only as passed after a disruption; `--retries` until 0.2, renamed for "
-        "pytest-retry's `--retries` (which re-runs a failed test in place)",
+        "pytest-retry's `--retries` (which re-runs a failed test in place); `ROLLCALL_RETRIES` is still read",
         "N",
         formerly="--retries",
     )

@@ -3,8 +3,8 @@
 Every parser takes the text a user gave (a flag's value, a ``ROLLCALL_*`` variable, an ini key) and returns
 the value, or raises :class:`ValueError` saying what was expected; :func:`rollcall.options.resolve` turns that
 into an :class:`OptionError` naming the option, where its value came from, and the fix. A duration is read the
-same way wherever one is asked for: ``90`` (seconds), ``90s``, ``30m``, ``1h``, ``2d`` (:func:`duration`), and
-shown back so (:func:`format_duration`).
+same way wherever one is asked for: ``90`` (seconds), or Go's and kubectl's form (``90s``, ``2m30s``,
+``1h30m``, ``1.5h``, ``2d``: :func:`duration`), and shown back so (:func:`format_duration`).
 """
 
 from __future__ import annotations
@@ -108,18 +108,27 @@ def share_of_default(text: str) -> float:
 
 # -- durations ----------------------------------------------------------------------------------------------
 
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhd]?)$")
-_UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+_NUMBER = r"\d+(?:\.\d*)?|\.\d+"
+_PART = rf"({_NUMBER})(ms|s|m|h|d)"
+_UNIT_S = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 #: How a duration is written, in every message that asks for one.
-DURATION_FORMS = "seconds (90) or a number with s, m, h or d (90s, 30m, 1h, 2d)"
+DURATION_FORMS = (
+    "seconds (90) or Go's and kubectl's form, parts of ms, s, m, h or d "
+    "(90s, 30m, 1h, 2m30s, 1h30m, 1.5h, 2d)"
+)
 
 
 def duration(text: str) -> float:
-    """``90``, ``90s``, ``30m``, ``1h``, ``2d`` (decimals too: ``1.5h``) in seconds."""
-    m = _DURATION.match(text.strip())
-    if not m:
+    """Seconds (``90``), Go's form as kubectl takes it (``2m30s``, ``1h30m``, ``1.5h``, ``500ms``), or ``2d``.
+
+    Spaces are ignored (``1h 30m``). The value is in seconds.
+    """
+    given = "".join(text.split())
+    if re.fullmatch(_NUMBER, given):
+        return float(given)
+    if not re.fullmatch(rf"(?:{_PART})+", given):
         raise ValueError(f"expected a duration: {DURATION_FORMS}")
-    return float(m.group(1)) * _UNIT_S[m.group(2)]
+    return sum(float(number) * _UNIT_S[unit] for number, unit in re.findall(_PART, given))
 
 
 def positive_duration(text: str) -> float:

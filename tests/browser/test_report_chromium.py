@@ -246,7 +246,7 @@ def test_the_root_cause_its_echo_and_a_rank_that_exited_nonzero_look_different(c
         "first failure: rank 1 (node 0) reported an error: injected failure on rank 1 [pod test-roles-0,"
     )
     assert parts["throughput"]["data-labels"] == "0 1 2 3"
-    assert_tiles(dom, {0: "ok", 1: "missing", 2: "missing", 3: "failed"})
+    assert_tiles(dom, {0: "ok", 1: "raised", 2: "raised", 3: "failed"})
     cells = {int(a["data-rank"]): a for _, a in dom.tags if "data-bg" in a}
     colours = {r: rgb(cells[r]["data-bg"]) for r in (1, 2, 3)}
     assert len(set(colours.values())) == 3, colours  # root, echo and exited non-zero: three colours

@@ -577,12 +577,12 @@ class Suite:
 
     def header(self) -> str:
         """The pytest header line."""
-        o = self.options.job
-        return (
-            f"rollcall: backend={self.backend_name} ({self.backend_reason}), nodes={o.nodes}, "
-            f"accelerator={o.accelerator}, artifacts={self.options.reports.artifacts_dir}, "
-            f"workload={' '.join(o.workload_args) or 'the defaults for the accelerator (RUN_DEFAULTS)'}"
+        o, found = self.options.job, self.__dict__.get("placement")  # discovery's, where it ran already
+        accelerator, workload = o.words(found.accelerator if found else None)
+        where = (
+            f"backend={self.backend_name} ({self.backend_reason}), nodes={o.nodes}, accelerator={accelerator}"
         )
+        return f"rollcall: {where}, artifacts={self.options.reports.artifacts_dir}, workload={workload}"
 
 
 def _unwritable(directory: Path) -> str | None:

@@ -558,3 +558,29 @@ def test_a_kubernetes_deadline_counts_its_capacity_wait_and_a_shorter_timeout_en
     )
     local = deadline_of(options, backend="local")
     assert (local.seconds, local.ends_at, local.capacity_timeout_s) == (2100.0, 2100.0, 0.0)
+
+
+def test_the_header_says_the_accelerator_and_the_workloads_defaults_in_words():
+    from rollcall.backends import Placement
+    from rollcall.options import resolve
+    from rollcall.suite import Suite
+    from rollcall_workload.rank.cli import RUN_DEFAULTS
+
+    unknown = Suite(resolve({}, {}), "local", "--backend local").header()
+    assert unknown == (
+        "rollcall: backend=local (--backend local), nodes=2, accelerator=auto: decided by the nodes found, "
+        "artifacts=artifacts, workload=its defaults for the accelerator found"
+    )
+    cpu = RUN_DEFAULTS["cpu"]
+    given = Suite(resolve({"accelerator": "cpu"}, {}), "local", "--backend local").header()
+    assert given.endswith(
+        f", accelerator=cpu, artifacts=artifacts, workload=its defaults on cpu (BERT-{cpu['model']} {cpu['impl']}, "
+        f"seq {cpu['seq_len']}, {cpu['epochs']} epochs x {cpu['steps_per_epoch']} steps, {cpu['precision']})"
+    )
+    found = Suite(resolve({"workload_args": "--epochs 1"}, {}), "local", "--backend local")
+    found.__dict__["placement"] = Placement("nvidia", 8)  # discovery ran: its accelerator is known
+    assert found.header().endswith(
+        ", accelerator=nvidia, artifacts=artifacts, workload=--epochs 1 over its defaults on nvidia "
+        "(BERT-large compact, seq 128, 3 epochs x 15 steps, bf16, compiled)"
+    )
+    assert "RUN_DEFAULTS" not in unknown + given + found.header()

@@ -10,6 +10,8 @@ from typing import ClassVar
 from rollcall.backends import WINGS, auto_help
 from rollcall.jobspec import (
     DEFAULT_JOB_TIMEOUT_S,
+    DEVICE_OF,
+    Accelerator,
     AcceleratorChoice,
     CacheVolume,
     HangBounds,
@@ -247,6 +249,30 @@ class JobOptions(Section):
             self.pg_timeout,
             self.start_skew,
         )
+
+    def words(self, found: Accelerator | None) -> tuple[str, str]:
+        """The header's accelerator and workload in words; ``found``: the accelerator discovery found.
+
+        The accelerator is ``--accelerator``'s, else ``found``, else decided later by the nodes found; the
+        workload is the arguments given over its defaults on that accelerator.
+        """
+        accelerator = found if self.accelerator == "auto" else self.accelerator
+        given = f"{shlex.join(self.workload_args)} over " if self.workload_args else ""
+        return accelerator or "auto: decided by the nodes found", f"{given}{workload_defaults(accelerator)}"
+
+
+def workload_defaults(accelerator: Accelerator | None) -> str:
+    """The workload's defaults on ``accelerator``: ``its defaults on cpu (BERT-tiny hf, seq 64, ...)``."""
+    if accelerator is None:
+        return "its defaults for the accelerator found"
+    from rollcall_workload.rank.cli import RUN_DEFAULTS
+
+    d = RUN_DEFAULTS[DEVICE_OF[accelerator]]
+    compiled = ", compiled" if d["compile"] else ""
+    return (
+        f"its defaults on {accelerator} (BERT-{d['model']} {d['impl']}, seq {d['seq_len']}, {d['epochs']} "
+        f"epochs x {d['steps_per_epoch']} steps, {d['precision']}{compiled})"
+    )
 
 
 def check_bounds(

@@ -156,7 +156,8 @@ def _convert(spec: Spec, raw: Any, source: str) -> Any:
             return spec.parse(words)
         return spec.parse(raw)
     except ValueError as exc:
-        shown = redact(" ".join(map(shlex.quote, raw)) if isinstance(raw, list | tuple) else raw)
+        shown = " ".join(map(shlex.quote, raw)) if isinstance(raw, list | tuple) else raw
+        shown = redact(shown) if spec.environment else shown  # a pair of the workload's environment
         raise OptionError(
             f"invalid {spec.flag} value {shown!r} (from {source}): {exc}; use {spec.usage}"
         ) from None

@@ -56,6 +56,8 @@ class Spec:
         backends: the backends that alone read it, where it lives in a section every backend is given
             (``--image``: kubernetes); empty: its section's reader, the wing given it (``--instance-type``:
             kubernetes), or every backend (:func:`rollcall.suite.read_by`).
+        environment: its values are ``NAME=VALUE`` pairs of the workload's environment, a secret's among them
+            maybe: an error shows what it was given with each secret-looking value ``<redacted>``.
     """
 
     flag: str
@@ -70,6 +72,7 @@ class Spec:
     shown: str = ""
     formerly: str = ""
     backends: tuple[str, ...] = ()
+    environment: bool = False
 
     @property
     def help(self) -> str:
@@ -158,9 +161,24 @@ def option(
     shown: str = "",
     formerly: str = "",
     backends: tuple[str, ...] = (),
+    environment: bool = False,
 ) -> Any:
     """Declare a field of a :class:`Section` as an option (see the module docstring)."""
-    spec = Spec(flag, parse, default, text, metavar, multiple, switch, "job", file, shown, formerly, backends)
+    spec = Spec(
+        flag,
+        parse,
+        default,
+        text,
+        metavar,
+        multiple,
+        switch,
+        "job",
+        file,
+        shown,
+        formerly,
+        backends,
+        environment,
+    )
     if isinstance(default, dict):
         return field(default_factory=lambda: dict(default), metadata={"option": spec})
     return field(default=default, metadata={"option": spec})

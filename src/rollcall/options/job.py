@@ -212,6 +212,7 @@ class JobOptions(Section):
         "as `--workload-secret` passes its own ([security.md](security.md#secrets-by-reference))",
         "KEY=VALUE",
         multiple=True,
+        environment=True,
     )
     workload_secret: dict[str, SecretSource] = option(
         "--workload-secret",
@@ -226,6 +227,7 @@ class JobOptions(Section):
         "([security.md](security.md#secrets-by-reference))",
         "NAME[=NAMESPACE/SECRET/KEY]",
         multiple=True,
+        environment=True,
     )
     workload_args: tuple[str, ...] = option(
         "--workload-args",

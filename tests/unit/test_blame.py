@@ -173,9 +173,13 @@ def test_the_page_and_the_rank_junit_say_whose(tmp_path):
     attempt = judged(roll, JobSpec("job-abc123", 1, 2), JobStatus(JobState.FAILED, "rank 1 failed"))
     record = reports.TestRecord("t.py::t", RunResult("local", [attempt]), "nvidia")
     page = htmlreport.render([record], {}, tmp_path)
-    assert "whose: the workload&#39;s (rollcall&#39;s own): an out-of-memory from the batch the workload chose itself" in page
+    assert (
+        "whose: the workload&#39;s (rollcall&#39;s own): an out-of-memory from the batch the workload chose itself"
+        in page
+    )
     reports.write_rank_junit(tmp_path / "ranks.junit.xml", [record])
     failures = [f.get("message") for f in ET.parse(tmp_path / "ranks.junit.xml").iter("failure")]
     assert any(
-        "[the workload's (rollcall's own): an out-of-memory from the batch the workload chose itself]" in m for m in failures
+        "[the workload's (rollcall's own): an out-of-memory from the batch the workload chose itself]" in m
+        for m in failures
     )

@@ -184,7 +184,9 @@ def test_the_monitor_refuses_another_users_directory_in_one_line_and_runs_nothin
     event = json.loads(line.removeprefix("ROLLCALL "))
     assert event["event"] == "error" and event["rank"] == -1
     assert event["message"].startswith(f"UnsafePathError: Permission denied: {directory} is owned by uid")
-    assert error_blame(event["message"]).owner is Owner.CLUSTER  # the host's shared directory, not the workload
+    assert (
+        error_blame(event["message"]).owner is Owner.CLUSTER
+    )  # the host's shared directory, not the workload
 
 
 def test_a_rank_refuses_a_compile_cache_another_user_may_write_in_one_line_without_a_traceback(tmp_path):

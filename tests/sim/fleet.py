@@ -1088,10 +1088,12 @@ def plan_of(
         edges.add("launcher, outside")
         lasting = max(heard) - starts[culprit] + near(rng, 2 * J, False) + 3 * POLL + max(latency)
     # a stall past the hang bound that ends before it is a hang, before the fault (which strikes after the
-    # first epoch) or anywhere in a healthy run; no other pause in its step
+    # first epoch) or in a healthy run before its last step (there the ranks that did not dump complete as it
+    # ends, and a rank not open is no longer one that keeps the stall from being a hang); no other pause in
+    # its step
     recovery = None
     if rng.random() < 0.3:
-        step = rng.randrange(1, 2 + 3 if fault is not None else steps)
+        step = rng.randrange(1, 2 + 3 if fault is not None else steps - 1)
         recovery = (rng.randrange(world), step, rng.uniform(0.1, 0.9))
         pauses = [p for p in pauses if p.step != step]
     first_step = within(FIRST_STEP - 2, "first step")
@@ -1165,7 +1167,7 @@ def shapes(plan: Plan) -> dict[str, int]:
         "nodes on their way": plan.wing != "local" and any(s > S for s in plan.node_start),
         "Ready flaps": bool(plan.flaps),
         "a stall recovered": plan.recovery is not None,
-        "setup past J": any(i > J for i in plan.rank_import),
+        "setup past S": any(i > S for i in plan.rank_import),
         "an Xid well before the error": plan.early_xid is not None,
     }
     return {name: 1 for name, yes in drawn.items() if yes}

@@ -129,13 +129,13 @@ def test_the_generator_draws_near_every_bound_on_both_sides():
 
 
 def test_the_generator_draws_each_shape_beside_faults_and_in_healthy_fleets():
-    """Each wing, nodes on their way, Ready flaps, a recovered stall and a setup past J come in healthy plans
+    """Each wing, nodes on their way, Ready flaps, a recovered stall and a setup past S come in healthy plans
     and in faulty ones; an Xid well before the error in crashes."""
     drawn = list(fleet.plans(7, 600))
     for faulty in (False, True):
         tally = [name for plan in drawn if (plan.fault is not None) == faulty for name in fleet.shapes(plan)]
         for shape in ("local wing", "kubernetes wing", "slurm wing", "nodes on their way", "Ready flaps",
-                      "a stall recovered", "setup past J"):  # fmt: skip
+                      "a stall recovered", "setup past S"):  # fmt: skip
             assert tally.count(shape) >= 10, (faulty, shape)
     crashes = [plan for plan in drawn if plan.fault == "crash"]
     assert sum("an Xid well before the error" in fleet.shapes(plan) for plan in crashes) >= 5
